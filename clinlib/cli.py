@@ -1,0 +1,190 @@
+"""``clintrace`` command line: one command per pipeline stage (DESIGN.md artifact contract).
+
+Every command takes ``--profile`` (else $CLINTRACE_PROFILE, else ``quick``). Errors from bad
+input are printed as one clear line (file, column, value) and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from clinlib.config import FIGURES_DIR, NOTEBOOKS_DIR, build_dir, resolve_profile
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+
+ProfileOpt = Annotated[
+    str | None, typer.Option("--profile", "-p", help="build profile (quick|paper|mimic|...)")
+]
+SeedOpt = Annotated[int | None, typer.Option(help="seed (default: the profile's)")]
+
+
+def _fail(exc: Exception) -> None:
+    typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)
+    raise typer.Exit(code=2)
+
+
+def _run(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except (ValueError, FileNotFoundError, KeyError) as exc:
+        _fail(exc)
+
+
+@app.callback()
+def main(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+    """ClinTrace Kit: longitudinal clinical reasoning over EHR-derived dialogues."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s"
+    )
+
+
+@app.command()
+def synth(
+    profile: ProfileOpt = None,
+    seed: SeedOpt = None,
+    fmt: Annotated[str, typer.Option(help="csv.gz (PhysioNet layout) or parquet")] = "csv.gz",
+) -> None:
+    """Write the synthetic MIMIC-IV-shaped hosp tables (data/build/<profile>/raw/hosp/)."""
+    from clinlib.sources.synthetic import synthesize
+
+    t0 = time.perf_counter()
+    out = _run(synthesize, resolve_profile(profile), seed=seed, fmt=fmt)
+    typer.echo(f"synthetic hosp tables -> {out} ({time.perf_counter() - t0:.1f}s)")
+
+
+@app.command()
+def cohort(
+    profile: ProfileOpt = None,
+    mimic_dir: Annotated[
+        Path | None, typer.Option(help="real MIMIC-IV directory holding hosp/ (credentialed)")
+    ] = None,
+    meds_dir: Annotated[Path | None, typer.Option(help="a MEDS dataset root")] = None,
+    seed: SeedOpt = None,
+    per_disease: Annotated[int | None, typer.Option(help="patients per index disease")] = None,
+) -> None:
+    """Select the cohort and extract its events (cohort/attrition/eligible/events.parquet)."""
+    from clinlib.pipeline import build_cohort
+
+    t0 = time.perf_counter()
+    out = _run(
+        build_cohort,
+        profile,
+        mimic_dir=mimic_dir,
+        meds_dir=meds_dir,
+        seed=seed,
+        per_disease=per_disease,
+    )
+    att = out["attrition"]
+    for row in att.itertuples():
+        typer.echo(f"  {row.step:<40} {row.n_patients:>9,}")
+    typer.echo(
+        f"cohort: {len(out['cohort'])} patients, {len(out['events']):,} events "
+        f"({time.perf_counter() - t0:.1f}s)"
+    )
+
+
+@app.command("export-meds")
+def export_meds(
+    out_dir: Annotated[Path, typer.Argument(help="MEDS dataset root to write")],
+    profile: ProfileOpt = None,
+) -> None:
+    """Export the cohort's events as a MEDS dataset (data/*.parquet + metadata/)."""
+    from clinlib.pipeline import load
+    from clinlib.sources.meds import write_meds
+
+    events = _run(load, "events", profile)
+    _run(write_meds, events, out_dir)
+    typer.echo(f"MEDS dataset -> {out_dir}")
+
+
+@app.command()
+def dialogues(profile: ProfileOpt = None, seed: SeedOpt = None) -> None:
+    """Synthesise and verify one dialogue per cohort patient (dialogues.parquet + checks)."""
+    from clinlib.dialogue import build_dialogues
+
+    t0 = time.perf_counter()
+    out = _run(build_dialogues, profile, seed=seed)
+    summary = out["dialogue_summary"]
+    kept = int(summary["kept"].sum())
+    typer.echo(
+        f"dialogues: {kept}/{len(summary)} kept, {len(out['dialogues']):,} turns "
+        f"({time.perf_counter() - t0:.1f}s)"
+    )
+    dropped = summary[~summary["kept"]]
+    for row in dropped.itertuples():
+        typer.echo(f"  dropped {row.subject_id}: {row.drop_reason}")
+
+
+STAGES = ("synth", "cohort", "dialogues")
+
+
+@app.command()
+def pipeline(
+    profile: ProfileOpt = None,
+    seed: SeedOpt = None,
+    skip_existing: Annotated[
+        bool, typer.Option(help="skip synth when its tables already exist")
+    ] = True,
+) -> None:
+    """Run every stage in order on the embedded synthetic default."""
+    name = resolve_profile(profile)
+    if not (skip_existing and (build_dir(name) / "raw" / "hosp").exists()):
+        synth(profile=name, seed=seed)
+    cohort(profile=name, seed=seed)
+    dialogues(profile=name, seed=seed)
+
+
+@app.command()
+def notebooks(
+    profile: ProfileOpt = None,
+    timeout: Annotated[int, typer.Option(help="seconds per notebook")] = 1200,
+) -> None:
+    """Execute every numbered notebook on a profile (outputs under data/build/<p>/notebooks/)."""
+    from clinlib.notebooks import execute_all
+
+    name = resolve_profile(profile)
+    results = _run(execute_all, name, timeout=timeout)
+    failed = [r for r in results if not r["ok"]]
+    for r in results:
+        mark = "ok " if r["ok"] else "FAIL"
+        typer.echo(f"  {mark} {r['notebook']:<40} {r['seconds']:6.1f}s {r.get('error', '')}")
+    if failed:
+        raise typer.Exit(code=1)
+    typer.echo(f"figures -> {FIGURES_DIR}")
+
+
+@app.command()
+def reproduce(profile: ProfileOpt = "paper", seed: SeedOpt = None) -> None:
+    """The main job: the whole pipeline + every notebook on a profile (default: paper)."""
+    t0 = time.perf_counter()
+    name = resolve_profile(profile)
+    pipeline(profile=name, seed=seed)
+    notebooks(profile=name)
+    typer.echo(
+        f"reproduce ({name}) done in {time.perf_counter() - t0:.0f}s; figures in {FIGURES_DIR}"
+    )
+
+
+@app.command()
+def info(profile: ProfileOpt = None) -> None:
+    """Show which artifacts exist for a profile and where the notebooks are."""
+    name = resolve_profile(profile)
+    root = build_dir(name)
+    typer.echo(f"profile {name}: {root}")
+    for path in sorted(root.glob("*.parquet")):
+        typer.echo(f"  {path.name}")
+    src = root / "source.json"
+    if src.exists():
+        typer.echo(json.dumps(json.loads(src.read_text()), indent=2))
+    typer.echo(f"notebooks: {NOTEBOOKS_DIR}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())

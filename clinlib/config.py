@@ -1,0 +1,85 @@
+"""Paths, profiles and run-wide settings (DESIGN.md "The artifact contract").
+
+Every path the kit uses is derived here, relative to the repository root, so notebooks,
+the CLI and tests agree on where artifacts live. One setting picks the profile everywhere:
+an explicit argument (the CLI's ``--profile``), else ``CLINTRACE_PROFILE``, else ``quick``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DATA_DIR = REPO_ROOT / "data"
+BUILD_DIR = DATA_DIR / "build"
+PAPER_DATA_DIR = DATA_DIR / "paper"
+FIGURES_DIR = REPO_ROOT / "figures"
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+
+PROFILE_ENV = "CLINTRACE_PROFILE"
+DEFAULT_PROFILE = "quick"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Sizes for one build profile.
+
+    Attributes:
+        name: profile name, also the folder under data/build/.
+        n_patients: patients in the synthetic hosp dataset (cohort candidates + background).
+        per_disease: cohort patients sampled per index disease (the paper: 100).
+        seed: default seed for synthesis and sampling.
+    """
+
+    name: str
+    n_patients: int
+    per_disease: int
+    seed: int = 0
+
+
+PROFILES: dict[str, Profile] = {
+    # Small but complete: every rule, stratum and task must still be exercised.
+    "quick": Profile("quick", n_patients=600, per_disease=12),
+    # The paper's sizes: 4 diseases x 100 patients drawn from a larger population.
+    "paper": Profile("paper", n_patients=6000, per_disease=100),
+    # MIMIC-IV hosp size (364,627 patients); used by `make bench-cohort` only.
+    "mimic-scale": Profile("mimic-scale", n_patients=364_627, per_disease=100),
+}
+
+
+def resolve_profile(name: str | None = None) -> str:
+    """Return the active profile name: ``name``, else $CLINTRACE_PROFILE, else ``quick``.
+
+    Real-data profiles (``mimic``, ``meds`` or any user-chosen name) are allowed: they only
+    name a build folder. Synthetic sizes come from :data:`PROFILES`.
+    """
+    chosen = name or os.environ.get(PROFILE_ENV) or DEFAULT_PROFILE
+    if not chosen or "/" in chosen or chosen.startswith("."):
+        raise ValueError(f"invalid profile name {chosen!r}: use a plain folder name like 'quick'")
+    return chosen
+
+
+def profile_sizes(name: str) -> Profile:
+    """Sizes of a synthetic profile; raises a clear error for an unknown one."""
+    try:
+        return PROFILES[name]
+    except KeyError:
+        known = ", ".join(sorted(PROFILES))
+        raise ValueError(f"unknown synthetic profile {name!r}; known: {known}") from None
+
+
+def build_dir(profile: str | None = None) -> Path:
+    """``data/build/<profile>/`` for the active profile (not created)."""
+    return BUILD_DIR / resolve_profile(profile)
+
+
+def raw_hosp_dir(profile: str | None = None) -> Path:
+    """Where the synthetic MIMIC-IV hosp tables of a profile live."""
+    return build_dir(profile) / "raw" / "hosp"
+
+
+def artifact_path(name: str, profile: str | None = None) -> Path:
+    """Path of a stage artifact, e.g. ``artifact_path("cohort.parquet")``."""
+    return build_dir(profile) / name
