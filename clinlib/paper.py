@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from clinlib.config import PAPER_DATA_DIR
+from clinlib.metrics import MetricsInputError, summary_rows
 
 
 class PaperTableError(ValueError):
@@ -624,12 +625,26 @@ def recompute_pooled_macro(
             (idx, t) for idx, row in wide.iterrows() for t in tasks if pd.isna(row[t])
         )
         raise PaperTableError(f"per-task cell missing for ({st}, {bb}, {t})")
-    w = np.array([weights[t] for t in tasks], dtype=float)
-    pooled = wide.to_numpy() @ w / w.sum()
-    macro = wide.mean(axis=1).to_numpy()
-    summary = pd.DataFrame({"pooled": pooled, "macro": macro}, index=wide.index).reset_index()
-    blind_macro = summary[summary["strategy"] == BLIND].set_index("backbone")["macro"]
-    summary["delta_blind"] = summary["macro"] - summary["backbone"].map(blind_macro)
+    # The arithmetic lives in metrics.summary_rows, which takes proportions in [0, 1].
+    # Pooled and macro are affine in the cell values (weights sum to 1), so map the values
+    # affinely into [0, 1] and back: exact for percent, fraction or any other scale.
+    lo = min(0.0, float(cells["value"].min()))
+    scale = max(1.0, float(cells["value"].max()) - lo)
+    try:
+        rows = summary_rows(
+            cells.assign(accuracy=(cells["value"] - lo) / scale),
+            task_n={t: weights[t] for t in tasks},
+            baseline=BLIND,
+        )
+    except MetricsInputError as exc:
+        raise PaperTableError(str(exc)) from None
+    summary = rows[["strategy", "backbone"]].assign(
+        pooled=rows["pooled"] * scale + lo,
+        macro=rows["macro"] * scale + lo,
+        # summary_rows leaves the baseline's own Δblind empty (the paper's dash); here it is
+        # the baseline minus itself.
+        delta_blind=np.where(rows["strategy"] == BLIND, 0.0, rows["delta_blind"] * scale),
+    )
 
     long = summary.melt(
         id_vars=["strategy", "backbone"],
