@@ -1,0 +1,749 @@
+"""Resilient async chat client over the official ``openai`` SDK (paper §4, Appendices D-E).
+
+The paper's evaluation sends 200,672 chat requests to four OpenRouter backbones. At that
+scale rate limits, 5xx errors, timeouts, dropped connections and empty completions are
+routine (Appendix E.1: ~0.7% empty responses after the retry pass). This client:
+
+* bounds the requests in flight per backbone (``max_concurrency``) with a semaphore and an
+  httpx connection pool of the same size;
+* retries 408/409/425/429/5xx, timeouts, dropped connections and malformed bodies with
+  exponential backoff and jitter, honouring ``Retry-After`` / ``retry-after-ms`` (and pausing
+  the whole backbone after a 429 that carries one), using the SDK with ``max_retries=0`` so
+  the retry policy and the accounting are ours;
+* returns exactly one :class:`ChatResult` per request: a request that still fails carries
+  its error (never raised, never dropped); an empty completion is recorded as such (D1);
+* reads usage (input, output and ``prompt_tokens_details.cached_tokens``) from each
+  response and prices it with the backbone's prices (Appendix D);
+* consults the :class:`~clinlib.llm.cache.ResponseCache` first, so a re-run makes zero API
+  calls;
+* answers ``kind="offline"`` backbones in-process through their policy, with no HTTP;
+* refuses credentialed data for backbones not approved for it (:func:`check_egress`);
+* reads the API key from the environment only and scrubs it from every error message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import json
+import logging
+import math
+import random
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import openai
+
+from clinlib.llm import tokens
+from clinlib.llm.backbones import (
+    NO_KEY_PLACEHOLDER,
+    Backbone,
+    OfflineReply,
+    check_egress,
+    get_backbone,
+)
+from clinlib.llm.cache import ResponseCache, cache_key
+
+try:  # openai>=3 is built on httpx2; older releases on httpx
+    import httpx2 as _httpx
+except ImportError:  # pragma: no cover - depends on the installed SDK generation
+    import httpx as _httpx
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import pandas as pd
+
+log = logging.getLogger("clinlib.llm")
+
+MESSAGE_ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool"})
+# 408 timeout, 409 conflict/lock, 425 too early, 429 rate limit; every 5xx (incl. 529
+# "overloaded") is retried too.
+RETRY_STATUSES: frozenset[int] = frozenset({408, 409, 425, 429})
+# Anything that looks like a provider key is masked in stored / logged error messages.
+KEY_PATTERN = re.compile(r"(sk-|sk_|gsk_|hf_|xai-)[A-Za-z0-9_\-*.]{6,}")
+
+RESULT_COLUMNS: tuple[str, ...] = (
+    "request_id",
+    "backbone",
+    "model",
+    "response",
+    "finish_reason",
+    "empty",
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "cost_usd",
+    "latency_s",
+    "elapsed_s",
+    "attempts",
+    "from_cache",
+    "usage_estimated",
+    "error",
+    "error_kind",
+)
+
+
+class InvalidRequestError(ValueError):
+    """A chat request is malformed (bad messages, duplicate id, unserialisable params)."""
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    """Generation settings; all of them are part of the cache key.
+
+    Attributes:
+        temperature: sampling temperature (the paper answers at 0).
+        max_tokens: output cap (Appendix E.3: T1/T2 60, T4/T8 120, T9 80, others 80).
+        top_p / seed / stop: passed through when set.
+        extra: provider-specific body fields (e.g. OpenRouter ``provider`` routing).
+    """
+
+    temperature: float | None = 0.0
+    max_tokens: int | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] | None = None
+    extra: Mapping[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The parameters as sent (None dropped; ``extra`` merged into the body)."""
+        out: dict[str, Any] = {}
+        for name in ("temperature", "max_tokens", "top_p", "seed"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        if self.stop:
+            out["stop"] = list(self.stop)
+        if self.extra:
+            clash = set(self.extra) & {"model", "messages", *out}
+            if clash:
+                raise InvalidRequestError(f"GenerationParams.extra repeats {sorted(clash)}")
+            out.update(self.extra)
+        return out
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat completion to run.
+
+    Attributes:
+        request_id: caller's id, unique within a batch (e.g. ``qid|strategy|backbone``).
+        messages: OpenAI chat messages (role + content).
+        params: generation settings.
+    """
+
+    request_id: str
+    messages: Sequence[Mapping[str, Any]]
+    params: GenerationParams = field(default_factory=GenerationParams)
+
+
+@dataclass
+class ChatResult:
+    """The outcome of one request (exactly one per request, success or not).
+
+    Attributes:
+        request_id / backbone / model: what was asked of whom.
+        response: completion text (``""`` for an empty completion); None on error.
+        finish_reason: ``stop``, ``length``, ... as reported.
+        empty: the completion is empty or whitespace (the paper's D1).
+        input_tokens / output_tokens / cached_tokens: usage of the successful call.
+        cost_usd: usage priced at the backbone's prices (also for cache hits: what the
+            response cost when it was made).
+        latency_s: duration of the successful call; elapsed_s: wall time incl. retries.
+        attempts: HTTP attempts made now (0 for cache hits and offline backbones).
+        from_cache: served from the response cache.
+        usage_estimated: usage counted offline (endpoint reported none, or offline policy).
+        error / error_kind: why the request failed after all retries (None on success).
+    """
+
+    request_id: str
+    backbone: str
+    model: str
+    response: str | None = None
+    finish_reason: str | None = None
+    empty: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    elapsed_s: float = 0.0
+    attempts: int = 0
+    from_cache: bool = False
+    usage_estimated: bool = False
+    error: str | None = None
+    error_kind: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when a completion (possibly empty) was obtained."""
+        return self.error is None
+
+
+@dataclass
+class ClientStats:
+    """Counters for one client (HTTP attempts, cache hits, retries by kind, failures)."""
+
+    api_calls: int = 0
+    cache_hits: int = 0
+    offline_calls: int = 0
+    retries: dict[str, int] = field(default_factory=dict)
+    failures: int = 0
+    empty: int = 0
+
+
+@dataclass(frozen=True)
+class _Failure:
+    kind: str
+    message: str
+    retryable: bool
+    retry_after: float | None = None
+
+
+def results_frame(results: Iterable[ChatResult]) -> pd.DataFrame:
+    """Results as a DataFrame with columns :data:`RESULT_COLUMNS` (one row per request)."""
+    import pandas as pd
+
+    return pd.DataFrame([asdict(r) for r in results], columns=list(RESULT_COLUMNS))
+
+
+def validate_requests(requests: Sequence[ChatRequest]) -> None:
+    """Raise :class:`InvalidRequestError` naming the first malformed request."""
+    seen: set[str] = set()
+    for req in requests:
+        if not isinstance(req, ChatRequest):
+            raise InvalidRequestError(f"expected ChatRequest, got {type(req).__name__}")
+        rid = req.request_id
+        if not isinstance(rid, str) or not rid:
+            raise InvalidRequestError(f"request_id must be a non-empty string, got {rid!r}")
+        if rid in seen:
+            raise InvalidRequestError(f"duplicate request_id {rid!r} in one batch")
+        seen.add(rid)
+        if isinstance(req.messages, str | bytes) or not req.messages:
+            raise InvalidRequestError(f"request {rid!r}: messages must be a non-empty list")
+        for i, msg in enumerate(req.messages):
+            if not isinstance(msg, Mapping):
+                raise InvalidRequestError(f"request {rid!r}: message {i} is not a dict")
+            role = msg.get("role")
+            if role not in MESSAGE_ROLES:
+                raise InvalidRequestError(
+                    f"request {rid!r}: message {i} has role {role!r}; "
+                    f"expected one of {sorted(MESSAGE_ROLES)}"
+                )
+            content = msg.get("content")
+            if not (content is None or isinstance(content, str | list)):
+                raise InvalidRequestError(
+                    f"request {rid!r}: message {i} content must be a string or a list of "
+                    f"parts, got {type(content).__name__}"
+                )
+        try:
+            json.dumps([list(req.messages), req.params.to_dict()])
+        except (TypeError, ValueError) as exc:
+            raise InvalidRequestError(f"request {rid!r} is not JSON-serialisable: {exc}") from None
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date)."""
+    if not headers:
+        return None
+    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) / divisor
+        except ValueError:
+            continue
+        if math.isfinite(seconds):
+            return max(0.0, seconds)
+    value = headers.get("retry-after")
+    if value:
+        import email.utils
+
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        return max(0.0, when.timestamp() - time.time())
+    return None
+
+
+def _classify(exc: BaseException) -> _Failure:
+    """Map an SDK / transport exception to a failure kind and whether to retry."""
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        if status == 429:
+            kind = "rate_limit"
+        elif status >= 500:
+            kind = "server_error"
+        elif status == 408:
+            kind = "timeout"
+        else:
+            kind = "client_error"
+        headers = exc.response.headers if exc.response is not None else None
+        return _Failure(
+            kind,
+            f"HTTP {status}: {exc.message}",
+            status in RETRY_STATUSES or status >= 500,
+            parse_retry_after(headers),
+        )
+    if isinstance(exc, openai.APITimeoutError):
+        return _Failure("timeout", f"timed out: {exc}", True)
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        detail = f" ({type(cause).__name__}: {cause})" if cause else ""
+        return _Failure("connection", f"{exc}{detail}", True)
+    if isinstance(exc, openai.APIResponseValidationError | ValueError):
+        # Truncated / non-JSON bodies: the transport garbled a reply; asking again is safe.
+        return _Failure("bad_response", f"malformed response: {type(exc).__name__}: {exc}", True)
+    if isinstance(exc, _httpx.TimeoutException):
+        return _Failure("timeout", f"timed out: {exc}", True)
+    if isinstance(exc, _httpx.TransportError):
+        return _Failure("connection", f"{type(exc).__name__}: {exc}", True)
+    return _Failure("client_error", f"{type(exc).__name__}: {exc}", False)
+
+
+class LLMClient:
+    """Async client for one backbone; use as ``async with LLMClient(...) as client``.
+
+    Args:
+        backbone: a :class:`Backbone` or its registry name.
+        cache: a :class:`ResponseCache`, a path to one, or None (no caching).
+        timeout_s: per-attempt timeout (connect capped at 10 s).
+        max_retries: retries after the first attempt (so at most ``max_retries + 1`` calls).
+        backoff_base_s / backoff_max_s: exponential backoff ``base * 2**k`` capped at max,
+            with "equal jitter" (half fixed, half uniform) so retries never synchronise.
+        max_retry_after_s: a Retry-After longer than this fails the request instead.
+        concurrency: requests in flight; default ``backbone.max_concurrency``.
+        credentialed: the prompts carry credentialed data (checked by :func:`check_egress`).
+        allow_unapproved: explicit override for an unapproved backbone.
+        refresh_empty: re-ask requests whose cached completion is empty (the paper's M1 pass).
+        config: TOML config used to resolve a backbone name.
+        seed: seed for the backoff jitter.
+    """
+
+    def __init__(
+        self,
+        backbone: Backbone | str,
+        *,
+        cache: ResponseCache | str | Path | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 6,
+        backoff_base_s: float = 0.5,
+        backoff_max_s: float = 30.0,
+        max_retry_after_s: float = 120.0,
+        concurrency: int | None = None,
+        credentialed: bool = False,
+        allow_unapproved: bool = False,
+        refresh_empty: bool = False,
+        config: str | Path | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.backbone = get_backbone(backbone, config) if isinstance(backbone, str) else backbone
+        check_egress(self.backbone, credentialed, allow_unapproved)
+        if timeout_s <= 0 or max_retries < 0 or backoff_base_s < 0 or backoff_max_s < 0:
+            raise ValueError(
+                "timeout_s must be > 0 and max_retries / backoff_base_s / backoff_max_s >= 0"
+            )
+        self.concurrency = int(concurrency or self.backbone.max_concurrency)
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        self._owns_cache = isinstance(cache, str | Path)
+        self.cache = ResponseCache(cache) if isinstance(cache, str | Path) else cache
+        self.timeout_s = float(timeout_s)
+        self.max_retries = int(max_retries)
+        self.backoff_base_s = float(backoff_base_s)
+        self.backoff_max_s = float(backoff_max_s)
+        self.max_retry_after_s = float(max_retry_after_s)
+        self.refresh_empty = refresh_empty
+        self.stats = ClientStats()
+        self._rng = random.Random(seed)
+        self._sdk: openai.AsyncOpenAI | None = None
+        self._secret: str | None = None
+        self._sem: asyncio.Semaphore | None = None
+        self._pause_until = 0.0
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def __aenter__(self) -> LLMClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP pool (and the cache if this client opened it)."""
+        if self._sdk is not None:
+            await self._sdk.close()
+            self._sdk = None
+        if self._owns_cache and self.cache is not None:
+            self.cache.close()
+
+    def _ensure_sdk(self) -> openai.AsyncOpenAI:
+        if self._sdk is None:
+            key = self.backbone.api_key()  # raises MissingAPIKeyError naming the variable
+            self._secret = key
+            limits = _httpx.Limits(
+                max_connections=self.concurrency, max_keepalive_connections=self.concurrency
+            )
+            timeout = _httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, 10.0))
+            http_client = openai.DefaultAsyncHttpxClient(limits=limits, timeout=timeout)
+            self._sdk = openai.AsyncOpenAI(
+                api_key=key,
+                base_url=self.backbone.base_url,
+                max_retries=0,  # our loop retries, so Retry-After and accounting are ours
+                timeout=timeout,
+                http_client=http_client,
+            )
+        return self._sdk
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _scrub(self, text: str) -> str:
+        if self._secret and self._secret != NO_KEY_PLACEHOLDER:
+            text = text.replace(self._secret, "***")
+        return KEY_PATTERN.sub(lambda m: m.group(1) + "***", text)
+
+    def _key_for(self, req: ChatRequest) -> str:
+        return cache_key(
+            self.backbone.base_url or f"offline:{self.backbone.name}",
+            self.backbone.model,
+            req.messages,
+            req.params.to_dict(),
+        )
+
+    def _from_cache(self, req: ChatRequest) -> ChatResult | None:
+        if self.cache is None or self.backbone.kind != "openai":
+            return None
+        hit = self.cache.get(self._key_for(req))
+        if hit is None or (self.refresh_empty and not hit.response.strip()):
+            return None
+        self.stats.cache_hits += 1
+        return ChatResult(
+            request_id=req.request_id,
+            backbone=self.backbone.name,
+            model=self.backbone.model,
+            response=hit.response,
+            finish_reason=hit.finish_reason,
+            empty=not hit.response.strip(),
+            input_tokens=hit.input_tokens,
+            output_tokens=hit.output_tokens,
+            cached_tokens=hit.cached_tokens,
+            cost_usd=self.backbone.cost(hit.input_tokens, hit.output_tokens, hit.cached_tokens),
+            latency_s=hit.latency_s,
+            from_cache=True,
+            usage_estimated=hit.usage_estimated,
+        )
+
+    def _backoff(self, retry_index: int) -> float:
+        cap = min(self.backoff_max_s, self.backoff_base_s * (2.0**retry_index))
+        return cap / 2 + self._rng.uniform(0.0, cap / 2)
+
+    # -- one request -----------------------------------------------------------------------
+    async def complete(self, request: ChatRequest) -> ChatResult:
+        """Run one request (cache first). Never raises for request failures.
+
+        Args:
+            request: the chat request.
+
+        Returns:
+            Its result; failures carry ``error`` and ``error_kind``.
+        """
+        validate_requests([request])
+        cached = self._from_cache(request)
+        if cached is not None:
+            return cached
+        if self.backbone.kind == "offline":
+            return await self._run_offline(request)
+        self._ensure_sdk()
+        return await self._run_http(request)
+
+    async def _run_offline(self, req: ChatRequest) -> ChatResult:
+        bb = self.backbone
+        started = time.perf_counter()
+        self.stats.offline_calls += 1
+        result = ChatResult(req.request_id, bb.name, bb.model)
+        try:
+            assert bb.policy is not None  # validated by Backbone
+            out = bb.policy(req.messages, req.params)
+            if inspect.isawaitable(out):
+                out = await out
+            reply = out if isinstance(out, OfflineReply) else OfflineReply(text=out)
+            if reply.text is not None and not isinstance(reply.text, str):
+                raise TypeError(f"policy returned {type(reply.text).__name__}, expected str")
+            text = reply.text or ""
+            n_in = reply.input_tokens
+            n_out = reply.output_tokens
+            result.input_tokens = int(
+                n_in if n_in is not None else tokens.count_tokens(req.messages, bb.model)
+            )
+            result.output_tokens = int(
+                n_out if n_out is not None else tokens.count_tokens(text, bb.model)
+            )
+            result.usage_estimated = n_in is None or n_out is None
+            result.response = text
+            result.finish_reason = reply.finish_reason
+            result.empty = not text.strip()
+            result.cost_usd = bb.cost(result.input_tokens, result.output_tokens)
+            self.stats.empty += result.empty
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a buggy policy must not abort a whole batch
+            result.error = f"offline policy failed: {type(exc).__name__}: {exc}"
+            result.error_kind = "policy_error"
+            self.stats.failures += 1
+        result.latency_s = result.elapsed_s = time.perf_counter() - started
+        return result
+
+    async def _wait_for_pause(self) -> None:
+        while (delay := self._pause_until - time.monotonic()) > 0:
+            await asyncio.sleep(delay)
+
+    async def _attempt(self, req: ChatRequest, body: dict[str, Any]) -> tuple[Any, float]:
+        """One HTTP call; returns the parsed completion and its latency (queueing excluded)."""
+        assert self._sdk is not None and self._sem is not None
+        await self._wait_for_pause()
+        extra = {k: v for k, v in body.items() if k not in _SDK_KWARGS}
+        known = {k: v for k, v in body.items() if k in _SDK_KWARGS}
+        async with self._sem:
+            self.stats.api_calls += 1
+            t0 = time.perf_counter()
+            resp = await self._sdk.chat.completions.create(
+                model=self.backbone.model,
+                messages=list(req.messages),
+                extra_body=extra or None,
+                **known,
+            )
+            return resp, time.perf_counter() - t0
+
+    async def _run_http(self, req: ChatRequest) -> ChatResult:
+        bb = self.backbone
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.concurrency)
+        body = req.params.to_dict()
+        result = ChatResult(req.request_id, bb.name, bb.model)
+        started = time.perf_counter()
+        failure: _Failure | None = None
+        for attempt in range(self.max_retries + 1):
+            result.attempts = attempt + 1
+            try:
+                resp, latency = await self._attempt(req, body)
+                failure = self._accept(req, resp, latency, result)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failure = _classify(exc)
+            if failure is None:
+                break
+            failure = _Failure(
+                failure.kind, self._scrub(failure.message), failure.retryable, failure.retry_after
+            )
+            if not failure.retryable or attempt == self.max_retries:
+                break
+            if failure.retry_after is not None:
+                if failure.retry_after > self.max_retry_after_s:
+                    failure = _Failure(
+                        failure.kind,
+                        f"{failure.message} (Retry-After {failure.retry_after:.0f}s exceeds "
+                        f"max_retry_after_s={self.max_retry_after_s:.0f})",
+                        False,
+                    )
+                    break
+                delay = failure.retry_after
+                if failure.kind == "rate_limit":
+                    # The provider asked us to slow down: pause every request to it.
+                    self._pause_until = max(self._pause_until, time.monotonic() + delay)
+            else:
+                delay = self._backoff(attempt)
+            self.stats.retries[failure.kind] = self.stats.retries.get(failure.kind, 0) + 1
+            log.info(
+                "%s request %s attempt %d/%d failed (%s: %s); retrying in %.2fs",
+                bb.name, req.request_id, attempt + 1, self.max_retries + 1,
+                failure.kind, failure.message, delay,
+            )  # fmt: skip
+            await asyncio.sleep(delay)
+        result.elapsed_s = time.perf_counter() - started
+        if failure is None:
+            self._store(req, body, result)
+        else:
+            result.response = None
+            result.error = f"{failure.kind} after {result.attempts} attempt(s): {failure.message}"
+            result.error_kind = failure.kind
+            self.stats.failures += 1
+            log.warning("%s request %s failed: %s", bb.name, req.request_id, result.error)
+        return result
+
+    def _accept(
+        self,
+        req: ChatRequest,
+        resp: Any,
+        latency: float,
+        result: ChatResult,
+    ) -> _Failure | None:
+        """Fill ``result`` from a parsed completion, or describe why it is unusable."""
+        bb = self.backbone
+        choices = getattr(resp, "choices", None)
+        if not choices:
+            extra = getattr(resp, "model_extra", None) or {}
+            detail = f": {extra['error']}" if "error" in extra else ""
+            return _Failure("bad_response", f"completion has no choices{detail}", True)
+        choice = choices[0]
+        text = getattr(choice.message, "content", None) or ""
+        usage = getattr(resp, "usage", None)
+        if usage is not None and usage.prompt_tokens is not None:
+            n_in = int(usage.prompt_tokens)
+            n_out = int(usage.completion_tokens or 0)
+            details = getattr(usage, "prompt_tokens_details", None)
+            n_cached = int(getattr(details, "cached_tokens", None) or 0)
+            estimated = False
+        else:  # some local servers omit usage: count it ourselves, and say so
+            n_in = tokens.count_tokens(req.messages, bb.model)
+            n_out = tokens.count_tokens(text, bb.model)
+            n_cached = 0
+            estimated = True
+        n_cached = min(n_cached, n_in)
+        result.response = text
+        result.finish_reason = choice.finish_reason
+        result.empty = not text.strip()
+        result.input_tokens, result.output_tokens, result.cached_tokens = n_in, n_out, n_cached
+        result.cost_usd = bb.cost(n_in, n_out, n_cached)
+        result.latency_s = latency
+        result.usage_estimated = estimated
+        result.error = result.error_kind = None
+        self.stats.empty += result.empty
+        return None
+
+    def _store(self, req: ChatRequest, body: Mapping[str, Any], result: ChatResult) -> None:
+        """Write a successful result to the cache; a cache failure never loses the result."""
+        if self.cache is None:
+            return
+        bb = self.backbone
+        try:
+            self.cache.put(
+                self._key_for(req),
+                backbone=bb.name,
+                base_url=bb.base_url or "",
+                model=bb.model,
+                request={"messages": list(req.messages), "params": dict(body)},
+                response=result.response or "",
+                finish_reason=result.finish_reason,
+                input_tokens=result.input_tokens,
+                output_tokens=result.output_tokens,
+                cached_tokens=result.cached_tokens,
+                latency_s=result.latency_s,
+                usage_estimated=result.usage_estimated,
+            )
+        except (sqlite3.Error, OSError, ValueError) as exc:
+            log.error("could not cache %s request %s: %s", bb.name, req.request_id, exc)
+
+    # -- batches ---------------------------------------------------------------------------
+    async def complete_many(
+        self,
+        requests: Sequence[ChatRequest],
+        on_result: Callable[[ChatResult], None] | None = None,
+    ) -> list[ChatResult]:
+        """Run a batch; exactly one result per request, in request order.
+
+        Cache hits return at once; the rest run with at most ``concurrency`` in flight.
+
+        Args:
+            requests: the batch (request ids must be unique).
+            on_result: called with each result as it completes (e.g. a progress bar).
+
+        Returns:
+            Results aligned with ``requests``.
+        """
+        requests = list(requests)
+        validate_requests(requests)
+        results: list[ChatResult | None] = [None] * len(requests)
+        todo: list[int] = []
+        for i, req in enumerate(requests):
+            hit = self._from_cache(req)
+            if hit is None:
+                todo.append(i)
+                continue
+            results[i] = hit
+            if on_result:
+                on_result(hit)
+        if todo and self.backbone.kind == "openai":
+            self._ensure_sdk()  # a missing key fails here, before any request is sent
+        runner = self._run_offline if self.backbone.kind == "offline" else self._run_http
+
+        # Bounded task window: the semaphore bounds HTTP calls; this bounds memory (tasks
+        # alive) for very large batches while leaving room for requests sleeping in backoff.
+        window = asyncio.Semaphore(max(4 * self.concurrency, 64))
+        tasks: set[asyncio.Task[None]] = set()
+
+        async def run(i: int) -> None:
+            try:
+                res = await runner(requests[i])
+            finally:
+                window.release()
+            results[i] = res
+            if on_result:
+                on_result(res)
+
+        crashed: list[BaseException] = []
+
+        def finished(task: asyncio.Task[None]) -> None:
+            tasks.discard(task)
+            if not task.cancelled() and task.exception() is not None:
+                crashed.append(task.exception())  # a bug (e.g. in on_result), not a failure
+
+        try:
+            for i in todo:
+                await window.acquire()
+                if crashed:
+                    break
+                task = asyncio.ensure_future(run(i))
+                tasks.add(task)
+                task.add_done_callback(finished)
+            while tasks:
+                await asyncio.wait(set(tasks))
+        finally:
+            for task in tasks:
+                task.cancel()
+        if crashed:
+            raise crashed[0]
+        missing = [requests[i].request_id for i, r in enumerate(results) if r is None]
+        if missing:  # cannot happen unless a runner swallowed a task; never hide it
+            raise RuntimeError(f"no result for request(s) {missing[:5]}")
+        return [r for r in results if r is not None]
+
+
+# Body fields the SDK's create() accepts by name; anything else goes through extra_body.
+_SDK_KWARGS: frozenset[str] = frozenset({"temperature", "max_tokens", "top_p", "seed", "stop"})
+
+
+def run_batch(
+    backbone: Backbone | str,
+    requests: Sequence[ChatRequest],
+    on_result: Callable[[ChatResult], None] | None = None,
+    **client_kwargs: Any,
+) -> list[ChatResult]:
+    """Synchronous wrapper: run a batch and return its results (works inside Jupyter too).
+
+    Args:
+        backbone: backbone or its name.
+        requests: the batch.
+        on_result: per-result callback.
+        **client_kwargs: passed to :class:`LLMClient` (cache, concurrency, credentialed, ...).
+
+    Returns:
+        One result per request, in order.
+    """
+
+    async def _go() -> list[ChatResult]:
+        async with LLMClient(backbone, **client_kwargs) as client:
+            return await client.complete_many(requests, on_result=on_result)
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_go())
+    # A notebook already runs an event loop in this thread: use a private one in a worker.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, _go()).result()

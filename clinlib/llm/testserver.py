@@ -1,0 +1,702 @@
+"""A fault-injecting OpenAI-compatible chat server for tests and benchmarks (issue 5).
+
+The paper's runs met every transport fault a hosted API produces (Appendix E.1: empty
+completions that survived the retry pass). This server reproduces them deterministically
+over real loopback HTTP, so the client's retry, accounting and caching are tested against
+the real ``openai`` SDK and httpx stack rather than mocks.
+
+It speaks just enough HTTP/1.1 (keep-alive, Content-Length bodies) on asyncio streams in a
+background thread: each response goes out in one write on a TCP_NODELAY socket, avoiding
+the ~40 ms Nagle / delayed-ACK stalls of ``http.server``. ``POST /v1/chat/completions``
+answers with a deterministic ``answer(messages)`` (default: an echo of the last user
+message), realistic ``usage`` (prompt tokens counted with the kit's tokenizer, a simulated
+prompt-prefix cache reported as ``prompt_tokens_details.cached_tokens``) and
+``finish_reason="length"`` when ``max_tokens`` cuts the answer.
+
+Fault kinds (:data:`FAULT_KINDS`), injected by rate (drawn from ``seed``, the request
+payload and how often that payload was seen, so the same batch gets the same faults whatever
+the arrival order) or by a per-request script:
+
+=============  ==============================================================
+``401``        authentication error whose message echoes the bearer token (as some
+               providers do, partly masked): the client must scrub it
+``429``        rate limited, with ``Retry-After: <retry_after_s>``
+``500``        internal server error (JSON error body)
+``503``        service unavailable (JSON error body)
+``hang``       no response until the client gives up (or ``hang_s``)
+``empty``      200 with an empty completion (``content: ""``, 0 output tokens)
+``drop``       headers and half the body, then the connection is closed
+``disconnect`` the connection is closed without any response
+``truncated``  200 whose JSON body is cut in half (Content-Length matches)
+=============  ==============================================================
+
+Usage::
+
+    with FaultServer(faults={"429": 0.1, "500": 0.05}, seed=0, latency_s=0.01) as srv:
+        backbone = Backbone(name="t", model="gpt-4o-mini", base_url=srv.base_url)
+        ...
+        srv.n_requests, srv.max_in_flight, srv.fault_counts
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from clinlib.llm import tokens
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import pandas as pd
+
+FAULT_KINDS: tuple[str, ...] = (
+    "401",
+    "429",
+    "500",
+    "503",
+    "hang",
+    "empty",
+    "drop",
+    "disconnect",
+    "truncated",
+)
+REASONS: dict[int, str] = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+# (index of the request in arrival order, parsed JSON payload, times this payload was seen
+# before) -> fault kind or None.
+ScriptFn = Callable[[int, Mapping[str, Any], int], "str | None"]
+AnswerFn = Callable[[Sequence[Mapping[str, Any]]], "str | None"]
+
+
+class FaultConfigError(ValueError):
+    """Unknown fault kind, or rates that do not form a probability distribution."""
+
+
+def last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    """Text of the last user message ("" if none)."""
+    for message in reversed(messages):
+        if isinstance(message, Mapping) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+            return str(content or "")
+    return ""
+
+
+def echo_answer(messages: Sequence[Mapping[str, Any]]) -> str:
+    """Default answer: ``"echo: "`` + the last user message's text."""
+    return f"echo: {last_user_text(messages)}"
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """What the server saw for one chat request.
+
+    Attributes:
+        index: arrival order (0-based).
+        key: SHA-256 of the request payload (identifies retries of the same request).
+        attempt: how many times this payload had been seen before.
+        fault: injected fault kind, or None.
+        model: requested model id.
+        user_text: last user message text (to match records to requests in tests).
+        arrived_at: ``time.monotonic()`` when the request was read.
+    """
+
+    index: int
+    key: str
+    attempt: int
+    fault: str | None
+    model: str
+    user_text: str
+    arrived_at: float
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class FaultServer:
+    """OpenAI-compatible chat server with injectable faults, on 127.0.0.1 in a thread.
+
+    Args:
+        faults: fault kind -> probability per request (sum <= 1).
+        seed: seed for fault draws and latency jitter.
+        latency_s: fixed delay before every answer (and before every fault response).
+        latency_jitter_s: extra uniform delay in [0, latency_jitter_s].
+        script: per-request faults overriding ``faults``: a sequence indexed by arrival order
+            (None = no fault; past its end the rates apply), or a function
+            ``(index, payload, attempt) -> kind | None`` that decides every request.
+        answer: ``answer(messages) -> str | None`` (None = empty content); default echo.
+        retry_after_s: the ``Retry-After`` value sent with 429s.
+        hang_s: how long a ``hang`` waits if the client never gives up.
+        cache_min_tokens / cache_block: prompt-prefix cache simulation (OpenAI caches
+            prefixes of >= 1024 tokens in 128-token blocks).
+    """
+
+    def __init__(
+        self,
+        faults: Mapping[str, float] | None = None,
+        *,
+        seed: int = 0,
+        latency_s: float = 0.0,
+        latency_jitter_s: float = 0.0,
+        script: Sequence[str | None] | ScriptFn | None = None,
+        answer: AnswerFn | None = None,
+        retry_after_s: float = 1.0,
+        hang_s: float = 300.0,
+        cache_min_tokens: int = 1024,
+        cache_block: int = 128,
+    ) -> None:
+        self.faults = dict(faults or {})
+        for kind, rate in self.faults.items():
+            if kind not in FAULT_KINDS:
+                raise FaultConfigError(f"unknown fault kind {kind!r}; known: {FAULT_KINDS}")
+            if not 0.0 <= rate <= 1.0:
+                raise FaultConfigError(f"fault rate for {kind!r} must be in [0, 1], got {rate}")
+        if sum(self.faults.values()) > 1.0 + 1e-9:
+            raise FaultConfigError(f"fault rates sum to {sum(self.faults.values())} > 1")
+        if script is not None and not callable(script):
+            bad = [k for k in script if k is not None and k not in FAULT_KINDS]
+            if bad:
+                raise FaultConfigError(f"unknown fault kind(s) in script: {bad}")
+        if cache_block < 1 or cache_min_tokens < 0:
+            raise FaultConfigError("cache_block must be >= 1 and cache_min_tokens >= 0")
+        self.seed = seed
+        self.latency_s = latency_s
+        self.latency_jitter_s = latency_jitter_s
+        self.script = script
+        self.answer = answer or echo_answer
+        self.retry_after_s = retry_after_s
+        self.hang_s = hang_s
+        self.cache_min_tokens = cache_min_tokens
+        self.cache_block = cache_block
+        self.port: int | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._startup_error: BaseException | None = None
+        self._conn_tasks: set[asyncio.Task[Any]] = set()
+        self.reset_stats()
+
+    # -- statistics --------------------------------------------------------------------------
+    def reset_stats(self) -> None:
+        """Forget counts, records, seen payloads and the simulated prompt cache."""
+        self.n_requests = 0
+        self.n_connections = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.fault_counts: Counter[str] = Counter()
+        self.records: list[RequestRecord] = []
+        self.authorization_headers: list[str] = []
+        self._attempts: Counter[str] = Counter()
+        self._seen_prefixes: set[bytes] = set()
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>/v1`` (only while running)."""
+        if self.port is None:
+            raise RuntimeError("FaultServer is not running; use it as a context manager")
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def __enter__(self) -> FaultServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Start serving in a daemon thread; returns once the port is bound."""
+        if self._thread is not None:
+            raise RuntimeError("FaultServer already started")
+        # Load both vocabularies now: building one takes ~1 s, which inside the server loop
+        # would stall the first answer past a short client timeout.
+        for name in tokens.BUNDLED_HASHES:
+            tokens.get_encoding(name)
+        self._thread = threading.Thread(target=self._thread_main, name="FaultServer", daemon=True)
+        self._thread.start()
+        self._ready.wait(10)
+        if self._startup_error is not None:
+            raise RuntimeError(f"FaultServer failed to start: {self._startup_error}")
+        if self.port is None:
+            raise RuntimeError("FaultServer did not start within 10 s")
+
+    def stop(self) -> None:
+        """Stop serving, abort open connections and join the thread."""
+        if self._thread is None:
+            return
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+        self._thread = None
+        self.port = None
+
+    def _thread_main(self) -> None:
+        try:
+            asyncio.run(self._serve())
+        except BaseException as exc:  # surfaced by start()
+            self._startup_error = exc
+            self._ready.set()
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        try:
+            await self._stop.wait()
+        finally:
+            server.close()
+            for task in list(self._conn_tasks):
+                task.cancel()
+            if self._conn_tasks:
+                await asyncio.gather(*self._conn_tasks, return_exceptions=True)
+            await server.wait_closed()
+
+    # -- HTTP --------------------------------------------------------------------------------
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conn_tasks.add(task)
+        self.n_connections += 1
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+                    break
+                request_line, *lines = head.decode("latin-1").split("\r\n")
+                parts = request_line.split(" ")
+                if len(parts) != 3:
+                    break
+                method, path, _version = parts
+                headers = {}
+                for line in lines:
+                    if ":" in line:
+                        name, value = line.split(":", 1)
+                        headers[name.strip().lower()] = value.strip()
+                length = int(headers.get("content-length", "0") or 0)
+                try:
+                    body = await reader.readexactly(length) if length else b""
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    break
+                keep_alive = await self._dispatch(method, path, headers, body, reader, writer)
+                if not keep_alive or headers.get("connection", "").lower() == "close":
+                    break
+        except asyncio.CancelledError:
+            pass
+        except ConnectionError:
+            pass
+        finally:
+            self._conn_tasks.discard(task)
+            writer.close()
+
+    @staticmethod
+    def _send(
+        writer: asyncio.StreamWriter,
+        status: int,
+        body: bytes,
+        *,
+        extra_headers: Mapping[str, str] | None = None,
+        content_length: int | None = None,
+        close: bool = False,
+    ) -> None:
+        lines = [
+            f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(body) if content_length is None else content_length}",
+            f"Connection: {'close' if close else 'keep-alive'}",
+        ]
+        lines += [f"{k}: {v}" for k, v in (extra_headers or {}).items()]
+        # One write: head and body leave in the same segment(s), nothing waits on Nagle.
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+
+    @staticmethod
+    def _error_body(status: int, message: str, kind: str) -> bytes:
+        return _canonical({"error": {"message": message, "type": kind, "code": status}})
+
+    async def _dispatch(
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> bool:
+        route = path.split("?", 1)[0].rstrip("/")
+        if method == "GET" and route.endswith("/models"):
+            self._send(writer, 200, _canonical({"object": "list", "data": []}))
+            return True
+        if method != "POST" or not route.endswith("/chat/completions"):
+            self._send(writer, 404, self._error_body(404, f"no route {method} {path}", "not_found"))
+            return True
+        try:
+            payload = json.loads(body)
+            messages = payload["messages"]
+            if not isinstance(messages, list) or not messages:
+                raise ValueError("messages must be a non-empty list")
+        except (ValueError, KeyError, TypeError) as exc:
+            self._send(writer, 400, self._error_body(400, f"bad request: {exc}", "invalid_request"))
+            return True
+        if "authorization" in headers:
+            self.authorization_headers.append(headers["authorization"])
+        return await self._chat(payload, headers.get("authorization", ""), reader, writer)
+
+    def _choose_fault(
+        self, index: int, payload: Mapping[str, Any], key: str, attempt: int
+    ) -> str | None:
+        if self.script is not None:
+            if callable(self.script):
+                kind = self.script(index, payload, attempt)
+                if kind is not None and kind not in FAULT_KINDS:
+                    raise FaultConfigError(f"script returned unknown fault kind {kind!r}")
+                return kind
+            if index < len(self.script):
+                return self.script[index]
+        if not self.faults:
+            return None
+        draw = random.Random(f"{self.seed}|{key}|{attempt}|fault").random()
+        cumulative = 0.0
+        for kind in FAULT_KINDS:
+            cumulative += self.faults.get(kind, 0.0)
+            if draw < cumulative:
+                return kind
+        return None
+
+    def _prompt_cache(self, messages: list[Any], model: str) -> int:
+        """Tokens of the longest previously seen message prefix, in cache blocks."""
+        prefixes = [hashlib.sha256(_canonical([model, messages[:j]])).digest()
+                    for j in range(1, len(messages) + 1)]  # fmt: skip
+        hit = 0
+        for j in range(len(prefixes), 0, -1):
+            if prefixes[j - 1] in self._seen_prefixes:
+                hit = j
+                break
+        self._seen_prefixes.update(prefixes)
+        if hit == 0:
+            return 0
+        # Prefix tokens without the reply-priming tokens, which belong to the full prompt only.
+        raw = tokens.count_tokens(messages[:hit], model) - tokens.TOKENS_REPLY_PRIMING
+        return 0 if raw < self.cache_min_tokens else (raw // self.cache_block) * self.cache_block
+
+    async def _chat(
+        self,
+        payload: Mapping[str, Any],
+        authorization: str,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> bool:
+        key = hashlib.sha256(_canonical(payload)).hexdigest()
+        attempt = self._attempts[key]
+        self._attempts[key] += 1
+        index = self.n_requests
+        self.n_requests += 1
+        messages = list(payload["messages"])
+        model = str(payload.get("model", ""))
+        fault = self._choose_fault(index, payload, key, attempt)
+        self.fault_counts[fault or "ok"] += 1
+        self.records.append(
+            RequestRecord(
+                index, key, attempt, fault, model, last_user_text(messages), time.monotonic()
+            )
+        )
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            delay = self.latency_s
+            if self.latency_jitter_s:
+                rng = random.Random(f"{self.seed}|{key}|{attempt}|latency")
+                delay += rng.uniform(0.0, self.latency_jitter_s)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if fault == "hang":
+                try:  # until the client gives up (EOF) or hang_s passes
+                    await asyncio.wait_for(reader.read(65536), self.hang_s)
+                except (TimeoutError, ConnectionError):
+                    pass
+                return False
+            if fault == "disconnect":
+                return False
+            if fault == "401":
+                token = authorization.removeprefix("Bearer ").strip()
+                message = f"Incorrect API key provided: {token}. Check your key."
+                self._send(writer, 401, self._error_body(401, message, "invalid_api_key"))
+                await writer.drain()
+                return True
+            if fault == "429":
+                self._send(
+                    writer,
+                    429,
+                    self._error_body(429, "Rate limit reached; slow down", "rate_limit_exceeded"),
+                    extra_headers={"Retry-After": f"{self.retry_after_s:g}"},
+                )
+                await writer.drain()
+                return True
+            if fault in ("500", "503"):
+                status = int(fault)
+                self._send(
+                    writer, status, self._error_body(status, f"injected {status}", "server_error")
+                )
+                await writer.drain()
+                return True
+            body = self._completion(payload, messages, model, empty=fault == "empty")
+            if fault == "truncated":
+                cut = body[: len(body) // 2]
+                self._send(writer, 200, cut)
+                await writer.drain()
+                return True
+            if fault == "drop":
+                self._send(
+                    writer, 200, body[: len(body) // 2], content_length=len(body), close=True
+                )
+                await writer.drain()
+                return False
+            self._send(writer, 200, body)
+            await writer.drain()
+            return True
+        finally:
+            self.in_flight -= 1
+
+    def _completion(
+        self, payload: Mapping[str, Any], messages: list[Any], model: str, *, empty: bool
+    ) -> bytes:
+        text = "" if empty else self.answer(messages)
+        enc = tokens.get_encoding(tokens.encoding_for_model(model))
+        out_ids = enc.encode(text or "", disallowed_special=())
+        finish = "stop"
+        cap = payload.get("max_completion_tokens") or payload.get("max_tokens")
+        if isinstance(cap, int) and len(out_ids) > cap:
+            out_ids = out_ids[:cap]
+            text = enc.decode(out_ids)
+            finish = "length"
+        prompt_tokens = tokens.count_tokens(messages, model)
+        cached = min(self._prompt_cache(messages, model), prompt_tokens)
+        n = self.n_requests
+        return _canonical(
+            {
+                "id": f"chatcmpl-fault-{n}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text, "refusal": None},
+                        "logprobs": None,
+                        "finish_reason": finish,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": len(out_ids),
+                    "total_tokens": prompt_tokens + len(out_ids),
+                    "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+                    "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+                },
+            }
+        )
+
+
+# -- throughput benchmark ---------------------------------------------------------------------
+BENCH_MODEL = "gpt-4o-mini"
+
+
+async def _bench_bare(base_url: str, n: int, concurrency: int, timeout_s: float) -> float:
+    """Requests/s of a plain AsyncOpenAI + semaphore loop (the reference)."""
+    import openai
+
+    try:
+        import httpx2 as httpx_mod
+    except ImportError:  # pragma: no cover
+        import httpx as httpx_mod
+    limits = httpx_mod.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    timeout = httpx_mod.Timeout(timeout_s, connect=min(timeout_s, 10.0))
+    client = openai.AsyncOpenAI(
+        api_key="bench",
+        base_url=base_url,
+        max_retries=0,
+        timeout=timeout,
+        http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=timeout),
+    )
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(i: int) -> str | None:
+        async with sem:
+            resp = await client.chat.completions.create(
+                model=BENCH_MODEL,
+                messages=[{"role": "user", "content": f"bare question {i}"}],
+                temperature=0,
+            )
+            return resp.choices[0].message.content
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(n)))
+    elapsed = time.perf_counter() - started
+    await client.close()
+    return n / elapsed
+
+
+async def _bench_kit(
+    base_url: str, n: int, concurrency: int, timeout_s: float, cache_path: str | None
+) -> float:
+    """Requests/s of :class:`~clinlib.llm.client.LLMClient` on the same server."""
+    from clinlib.llm.backbones import Backbone
+    from clinlib.llm.client import ChatRequest, LLMClient
+
+    backbone = Backbone(
+        name="bench", model=BENCH_MODEL, base_url=base_url, max_concurrency=concurrency
+    )
+    requests = [
+        ChatRequest(f"q{i}", [{"role": "user", "content": f"kit question {i}"}]) for i in range(n)
+    ]
+    started = time.perf_counter()
+    async with LLMClient(backbone, cache=cache_path, timeout_s=timeout_s) as client:
+        results = await client.complete_many(requests)
+    elapsed = time.perf_counter() - started
+    failed = [r for r in results if not r.ok]
+    if failed:
+        raise RuntimeError(f"benchmark request failed: {failed[0].error}")
+    return n / elapsed
+
+
+@contextmanager
+def subprocess_server(latency_s: float = 0.0, seed: int = 0) -> Iterator[str]:
+    """Run a fault-free :class:`FaultServer` in a child process; yields its base URL.
+
+    A benchmark must not share the GIL with the server it measures.
+    """
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "clinlib.llm.testserver", "--latency", str(latency_s),
+         "--seed", str(seed)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        if not url.startswith("http://"):
+            raise RuntimeError(f"test server subprocess did not start (said {url!r})")
+        yield url
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def compare_throughput(
+    concurrencies: Sequence[int] = (1, 8, 32, 64),
+    n_requests: int = 500,
+    latency_s: float = 0.1,
+    timeout_s: float = 30.0,
+    repeats: int = 1,
+    with_cache: bool = False,
+) -> pd.DataFrame:
+    """Throughput of the kit's client vs a bare AsyncOpenAI + semaphore loop.
+
+    Each concurrency level gets a fresh fault-free server in a child process with a fixed
+    answer latency; bare and kit runs alternate (order swapped every repeat) ``repeats``
+    times and the medians are kept.
+
+    Args:
+        concurrencies: requests in flight to test.
+        n_requests: requests per run.
+        latency_s: server-side latency per request.
+        timeout_s: client timeout.
+        repeats: runs per client and level (median reported).
+        with_cache: the kit client also writes every response to a fresh SQLite cache.
+
+    Returns:
+        DataFrame: concurrency, n_requests, latency_s, ideal_rps, bare_rps, kit_rps, ratio
+        (kit / bare throughput), bare_cpu_ms, kit_cpu_ms (client CPU per request).
+    """
+    import statistics
+    import tempfile
+
+    import pandas as pd
+
+    def timed(coro: Any) -> tuple[float, float]:
+        # (requests/s, client CPU ms per request): CPU time is the stable measure of the
+        # client's own overhead; wall throughput also reflects machine load.
+        cpu0 = time.process_time()
+        rps = asyncio.run(coro)
+        return rps, (time.process_time() - cpu0) / n_requests * 1e3
+
+    rows = []
+    for conc in concurrencies:
+        bare_runs, kit_runs = [], []
+        with subprocess_server(latency_s) as url, tempfile.TemporaryDirectory() as tmp:
+            for rep in range(repeats):
+                cache_path = f"{tmp}/bench-{rep}.sqlite" if with_cache else None
+                # Alternate which client goes first so drift in machine load cancels out.
+                if rep % 2 == 0:
+                    bare_runs.append(timed(_bench_bare(url, n_requests, conc, timeout_s)))
+                kit_runs.append(timed(_bench_kit(url, n_requests, conc, timeout_s, cache_path)))
+                if rep % 2 == 1:
+                    bare_runs.append(timed(_bench_bare(url, n_requests, conc, timeout_s)))
+        bare = statistics.median(r for r, _ in bare_runs)
+        kit = statistics.median(r for r, _ in kit_runs)
+        rows.append(
+            {
+                "concurrency": conc,
+                "n_requests": n_requests,
+                "latency_s": latency_s,
+                "ideal_rps": conc / latency_s,
+                "bare_rps": bare,
+                "kit_rps": kit,
+                "ratio": kit / bare,
+                "bare_cpu_ms": statistics.median(c for _, c in bare_runs),
+                "kit_cpu_ms": statistics.median(c for _, c in kit_runs),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _serve_forever_cli() -> None:  # pragma: no cover - exercised via subprocess
+    """``python -m clinlib.llm.testserver --latency 0.1``: print the base URL, serve until
+    stdin closes (used to benchmark without sharing the GIL with the client)."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    with FaultServer(latency_s=args.latency, seed=args.seed) as srv:
+        print(srv.base_url, flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _serve_forever_cli()

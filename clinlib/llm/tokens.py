@@ -1,0 +1,264 @@
+"""Offline, exact token counts and cost estimates (paper §4 "Backbones", Appendix D Table 4).
+
+Appendix D prices every (strategy, backbone) cell from input, output and cache-read tokens.
+For runs, usage comes from the provider's response; for estimates before a run (and for the
+offline readers) the kit counts tokens itself, with no network.
+
+Stock ``tiktoken`` downloads its vocabularies on first use, which fails offline. The
+``bpe-openai`` package bundles the exact ``cl100k_base`` / ``o200k_base`` rank files
+(``bpe_openai/data/*.tiktoken.gz``). We verify each against the SHA-256 that tiktoken itself
+expects and build a real ``tiktoken.Encoding`` from tiktoken's own constructor (so the regex
+split pattern and special tokens are tiktoken's, not a copy), handing it the bundled ranks.
+
+Model -> encoding map (:func:`encoding_for_model`; a ``provider/`` prefix such as
+``openai/`` is ignored):
+
+========================================================  ============  =======
+model prefix                                              encoding      exact?
+========================================================  ============  =======
+gpt-4o, chatgpt-4o, gpt-4.1, gpt-4.5, gpt-5, o1, o3, o4   o200k_base    yes
+gpt-4 (not 4o/4.1/4.5), gpt-3.5-turbo, gpt-35-turbo       cl100k_base   yes
+anything else (DeepSeek, Claude, Qwen, Llama, ...)        cl100k_base   no
+========================================================  ============  =======
+
+Non-OpenAI models use their own tokenizers, which are not public offline; cl100k_base is an
+approximation for them (typically within ~10-20% on English clinical text), flagged by
+:func:`is_exact_tokenizer`.
+
+Chat messages are counted with OpenAI's published accounting for current chat models
+(openai-cookbook "How to count tokens with tiktoken"): 3 tokens per message, +1 if the
+message has a ``name``, the encoded role, content and name, plus 3 tokens priming the reply.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import importlib.util
+import threading
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any, Protocol
+
+import tiktoken
+from tiktoken_ext import openai_public
+
+# SHA-256 of the uncompressed rank files, as pinned in tiktoken_ext/openai_public.py.
+BUNDLED_HASHES: dict[str, str] = {
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+}
+
+# Ordered: the first matching prefix wins, so "gpt-4o" is tested before "gpt-4".
+O200K_PREFIXES: tuple[str, ...] = (
+    "gpt-4o",
+    "chatgpt-4o",
+    "gpt-4.1",
+    "gpt-4.5",
+    "gpt-5",
+    "o1",
+    "o3",
+    "o4",
+    "ft:gpt-4o",
+)
+CL100K_EXACT_PREFIXES: tuple[str, ...] = ("gpt-4", "gpt-3.5", "gpt-35", "ft:gpt-4", "ft:gpt-3.5")
+
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+TOKENS_REPLY_PRIMING = 3
+
+_BUILD_LOCK = threading.Lock()
+
+
+class TokenizerError(ValueError):
+    """The bundled vocabulary is missing or differs from the file tiktoken expects."""
+
+
+def _bundled_ranks(name: str) -> dict[bytes, int]:
+    """Parse ``bpe_openai/data/<name>.tiktoken.gz`` after checking its SHA-256."""
+    if name not in BUNDLED_HASHES:
+        raise TokenizerError(f"no bundled vocabulary for encoding {name!r}")
+    # Locate the package without importing it: importing bpe_openai builds its own Rust
+    # tokenizers, which we do not need.
+    spec = importlib.util.find_spec("bpe_openai")
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    candidates = [Path(root) / "data" / f"{name}.tiktoken.gz" for root in roots]
+    found = next((path for path in candidates if path.is_file()), None)
+    if found is None:
+        raise TokenizerError(
+            f"cannot find bpe_openai/data/{name}.tiktoken.gz (looked in {roots or 'nowhere'}); "
+            "install `bpe-openai` so token counts work offline"
+        )
+    blob = found.read_bytes()
+    data = gzip.decompress(blob)
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != BUNDLED_HASHES[name]:
+        raise TokenizerError(
+            f"bpe_openai/data/{name}.tiktoken.gz has sha256 {digest}, "
+            f"tiktoken expects {BUNDLED_HASHES[name]}"
+        )
+    ranks: dict[bytes, int] = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+@cache
+def get_encoding(name: str) -> tiktoken.Encoding:
+    """A real ``tiktoken.Encoding`` built from the bundled ranks, with no network access.
+
+    Args:
+        name: ``"cl100k_base"`` or ``"o200k_base"``.
+
+    Returns:
+        The encoding (cached per process).
+    """
+    ranks = _bundled_ranks(name)
+    constructor = openai_public.ENCODING_CONSTRUCTORS[name]
+
+    def _offline_loader(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
+        # tiktoken's constructor names the file by URL and hash; serve it only if the hash
+        # matches the bundled file, so the ranks are provably the ones it would download.
+        if expected_hash != BUNDLED_HASHES[name]:
+            raise TokenizerError(f"tiktoken expects {expected_hash} for {url}, bundled differs")
+        return ranks
+
+    # The constructor looks the loader up as a module global; swap it only while we call it.
+    with _BUILD_LOCK:
+        original = openai_public.load_tiktoken_bpe
+        openai_public.load_tiktoken_bpe = _offline_loader
+        try:
+            spec = constructor()
+        finally:
+            openai_public.load_tiktoken_bpe = original
+    return tiktoken.Encoding(**spec)
+
+
+def register_with_tiktoken() -> None:
+    """Make ``tiktoken.get_encoding("cl100k_base"/"o200k_base")`` work offline.
+
+    Libraries that call tiktoken themselves (e.g. mem0) otherwise try to download. This puts
+    the bundled encodings into tiktoken's in-process registry; it writes nothing to disk.
+    """
+    from tiktoken import registry
+
+    for name in BUNDLED_HASHES:
+        registry.ENCODINGS.setdefault(name, get_encoding(name))
+
+
+def _base_model(model: str) -> str:
+    # "openai/gpt-4o-mini" -> "gpt-4o-mini"; OpenRouter ids carry the provider prefix.
+    return model.strip().lower().rsplit("/", 1)[-1]
+
+
+def encoding_for_model(model: str) -> str:
+    """Encoding name used to count tokens for ``model`` (see the module table).
+
+    Args:
+        model: model id, with or without a ``provider/`` prefix.
+
+    Returns:
+        ``"o200k_base"`` or ``"cl100k_base"``.
+    """
+    base = _base_model(model)
+    if base.startswith(O200K_PREFIXES):
+        return "o200k_base"
+    return "cl100k_base"
+
+
+def is_exact_tokenizer(model: str) -> bool:
+    """True when :func:`encoding_for_model` is the model's real tokenizer (OpenAI models)."""
+    base = _base_model(model)
+    return base.startswith(O200K_PREFIXES) or base.startswith(CL100K_EXACT_PREFIXES)
+
+
+def _content_text(content: Any) -> str:
+    # Content may be a string or a list of parts ({"type": "text", "text": ...}); only text
+    # parts carry tokens we can count offline.
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+    raise TokenizerError(f"message content must be a string or a list of parts, got {content!r}")
+
+
+def count_tokens(text_or_messages: str | Sequence[Mapping[str, Any]], model: str) -> int:
+    """Exact (OpenAI) or approximate (other models) token count, offline.
+
+    Args:
+        text_or_messages: a string, or chat messages (dicts with role / content / name).
+        model: model id choosing the encoding (:func:`encoding_for_model`).
+
+    Returns:
+        Number of tokens; for messages, including OpenAI's per-message overhead and the
+        3 reply-priming tokens, i.e. what ``usage.prompt_tokens`` reports.
+    """
+    enc = get_encoding(encoding_for_model(model))
+    if isinstance(text_or_messages, str):
+        # Special-token strings in clinical text are just text; never raise on them.
+        return len(enc.encode(text_or_messages, disallowed_special=()))
+    total = TOKENS_REPLY_PRIMING
+    for i, message in enumerate(text_or_messages):
+        if not isinstance(message, Mapping):
+            raise TokenizerError(f"message {i} is {type(message).__name__}, expected a dict")
+        total += TOKENS_PER_MESSAGE
+        for key, value in message.items():
+            if key == "content":
+                total += len(enc.encode(_content_text(value), disallowed_special=()))
+            elif key in ("role", "name") and isinstance(value, str):
+                total += len(enc.encode(value, disallowed_special=()))
+                if key == "name":
+                    total += TOKENS_PER_NAME
+    return total
+
+
+class Prices(Protocol):
+    """Anything with per-million-token prices, e.g. a :class:`~clinlib.llm.backbones.Backbone`."""
+
+    price_input: float
+    price_output: float
+    price_cache_read: float
+
+
+def estimate_cost(
+    prices: Prices, input_tokens: float, output_tokens: float, cached_tokens: float = 0
+) -> float:
+    """USD cost of one call (or of summed usage) at a backbone's per-million-token prices.
+
+    ``input_tokens`` is the provider's ``prompt_tokens``, which *includes* the cache-read
+    tokens (``prompt_tokens_details.cached_tokens``); those are billed at the cache-read price
+    instead of the input price (Appendix D's "Cache hit %" is cached / input tokens).
+
+    Args:
+        prices: a backbone (or any object with price_input / price_output / price_cache_read).
+        input_tokens: prompt tokens, cache reads included.
+        output_tokens: completion tokens.
+        cached_tokens: prompt tokens served from the provider's prompt cache.
+
+    Returns:
+        Cost in USD.
+    """
+    for label, value in (
+        ("input_tokens", input_tokens),
+        ("output_tokens", output_tokens),
+        ("cached_tokens", cached_tokens),
+    ):
+        if value < 0:
+            raise ValueError(f"{label} must be >= 0, got {value}")
+    if cached_tokens > input_tokens:
+        raise ValueError(
+            f"cached_tokens ({cached_tokens}) cannot exceed input_tokens ({input_tokens}): "
+            "prompt_tokens already includes cache reads"
+        )
+    uncached = input_tokens - cached_tokens
+    return (
+        uncached * prices.price_input
+        + cached_tokens * prices.price_cache_read
+        + output_tokens * prices.price_output
+    ) / 1_000_000
