@@ -1,0 +1,101 @@
+"""The task suite T1–T9 (paper §3 "Task suite", Fig. 1): one registry entry per task.
+
+Importing :mod:`clinlib.tasks` fills :data:`clinlib.tasks.base.TASKS` with nine
+:class:`~clinlib.tasks.base.Task` objects whose generator comes from
+:mod:`clinlib.tasks.generators` and whose answer format, token cap, parsers and correctness
+rule come from :mod:`clinlib.tasks.answers`. The parsers are looked up when called, so the
+registry (and question generation) works before that module exists; calling a parser without it
+raises a clear error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from clinlib.tasks.base import (
+    ABSTAIN,
+    QUESTION_COLUMNS,
+    TASKS,
+    Score,
+    Task,
+    get_task,
+    register,
+    score,
+)
+from clinlib.tasks.generators import GENERATORS, SUBTYPES, TITLES
+from clinlib.tasks.templates import FALLBACK_FORMATS, FALLBACK_MAX_TOKENS
+
+__all__ = [
+    "ABSTAIN",
+    "QUESTION_COLUMNS",
+    "TASKS",
+    "Score",
+    "Task",
+    "get_task",
+    "score",
+]
+
+
+def _answers():
+    try:
+        from clinlib.tasks import answers
+    except ImportError as exc:
+        raise NotImplementedError(
+            "clinlib.tasks.answers (the answer parsers and scorers) is not available"
+        ) from exc
+    return answers
+
+
+def _strict(name: str) -> Callable[[str, list[str] | None], str | None]:
+    def parse(response: str, options: list[str] | None = None) -> str | None:
+        return _answers().parse_strict(name, response, options)
+
+    return parse
+
+
+def _lenient(name: str) -> Callable[[str, list[str] | None], str | None]:
+    def parse(response: str, options: list[str] | None = None) -> str | None:
+        return _answers().parse_lenient(name, response, options)
+
+    return parse
+
+
+def _correct(name: str) -> Callable[[str, str], bool]:
+    def is_correct(parsed: str, gold: str) -> bool:
+        return bool(_answers().is_correct(name, parsed, gold))
+
+    return is_correct
+
+
+def _formats() -> tuple[dict[str, str], dict[str, int]]:
+    try:
+        from clinlib.tasks.answers import ANSWER_FORMATS, MAX_TOKENS
+    except ImportError:
+        return dict(FALLBACK_FORMATS), dict(FALLBACK_MAX_TOKENS)
+    return (
+        {t: ANSWER_FORMATS.get(t, FALLBACK_FORMATS[t]) for t in FALLBACK_FORMATS},
+        {t: int(MAX_TOKENS.get(t, FALLBACK_MAX_TOKENS[t])) for t in FALLBACK_MAX_TOKENS},
+    )
+
+
+def _register_all() -> None:
+    formats, max_tokens = _formats()
+    for name, gen in GENERATORS.items():
+        if name in TASKS:  # re-import (e.g. importlib.reload): keep the first registration
+            continue
+        register(
+            Task(
+                name=name,
+                title=TITLES[name],
+                answer_format=formats[name],
+                max_tokens=max_tokens[name],
+                subtypes=SUBTYPES[name],
+                parse_strict=_strict(name),
+                parse_lenient=_lenient(name),
+                is_correct=_correct(name),
+                generate=gen,
+            )
+        )
+
+
+_register_all()

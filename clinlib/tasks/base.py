@@ -1,0 +1,125 @@
+"""The task registry's shared types (paper §3 "Task suite", Fig. 1; Appendix A/B/G.3).
+
+A task owns four things: its question generator (anchor + gold from structured fields, never a
+model), its answer format, a strict and a lenient parser, and its correctness rule. Everything
+downstream (gates, harness, notebooks) goes through :data:`TASKS` and :func:`score`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+ABSTAIN = "insufficient information"
+
+# questions.parquet columns (DESIGN.md contract + documented additions).
+QUESTION_COLUMNS: dict[str, str] = {
+    "qid": "string",  # stable: "<task>-<sha1 of task, subjects, anchors, subtype>"[:12]
+    "task": "string",  # T1..T9
+    "subtype": "string",  # task-specific stratum (Appendix B)
+    "subject_ids": "list",  # one patient, two for T6 (A then B)
+    "question": "string",  # full question text, states the answer format
+    "gold": "string",  # canonical gold answer
+    "options": "list",  # T7: the four option texts in letter order; else empty
+    "anchor_event_ids": "list",  # source events the gold derives from
+    "evidence_turns": "list",  # "<subject_id>:<turn_idx>" of turns holding the evidence
+    "disease": "string",  # primary disease of the (first) patient
+    "tertile": "string",  # complexity tertile of the (first) patient
+    "template_id": "int64",  # which paraphrase template worded the question
+    "injection": "string",  # JSON of the dialogue transformation (T3 positives, T5), or ""
+    "meta": "string",  # JSON of the structured fields the gold came from (for L2)
+}
+
+
+@dataclass(frozen=True)
+class Score:
+    """Result of scoring one response.
+
+    Attributes:
+        parsed: the canonical parsed answer (None when nothing could be parsed).
+        correct: whether the parsed answer matches the gold.
+        parse_failed: True when the response parsed to nothing (the paper's D2).
+    """
+
+    parsed: str | None
+    correct: bool
+    parse_failed: bool
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task of the suite.
+
+    Attributes:
+        name: ``T1`` .. ``T9``.
+        title: short description.
+        answer_format: the format instruction every question of the task states.
+        max_tokens: output-token cap (paper §4 / Appendix D: T1 60, T2 60, T4 120, T8 120,
+            T9 80, others 80).
+        subtypes: the task's strata (Appendix B).
+        parse_strict: ``(response, options) -> canonical answer | None`` (requested format).
+        parse_lenient: ``(response, options) -> canonical answer | None`` (what a careful
+            human reader would accept).
+        is_correct: ``(parsed, gold) -> bool``.
+        generate: ``(ctx) -> DataFrame`` of candidate questions (QUESTION_COLUMNS).
+    """
+
+    name: str
+    title: str
+    answer_format: str
+    max_tokens: int
+    subtypes: tuple[str, ...]
+    parse_strict: Callable[[str, list[str] | None], str | None]
+    parse_lenient: Callable[[str, list[str] | None], str | None]
+    is_correct: Callable[[str, str], bool]
+    generate: Callable[..., pd.DataFrame] | None = None
+    notes: dict = field(default_factory=dict)
+
+
+TASKS: dict[str, Task] = {}
+
+
+def register(task: Task) -> Task:
+    """Add a task to the registry (names must be unique)."""
+    if task.name in TASKS:
+        raise ValueError(f"task {task.name} is already registered")
+    TASKS[task.name] = task
+    return task
+
+
+def get_task(name: str) -> Task:
+    """The registered task ``name``, with a clear error for unknown names."""
+    try:
+        return TASKS[name]
+    except KeyError:
+        raise ValueError(f"unknown task {name!r}; known: {', '.join(sorted(TASKS))}") from None
+
+
+def score(
+    task: str,
+    response: str | None,
+    gold: str,
+    options: list[str] | None = None,
+    lenient: bool = False,
+) -> Score:
+    """Score one response against the gold.
+
+    Args:
+        task: task name (``T1`` .. ``T9``).
+        response: the raw model response (None or "" counts as a parse failure).
+        gold: the canonical gold answer.
+        options: T7's option texts in letter order.
+        lenient: use the lenient parser (Appendix G.3) instead of the strict one.
+
+    Returns:
+        A :class:`Score`.
+    """
+    t = get_task(task)
+    text = (response or "").strip()
+    parser = t.parse_lenient if lenient else t.parse_strict
+    parsed = parser(text, options) if text else None
+    if parsed is None:
+        return Score(None, False, True)
+    return Score(parsed, bool(t.is_correct(parsed, gold)), False)

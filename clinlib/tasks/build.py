@@ -1,0 +1,426 @@
+"""The evaluation-set build (paper §3 "Evaluation set": the fixed 6,271-question stratified set;
+Fig. 2 stage 4; Appendix A gates L0–L4; Appendix B subtype strata).
+
+``build_questions(profile)`` generates every candidate per task (clinlib.tasks.generate),
+selects per task its target count, runs the validation gates and writes
+``data/build/<profile>/questions.parquet`` and ``gates.parquet`` atomically (plus
+``question_availability.parquet``: candidates, quota and selected per task x subtype).
+
+Selection (deterministic for a seed, independent of input row order):
+
+1. Subtype quotas: the task's count split over its subtypes by :data:`SUBTYPE_WEIGHTS` (equal
+   weights unless listed: T3 balanced Y/N x admit/er, T5 contradicts-skewed 455 / 40 as in the
+   paper, T9 ~76 % lab / 24 % other as Appendix B.6), largest remainder, at least one per
+   available subtype when the count allows. A subtype with too few candidates gives its
+   remainder to subtypes of the same group first (T3 yes/no, T5 yes/no, T9 lab/other), then
+   to any other.
+2. Within a subtype, step by step: the (disease, tertile) cell whose disease and then cell
+   hold the fewest questions of the TASK so far (counted across its subtypes), and inside
+   it the candidate whose patient(s) have the fewest questions of the task so far, ties
+   broken by a seeded hash of the qid — so questions spread over diseases, tertiles and
+   patients. A candidate sharing a
+   ``conflicts`` key with a selected one is skipped (T5: one question per encounter).
+3. If a task still cannot reach its count, it is NOT padded with duplicates: a warning is
+   logged and a ``question_shortfalls`` row (target, available, selected) is written to
+   gates.parquet. Profiles: ``paper`` (and real-data profiles) use rules.PAPER_COUNTS
+   (6,271); ``quick`` uses :data:`QUICK_COUNTS`, small but covering every subtype.
+
+If a HARD gate fails, gates.parquet is still written, the set goes to
+``questions_rejected.parquet`` (not questions.parquet) and the GateError is raised, so nothing
+downstream runs on a failed set.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from clinlib.config import PROFILES, artifact_path, resolve_profile
+from clinlib.io import write_parquet
+from clinlib.tasks import rules
+from clinlib.tasks.base import QUESTION_COLUMNS
+from clinlib.tasks.generate import SUBTYPES, generate_candidates, load_inputs
+from clinlib.tasks.generators.common import INTERNAL_COLUMNS, TaskInputs, stable_hash
+
+log = logging.getLogger(__name__)
+
+TASK_ORDER: tuple[str, ...] = tuple(rules.PAPER_COUNTS)
+
+# Small but complete: every task and (available) subtype, a few questions each.
+QUICK_COUNTS: dict[str, int] = {
+    "T1": 24,
+    "T2": 16,
+    "T3": 16,
+    "T4": 6,
+    "T5": 15,
+    "T6": 12,
+    "T7": 12,
+    "T8": 14,
+    "T9": 24,
+}
+
+# subtype -> (weight, group). Tasks not listed: equal weights, each subtype its own group.
+SUBTYPE_WEIGHTS: dict[str, dict[str, tuple[float, str]]] = {
+    "T3": {
+        "Y-admit": (1, "yes"),
+        "Y-er": (1, "yes"),
+        "N-admit": (1, "no"),
+        "N-er": (1, "no"),
+    },
+    # 455 yes / 40 no (paper §3), yes split evenly over the three controlled kinds.
+    "T5": {
+        "controlled_dx_presence": (152, "yes"),
+        "controlled_procedure": (151, "yes"),
+        "controlled_lab_value": (152, "yes"),
+        "controlled_control": (20, "no"),
+        "natural_c2_lab_non_glucose": (20, "no"),
+    },
+    # 1,147 lab / 353 other (Appendix B.6); lab = 3 missed : 1 never measured.
+    "T9": {"lab": (860, "lab"), "lab-unmeasured": (287, "lab"), "other": (353, "other")},
+}
+
+AVAILABILITY_COLUMNS = ("task", "subtype", "candidates", "quota", "selected")
+GATE_COLUMNS = (
+    "gate",
+    "task",
+    "n_checked",
+    "n_failed",
+    "threshold",
+    "passed",
+    "severity",
+    "detail",
+)
+
+
+def target_counts(profile: str | None = None) -> dict[str, int]:
+    """Per-task question counts of a profile: QUICK_COUNTS for ``quick``, else the paper's."""
+    name = resolve_profile(profile)
+    return dict(QUICK_COUNTS if name == "quick" else rules.PAPER_COUNTS)
+
+
+def subtype_plan(task: str) -> dict[str, tuple[float, str]]:
+    """``{subtype: (weight, group)}`` of a task."""
+    return SUBTYPE_WEIGHTS.get(task, {s: (1.0, s) for s in SUBTYPES[task]})
+
+
+# --------------------------------------------------------------------------- quotas
+
+
+def allocate(
+    total: int, plan: Mapping[str, tuple[float, str]], available: Mapping[str, int]
+) -> dict[str, int]:
+    """Split ``total`` over subtypes (see module docstring, step 1).
+
+    Args:
+        total: questions wanted.
+        plan: ``{subtype: (weight, group)}``.
+        available: candidates per subtype.
+
+    Returns:
+        ``{subtype: quota}`` with ``quota <= available`` and sum = min(total, sum(available)).
+    """
+    subs = list(plan)
+    wsum = sum(plan[s][0] for s in subs)
+    raw = {s: total * plan[s][0] / wsum for s in subs}
+    quota = {s: int(raw[s]) for s in subs}
+    rest = total - sum(quota.values())
+    for s in sorted(subs, key=lambda s: (-(raw[s] - quota[s]), subs.index(s)))[:rest]:
+        quota[s] += 1
+    avail = {s: int(available.get(s, 0)) for s in subs}
+    present = [s for s in subs if avail[s] > 0]
+    if total >= len(present):
+        for s in present:
+            if quota[s] == 0:
+                donor = max(subs, key=lambda d: (quota[d], -subs.index(d)))
+                quota[donor] -= 1
+                quota[s] += 1
+    wanted = dict(quota)
+    quota = {s: min(quota[s], avail[s]) for s in subs}
+    overflow = sum(wanted.values()) - sum(quota.values())
+    lost_groups = {plan[s][1] for s in subs if avail[s] < wanted[s]}
+    for scope in ("group", "any"):
+        while overflow > 0:
+            eligible = [
+                s
+                for s in subs
+                if quota[s] < avail[s] and (scope == "any" or plan[s][1] in lost_groups)
+            ]
+            if not eligible:
+                break
+            # the subtype furthest below its weight share gets the next question
+            s = min(eligible, key=lambda s: (quota[s] / plan[s][0], subs.index(s)))
+            quota[s] += 1
+            overflow -= 1
+    return quota
+
+
+# --------------------------------------------------------------------------- selection
+
+
+@dataclass
+class _State:
+    """Selection state of one task: questions per patient, per disease and per (disease,
+    tertile) cell so far, and the conflict keys already taken."""
+
+    counts: dict[int, int] = field(default_factory=dict)
+    diseases: dict[str, int] = field(default_factory=dict)
+    cells: dict[tuple[str, str], int] = field(default_factory=dict)
+    used: set[str] = field(default_factory=set)
+
+
+def _pick(cand: pd.DataFrame, idx: Sequence[int], k: int, state: _State, seed: int) -> list[int]:
+    """Pick up to ``k`` rows of ``cand`` (positions ``idx``) spread over strata and patients.
+
+    Each step takes the (disease, tertile) cell whose disease, then cell, has the fewest
+    questions of the task so far (ties: a seeded order of the cells), and from it the
+    candidate whose patients have the fewest questions (ties: a seeded hash of the qid).
+    """
+    if k <= 0 or not len(idx):
+        return []
+    subjects = cand["subject_ids"].tolist()
+    conflicts = cand["conflicts"].tolist()
+    qids = cand["qid"].tolist()
+    diseases = cand["disease"].astype(str).tolist()
+    tertiles = cand["tertile"].astype(str).tolist()
+    cells: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
+    for i in idx:
+        load = max(state.counts.get(int(s), 0) for s in subjects[i])
+        cells.setdefault((diseases[i], tertiles[i]), []).append(
+            (load, stable_hash(seed, qids[i]), i)
+        )
+    for heap in cells.values():
+        heapq.heapify(heap)
+    tie = {c: stable_hash(seed, "cell", *c) for c in cells}
+    picked: list[int] = []
+    while len(picked) < k and cells:
+        cell = min(
+            cells,
+            key=lambda c: (state.diseases.get(c[0], 0), state.cells.get(c, 0), tie[c]),
+        )
+        heap = cells[cell]
+        chosen = None
+        while heap:
+            load, prio, i = heapq.heappop(heap)
+            now = max(state.counts.get(int(s), 0) for s in subjects[i])
+            if now != load:  # the patient got a question meanwhile: re-queue with its load
+                heapq.heappush(heap, (now, prio, i))
+                continue
+            if any(c in state.used for c in conflicts[i]):
+                continue
+            chosen = i
+            break
+        if not heap:
+            del cells[cell]
+        if chosen is None:
+            continue
+        picked.append(chosen)
+        state.used.update(conflicts[chosen])
+        for s in subjects[chosen]:
+            state.counts[int(s)] = state.counts.get(int(s), 0) + 1
+        state.diseases[cell[0]] = state.diseases.get(cell[0], 0) + 1
+        state.cells[cell] = state.cells.get(cell, 0) + 1
+    return picked
+
+
+def select_task(
+    cand: pd.DataFrame, task: str, count: int, seed: int
+) -> tuple[pd.DataFrame, pd.DataFrame, dict | None]:
+    """Select ``count`` questions of one task.
+
+    Args:
+        cand: the task's candidates (QUESTION_COLUMNS + conflicts).
+        task: task name.
+        count: target number of questions.
+        seed: selection seed.
+
+    Returns:
+        (selected rows sorted by qid, availability rows, shortfall dict or None).
+    """
+    cand = cand.sort_values("qid", kind="stable").reset_index(drop=True)
+    plan = subtype_plan(task)
+    by_sub = {s: list(cand.index[cand["subtype"] == s]) for s in plan}
+    unknown = sorted(set(cand["subtype"]) - set(plan))
+    if unknown:
+        raise ValueError(f"{task}: candidates with unknown subtype(s) {unknown}")
+    quota = allocate(count, plan, {s: len(v) for s, v in by_sub.items()})
+    state = _State()
+    picked: dict[str, list[int]] = {}
+    for s in plan:
+        picked[s] = _pick(cand, by_sub[s], quota[s], state, seed)
+    # fill what conflicts left open: same group first, then any subtype
+    missing = count - sum(len(v) for v in picked.values())
+    for scope in ("group", "any"):
+        for s in plan:
+            if missing <= 0:
+                break
+            short_groups = {plan[t][1] for t in plan if len(picked[t]) < quota[t]}
+            if scope == "group" and plan[s][1] not in short_groups:
+                continue
+            done = set(picked[s])
+            rest = [i for i in by_sub[s] if i not in done]
+            more = _pick(cand, rest, missing, state, seed)
+            picked[s] += more
+            missing -= len(more)
+    rows = sorted(i for v in picked.values() for i in v)
+    selected = cand.loc[rows].sort_values("qid", kind="stable").reset_index(drop=True)
+    avail = pd.DataFrame(
+        [(task, s, len(by_sub[s]), quota[s], len(picked[s])) for s in plan],
+        columns=list(AVAILABILITY_COLUMNS),
+    )
+    shortfall = None
+    if len(selected) < count:
+        shortfall = {
+            "task": task,
+            "target": int(count),
+            "available": int(len(cand)),
+            "selected": int(len(selected)),
+            "missing": int(count - len(selected)),
+            "by_subtype": {s: [int(quota[s]), len(picked[s])] for s in plan},
+        }
+        log.warning(
+            "%s: only %d of %d questions can be generated honestly (%d candidates); "
+            "recorded as a question_shortfalls gate row, no duplicates added",
+            task,
+            len(selected),
+            count,
+            len(cand),
+        )
+    return selected, avail, shortfall
+
+
+def build_question_set(
+    inp: TaskInputs, counts: Mapping[str, int], seed: int = 0
+) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
+    """Generate and select the question set (no gates, nothing written).
+
+    Args:
+        inp: generator inputs.
+        counts: ``{task: target count}``.
+        seed: selection seed.
+
+    Returns:
+        (questions with QUESTION_COLUMNS sorted by task then qid, availability, shortfalls).
+    """
+    tasks = [t for t in TASK_ORDER if t in counts]
+    cands = generate_candidates(inp, tasks)
+    parts, avails, shortfalls = [], [], []
+    for t in tasks:
+        sel, avail, short = select_task(cands[t], t, int(counts[t]), seed)
+        parts.append(sel)
+        avails.append(avail)
+        if short:
+            shortfalls.append(short)
+    questions = pd.concat(parts, ignore_index=True).drop(columns=list(INTERNAL_COLUMNS))
+    questions = questions[list(QUESTION_COLUMNS)].reset_index(drop=True)
+    if questions["qid"].duplicated().any():
+        raise AssertionError("duplicate qid in the question set")
+    return questions, pd.concat(avails, ignore_index=True), shortfalls
+
+
+def shortfall_gate_rows(counts: Mapping[str, int], shortfalls: list[dict]) -> pd.DataFrame:
+    """One ``question_shortfalls`` row per task (soft): n_checked = target, n_failed = missing."""
+    by_task = {s["task"]: s for s in shortfalls}
+    rows = []
+    for t, n in counts.items():
+        s = by_task.get(t)
+        rows.append(
+            {
+                "gate": "question_shortfalls",
+                "task": t,
+                "n_checked": int(n),
+                "n_failed": int(s["missing"]) if s else 0,
+                "threshold": 0.0,
+                "passed": s is None,
+                "severity": "soft",
+                "detail": json.dumps(s, sort_keys=True) if s else "",
+            }
+        )
+    return pd.DataFrame(rows, columns=list(GATE_COLUMNS))
+
+
+def run_validation_gates(questions: pd.DataFrame, profile: str | None) -> pd.DataFrame:
+    """L0–L4 through clinlib.tasks.gates.run_gates (Appendix A).
+
+    If that module is not importable yet, a single soft row ``gates_not_run`` says so.
+    """
+    try:
+        from clinlib.tasks.gates import run_gates
+    except ImportError as exc:
+        # >>> GATES NOT RUN: clinlib.tasks.gates (L0-L4) is not available in this checkout.
+        log.warning("clinlib.tasks.gates not importable (%s): gates were NOT run", exc)
+        return pd.DataFrame(
+            [
+                {
+                    "gate": "gates_not_run",
+                    "task": "all",
+                    "n_checked": int(len(questions)),
+                    "n_failed": int(len(questions)),
+                    "threshold": 0.0,
+                    "passed": False,
+                    "severity": "soft",
+                    "detail": f"clinlib.tasks.gates not importable: {exc}",
+                }
+            ],
+            columns=list(GATE_COLUMNS),
+        )
+    return run_gates(questions, profile)
+
+
+def _hard_failure(gates: pd.DataFrame) -> Exception | None:
+    try:
+        from clinlib.tasks.gates import check_gates
+    except ImportError:
+        return None
+    try:
+        check_gates(gates)
+    except ValueError as exc:  # GateError subclasses ValueError
+        return exc
+    return None
+
+
+def build_questions(
+    profile: str | None = None,
+    seed: int | None = None,
+    counts: Mapping[str, int] | None = None,
+) -> dict[str, pd.DataFrame]:
+    """Build, gate and write a profile's evaluation set.
+
+    Args:
+        profile: build profile (default $CLINTRACE_PROFILE, else quick).
+        seed: selection seed (default: the profile's seed, else 0).
+        counts: per-task targets (default :func:`target_counts`).
+
+    Returns:
+        ``{"questions", "gates", "availability"}``.
+
+    Raises:
+        FileNotFoundError: a stage artifact is missing (names the command to run).
+        GateError (a ValueError): a hard gate failed; gates.parquet and
+            questions_rejected.parquet are written for inspection.
+    """
+    name = resolve_profile(profile)
+    counts = dict(counts) if counts is not None else target_counts(name)
+    unknown = sorted(set(counts) - set(TASK_ORDER))
+    if unknown:
+        raise ValueError(f"counts: unknown task(s) {unknown}; known: {', '.join(TASK_ORDER)}")
+    if seed is None:
+        seed = PROFILES[name].seed if name in PROFILES else 0
+    inp = load_inputs(name, seed=seed)
+    questions, availability, shortfalls = build_question_set(inp, counts, seed)
+    gates = pd.concat(
+        [run_validation_gates(questions, name), shortfall_gate_rows(counts, shortfalls)],
+        ignore_index=True,
+    )
+    write_parquet(gates, artifact_path("gates.parquet", name))
+    write_parquet(availability, artifact_path("question_availability.parquet", name))
+    failure = _hard_failure(gates)
+    if failure is not None:
+        write_parquet(questions, artifact_path("questions_rejected.parquet", name))
+        raise failure
+    write_parquet(questions, artifact_path("questions.parquet", name))
+    return {"questions": questions, "gates": gates, "availability": availability}

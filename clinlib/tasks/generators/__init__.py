@@ -1,0 +1,32 @@
+"""One question generator per task T1–T9 (paper §3 "Task suite", Fig. 1); see
+:mod:`clinlib.tasks.generators.common` for the shared conventions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+
+from clinlib.tasks.generators import t1, t2, t3, t4, t5, t6, t7, t8, t9
+from clinlib.tasks.generators.common import TaskInputs
+
+_MODULES = {"T1": t1, "T2": t2, "T3": t3, "T4": t4, "T5": t5, "T6": t6, "T7": t7, "T8": t8,
+            "T9": t9}  # fmt: skip
+
+GENERATORS: dict[str, Callable[[TaskInputs], pd.DataFrame]] = {
+    name: mod.generate for name, mod in _MODULES.items()
+}
+SUBTYPES: dict[str, tuple[str, ...]] = {name: tuple(mod.SUBTYPES) for name, mod in _MODULES.items()}
+TITLES: dict[str, str] = {
+    "T1": "Numeric lab retrieval",
+    "T2": "Trend classification",
+    "T3": "Controlled attribution detection",
+    "T4": "Retrospective propagation",
+    "T5": "Controlled contradiction detection",
+    "T6": "Cross-patient comparison",
+    "T7": "Treatment fact recall",
+    "T8": "Observed treatment response",
+    "T9": "Abstention",
+}
+
+__all__ = ["GENERATORS", "SUBTYPES", "TITLES", "TaskInputs"]

@@ -1,0 +1,104 @@
+"""Gold-answer rules shared by the generators and the independent L2 recomputation
+(paper §3 "Task suite", Appendix A L2, Appendix B).
+
+Only constants and the canonical answer vocabularies live here; the generators
+(:mod:`clinlib.tasks.generate`) and the recomputation (:mod:`clinlib.tasks.recompute`) each
+implement the arithmetic separately, so that L2 compares two implementations of this spec.
+
+T2 trend (2–5 visits, one value per visit = the visit's earliest measurement of the lab):
+    r = (last - first) / |first|; |r| < STABLE_REL -> "stable;none"; otherwise the direction
+    (increased / decreased) and the magnitude bin of |r|: weak < MODERATE_REL <= moderate <
+    STRONG_REL <= strong.
+T6 cross-patient (A vs B): a) distinct diagnosis codes, b) max lab value, c) |last - first| of
+    a lab; "similar" when |a - b| <= SIMILAR_REL * max(|a|, |b|) (for counts: equal).
+T8 post-treatment change: before = the latest value of the target lab at or before the
+    treatment start (at most T8_MAX_BEFORE_DAYS earlier), after = the first value at least
+    T8_MIN_AFTER_DAYS after the start (at most T8_MAX_AFTER_DAYS); r as in T2; |r| < STABLE_REL
+    -> "similar" (bin "0"), else increased/decreased with bins S/M/L at the T2 thresholds.
+T4 retrospective evidence: a family of T4_EVIDENCE first coded (any diagnosis row matching its
+    ICD prefixes) at visit v >= 1; the evidence is every lab event of the family's labs in
+    visits < v that is flagged abnormal AND lies on the family's side of its reference range
+    (T4_DIRECTION: "high" -> value > ref_high, "low" -> value < ref_low; the event's own range,
+    else the panel's) — a low potassium is not evidence of hyperkalemia. Questions need
+    T4_MIN_EVIDENCE..T4_MAX_EVIDENCE such events; gold = their event ids sorted, joined by ";".
+"""
+
+from __future__ import annotations
+
+STABLE_REL = 0.05
+MODERATE_REL = 0.15
+STRONG_REL = 0.30
+SIMILAR_REL = 0.05
+
+T2_MIN_VISITS = 2
+T2_MAX_VISITS = 5
+
+T8_MAX_BEFORE_DAYS = 180
+T8_MIN_AFTER_DAYS = 7
+T8_MAX_AFTER_DAYS = 365
+
+TREND_DIRECTIONS = ("increased", "decreased", "stable")
+TREND_MAGNITUDES = ("none", "weak", "moderate", "strong")
+T6_ANSWERS = ("A", "B", "similar")
+T8_DIRECTIONS = ("increased", "decreased", "similar")
+T8_BINS = ("L-", "M-", "S-", "0", "S+", "M+", "L+")
+YES_NO = ("yes", "no")
+OPTION_LETTERS = ("A", "B", "C", "D")
+
+# Treatments whose target lab T8 follows (drug name substring, lower case -> lab keys).
+T8_TREATMENT_TARGETS: dict[str, tuple[str, ...]] = {
+    "metformin": ("hba1c", "glucose"),
+    "glipizide": ("hba1c", "glucose"),
+    "insulin glargine": ("hba1c", "glucose"),
+    "atorvastatin": ("ldl", "total_cholesterol"),
+    "simvastatin": ("ldl", "total_cholesterol"),
+    "lisinopril": ("potassium", "creatinine"),
+    "losartan": ("potassium", "creatinine"),
+    "hydrochlorothiazide": ("sodium", "potassium"),
+    "furosemide": ("potassium", "bun"),
+    "sodium bicarbonate": ("bicarbonate",),
+    "epoetin": ("hemoglobin",),
+    "potassium chloride": ("potassium",),
+}
+
+# T4: a later diagnosis family and the earlier abnormal findings that constitute its evidence.
+T4_EVIDENCE: dict[str, tuple[str, ...]] = {
+    "diabetes": ("hba1c", "glucose"),
+    "ckd": ("creatinine", "bun"),
+    "cad": ("troponin_t", "ldl"),
+    "hyperkalemia": ("potassium",),
+    "anemia": ("hemoglobin", "hematocrit"),
+    "hyponatremia": ("sodium",),
+}
+
+# The paper's evaluation-set sizes (§3) and a small profile that still covers every subtype.
+PAPER_COUNTS: dict[str, int] = {
+    "T1": 1500,
+    "T2": 889,
+    "T3": 600,
+    "T4": 53,
+    "T5": 495,
+    "T6": 700,
+    "T7": 400,
+    "T8": 134,
+    "T9": 1500,
+}
+
+# T4 diagnosis families beyond the index diseases (ICD prefixes by version); index diseases use
+# clinlib.vocab.INDEX_DISEASE_ICD.
+T4_EXTRA_FAMILIES: dict[str, dict[int, tuple[str, ...]]] = {
+    "hyperkalemia": {9: ("2767",), 10: ("E875",)},
+    "anemia": {9: ("285",), 10: ("D63", "D64")},
+    "hyponatremia": {9: ("2761",), 10: ("E871",)},
+}
+# Which side of the reference range counts as evidence for each T4 family.
+T4_DIRECTION: dict[str, str] = {
+    "diabetes": "high",
+    "ckd": "high",
+    "cad": "high",
+    "hyperkalemia": "high",
+    "anemia": "low",
+    "hyponatremia": "low",
+}
+T4_MIN_EVIDENCE = 1
+T4_MAX_EVIDENCE = 4

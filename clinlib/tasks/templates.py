@@ -1,0 +1,180 @@
+"""Paraphrase templates of the T1–T9 questions and the controlled-injection sentences
+(paper §3 "Task suite", Fig. 1; §5.5 the T3 probe; Appendix B subtypes).
+
+The paper's generator produced an (anchor, gold) pair in Python and let a model paraphrase it;
+the kit keeps the paraphrase step deterministic: every task has three or more templates and the
+generator picks one by a hash of the question id (``template_id`` records which). Templates
+hold no digits (except the rule parameters they state: T6's similarity margin, T8's
+minimum delay), no answer vocabulary beyond the format statement and no cue that an answer
+might be absent (T9 questions are worded exactly like T1 questions).
+
+Every question ends with its task's answer-format statement: ``clinlib.tasks.answers.
+ANSWER_FORMATS`` when that module exists, else :data:`FALLBACK_FORMATS` (same wording intent).
+Dates are ISO ``YYYY-MM-DD``, as the dialogues write them.
+"""
+
+from __future__ import annotations
+
+# --- T1 numeric lab retrieval (T9 lab / lab-unmeasured questions reuse these verbatim) ------
+T1_TEMPLATES: tuple[str, ...] = (
+    "What was the patient's {lab} on {date}?",
+    "On {date}, what {lab} value was recorded for this patient?",
+    "Report the patient's {lab} result from {date}.",
+    "What did the {lab} measurement of {date} show?",
+)
+
+# --- T2 trend over 2-5 visits --------------------------------------------------------------
+T2_TEMPLATES: tuple[str, ...] = (
+    "Across the {n} encounters that began on {dates}, how did the patient's {lab} change from "
+    "the first of these encounters to the last? Use the first {lab} measurement of each "
+    "encounter.",
+    "Take the first {lab} result of each of these {n} encounters: {dates}. What is the trend "
+    "of the {lab} from the earliest to the latest of them?",
+    "Comparing the patient's {lab} at the encounters of {dates} (first measurement of each "
+    "encounter), what was the overall trend between the first and the last of these {n} "
+    "encounters?",
+)
+
+# --- T3 controlled attribution ---------------------------------------------------------------
+T3_TEMPLATES: tuple[str, ...] = (
+    "In the encounter that began on {date}, did the clinician explicitly attribute the "
+    "{lab} result of {value} {unit} to {problem}?",
+    "During the encounter starting {date}, was the {lab} of {value} {unit} explicitly noted by "
+    "the physician as consistent with {problem}?",
+    "Did the physician, in the encounter of {date}, explicitly link the {lab} finding of "
+    "{value} {unit} to {problem}?",
+)
+# The injected attribution sentence (paper §3 T3: "physician noted: finding is consistent with
+# problem"). {finding} is "<lab label> of <value> <unit>", {problem} the diagnosis title.
+T3_INJECTION = "Physician noted: {finding} is consistent with {problem}."
+
+# --- T4 retrospective propagation ----------------------------------------------------------
+# {labs} names the family's evidence labs ("% Hemoglobin A1c or Glucose"), so the question
+# says which findings count without naming any event.
+T4_TEMPLATES: tuple[str, ...] = (
+    "At the encounter that began on {date}, {problem} (ICD code {code}) was coded for the "
+    "first time. Which earlier abnormal {labs} results, documented before that encounter, "
+    "are evidence for it?",
+    "The diagnosis {problem} (ICD code {code}) first appears in the encounter of {date}. List "
+    "the abnormal {labs} findings from earlier encounters that supported this diagnosis.",
+    "Looking back from the encounter of {date}, where {problem} (ICD code {code}) was first "
+    "recorded: which abnormal {labs} results from previous encounters point to it?",
+)
+
+# --- T5 controlled contradiction -----------------------------------------------------------
+T5_TEMPLATES: tuple[str, ...] = (
+    "Does the chart contain a self-contradictory statement about {topic}?",
+    "Is there a statement in this record that contradicts another documented fact about {topic}?",
+    "Regarding {topic}: does the record contradict itself?",
+)
+# Topics name what the question is about, in the same form for contradicted and clean facts.
+T5_TOPIC_DX = "the diagnosis of {title} in the encounter that began on {date}"
+T5_TOPIC_PROCEDURE = "the procedure {title} in the encounter that began on {date}"
+T5_TOPIC_LAB = "the {lab} result of {date}"
+# Contradicting statements inserted as a clinician turn after the anchor's turn.
+T5_STATEMENTS_DX: tuple[str, ...] = (
+    "Physician noted: the patient has never been diagnosed with {title}.",
+    "Physician noted: {title} is not among this patient's diagnoses.",
+    "Physician noted: there is no history of {title} ({code}).",
+)
+T5_STATEMENTS_PROCEDURE: tuple[str, ...] = (
+    "Physician noted: no {title} was performed during this admission.",
+    "Physician noted: the patient did not undergo {title} during this stay.",
+    "Physician noted: {title} ({code}) was not done this admission.",
+)
+T5_STATEMENTS_LAB: tuple[str, ...] = (
+    "Physician noted: the {lab} on {date} was {value} {unit}.",
+    "Physician noted: {lab} measured on {date} came back at {value} {unit}.",
+    "Physician noted: for the record, the {date} {lab} result is {value} {unit}.",
+)
+
+# --- T6 cross-patient comparison (context = both dialogues, labelled A and B) --------------
+T6A_TEMPLATES: tuple[str, ...] = (
+    "Patients A and B both have {disease}. Which patient has more distinct diagnosis codes "
+    "across all of their encounters? Answer similar if the numbers are equal.",
+    "Counting distinct ICD diagnosis codes over every encounter, does Patient A or Patient B "
+    "have more (both have {disease})? Answer similar if the counts are equal.",
+    "Between Patient A and Patient B (both with {disease}), who carries the larger number of "
+    "distinct diagnosis codes in the record? Answer similar if they are equal.",
+)
+T6B_TEMPLATES: tuple[str, ...] = (
+    "Patients A and B both have {disease}. Which patient had the higher maximum {lab} across "
+    "all encounters? Answer similar if the two maxima are within {pct}% of each other.",
+    "Over their whole records, whose highest {lab} value was greater, Patient A's or Patient "
+    "B's (both have {disease})? Answer similar if they are within {pct}% of each other.",
+    "Compare the peak {lab} of Patient A and Patient B (both with {disease}): which is "
+    "higher? Answer similar if they differ by at most {pct}%.",
+)
+T6C_TEMPLATES: tuple[str, ...] = (
+    "Patients A and B both have {disease}. Whose {lab} changed more in absolute terms between "
+    "their first and their last {lab} measurement? Answer similar if the two changes are "
+    "within {pct}% of each other.",
+    "Taking the absolute difference between the first and the last {lab} result of each "
+    "patient (both have {disease}), is the change larger for Patient A or Patient B? Answer "
+    "similar if they are within {pct}% of each other.",
+    "Which patient's {lab} moved more from first to last measurement, Patient A or Patient B "
+    "(both with {disease})? Answer similar if the changes differ by at most {pct}%.",
+)
+
+# --- T7 treatment fact recall (four options) -----------------------------------------------
+T7_MEDICATION_TEMPLATES: tuple[str, ...] = (
+    "Which medication was started during the encounter that began on {date}?",
+    "During the encounter of {date}, which of these medications was ordered for the patient?",
+    "Which drug did the patient receive during the hospital stay starting {date}?",
+)
+T7_PROCEDURE_TEMPLATES: tuple[str, ...] = (
+    "Which procedure was performed during the encounter that began on {date}?",
+    "During the encounter of {date}, which of these procedures did the patient undergo?",
+    "Which procedure is documented for the hospital stay starting {date}?",
+)
+T7_OPTIONS_HEADER = "Options:"
+T7_OPTION_LINE = "{letter}. {text}"
+
+# --- T8 observed post-treatment change ------------------------------------------------------
+T8_TEMPLATES: tuple[str, ...] = (
+    "After {drug} was started on {date}, did the patient's {lab} go up, go down or stay about "
+    "the same? Compare the latest {lab} at or before the start with the first {lab} at least "
+    "{min_days} days after it.",
+    "Compare the last {lab} measured on or before {date}, when {drug} was started, with the "
+    "first {lab} measured {min_days} or more days later. How did it change?",
+    "{drug} was started on {date}. Relative to the most recent prior {lab}, how had the {lab} "
+    "changed at the first measurement taken at least {min_days} days after the start?",
+)
+
+# --- T9 abstention, non-lab kinds (lab kinds use T1_TEMPLATES and T1's format) -------------
+T9_DOSE_TEMPLATES: tuple[str, ...] = (
+    "What dose of {drug} was ordered during the encounter that began on {date}?",
+    "During the encounter of {date}, what was the prescribed dose of {drug}?",
+    "How much {drug} per dose was the patient prescribed in the stay starting {date}?",
+)
+T9_START_TEMPLATES: tuple[str, ...] = (
+    "On what date was {drug} started during the encounter that began on {date}?",
+    "During the encounter of {date}, when was {drug} first given?",
+    "When did the patient start {drug} in the hospital stay beginning {date}?",
+)
+T9_START_FORMAT = "Answer with the date only, as YYYY-MM-DD."
+
+# Used when clinlib.tasks.answers (the scorers' module) is not importable.
+FALLBACK_FORMATS: dict[str, str] = {
+    "T1": "Answer with the value followed by its unit only.",
+    "T2": "Answer exactly as '<direction>;<magnitude>' with direction one of increased, "
+    "decreased, stable and magnitude one of none, weak, moderate, strong.",
+    "T3": "Answer yes or no.",
+    "T4": "Answer with the event ids (as shown in brackets in the dialogue), separated by ';'.",
+    "T5": "Answer yes or no.",
+    "T6": "Answer with A, B or similar.",
+    "T7": "Answer with the letter of the correct option.",
+    "T8": "Answer with one word: increased, decreased or similar.",
+    "T9": "Answer with the value followed by its unit only.",
+}
+FALLBACK_MAX_TOKENS: dict[str, int] = {
+    "T1": 60,
+    "T2": 60,
+    "T3": 80,
+    "T4": 120,
+    "T5": 80,
+    "T6": 80,
+    "T7": 80,
+    "T8": 120,
+    "T9": 80,
+}
