@@ -122,7 +122,41 @@ def dialogues(profile: ProfileOpt = None, seed: SeedOpt = None) -> None:
         typer.echo(f"  dropped {row.subject_id}: {row.drop_reason}")
 
 
-STAGES = ("synth", "cohort", "dialogues")
+@app.command()
+def questions(profile: ProfileOpt = None, seed: SeedOpt = None) -> None:
+    """Generate T1–T9 questions and run the L0–L4 gates (questions.parquet + gates.parquet)."""
+    from clinlib.tasks.build import build_questions
+    from clinlib.tasks.gates import gate_report
+
+    t0 = time.perf_counter()
+    out = _run(build_questions, profile, seed=seed)
+    typer.echo(gate_report(out["gates"]))
+    counts = out["questions"]["task"].value_counts().sort_index()
+    typer.echo("questions: " + ", ".join(f"{t} {n}" for t, n in counts.items()))
+    typer.echo(f"{len(out['questions']):,} questions ({time.perf_counter() - t0:.1f}s)")
+
+
+@app.command()
+def strategies(
+    profile: ProfileOpt = None,
+    names: Annotated[
+        str | None, typer.Option("--strategies", help="comma-separated (default: all)")
+    ] = None,
+    setting: Annotated[str, typer.Option(help="T3 injection: post or pre")] = "post",
+    prep: Annotated[str, typer.Option(help="prep model: rule-based or a backbone")] = "rule-based",
+    task: Annotated[str, typer.Option(help="whose injections 'pre' applies: T3 or T5")] = "T3",
+) -> None:
+    """Build (or re-use) every strategy's per-patient constructions."""
+    from clinlib.strategies import build_all
+
+    chosen = [s.strip() for s in names.split(",")] if names else None
+    summary = _run(
+        build_all, profile, chosen, setting=setting, prep=prep, task=task, progress=False
+    )
+    typer.echo(summary.to_string(index=False))
+
+
+STAGES = ("synth", "cohort", "dialogues", "questions", "strategies")
 
 
 @app.command()
@@ -139,6 +173,10 @@ def pipeline(
         synth(profile=name, seed=seed)
     cohort(profile=name, seed=seed)
     dialogues(profile=name, seed=seed)
+    questions(profile=name, seed=seed)
+    strategies(profile=name, setting="post")  # the original dialogues
+    strategies(profile=name, setting="pre")  # T3-injected dialogues (equal-input probe)
+    strategies(profile=name, setting="pre", task="T5")  # T5's controlled contradictions
 
 
 @app.command()

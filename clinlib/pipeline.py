@@ -167,6 +167,10 @@ def load(artifact: str, profile: str | None = None) -> pd.DataFrame:
         "dialogue_checks": "clintrace dialogues",
         "event_coverage": "clintrace dialogues",
         "dialogue_summary": "clintrace dialogues",
+        "dialogue_rewrites": "clintrace dialogues",
+        "questions": "clintrace questions",
+        "gates": "clintrace questions",
+        "question_availability": "clintrace questions",
     }
     path = artifact_path(f"{artifact}.parquet", profile)
     if not path.exists():

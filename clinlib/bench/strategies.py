@@ -1,0 +1,131 @@
+"""``python -m clinlib.bench.strategies``: cold and warm construction of every history
+representation for a profile (issue 6; paper §4 strategies, Appendix C footprints).
+
+1. Builds every registered strategy (the paper's eight and the extras) for the profile's
+   dialogues offline with the rule-based prep model — embeddings included (dense, hybrid,
+   Mem0 memories, A-Mem notes) — into a scratch folder
+   ``data/build/<profile>/bench-strategies/`` emptied first, so the build is cold (the
+   sentence-transformers model load counts).
+2. Rebuilds with unchanged inputs: every artifact is found in the construction cache.
+3. Prints the wall time of each pass and per strategy, and writes ``results.json`` there.
+
+Targets (DESIGN.md, issue 6): <= 5 min cold on 2 cores for the paper profile's ~385
+dialogues; <= 10 s warm. The dominant cold cost is the sentence encoder (all-MiniLM-L6-v2 on
+CPU), which scales with the number of visits and memory notes embedded; the warm pass only
+hashes each dialogue and checks one file per (strategy, patient).
+
+Usage: ``python -m clinlib.bench.strategies [--profile paper] [--strategies a,b] [--subjects N]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+
+import pandas as pd
+
+from clinlib.config import build_dir, resolve_profile
+
+SCRATCH = "bench-strategies"
+COLD_TARGET_S = 300.0
+WARM_TARGET_S = 10.0
+
+
+def run(
+    profile: str = "paper",
+    strategies: list[str] | None = None,
+    subjects: int | None = None,
+    keep: bool = False,
+) -> dict:
+    """Run the benchmark; returns the results dict (also written to results.json)."""
+    from clinlib.pipeline import load
+    from clinlib.strategies import STRATEGIES, build_all
+    from clinlib.strategies.embed import _EMBEDDERS
+
+    name = resolve_profile(profile)
+    root = build_dir(name) / SCRATCH
+    if root.exists() and not keep:
+        shutil.rmtree(root)
+    names = strategies or list(STRATEGIES)
+    t_load = time.perf_counter()
+    dialogues = load("dialogues", name)
+    if subjects:
+        keep_ids = sorted(dialogues["subject_id"].unique())[: int(subjects)]
+        dialogues = dialogues[dialogues["subject_id"].isin(keep_ids)]
+    load_s = time.perf_counter() - t_load
+    n_patients = int(dialogues["subject_id"].nunique())
+    n_visits = int(dialogues.groupby("subject_id")["visit_idx"].nunique().sum())
+
+    _EMBEDDERS.clear()  # cold: the encoder is loaded inside the timed pass
+    t0 = time.perf_counter()
+    cold = build_all(name, names, dialogues=dialogues, root=root)
+    cold_s = time.perf_counter() - t0
+    encoded = sum(e.encoded for e in _EMBEDDERS.values())
+    t1 = time.perf_counter()
+    warm = build_all(name, names, dialogues=dialogues, root=root)
+    warm_s = time.perf_counter() - t1
+
+    per = cold[["strategy", "prep_model", "built", "seconds"]].rename(
+        columns={"seconds": "cold_s", "built": "built_cold"}
+    )
+    per["warm_s"] = warm["seconds"].to_numpy()
+    per["built_warm"] = warm["built"].to_numpy()
+    results = {
+        "profile": name,
+        "patients": n_patients,
+        "visits": n_visits,
+        "turns": int(len(dialogues)),
+        "characters": int(dialogues["text_tagged"].str.len().sum()),
+        "texts_encoded": int(encoded),
+        "load_dialogues_s": round(load_s, 2),
+        "cold_s": round(cold_s, 2),
+        "warm_s": round(warm_s, 2),
+        "cold_target_s": COLD_TARGET_S,
+        "warm_target_s": WARM_TARGET_S,
+        "cpus": os.cpu_count(),
+        "load_average": list(os.getloadavg()),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "per_strategy": per.round(3).to_dict("records"),
+    }
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "results.json").write_text(json.dumps(results, indent=2))
+    return results
+
+
+def report(results: dict) -> str:
+    """Human-readable summary of :func:`run`'s results."""
+    per = pd.DataFrame(results["per_strategy"])
+    lines = [
+        f"profile {results['profile']}: {results['patients']} dialogues, {results['visits']} "
+        f"visits, {results['characters']:,} characters; {results['cpus']} CPUs, load average "
+        f"{results['load_average'][0]:.1f} at the end",
+        per.to_string(index=False),
+        f"cold: {results['cold_s']:.1f} s (target <= {results['cold_target_s']:.0f} s; "
+        f"{results['texts_encoded']:,} texts encoded)",
+        f"warm: {results['warm_s']:.2f} s (target <= {results['warm_target_s']:.0f} s; "
+        f"{int(per['built_warm'].sum())} artifacts rebuilt)",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--profile", default="paper")
+    parser.add_argument("--strategies", default="", help="comma-separated names (default all)")
+    parser.add_argument("--subjects", type=int, default=None, help="first N patients only")
+    parser.add_argument("--keep", action="store_true", help="do not empty the scratch folder")
+    args = parser.parse_args(argv)
+    names = [s for s in args.strategies.split(",") if s] or None
+    results = run(args.profile, names, args.subjects, args.keep)
+    print(report(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,151 @@
+"""History-representation strategies: ONE registry keyed by name (paper §4 "History
+representation strategies" — the eight, grouped into six families — plus the kit's extras;
+DESIGN.md principle 4: an ablation is a one-string change).
+
+The paper's eight: ``no-context-blind``, ``last-visit-only``, ``full-context``,
+``dense-retrieval``, ``structured-timeline``, ``llm-summary``, ``mem0``, ``a-mem``.
+Extras: ``last-n-visits``, ``bm25``, ``hybrid``, ``codebook``.
+
+Usage::
+
+    from clinlib.strategies import get_strategy, build_all, context_for
+    dense = get_strategy("dense-retrieval", k=3)
+    summary = build_all("quick", ["llm-summary", "mem0"], setting="post", prep="rule-based")
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clinlib.strategies.amem import AMemMemory
+from clinlib.strategies.base import Artifact, Strategy, StrategyError, context_for
+from clinlib.strategies.cache import (
+    ConstructionCache,
+    build_all,
+    construction_turns,
+    constructions_dir,
+    embeddings_dir,
+    load_artifacts,
+    question_contexts,
+    split_dialogues,
+)
+from clinlib.strategies.codebook import Codebook
+from clinlib.strategies.mem0 import Mem0Memory
+from clinlib.strategies.prep import (
+    MATCHED,
+    RULE_BASED,
+    LLMPrep,
+    PrepError,
+    PrepModel,
+    RuleBasedPrep,
+    get_prep,
+    resolve_prep,
+)
+from clinlib.strategies.retrieval import BM25Retrieval, DenseRetrieval, HybridRetrieval
+from clinlib.strategies.simple import FullContext, LastNVisits, LastVisitOnly, NoContextBlind
+from clinlib.strategies.summary import LLMSummary
+from clinlib.strategies.timeline import StructuredTimeline
+
+STRATEGIES: dict[str, type[Strategy]] = {
+    cls.name: cls
+    for cls in (
+        NoContextBlind,
+        LastVisitOnly,
+        FullContext,
+        DenseRetrieval,
+        StructuredTimeline,
+        LLMSummary,
+        Mem0Memory,
+        AMemMemory,
+        LastNVisits,
+        BM25Retrieval,
+        HybridRetrieval,
+        Codebook,
+    )
+}
+PAPER_STRATEGIES: tuple[str, ...] = (
+    "no-context-blind",
+    "last-visit-only",
+    "full-context",
+    "dense-retrieval",
+    "structured-timeline",
+    "llm-summary",
+    "mem0",
+    "a-mem",
+)
+EXTRA_STRATEGIES: tuple[str, ...] = tuple(n for n in STRATEGIES if n not in PAPER_STRATEGIES)
+# Per-profile folders a strategy writes to, filled from the profile unless given explicitly.
+_PROFILE_DIRS = ("embedding_dir", "mem0ai_dir")
+
+
+def get_strategy(name: str, profile: str | None = None, **params: Any) -> Strategy:
+    """A strategy instance by registry name.
+
+    Args:
+        name: registry key (see :data:`STRATEGIES`).
+        profile: build profile whose folders hold embeddings / mem0ai stores (default: the
+            active profile).
+        **params: strategy parameters (k, budget_tokens, n, engine, embedding_model, ...).
+
+    Returns:
+        The strategy.
+
+    Raises:
+        StrategyError: unknown name or parameter.
+    """
+    try:
+        cls = STRATEGIES[name]
+    except KeyError:
+        raise StrategyError(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}") from None
+    if "embedding_dir" in cls.defaults and params.get("embedding_dir") is None:
+        params["embedding_dir"] = str(embeddings_dir(profile))
+    if "mem0ai_dir" in cls.defaults and params.get("mem0ai_dir") is None:
+        from clinlib.config import build_dir
+
+        params["mem0ai_dir"] = str(build_dir(profile) / "mem0ai")
+    return cls(**params)
+
+
+def list_strategies() -> list[dict[str, Any]]:
+    """One dict per registered strategy: name, family, paper (bool), derived, uses_prep,
+    defaults (without folder settings)."""
+    return [
+        {
+            "name": n,
+            "family": cls.family,
+            "paper": n in PAPER_STRATEGIES,
+            "derived": cls.derived,
+            "uses_prep": cls.uses_prep,
+            "defaults": {k: v for k, v in cls.defaults.items() if k not in _PROFILE_DIRS},
+        }
+        for n, cls in STRATEGIES.items()
+    ]
+
+
+__all__ = [
+    "EXTRA_STRATEGIES",
+    "MATCHED",
+    "PAPER_STRATEGIES",
+    "RULE_BASED",
+    "STRATEGIES",
+    "Artifact",
+    "ConstructionCache",
+    "LLMPrep",
+    "PrepError",
+    "PrepModel",
+    "RuleBasedPrep",
+    "Strategy",
+    "StrategyError",
+    "build_all",
+    "construction_turns",
+    "constructions_dir",
+    "context_for",
+    "embeddings_dir",
+    "get_prep",
+    "get_strategy",
+    "list_strategies",
+    "load_artifacts",
+    "question_contexts",
+    "resolve_prep",
+    "split_dialogues",
+]
