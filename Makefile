@@ -8,8 +8,9 @@ TORCH := torch==2.13.0
 NB_TIMEOUT ?= 900
 
 .DEFAULT_GOAL := help
-.PHONY: help install reproduce test lint format unit notebooks-test pipeline-quick synth cohort \
-        dialogues pipeline notebooks bench-cohort lab app-dialogues clean clean-build
+.PHONY: help install reproduce test lint format unit pipeline-quick synth cohort dialogues \
+        questions strategies run pipeline notebooks bench-cohort bench-strategies lab \
+        app-dialogues clean clean-build
 
 help: ## list every target with a one-line description
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-16s %s\n", $$1, $$2}'
@@ -53,6 +54,16 @@ cohort: install ## cohort, attrition and events (PROFILE=...)
 dialogues: install ## dialogues + verifier (PROFILE=...)
 	$(BIN)/clintrace dialogues --profile $(or $(PROFILE),quick)
 
+questions: install ## T1-T9 questions + L0-L4 gates (PROFILE=...)
+	$(BIN)/clintrace questions --profile $(or $(PROFILE),quick)
+
+strategies: install ## build every history representation (PROFILE=...)
+	$(BIN)/clintrace strategies --profile $(or $(PROFILE),quick)
+
+run: install ## evaluate the offline readers over every strategy (PROFILE=...)
+	$(BIN)/clintrace run --profile $(or $(PROFILE),quick) --backbones reference,eager --settings post,pre \
+	  --strategies no-context-blind,last-visit-only,full-context,dense-retrieval,structured-timeline,llm-summary,mem0,a-mem
+
 pipeline: install ## every stage (PROFILE=...)
 	$(BIN)/clintrace pipeline --profile $(or $(PROFILE),quick)
 
@@ -61,6 +72,9 @@ notebooks: install ## execute every notebook on PROFILE (outputs under data/buil
 
 bench-cohort: install ## MIMIC-scale synthetic data (364,627 patients) + cohort build, DuckDB vs pandas
 	$(BIN)/python -m clinlib.bench.cohort
+
+bench-strategies: install ## build every strategy cold then warm, printing wall times (PROFILE, default paper)
+	$(BIN)/python -m clinlib.bench.strategies --profile $(or $(PROFILE),paper)
 
 lab: install ## open JupyterLab on the notebooks
 	$(BIN)/jupyter lab notebooks

@@ -156,6 +156,100 @@ def strategies(
     typer.echo(summary.to_string(index=False))
 
 
+def _csv(value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+StrategiesOpt = Annotated[str, typer.Option("--strategies", help="comma-separated strategy names")]
+BackbonesOpt = Annotated[
+    str, typer.Option("--backbones", help="comma-separated backbone names (see `backbones`)")
+]
+SettingsOpt = Annotated[str, typer.Option("--settings", help="post and/or pre (T3 injection)")]
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", help="TOML with user backbones ($CLINTRACE_CONFIG)")
+]
+TasksOpt = Annotated[str | None, typer.Option("--tasks", help="restrict to tasks, e.g. T1,T9")]
+
+
+@app.command()
+def backbones(config: ConfigOpt = None) -> None:
+    """List the registered backbones (presets, offline readers, your config's endpoints)."""
+    from clinlib.llm import list_backbones
+    from clinlib.readers import register_offline_backbones
+
+    register_offline_backbones()
+    typer.echo(_run(list_backbones, config).to_string(index=False))
+
+
+@app.command()
+def estimate(
+    profile: ProfileOpt = None,
+    strategies_: StrategiesOpt = "full-context",
+    backbones_: BackbonesOpt = "gpt-4o-mini",
+    settings: SettingsOpt = "post",
+    prep: Annotated[str, typer.Option(help="prep model")] = "rule-based",
+    config: ConfigOpt = None,
+    tasks: TasksOpt = None,
+    limit: Annotated[int | None, typer.Option(help="questions per cell")] = None,
+) -> None:
+    """Print the expected cost of a planned run per cell, before anything is sent."""
+    from clinlib.runner import estimate as estimate_run
+
+    table = _run(
+        estimate_run,
+        profile,
+        _csv(strategies_),
+        _csv(backbones_),
+        _csv(settings),
+        prep,
+        config=config,
+        tasks=_csv(tasks),
+        limit=limit,
+    )
+    typer.echo(table.to_string(index=False))
+    if "cost_usd_max" in table:
+        typer.echo(f"total (upper bound): ${table['cost_usd_max'].sum():,.2f}")
+
+
+@app.command("run")
+def run_cmd(
+    profile: ProfileOpt = None,
+    strategies_: StrategiesOpt = "no-context-blind,full-context",
+    backbones_: BackbonesOpt = "reference",
+    settings: SettingsOpt = "post",
+    prep: Annotated[str, typer.Option(help="prep model")] = "rule-based",
+    budget: Annotated[
+        float | None, typer.Option("--budget", help="stop before spending more (USD)")
+    ] = None,
+    retry_errors: Annotated[bool, typer.Option(help="re-run predictions that failed")] = False,
+    allow_unapproved: Annotated[
+        bool, typer.Option(help="send credentialed data to an unapproved backbone")
+    ] = False,
+    config: ConfigOpt = None,
+    tasks: TasksOpt = None,
+    limit: Annotated[int | None, typer.Option(help="questions per cell")] = None,
+) -> None:
+    """Evaluate every (strategy, backbone, setting) cell; append to predictions/ (resumable)."""
+    from clinlib.runner import run
+
+    summary = _run(
+        run,
+        profile,
+        _csv(strategies_),
+        _csv(backbones_),
+        _csv(settings),
+        prep,
+        budget_usd=budget,
+        retry_errors=retry_errors,
+        allow_unapproved=allow_unapproved,
+        config=config,
+        tasks=_csv(tasks),
+        limit=limit,
+        progress=True,
+    )
+    typer.echo(summary.to_string(index=False))
+
+
 STAGES = ("synth", "cohort", "dialogues", "questions", "strategies")
 
 

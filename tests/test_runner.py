@@ -1,0 +1,317 @@
+"""The evaluation harness (clinlib.runner) over real loopback HTTP (FaultServer).
+
+A tiny profile under tmp_path: two hand-built patients' template dialogues and hand-made
+questions whose answers the server's answer function gets right or wrong by design, so the
+accuracies below are worked out by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from clinlib import config, runner
+from clinlib.llm import (
+    Backbone,
+    EgressRefusedError,
+    ResponseCache,
+    count_tokens,
+    default_cache_path,
+    register_backbone,
+    unregister_backbone,
+)
+from clinlib.llm.testserver import FaultServer, last_user_text
+from clinlib.prompts import build_messages
+from clinlib.strategies import question_contexts
+from tests import strategy_fixtures as sf
+
+KEY_ENV = "CLINTRACE_RUNNER_TEST_KEY"
+FAKE_KEY = "sk-runnertest-FAKE0123456789abcdef"
+PRICE_IN, PRICE_OUT = 100.0, 400.0  # USD per million tokens: large, so budgets bite
+N_T1 = 10
+FAST = {"backoff_base_s": 0.001, "backoff_max_s": 0.01, "max_retries": 10, "timeout_s": 5.0}
+
+
+@pytest.fixture(scope="module")
+def dialogues() -> pd.DataFrame:
+    return pd.concat(
+        [sf.dialogue(sf.events_7001()), sf.dialogue(sf.events_7002())], ignore_index=True
+    )
+
+
+def make_questions() -> pd.DataFrame:
+    """N_T1 value questions (Q0..Q9) and two T7 multiple-choice questions (Q10, Q11)."""
+    rows = []
+    for i in range(N_T1):
+        rows.append({
+            "qid": f"T1-q{i:02d}", "task": "T1", "subtype": "abnormal",
+            "subject_ids": [7001 if i % 2 else 7002],
+            "question": f"Q{i}: What did the Creatinine measurement show? Reply with the value "
+                        "and its unit only (for example: 1.3 mg/dL).",
+            "gold": f"1.{i} mg/dL", "options": [],
+        })  # fmt: skip
+    for i in (10, 11):
+        rows.append({
+            "qid": f"T7-q{i}", "task": "T7", "subtype": "drug", "subject_ids": [7001],
+            "question": f"Q{i}: Which drug?\nOptions:\nA. Metformin\nB. Aspirin\nC. Insulin\n"
+                        "D. Heparin\nReply with the letter of one option (A, B, C or D).",
+            "gold": "A", "options": ["Metformin", "Aspirin", "Insulin", "Heparin"],
+        })  # fmt: skip
+    df = pd.DataFrame(rows)
+    for col in ("anchor_event_ids", "evidence_turns"):
+        df[col] = [[] for _ in range(len(df))]
+    return df.assign(disease="diabetes", tertile="low", template_id=0, injection="", meta="{}")
+
+
+def answer(messages) -> str:
+    """Right for even-numbered questions, wrong for odd ones (Q11 replies in prose)."""
+    text = last_user_text(messages)
+    i = int(text.split("QUESTION\n", 1)[1].split(":", 1)[0][1:])
+    if i == 10:
+        return "A"
+    if i == 11:
+        return "The answer is A."  # strict parse fails, lenient parses A
+    return f"1.{i} mg/dL" if i % 2 == 0 else "9.9 mg/dL"
+
+
+@pytest.fixture()
+def profile(tmp_path, monkeypatch, dialogues) -> str:
+    monkeypatch.setattr(config, "BUILD_DIR", tmp_path)
+    monkeypatch.setenv(KEY_ENV, FAKE_KEY)
+    d = tmp_path / "tiny"
+    d.mkdir()
+    dialogues.to_parquet(d / "dialogues.parquet", index=False)
+    make_questions().to_parquet(d / "questions.parquet", index=False)
+    (d / "source.json").write_text(json.dumps({"kind": "synthetic", "credentialed": False}))
+    return "tiny"
+
+
+def write_config(path: Path, base_url: str, approved: bool = False) -> Path:
+    path.write_text(
+        "[backbones.fault]\n"
+        f'base_url = "{base_url}"\nmodel = "gpt-4o-mini"\napi_key_env = "{KEY_ENV}"\n'
+        f"price_input = {PRICE_IN}\nprice_output = {PRICE_OUT}\nprice_cache_read = 10.0\n"
+        f"max_concurrency = 4\napproved_for_credentialed = {str(approved).lower()}\n"
+    )
+    return path
+
+
+def raw_parts(profile: str) -> pd.DataFrame:
+    return runner.load_predictions(profile, dedupe=False)
+
+
+STRATS = ["no-context-blind", "full-context"]
+N_KEYS = len(STRATS) * (N_T1 + 2)
+
+
+def test_setting_semantics_and_selection():
+    qs = make_questions().assign(task=["T3"] * 3 + ["T1"] * (N_T1 - 3) + ["T7", "T7"])
+    assert runner.setting_questions(qs, "pre")["qid"].tolist() == ["T1-q00", "T1-q01", "T1-q02"]
+    assert len(runner.setting_questions(qs, "post")) == N_T1 + 2
+    with pytest.raises(runner.RunnerError, match="setting 'during'"):
+        runner.setting_questions(qs, "during")
+    sel = runner.select_questions(qs, tasks=["T1", "T7"], limit=1)
+    assert sel["qid"].tolist() == ["T1-q03", "T7-q10"]
+    with pytest.raises(runner.RunnerError, match=r"task\(s\) \['T9'\]"):
+        runner.select_questions(qs, tasks=["T9"])
+    with pytest.raises(runner.RunnerError, match="duplicate qid 'T1-q00'"):
+        runner.select_questions(pd.concat([qs, qs.head(1)]))
+
+
+def test_faults_lose_nothing_and_cached_rerun_makes_no_call(profile, tmp_path):
+    faults = {"500": 0.08, "503": 0.05, "429": 0.04, "disconnect": 0.04, "truncated": 0.04}
+    with FaultServer(faults=faults, seed=3, answer=answer, retry_after_s=0.01) as srv:
+        cfg = write_config(tmp_path / "c.toml", srv.base_url)
+        cells = runner.run(profile, STRATS, ["fault"], config=cfg, progress=False,
+                           batch_size=5, client_options=FAST)  # fmt: skip
+        assert sum(v for k, v in srv.fault_counts.items() if k != "ok") >= 4  # faults happened
+        raw = raw_parts(profile)
+        assert len(raw) == N_KEYS and not raw.duplicated(list(runner.KEY_COLUMNS)).any()
+        assert raw["error"].isna().all()
+        # By hand, per strategy: T1 right for Q0,2,4,6,8 (5/10); T7 Q10 right, Q11 strict
+        # parse failure but lenient right -> strict 6/12, lenient 7/12.
+        assert cells["n_predicted"].tolist() == [12, 12]
+        assert cells["accuracy"].tolist() == pytest.approx([6 / 12, 6 / 12])
+        assert cells["accuracy_lenient"].tolist() == pytest.approx([7 / 12, 7 / 12])
+        assert cells["parse_failures"].tolist() == [1, 1]
+        one = raw.set_index(["qid", "strategy"])
+        assert one.loc[("T7-q11", "full-context"), "parsed_lenient"] == "A"
+        assert cells["cost_usd"].sum() == pytest.approx(
+            (raw["input_tokens"] * PRICE_IN + raw["output_tokens"] * PRICE_OUT).sum() / 1e6
+            - (raw["cached_tokens"] * (PRICE_IN - 10.0)).sum() / 1e6
+        )
+
+        n_seen = srv.n_requests
+        again = runner.run(profile, STRATS, ["fault"], config=cfg, progress=False)
+        assert srv.n_requests == n_seen  # finished cells: skipped entirely
+        assert again["new_predictions"].tolist() == [0, 0]
+        assert again["accuracy"].tolist() == cells["accuracy"].tolist()
+
+        # Predictions lost but the response cache kept: every answer comes from the cache.
+        for part in runner.predictions_dir(profile).iterdir():
+            part.unlink()
+        cached = runner.run(profile, STRATS, ["fault"], config=cfg, progress=False)
+        assert srv.n_requests == n_seen
+        assert cached["cache_hits"].tolist() == [12, 12] and cached["api_calls"].sum() == 0
+        assert cached["accuracy"].tolist() == cells["accuracy"].tolist()
+
+
+def test_empty_and_failed_answers_are_recorded_and_retried(profile, tmp_path):
+    # Q1 (no-context-blind) gets an empty completion; Q2 a 401 that is not retried.
+    def script(index, payload, attempt):
+        text = last_user_text(payload["messages"])
+        if "(no patient record" in text and "\nQ1:" in text:
+            return "empty"
+        if "(no patient record" in text and "\nQ2:" in text and attempt == 0:
+            return "401"
+        return None
+
+    with FaultServer(script=script, answer=answer) as srv:
+        cfg = write_config(tmp_path / "c.toml", srv.base_url)
+        cells = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg,
+                           progress=False, client_options=FAST)  # fmt: skip
+        preds = runner.load_predictions(profile).set_index("qid")
+        assert preds.loc["T1-q01", "empty"] and preds.loc["T1-q01", "response"] == ""
+        assert not preds.loc["T1-q01", "correct"] and preds.loc["T1-q01", "parse_failed"]
+        err = preds.loc["T1-q02", "error"]
+        assert err.startswith("client_error") and FAKE_KEY not in err
+        # 11 answered: right Q0,4,6,8 + Q10 (Q2 errored, Q1 empty) -> 5/11.
+        assert cells.loc[0, "errors"] == 1 and cells.loc[0, "empty"] == 1
+        assert cells.loc[0, "accuracy"] == pytest.approx(5 / 11)
+
+        plain = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg, progress=False)
+        assert plain.loc[0, "new_predictions"] == 0  # errors are not retried by default
+        retried = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg,
+                             progress=False, retry_errors=True)  # fmt: skip
+        assert retried.loc[0, "new_predictions"] == 1 and retried.loc[0, "errors"] == 0
+        assert retried.loc[0, "accuracy"] == pytest.approx(6 / 12)  # Q2 now right
+        raw = raw_parts(profile)
+        assert len(raw) == 13 and len(runner.load_predictions(profile)) == 12
+
+    # No API key anywhere on disk (predictions, cache, WAL files).
+    for path in (config.BUILD_DIR / profile).rglob("*"):
+        if path.is_file():
+            assert FAKE_KEY.encode() not in path.read_bytes(), path
+
+
+def test_estimate_counts_the_real_messages(profile, tmp_path):
+    cfg = write_config(tmp_path / "c.toml", "http://127.0.0.1:9/v1")
+    est = runner.estimate(profile, STRATS, ["fault"], settings=("post", "pre"), config=cfg)
+    assert est["setting"].tolist() == ["post", "post"]  # no T3 question: nothing under pre
+    qs = make_questions()
+    for row in est.itertuples():
+        ctx = question_contexts(qs, row.strategy, profile, "post")
+        n_in = sum(
+            count_tokens(build_messages(q, c), "gpt-4o-mini")
+            for q, c in zip(qs.to_dict("records"), ctx["context"], strict=True)
+        )
+        n_out = N_T1 * 60 + 2 * 80  # MAX_TOKENS: T1 60, T7 80
+        assert (row.questions, row.input_tokens, row.output_tokens_max) == (12, n_in, n_out)
+        assert row.cost_usd_max == pytest.approx((n_in * PRICE_IN + n_out * PRICE_OUT) / 1e6)
+        assert row.pending == 12
+    full = est.set_index("strategy")["input_tokens"]
+    assert full["full-context"] > full["no-context-blind"] + 500
+
+
+def test_budget_stops_before_exceeding(profile, tmp_path):
+    with FaultServer(answer=answer) as srv:
+        cfg = write_config(tmp_path / "c.toml", srv.base_url)
+        est = runner.estimate(profile, ["no-context-blind"], ["fault"], config=cfg)
+        budget = float(est.loc[0, "cost_usd_max"]) / 2
+        cells = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg,
+                           progress=False, budget_usd=budget, batch_size=4)  # fmt: skip
+        row = cells.iloc[0]
+        assert row["stopped"].startswith("budget") and 0 < row["n_predicted"] < 12
+        assert 0 < row["new_cost_usd"] <= budget
+        assert srv.n_requests == row["n_predicted"]
+        rest = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg, progress=False)
+        assert rest.loc[0, "n_predicted"] == 12 and rest.loc[0, "stopped"] is None
+        assert srv.n_requests == 12
+        # A zero budget sends nothing.
+        zero = runner.run(profile, ["full-context"], ["fault"], config=cfg, progress=False,
+                          budget_usd=0.0)  # fmt: skip
+        assert zero.loc[0, "n_predicted"] == 0 and zero.loc[0, "stopped"].startswith("budget")
+        assert srv.n_requests == 12
+
+
+def test_egress_refused_for_credentialed_profile(profile, tmp_path):
+    src = config.BUILD_DIR / profile / "source.json"
+    src.write_text(json.dumps({"kind": "mimic", "credentialed": True}))
+    with FaultServer(answer=answer) as srv:
+        cfg = write_config(tmp_path / "c.toml", srv.base_url)
+        with pytest.raises(EgressRefusedError, match="fault"):
+            runner.run(profile, ["no-context-blind"], ["fault"], config=cfg, progress=False)
+        assert srv.n_requests == 0 and not runner.predictions_dir(profile).exists()
+        ok = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg, progress=False,
+                        allow_unapproved=True, limit=1)  # fmt: skip
+        assert ok.loc[0, "n_predicted"] == 2  # first question of T1 and of T7
+        approved = write_config(tmp_path / "a.toml", srv.base_url, approved=True)
+        runner.run(profile, ["no-context-blind"], ["fault"], config=approved, progress=False)
+    # Offline backbones never send anything: always allowed.
+    register_backbone(Backbone(name="runner-test-offline", model="gpt-4o-mini", kind="offline",
+                               policy=lambda m, p: "A"), replace_existing=True)  # fmt: skip
+    try:
+        off = runner.run(profile, ["no-context-blind"], ["runner-test-offline"], progress=False)
+        assert off.loc[0, "n_predicted"] == 12
+        assert off.loc[0, "accuracy"] == pytest.approx(2 / 12)  # only the two T7 "A"s are right
+    finally:
+        unregister_backbone("runner-test-offline")
+
+
+def test_bad_input_errors(profile):
+    with pytest.raises(runner.RunnerError, match="budget_usd"):
+        runner.run(profile, budget_usd=-1, progress=False)
+    with pytest.raises(ValueError, match="unknown backbone 'nope'"):
+        runner.run(profile, backbones=["nope"], progress=False)
+    with pytest.raises(runner.RunnerError, match="setting"):
+        runner.estimate(profile, settings=("later",), backbones=["gpt-4o-mini"])
+
+
+CHILD = """
+import sys
+from pathlib import Path
+import clinlib.config as config
+config.BUILD_DIR = Path(sys.argv[1])
+from clinlib import runner
+runner.run("tiny", {strats!r}, ["fault"], config=sys.argv[2], progress=False, batch_size=2,
+           client_options={{"concurrency": 2}})
+"""
+
+
+def test_resume_after_sigkill(profile, tmp_path):
+    env = {**os.environ, KEY_ENV: FAKE_KEY, "PYTHONPATH": str(config.REPO_ROOT)}
+    code = CHILD.format(strats=STRATS)
+    with FaultServer(answer=answer, latency_s=0.05) as srv:
+        cfg = write_config(tmp_path / "c.toml", srv.base_url)
+        child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(cfg)], env=env)
+        pdir = runner.predictions_dir(profile)
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and len(list(pdir.glob("part-*.parquet"))) < 2:
+            assert child.poll() is None, "the child finished before it could be killed"
+            time.sleep(0.01)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        killed = raw_parts(profile)
+        assert 0 < len(killed) < N_KEYS
+        with ResponseCache(default_cache_path(profile), readonly=True) as cache:
+            cached_texts = {
+                last_user_text(json.loads(r)["messages"])
+                for r in cache.to_frame(include_request=True)["request"]
+            }
+        srv.reset_stats()
+        done = subprocess.run([sys.executable, "-c", code, str(tmp_path), str(cfg)], env=env,
+                              timeout=60)  # fmt: skip
+        assert done.returncode == 0
+        raw = raw_parts(profile)
+        assert len(raw) == N_KEYS and not raw.duplicated(list(runner.KEY_COLUMNS)).any()
+        resent = [r.user_text for r in srv.records if r.user_text in cached_texts]
+        assert resent == []  # nothing answered before the kill was asked again
+        assert srv.n_requests == N_KEYS - len(cached_texts)
