@@ -31,6 +31,7 @@ import pandas as pd
 
 from clinlib.config import PAPER_DATA_DIR
 from clinlib.metrics import MetricsInputError, summary_rows
+from clinlib.tasks.rules import PAPER_COUNTS
 
 
 class PaperTableError(ValueError):
@@ -58,17 +59,7 @@ BACKBONES: tuple[str, ...] = (
 TASKS: tuple[str, ...] = tuple(f"T{i}" for i in range(1, 10))
 
 # Evaluation-set sizes (§3 "Evaluation set"; Table 14 caption). They sum to 6,271.
-TASK_N: dict[str, int] = {
-    "T1": 1500,
-    "T2": 889,
-    "T3": 600,
-    "T4": 53,
-    "T5": 495,
-    "T6": 700,
-    "T7": 400,
-    "T8": 134,
-    "T9": 1500,
-}
+TASK_N: dict[str, int] = dict(PAPER_COUNTS)
 N_QUESTIONS: int = sum(TASK_N.values())
 
 # Short display names the paper prints in Table 1's header.

@@ -23,7 +23,6 @@ from clinlib.tasks.base import (
     score,
 )
 from clinlib.tasks.generators import GENERATORS, SUBTYPES, TITLES
-from clinlib.tasks.templates import FALLBACK_FORMATS, FALLBACK_MAX_TOKENS
 
 __all__ = [
     "ABSTAIN",
@@ -68,14 +67,9 @@ def _correct(name: str) -> Callable[[str, str], bool]:
 
 
 def _formats() -> tuple[dict[str, str], dict[str, int]]:
-    try:
-        from clinlib.tasks.answers import ANSWER_FORMATS, MAX_TOKENS
-    except ImportError:
-        return dict(FALLBACK_FORMATS), dict(FALLBACK_MAX_TOKENS)
-    return (
-        {t: ANSWER_FORMATS.get(t, FALLBACK_FORMATS[t]) for t in FALLBACK_FORMATS},
-        {t: int(MAX_TOKENS.get(t, FALLBACK_MAX_TOKENS[t])) for t in FALLBACK_MAX_TOKENS},
-    )
+    from clinlib.tasks.answers import ANSWER_FORMATS, MAX_TOKENS
+
+    return dict(ANSWER_FORMATS), {t: int(n) for t, n in MAX_TOKENS.items()}
 
 
 def _register_all() -> None:

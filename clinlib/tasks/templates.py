@@ -8,8 +8,8 @@ hold no digits (except the rule parameters they state: T6's similarity margin, T
 minimum delay), no answer vocabulary beyond the format statement and no cue that an answer
 might be absent (T9 questions are worded exactly like T1 questions).
 
-Every question ends with its task's answer-format statement: ``clinlib.tasks.answers.
-ANSWER_FORMATS`` when that module exists, else :data:`FALLBACK_FORMATS` (same wording intent).
+Every question ends with its task's answer-format statement
+(``clinlib.tasks.answers.ANSWER_FORMATS``).
 Dates are ISO ``YYYY-MM-DD``, as the dialogues write them.
 """
 
@@ -153,28 +153,3 @@ T9_START_TEMPLATES: tuple[str, ...] = (
     "When did the patient start {drug} in the hospital stay beginning {date}?",
 )
 T9_START_FORMAT = "Answer with the date only, as YYYY-MM-DD."
-
-# Used when clinlib.tasks.answers (the scorers' module) is not importable.
-FALLBACK_FORMATS: dict[str, str] = {
-    "T1": "Answer with the value followed by its unit only.",
-    "T2": "Answer exactly as '<direction>;<magnitude>' with direction one of increased, "
-    "decreased, stable and magnitude one of none, weak, moderate, strong.",
-    "T3": "Answer yes or no.",
-    "T4": "Answer with the event ids (as shown in brackets in the dialogue), separated by ';'.",
-    "T5": "Answer yes or no.",
-    "T6": "Answer with A, B or similar.",
-    "T7": "Answer with the letter of the correct option.",
-    "T8": "Answer with one word: increased, decreased or similar.",
-    "T9": "Answer with the value followed by its unit only.",
-}
-FALLBACK_MAX_TOKENS: dict[str, int] = {
-    "T1": 60,
-    "T2": 60,
-    "T3": 80,
-    "T4": 120,
-    "T5": 80,
-    "T6": 80,
-    "T7": 80,
-    "T8": 120,
-    "T9": 80,
-}

@@ -42,7 +42,6 @@ import pandas as pd
 from clinlib.schema import ARTIFACTS
 from clinlib.tasks import rules
 from clinlib.tasks.base import QUESTION_COLUMNS
-from clinlib.tasks.templates import FALLBACK_FORMATS
 from clinlib.vocab import INDEX_DISEASE_ICD, LAB_BY_KEY, PANEL_ITEMIDS
 
 STATUSES = ("covered", "missed", "unusable")
@@ -559,13 +558,10 @@ def panel_itemids(lab_key: str) -> list[int]:
 
 
 def format_instruction(task: str) -> str:
-    """The answer-format statement of ``task``: clinlib.tasks.answers.ANSWER_FORMATS when that
-    module exists, else templates.FALLBACK_FORMATS."""
-    try:
-        from clinlib.tasks.answers import ANSWER_FORMATS
-    except ImportError:
-        return FALLBACK_FORMATS[task]
-    return ANSWER_FORMATS.get(task, FALLBACK_FORMATS[task])
+    """The answer-format statement of ``task`` (clinlib.tasks.answers.ANSWER_FORMATS)."""
+    from clinlib.tasks.answers import ANSWER_FORMATS
+
+    return ANSWER_FORMATS[task]
 
 
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
