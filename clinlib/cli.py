@@ -250,7 +250,8 @@ def run_cmd(
     typer.echo(summary.to_string(index=False))
 
 
-STAGES = ("synth", "cohort", "dialogues", "questions", "strategies")
+STAGES = ("synth", "cohort", "dialogues", "questions", "strategies", "evaluate-offline")
+OFFLINE_READERS = ("reference", "eager")
 
 
 @app.command()
@@ -271,6 +272,26 @@ def pipeline(
     strategies(profile=name, setting="post")  # the original dialogues
     strategies(profile=name, setting="pre")  # T3-injected dialogues (equal-input probe)
     strategies(profile=name, setting="pre", task="T5")  # T5's controlled contradictions
+    evaluate_offline(profile=name)
+
+
+@app.command("evaluate-offline")
+def evaluate_offline(profile: ProfileOpt = None) -> None:
+    """Answer every question with the offline readers under the paper's eight strategies,
+    both T3 settings (the predictions the analysis notebooks read; resumable)."""
+    from clinlib.runner import run
+    from clinlib.strategies import PAPER_STRATEGIES
+
+    summary = _run(
+        run,
+        profile,
+        list(PAPER_STRATEGIES),
+        list(OFFLINE_READERS),
+        ["post", "pre"],
+        "rule-based",
+        progress=False,
+    )
+    typer.echo(summary.to_string(index=False))
 
 
 @app.command()

@@ -25,6 +25,7 @@ evidence families, the rule thresholds) comes from :mod:`clinlib.vocab` and
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import json
 import re
@@ -789,6 +790,13 @@ def _answer_t9_other(rec: Record, q: Question, eager: bool) -> str | None:
     return start.isoformat() if eager and start else None
 
 
+@functools.lru_cache(maxsize=256)
+def _parse_cached(record: str, extra_labels: tuple[str, ...]) -> Record:
+    """:func:`parse_record` memoised: the questions of one patient share one context, and the
+    answer functions only read the parsed record (it must stay unmodified)."""
+    return parse_record(record, extra_labels=extra_labels)
+
+
 def answer(messages: Sequence[Mapping[str, Any]], eager: bool = False) -> str:
     """Answer one request from its messages only.
 
@@ -804,7 +812,9 @@ def answer(messages: Sequence[Mapping[str, Any]], eager: bool = False) -> str:
     record, question = split_user_message(list(messages))
     q = recognise(question)
     extra = [q.fields[k] for k in ("lab",) if q.fields.get(k)] + list(q.fields.get("labs", []))
-    rec = parse_record(record, extra_labels=extra)
+    rec = _parse_cached(
+        record, tuple(sorted({x for x in extra if x.strip().lower() not in _PANEL_RES}))
+    )
     if q.task in ("T1", "T9") and q.kind == "":
         out = _answer_value(rec, q.fields, eager)
     elif q.task == "T9":
