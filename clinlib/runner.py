@@ -433,10 +433,17 @@ def _prepare(
     tasks: Iterable[str] | None,
     limit: int | None,
     questions: pd.DataFrame | None,
-) -> list[tuple[str, pd.DataFrame, pd.DataFrame]]:
-    """(setting, questions, contexts) per (setting, strategy); contexts are built offline."""
+    done: set[tuple[str, ...]] | None = None,
+    backbone_names: Sequence[str] = (),
+) -> list[tuple[str, pd.DataFrame, pd.DataFrame | tuple[str, str]]]:
+    """(setting, questions, contexts) per (setting, strategy); contexts are built offline.
+
+    A (setting, strategy) whose every key is already in ``done`` for every backbone gets
+    ``(strategy name, prep id)`` instead of contexts: a finished cell costs no context build.
+    """
     from clinlib.pipeline import load
-    from clinlib.strategies import question_contexts
+    from clinlib.strategies import get_strategy, question_contexts
+    from clinlib.strategies.prep import get_prep
 
     if isinstance(settings, str):
         settings = (settings,)
@@ -453,6 +460,15 @@ def _prepare(
         if sub.empty:
             continue
         for strategy in strategies:
+            if done is not None and backbone_names:
+                strat = (get_strategy(strategy, profile=profile)
+                         if isinstance(strategy, str) else strategy)  # fmt: skip
+                pid = strat.prep_id(get_prep(prep, profile=profile))
+                keys = [(str(q), strat.name, bb, pid, setting)
+                        for q in sub["qid"] for bb in backbone_names]  # fmt: skip
+                if all(k in done for k in keys):
+                    out.append((setting, sub, (strat.name, pid)))
+                    continue
             ctx = question_contexts(sub, strategy, profile, setting, prep)
             out.append((setting, sub, ctx))
     return out
@@ -626,13 +642,17 @@ def run(
     credentialed = is_credentialed(name)
     for bb in bbs:  # refuse before any context is built or any request is sent
         check_egress(bb, credentialed, allow_unapproved)
-    prepared = _prepare(name, strategies, settings, prep, tasks, limit, questions)
     _clean_stale_temps(predictions_dir(name))
     done = _done_keys(name, retry_errors)
+    prepared = _prepare(name, strategies, settings, prep, tasks, limit, questions,
+                        done=done, backbone_names=[bb.name for bb in bbs])  # fmt: skip
 
     plan: list[tuple[Backbone, tuple[str, ...], int, list[_Item]]] = []
     for _setting, sub, ctx in prepared:
         for bb in bbs:
+            if isinstance(ctx, tuple):  # finished cell: nothing to build or send
+                plan.append((bb, (ctx[0], bb.name, ctx[1], _setting), len(sub), []))
+                continue
             items = _items(sub, ctx, bb)
             cell = (ctx["strategy"].iloc[0], bb.name, ctx["prep_model"].iloc[0], _setting)
             plan.append((bb, cell, len(items), [it for it in items if it.key not in done]))
