@@ -276,14 +276,22 @@ def recall_chart(recall: pd.DataFrame, paper: pd.DataFrame | None = None) -> alt
     long["setting"] = long["setting"].str.removeprefix("recall_").map(SETTING_LABELS)
     order = sorted(recall["strategy"].unique().tolist())
     y = alt.Y("strategy:N", sort=order, title=None)
-    pts = alt.Chart(long).mark_point(filled=True, size=80).encode(
+    enc = dict(
         y=y,
         x=alt.X("recall:Q", scale=alt.Scale(domain=[0, 1]), title="recall on injected positives"),
         color=alt.Color("setting:N", title="setting"),
-        yOffset=alt.YOffset("setting:N"),  # pre and post often coincide: draw them apart
         shape=alt.Shape("backbone:N", title="kit reader"),
         tooltip=["strategy", "backbone", "setting", "recall"],
     )  # fmt: skip
+    # pre and post often coincide: pre is drawn as a large ring around the filled post point
+    # (an offset within a layered band scale misplaces points across rows).
+    pre = alt.Chart(long[long["setting"] == SETTING_LABELS["pre"]]).mark_point(
+        filled=False, size=220, strokeWidth=2
+    ).encode(**enc)  # fmt: skip
+    post = alt.Chart(long[long["setting"] != SETTING_LABELS["pre"]]).mark_point(
+        filled=True, size=60
+    ).encode(**enc)  # fmt: skip
+    pts = alt.layer(pre, post)
     layers = [pts]
     if paper is not None:
         _require(paper, ["strategy", "value"], "recall_chart (paper)")
