@@ -36,12 +36,9 @@ __all__ = [
 
 
 def _answers():
-    try:
-        from clinlib.tasks import answers
-    except ImportError as exc:
-        raise NotImplementedError(
-            "clinlib.tasks.answers (the answer parsers and scorers) is not available"
-        ) from exc
+    # Imported at call time: answers imports the registry's base types.
+    from clinlib.tasks import answers
+
     return answers
 
 
