@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from pathlib import Path
@@ -157,10 +158,15 @@ def strategies(
 
 
 def _csv(value: str | None) -> list[str] | None:
-    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+    # Commas inside parentheses belong to a strategy label: "dense-retrieval(k=3, ...)".
+    return [v.strip() for v in re.split(r",(?![^()]*\))", value) if v.strip()] if value else None
 
 
-StrategiesOpt = Annotated[str, typer.Option("--strategies", help="comma-separated strategy names")]
+StrategiesOpt = Annotated[
+    str,
+    typer.Option("--strategies", help="comma-separated strategy names or labels, e.g. "
+                 "'dense-retrieval(k=3)'"),
+]  # fmt: skip
 BackbonesOpt = Annotated[
     str, typer.Option("--backbones", help="comma-separated backbone names (see `backbones`)")
 ]

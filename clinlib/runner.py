@@ -293,7 +293,9 @@ def _items(questions: pd.DataFrame, contexts: pd.DataFrame, backbone: Backbone) 
     items = []
     for ctx in contexts.to_dict("records"):
         q = by_qid[ctx["qid"]]
-        key = (q["qid"], ctx["strategy"], backbone.name, ctx["prep_model"], ctx["setting"])
+        # The label (name + non-default parameters, e.g. ``dense-retrieval(k=3)``) keys the
+        # prediction, so an ablation variant never collides with the default strategy.
+        key = (q["qid"], ctx["label"], backbone.name, ctx["prep_model"], ctx["setting"])
         req = ChatRequest(
             request_id(key), build_messages(q, ctx["context"]), generation_params(q["task"])
         )
@@ -435,6 +437,7 @@ def _prepare(
     questions: pd.DataFrame | None,
     done: set[tuple[str, ...]] | None = None,
     backbone_names: Sequence[str] = (),
+    config: str | Path | None = None,
 ) -> list[tuple[str, pd.DataFrame, pd.DataFrame | tuple[str, str]]]:
     """(setting, questions, contexts) per (setting, strategy); contexts are built offline.
 
@@ -454,23 +457,66 @@ def _prepare(
         raise RunnerError("no strategies given")
     qs = select_questions(load("questions", profile) if questions is None else questions, tasks,
                           limit)  # fmt: skip
+    resolved: dict[str, Any] = {}
+
+    def prep_for(strat: Any) -> Any:
+        # Resolved only for strategies that use one (with the user's config, so a prep
+        # backbone may be defined there), and once: an LLM prep opens the response cache.
+        if not strat.uses_prep:
+            return prep if isinstance(prep, str) else None
+        if "model" not in resolved:
+            resolved["model"] = get_prep(prep, profile=profile, config=config)
+        return resolved["model"]
+
     out = []
     for setting in dict.fromkeys(settings):
         sub = setting_questions(qs, setting)
         if sub.empty:
             continue
         for strategy in strategies:
+            strat = (get_strategy(strategy, profile=profile)
+                     if isinstance(strategy, str) else strategy)  # fmt: skip
             if done is not None and backbone_names:
-                strat = (get_strategy(strategy, profile=profile)
-                         if isinstance(strategy, str) else strategy)  # fmt: skip
-                pid = strat.prep_id(get_prep(prep, profile=profile))
-                keys = [(str(q), strat.name, bb, pid, setting)
+                pid = strat.prep_id(prep_for(strat))
+                keys = [(str(q), strat.label(), bb, pid, setting)
                         for q in sub["qid"] for bb in backbone_names]  # fmt: skip
                 if all(k in done for k in keys):
-                    out.append((setting, sub, (strat.name, pid)))
+                    out.append((setting, sub, (strat.label(), pid)))
                     continue
-            ctx = question_contexts(sub, strategy, profile, setting, prep)
+            ctx = question_contexts(sub, strat, profile, setting, prep_for(strat))
             out.append((setting, sub, ctx))
+    return out
+
+
+def _prepare_cells(
+    profile: str,
+    strategies: Sequence[Any],
+    settings: Sequence[str],
+    prep: Any,
+    tasks: Iterable[str] | None,
+    limit: int | None,
+    questions: pd.DataFrame | None,
+    backbones: Sequence[Backbone],
+    done: set[tuple[str, ...]] | None = None,
+    config: str | Path | None = None,
+) -> list[tuple[Backbone, str, pd.DataFrame, pd.DataFrame | tuple[str, str]]]:
+    """(backbone, setting, questions, contexts) per cell.
+
+    With ``prep="matched"`` each answering backbone is its own prep model (Appendix G.5), so
+    derived representations are built once per backbone; otherwise one prep model serves all.
+    """
+    from clinlib.strategies.prep import MATCHED, resolve_prep
+
+    if isinstance(prep, str) and prep == MATCHED:
+        groups = [([bb], resolve_prep(MATCHED, bb.name)) for bb in backbones]
+    else:
+        groups = [(list(backbones), prep)]
+    out = []
+    for group, group_prep in groups:
+        prepared = _prepare(profile, strategies, settings, group_prep, tasks, limit, questions,
+                            done=done, backbone_names=[bb.name for bb in group],
+                            config=config)  # fmt: skip
+        out.extend((bb, setting, sub, ctx) for setting, sub, ctx in prepared for bb in group)
     return out
 
 
@@ -514,31 +560,32 @@ def estimate(
     bbs = resolve_backbones(backbones, config)
     done = _done_keys(name, retry_errors=False)
     rows = []
-    for _setting, sub, ctx in _prepare(name, strategies, settings, prep, tasks, limit, questions):
-        for bb in bbs:
-            items = _items(sub, ctx, bb)
-            n_in = [count_tokens(it.request.messages, bb.model) for it in items]
-            n_max = [int(it.request.params.max_tokens or 0) for it in items]
-            n_typ = [count_tokens(str(it.question["gold"]), bb.model) for it in items]
-            pending = [it.key not in done for it in items]
-            first = items[0].key  # _prepare never yields an empty cell
-            rows.append({
-                "strategy": first[1],
-                "backbone": bb.name,
-                "prep_model": first[3],
-                "setting": first[4],
-                "questions": len(items),
-                "pending": int(sum(pending)),
-                "input_tokens": int(sum(n_in)),
-                "output_tokens_max": int(sum(n_max)),
-                "output_tokens_typical": int(sum(n_typ)),
-                "cost_usd_max": bb.cost(sum(n_in), sum(n_max)),
-                "cost_usd_typical": bb.cost(sum(n_in), sum(n_typ)),
-                "pending_cost_usd_max": bb.cost(
-                    sum(i for i, p in zip(n_in, pending, strict=True) if p),
-                    sum(m for m, p in zip(n_max, pending, strict=True) if p),
-                ),
-            })  # fmt: skip
+    for bb, _setting, sub, ctx in _prepare_cells(
+        name, strategies, settings, prep, tasks, limit, questions, bbs, config=config
+    ):
+        items = _items(sub, ctx, bb)
+        n_in = [count_tokens(it.request.messages, bb.model) for it in items]
+        n_max = [int(it.request.params.max_tokens or 0) for it in items]
+        n_typ = [count_tokens(str(it.question["gold"]), bb.model) for it in items]
+        pending = [it.key not in done for it in items]
+        first = items[0].key  # _prepare never yields an empty cell
+        rows.append({
+            "strategy": first[1],
+            "backbone": bb.name,
+            "prep_model": first[3],
+            "setting": first[4],
+            "questions": len(items),
+            "pending": int(sum(pending)),
+            "input_tokens": int(sum(n_in)),
+            "output_tokens_max": int(sum(n_max)),
+            "output_tokens_typical": int(sum(n_typ)),
+            "cost_usd_max": bb.cost(sum(n_in), sum(n_max)),
+            "cost_usd_typical": bb.cost(sum(n_in), sum(n_typ)),
+            "pending_cost_usd_max": bb.cost(
+                sum(i for i, p in zip(n_in, pending, strict=True) if p),
+                sum(m for m, p in zip(n_max, pending, strict=True) if p),
+            ),
+        })  # fmt: skip
     return pd.DataFrame(rows, columns=list(ESTIMATE_COLUMNS))
 
 
@@ -644,18 +691,17 @@ def run(
         check_egress(bb, credentialed, allow_unapproved)
     _clean_stale_temps(predictions_dir(name))
     done = _done_keys(name, retry_errors)
-    prepared = _prepare(name, strategies, settings, prep, tasks, limit, questions,
-                        done=done, backbone_names=[bb.name for bb in bbs])  # fmt: skip
+    prepared = _prepare_cells(name, strategies, settings, prep, tasks, limit, questions, bbs,
+                              done=done, config=config)  # fmt: skip
 
     plan: list[tuple[Backbone, tuple[str, ...], int, list[_Item]]] = []
-    for _setting, sub, ctx in prepared:
-        for bb in bbs:
-            if isinstance(ctx, tuple):  # finished cell: nothing to build or send
-                plan.append((bb, (ctx[0], bb.name, ctx[1], _setting), len(sub), []))
-                continue
-            items = _items(sub, ctx, bb)
-            cell = (ctx["strategy"].iloc[0], bb.name, ctx["prep_model"].iloc[0], _setting)
-            plan.append((bb, cell, len(items), [it for it in items if it.key not in done]))
+    for bb, _setting, sub, ctx in prepared:
+        if isinstance(ctx, tuple):  # finished cell: nothing to build or send
+            plan.append((bb, (ctx[0], bb.name, ctx[1], _setting), len(sub), []))
+            continue
+        items = _items(sub, ctx, bb)
+        cell = (ctx["label"].iloc[0], bb.name, ctx["prep_model"].iloc[0], _setting)
+        plan.append((bb, cell, len(items), [it for it in items if it.key not in done]))
     run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     tally = _Tally()
     stopped: dict[tuple[str, ...], str] = {}

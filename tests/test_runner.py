@@ -315,3 +315,54 @@ def test_resume_after_sigkill(profile, tmp_path):
         resent = [r.user_text for r in srv.records if r.user_text in cached_texts]
         assert resent == []  # nothing answered before the kill was asked again
         assert srv.n_requests == N_KEYS - len(cached_texts)
+
+
+def test_ablation_variant_is_its_own_cell(profile):
+    """A strategy with non-default parameters is keyed by its label, so it never overwrites
+    or is skipped as the default strategy's cell."""
+    from clinlib.strategies import get_strategy
+
+    register_backbone(Backbone(name="runner-test-offline", model="gpt-4o-mini", kind="offline",
+                               policy=lambda m, p: "A"), replace_existing=True)  # fmt: skip
+    try:
+        runner.run(profile, ["last-n-visits"], ["runner-test-offline"], progress=False)
+        variant = get_strategy("last-n-visits", profile=profile, n=1)
+        cells = runner.run(profile, [variant], ["runner-test-offline"], progress=False)
+        assert cells["strategy"].tolist() == ["last-n-visits(n=1)"]
+        assert cells.loc[0, "n_predicted"] == 12 and cells.loc[0, "new_predictions"] == 12
+        preds = raw_parts(profile)
+        assert preds.groupby("strategy").size().to_dict() == {
+            "last-n-visits": 12,
+            "last-n-visits(n=1)": 12,
+        }
+    finally:
+        unregister_backbone("runner-test-offline")
+
+
+def test_matched_prep_uses_each_answering_backbone(profile, tmp_path):
+    """prep="matched" (Appendix G.5): the answering backbone also writes the summary; an
+    offline reader cannot, and says so."""
+    from clinlib.strategies import PrepError
+
+    def answer_or_summarise(messages) -> str:
+        text = last_user_text(messages)
+        return answer(messages) if "QUESTION\n" in text else "Summary: creatinine 1.2 mg/dL."
+
+    with FaultServer(answer=answer_or_summarise) as srv:
+        cfg = write_config(tmp_path / "c.toml", srv.base_url)
+        cells = runner.run(profile, ["llm-summary"], ["fault"], config=cfg, prep="matched",
+                           progress=False)  # fmt: skip
+        assert cells[["strategy", "backbone", "prep_model"]].values.tolist() == [
+            ["llm-summary", "fault", "fault"]
+        ]
+        assert cells.loc[0, "n_predicted"] == 12
+        # one summary request per patient, then the 12 questions
+        assert srv.n_requests == 2 + 12
+    register_backbone(Backbone(name="runner-test-offline", model="gpt-4o-mini", kind="offline",
+                               policy=lambda m, p: "A"), replace_existing=True)  # fmt: skip
+    try:
+        with pytest.raises(PrepError, match="runner-test-offline.*offline reader"):
+            runner.run(profile, ["llm-summary"], ["runner-test-offline"], prep="matched",
+                       progress=False)  # fmt: skip
+    finally:
+        unregister_backbone("runner-test-offline")

@@ -487,3 +487,23 @@ def test_mem0ai_engine_needs_an_llm_prep_and_the_optional_library(turns):
             strat.construct(7001, turns, prep)
     finally:
         unregister_backbone("fake-endpoint")
+
+
+def test_strategy_label_round_trips_and_bad_labels_are_named():
+    from clinlib.strategies import STRATEGIES, get_strategy, parse_label
+
+    s = get_strategy("dense-retrieval(k=3)")
+    assert (s.name, s.params["k"], s.label()) == ("dense-retrieval", 3, "dense-retrieval(k=3)")
+    s2 = get_strategy("llm-summary(budget_tokens=1000, input_window=2)")
+    assert get_strategy(s2.label()).params == s2.params
+    assert parse_label("a-mem") == ("a-mem", {})
+    assert get_strategy("dense-retrieval(k=3)", k=10).params["k"] == 10  # explicit wins
+    for bad, match in [
+        ("dense-retrieval(k=)", "parameters"),
+        ("mem0(k=3", "expected name"),
+        ("bm25(k=x)", "literal"),
+        ("dense-retrieval(q=1)", "unknown parameter"),
+    ]:
+        with pytest.raises(StrategyError, match=match):
+            get_strategy(bad)
+    assert all(parse_label(n) == (n, {}) for n in STRATEGIES)

@@ -15,6 +15,8 @@ Usage::
 
 from __future__ import annotations
 
+import ast
+import re
 from typing import Any
 
 from clinlib.strategies.amem import AMemMemory
@@ -78,11 +80,43 @@ EXTRA_STRATEGIES: tuple[str, ...] = tuple(n for n in STRATEGIES if n not in PAPE
 _PROFILE_DIRS = ("embedding_dir", "mem0ai_dir")
 
 
+_LABEL = re.compile(r"^\s*([a-z0-9-]+)\s*(?:\((.*)\))?\s*$", re.S)
+
+
+def parse_label(label: str) -> tuple[str, dict[str, Any]]:
+    """Split a strategy label (:meth:`Strategy.label`, e.g. ``dense-retrieval(k=3)``) into
+    its registry name and parameters, so a label round-trips to the same strategy.
+
+    Raises:
+        StrategyError: the text is not ``name`` or ``name(key=value, ...)`` with Python
+            literal values.
+    """
+    m = _LABEL.match(str(label))
+    if not m:
+        raise StrategyError(f"cannot read strategy {label!r}: expected name or name(k=v, ...)")
+    name, inner = m.group(1), m.group(2)
+    if not inner or not inner.strip():
+        return name, {}
+    try:
+        call = ast.parse(f"f({inner})", mode="eval").body
+        assert isinstance(call, ast.Call) and not call.args
+        params = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
+    except (SyntaxError, ValueError, AssertionError):
+        raise StrategyError(
+            f"cannot read the parameters of strategy {label!r}: expected key=value pairs "
+            "with literal values, e.g. dense-retrieval(k=3)"
+        ) from None
+    if None in params:
+        raise StrategyError(f"cannot read strategy {label!r}: **kwargs are not allowed")
+    return name, params
+
+
 def get_strategy(name: str, profile: str | None = None, **params: Any) -> Strategy:
     """A strategy instance by registry name.
 
     Args:
-        name: registry key (see :data:`STRATEGIES`).
+        name: registry key (see :data:`STRATEGIES`) or a label such as
+            ``dense-retrieval(k=3)`` (explicit ``params`` override the label's).
         profile: build profile whose folders hold embeddings / mem0ai stores (default: the
             active profile).
         **params: strategy parameters (k, budget_tokens, n, engine, embedding_model, ...).
@@ -93,6 +127,8 @@ def get_strategy(name: str, profile: str | None = None, **params: Any) -> Strate
     Raises:
         StrategyError: unknown name or parameter.
     """
+    name, parsed = parse_label(name)
+    params = {**parsed, **params}
     try:
         cls = STRATEGIES[name]
     except KeyError:

@@ -193,6 +193,13 @@ def get_prep(
         backbone = get_backbone(str(prep), config)
     except UnknownBackboneError as exc:
         raise PrepError(f"unknown prep model {prep!r}: {exc}") from None
+    if getattr(backbone, "kind", "openai") != "openai":
+        # An offline reader is a deterministic answering policy over prompt text; it cannot
+        # write summaries, facts or notes, so it cannot stand in for an LLM prep model.
+        raise PrepError(
+            f"prep model {prep!r} is an offline reader (kind {backbone.kind!r}), not a "
+            f"generative model; use {RULE_BASED!r} offline or an OpenAI-compatible backbone"
+        )
     if isinstance(cache, str) and cache == "default":
         cache = ResponseCache(default_cache_path(profile))
     elif isinstance(cache, str | Path):
