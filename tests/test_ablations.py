@@ -1,0 +1,102 @@
+"""clinlib.ablations: sweep tables, paired tests and the pre/post table on hand-made
+predictions whose values are worked out by hand (Wilson and McNemar checked against
+statsmodels)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
+from statsmodels.stats.proportion import proportion_confint
+
+from clinlib import ablations
+
+
+def preds_for(label: str, task: str, correct: list[bool], setting: str = "post") -> pd.DataFrame:
+    return pd.DataFrame({
+        "qid": [f"{task}-q{i}" for i in range(len(correct))],
+        "task": task, "strategy": label, "backbone": "reference", "prep_model": "none",
+        "setting": setting, "correct": correct, "parsed": ["x"] * len(correct),
+    })  # fmt: skip
+
+
+@pytest.fixture()
+def k_preds() -> pd.DataFrame:
+    # K=3: T1 2/4, T2 1/2; K=5: T1 3/4, T2 2/2; K=10 T1 4/4, T2 2/2
+    return pd.concat([
+        preds_for("dense-retrieval(k=3)", "T1", [True, True, False, False]),
+        preds_for("dense-retrieval(k=3)", "T2", [True, False]),
+        preds_for("dense-retrieval", "T1", [True, True, True, False]),
+        preds_for("dense-retrieval", "T2", [True, True]),
+        preds_for("dense-retrieval(k=10)", "T1", [True, True, True, True]),
+        preds_for("dense-retrieval(k=10)", "T2", [True, True]),
+        preds_for("full-context", "T1", [True] * 4),  # another strategy: ignored
+    ], ignore_index=True)  # fmt: skip
+
+
+def test_variant_labels_default_is_the_bare_name():
+    assert ablations.variant_labels("dense-retrieval", "k", (3, 5, 10)) == [
+        "dense-retrieval(k=3)", "dense-retrieval", "dense-retrieval(k=10)",
+    ]  # fmt: skip
+    assert ablations.variant_labels("llm-summary", "budget_tokens", (500, 1000)) == [
+        "llm-summary", "llm-summary(budget_tokens=1000)",
+    ]  # fmt: skip
+
+
+def test_sweep_table_by_hand(k_preds):
+    t = ablations.sweep_table(k_preds, "dense-retrieval", "k", (3, 5, 10))
+    acc = t.set_index(["task", "value"])["accuracy"]
+    assert acc[("T1", 3)] == 0.5 and acc[("T2", 3)] == 0.5
+    assert acc[("T1", 5)] == 0.75 and acc[("T2", 5)] == 1.0
+    assert acc[("pooled", 3)] == pytest.approx(3 / 6)
+    assert acc[("pooled", 5)] == pytest.approx(5 / 6)
+    assert acc[("pooled", 10)] == 1.0
+    row = t[(t["task"] == "pooled") & (t["value"] == 5)].iloc[0]
+    lo, hi = proportion_confint(5, 6, alpha=0.05, method="wilson")
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((lo, hi))
+    assert set(t["param"]) == {"k"} and "full-context" not in set(t["label"])
+
+
+def test_sweep_table_names_a_missing_variant(k_preds):
+    with pytest.raises(ablations.AblationInputError, match=r"dense-retrieval\(k=20\)"):
+        ablations.sweep_table(k_preds, "dense-retrieval", "k", (3, 20))
+
+
+def test_paired_tests_by_hand(k_preds):
+    labels = ablations.variant_labels("dense-retrieval", "k", (3, 5, 10))
+    res = ablations.paired_tests(k_preds, labels, "reference")
+    # K=3 vs K=5: T1-q2 and T2-q1 wrong at 3, right at 5 -> b=0, c=2
+    first = res.iloc[0]
+    assert (first["strategy_a"], first["strategy_b"], first["n"]) == (labels[0], labels[1], 6)
+    assert (first["b"], first["c"]) == (0, 2)
+    assert first["p_value"] == pytest.approx(sm_mcnemar([[3, 0], [2, 1]], exact=True).pvalue)
+    second = res.iloc[1]
+    assert (second["b"], second["c"]) == (0, 1)
+    assert second["p_adj"] >= second["p_value"]
+
+
+def test_setting_table_by_hand():
+    qs = pd.DataFrame({"qid": [f"T3-q{i}" for i in range(4)],
+                       "gold": ["yes", "yes", "no", "no"]})  # fmt: skip
+    preds = pd.concat([
+        preds_for("mem0", "T3", [True, False, True, True], "pre"),  # recall 1/2
+        preds_for("mem0", "T3", [False, False, True, True], "post"),  # recall 0/2
+    ], ignore_index=True)  # fmt: skip
+    t = ablations.setting_table(preds, qs).iloc[0]
+    assert (t["acc_pre"], t["acc_post"]) == (0.75, 0.5)
+    assert (t["recall_pre"], t["recall_post"], t["recall_drop"]) == (0.5, 0.0, 0.5)
+    with pytest.raises(ablations.AblationInputError, match="both 'pre' and 'post'"):
+        ablations.setting_table(preds[preds["setting"] == "post"], qs)
+
+
+def test_construction_reuse_reads_build_all_output():
+    builds = pd.DataFrame({
+        "strategy": ["llm-summary", "llm-summary"],
+        "label": ["llm-summary", "llm-summary(budget_tokens=1000)"],
+        "n_dialogues": [48, 48], "built": [0, 48], "cached": [48, 0], "seconds": [0.1, 2.0],
+    })  # fmt: skip
+    out = ablations.construction_reuse(builds)
+    assert out["parameters"].tolist() == ["defaults", {"budget_tokens": 1000}]
+    assert out["reused"].tolist() == [48, 0] and out["built"].tolist() == [0, 48]
+    with pytest.raises(ablations.AblationInputError):
+        ablations.construction_reuse(builds.drop(columns="cached"))
