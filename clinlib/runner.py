@@ -445,8 +445,8 @@ def _prepare(
     ``(strategy name, prep id)`` instead of contexts: a finished cell costs no context build.
     """
     from clinlib.pipeline import load
-    from clinlib.strategies import get_strategy, question_contexts
-    from clinlib.strategies.prep import get_prep
+    from clinlib.strategies import get_strategy, question_contexts_many
+    from clinlib.strategies.prep import RULE_BASED, get_prep
 
     if isinstance(settings, str):
         settings = (settings,)
@@ -463,16 +463,17 @@ def _prepare(
         # Resolved only for strategies that use one (with the user's config, so a prep
         # backbone may be defined there), and once: an LLM prep opens the response cache.
         if not strat.uses_prep:
-            return prep if isinstance(prep, str) else None
+            return None
         if "model" not in resolved:
             resolved["model"] = get_prep(prep, profile=profile, config=config)
         return resolved["model"]
 
-    out = []
+    out: list[Any] = []
     for setting in dict.fromkeys(settings):
         sub = setting_questions(qs, setting)
         if sub.empty:
             continue
+        todo: list[tuple[int, Any]] = []
         for strategy in strategies:
             strat = (get_strategy(strategy, profile=profile)
                      if isinstance(strategy, str) else strategy)  # fmt: skip
@@ -483,8 +484,15 @@ def _prepare(
                 if all(k in done for k in keys):
                     out.append((setting, sub, (strat.label(), pid)))
                     continue
-            ctx = question_contexts(sub, strat, profile, setting, prep_for(strat))
-            out.append((setting, sub, ctx))
+            todo.append((len(out), strat))
+            out.append(None)
+        if todo:
+            # One pass for every strategy: the injected dialogue variants are built once.
+            strats = [strat for _, strat in todo]
+            prep_arg = next((prep_for(st) for st in strats if st.uses_prep), RULE_BASED)
+            frames = question_contexts_many(sub, strats, profile, setting, prep_arg)
+            for (i, _), frame in zip(todo, frames, strict=True):
+                out[i] = (setting, sub, frame)
     return out
 
 

@@ -173,3 +173,17 @@ def test_preset_prices_reproduce_table4_cells(backbone, input_m, output_k, cache
     n_in = input_m * 1e6
     cost = tokens.estimate_cost(PRESETS[backbone], n_in, output_k * 1e3, n_in * cache_hit)
     assert cost == pytest.approx(published, rel=0.01)
+
+
+def test_count_texts_matches_count_tokens_with_threads_and_memo():
+    from clinlib.llm.tokens import count_texts
+
+    tokens._memo.clear()
+    texts = [f"Creatinine {i}.{i} mg/dL on 2150-01-0{i % 9 + 1}. " * (i + 20) for i in range(40)]
+    texts += ["short", "", texts[0]]  # below the memo threshold, empty, and a repeat
+    for model in ("gpt-4o-mini", "deepseek-chat-v3.1"):
+        enc = tokens.get_encoding(tokens.encoding_for_model(model))  # no memo: independent
+        expected = [len(enc.encode(t, disallowed_special=())) for t in texts]
+        assert count_texts(texts, model, workers=2) == expected
+        assert count_texts(texts, model, workers=1) == expected  # now from the memo
+        assert [tokens.count_tokens(t, model) for t in texts] == expected

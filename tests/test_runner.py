@@ -358,11 +358,11 @@ def test_matched_prep_uses_each_answering_backbone(profile, tmp_path):
         assert cells.loc[0, "n_predicted"] == 12
         # one summary request per patient, then the 12 questions
         assert srv.n_requests == 2 + 12
-    register_backbone(Backbone(name="runner-test-offline", model="gpt-4o-mini", kind="offline",
-                               policy=lambda m, p: "A"), replace_existing=True)  # fmt: skip
-    try:
-        with pytest.raises(PrepError, match="runner-test-offline.*offline reader"):
-            runner.run(profile, ["llm-summary"], ["runner-test-offline"], prep="matched",
-                       progress=False)  # fmt: skip
-    finally:
-        unregister_backbone("runner-test-offline")
+    from clinlib.readers import register_offline_backbones
+
+    register_offline_backbones()
+    with pytest.raises(PrepError, match="'reference' is an offline reader"):
+        runner.run(profile, ["llm-summary"], ["reference"], prep="matched", progress=False)
+    # A strategy without a prep model runs under "matched" with a reader all the same.
+    ok = runner.run(profile, ["full-context"], ["reference"], prep="matched", progress=False)
+    assert ok.loc[0, "n_predicted"] == 12 and ok.loc[0, "prep_model"] == "none"

@@ -54,6 +54,11 @@ BackboneKind = Literal["openai", "offline"]
 BACKBONE_KINDS: tuple[str, ...] = ("openai", "offline")
 
 
+# Model ids of the offline readers (clinlib.readers registers them as "offline/<name>"):
+# answering policies, never prep models.
+OFFLINE_READER_MODEL_PREFIX = "offline/"
+
+
 @dataclass(frozen=True)
 class OfflineReply:
     """What an offline policy may return instead of a bare string.

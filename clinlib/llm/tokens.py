@@ -36,6 +36,7 @@ import base64
 import gzip
 import hashlib
 import importlib.util
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from functools import cache
@@ -188,6 +189,34 @@ def _content_text(content: Any) -> str:
     raise TokenizerError(f"message content must be a string or a list of parts, got {content!r}")
 
 
+# Counts memoised by (encoding, digest of the text): a harness run counts the same long
+# context once per question and reader (a 45k-character full context costs ~6 ms to encode).
+# Digests, not texts, are kept, so the memo stays small; it is cleared when it grows past
+# _MEMO_MAX entries.
+_MEMO_MAX = 500_000
+_memo: dict[tuple[str, bytes], int] = {}
+_memo_lock = threading.Lock()
+_MEMO_MIN_CHARS = 256  # shorter texts are cheaper to encode than to hash
+
+
+def _count_text(enc: tiktoken.Encoding, text: str) -> int:
+    if len(text) < _MEMO_MIN_CHARS:
+        return len(enc.encode(text, disallowed_special=()))
+    key = (
+        enc.name,
+        hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest(),
+    )
+    n = _memo.get(key)
+    if n is None:
+        # Special-token strings in clinical text are just text; never raise on them.
+        n = len(enc.encode(text, disallowed_special=()))
+        with _memo_lock:
+            if len(_memo) >= _MEMO_MAX:
+                _memo.clear()
+            _memo[key] = n
+    return n
+
+
 def count_tokens(text_or_messages: str | Sequence[Mapping[str, Any]], model: str) -> int:
     """Exact (OpenAI) or approximate (other models) token count, offline.
 
@@ -201,8 +230,7 @@ def count_tokens(text_or_messages: str | Sequence[Mapping[str, Any]], model: str
     """
     enc = get_encoding(encoding_for_model(model))
     if isinstance(text_or_messages, str):
-        # Special-token strings in clinical text are just text; never raise on them.
-        return len(enc.encode(text_or_messages, disallowed_special=()))
+        return _count_text(enc, text_or_messages)
     total = TOKENS_REPLY_PRIMING
     for i, message in enumerate(text_or_messages):
         if not isinstance(message, Mapping):
@@ -210,12 +238,45 @@ def count_tokens(text_or_messages: str | Sequence[Mapping[str, Any]], model: str
         total += TOKENS_PER_MESSAGE
         for key, value in message.items():
             if key == "content":
-                total += len(enc.encode(_content_text(value), disallowed_special=()))
+                total += _count_text(enc, _content_text(value))
             elif key in ("role", "name") and isinstance(value, str):
                 total += len(enc.encode(value, disallowed_special=()))
                 if key == "name":
                     total += TOKENS_PER_NAME
     return total
+
+
+def count_texts(texts: Sequence[str], model: str, workers: int | None = None) -> list[int]:
+    """Token counts of many texts, encoding the ones not yet memoised on ``workers`` threads
+    (tiktoken releases the GIL while it encodes, so threads scale with cores).
+
+    Args:
+        texts: strings to count.
+        model: model id choosing the encoding.
+        workers: threads (default: the machine's CPU count).
+
+    Returns:
+        One count per text, equal to ``count_tokens(text, model)``.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    enc = get_encoding(encoding_for_model(model))
+    texts = [str(t) for t in texts]
+    n = workers or os.cpu_count() or 1
+    if n <= 1 or len(texts) < 2 * n:
+        return [_count_text(enc, t) for t in texts]
+    with ThreadPoolExecutor(n) as pool:
+        return list(pool.map(lambda t: _count_text(enc, t), texts, chunksize=16))
+
+
+def warm_message_counts(messages: Sequence[Sequence[Mapping[str, Any]]], model: str) -> None:
+    """Memoise the token counts of many chat messages' contents in parallel, so that the
+    per-request :func:`count_tokens` calls that follow are dictionary look-ups."""
+    count_texts(
+        [_content_text(m.get("content")) for msgs in messages for m in msgs
+         if isinstance(m, Mapping)],
+        model,
+    )  # fmt: skip
 
 
 class Prices(Protocol):

@@ -29,6 +29,7 @@ from clinlib.strategies.cache import (
     embeddings_dir,
     load_artifacts,
     question_contexts,
+    question_contexts_many,
     split_dialogues,
 )
 from clinlib.strategies.codebook import Codebook
@@ -182,6 +183,7 @@ __all__ = [
     "list_strategies",
     "load_artifacts",
     "question_contexts",
+    "question_contexts_many",
     "resolve_prep",
     "split_dialogues",
 ]

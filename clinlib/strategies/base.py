@@ -222,6 +222,9 @@ class Strategy:
     defaults: ClassVar[dict[str, Any]] = {}
     construction_keys: ClassVar[tuple[str, ...]] = ()
     code_version: ClassVar[int] = 1
+    # False when the context does not depend on the question (only on the patient and the
+    # dialogue at question time), so the harness renders it once per patient.
+    query_dependent: ClassVar[bool] = True
 
     def __init__(self, **params: Any) -> None:
         unknown = sorted(set(params) - set(self.defaults))
@@ -402,6 +405,8 @@ def context_for(
     strategy: Strategy,
     artifacts: Mapping[int, Artifact],
     dialogues_now: pd.DataFrame | Mapping[int, pd.DataFrame],
+    *,
+    prechecked: bool = False,
 ) -> str:
     """The prompt context of one question under one strategy.
 
@@ -412,6 +417,8 @@ def context_for(
         dialogues_now: the dialogues as they are at question time (a turns DataFrame of any
             number of patients, or a mapping subject_id -> turns); post-construction
             injections live here.
+        prechecked: ``dialogues_now`` maps subject_id -> turns already passed through
+            :func:`check_turns` (a harness run validates each patient once, not per question).
 
     Returns:
         The context; T6 gets ``Patient A:`` / ``Patient B:`` sections.
@@ -429,7 +436,8 @@ def context_for(
                 f"question {question_id(question)}: artifact of patient {sid} was built by "
                 f"{artifact.strategy!r}, not {strategy.name!r}"
             )
-        parts.append((artifact, check_turns(_turns_of(dialogues_now, sid), f"patient {sid}")))
+        turns = _turns_of(dialogues_now, sid)
+        parts.append((artifact, turns if prechecked else check_turns(turns, f"patient {sid}")))
     if len(parts) == 1:
         return strategy.access(parts[0][0], question, parts[0][1])
     return strategy.combine(question, parts)

@@ -39,7 +39,11 @@ from clinlib.strategies.base import (
     dialogue_hash,
     subject_ids_of,
 )
-from clinlib.strategies.prep import PrepModel, count_text_tokens, get_prep
+from clinlib.strategies.prep import (
+    PrepModel,
+    count_text_tokens_many,
+    get_prep,
+)
 
 log = logging.getLogger("clinlib.strategies")
 
@@ -377,15 +381,54 @@ def question_contexts(
     Returns:
         One row per question: :data:`CONTEXT_COLUMNS`.
     """
+    return question_contexts_many(questions, [strategy], profile, setting, prep,
+                                  dialogues=dialogues, token_model=token_model)[0]  # fmt: skip
+
+
+def _checked_now(
+    checked: dict[tuple[str, int], pd.DataFrame],
+    variant: str,
+    now: Mapping[int, pd.DataFrame],
+    sids: Sequence[int],
+) -> dict[int, pd.DataFrame]:
+    """The question-time turns of ``sids``, each validated once per dialogue variant."""
+    out = {}
+    for sid in sids:
+        if (variant, sid) not in checked:
+            turns = now.get(sid)
+            if turns is None:
+                raise StrategyError(f"no dialogue turns for patient {sid} at question time")
+            checked[(variant, sid)] = check_turns(turns, f"patient {sid}")
+        out[sid] = checked[(variant, sid)]
+    return out
+
+
+def question_contexts_many(
+    questions: pd.DataFrame,
+    strategies: Sequence[str | Strategy],
+    profile: str | None = None,
+    setting: str = "post",
+    prep: str | PrepModel | None = "rule-based",
+    *,
+    dialogues: pd.DataFrame | None = None,
+    token_model: str | None = None,
+) -> list[pd.DataFrame]:
+    """:func:`question_contexts` for several strategies at once, sharing the dialogue split
+    and the injected variants (the costly part of a harness run's preparation).
+
+    Returns:
+        One :data:`CONTEXT_COLUMNS` frame per strategy, in order.
+    """
     from clinlib.pipeline import load
     from clinlib.tasks.injections import answer_dialogue
 
     if setting not in SETTINGS:
         raise StrategyError(f"setting {setting!r} not in {SETTINGS}")
     name = resolve_profile(profile)
-    strat = _as_strategy(strategy, name)
+    strats = [_as_strategy(s, name) for s in strategies]
     turns = dialogues if dialogues is not None else load("dialogues", name)
-    wanted = {sid for q in questions.to_dict("records") for sid in subject_ids_of(q)}
+    records = questions.to_dict("records")
+    wanted = {sid for q in records for sid in subject_ids_of(q)}
     turns = turns[turns["subject_id"].isin(wanted)]
     prep_model = get_prep(prep, profile=name)
     cache = ConstructionCache(constructions_dir(name))
@@ -400,32 +443,51 @@ def question_contexts(
             built = now if (setting == "pre" or task in ALWAYS_PRE_TASKS) else base
             variants[task] = (built, now)
     shas: dict[tuple[str, int], str] = {}
-    memo: dict[tuple[str, int], Artifact] = {}
+    checked: dict[tuple[str, int], pd.DataFrame] = {}
     tm = token_model or prep_model.token_model
-    rows = []
-    for q in questions.to_dict("records"):
-        variant = q["task"] if q["task"] in variants else "base"
-        built, now = variants.get(q["task"], (base, base))
-        sids = subject_ids_of(q)
-        arts = {}
-        for sid in sids:
-            if sid not in built:
-                raise StrategyError(f"question {q.get('qid')}: no dialogue for patient {sid}")
-            if (variant, sid) not in shas:
-                shas[(variant, sid)] = dialogue_hash(built[sid])
-            sha = shas[(variant, sid)]
-            if (sha, sid) not in memo:
-                memo[(sha, sid)] = cache.get_or_build(strat, sid, built[sid], prep_model, sha)
-            arts[sid] = memo[(sha, sid)]
-        ctx = context_for(q, strat, arts, now)
-        rows.append({
-            "qid": q.get("qid"),
-            "task": q.get("task"),
-            "strategy": strat.name,
-            "label": strat.label(),
-            "prep_model": strat.prep_id(prep_model),
-            "setting": setting,
-            "context": ctx,
-            "context_tokens": count_text_tokens(ctx, tm),
-        })  # fmt: skip
-    return pd.DataFrame(rows, columns=list(CONTEXT_COLUMNS))
+    frames = []
+    for strat in strats:
+        memo: dict[tuple[str, int], Artifact] = {}
+        # A question-independent context (full dialogue, summary, timeline ...) is the same
+        # for every question of a patient: render it once per (dialogue variant, patients).
+        shared: dict[tuple[str, tuple[int, ...]], str] = {}
+        label, pid = strat.label(), strat.prep_id(prep_model)
+        rows = []
+        for q in records:
+            variant = q["task"] if q["task"] in variants else "base"
+            built, now = variants.get(q["task"], (base, base))
+            sids = subject_ids_of(q)
+            key = (variant, tuple(sids))
+            if not strat.query_dependent and key in shared:
+                ctx = shared[key]
+            else:
+                arts = {}
+                for sid in sids:
+                    if sid not in built:
+                        raise StrategyError(
+                            f"question {q.get('qid')}: no dialogue for patient {sid}"
+                        )
+                    if (variant, sid) not in shas:
+                        shas[(variant, sid)] = dialogue_hash(built[sid])
+                    sha = shas[(variant, sid)]
+                    if (sha, sid) not in memo:
+                        memo[(sha, sid)] = cache.get_or_build(strat, sid, built[sid], prep_model,
+                                                              sha)  # fmt: skip
+                    arts[sid] = memo[(sha, sid)]
+                ctx = context_for(q, strat, arts, _checked_now(checked, variant, now, sids),
+                                  prechecked=True)  # fmt: skip
+                if not strat.query_dependent:
+                    shared[key] = ctx
+            rows.append({
+                "qid": q.get("qid"),
+                "task": q.get("task"),
+                "strategy": strat.name,
+                "label": label,
+                "prep_model": pid,
+                "setting": setting,
+                "context": ctx,
+            })  # fmt: skip
+        frame = pd.DataFrame(rows, columns=[c for c in CONTEXT_COLUMNS if c != "context_tokens"])
+        frame["context_tokens"] = count_text_tokens_many(frame["context"].tolist(), tm)
+        frames.append(frame[list(CONTEXT_COLUMNS)])
+    return frames

@@ -78,6 +78,7 @@ class Codebook(Strategy):
     """The dialogue with ICD concepts replaced by codebook ids (derived)."""
 
     name = "codebook"
+    query_dependent = False
     family = "compression"
     derived = True
     defaults = {"with_ids": True}

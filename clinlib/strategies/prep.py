@@ -14,20 +14,19 @@ Every artifact records ``prep_model`` (``rule-based`` or the backbone name), so 
 mistake a rule-based artifact for an LLM-prepared one. :func:`resolve_prep` implements the
 fixed / matched choice.
 
-Token counts use :func:`clinlib.llm.tokens.count_tokens` (exact cl100k/o200k offline); if that
-module cannot be imported, :func:`count_text_tokens` falls back to ``ceil(chars / 4)``, OpenAI's
-rule of thumb for English text, and says so in :data:`TOKEN_COUNTER`.
+Token counts use :func:`clinlib.llm.tokens.count_tokens` (exact cl100k/o200k offline).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from clinlib.llm.tokens import count_texts, count_tokens
 
 RULE_BASED = "rule-based"
 RULE_BASED_VERSION = "rule-based/v1"
@@ -37,13 +36,7 @@ PAPER_PREP_BACKBONE = "deepseek-chat-v3.1"
 # Tokens are counted with the paper's prep model's encoding unless told otherwise.
 DEFAULT_TOKEN_MODEL = PAPER_PREP_BACKBONE
 
-try:  # the kit's exact offline tokenizer
-    from clinlib.llm.tokens import count_tokens as _count_tokens
-
-    TOKEN_COUNTER = "clinlib.llm.tokens.count_tokens"
-except ImportError:  # pragma: no cover - the LLM layer ships with the kit
-    _count_tokens = None
-    TOKEN_COUNTER = "fallback: ceil(characters / 4)"
+TOKEN_COUNTER = "clinlib.llm.tokens.count_tokens"
 
 
 class PrepError(ValueError):
@@ -51,12 +44,13 @@ class PrepError(ValueError):
 
 
 def count_text_tokens(text: str, model: str = DEFAULT_TOKEN_MODEL) -> int:
-    """Tokens of ``text`` for ``model`` (see module docstring for the fallback)."""
-    if not text:
-        return 0
-    if _count_tokens is not None:
-        return int(_count_tokens(text, model))
-    return math.ceil(len(text) / 4)
+    """Tokens of ``text`` for ``model`` (exact offline tokenizer, :mod:`clinlib.llm.tokens`)."""
+    return int(count_tokens(text, model)) if text else 0
+
+
+def count_text_tokens_many(texts: Sequence[str], model: str = DEFAULT_TOKEN_MODEL) -> list[int]:
+    """:func:`count_text_tokens` of many texts (unseen ones encoded on parallel threads)."""
+    return [int(n) for n in count_texts([t or "" for t in texts], model)]
 
 
 @dataclass(frozen=True)
@@ -188,14 +182,17 @@ def get_prep(
     if prep == MATCHED:
         raise PrepError("prep model 'matched' needs the answering backbone: use resolve_prep()")
     from clinlib.llm import ResponseCache, UnknownBackboneError, default_cache_path, get_backbone
+    from clinlib.llm.backbones import OFFLINE_READER_MODEL_PREFIX
 
     try:
         backbone = get_backbone(str(prep), config)
     except UnknownBackboneError as exc:
         raise PrepError(f"unknown prep model {prep!r}: {exc}") from None
-    if getattr(backbone, "kind", "openai") != "openai":
-        # An offline reader is a deterministic answering policy over prompt text; it cannot
-        # write summaries, facts or notes, so it cannot stand in for an LLM prep model.
+    if str(backbone.model).startswith(OFFLINE_READER_MODEL_PREFIX):
+        # An offline reader (reference / eager / replay) is a deterministic answering policy
+        # over prompt text; it cannot write summaries, facts or notes, so it cannot stand in
+        # for an LLM prep model. (Other in-process policies, e.g. a scripted prep in tests,
+        # can.)
         raise PrepError(
             f"prep model {prep!r} is an offline reader (kind {backbone.kind!r}), not a "
             f"generative model; use {RULE_BASED!r} offline or an OpenAI-compatible backbone"

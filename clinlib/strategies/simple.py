@@ -28,6 +28,7 @@ class NoContextBlind(Strategy):
     """The model sees only the question (the floor)."""
 
     name = "no-context-blind"
+    query_dependent = False
     family = "floor"
 
     def build(self, subject_id: int, turns: pd.DataFrame, prep: Any) -> dict:
@@ -49,6 +50,7 @@ class FullContext(Strategy):
     """The whole dialogue, verbatim, provenance ids on (the context-coverage upper bound)."""
 
     name = "full-context"
+    query_dependent = False
     family = "full"
     defaults = {"with_ids": True}
 
@@ -68,6 +70,7 @@ class LastNVisits(Strategy):
     """The ``n`` most recent encounters at question time, verbatim."""
 
     name = "last-n-visits"
+    query_dependent = False
     family = "recency"
     defaults = {"n": 3, "with_ids": True}
 

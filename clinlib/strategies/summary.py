@@ -212,6 +212,7 @@ class LLMSummary(Strategy):
     """One summary within a token budget (derived; built by the prep model)."""
 
     name = "llm-summary"
+    query_dependent = False
     family = "compression"
     derived = True
     uses_prep = True

@@ -201,6 +201,7 @@ class StructuredTimeline(Strategy):
     """A per-encounter table of the structured fields (derived; built by the prep model)."""
 
     name = "structured-timeline"
+    query_dependent = False
     family = "compression"
     derived = True
     uses_prep = True
