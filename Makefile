@@ -9,7 +9,7 @@ NB_TIMEOUT ?= 900
 
 .DEFAULT_GOAL := help
 .PHONY: help install reproduce test lint format unit pipeline-quick synth cohort dialogues \
-        questions strategies run pipeline notebooks bench-cohort bench-strategies lab \
+        questions strategies run pipeline notebooks bench-cohort bench-strategies bench-harness lab \
         app-dialogues clean clean-build
 
 help: ## list every target with a one-line description
@@ -75,6 +75,10 @@ bench-cohort: install ## MIMIC-scale synthetic data (364,627 patients) + cohort 
 
 bench-strategies: install ## build every strategy cold then warm, printing wall times (PROFILE, default paper)
 	$(BIN)/python -m clinlib.bench.strategies --profile $(or $(PROFILE),paper)
+
+bench-harness: install ## harness vs bare openai SDK vs inspect_ai on a local 100 ms server; cached re-run
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(BIN)/python -m clinlib.bench.harness
 
 lab: install ## open JupyterLab on the notebooks
 	$(BIN)/jupyter lab notebooks

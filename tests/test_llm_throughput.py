@@ -19,3 +19,18 @@ def test_client_overhead_close_to_bare_sdk_loop():
     row = frame.iloc[0]
     assert row["kit_cpu_ms"] <= 1.25 * row["bare_cpu_ms"], frame.to_string()
     assert row["ratio"] >= 0.7, frame.to_string()
+
+
+def test_bench_harness_cached_rerun_makes_no_call_and_reports_targets():
+    """The benchmark's cached pass is served wholly from the cache (behaviour, not speed)."""
+    import pandas as pd
+
+    from clinlib.bench import harness
+
+    cached = harness.cached_rerun(40, latency_s=0.0, concurrency=8)
+    assert cached["fill_api_calls"] == 40
+    assert (cached["rerun_api_calls"], cached["rerun_cache_hits"]) == (0, 40)
+    table = pd.DataFrame([{"concurrency": 32, "kit_vs_bare": 0.85, "kit_vs_inspect": 7.0}])
+    text = harness.report(table, cached)
+    assert "worst 0.85x (target >= 0.9x) -> NOT met" in text
+    assert "kit vs inspect_ai at 32: 7.0x (target >= 6.0x) -> met" in text
