@@ -285,17 +285,17 @@ def pipeline(
 def evaluate_offline(profile: ProfileOpt = None) -> None:
     """Answer every question with the offline readers under the paper's eight strategies,
     both T3 settings (the predictions the analysis notebooks read; resumable)."""
-    from clinlib.runner import run
+    from clinlib.runner import run_parallel
     from clinlib.strategies import PAPER_STRATEGIES
 
+    # The readers are CPU-bound Python: one process per core, strategies dealt between them.
     summary = _run(
-        run,
+        run_parallel,
         profile,
         list(PAPER_STRATEGIES),
         list(OFFLINE_READERS),
         ["post", "pre"],
         "rule-based",
-        progress=False,
     )
     typer.echo(summary.to_string(index=False))
 

@@ -59,6 +59,7 @@ from clinlib.llm import (
     count_tokens,
     default_cache_path,
     get_backbone,
+    tokens,
 )
 from clinlib.llm.backbones import UnknownBackboneError
 from clinlib.prompts import build_messages
@@ -72,6 +73,7 @@ SETTINGS: tuple[str, ...] = ("post", "pre")
 PRE_TASKS: tuple[str, ...] = ("T3",)
 KEY_COLUMNS: tuple[str, ...] = ("qid", "strategy", "backbone", "prep_model", "setting")
 DEFAULT_BATCH_SIZE = 32
+OFFLINE_BATCH_SIZE = 1024
 TEMPERATURE = 0.0
 
 # Column -> pandas dtype as written; every part file has exactly these, so the dataset has
@@ -678,7 +680,8 @@ def run(
         progress: show a tqdm progress bar (done, cache hits, $ spent, errors).
         limit: first ``limit`` questions per task.
         tasks: restrict to these tasks.
-        batch_size: answers per part file (a crash loses at most this many, all cached).
+        batch_size: answers per part file for network backbones (a crash loses at most this
+            many, all cached); offline readers write at least OFFLINE_BATCH_SIZE per file.
         questions: use these rows instead of the profile's questions.parquet.
         client_options: extra :class:`LLMClient` arguments (timeout_s, max_retries, ...).
 
@@ -745,8 +748,14 @@ def run(
                 async with LLMClient(bb, cache=cache, credentialed=credentialed,
                                      allow_unapproved=allow_unapproved, config=config,
                                      **opts) as client:  # fmt: skip
-                    for start in range(0, len(todo), batch_size):
-                        batch = todo[start : start + batch_size]
+                    # Offline answers cost nothing to recompute, so their part files are
+                    # larger (fewer files for every later load_predictions to open).
+                    step = batch_size if bb.kind == "openai" else max(batch_size,
+                                                                      OFFLINE_BATCH_SIZE)  # fmt: skip
+                    if bb.kind != "openai":
+                        tokens.warm_message_counts([it.request.messages for it in todo], bb.model)
+                    for start in range(0, len(todo), step):
+                        batch = todo[start : start + step]
                         if budget_usd is not None:
                             costs = np.cumsum(_batch_upper_cost(batch, bb, cache))
                             fits = int(np.searchsorted(costs, budget_usd - tally.spent_usd,
@@ -787,6 +796,63 @@ def run(
             if cell not in stopped and tally.cell(cell)["new_predictions"] < len(todo):
                 stopped[cell] = "not started: " + reason
     return summarize(load_predictions(name), plan, tally, stopped)
+
+
+def _run_group(job: tuple[str, dict[str, Any]]) -> int:
+    # Runs in a child process (spawned: no torch / SQLite state is inherited); the parent's
+    # build folder is passed explicitly, since a spawned child re-imports clinlib.config.
+    from clinlib import config
+
+    build, kwargs = job
+    config.BUILD_DIR = Path(build)
+    run(**kwargs)
+    return len(kwargs["strategies"])
+
+
+def run_parallel(
+    profile: str | None,
+    strategies: Sequence[str],
+    backbones: Sequence[str],
+    settings: Sequence[str] = ("post",),
+    prep: str = "rule-based",
+    workers: int | None = None,
+    **kwargs: Any,
+) -> pd.DataFrame:
+    """:func:`run` with the strategies dealt round-robin to ``workers`` processes.
+
+    For CPU-bound backbones (the offline readers) a single event loop uses one core; each
+    process here builds its strategies' contexts and answers them on its own core. Every
+    process appends its own part files (distinct run ids), so resumability and de-duplication
+    are those of :func:`run`. Network backbones gain nothing: use :func:`run`.
+
+    Args:
+        profile / strategies / backbones / settings / prep: as for :func:`run` (strategies
+            by name or label, so they can be sent to another process).
+        workers: processes (default: the CPU count, at most one per strategy).
+        **kwargs: further :func:`run` keyword arguments (e.g. ``config``, ``tasks``).
+
+    Returns:
+        The cell summary of every (strategy, backbone, setting) cell run.
+    """
+    import multiprocessing as mp
+
+    name = resolve_profile(profile)
+    names = [str(s) for s in strategies]
+    n = max(1, min(workers or os.cpu_count() or 1, len(names)))
+    groups = [names[i::n] for i in range(n)]
+    jobs = [dict(profile=name, strategies=g, backbones=list(backbones), settings=list(settings),
+                 prep=prep, progress=False, **kwargs) for g in groups]  # fmt: skip
+    if n == 1:
+        run(**jobs[0])
+    else:
+        from clinlib import config
+
+        ctx = mp.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(n, mp_context=ctx) as pool:
+            list(pool.map(_run_group, [(str(config.BUILD_DIR), job) for job in jobs]))
+    summary = cell_summary(load_predictions(name))
+    wanted = summary["strategy"].isin(names) & summary["backbone"].isin(list(backbones))
+    return summary[wanted & summary["setting"].isin(list(settings))].reset_index(drop=True)
 
 
 def summarize(

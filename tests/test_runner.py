@@ -366,3 +366,29 @@ def test_matched_prep_uses_each_answering_backbone(profile, tmp_path):
     # A strategy without a prep model runs under "matched" with a reader all the same.
     ok = runner.run(profile, ["full-context"], ["reference"], prep="matched", progress=False)
     assert ok.loc[0, "n_predicted"] == 12 and ok.loc[0, "prep_model"] == "none"
+
+
+def test_run_parallel_matches_a_single_process_run(profile, tmp_path):
+    """Two spawned processes, strategies dealt between them: the same predictions as one
+    in-process run, none duplicated, and a second call adds nothing."""
+    from clinlib.readers import register_offline_backbones
+
+    register_offline_backbones()
+    strats = ["no-context-blind", "full-context", "last-visit-only"]
+    par = runner.run_parallel(profile, strats, ["reference"], workers=2)
+    assert sorted(par["strategy"]) == sorted(strats) and (par["n_predicted"] == 12).all()
+    preds = raw_parts(profile)
+    assert len(preds) == 36 and not preds.duplicated(list(runner.KEY_COLUMNS)).any()
+    assert preds["run_id"].nunique() == 2  # one run per process
+    again = runner.run_parallel(profile, strats, ["reference"], workers=2)
+    assert len(raw_parts(profile)) == 36 and again["n_predicted"].tolist() == [12, 12, 12]
+    # the same answers as a single in-process run in a fresh profile
+    single = tmp_path / "tiny2"
+    single.mkdir()
+    for f in ("dialogues.parquet", "questions.parquet", "source.json"):
+        (single / f).write_bytes((config.BUILD_DIR / profile / f).read_bytes())
+    runner.run("tiny2", strats, ["reference"], progress=False)
+    one = raw_parts("tiny2")
+    cols = ["qid", "strategy", "response", "correct", "context_tokens"]
+    assert (preds[cols].sort_values(cols[:2]).reset_index(drop=True)
+            .equals(one[cols].sort_values(cols[:2]).reset_index(drop=True)))  # fmt: skip
