@@ -272,3 +272,18 @@ def test_mem0_llm_engine_shows_similar_memories_with_temporary_ids(turns, emb_di
     assert all([o["id"] for o in old] == [str(i) for i in range(len(old))] for old in seen_old)
     assert 1 <= len(seen_old[1]) <= 2
     assert art.data["event_counts"]["ADD"] == 4 and art.data["event_counts"]["NONE"] >= 2
+
+
+@pytest.mark.parametrize("name", ["dense-retrieval", "mem0", "a-mem"])
+def test_warm_queries_embeds_every_question_in_one_pass(turns, emb_dir, name):
+    """After warm_queries, per-question access runs the encoder no more (all from the store)."""
+    strat = get_strategy(name, embedding_dir=emb_dir)
+    art = strat.construct(7001, turns, RULE)
+    qs = [{**QUESTION, "qid": f"w{i}", "question": f"{name}: which lab was abnormal on visit {i}?"}
+          for i in range(6)]  # fmt: skip
+    before = strat.embedder.encoded
+    strat.warm_queries(qs)
+    assert strat.embedder.encoded == before + 6
+    for q in qs:
+        context_for(q, strat, {7001: art}, turns)
+    assert strat.embedder.encoded == before + 6

@@ -250,6 +250,10 @@ class AMemMemory(Strategy):
         """The (process-wide) embedder of this strategy's model."""
         return get_embedder(self.params["embedding_model"], self.params["embedding_dir"])
 
+    def warm_queries(self, questions: Sequence[Mapping[str, Any]]) -> None:
+        # Every access embeds its question: do all of them in one encoder batch first.
+        self.embedder.ensure([question_text(q) for q in questions])
+
     def prepare(self, jobs: Sequence[tuple[int, pd.DataFrame]], prep: Any) -> None:
         self._drafts: dict[int, list[dict]] = {}
         if getattr(prep, "is_llm", False):

@@ -375,6 +375,10 @@ class Strategy:
         whose store is the dialogue itself)."""
         return None
 
+    def warm_queries(self, questions: Sequence[Mapping[str, Any]]) -> None:
+        """Prepare for many accesses at once (e.g. embed every question in one batch instead
+        of one encoder call per question); a no-op unless the strategy embeds queries."""
+
     def rank_visits(self, artifact: Artifact, question: Mapping[str, Any]) -> list[int] | None:
         """Visits ranked for a question (retrieval strategies; None otherwise)."""
         return None

@@ -452,6 +452,8 @@ def question_contexts_many(
         # for every question of a patient: render it once per (dialogue variant, patients).
         shared: dict[tuple[str, tuple[int, ...]], str] = {}
         label, pid = strat.label(), strat.prep_id(prep_model)
+        if strat.query_dependent:
+            strat.warm_queries(records)
         rows = []
         for q in records:
             variant = q["task"] if q["task"] in variants else "base"

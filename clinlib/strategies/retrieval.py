@@ -123,6 +123,10 @@ class DenseRetrieval(_Retrieval):
         """The (process-wide) embedder of this strategy's model."""
         return get_embedder(self.params["embedding_model"], self.params["embedding_dir"])
 
+    def warm_queries(self, questions: Sequence[Mapping[str, Any]]) -> None:
+        # Every access embeds its question: do all of them in one encoder batch first.
+        self.embedder.ensure([question_text(q) for q in questions])
+
     def _segments(self, turns: pd.DataFrame) -> list[tuple[int, str]]:
         """(visit_idx, text) segments to embed (one per visit unless chunking='max')."""
         chunks = visit_chunks(turns)
