@@ -844,12 +844,28 @@ def run_parallel(
                  prep=prep, progress=False, **kwargs) for g in groups]  # fmt: skip
     if n == 1:
         run(**jobs[0])
-    else:
-        from clinlib import config
+        return _parallel_summary(name, names, backbones, settings)
+    # Embed every question once here (both cores) rather than once per child process.
+    from clinlib import config
+    from clinlib.pipeline import load
+    from clinlib.strategies import get_strategy
 
-        ctx = mp.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(n, mp_context=ctx) as pool:
-            list(pool.map(_run_group, [(str(config.BUILD_DIR), job) for job in jobs]))
+    given = kwargs.get("questions")
+    records = select_questions(load("questions", name) if given is None else given,
+                               kwargs.get("tasks"), kwargs.get("limit")).to_dict("records")  # fmt: skip
+    for label in names:
+        strat = get_strategy(label, profile=name)
+        if strat.query_dependent:
+            strat.warm_queries(records)
+    ctx = mp.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(n, mp_context=ctx) as pool:
+        list(pool.map(_run_group, [(str(config.BUILD_DIR), job) for job in jobs]))
+    return _parallel_summary(name, names, backbones, settings)
+
+
+def _parallel_summary(
+    name: str, names: Sequence[str], backbones: Sequence[str], settings: Sequence[str]
+) -> pd.DataFrame:
     summary = cell_summary(load_predictions(name))
     wanted = summary["strategy"].isin(names) & summary["backbone"].isin(list(backbones))
     return summary[wanted & summary["setting"].isin(list(settings))].reset_index(drop=True)
