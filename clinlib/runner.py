@@ -574,6 +574,7 @@ def estimate(
         name, strategies, settings, prep, tasks, limit, questions, bbs, config=config
     ):
         items = _items(sub, ctx, bb)
+        tokens.warm_message_counts([it.request.messages for it in items], bb.model)  # threads
         n_in = [count_tokens(it.request.messages, bb.model) for it in items]
         n_max = [int(it.request.params.max_tokens or 0) for it in items]
         n_typ = [count_tokens(str(it.question["gold"]), bb.model) for it in items]
