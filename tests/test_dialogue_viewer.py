@@ -107,6 +107,12 @@ def test_corpus_chart(art):
     # paper medians drawn where the paper reports them (not for turns per visit)
     n_rules = [len(layer["layer"]) - 1 for layer in spec["hconcat"]]
     assert n_rules == [2, 2, 1]
+    # binned in pandas: each histogram sums to the count it describes, whatever the size
+    data = spec["datasets"]
+    n_visits = art["dialogues"].groupby(["subject_id", "visit_idx"]).ngroups
+    hist = [data[layer["layer"][0]["data"]["name"]] for layer in spec["hconcat"]]
+    assert sum(r["count"] for r in hist[2]) == n_visits
+    assert sum(r["count"] for r in hist[0]) == int(art["dialogue_summary"]["kept"].sum())
 
 
 def _load_app():
