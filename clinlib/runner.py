@@ -444,7 +444,7 @@ def _prepare(
     """(setting, questions, contexts) per (setting, strategy); contexts are built offline.
 
     A (setting, strategy) whose every key is already in ``done`` for every backbone gets
-    ``(strategy name, prep id)`` instead of contexts: a finished cell costs no context build.
+    ``(strategy label, prep id)`` instead of contexts: a finished cell costs no context build.
     """
     from clinlib.pipeline import load
     from clinlib.strategies import get_strategy, question_contexts_many
@@ -799,7 +799,7 @@ def run(
     return summarize(load_predictions(name), plan, tally, stopped)
 
 
-def _run_group(job: tuple[str, dict[str, Any]]) -> int:
+def _run_group(job: tuple[str, dict[str, Any]]) -> None:
     # Runs in a child process (spawned: no torch / SQLite state is inherited); the parent's
     # build folder is passed explicitly, since a spawned child re-imports clinlib.config.
     from clinlib import config
@@ -807,7 +807,6 @@ def _run_group(job: tuple[str, dict[str, Any]]) -> int:
     build, kwargs = job
     config.BUILD_DIR = Path(build)
     run(**kwargs)
-    return len(kwargs["strategies"])
 
 
 def run_parallel(
@@ -837,8 +836,13 @@ def run_parallel(
     """
     import multiprocessing as mp
 
+    from clinlib.strategies import get_strategy
+
     name = resolve_profile(profile)
-    names = [str(s) for s in strategies]
+    # Canonical labels (``dense-retrieval(k=5)`` is ``dense-retrieval``): what the
+    # predictions record, so the summary below finds every cell that was run.
+    strats = [get_strategy(str(s), profile=name) for s in strategies]
+    names = [st.label() for st in strats]
     n = max(1, min(workers or os.cpu_count() or 1, len(names)))
     groups = [names[i::n] for i in range(n)]
     jobs = [dict(profile=name, strategies=g, backbones=list(backbones), settings=list(settings),
@@ -849,13 +853,11 @@ def run_parallel(
     # Embed every question once here (both cores) rather than once per child process.
     from clinlib import config
     from clinlib.pipeline import load
-    from clinlib.strategies import get_strategy
 
     given = kwargs.get("questions")
     records = select_questions(load("questions", name) if given is None else given,
                                kwargs.get("tasks"), kwargs.get("limit")).to_dict("records")  # fmt: skip
-    for label in names:
-        strat = get_strategy(label, profile=name)
+    for strat in strats:
         if strat.query_dependent:
             strat.warm_queries(records)
     ctx = mp.get_context("spawn")

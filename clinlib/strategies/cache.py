@@ -34,6 +34,7 @@ from clinlib.strategies.base import (
     Artifact,
     Strategy,
     StrategyError,
+    _turns_of,
     check_turns,
     context_for,
     dialogue_hash,
@@ -395,10 +396,7 @@ def _checked_now(
     out = {}
     for sid in sids:
         if (variant, sid) not in checked:
-            turns = now.get(sid)
-            if turns is None:
-                raise StrategyError(f"no dialogue turns for patient {sid} at question time")
-            checked[(variant, sid)] = check_turns(turns, f"patient {sid}")
+            checked[(variant, sid)] = check_turns(_turns_of(now, sid), f"patient {sid}")
         out[sid] = checked[(variant, sid)]
     return out
 
