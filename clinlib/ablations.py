@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 from clinlib import metrics, stats
@@ -22,6 +23,9 @@ from clinlib.strategies import get_strategy, parse_label
 
 DENSE_K: tuple[int, ...] = (3, 5, 10)  # Appendix G.6
 SUMMARY_BUDGETS: tuple[int, ...] = (500, 1000)  # Appendix G.6
+# Appendix G: "the ablations in Table 10–Table 12 were run on a stratified 20-patient subset".
+PAPER_SUBSET_SIZE = 20
+SUBSET_STRATA: tuple[str, ...] = ("disease", "tertile")
 
 
 class AblationInputError(ValueError):
@@ -36,6 +40,72 @@ def variant_labels(strategy: str, param: str, values: Sequence[Any]) -> list[str
     ``["dense-retrieval(k=3)", "dense-retrieval", "dense-retrieval(k=10)"]``.
     """
     return [get_strategy(strategy, **{param: v}).label() for v in values]
+
+
+def stratified_subset(
+    cohort: pd.DataFrame,
+    n: int = PAPER_SUBSET_SIZE,
+    strata: Sequence[str] = SUBSET_STRATA,
+    seed: int = 0,
+) -> list[int]:
+    """A stratified sample of patients, like the paper's 20-patient ablation subset.
+
+    Each value of the first stratum column gets its proportional share of ``n``
+    (largest-remainder rounding, ties to the value sorted first), then the same within it for
+    the next column; the patients of each cell are drawn with a seeded generator.
+
+    Args:
+        cohort: one row per patient with ``subject_id`` and the ``strata`` columns.
+        n: patients wanted (all of them if the cohort is smaller).
+        strata: columns defining the strata.
+        seed: sampling seed.
+
+    Returns:
+        The sampled subject ids, sorted.
+    """
+    missing = [c for c in ("subject_id", *strata) if c not in cohort.columns]
+    if missing:
+        raise AblationInputError(f"stratified_subset: cohort lacks column(s) {missing}")
+    if not isinstance(n, int) or n < 1:
+        raise AblationInputError(f"stratified_subset: n must be a positive integer, got {n!r}")
+    ids = cohort.drop_duplicates("subject_id")
+    if n >= len(ids):
+        return sorted(ids["subject_id"].astype(int))
+    rng = np.random.default_rng(seed)
+    return sorted(_allocate(ids, n, list(strata), rng))
+
+
+def _largest_remainder(sizes: Sequence[int], n: int) -> list[int]:
+    """Integer shares of ``n`` proportional to ``sizes`` (ties to the earlier entry)."""
+    total = sum(sizes)
+    quota = [n * size / total for size in sizes]
+    take = [int(q) for q in quota]
+    order = sorted(range(len(sizes)), key=lambda i: -(quota[i] - take[i]))
+    for i in order[: n - sum(take)]:
+        take[i] += 1
+    return take
+
+
+def _allocate(ids: pd.DataFrame, n: int, strata: list[str], rng: np.random.Generator
+              ) -> list[int]:  # fmt: skip
+    # Level by level (disease, then tertile within disease), so each level is as balanced as
+    # its sizes allow rather than ties piling up on the first diseases listed.
+    if not strata:
+        return [int(i) for i in rng.choice(sorted(ids["subject_id"].astype(int)), size=n,
+                                           replace=False)]  # fmt: skip
+    groups = [g for _, g in ids.groupby(strata[0], sort=True)]
+    shares = _largest_remainder([len(g) for g in groups], n)
+    return [i for g, k in zip(groups, shares, strict=True) if k
+            for i in _allocate(g, k, strata[1:], rng)]  # fmt: skip
+
+
+def subset_questions(questions: pd.DataFrame, subjects: Sequence[int] | None) -> pd.DataFrame:
+    """The questions all of whose patients are in ``subjects`` (every question if None)."""
+    if subjects is None:
+        return questions
+    keep = {int(s) for s in subjects}
+    mask = [all(int(s) in keep for s in ids) for ids in questions["subject_ids"]]
+    return questions[mask].reset_index(drop=True)
 
 
 def sweep_table(

@@ -29,6 +29,8 @@ import functools
 import hashlib
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -240,6 +242,106 @@ def _label_matches(rx: re.Pattern[str], key: str, text: str, low: str) -> list[r
     return out
 
 
+@dataclass(frozen=True)
+class _Scan:
+    """What parsing a record needs whatever the question: layout, panel matches, and the
+    panel mentions already built (their dates are the costly part)."""
+
+    text: str
+    low: str
+    encounters: list[tuple[str, date, int, int]]
+    sections: list[tuple[str, int, int]]
+    bounds: list[int]
+    tags: list[tuple[int, list[str]]]
+    found: list[tuple[int, int, str, re.Match[str]]]
+    mentions: dict[tuple[int, str], LabMention | None]
+
+
+def _find(
+    regexes: Mapping[str, tuple[Lab | None, re.Pattern[str]]], text: str, low: str
+) -> list[tuple[int, int, str, re.Match[str]]]:
+    return [
+        (m.start(), m.end(), key, m)
+        for key, (_lab, rx) in regexes.items()
+        for m in _label_matches(rx, key, text, low)
+    ]
+
+
+def _mention(scan: _Scan, start: int, key: str, m: re.Match[str]) -> LabMention | None:
+    """The mention a label match states (None when its number does not parse)."""
+    text = scan.text
+    sent0 = scan.bounds[max(0, bisect.bisect_right(scan.bounds, start) - 1)]
+    day = _context_day(text, start, m.end("unit"), m.group("on"), sent0)
+    patient = next((p for p, a, b in scan.sections if a <= start < b), "")
+    enc = next((d for p, d, a, b in scan.encounters if a <= start < b and p == patient), None)
+    after = (m.group("after") or "").strip().lower()
+    flag = {"h": "high", "(high)": "high", "l": "low", "(low)": "low"}.get(after, "")
+    try:
+        value = float(re.sub(r"[<>=\s]", "", m.group("num")))
+    except ValueError:
+        return None
+    return LabMention(
+        label=text[start : start + len(key)],
+        value_text=m.group("num").replace(" ", ""),
+        value=value,
+        unit=m.group("unit"),
+        day=day,
+        encounter=enc,
+        patient=patient,
+        pos=start,
+        flag=flag,
+    )
+
+
+# Scans kept in memory, in characters of record text (a scan costs ~10 bytes per character):
+# enough for every distinct record of one batch of full-context answers.
+SCAN_CACHE_CHARS = 32_000_000
+_SCANS: OrderedDict[str, _Scan] = OrderedDict()
+_SCANS_CHARS = 0
+_SCANS_LOCK = threading.Lock()
+
+
+def _scan(record: str) -> _Scan:
+    """The question-independent parse of a record, memoised (least recently used first out,
+    within :data:`SCAN_CACHE_CHARS`): a record is shared by a patient's questions, by both
+    offline readers and by every extra-label variant."""
+    global _SCANS_CHARS
+    with _SCANS_LOCK:
+        hit = _SCANS.get(record)
+        if hit is not None:
+            _SCANS.move_to_end(record)
+            return hit
+    scan = _scan_record(record)
+    with _SCANS_LOCK:
+        if record not in _SCANS:
+            _SCANS[record] = scan
+            _SCANS_CHARS += len(record)
+            while _SCANS_CHARS > SCAN_CACHE_CHARS and len(_SCANS) > 1:
+                old, _ = _SCANS.popitem(last=False)
+                _SCANS_CHARS -= len(old)
+    return scan
+
+
+def _scan_record(record: str) -> _Scan:
+    text = record
+    low = text.lower()
+    scan = _Scan(
+        text=text,
+        low=low,
+        encounters=_encounters(text),
+        sections=_sections(text),
+        bounds=_boundaries(text),
+        tags=[
+            (m.start(), [i.strip() for i in m.group(1).split(",")]) for m in _TAG_RE.finditer(text)
+        ],  # fmt: skip
+        found=_find(_PANEL_RES, text, low),
+        mentions={},
+    )
+    for start, _end, key, m in scan.found:
+        scan.mentions[(start, key)] = _mention(scan, start, key, m)
+    return scan
+
+
 def parse_record(record: str, extra_labels: Sequence[str] = ()) -> Record:
     """Parse a rendered record into its encounters and lab mentions.
 
@@ -253,19 +355,13 @@ def parse_record(record: str, extra_labels: Sequence[str] = ()) -> Record:
     rec = Record(text=record or "")
     if rec.empty:
         return rec
-    text = rec.text
-    rec.encounters = _encounters(text)
-    sections = _sections(text)
-    regexes = dict(_PANEL_RES)
+    scan = _scan(rec.text)
+    rec.encounters = list(scan.encounters)
+    extra = {}
     for label in extra_labels:
-        if label.strip().lower() not in regexes:
-            regexes[label.strip().lower()] = (None, _lab_regex(label.strip(), None))
-    bounds = _boundaries(text)
-    found: list[tuple[int, int, str, re.Match[str]]] = []
-    low = text.lower()
-    for key, (_lab, rx) in regexes.items():
-        for m in _label_matches(rx, key, text, low):
-            found.append((m.start(), m.end(), key, m))
+        if label.strip().lower() not in _PANEL_RES:
+            extra[label.strip().lower()] = (None, _lab_regex(label.strip(), None))
+    found = scan.found + _find(extra, scan.text, scan.low) if extra else list(scan.found)
     # a longer label wins over one it contains at the same value ("% Hemoglobin A1c")
     found.sort(key=lambda f: (f[0], -(f[1] - f[0])))
     kept: list[tuple[int, int, str, re.Match[str]]] = []
@@ -274,39 +370,23 @@ def parse_record(record: str, extra_labels: Sequence[str] = ()) -> Record:
             continue
         kept.append(f)
     mentions = []
-    for start, _end, _key, m in kept:
-        sent0 = bounds[max(0, bisect.bisect_right(bounds, start) - 1)]
-        day = _context_day(text, start, m.end("unit"), m.group("on"), sent0)
-        patient = next((p for p, a, b in sections if a <= start < b), "")
-        enc = next((d for p, d, a, b in rec.encounters if a <= start < b and p == patient), None)
-        after = (m.group("after") or "").strip().lower()
-        flag = {"h": "high", "(high)": "high", "l": "low", "(low)": "low"}.get(after, "")
-        label = text[start : start + len(_key)]
-        try:
-            value = float(re.sub(r"[<>=\s]", "", m.group("num")))
-        except ValueError:
-            continue
-        mentions.append(
-            LabMention(
-                label=label,
-                value_text=m.group("num").replace(" ", ""),
-                value=value,
-                unit=m.group("unit"),
-                day=day,
-                encounter=enc,
-                patient=patient,
-                pos=start,
-                flag=flag,
-            )
-        )
-    rec.labs = _assign_ids(text, mentions)
+    for start, _end, key, m in kept:
+        got = (scan.mentions[(start, key)] if (start, key) in scan.mentions
+               else _mention(scan, start, key, m))  # fmt: skip
+        if got is not None:
+            mentions.append(got)
+    rec.labs = _assign_ids(scan.tags, mentions)
     return rec
 
 
-def _assign_ids(text: str, mentions: list[LabMention]) -> list[LabMention]:
+def _assign_ids(tags: list[tuple[int, list[str]]], mentions: list[LabMention]) -> list[LabMention]:
     """Give each mention the LAB id of the tag that follows it: a tag lists its sentence's
-    facts in order, so the k-th untagged mention before a k-id tag gets the k-th id."""
-    tags = [(m.start(), [i.strip() for i in m.group(1).split(",")]) for m in _TAG_RE.finditer(text)]
+    facts in order, so the k-th untagged mention before a k-id tag gets the k-th id.
+
+    Args:
+        tags: (offset, ids) of the record's ``[...]`` tags in text order.
+        mentions: lab mentions in text order.
+    """
     out = list(mentions)
     # Mentions come in text order, so the ones between two tags are a contiguous slice
     # (found by bisection: the scan stays linear on a 50k-character full context).

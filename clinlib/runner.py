@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import os
 import re
@@ -292,8 +293,16 @@ class _Item:
 
 def _items(questions: pd.DataFrame, contexts: pd.DataFrame, backbone: Backbone) -> list[_Item]:
     by_qid = {q["qid"]: q for q in questions.to_dict("records")}
+    records = contexts.to_dict("records")
+    # Questions sharing a context run back to back (first-seen order, stable within): an
+    # offline reader then parses each record once, and a provider's prompt cache sees the
+    # shared prefix repeatedly.
+    first: dict[str, int] = {}
+    for i, ctx in enumerate(records):
+        first.setdefault(ctx["context"], i)
+    records.sort(key=lambda ctx: first[ctx["context"]])
     items = []
-    for ctx in contexts.to_dict("records"):
+    for ctx in records:
         q = by_qid[ctx["qid"]]
         # The label (name + non-default parameters, e.g. ``dense-retrieval(k=3)``) keys the
         # prediction, so an ablation variant never collides with the default strategy.
@@ -643,6 +652,25 @@ def _batch_upper_cost(items: list[_Item], bb: Backbone, cache: ResponseCache) ->
     return out
 
 
+def _answer_groups(
+    plan: list[tuple[Backbone, tuple[str, ...], int, list[_Item]]],
+) -> list[list[tuple[Backbone, tuple[str, ...], int, list[_Item]]]]:
+    """Cells with something to answer, in plan order; consecutive offline-reader cells of the
+    same (strategy label, prep model, setting) form one group, every other cell its own."""
+    groups: list[list[tuple[Backbone, tuple[str, ...], int, list[_Item]]]] = []
+    for entry in plan:
+        bb, cell, _n, todo = entry
+        if not todo:
+            continue
+        prev = groups[-1][-1] if groups else None
+        if (prev is not None and bb.kind != "openai" and prev[0].kind != "openai"
+                and (prev[1][0], *prev[1][2:]) == (cell[0], *cell[2:])):  # fmt: skip
+            groups[-1].append(entry)
+        else:
+            groups.append([entry])
+    return groups
+
+
 def run(
     profile: str | None = None,
     strategies: Sequence[Any] = ("no-context-blind",),
@@ -739,50 +767,78 @@ def run(
 
         return note
 
+    def client_for(bb: Backbone, cache: ResponseCache) -> LLMClient:
+        return LLMClient(bb, cache=cache, credentialed=credentialed,
+                         allow_unapproved=allow_unapproved, config=config, **opts)  # fmt: skip
+
+    async def answer_batch(client: LLMClient, bb: Backbone, cell: tuple[str, ...],
+                           batch: list[_Item], seq: int) -> None:  # fmt: skip
+        before = client.stats.api_calls
+        results = await client.complete_many(
+            [it.request for it in batch], on_result=on_result(cell, bb)
+        )
+        rows = [prediction_row(it, r, run_id) for it, r in zip(batch, results, strict=True)]
+        write_part(rows, name, run_id, seq)
+        c = tally.cell(cell)
+        c["new_predictions"] += len(rows)
+        c["api_calls"] += client.stats.api_calls - before
+
+    async def go_offline(group: list[tuple[Backbone, tuple[str, ...], int, list[_Item]]],
+                         cache: ResponseCache, seq: int) -> int:  # fmt: skip
+        # The offline readers of one (strategy, prep, setting) take turns batch by batch
+        # over the same context-ordered items, so each record is parsed once for all of
+        # them (see readers.SCAN_CACHE_CHARS). Offline answers cost nothing to recompute,
+        # so their part files are larger (fewer files for every later load to open).
+        step = max(batch_size, OFFLINE_BATCH_SIZE)
+        async with contextlib.AsyncExitStack() as stack:
+            clients = [await stack.enter_async_context(client_for(bb, cache))
+                       for bb, *_ in group]  # fmt: skip
+            for bb, _cell, _n, todo in group:
+                tokens.warm_message_counts([it.request.messages for it in todo], bb.model)
+            longest = max(len(todo) for *_, todo in group)
+            for start in range(0, longest, step):
+                for client, (bb, cell, _n, todo) in zip(clients, group, strict=True):
+                    if todo[start : start + step]:
+                        await answer_batch(client, bb, cell, todo[start : start + step], seq)
+                        seq += 1
+        return seq
+
+    async def go_api(bb: Backbone, cell: tuple[str, ...], todo: list[_Item],
+                     cache: ResponseCache, seq: int) -> int:  # fmt: skip
+        async with client_for(bb, cache) as client:
+            for start in range(0, len(todo), batch_size):
+                batch = todo[start : start + batch_size]
+                if budget_usd is not None:
+                    costs = np.cumsum(_batch_upper_cost(batch, bb, cache))
+                    fits = int(np.searchsorted(costs, budget_usd - tally.spent_usd,
+                                               side="right"))  # fmt: skip
+                    if fits < len(batch):
+                        stopped[cell] = (
+                            f"budget: ${tally.spent_usd:.4f} spent of "
+                            f"${budget_usd:.4f}; the next {len(batch) - fits} "
+                            f"request(s) could cost up to "
+                            f"${costs[-1] - (costs[fits - 1] if fits else 0):.4f}"
+                        )
+                        batch = batch[:fits]
+                if batch:
+                    await answer_batch(client, bb, cell, batch, seq)
+                    seq += 1
+                if cell in stopped:
+                    break
+        return seq
+
     async def go() -> None:
         seq = 0
         cache = ResponseCache(default_cache_path(name))
         try:
-            for bb, cell, _n, todo in plan:
-                if not todo:
+            for group in _answer_groups(plan):
+                bb, cell, _n, todo = group[0]
+                if bb.kind != "openai":
+                    seq = await go_offline(group, cache, seq)
                     continue
-                async with LLMClient(bb, cache=cache, credentialed=credentialed,
-                                     allow_unapproved=allow_unapproved, config=config,
-                                     **opts) as client:  # fmt: skip
-                    # Offline answers cost nothing to recompute, so their part files are
-                    # larger (fewer files for every later load_predictions to open).
-                    step = batch_size if bb.kind == "openai" else max(batch_size,
-                                                                      OFFLINE_BATCH_SIZE)  # fmt: skip
-                    if bb.kind != "openai":
-                        tokens.warm_message_counts([it.request.messages for it in todo], bb.model)
-                    for start in range(0, len(todo), step):
-                        batch = todo[start : start + step]
-                        if budget_usd is not None:
-                            costs = np.cumsum(_batch_upper_cost(batch, bb, cache))
-                            fits = int(np.searchsorted(costs, budget_usd - tally.spent_usd,
-                                                       side="right"))  # fmt: skip
-                            if fits < len(batch):
-                                stopped[cell] = (
-                                    f"budget: ${tally.spent_usd:.4f} spent of "
-                                    f"${budget_usd:.4f}; the next {len(batch) - fits} "
-                                    f"request(s) could cost up to "
-                                    f"${costs[-1] - (costs[fits - 1] if fits else 0):.4f}"
-                                )
-                                batch = batch[:fits]
-                        if batch:
-                            before = client.stats.api_calls
-                            results = await client.complete_many(
-                                [it.request for it in batch], on_result=on_result(cell, bb)
-                            )
-                            rows = [prediction_row(it, r, run_id)
-                                    for it, r in zip(batch, results, strict=True)]  # fmt: skip
-                            write_part(rows, name, run_id, seq)
-                            seq += 1
-                            c = tally.cell(cell)
-                            c["new_predictions"] += len(rows)
-                            c["api_calls"] += client.stats.api_calls - before
-                        if cell in stopped:
-                            return
+                seq = await go_api(bb, cell, todo, cache, seq)
+                if cell in stopped:
+                    return
         finally:
             cache.close()
 

@@ -100,3 +100,34 @@ def test_construction_reuse_reads_build_all_output():
     assert out["reused"].tolist() == [48, 0] and out["built"].tolist() == [0, 48]
     with pytest.raises(ablations.AblationInputError):
         ablations.construction_reuse(builds.drop(columns="cached"))
+
+
+def _toy_cohort() -> pd.DataFrame:
+    rows = [(i, "A", "low") for i in range(1, 4)] + [(i, "A", "high") for i in range(4, 7)]
+    rows += [(i, "B", "low") for i in (7, 8)] + [(i, "B", "high") for i in (9, 10)]
+    return pd.DataFrame(rows, columns=["subject_id", "disease", "tertile"])
+
+
+def test_stratified_subset_allocates_by_hand():
+    """n=5 over A (6 patients) and B (4): shares 3 and 2; within A the 1.5 / 1.5 tie goes to
+    the tertile sorted first ('high'), within B one each."""
+    cohort = _toy_cohort()
+    picked = ablations.stratified_subset(cohort, n=5, seed=3)
+    cells = cohort[cohort["subject_id"].isin(picked)].groupby(["disease", "tertile"]).size()
+    assert cells.to_dict() == {("A", "high"): 2, ("A", "low"): 1, ("B", "high"): 1,
+                               ("B", "low"): 1}  # fmt: skip
+    assert picked == sorted(picked) and len(set(picked)) == 5
+    assert ablations.stratified_subset(cohort, n=5, seed=3) == picked  # seeded
+    draws = {tuple(ablations.stratified_subset(cohort, n=5, seed=s)) for s in range(20)}
+    assert len(draws) > 1  # the seed matters
+    assert ablations.stratified_subset(cohort, n=50) == list(range(1, 11))
+
+
+def test_stratified_subset_and_subset_questions_errors_and_filtering():
+    with pytest.raises(ablations.AblationInputError, match="tertile"):
+        ablations.stratified_subset(_toy_cohort().drop(columns="tertile"))
+    with pytest.raises(ablations.AblationInputError, match="positive"):
+        ablations.stratified_subset(_toy_cohort(), n=0)
+    qs = pd.DataFrame({"qid": ["a", "b", "c"], "subject_ids": [[1], [1, 9], [2]]})
+    assert ablations.subset_questions(qs, [1, 2])["qid"].tolist() == ["a", "c"]
+    assert ablations.subset_questions(qs, None) is qs

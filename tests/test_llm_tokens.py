@@ -187,3 +187,25 @@ def test_count_texts_matches_count_tokens_with_threads_and_memo():
         assert count_texts(texts, model, workers=2) == expected
         assert count_texts(texts, model, workers=1) == expected  # now from the memo
         assert [tokens.count_tokens(t, model) for t in texts] == expected
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_block_counting_is_exact_on_adversarial_text(name):
+    """Long texts are counted per blank-line block; the sum must equal tiktoken's count of
+    the whole text, including where a block boundary meets '/', spaces, punctuation runs,
+    digits, apostrophes and special-token strings."""
+    import random
+
+    enc = tokens.get_encoding(name)
+    pieces = ["\n", "\n\n", "\n\n\n", " ", "  ", "/", ".", ".\n\n/", "\n\n ", "\n\n/x",
+              "'s", "'S", "123456", "4.2 mmol/L", "Ünïcödé", "ß", "—", "\t", "\r\n\r\n",
+              "<|endoftext|>", "Patient:", "Clinician:", "[LAB-12]", "a", "Visit 3 (2138-05-18)",
+              "x/y", "ALLCAPS", "camelCase", "😀"]  # fmt: skip
+    rng = random.Random(7)
+    for _ in range(40):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(900, 2500)))
+        assert len(text) >= tokens._BLOCKS_MIN_CHARS
+        tokens._memo.clear()
+        assert tokens._count_text(enc, text) == len(enc.encode(text, disallowed_special=()))
+        # twice: the second count comes from the memoised blocks
+        assert tokens._count_text(enc, text) == len(enc.encode(text, disallowed_special=()))

@@ -392,3 +392,48 @@ def test_run_parallel_matches_a_single_process_run(profile, tmp_path):
     cols = ["qid", "strategy", "response", "correct", "context_tokens"]
     assert (preds[cols].sort_values(cols[:2]).reset_index(drop=True)
             .equals(one[cols].sort_values(cols[:2]).reset_index(drop=True)))  # fmt: skip
+
+
+def test_questions_sharing_a_context_run_back_to_back():
+    """Items are grouped by context in first-seen order, stable within a group."""
+    from clinlib.readers import register_offline_backbones
+
+    register_offline_backbones()
+    qs = make_questions().head(5)
+    ctx = pd.DataFrame({
+        "qid": qs["qid"], "context": ["A", "B", "A", "C", "B"], "label": "full-context",
+        "prep_model": "rule-based", "setting": "post", "context_tokens": 1,
+    })  # fmt: skip
+    items = runner._items(qs, ctx, runner.resolve_backbones(["reference"], None)[0])
+    order = [it.key[0] for it in items]
+    assert order == ["T1-q00", "T1-q02", "T1-q01", "T1-q04", "T1-q03"]
+
+
+def test_offline_readers_take_turns_and_parse_each_record_once(profile, monkeypatch):
+    """Two offline readers of one cell answer batch by batch in turn, so a record is parsed
+    once for both (not once per reader), and every answer is still written."""
+    from clinlib import readers
+
+    readers.register_offline_backbones()
+    scans: list[str] = []
+    real = readers._scan_record
+    monkeypatch.setattr(readers, "_scan_record", lambda rec: scans.append(rec) or real(rec))
+    monkeypatch.setattr(readers, "_SCANS", readers.OrderedDict())
+    monkeypatch.setattr(readers, "SCAN_CACHE_CHARS", 1)  # only the latest record is kept
+    monkeypatch.setattr(runner, "OFFLINE_BATCH_SIZE", 1)
+    readers._parse_cached.cache_clear()
+    qs = make_questions().head(N_T1)
+    qs["question"] = [f"What did the Creatinine measurement of {d} show? Reply with the value "
+                      "and its unit only (for example: 1.3 mg/dL)."
+                      for d in ["2150-01-10", "2150-03-02"] * (N_T1 // 2)]  # fmt: skip
+    qs.to_parquet(config.BUILD_DIR / profile / "questions.parquet", index=False)
+    runner.run(profile, ["full-context"], ["reference", "eager"], progress=False, batch_size=1)
+    preds = raw_parts(profile)
+    assert len(preds) == 2 * N_T1 and preds["error"].isna().all(), preds["error"].iloc[0]
+    assert preds["backbone"].tolist()[:4] == ["reference", "eager"] * 2  # write order
+    contexts = question_contexts(qs, "full-context", profile)["context"]
+    assert len(scans) == contexts.nunique() == 2  # two patients, one full context each
+    groups = runner._answer_groups([(b, ("full-context", b.name, "rule-based", "post"), 1, [1])
+                                    for b in runner.resolve_backbones(["reference", "eager"],
+                                                                      None)])  # fmt: skip
+    assert len(groups) == 1 and len(groups[0]) == 2

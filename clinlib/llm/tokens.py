@@ -198,8 +198,30 @@ _memo: dict[tuple[str, bytes], int] = {}
 _memo_lock = threading.Lock()
 _MEMO_MIN_CHARS = 256  # shorter texts are cheaper to encode than to hash
 
+# Long texts are counted block by block, cutting only after a blank line that is followed by
+# a character that starts a new pre-token in both encodings' split patterns (not whitespace,
+# not "/", which o200k's punctuation pre-token may absorb after newlines). Pre-tokens never
+# span such a cut, and BPE runs within pre-tokens, so the block counts add up exactly; a
+# question's prompt then re-encodes only its own blocks, not the record it shares with the
+# patient's other questions.
+_BLOCKS_MIN_CHARS = 4096
 
-def _count_text(enc: tiktoken.Encoding, text: str) -> int:
+
+def _blocks(text: str) -> list[str]:
+    """``text`` cut after every blank line whose next character is not whitespace or "/"."""
+    out, start = [], 0
+    i = text.find("\n\n")
+    while i != -1:
+        j = i + 2
+        if j < len(text) and not text[j].isspace() and text[j] != "/":
+            out.append(text[start:j])
+            start = j
+        i = text.find("\n\n", i + 1)
+    out.append(text[start:])
+    return out
+
+
+def _count_block(enc: tiktoken.Encoding, text: str) -> int:
     if len(text) < _MEMO_MIN_CHARS:
         return len(enc.encode(text, disallowed_special=()))
     key = (
@@ -213,6 +235,21 @@ def _count_text(enc: tiktoken.Encoding, text: str) -> int:
         with _memo_lock:
             if len(_memo) >= _MEMO_MAX:
                 _memo.clear()
+            _memo[key] = n
+    return n
+
+
+def _count_text(enc: tiktoken.Encoding, text: str) -> int:
+    if len(text) < _BLOCKS_MIN_CHARS:
+        return _count_block(enc, text)
+    key = (
+        enc.name,
+        hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest(),
+    )
+    n = _memo.get(key)
+    if n is None:
+        n = sum(_count_block(enc, block) for block in _blocks(text))
+        with _memo_lock:
             _memo[key] = n
     return n
 
