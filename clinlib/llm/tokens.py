@@ -198,25 +198,43 @@ _memo: dict[tuple[str, bytes], int] = {}
 _memo_lock = threading.Lock()
 _MEMO_MIN_CHARS = 256  # shorter texts are cheaper to encode than to hash
 
-# Long texts are counted block by block, cutting only after a blank line that is followed by
-# a character that starts a new pre-token in both encodings' split patterns (not whitespace,
-# not "/", which o200k's punctuation pre-token may absorb after newlines). Pre-tokens never
-# span such a cut, and BPE runs within pre-tokens, so the block counts add up exactly; a
-# question's prompt then re-encodes only its own blocks, not the record it shares with the
-# patient's other questions.
+# Long texts are counted block by block. A block ends after a newline whose next character
+# starts a pre-token in both encodings' split patterns: not whitespace (which may merge with
+# the newline) and not "/" (which o200k's punctuation pre-token may absorb after newlines).
+# No pre-token spans such a cut and BPE runs within pre-tokens, so the block counts add up
+# exactly (tests compare with tiktoken on adversarial text). Blocks end at blank lines (visit
+# boundaries) and otherwise once they reach _BLOCK_CHARS, so a question's prompt re-encodes
+# only its own blocks, not the visits, notes or table rows it shares with other prompts.
 _BLOCKS_MIN_CHARS = 4096
+_BLOCK_CHARS = 1024
+
+
+def _cut_ok(text: str, j: int) -> bool:
+    return j < len(text) and not text[j].isspace() and text[j] != "/"
+
+
+def _next_cut(text: str, find: str, pos: int) -> int:
+    """The first safe cut after an occurrence of ``find`` at or after ``pos`` (-1: none)."""
+    i = text.find(find, pos)
+    while i != -1 and not _cut_ok(text, i + len(find)):
+        i = text.find(find, i + 1)
+    return -1 if i == -1 else i + len(find)
 
 
 def _blocks(text: str) -> list[str]:
-    """``text`` cut after every blank line whose next character is not whitespace or "/"."""
+    """``text`` cut at safe newlines: after each blank line, and once a block is long."""
     out, start = [], 0
-    i = text.find("\n\n")
-    while i != -1:
-        j = i + 2
-        if j < len(text) and not text[j].isspace() and text[j] != "/":
-            out.append(text[start:j])
-            start = j
-        i = text.find("\n\n", i + 1)
+    blank = _next_cut(text, "\n\n", 0)
+    while True:
+        if blank != -1 and blank <= start:
+            blank = _next_cut(text, "\n\n", start - 1)
+        size = _next_cut(text, "\n", start + _BLOCK_CHARS - 1)
+        cuts = [c for c in (blank, size) if c > start]
+        if not cuts:
+            break
+        cut = min(cuts)
+        out.append(text[start:cut])
+        start = cut
     out.append(text[start:])
     return out
 
