@@ -277,7 +277,8 @@ def pipeline(
     questions(profile=name, seed=seed)
     strategies(profile=name, setting="post")  # the original dialogues
     strategies(profile=name, setting="pre")  # T3-injected dialogues (equal-input probe)
-    strategies(profile=name, setting="pre", task="T5")  # T5's controlled contradictions
+    # Nothing downstream reads T5-injected constructions (the harness's `pre` setting is the
+    # T3 probe), so the pipeline does not build them: `strategies --setting pre --task T5`.
     evaluate_offline(profile=name)
 
 
