@@ -38,7 +38,7 @@ import hashlib
 import importlib.util
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -239,17 +239,15 @@ def _blocks(text: str) -> list[str]:
     return out
 
 
-def _count_block(enc: tiktoken.Encoding, text: str) -> int:
-    if len(text) < _MEMO_MIN_CHARS:
-        return len(enc.encode(text, disallowed_special=()))
+def _memoised(enc: tiktoken.Encoding, text: str, count: Callable[[], int]) -> int:
+    """``count()``, memoised under (encoding, digest of ``text``) within _MEMO_MAX entries."""
     key = (
         enc.name,
         hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest(),
     )
     n = _memo.get(key)
     if n is None:
-        # Special-token strings in clinical text are just text; never raise on them.
-        n = len(enc.encode(text, disallowed_special=()))
+        n = count()
         with _memo_lock:
             if len(_memo) >= _MEMO_MAX:
                 _memo.clear()
@@ -257,19 +255,21 @@ def _count_block(enc: tiktoken.Encoding, text: str) -> int:
     return n
 
 
+def _encode_count(enc: tiktoken.Encoding, text: str) -> int:
+    # Special-token strings in clinical text are just text; never raise on them.
+    return len(enc.encode(text, disallowed_special=()))
+
+
+def _count_block(enc: tiktoken.Encoding, text: str) -> int:
+    if len(text) < _MEMO_MIN_CHARS:
+        return _encode_count(enc, text)
+    return _memoised(enc, text, lambda: _encode_count(enc, text))
+
+
 def _count_text(enc: tiktoken.Encoding, text: str) -> int:
     if len(text) < _BLOCKS_MIN_CHARS:
         return _count_block(enc, text)
-    key = (
-        enc.name,
-        hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest(),
-    )
-    n = _memo.get(key)
-    if n is None:
-        n = sum(_count_block(enc, block) for block in _blocks(text))
-        with _memo_lock:
-            _memo[key] = n
-    return n
+    return _memoised(enc, text, lambda: sum(_count_block(enc, b) for b in _blocks(text)))
 
 
 def count_tokens(text_or_messages: str | Sequence[Mapping[str, Any]], model: str) -> int:
@@ -295,7 +295,7 @@ def count_tokens(text_or_messages: str | Sequence[Mapping[str, Any]], model: str
             if key == "content":
                 total += _count_text(enc, _content_text(value))
             elif key in ("role", "name") and isinstance(value, str):
-                total += len(enc.encode(value, disallowed_special=()))
+                total += _encode_count(enc, value)
                 if key == "name":
                     total += TOKENS_PER_NAME
     return total
