@@ -34,7 +34,7 @@ import pandas as pd
 
 from clinlib.dialogue import condition_of, render_visit
 from clinlib.strategies.base import Artifact, Strategy, StrategyError, question_text
-from clinlib.strategies.embed import DEFAULT_EMBEDDING_MODEL, get_embedder
+from clinlib.strategies.embed import DEFAULT_EMBEDDING_MODEL, EmbedsQueries
 from clinlib.strategies.facts import Fact, facts_of
 from clinlib.strategies.mem0 import retrieval_text
 from clinlib.strategies.prep import PrepError, PrepRequest, count_text_tokens, parse_json_reply
@@ -222,7 +222,7 @@ def _format_neighbors(neighbors: Sequence[dict]) -> str:
     )
 
 
-class AMemMemory(Strategy):
+class AMemMemory(EmbedsQueries, Strategy):
     """Visit-level Zettelkasten notes with links and evolution (derived; prep-built)."""
 
     name = "a-mem"
@@ -244,15 +244,6 @@ class AMemMemory(Strategy):
         self._positive_int("neighbors")
         if self.params["max_linked"] is not None and int(self.params["max_linked"]) < 0:
             raise StrategyError(f"{self.name}: max_linked must be >= 0")
-
-    @property
-    def embedder(self):
-        """The (process-wide) embedder of this strategy's model."""
-        return get_embedder(self.params["embedding_model"], self.params["embedding_dir"])
-
-    def warm_queries(self, questions: Sequence[Mapping[str, Any]]) -> None:
-        # Every access embeds its question: do all of them in one encoder batch first.
-        self.embedder.ensure([question_text(q) for q in questions])
 
     def prepare(self, jobs: Sequence[tuple[int, pd.DataFrame]], prep: Any) -> None:
         self._drafts: dict[int, list[dict]] = {}

@@ -19,13 +19,14 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from clinlib.config import build_dir
-from clinlib.strategies.base import StrategyError, text_hash
+from clinlib.strategies.base import StrategyError, question_text, text_hash
 
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 # Names that resolve to the model folder shipped inside a PyPI package (no download).
@@ -226,6 +227,22 @@ def get_embedder(
         if key not in _EMBEDDERS:
             _EMBEDDERS[key] = Embedder(model, folder)
         return _EMBEDDERS[key]
+
+
+class EmbedsQueries:
+    """Mixin for strategies that embed each question at access time (dense retrieval, Mem0,
+    A-Mem): their ``embedding_model`` / ``embedding_dir`` parameters name the embedder."""
+
+    params: dict[str, Any]
+
+    @property
+    def embedder(self) -> Embedder:
+        """The (process-wide) embedder of this strategy's model."""
+        return get_embedder(self.params["embedding_model"], self.params["embedding_dir"])
+
+    def warm_queries(self, questions: Sequence[Mapping[str, Any]]) -> None:
+        """Embed every question in one encoder batch before the per-question accesses."""
+        self.embedder.ensure([question_text(q) for q in questions])
 
 
 def cosine_top(query: np.ndarray, matrix: np.ndarray) -> np.ndarray:

@@ -42,7 +42,11 @@ import pandas as pd
 from clinlib.config import build_dir
 from clinlib.dialogue import render_visit
 from clinlib.strategies.base import Artifact, Strategy, StrategyError, question_text
-from clinlib.strategies.embed import DEFAULT_EMBEDDING_MODEL, get_embedder, resolve_model_path
+from clinlib.strategies.embed import (
+    DEFAULT_EMBEDDING_MODEL,
+    EmbedsQueries,
+    resolve_model_path,
+)
 from clinlib.strategies.facts import Fact, facts_of
 from clinlib.strategies.prep import PrepError, PrepRequest, count_text_tokens, parse_json_reply
 from clinlib.verify import TAG_RE
@@ -191,7 +195,7 @@ def rule_based_update(store: MemoryStore, facts: Sequence[Fact], with_ids: bool 
             store.items[mid]["signature"] = list(f.signature)
 
 
-class Mem0Memory(Strategy):
+class Mem0Memory(EmbedsQueries, Strategy):
     """Mem0-style fact memory with top-K retrieval (derived; built by the prep model)."""
 
     name = "mem0"
@@ -215,15 +219,6 @@ class Mem0Memory(Strategy):
         if self.params["engine"] not in ENGINES:
             raise StrategyError(f"{self.name}: engine must be one of {ENGINES}, "
                                 f"got {self.params['engine']!r}")  # fmt: skip
-
-    @property
-    def embedder(self):
-        """The (process-wide) embedder of this strategy's model."""
-        return get_embedder(self.params["embedding_model"], self.params["embedding_dir"])
-
-    def warm_queries(self, questions: Sequence[Mapping[str, Any]]) -> None:
-        # Every access embeds its question: do all of them in one encoder batch first.
-        self.embedder.ensure([question_text(q) for q in questions])
 
     # -- construction -----------------------------------------------------------------------
     def prepare(self, jobs: Sequence[tuple[int, pd.DataFrame]], prep: Any) -> None:

@@ -39,7 +39,7 @@ from clinlib.strategies.base import (
     text_hash,
     visit_order,
 )
-from clinlib.strategies.embed import DEFAULT_EMBEDDING_MODEL, get_embedder
+from clinlib.strategies.embed import DEFAULT_EMBEDDING_MODEL, EmbedsQueries
 
 RRF_K = 60
 BM25_K1 = 1.5
@@ -100,7 +100,7 @@ class _Retrieval(Strategy):
         return {"n_items": len(artifact.data.get("visits", [])), "item": "visits indexed"}
 
 
-class DenseRetrieval(_Retrieval):
+class DenseRetrieval(EmbedsQueries, _Retrieval):
     """Sentence-embedding retrieval of whole visits (the paper's dense baseline)."""
 
     name = "dense-retrieval"
@@ -117,15 +117,6 @@ class DenseRetrieval(_Retrieval):
         if self.params["chunking"] not in CHUNKING:
             raise StrategyError(f"{self.name}: chunking must be one of {CHUNKING}, "
                                 f"got {self.params['chunking']!r}")  # fmt: skip
-
-    @property
-    def embedder(self):
-        """The (process-wide) embedder of this strategy's model."""
-        return get_embedder(self.params["embedding_model"], self.params["embedding_dir"])
-
-    def warm_queries(self, questions: Sequence[Mapping[str, Any]]) -> None:
-        # Every access embeds its question: do all of them in one encoder batch first.
-        self.embedder.ensure([question_text(q) for q in questions])
 
     def _segments(self, turns: pd.DataFrame) -> list[tuple[int, str]]:
         """(visit_idx, text) segments to embed (one per visit unless chunking='max')."""
