@@ -333,7 +333,7 @@ def _scan_record(record: str) -> _Scan:
         bounds=_boundaries(text),
         tags=[
             (m.start(), [i.strip() for i in m.group(1).split(",")]) for m in _TAG_RE.finditer(text)
-        ],  # fmt: skip
+        ],
         found=_find(_PANEL_RES, text, low),
         mentions={},
     )

@@ -798,8 +798,9 @@ def run(
             longest = max(len(todo) for *_, todo in group)
             for start in range(0, longest, step):
                 for client, (bb, cell, _n, todo) in zip(clients, group, strict=True):
-                    if todo[start : start + step]:
-                        await answer_batch(client, bb, cell, todo[start : start + step], seq)
+                    batch = todo[start : start + step]
+                    if batch:
+                        await answer_batch(client, bb, cell, batch, seq)
                         seq += 1
         return seq
 
