@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 
 from clinlib.config import FIGURES_DIR, NOTEBOOKS_DIR, build_dir, resolve_profile
+from clinlib.guards import check_constructions, check_run
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 
@@ -24,6 +25,10 @@ ProfileOpt = Annotated[
     str | None, typer.Option("--profile", "-p", help="build profile (quick|paper|mimic|...)")
 ]
 SeedOpt = Annotated[int | None, typer.Option(help="seed (default: the profile's)")]
+AllowDropsOpt = Annotated[
+    bool,
+    typer.Option("--allow-drops", help="accept dropping more than 20% of the stage's input"),
+]
 
 
 def _fail(exc: Exception) -> None:
@@ -32,10 +37,22 @@ def _fail(exc: Exception) -> None:
 
 
 def _run(fn, *args, **kwargs):
+    import duckdb
+
     try:
         return fn(*args, **kwargs)
     except (ValueError, FileNotFoundError, KeyError) as exc:
+        # SourceSchemaError, StageError, GateError, RunnerError ... are ValueErrors.
         _fail(exc)
+    except duckdb.Error as exc:  # a read error a stage did not translate: still one line
+        from clinlib.sources.mimic import source_error
+
+        _fail(source_error(exc))
+
+
+def _profile(profile: str | None) -> str:
+    """The resolved profile name, or a one-line error (e.g. CLINTRACE_PROFILE=../x)."""
+    return _run(resolve_profile, profile)
 
 
 @app.callback()
@@ -56,7 +73,7 @@ def synth(
     from clinlib.sources.synthetic import synthesize
 
     t0 = time.perf_counter()
-    out = _run(synthesize, resolve_profile(profile), seed=seed, fmt=fmt)
+    out = _run(synthesize, _profile(profile), seed=seed, fmt=fmt)
     typer.echo(f"synthetic hosp tables -> {out} ({time.perf_counter() - t0:.1f}s)")
 
 
@@ -69,6 +86,7 @@ def cohort(
     meds_dir: Annotated[Path | None, typer.Option(help="a MEDS dataset root")] = None,
     seed: SeedOpt = None,
     per_disease: Annotated[int | None, typer.Option(help="patients per index disease")] = None,
+    allow_drops: AllowDropsOpt = False,
 ) -> None:
     """Select the cohort and extract its events (cohort/attrition/eligible/events.parquet)."""
     from clinlib.pipeline import build_cohort
@@ -81,6 +99,7 @@ def cohort(
         meds_dir=meds_dir,
         seed=seed,
         per_disease=per_disease,
+        allow_drops=allow_drops,
     )
     att = out["attrition"]
     for row in att.itertuples():
@@ -106,12 +125,14 @@ def export_meds(
 
 
 @app.command()
-def dialogues(profile: ProfileOpt = None, seed: SeedOpt = None) -> None:
+def dialogues(
+    profile: ProfileOpt = None, seed: SeedOpt = None, allow_drops: AllowDropsOpt = False
+) -> None:
     """Synthesise and verify one dialogue per cohort patient (dialogues.parquet + checks)."""
     from clinlib.dialogue import build_dialogues
 
     t0 = time.perf_counter()
-    out = _run(build_dialogues, profile, seed=seed)
+    out = _run(build_dialogues, _profile(profile), seed=seed, allow_drops=allow_drops)
     summary = out["dialogue_summary"]
     kept = int(summary["kept"].sum())
     typer.echo(
@@ -124,13 +145,15 @@ def dialogues(profile: ProfileOpt = None, seed: SeedOpt = None) -> None:
 
 
 @app.command()
-def questions(profile: ProfileOpt = None, seed: SeedOpt = None) -> None:
+def questions(
+    profile: ProfileOpt = None, seed: SeedOpt = None, allow_drops: AllowDropsOpt = False
+) -> None:
     """Generate T1–T9 questions and run the L0–L4 gates (questions.parquet + gates.parquet)."""
     from clinlib.tasks.build import build_questions
     from clinlib.tasks.gates import gate_report
 
     t0 = time.perf_counter()
-    out = _run(build_questions, profile, seed=seed)
+    out = _run(build_questions, _profile(profile), seed=seed, allow_drops=allow_drops)
     typer.echo(gate_report(out["gates"]))
     counts = out["questions"]["task"].value_counts().sort_index()
     typer.echo("questions: " + ", ".join(f"{t} {n}" for t, n in counts.items()))
@@ -152,9 +175,11 @@ def strategies(
 
     chosen = [s.strip() for s in names.split(",")] if names else None
     summary = _run(
-        build_all, profile, chosen, setting=setting, prep=prep, task=task, progress=False
-    )
+        build_all, _profile(profile), chosen, setting=setting, prep=prep, task=task,
+        progress=False,
+    )  # fmt: skip
     typer.echo(summary.to_string(index=False))
+    _run(check_constructions, summary)
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -228,6 +253,14 @@ def run_cmd(
         float | None, typer.Option("--budget", help="stop before spending more (USD)")
     ] = None,
     retry_errors: Annotated[bool, typer.Option(help="re-run predictions that failed")] = False,
+    retry_empty: Annotated[
+        bool,
+        typer.Option(
+            help="re-ask predictions whose completion was empty (bypasses the "
+            "response cache for them)"
+        ),
+    ] = False,
+    allow_drops: AllowDropsOpt = False,
     allow_unapproved: Annotated[
         bool, typer.Option(help="send credentialed data to an unapproved backbone")
     ] = False,
@@ -247,6 +280,7 @@ def run_cmd(
         prep,
         budget_usd=budget,
         retry_errors=retry_errors,
+        retry_empty=retry_empty,
         allow_unapproved=allow_unapproved,
         config=config,
         tasks=_csv(tasks),
@@ -254,6 +288,7 @@ def run_cmd(
         progress=True,
     )
     typer.echo(summary.to_string(index=False))
+    _run(check_run, "run", summary, allow_drops)
 
 
 STAGES = ("synth", "cohort", "dialogues", "questions", "strategies", "evaluate-offline")
@@ -267,23 +302,24 @@ def pipeline(
     skip_existing: Annotated[
         bool, typer.Option(help="skip synth when its tables already exist")
     ] = True,
+    allow_drops: AllowDropsOpt = False,
 ) -> None:
     """Run every stage in order on the embedded synthetic default."""
-    name = resolve_profile(profile)
+    name = _profile(profile)
     if not (skip_existing and (build_dir(name) / "raw" / "hosp").exists()):
         synth(profile=name, seed=seed)
-    cohort(profile=name, seed=seed)
-    dialogues(profile=name, seed=seed)
-    questions(profile=name, seed=seed)
+    cohort(profile=name, seed=seed, allow_drops=allow_drops)
+    dialogues(profile=name, seed=seed, allow_drops=allow_drops)
+    questions(profile=name, seed=seed, allow_drops=allow_drops)
     strategies(profile=name, setting="post")  # the original dialogues
     strategies(profile=name, setting="pre")  # T3-injected dialogues (equal-input probe)
     # Nothing downstream reads T5-injected constructions (the harness's `pre` setting is the
     # T3 probe), so the pipeline does not build them: `strategies --setting pre --task T5`.
-    evaluate_offline(profile=name)
+    evaluate_offline(profile=name, allow_drops=allow_drops)
 
 
 @app.command("evaluate-offline")
-def evaluate_offline(profile: ProfileOpt = None) -> None:
+def evaluate_offline(profile: ProfileOpt = None, allow_drops: AllowDropsOpt = False) -> None:
     """Answer every question with the offline readers under the paper's eight strategies,
     both T3 settings (the predictions the analysis notebooks read; resumable)."""
     from clinlib.runner import run_parallel
@@ -299,6 +335,7 @@ def evaluate_offline(profile: ProfileOpt = None) -> None:
         "rule-based",
     )
     typer.echo(summary.to_string(index=False))
+    _run(check_run, "evaluate-offline", summary, allow_drops)
 
 
 @app.command()
@@ -309,7 +346,7 @@ def notebooks(
     """Execute every numbered notebook on a profile (outputs under data/build/<p>/notebooks/)."""
     from clinlib.notebooks import execute_all
 
-    name = resolve_profile(profile)
+    name = _profile(profile)
     results = _run(execute_all, name, timeout=timeout)
     failed = [r for r in results if not r["ok"]]
     for r in results:
@@ -324,7 +361,7 @@ def notebooks(
 def reproduce(profile: ProfileOpt = "paper", seed: SeedOpt = None) -> None:
     """The main job: the whole pipeline + every notebook on a profile (default: paper)."""
     t0 = time.perf_counter()
-    name = resolve_profile(profile)
+    name = _profile(profile)
     pipeline(profile=name, seed=seed)
     notebooks(profile=name)
     typer.echo(
@@ -335,7 +372,7 @@ def reproduce(profile: ProfileOpt = "paper", seed: SeedOpt = None) -> None:
 @app.command()
 def info(profile: ProfileOpt = None) -> None:
     """Show which artifacts exist for a profile and where the notebooks are."""
-    name = resolve_profile(profile)
+    name = _profile(profile)
     root = build_dir(name)
     typer.echo(f"profile {name}: {root}")
     for path in sorted(root.glob("*.parquet")):

@@ -62,6 +62,7 @@ import pandas as pd
 
 from clinlib import verify as V
 from clinlib.config import PROFILES, artifact_path, resolve_profile
+from clinlib.guards import check_artifact, check_kept, group_reasons, stage_run
 from clinlib.io import atomic_path, read_artifact
 from clinlib.schema import ARTIFACTS
 from clinlib.vocab import EVENT_ID_PREFIX, EVENT_KINDS, LAB_PANEL, PANEL_ITEMIDS
@@ -1271,7 +1272,10 @@ def _summary(
 
 
 def build_dialogues(
-    profile: str | None = None, seed: int | None = None, rewriter: Rewriter | None = None
+    profile: str | None = None,
+    seed: int | None = None,
+    rewriter: Rewriter | None = None,
+    allow_drops: bool = False,
 ) -> dict[str, pd.DataFrame]:
     """Read events (+ cohort) of a profile, synthesise and verify every dialogue, and write
     dialogues / event_coverage / dialogue_checks / dialogue_summary (.parquet) atomically
@@ -1281,6 +1285,8 @@ def build_dialogues(
         profile: build profile (default: $CLINTRACE_PROFILE, else quick).
         seed: synthesis seed (default: the profile's seed, else 0).
         rewriter: optional LLM rewriter; the template path needs no network.
+        allow_drops: accept dropping more than guards.MAX_DROP_SHARE of the patients
+            (keeping none is always a StageError; issue 12 §3).
 
     Returns:
         The frames written, keyed by artifact name (see :func:`synthesize_corpus`).
@@ -1291,11 +1297,23 @@ def build_dialogues(
     hint = f"clintrace cohort --profile {name}"
     events_path = artifact_path("events.parquet", name)
     events = read_artifact(events_path, hint)
+    check_artifact("events", name)
     cohort_path = artifact_path("cohort.parquet", name)
     cohort = read_artifact(cohort_path, hint) if cohort_path.exists() else None
-    out = synthesize_corpus(events, cohort, seed=seed, rewriter=rewriter, source=str(events_path))
+    with stage_run("dialogues", name):
+        out = synthesize_corpus(events, cohort, seed=seed, rewriter=rewriter,
+                                source=str(events_path))  # fmt: skip
+        summary = out["dialogue_summary"]
+        dropped = summary.loc[~summary["kept"], "drop_reason"]
+        check_kept("dialogues", "patients' dialogues", int(summary["kept"].sum()), len(summary),
+                   group_reasons(dropped), allow_drops=allow_drops)  # fmt: skip
+        _write_build(out, name, rewriter is not None)
+    return out
+
+
+def _write_build(out: Mapping[str, pd.DataFrame], name: str, rewritten: bool) -> None:
     names = ["dialogue_summary", "dialogue_checks", "event_coverage", "dialogues"]
-    if rewriter is not None:
+    if rewritten:
         names.insert(1, "dialogue_rewrites")
     # All files are renamed into place together after every write succeeded; the summary,
     # entered first, is renamed last, so its presence marks a complete build.
@@ -1304,7 +1322,6 @@ def build_dialogues(
                 for n in names}  # fmt: skip
         for n, tmp in tmps.items():
             out[n].to_parquet(tmp, index=False)
-    return out
 
 
 def build_report(out: Mapping[str, pd.DataFrame]) -> str:

@@ -539,11 +539,21 @@ def _prepare_cells(
     return out
 
 
-def _done_keys(profile: str, retry_errors: bool) -> set[tuple[str, ...]]:
+def _done_keys(profile: str, retry_errors: bool, retry_empty: bool = False) -> set[tuple[str, ...]]:
     preds = load_predictions(profile)
     if retry_errors:
         preds = preds[preds["error"].isna()]
+    if retry_empty and len(preds):
+        preds = preds[~preds["empty"].fillna(False).astype(bool)]
     return set(preds[list(KEY_COLUMNS)].astype(str).itertuples(index=False, name=None))
+
+
+def _listed(value: Any) -> list[Any]:
+    """A bare string (or a single strategy / backbone object) as a one-name list: iterating
+    "full-context" would otherwise ask for strategies 'f', 'u', ... (issue 12 §4)."""
+    if isinstance(value, str | Backbone) or not isinstance(value, Iterable):
+        return [value]
+    return list(value)
 
 
 def estimate(
@@ -576,6 +586,8 @@ def estimate(
         One row per cell: :data:`ESTIMATE_COLUMNS` (``pending`` = not yet predicted).
     """
     name = resolve_profile(profile)
+    strategies, backbones, settings = _listed(strategies), _listed(backbones), _listed(settings)
+    tasks = _listed(tasks) if tasks is not None else None
     bbs = resolve_backbones(backbones, config)
     done = _done_keys(name, retry_errors=False)
     rows = []
@@ -685,6 +697,7 @@ def run(
     limit: int | None = None,
     tasks: Iterable[str] | None = None,
     *,
+    retry_empty: bool = False,
     batch_size: int = DEFAULT_BATCH_SIZE,
     questions: pd.DataFrame | None = None,
     client_options: dict[str, Any] | None = None,
@@ -704,6 +717,8 @@ def run(
         budget_usd: stop before new spend (API calls not served from the cache) could exceed
             this; checked per batch against the batch's upper-bound cost.
         retry_errors: re-run keys whose latest row has an error (the new row supersedes it).
+        retry_empty: re-ask keys whose latest completion was empty, past the response cache
+            (``LLMClient(refresh_empty=True)``, the paper's M1 pass); the new row supersedes.
         allow_unapproved: send credentialed data to backbones not approved for it.
         config: TOML config with user endpoints.
         progress: show a tqdm progress bar (done, cache hits, $ spent, errors).
@@ -721,6 +736,8 @@ def run(
     from tqdm.auto import tqdm
 
     name = resolve_profile(profile)
+    strategies, backbones, settings = _listed(strategies), _listed(backbones), _listed(settings)
+    tasks = _listed(tasks) if tasks is not None else None
     if budget_usd is not None and (not isinstance(budget_usd, int | float) or budget_usd < 0):
         raise RunnerError(f"budget_usd must be a number >= 0, got {budget_usd!r}")
     if not isinstance(batch_size, int) or batch_size < 1:
@@ -730,7 +747,7 @@ def run(
     for bb in bbs:  # refuse before any context is built or any request is sent
         check_egress(bb, credentialed, allow_unapproved)
     _clean_stale_temps(predictions_dir(name))
-    done = _done_keys(name, retry_errors)
+    done = _done_keys(name, retry_errors, retry_empty)
     prepared = _prepare_cells(name, strategies, settings, prep, tasks, limit, questions, bbs,
                               done=done, config=config)  # fmt: skip
 
@@ -748,6 +765,8 @@ def run(
     total = sum(len(todo) for *_, todo in plan)
     bar = tqdm(total=total, desc=f"run {name}", disable=not progress, unit="q")
     opts = dict(client_options or {})
+    if retry_empty:
+        opts.setdefault("refresh_empty", True)
 
     def on_result(cell: tuple[str, ...], bb: Backbone) -> Callable[[ChatResult], None]:
         def note(res: ChatResult) -> None:
@@ -896,6 +915,7 @@ def run_parallel(
     from clinlib.strategies import get_strategy
 
     name = resolve_profile(profile)
+    strategies, backbones, settings = _listed(strategies), _listed(backbones), _listed(settings)
     # Canonical labels (``dense-retrieval(k=5)`` is ``dense-retrieval``): what the
     # predictions record, so the summary below finds every cell that was run.
     strats = [get_strategy(str(s), profile=name) for s in strategies]

@@ -292,6 +292,12 @@ PRESETS: dict[str, Backbone] = {
 
 PAPER_BACKBONES: tuple[str, ...] = tuple(PRESETS)
 
+# The kit's offline readers (clinlib.readers registers them on demand). A user config may not
+# define a backbone under these names: `run --backbones reference` would silently call an API.
+OFFLINE_READER_NAMES: tuple[str, ...] = ("reference", "eager")
+# Fields that make a preset what it is; a config overriding them would replace it silently.
+IDENTITY_FIELDS: tuple[str, ...] = ("base_url", "model")
+
 _REGISTRY: dict[str, Backbone] = dict(PRESETS)
 
 
@@ -428,6 +434,8 @@ __all__ = [
     "OfflineReply",
     "PAPER_BACKBONES",
     "PRESETS",
+    "OFFLINE_READER_NAMES",
+    "IDENTITY_FIELDS",
     "UnknownBackboneError",
     "check_egress",
     "get_backbone",

@@ -2,7 +2,8 @@
 
 The file is named by ``--config PATH`` or ``$CLINTRACE_CONFIG``. Each ``[backbones.NAME]``
 table defines an OpenAI-compatible endpoint, or overrides fields of a backbone that already
-exists (e.g. a preset's prices)::
+exists (e.g. a preset's prices). Replacing a built-in is refused: a table named like an offline
+reader (``reference``, ``eager``), or one changing a preset's ``base_url`` / ``model``::
 
     [backbones.my-vllm]
     base_url = "http://localhost:8000/v1"
@@ -31,6 +32,9 @@ from typing import Any
 
 from clinlib.llm.backbones import (
     ENV_VAR_NAME,
+    IDENTITY_FIELDS,
+    OFFLINE_READER_NAMES,
+    PRESETS,
     Backbone,
     BackboneError,
     asdict_shallow,
@@ -113,6 +117,22 @@ def _entry_problems(name: str, entry: Mapping[str, Any]) -> list[tuple[str, str]
     return problems
 
 
+def _replaces_builtin(name: str, entry: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A table that would silently replace a built-in backbone (issue 12 §4): any table named
+    like an offline reader, or a preset's base_url / model (its prices may be overridden)."""
+    if name in OFFLINE_READER_NAMES:
+        return [("(table)", f"{name!r} is the kit's built-in offline reader; use another name")]
+    preset = PRESETS.get(name)
+    if preset is None:
+        return []
+    return [
+        (key, f"would replace built-in preset {name!r} ({getattr(preset, key)!r}); define your "
+              "endpoint under a new name")
+        for key in IDENTITY_FIELDS
+        if key in entry and entry[key] != getattr(preset, key)
+    ]  # fmt: skip
+
+
 def load_config(
     config: str | Path | None = None, base: Mapping[str, Backbone] | None = None
 ) -> dict[str, Backbone]:
@@ -148,7 +168,7 @@ def load_config(
         where = f"{path}: [backbones.{name}]"
         if not isinstance(entry, dict):
             raise LLMConfigError(f"{where} must be a table, got {type(entry).__name__}")
-        problems = _entry_problems(name, entry)
+        problems = _entry_problems(name, entry) + _replaces_builtin(name, entry)
         if problems:
             detail = "; ".join(f"key {key!r}: {msg}" for key, msg in problems)
             raise LLMConfigError(f"{where}: {detail}")

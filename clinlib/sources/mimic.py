@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -157,7 +158,8 @@ def _csv_header(path: Path) -> list[str]:
         raise SourceSchemaError(path, expected="a readable CSV file", found=str(err)) from None
     if not header:
         raise SourceSchemaError(path, expected="a header line", found="an empty file")
-    return [name.strip().lower() for name in header]
+    # A UTF-8 BOM (Excel's "CSV UTF-8") sticks to the first name; DuckDB skips it in the data.
+    return [name.strip().lstrip("\ufeff").strip().lower() for name in header]
 
 
 def _check_required(table: str, path: Path, present: Iterable[str]) -> None:
@@ -198,10 +200,13 @@ def _check_csv_sample(
     try:
         row = con.execute(sql).fetchone()
     except duckdb.Error as err:
-        first_line = str(err).strip().splitlines()[0]
+        raise source_error(err, path) from None
+    if row[0] == 0:
+        # A header-only table otherwise yields an empty cohort with no word about why.
         raise SourceSchemaError(
-            path, expected="MIMIC-IV CSV (comma, double-quote escaped)", found=first_line
-        ) from None
+            path, expected="at least one data row", found="a header only",
+            hint=f"{table} needs columns {', '.join(REQUIRED[table])}",
+        )  # fmt: skip
     for (column, expected), bad in zip(typed.items(), row[1:], strict=True):
         if bad is not None:
             raise SourceSchemaError(
@@ -211,6 +216,64 @@ def _check_csv_sample(
                 found=f"value {bad!r}",
                 hint=f"first {sample_rows} rows checked",
             )
+
+
+_CSV_LINE = re.compile(r"CSV Error on Line: (\d+)")
+_CSV_FILE = re.compile(r"^\s*file = (.+)$", re.M)
+_CONVERT = re.compile(r'converting column "([^"]+)"\. Could not convert string "(.*)" to \'(\w+)\'')
+_COLUMNS = re.compile(r"Expected Number of Columns: (\d+) Found: (\d+)")
+
+
+def source_error(err: duckdb.Error, path: str | Path | None = None) -> SourceSchemaError:
+    """A one-line :class:`SourceSchemaError` for a DuckDB read error (issue 12 §4).
+
+    DuckDB's CSV errors span ~40 lines; this keeps the file, the line, and the column and
+    value (a conversion), the field counts (a ragged row) or the unterminated quote.
+    """
+    text = str(err)
+    file = _CSV_FILE.search(text)
+    where = file.group(1).strip() if file else (path or "source table")
+    line = _CSV_LINE.search(text)
+    at = f"line {line.group(1)}" if line else None
+    if m := _CONVERT.search(text):
+        return SourceSchemaError(where, column=m.group(1), expected=m.group(3),
+                                 found=f"value {m.group(2)!r}", hint=at)  # fmt: skip
+    if m := _COLUMNS.search(text):
+        return SourceSchemaError(where, expected=f"{m.group(1)} fields",
+                                 found=f"{m.group(2)} (a ragged row)", hint=at)  # fmt: skip
+    if "unterminated quote" in text:
+        return SourceSchemaError(where, expected='a closing quote (")',
+                                 found="an unterminated quote", hint=at)  # fmt: skip
+    if path is not None and not str(path).endswith(".parquet") and Path(path).is_file():
+        # DuckDB's sniffer reports no line on a small file: find it with the csv module.
+        problem = _locate_csv_problem(Path(path))
+        if problem is not None:
+            line, expected, found = problem
+            return SourceSchemaError(where, expected=expected, found=found, hint=f"line {line}")
+    first = (text.strip().splitlines() or [type(err).__name__])[0]
+    return SourceSchemaError(where, expected="MIMIC-IV CSV (comma, double-quote escaped)",
+                             found=first, hint=at)  # fmt: skip
+
+
+def _locate_csv_problem(path: Path, max_rows: int = DEFAULT_SAMPLE_ROWS):
+    """(line, expected, found) of the first ragged row or unterminated quote, or None."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", newline="") as handle:
+        reader = csv.reader(handle, strict=True)
+        try:
+            width = len(next(reader))
+            start = reader.line_num + 1
+            for n, row in enumerate(reader):
+                if len(row) != width and row:
+                    return start, f"{width} fields", f"{len(row)} (a ragged row)"
+                if n >= max_rows:
+                    return None
+                start = reader.line_num + 1
+        except csv.Error:
+            return start, 'a closing quote (")', "an unterminated quote"
+        except (StopIteration, UnicodeDecodeError, OSError):
+            return None
+    return None
 
 
 def _csv_view_sql(table: str, path: Path, header: list[str]) -> str:
@@ -276,6 +339,60 @@ def _check_parquet(table: str, path: Path, schema: pa.Schema) -> None:
             raise SourceSchemaError(
                 path, column=column, expected=expected, found=f"parquet type {by_lower[column]}"
             )
+
+
+# --------------------------------------------------------------------------- primary keys
+
+# Keys whose duplicates would silently multiply events (issue 12 §4: a repeated admissions row
+# doubles every event of that admission). Both tables are small, so a full scan is cheap;
+# labevents' labevent_id is checked over the cohort's rows only (pipeline.build_cohort).
+PRIMARY_KEYS: dict[str, str] = {"patients": "subject_id", "admissions": "hadm_id"}
+
+
+def check_unique(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    key: str,
+    path: str | Path,
+    subjects: Iterable[int] | None = None,
+) -> None:
+    """Raise :class:`SourceSchemaError` naming the first duplicated ``key`` value of ``table``.
+
+    Args:
+        con: a connection with the hosp views.
+        table: the view name.
+        key: its primary-key column.
+        path: the table's file (for the message).
+        subjects: check only these patients' rows (a big table); the message then gives the
+            count instead of the rows, which would need a numbered scan of the whole file.
+    """
+    col, view = _ident(key), _ident(table)
+    if subjects is None:
+        sql = (
+            f"SELECT {col}, list(rn ORDER BY rn)[1:2], count(*) FROM (SELECT {col}, "
+            f"row_number() OVER () AS rn FROM {view}) WHERE {col} IS NOT NULL GROUP BY 1 "
+            f"HAVING count(*) > 1 ORDER BY min(rn) LIMIT 1"
+        )
+    else:
+        ids = ", ".join(str(int(s)) for s in subjects) or "NULL"
+        sql = (
+            f"SELECT {col}, NULL, count(*) FROM {view} WHERE {col} IS NOT NULL "
+            f"AND subject_id IN ({ids}) GROUP BY 1 HAVING count(*) > 1 ORDER BY 1 LIMIT 1"
+        )
+    try:
+        row = con.execute(sql).fetchone()
+    except duckdb.Error as err:
+        raise source_error(err, path) from None
+    if row is None:
+        return
+    value, rows, n = row
+    where = f"{n} rows"
+    if rows:
+        # row_number counts data rows; a CSV's line adds the header.
+        unit, off = ("line", 1) if not str(path).endswith(".parquet") else ("row", 0)
+        where = f"{unit}s " + " and ".join(str(r + off) for r in rows)
+    raise SourceSchemaError(path, column=key, expected="unique values (a primary key)",
+                            found=f"value {value} on {where}")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- public API

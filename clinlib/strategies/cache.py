@@ -8,7 +8,8 @@ construction parameters (not access-only ones such as K), the prep model's versi
 patient, and the sha256 of the dialogue text the construction read — so a T3 pre-injected
 variant of a dialogue gets its own entry while unchanged dialogues are shared between
 settings. Writes are atomic (:func:`clinlib.io.atomic_path`), so a crash never leaves a
-half-written artifact that looks complete; an unreadable file is rebuilt.
+half-written artifact that looks complete; an unreadable file (or one holding another entry)
+is found by the batch build, reported as ``repaired`` and rebuilt.
 
 :func:`build_all` builds a profile's dialogues for several strategies and returns a summary
 frame (built / cached / seconds); :func:`question_contexts` gives the runner the prompt context
@@ -63,6 +64,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "n_dialogues",
     "built",
     "cached",
+    "repaired",
     "seconds",
 )
 CONTEXT_COLUMNS: tuple[str, ...] = (
@@ -116,10 +118,14 @@ class ConstructionCache:
         if not path.is_file():
             return None
         try:
-            return Artifact.from_dict(json.loads(path.read_text(encoding="utf-8")))
-        except (json.JSONDecodeError, StrategyError, OSError) as exc:
+            art = Artifact.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        except (json.JSONDecodeError, UnicodeDecodeError, StrategyError, OSError) as exc:
             log.warning("rebuilding unreadable construction %s (%s)", path, exc)
             return None
+        if (art.strategy, art.subject_id, art.key) != (strategy_name, int(subject_id), key):
+            log.warning("rebuilding construction %s: it holds another entry", path)
+            return None
+        return art
 
     def put(self, artifact: Artifact) -> Path:
         """Write an artifact atomically (its ``key`` must be set)."""
@@ -228,7 +234,8 @@ def build_strategy(
     """Build (or find cached) one strategy's artifacts for many dialogues.
 
     Returns:
-        ``{"built", "cached", "seconds"}``.
+        ``{"built", "cached", "repaired", "seconds"}`` (repaired: unreadable cached files
+        found and rebuilt; they count as built).
     """
     t0 = time.perf_counter()
     hashes = dict(hashes or {})
@@ -236,7 +243,15 @@ def build_strategy(
     for sid, turns in dialogues.items():
         sha = hashes.get(sid) or dialogue_hash(check_turns(turns, f"patient {sid}"))
         keys[sid] = ConstructionCache.key(strategy, sid, sha, prep)
-    missing = [sid for sid in dialogues if not cache.exists(strategy.name, sid, keys[sid])]
+    present = [sid for sid in dialogues if cache.exists(strategy.name, sid, keys[sid])]
+    # A cached file that does not load (truncated, edited) is found here, by the strategies
+    # stage, and rebuilt — not left for `run` to trip over (issue 12 §4).
+    corrupt = {sid for sid in present if cache.get(strategy.name, sid, keys[sid]) is None}
+    if corrupt:
+        log.warning("%s: %d cached construction(s) unreadable, rebuilt (patients %s)",
+                    strategy.label(), len(corrupt), sorted(corrupt)[:5])  # fmt: skip
+    cached = set(present) - corrupt
+    missing = [sid for sid in dialogues if sid not in cached]
     llm = bool(getattr(prep, "is_llm", False)) and strategy.uses_prep
     batches = [missing[i : i + BATCH] for i in range(0, len(missing), BATCH)]
     done = 0
@@ -257,6 +272,7 @@ def build_strategy(
     return {
         "built": len(missing),
         "cached": len(dialogues) - len(missing),
+        "repaired": len(corrupt),
         "seconds": time.perf_counter() - t0,
     }
 

@@ -26,8 +26,9 @@ Selection (deterministic for a seed, independent of input row order):
    (6,271); ``quick`` uses :data:`QUICK_COUNTS`, small but covering every subtype.
 
 If a HARD gate fails, gates.parquet is still written, the set goes to
-``questions_rejected.parquet`` (not questions.parquet) and the GateError is raised, so nothing
-downstream runs on a failed set.
+``questions_rejected.parquet`` (not questions.parquet), a previous questions.parquet is removed
+and the GateError is raised, so nothing downstream runs on a failed (or an older) set. No
+question at all, or a task with none, is a guards.StageError (issue 12 §3).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from clinlib.config import PROFILES, artifact_path, resolve_profile
+from clinlib.guards import StageError, stage_run
 from clinlib.io import write_parquet
 from clinlib.tasks import rules
 from clinlib.tasks.base import QUESTION_COLUMNS
@@ -387,6 +389,7 @@ def build_questions(
     profile: str | None = None,
     seed: int | None = None,
     counts: Mapping[str, int] | None = None,
+    allow_drops: bool = False,
 ) -> dict[str, pd.DataFrame]:
     """Build, gate and write a profile's evaluation set.
 
@@ -394,6 +397,7 @@ def build_questions(
         profile: build profile (default $CLINTRACE_PROFILE, else quick).
         seed: selection seed (default: the profile's seed, else 0).
         counts: per-task targets (default :func:`target_counts`).
+        allow_drops: accept a task with 0 questions (0 questions in all is always an error).
 
     Returns:
         ``{"questions", "gates", "availability"}``.
@@ -401,7 +405,9 @@ def build_questions(
     Raises:
         FileNotFoundError: a stage artifact is missing (names the command to run).
         GateError (a ValueError): a hard gate failed; gates.parquet and
-            questions_rejected.parquet are written for inspection.
+            questions_rejected.parquet are written for inspection, and any previous
+            questions.parquet is removed (the stage manifest records the failure).
+        StageError (a ValueError): no questions, or a task without any.
     """
     name = resolve_profile(profile)
     counts = dict(counts) if counts is not None else target_counts(name)
@@ -410,17 +416,40 @@ def build_questions(
         raise ValueError(f"counts: unknown task(s) {unknown}; known: {', '.join(TASK_ORDER)}")
     if seed is None:
         seed = PROFILES[name].seed if name in PROFILES else 0
-    inp = load_inputs(name, seed=seed)
-    questions, availability, shortfalls = build_question_set(inp, counts, seed)
-    gates = pd.concat(
-        [run_validation_gates(questions, name), shortfall_gate_rows(counts, shortfalls)],
-        ignore_index=True,
-    )
-    write_parquet(gates, artifact_path("gates.parquet", name))
-    write_parquet(availability, artifact_path("question_availability.parquet", name))
-    failure = _hard_failure(gates)
-    if failure is not None:
-        write_parquet(questions, artifact_path("questions_rejected.parquet", name))
-        raise failure
-    write_parquet(questions, artifact_path("questions.parquet", name))
+    # A failed build removes questions.parquet: no reader may pick up the previous set.
+    with stage_run("questions", name, remove_on_failure=("questions",)):
+        inp = load_inputs(name, seed=seed)
+        questions, availability, shortfalls = build_question_set(inp, counts, seed)
+        _check_nonempty(questions, counts, availability, allow_drops)
+        gates = pd.concat(
+            [run_validation_gates(questions, name), shortfall_gate_rows(counts, shortfalls)],
+            ignore_index=True,
+        )
+        write_parquet(gates, artifact_path("gates.parquet", name))
+        write_parquet(availability, artifact_path("question_availability.parquet", name))
+        failure = _hard_failure(gates)
+        if failure is not None:
+            write_parquet(questions, artifact_path("questions_rejected.parquet", name))
+            raise failure
+        write_parquet(questions, artifact_path("questions.parquet", name))
     return {"questions": questions, "gates": gates, "availability": availability}
+
+
+def _check_nonempty(
+    questions: pd.DataFrame,
+    counts: Mapping[str, int],
+    availability: pd.DataFrame,
+    allow_drops: bool,
+) -> None:
+    """No questions at all is a StageError; so is a task left with none (unless
+    ``allow_drops``), naming its candidate count (issue 12 §3)."""
+    if questions.empty:
+        raise StageError(f"questions: 0 of {sum(counts.values())} target questions generated")
+    have = questions["task"].value_counts()
+    empty = [t for t, n in counts.items() if n > 0 and have.get(t, 0) == 0]
+    if empty and not allow_drops:
+        cands = availability.groupby("task")["candidates"].sum()
+        detail = ", ".join(f"{t} ({int(cands.get(t, 0))} candidates)" for t in empty)
+        raise StageError(
+            f"questions: 0 questions for {detail}; fix the input, or pass --allow-drops to accept"
+        )
