@@ -516,10 +516,15 @@ def test_build_dialogues_writes_all_artifacts_atomically(tmp_path, monkeypatch, 
     (tmp_path / "unit").mkdir()
     events.to_parquet(tmp_path / "unit" / "events.parquet")
     make_cohort().to_parquet(tmp_path / "unit" / "cohort.parquet")
-    out = D.build_dialogues("unit", seed=0)
+    # 2 of 4 patients drop (50% > 20%): the stage refuses and writes nothing (issue 12 §3).
+    with pytest.raises(ValueError, match=r"dialogues: 2 of 4 patients' dialogues dropped"):
+        D.build_dialogues("unit", seed=0)
+    assert not (tmp_path / "unit" / "dialogues.parquet").exists()
+    out = D.build_dialogues("unit", seed=0, allow_drops=True)
     names = sorted(p.name for p in (tmp_path / "unit").iterdir())
     assert names == ["cohort.parquet", "dialogue_checks.parquet", "dialogue_summary.parquet",
-                     "dialogues.parquet", "event_coverage.parquet", "events.parquet"]  # fmt: skip
+                     "dialogues.parquet", "event_coverage.parquet", "events.parquet",
+                     "manifests"]  # fmt: skip
     back = pd.read_parquet(tmp_path / "unit" / "dialogues.parquet")
     assert back["subject_id"].unique().tolist() == [1001, 1002]
     assert back["event_ids"].map(list).tolist() == out["dialogues"]["event_ids"].map(list).tolist()

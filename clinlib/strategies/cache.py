@@ -191,6 +191,9 @@ def _load_questions(profile: str, questions: pd.DataFrame | None) -> pd.DataFram
             f"{path} does not exist; build the question set first (the 'pre' setting and "
             "question contexts need it)"
         )
+    from clinlib.guards import check_artifact
+
+    check_artifact("questions", profile)  # not a failed or stale set
     return pd.read_parquet(path)
 
 
