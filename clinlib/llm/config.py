@@ -118,10 +118,8 @@ def _entry_problems(name: str, entry: Mapping[str, Any]) -> list[tuple[str, str]
 
 
 def _replaces_builtin(name: str, entry: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """A table that would silently replace a built-in backbone (issue 12 §4): any table named
-    like an offline reader, or a preset's base_url / model (its prices may be overridden)."""
-    if name in OFFLINE_READER_NAMES:
-        return [("(table)", f"{name!r} is the kit's built-in offline reader; use another name")]
+    """(key, problem) pairs of a table that would silently replace a built-in preset (issue 12
+    §4): a changed base_url / model (its prices may be overridden)."""
     preset = PRESETS.get(name)
     if preset is None:
         return []
@@ -168,6 +166,9 @@ def load_config(
         where = f"{path}: [backbones.{name}]"
         if not isinstance(entry, dict):
             raise LLMConfigError(f"{where} must be a table, got {type(entry).__name__}")
+        if name in OFFLINE_READER_NAMES:
+            raise LLMConfigError(f"{where}: {name!r} is the kit's built-in offline reader; "
+                                 "define your endpoint under another name")  # fmt: skip
         problems = _entry_problems(name, entry) + _replaces_builtin(name, entry)
         if problems:
             detail = "; ".join(f"key {key!r}: {msg}" for key, msg in problems)
