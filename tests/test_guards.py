@@ -323,3 +323,21 @@ def test_evaluable_patients_needs_a_kept_dialogue_and_a_question():
     questions = pd.DataFrame({"subject_ids": [[1], [2], [1, 3]]})
     out = guards.evaluable_patients(cohort, summary, questions)
     assert out["subject_id"].tolist() == [1, 3]
+
+
+def test_cli_turns_an_untranslated_duckdb_error_into_one_line():
+    import duckdb
+    import typer
+
+    from clinlib import cli
+
+    def boom():
+        raise duckdb.ConversionException(
+            "Conversion Error: CSV Error on Line: 7\nOriginal Line: 1,x\nError when converting "
+            'column "valuenum". Could not convert string "abc" to \'DOUBLE\'\n\n'
+            "  file = /data/hosp/labevents.csv.gz\n  delimiter = ,"
+        )
+
+    with pytest.raises(typer.Exit) as info:
+        cli._run(boom)
+    assert info.value.exit_code == 2
