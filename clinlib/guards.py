@@ -240,8 +240,9 @@ def check_run(stage: str, summary, allow_drops: bool = False) -> None:
     cells = len(summary)
     predicted = int(summary["n_predicted"].sum()) if cells else 0
     if predicted == 0:
-        wanted = int(summary["n"].sum()) if cells else 0
-        raise StageError(f"{stage}: 0 predictions in {cells} cell(s) ({wanted} questions asked)")
+        # run's summary counts the questions asked ("n"); evaluate-offline's does not.
+        asked = f" ({int(summary['n'].sum())} questions asked)" if "n" in summary else ""
+        raise StageError(f"{stage}: 0 predictions in {cells} cell(s){asked}")
     reasons = {
         "transport error": int(summary["errors"].sum()),
         "empty completion": int(summary["empty"].sum()),
