@@ -2,8 +2,9 @@
 increase, decrease, or stay similar after a documented treatment event?"; Appendix B.5,
 Fig. 11; Table 6).
 
-A treatment event is a covered prescription whose drug name (lower case) contains a key of
-rules.T8_TREATMENT_TARGETS; each of the key's target labs gives one candidate when
+A treatment event is a covered prescription whose drug name contains a key of
+rules.T8_TREATMENT_TARGETS as whole words of its clinlib.drugnames key (tall-man, qualifiers,
+strengths and spacing do not matter; the question shows the recorded name); each of the key's target labs gives one candidate when
 
 * before = the latest measurement of the lab at or before the prescription's start, at most
   rules.T8_MAX_BEFORE_DAYS earlier, and
@@ -25,6 +26,7 @@ from bisect import bisect_left, bisect_right
 
 import pandas as pd
 
+from clinlib.drugnames import drug_display, drug_key, has_phrase
 from clinlib.tasks import rules
 from clinlib.tasks.generators.common import (
     TaskInputs,
@@ -46,9 +48,10 @@ MAX_PER_SERIES = 3
 
 
 def treatment_key(drug: str) -> str | None:
-    """The T8_TREATMENT_TARGETS key contained in a drug name (longest match), else None."""
-    low = str(drug).lower()
-    hits = [k for k in rules.T8_TREATMENT_TARGETS if k in low]
+    """The T8_TREATMENT_TARGETS key found in a drug name (whole words of its
+    clinlib.drugnames key; the longest wins), else None."""
+    key = drug_key(drug)
+    hits = [k for k in rules.T8_TREATMENT_TARGETS if has_phrase(key, k)]
     return max(hits, key=len) if hits else None
 
 
@@ -126,7 +129,7 @@ def _row(inp: TaskInputs, rx: dict, tkey: str, lab: str, before: dict, after: di
         anchors=[rx["event_id"], before["event_id"], after["event_id"]],
         templates=T8_TEMPLATES,
         fields={
-            "drug": rx["label"],
+            "drug": drug_display(rx["label"]),
             "date": start.strftime("%Y-%m-%d"),
             "lab": before["label"],
             "min_days": rules.T8_MIN_AFTER_DAYS,
