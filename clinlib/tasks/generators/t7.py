@@ -19,8 +19,17 @@ drugs, the same domain AND ICD version for procedures — that
 
 Distractors are drawn by a stable hash of the qid and the option order is a stable hash
 permutation, so both are fixed per question. A candidate without three valid distractors is
-dropped (never padded). Medication option texts are generic names in title case (the answer's
-too), so the answer does not stand out by its spelling. Gold = the answer's letter.
+dropped (never padded). Gold = the answer's letter.
+
+Drug names (clinlib.drugnames): a recorded name is classified by the whole-word class phrases
+of its normalised key, and the answer option is the matched phrase in title case ("Insulin
+(Regular) for Hyperkalemia" -> "Insulin", "OxyCODONE--Acetaminophen (5mg-325mg)" ->
+"Acetaminophen"), never the recorded string: every option is then a generic name in the same
+style, so the answer does not stand out by its spelling, and the answer's words are words of the
+recorded name, which is how the L2 recompute finds it documented. The same generic spelled
+several ways in one encounter ("MetFORMIN (Glucophage)", "Metformin") gives one question.
+Record checks compare drugs in their normalised word form, qualifiers included; a recorded name
+shorter than :data:`SHORT_NAME` (diluents "NS", "D5W") only counts as a whole word.
 """
 
 from __future__ import annotations
