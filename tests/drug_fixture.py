@@ -26,13 +26,14 @@ makes it); the L2 recompute reads every raw row.
         rx    7009 metFORMIN XR (Glucophage XR)                  03-01 10:00
         dx    E119, I10
 12  v0 hadm 1201  2150-02-01 08:00 .. 02-03 12:00  URGENT
-        labs  02-01 09:00 glucose 240 H, HbA1c 7.0 H, potassium 4.0
+        labs  02-01 09:00 glucose 240 H, HbA1c 7.0 H, potassium 4.0, BUN 40 H
         rx    7101 glipiZIDE                                     02-01 10:00
               7102 OxyCODONE (Immediate Release)  [trailing space] 02-01 11:00
               7103 Lisinopril 10 mg Tab                          02-01 12:00
+              7104 Furosemide 40 mg (its strength = the BUN)     02-01 13:00
         dx    E119
     v1 hadm 1202  2150-05-01 08:00 .. 05-03 12:00  ELECTIVE
-        labs  05-01 09:00 glucose 200 H, HbA1c 6.6 H, potassium 4.4
+        labs  05-01 09:00 glucose 200 H, HbA1c 6.6 H, potassium 4.4, BUN 30 H
         dx    E119, N183
 """
 
@@ -55,7 +56,12 @@ ADMISSIONS = [
     (12, 1201, "2150-02-01 08:00", "2150-02-03 12:00", "URGENT"),
     (12, 1202, "2150-05-01 08:00", "2150-05-03 12:00", "ELECTIVE"),
 ]
-ITEM = {"glucose": (50931, "mg/dL"), "hba1c": (50852, "%"), "potassium": (50971, "mEq/L")}
+ITEM = {
+    "glucose": (50931, "mg/dL"),
+    "hba1c": (50852, "%"),
+    "potassium": (50971, "mEq/L"),
+    "bun": (51006, "mg/dL"),
+}
 # (labevent_id, subject, hadm, charttime, lab, value, flag)
 LABS = [
     (1, 11, 1101, "2150-01-01 09:00", "glucose", 250.0, "abnormal"),
@@ -71,6 +77,8 @@ LABS = [
     (14, 12, 1202, "2150-05-01 09:00", "glucose", 200.0, "abnormal"),
     (15, 12, 1202, "2150-05-01 09:00", "hba1c", 6.6, "abnormal"),
     (16, 12, 1202, "2150-05-01 09:00", "potassium", 4.4, None),
+    (17, 12, 1201, "2150-02-01 09:00", "bun", 40.0, "abnormal"),
+    (18, 12, 1202, "2150-05-01 09:00", "bun", 30.0, "abnormal"),
 ]
 # (pharmacy_id, subject, hadm, starttime, drug_type, drug, dose, unit, route), in table order
 PRESCRIPTIONS = [
@@ -95,6 +103,7 @@ PRESCRIPTIONS = [
     (7102, 12, 1201, "2150-02-01 11:00", "MAIN", "OxyCODONE (Immediate Release) ", "5", "mg",
      "PO"),
     (7103, 12, 1201, "2150-02-01 12:00", "MAIN", "Lisinopril 10 mg Tab", "10", "mg", "PO"),
+    (7104, 12, 1201, "2150-02-01 13:00", "MAIN", "Furosemide 40 mg", "40", "mg", "PO"),
 ]  # fmt: skip
 # (subject, hadm, seq, ICD-10-CM code)
 DIAGNOSES = [

@@ -127,7 +127,7 @@ def _meta(df: pd.DataFrame) -> list[dict]:
 
 def test_events_hold_one_main_row_per_order(world):
     rx = world["events"][world["events"]["kind"] == "medication"]
-    assert rx["event_id"].is_unique and len(rx) == 12
+    assert rx["event_id"].is_unique and len(rx) == 13
     assert "NS" not in set(rx["label"])
 
 
@@ -144,6 +144,7 @@ T7_ANSWERS = {
     ("RX-7101", 1201): "Glipizide",
     ("RX-7102", 1201): "Oxycodone",
     ("RX-7103", 1201): "Lisinopril",
+    ("RX-7104", 1201): "Furosemide",
 }
 
 
@@ -175,6 +176,8 @@ T8_GOLDS = {
     (12, "glipiZIDE", "glucose"): ("decreased", "M-"),  # 240 -> 200: -0.167
     (12, "glipiZIDE", "hba1c"): ("decreased", "S-"),  # 7.0 -> 6.6: -0.057
     (12, "Lisinopril 10 mg Tab", "potassium"): ("increased", "S+"),  # 4.0 -> 4.4: +0.10
+    (12, "Furosemide 40 mg", "potassium"): ("increased", "S+"),
+    # no (12, "Furosemide 40 mg", "bun"): BUN 40 -> 30 would be stated by the name itself
 }  # fmt: skip
 
 
@@ -231,4 +234,18 @@ def test_every_hard_gate_passes_with_every_question_recomputed(world):
     )
     assert gates.failed_hard(g).empty, gates.gate_report(g)
     l2 = g[g["gate"] == "L2"].set_index("task")["n_checked"]
-    assert (l2["T6"], l2["T7"], l2["T8"]) == (7, 10, 6)
+    assert (l2["T6"], l2["T7"], l2["T8"]) == (7, 11, 7)
+
+
+def test_t8_skips_a_drug_name_that_states_its_own_lab_value(world, monkeypatch):
+    from clinlib.tasks.generators import t8
+
+    a = F.artifacts()
+    inp = make_inputs(a["events"], a["coverage"], a["dialogues"], a["cohort"], a["summary"])
+    monkeypatch.setattr(t8, "states_value", lambda drug, *points: False)
+    unchecked = t8.generate(inp)
+    extra = unchecked[~unchecked["qid"].isin(world["cands"]["T8"]["qid"])]
+    assert [json.loads(m)["lab"] for m in extra["meta"]] == ["bun"]
+    # "Furosemide 40 mg" next to a BUN of 40: gate L3 would block the whole set
+    fails = gates.gate_l3(extra.drop(columns=["conflicts"]))["T8"][1]
+    assert len(fails) == 1 and "before/after value" in fails[0][1]

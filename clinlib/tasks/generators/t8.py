@@ -12,7 +12,8 @@ strengths and spacing do not matter; the question shows the recorded name); each
   rules.T8_MAX_AFTER_DAYS after it,
 
 both exist and both are covered (a missed one is not replaced by another, which would change the
-rule's answer). Gold: rules.py direction of ``r = (after - before) / |before|`` — "similar"
+rule's answer), and the drug name does not itself state one of the two values
+(:func:`states_value`). Gold: rules.py direction of ``r = (after - before) / |before|`` — "similar"
 when |r| < STABLE_REL; subtype = the magnitude x direction bin (L-, M-, S-, 0, S+, M+, L+).
 Repeated orders of the same drug that resolve to the same (before, after) pair give one question
 (the earliest order), and at most :data:`MAX_PER_SERIES` questions are kept per (patient,
@@ -28,9 +29,11 @@ import pandas as pd
 
 from clinlib.drugnames import drug_display, drug_key, has_phrase
 from clinlib.tasks import rules
+from clinlib.tasks.base import STATED_NUMBER
 from clinlib.tasks.generators.common import (
     TaskInputs,
     event_sort_key,
+    exact,
     fraction_text,
     panel_itemids,
     question_row,
@@ -56,6 +59,14 @@ def treatment_key(drug: str) -> str | None:
 
 
 _DAY_US = 86_400_000_000
+
+
+def states_value(drug: str, *points: dict) -> bool:
+    """Whether the drug name, as the question shows it, states one of the lab values
+    (a strength in the name such as "Furosemide 40 mg" next to a BUN of 40): such a question
+    would state its own before / after value (gate L3), so it is not generated."""
+    stated = {exact(m.group(0)) for m in STATED_NUMBER.finditer(drug_display(drug))}
+    return any(exact(p["value"]) in stated for p in points)
 
 
 def before_after(series: list[dict], start_us: int) -> tuple[dict | None, dict | None]:
@@ -103,7 +114,7 @@ def generate(inp: TaskInputs) -> pd.DataFrame:
                 continue
             if before["status"] != "covered" or after["status"] != "covered":
                 continue
-            if float(before["value"]) == 0.0:
+            if float(before["value"]) == 0.0 or states_value(rx["label"], before, after):
                 continue
             key = (rx["subject_id"], tkey, lab, before["event_id"], after["event_id"])
             if key in seen:
