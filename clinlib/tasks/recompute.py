@@ -189,13 +189,16 @@ win AS (
 )
 SELECT 'RX-' || c.pharmacy_id AS event_id, c.pharmacy_id, c.subject_id, a.hadm_id,
        coalesce(c.starttime, v.admittime) AS starttime, c.stoptime, trim(c.drug) AS drug,
-       {drug_key_sql("c.drug")} AS drug_key, {drug_words_sql("c.drug")} AS drug_words,
        c.main_rank, c.dose_val_rx, c.dose_unit_rx, c.route
 FROM cand c
 JOIN (SELECT * FROM own UNION ALL SELECT * FROM win) a USING (pharmacy_id)
 JOIN l2_visits v ON v.subject_id = c.subject_id AND v.hadm_id = a.hadm_id
 """
 MAIN_RANK_SQL = "CASE WHEN upper(trim(r.drug_type)) IN ('BASE', 'ADDITIVE') THEN 1 ELSE 0 END"
+# The extracted orders (registered as l2_rx) with their normalised drug names.
+RX_NAMES_SQL = f"""
+SELECT *, {drug_key_sql("drug")} AS drug_key, {drug_words_sql("drug")} AS drug_words FROM l2_rx
+"""
 
 
 DX_SQL = """
@@ -299,13 +302,15 @@ def load_raw(con: duckdb.DuckDBPyConnection, subject_ids: Iterable[int]) -> RawR
         rx_cols = {d[0] for d in con.execute("SELECT * FROM prescriptions LIMIT 0").description}
         main_rank = MAIN_RANK_SQL if "drug_type" in rx_cols else "0"
         rx = con.execute(RX_SQL.format(main_rank=main_rank)).df()
+        con.register("l2_rx", rx)
+        rx = con.execute(RX_NAMES_SQL).df()
         dx = con.execute(DX_SQL).df()
         px = con.execute(PX_SQL).df()
     except duckdb.Error as exc:  # a missing view / column in a user-supplied source
         raise RecomputeError(f"L2 recompute cannot read the raw hosp tables: {exc}") from None
     finally:
         con.execute("DROP TABLE IF EXISTS l2_panel_rows")
-        for view in ("l2_panel", "l2_subjects", "l2_visits"):
+        for view in ("l2_panel", "l2_subjects", "l2_visits", "l2_rx"):
             try:
                 con.unregister(view)
             except duckdb.Error:  # pragma: no cover - not registered after an early failure
