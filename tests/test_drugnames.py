@@ -24,7 +24,9 @@ KEYS = {
     "HYDROmorphone (Dilaudid)": "hydromorphone",
     "OxyCODONE (Immediate Release) ": "oxycodone",
     "Albumin 25% (12.5g / 50mL)": "albumin",
-    "Potassium Chloride Replacement (Critical Care and Oncology) ": "potassium chloride replacement",
+    "Potassium Chloride Replacement (Critical Care and Oncology) ": (
+        "potassium chloride replacement"
+    ),
     "Heparin (Porcine)": "heparin",
     "Insulin (Regular) for Hyperkalemia": "insulin for hyperkalemia",
     "Sodium Chloride 0.9%  Flush": "sodium chloride flush",

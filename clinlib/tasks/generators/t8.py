@@ -4,7 +4,8 @@ Fig. 11; Table 6).
 
 A treatment event is a covered prescription whose drug name contains a key of
 rules.T8_TREATMENT_TARGETS as whole words of its clinlib.drugnames key (tall-man, qualifiers,
-strengths and spacing do not matter; the question shows the recorded name); each of the key's target labs gives one candidate when
+strengths and spacing do not matter; the question shows the recorded name, trimmed); each of
+the key's target labs gives one candidate when
 
 * before = the latest measurement of the lab at or before the prescription's start, at most
   rules.T8_MAX_BEFORE_DAYS earlier, and
@@ -13,12 +14,12 @@ strengths and spacing do not matter; the question shows the recorded name); each
 
 both exist and both are covered (a missed one is not replaced by another, which would change the
 rule's answer), and the drug name does not itself state one of the two values
-(:func:`states_value`). Gold: rules.py direction of ``r = (after - before) / |before|`` — "similar"
-when |r| < STABLE_REL; subtype = the magnitude x direction bin (L-, M-, S-, 0, S+, M+, L+).
-Repeated orders of the same drug that resolve to the same (before, after) pair give one question
-(the earliest order), and at most :data:`MAX_PER_SERIES` questions are kept per (patient,
-treatment, lab) by stable hash (documented thinning). This is observed change, not a causal effect (no concurrent-medication
-adjustment, as in the paper).
+(:func:`states_value`). Gold: rules.py direction of ``r = (after - before) / |before|`` —
+"similar" when |r| < STABLE_REL; subtype = the magnitude x direction bin (L-, M-, S-, 0, S+, M+,
+L+). Repeated orders of the same drug that resolve to the same (before, after) pair give one
+question (the earliest order), and at most :data:`MAX_PER_SERIES` questions are kept per
+(patient, treatment, lab) by stable hash (documented thinning). This is observed change, not a
+causal effect (no concurrent-medication adjustment, as in the paper).
 """
 
 from __future__ import annotations
