@@ -374,9 +374,12 @@ def test_t8_bins(cands):
         ("RX-31", "LAB-33", "LAB-35"): ("similar", "0"),  # K 3.0 -> 3.0
         ("RX-31", "LAB-32", "LAB-36"): ("increased", "L+"),  # BUN 40 -> 52: +0.30
         ("RX-42", "LAB-42", "LAB-43"): ("decreased", "L-"),  # LDL 160 -> 96: -0.40
+        # "Glargine" is MIMIC's spelling of insulin glargine (rules.T8_TREATMENT_TARGETS)
+        ("RX-3", "LAB-7", "LAB-11"): ("decreased", "S-"),  # HbA1c 7.2 -> 6.5: -0.097
+        ("RX-3", "LAB-6", "LAB-10"): ("decreased", "M-"),  # glucose 150 -> 120: -0.20
     }
-    # Glargine does not contain the key "insulin glargine"; lisinopril has no value after
-    assert not any("RX-3" in k or "RX-21" in k for k in got)
+    # lisinopril has no value after
+    assert not any("RX-21" in k for k in got)
 
 
 def test_t8_label_rule():
@@ -484,8 +487,8 @@ def test_thinning_caps_each_series(cands, monkeypatch):
     t1 = thin["T1"]
     keys = t1["meta"].map(lambda m: (json.loads(m)["subject_id"], json.loads(m)["lab"]))
     assert (pd.Series(list(zip(keys, t1["subtype"], strict=True))).value_counts() == 1).all()
-    # T8: RX-1's two HbA1c / glucose series stay (different labs), one per series
-    assert len(thin["T8"]) == len(cands["T8"]) == 5
+    # T8: RX-1's and RX-3's two HbA1c / glucose series stay (different labs), one per series
+    assert len(thin["T8"]) == len(cands["T8"]) == 7
     assert common.thin([3, 1, 2], key=lambda x: 0, ident=lambda x: x, cap=2, salt="s") == [
         x for x in [3, 1, 2] if x in common.thin([1, 2, 3], lambda x: 0, lambda x: x, 2, "s")
     ]

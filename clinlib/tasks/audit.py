@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from clinlib.drugnames import drug_display
 from clinlib.io import atomic_path
 from clinlib.tasks.answers import TASK_NAMES
 
@@ -115,7 +116,9 @@ def _event_line(e: Mapping[str, Any]) -> str:
         flag = " (abnormal)" if str(e.get("flag")) == "abnormal" else ""
         what = f"{e['label']} = {e.get('value_text')} {e.get('unit') or ''}".strip() + flag
     elif kind == "medication":
-        what = f"{e['label']} {e.get('value_text') or ''} {e.get('unit') or ''}".strip()
+        what = (
+            f"{drug_display(e['label'])} {e.get('value_text') or ''} {e.get('unit') or ''}".strip()
+        )
     else:
         what = f"{e.get('code_system')} {e.get('code')} {e.get('label')}"
     return f"{e['event_id']} [{when}] {what}"

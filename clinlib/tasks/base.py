@@ -7,12 +7,17 @@ downstream (gates, harness, notebooks) goes through :data:`TASKS` and :func:`sco
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pandas as pd
 
 ABSTAIN = "insufficient information"
+
+STATED_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w]|\.\d)")
+"""A number as a question states it (not glued to a word: "40 mg" states 40, "40mg" does not);
+what gate L3 counts as stating a value, and what T8 avoids stating (clinlib.tasks.gates)."""
 
 # questions.parquet columns (DESIGN.md contract + documented additions).
 QUESTION_COLUMNS: dict[str, str] = {

@@ -50,7 +50,7 @@ import pandas as pd
 
 from clinlib.tasks import rules
 from clinlib.tasks.answers import ABSTAIN_CLAUSE, ANSWER_FORMATS, TASK_NAMES, gold_problem
-from clinlib.tasks.base import QUESTION_COLUMNS, TASKS
+from clinlib.tasks.base import QUESTION_COLUMNS, STATED_NUMBER, TASKS
 from clinlib.tasks.recompute import RawRecord, load_raw, recompute_question
 from clinlib.vocab import INDEX_DISEASES, PANEL_ITEMIDS
 
@@ -379,7 +379,6 @@ def gate_l2(
 # --------------------------------------------------------------------------- L3
 
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?)?")
-_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w]|\.\d)")
 _OPTION_LINE = re.compile(r"^\s*\(?[A-D][.)]\s+.*$", re.MULTILINE)
 _RULE_PARAMS = re.compile(
     rf"\b{int(round(rules.SIMILAR_REL * 100))}\s*%|\b{rules.T8_MIN_AFTER_DAYS}\s+(?:or more\s+)?days?\b"
@@ -401,7 +400,7 @@ def question_stem(row: Mapping[str, Any]) -> str:
 def _numbers(text: str) -> list[Decimal]:
     text = _RULE_PARAMS.sub(" ", _ISO_DATE.sub(" ", text))
     out = []
-    for m in _NUMBER.finditer(text):
+    for m in STATED_NUMBER.finditer(text):
         try:
             out.append(Decimal(m.group(0)))
         except InvalidOperation:  # pragma: no cover

@@ -44,10 +44,12 @@ Anchors are recomputed and compared where the rule fixes them (T1, T2, T4, T8, T
 * T6: subject_ids (A, B), subtype a_/b_/c_, lab -> distinct (version, code) diagnoses / max
   value / |last - first|, compared with SIMILAR_REL (counts: equal).
 * T7: subject_id, hadm_id + the options -> exactly one option documented in that admission
-  (drug ordered / procedure coded, matched on normalised words); an option documented anywhere
-  else in the record is an ambiguity failure.
+  (drug ordered / procedure coded, matched as whole normalised words: drugs in the SQL drug key
+  or the name's words, see :func:`drug_key_sql`); an option documented anywhere else in the
+  record is an ambiguity failure.
 * T8: subject_id, rx_event_id, lab -> the lab is a T8 target of the drug (longest key of
-  T8_TREATMENT_TARGETS); before/after by the T8 windows; subtype = the magnitude bin.
+  T8_TREATMENT_TARGETS found as whole words in the SQL drug key; the order's MAIN row);
+  before/after by the T8 windows; subtype = the magnitude bin.
 * T9: subject_id + lab, date (lab / lab-unmeasured) or drug, hadm_id (other) -> no covered
   event states the asked fact (for drugs: any order of the same head word in the admission)
   -> gold ``insufficient information``.
@@ -140,13 +142,41 @@ SELECT DISTINCT l.subject_id, p.lab_key, strftime(l.charttime, '%Y-%m-%d') AS da
 FROM l2_panel_rows l JOIN l2_panel p ON p.itemid = l.itemid
 """
 
+# Drug names, normalised in SQL (independently of clinlib.drugnames, which states the rules;
+# tests/test_drugnames.py holds the two equal on real MIMIC-IV names): the words of the whole
+# name (A-Z folded to lower case, every run of other characters one space), and the key:
+# qualifiers in parentheses / brackets dropped, then the words, then strength tokens (a number
+# with or without a glued unit, and unit words right after it) dropped. Tokens are spaced out
+# to two spaces so that each strength token is matched with its own surrounding spaces.
+STRENGTH_UNITS_SQL = "mg|mcg|g|gm|kg|ml|l|meq|mmol|unit|units|u|iu|hr|h"
+
+
+def drug_words_sql(col: str) -> str:
+    """SQL expression: the lower-case words of drug name ``col``."""
+    upper, lower = "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz"
+    return f"trim(regexp_replace(translate({col}, '{upper}', '{lower}'), '[^a-z0-9]+', ' ', 'g'))"
+
+
+def drug_key_sql(col: str) -> str:
+    """SQL expression: the matching key of drug name ``col`` (see the comment above)."""
+    bare = f"regexp_replace({col}, '[(\\[][^)\\]]*([)\\]]|$)', ' ', 'g')"
+    spaced = f"' ' || replace({drug_words_sql(bare)}, ' ', '  ') || ' '"
+    u = STRENGTH_UNITS_SQL
+    stripped = f"regexp_replace({spaced}, ' [0-9]+({u})?(  ({u}))* ', ' ', 'g')"
+    return f"trim(regexp_replace({stripped}, ' +', ' ', 'g'))"
+
+
+# One pharmacy order (pharmacy_id) may carry its MAIN drug row plus BASE diluent and ADDITIVE
+# rows (../shared/reference/mimic-iv.md): every row is kept (any of them documents its drug in
+# the admission, for T7 / T9), ordered MAIN first within an order so that RX-<pharmacy_id>
+# resolves to the MAIN drug (T8). Sources without drug_type read every row as MAIN.
 RX_SQL = f"""
 WITH cand AS (
-    SELECT r.* FROM prescriptions r
+    SELECT r.*, {{main_rank}} AS main_rank FROM prescriptions r
     WHERE r.subject_id IN (SELECT subject_id FROM l2_subjects)
 ),
 own AS (
-    SELECT c.pharmacy_id, c.hadm_id FROM cand c
+    SELECT DISTINCT c.pharmacy_id, c.hadm_id FROM cand c
     WHERE c.hadm_id IS NOT NULL AND EXISTS (
         SELECT 1 FROM l2_visits v WHERE v.subject_id = c.subject_id AND v.hadm_id = c.hadm_id)
 ),
@@ -159,11 +189,17 @@ win AS (
 )
 SELECT 'RX-' || c.pharmacy_id AS event_id, c.pharmacy_id, c.subject_id, a.hadm_id,
        coalesce(c.starttime, v.admittime) AS starttime, c.stoptime, trim(c.drug) AS drug,
-       c.dose_val_rx, c.dose_unit_rx, c.route
+       c.main_rank, c.dose_val_rx, c.dose_unit_rx, c.route
 FROM cand c
 JOIN (SELECT * FROM own UNION ALL SELECT * FROM win) a USING (pharmacy_id)
 JOIN l2_visits v ON v.subject_id = c.subject_id AND v.hadm_id = a.hadm_id
 """
+MAIN_RANK_SQL = "CASE WHEN upper(trim(r.drug_type)) IN ('BASE', 'ADDITIVE') THEN 1 ELSE 0 END"
+# The extracted orders (registered as l2_rx) with their normalised drug names.
+RX_NAMES_SQL = f"""
+SELECT *, {drug_key_sql("drug")} AS drug_key, {drug_words_sql("drug")} AS drug_words FROM l2_rx
+"""
+
 
 DX_SQL = """
 SELECT 'DX-' || d.hadm_id || '-' || d.seq_num AS event_id, d.subject_id, d.hadm_id, d.seq_num,
@@ -263,14 +299,18 @@ def load_raw(con: duckdb.DuckDBPyConnection, subject_ids: Iterable[int]) -> RawR
         con.execute(PANEL_ROWS_SQL)
         labs = con.execute(LABS_SQL).df()
         lab_days = con.execute(LAB_DAYS_SQL).df()
-        rx = con.execute(RX_SQL).df()
+        rx_cols = {d[0] for d in con.execute("SELECT * FROM prescriptions LIMIT 0").description}
+        main_rank = MAIN_RANK_SQL if "drug_type" in rx_cols else "0"
+        rx = con.execute(RX_SQL.format(main_rank=main_rank)).df()
+        con.register("l2_rx", rx)
+        rx = con.execute(RX_NAMES_SQL).df()
         dx = con.execute(DX_SQL).df()
         px = con.execute(PX_SQL).df()
     except duckdb.Error as exc:  # a missing view / column in a user-supplied source
         raise RecomputeError(f"L2 recompute cannot read the raw hosp tables: {exc}") from None
     finally:
         con.execute("DROP TABLE IF EXISTS l2_panel_rows")
-        for view in ("l2_panel", "l2_subjects", "l2_visits"):
+        for view in ("l2_panel", "l2_subjects", "l2_visits", "l2_rx"):
             try:
                 con.unregister(view)
             except duckdb.Error:  # pragma: no cover - not registered after an early failure
@@ -288,7 +328,9 @@ def load_raw(con: duckdb.DuckDBPyConnection, subject_ids: Iterable[int]) -> RawR
     return RawRecord(
         visits=visits.sort_values(["subject_id", "visit_idx"]).reset_index(drop=True),
         labs=labs.sort_values(["subject_id", "charttime", "labevent_id"]).reset_index(drop=True),
-        rx=rx.sort_values(["subject_id", "starttime", "pharmacy_id"]).reset_index(drop=True),
+        rx=rx.sort_values(["subject_id", "starttime", "pharmacy_id", "main_rank"]).reset_index(
+            drop=True
+        ),
         dx=dx,
         px=px,
         lab_days=frozenset(
@@ -538,7 +580,13 @@ def _t7(meta, q, raw: RawRecord, status) -> Recomputed:
     if len(options) != 4:
         return Recomputed(None, problem=f"{len(options)} options")
     if str(q["subtype"]).lower().startswith("med"):
-        names = [(int(r["hadm_id"]), str(r["drug"])) for r in raw.records("rx", sid)]
+        # a drug option is documented by an order whose SQL key or words contain it
+        names = [
+            (int(r["hadm_id"]), str(t))
+            for r in raw.records("rx", sid)
+            for t in (r["drug_key"], r["drug_words"])
+            if isinstance(t, str) and t
+        ]
     else:
         names = [
             (int(r["hadm_id"]), str(t))
@@ -567,8 +615,8 @@ def _t8(meta, q, raw: RawRecord, status) -> Recomputed:
     rx = next((r for r in raw.records("rx", sid) if r["event_id"] == rx_id), None)
     if rx is None:
         return Recomputed(None, problem=f"prescription {rx_id} not in the raw record")
-    drug = str(rx["drug"]).lower()
-    keys = sorted((k for k in rules.T8_TREATMENT_TARGETS if k in drug), key=len)
+    drug = str(rx["drug_key"])
+    keys = sorted((k for k in rules.T8_TREATMENT_TARGETS if _mentions(drug, k)), key=len)
     if not keys or lab not in rules.T8_TREATMENT_TARGETS[keys[-1]]:
         return Recomputed(None, problem=f"{lab} is not a T8 target of {drug!r}")
     start = pd.Timestamp(rx["starttime"])

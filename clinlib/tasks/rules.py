@@ -45,11 +45,13 @@ T8_BINS = ("L-", "M-", "S-", "0", "S+", "M+", "L+")
 YES_NO = ("yes", "no")
 OPTION_LETTERS = ("A", "B", "C", "D")
 
-# Treatments whose target lab T8 follows (drug name substring, lower case -> lab keys).
+# Treatments whose target lab T8 follows: a phrase found as whole words in a drug's normalised
+# name (clinlib.drugnames.drug_key; the longest wins) -> lab keys.
 T8_TREATMENT_TARGETS: dict[str, tuple[str, ...]] = {
     "metformin": ("hba1c", "glucose"),
     "glipizide": ("hba1c", "glucose"),
     "insulin glargine": ("hba1c", "glucose"),
+    "glargine": ("hba1c", "glucose"),  # MIMIC-IV's own spelling of insulin glargine
     "atorvastatin": ("ldl", "total_cholesterol"),
     "simvastatin": ("ldl", "total_cholesterol"),
     "lisinopril": ("potassium", "creatinine"),

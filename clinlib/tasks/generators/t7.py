@@ -19,8 +19,17 @@ drugs, the same domain AND ICD version for procedures — that
 
 Distractors are drawn by a stable hash of the qid and the option order is a stable hash
 permutation, so both are fixed per question. A candidate without three valid distractors is
-dropped (never padded). Medication option texts are generic names in title case (the answer's
-too), so the answer does not stand out by its spelling. Gold = the answer's letter.
+dropped (never padded). Gold = the answer's letter.
+
+Drug names (clinlib.drugnames): a recorded name is classified by the whole-word class phrases
+of its normalised key, and the answer option is the matched phrase in title case ("Insulin
+(Regular) for Hyperkalemia" -> "Insulin", "OxyCODONE--Acetaminophen (5mg-325mg)" ->
+"Acetaminophen"), never the recorded string: every option is then a generic name in the same
+style, so the answer does not stand out by its spelling, and the answer's words are words of the
+recorded name, which is how the L2 recompute finds it documented. The same generic spelled
+several ways in one encounter ("MetFORMIN (Glucophage)", "Metformin") gives one question.
+Record checks compare drugs in their normalised word form, qualifiers included; a recorded name
+shorter than :data:`SHORT_NAME` (diluents "NS", "D5W") only counts as a whole word.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from clinlib.drugnames import drug_head, drug_key, drug_words, has_phrase
 from clinlib.tasks import rules
 from clinlib.tasks.generators.common import (
     TaskInputs,
@@ -44,10 +54,8 @@ from clinlib.tasks.generators.treatments import (
     THERAPEUTIC_AREAS,
     display_name,
     drug_match,
-    head_word,
     is_adjunct,
     leaks,
-    normalize_drug,
     procedure_domain,
 )
 from clinlib.tasks.templates import (
@@ -64,16 +72,16 @@ N_DISTRACTORS = len(rules.OPTION_LETTERS) - 1
 
 
 def patient_treatments(inp: TaskInputs) -> dict[int, dict[str, list[str]]]:
-    """Per patient: normalised drug names, their head words, and procedure titles (lower)."""
+    """Per patient: drug names as keys and as whole words (clinlib.drugnames: qualifiers
+    dropped / kept), their head words, and procedure titles (lower)."""
     out: dict[int, dict[str, list[str]]] = {}
     for sid, recs in inp.by_subject.items():
-        meds = [normalize_drug(r["label"]) for r in recs if r["kind"] == "medication"
-                and r["label"] is not None]  # fmt: skip
+        labels = [r["label"] for r in recs if r["kind"] == "medication" and r["label"] is not None]
         titles = [str(r["label"]).lower() for r in recs if r["kind"] == "procedure"
                   and r["label"] is not None]  # fmt: skip
         out[sid] = {
-            "drugs": sorted(set(meds)),
-            "heads": sorted({head_word(m) for m in meds if m}),
+            "drugs": sorted({drug_key(x) for x in labels} | {drug_words(x) for x in labels}),
+            "heads": sorted({h for x in labels if (h := drug_head(x))}),
             "procedures": sorted(set(titles)),
         }
     return out
@@ -83,21 +91,35 @@ def absent_from_record(
     record_text: str, record_names: list[str], record_heads: list[str]
 ) -> Callable[[str], bool]:
     """A (cached) test that an option text appears nowhere in one patient's record: not in
-    its text, no substring relation with a recorded drug / procedure name, and (drugs) no
-    recorded head word."""
+    its text, no substring relation with a recorded drug / procedure name (drugs compared in
+    their clinlib.drugnames word form, so spacing and punctuation do not hide a match), and
+    (drugs) no recorded head word."""
     cache: dict[str, bool] = {}
 
     def ok(cand: str) -> bool:
         if cand not in cache:
-            low = cand.lower()
+            low, words = cand.lower(), drug_words(cand)
             cache[cand] = not (
                 low in record_text
-                or any(leaks(low, n) for n in record_names if n)
-                or (bool(record_heads) and head_word(low) in record_heads)
+                or any(_overlaps(low, words, n) for n in record_names if n)
+                or (bool(record_heads) and drug_head(cand) in record_heads)
             )
         return cache[cand]
 
     return ok
+
+
+SHORT_NAME = 4
+"""A recorded name shorter than this (diluents such as "NS", "D5W") relates to an option only
+as a whole word: as a plain substring it would rule out most distractors ("ns" in "insulin")."""
+
+
+def _overlaps(low: str, words: str, name: str) -> bool:
+    """Whether an option (lower text / drug words) and a recorded name are in a substring
+    relation (see :data:`SHORT_NAME`)."""
+    if len(name) < SHORT_NAME:
+        return has_phrase(words, name) or has_phrase(name, words)
+    return leaks(low, name) or leaks(words, name)
 
 
 def choose_distractors(

@@ -2,8 +2,10 @@
 increase, decrease, or stay similar after a documented treatment event?"; Appendix B.5,
 Fig. 11; Table 6).
 
-A treatment event is a covered prescription whose drug name (lower case) contains a key of
-rules.T8_TREATMENT_TARGETS; each of the key's target labs gives one candidate when
+A treatment event is a covered prescription whose drug name contains a key of
+rules.T8_TREATMENT_TARGETS as whole words of its clinlib.drugnames key (tall-man, qualifiers,
+strengths and spacing do not matter; the question shows the recorded name, trimmed); each of
+the key's target labs gives one candidate when
 
 * before = the latest measurement of the lab at or before the prescription's start, at most
   rules.T8_MAX_BEFORE_DAYS earlier, and
@@ -11,12 +13,13 @@ rules.T8_TREATMENT_TARGETS; each of the key's target labs gives one candidate wh
   rules.T8_MAX_AFTER_DAYS after it,
 
 both exist and both are covered (a missed one is not replaced by another, which would change the
-rule's answer). Gold: rules.py direction of ``r = (after - before) / |before|`` — "similar"
-when |r| < STABLE_REL; subtype = the magnitude x direction bin (L-, M-, S-, 0, S+, M+, L+).
-Repeated orders of the same drug that resolve to the same (before, after) pair give one question
-(the earliest order), and at most :data:`MAX_PER_SERIES` questions are kept per (patient,
-treatment, lab) by stable hash (documented thinning). This is observed change, not a causal effect (no concurrent-medication
-adjustment, as in the paper).
+rule's answer), and the drug name does not itself state one of the two values
+(:func:`states_value`). Gold: rules.py direction of ``r = (after - before) / |before|`` —
+"similar" when |r| < STABLE_REL; subtype = the magnitude x direction bin (L-, M-, S-, 0, S+, M+,
+L+). Repeated orders of the same drug that resolve to the same (before, after) pair give one
+question (the earliest order), and at most :data:`MAX_PER_SERIES` questions are kept per
+(patient, treatment, lab) by stable hash (documented thinning). This is observed change, not a
+causal effect (no concurrent-medication adjustment, as in the paper).
 """
 
 from __future__ import annotations
@@ -25,10 +28,13 @@ from bisect import bisect_left, bisect_right
 
 import pandas as pd
 
+from clinlib.drugnames import drug_display, drug_key, has_phrase
 from clinlib.tasks import rules
+from clinlib.tasks.base import STATED_NUMBER
 from clinlib.tasks.generators.common import (
     TaskInputs,
     event_sort_key,
+    exact,
     fraction_text,
     panel_itemids,
     question_row,
@@ -46,13 +52,22 @@ MAX_PER_SERIES = 3
 
 
 def treatment_key(drug: str) -> str | None:
-    """The T8_TREATMENT_TARGETS key contained in a drug name (longest match), else None."""
-    low = str(drug).lower()
-    hits = [k for k in rules.T8_TREATMENT_TARGETS if k in low]
+    """The T8_TREATMENT_TARGETS key found in a drug name (whole words of its
+    clinlib.drugnames key; the longest wins), else None."""
+    key = drug_key(drug)
+    hits = [k for k in rules.T8_TREATMENT_TARGETS if has_phrase(key, k)]
     return max(hits, key=len) if hits else None
 
 
 _DAY_US = 86_400_000_000
+
+
+def states_value(drug: str, *points: dict) -> bool:
+    """Whether the drug name, as the question shows it, states one of the lab values
+    (a strength in the name such as "Furosemide 40 mg" next to a BUN of 40): such a question
+    would state its own before / after value (gate L3), so it is not generated."""
+    stated = {exact(m.group(0)) for m in STATED_NUMBER.finditer(drug_display(drug))}
+    return any(exact(p["value"]) in stated for p in points)
 
 
 def before_after(series: list[dict], start_us: int) -> tuple[dict | None, dict | None]:
@@ -100,7 +115,7 @@ def generate(inp: TaskInputs) -> pd.DataFrame:
                 continue
             if before["status"] != "covered" or after["status"] != "covered":
                 continue
-            if float(before["value"]) == 0.0:
+            if float(before["value"]) == 0.0 or states_value(rx["label"], before, after):
                 continue
             key = (rx["subject_id"], tkey, lab, before["event_id"], after["event_id"])
             if key in seen:
@@ -126,7 +141,7 @@ def _row(inp: TaskInputs, rx: dict, tkey: str, lab: str, before: dict, after: di
         anchors=[rx["event_id"], before["event_id"], after["event_id"]],
         templates=T8_TEMPLATES,
         fields={
-            "drug": rx["label"],
+            "drug": drug_display(rx["label"]),
             "date": start.strftime("%Y-%m-%d"),
             "lab": before["label"],
             "min_days": rules.T8_MIN_AFTER_DAYS,

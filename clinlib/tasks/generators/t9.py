@@ -13,9 +13,10 @@ Every gold is ``insufficient information`` (clinlib.tasks.base.ABSTAIN). Subtype
   At most :data:`UNMEASURED_PER_LAB` days per (patient, lab), by stable hash.
 * ``other`` — a missed medication (the dialogue rule leaves every order of a background drug in
   an encounter unstated) with no covered order in that encounter of a drug with the same head
-  word (:func:`drug_head`); the question asks its dose (T9's value-and-unit format) or its
-  start (a date format plus the shared abstention clause), by a stable hash per drug and
-  encounter.
+  word (:func:`clinlib.drugnames.drug_head`); orders are grouped by drug key
+  (:func:`clinlib.drugnames.drug_key`) and the question names the first order's recorded name
+  as the dialogue shows it. It asks the dose (T9's value-and-unit format) or the start (a date
+  format plus the shared abstention clause), by a stable hash per drug and encounter.
 
 No template contains a cue that the answer might be absent.
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from clinlib.drugnames import drug_display, drug_head, drug_key
 from clinlib.tasks.base import ABSTAIN
 from clinlib.tasks.generators.common import (
     TaskInputs,
@@ -35,7 +37,6 @@ from clinlib.tasks.generators.common import (
     thin,
     to_frame,
 )
-from clinlib.tasks.generators.treatments import normalize_drug
 from clinlib.tasks.templates import (
     T1_TEMPLATES,
     T9_DOSE_TEMPLATES,
@@ -146,14 +147,6 @@ def _unmeasured_row(inp: TaskInputs, sid: int, lab: str, d: dict) -> dict:
     )
 
 
-def drug_head(name: str) -> str:
-    """First alphabetic word of a drug name (``"Heparin Sodium"`` -> ``"heparin"``): orders
-    sharing it count as the same drug, so a stated "Heparin Flush" rules out asking about
-    "Heparin" in that encounter."""
-    words = "".join(c if c.isalnum() else " " for c in str(name).lower()).split()
-    return next((w for w in words if w.isalpha()), "")
-
-
 def _missed_meds(inp: TaskInputs) -> list[dict]:
     rows = []
     formats = {
@@ -166,7 +159,7 @@ def _missed_meds(inp: TaskInputs) -> list[dict]:
         groups: dict[str, list[dict]] = {}
         for r in meds:
             if r["status"] == "missed":
-                groups.setdefault(normalize_drug(r["label"]), []).append(r)
+                groups.setdefault(drug_key(r["label"]), []).append(r)
         for generic, g in sorted(groups.items()):
             head = drug_head(g[0]["label"])
             if not generic or not head or head in stated:
@@ -181,7 +174,7 @@ def _missed_meds(inp: TaskInputs) -> list[dict]:
                     subject_ids=[sid],
                     anchors=[r["event_id"] for r in g],
                     templates=T9_DOSE_TEMPLATES if asked == "dose" else T9_START_TEMPLATES,
-                    fields={"drug": g[0]["label"], "date": info["date"]},
+                    fields={"drug": drug_display(g[0]["label"]), "date": info["date"]},
                     gold=ABSTAIN,
                     fmt=formats[asked],
                     meta={

@@ -12,8 +12,9 @@ no group gets no T7 question.
 
 from __future__ import annotations
 
-import re
 from functools import cache
+
+from clinlib.drugnames import drug_key, has_phrase
 
 # Generic names per therapeutic area; used both to classify a prescription and as the pool of
 # distractors. No entry is a substring of another entry of the same area.
@@ -145,17 +146,6 @@ PROCEDURE_KEYWORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("vascular_transfusion", ("transfusion", "infusion device", "catheterization", "vein")),
 )
 
-_PAREN = re.compile(r"\([^)]*\)")
-_STRENGTH = re.compile(r"\b\d[\d.,/]*\s*(mg|mcg|g|ml|units?|%|meq)?\b", re.IGNORECASE)
-
-
-def normalize_drug(name: str) -> str:
-    """Lower-case generic form of a recorded drug name: parentheses (brand names) and
-    strengths dropped, whitespace collapsed (``"MetFORMIN (Glucophage)"`` -> ``"metformin"``)."""
-    s = _PAREN.sub(" ", str(name))
-    s = _STRENGTH.sub(" ", s)
-    return " ".join(s.lower().split())
-
 
 def display_name(name: str) -> str:
     """Option text of a generic name: each word capitalised (``"Insulin Glargine"``)."""
@@ -165,31 +155,19 @@ def display_name(name: str) -> str:
 
 
 @cache
-def _phrase_re(phrase: str) -> re.Pattern:
-    return re.compile(rf"(?<![a-z]){re.escape(phrase)}(?![a-z])")
-
-
-def _has_phrase(text: str, phrase: str) -> bool:
-    return _phrase_re(phrase).search(text) is not None
-
-
-@cache
 def drug_match(name: str) -> tuple[str, str] | None:
-    """``(area, generic name)`` of a recorded drug name, the longest matching phrase winning;
-    the generic name is the pool entry, or the normalised recorded name when only an extra
-    phrase matched (``"Glargine"`` -> ``("antidiabetic", "glargine")``). None = no area."""
-    norm = normalize_drug(name)
+    """``(area, generic name)`` of a recorded drug name, by whole-word phrase match on its
+    :func:`clinlib.drugnames.drug_key` (the longest phrase winning): the generic name is the
+    matched pool entry, or the matched extra phrase (``"Insulin (Regular) for Hyperkalemia"`` ->
+    ``("antidiabetic", "insulin")``), so an option text is always a phrase the recorded name
+    contains, never the recorded name itself. None = no area."""
+    key = drug_key(name)
     best: tuple[int, str, str] | None = None
     for area, members in THERAPEUTIC_AREAS.items():
         for phrase in members + DRUG_AREA_EXTRA.get(area, ()):
-            if _has_phrase(norm, phrase) and (best is None or len(phrase) > best[0]):
-                best = (len(phrase), area, phrase if phrase in members else norm)
+            if has_phrase(key, drug_key(phrase)) and (best is None or len(phrase) > best[0]):
+                best = (len(phrase), area, phrase)
     return (best[1], best[2]) if best else None
-
-
-def head_word(name: str) -> str:
-    """First word of a generic name (``"insulin lispro"`` -> ``"insulin"``)."""
-    return normalize_drug(name).replace("-", " ").split(" ")[0]
 
 
 def is_adjunct(code: str, version: int) -> bool:
