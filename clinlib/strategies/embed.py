@@ -152,6 +152,16 @@ class EmbeddingStore:
             self._conn.close()
 
 
+_MODELS: dict[tuple[bool, str], Any] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def forget_models() -> None:
+    """Drop the loaded models (the next use reloads: a cold start for timings)."""
+    with _MODELS_LOCK:
+        _MODELS.clear()
+
+
 class Embedder:
     """Encode texts with a static or sentence-transformers model through an
     :class:`EmbeddingStore`.
@@ -200,6 +210,15 @@ class Embedder:
             return self._model
 
     def _load(self, path: str):
+        # One model object per (kind, folder) per process: several stores (profiles, scratch
+        # folders, tests) share it instead of each loading its own copy.
+        key = (self.static, str(Path(path).resolve()) if Path(path).exists() else path)
+        with _MODELS_LOCK:
+            if key not in _MODELS:
+                _MODELS[key] = self._load_new(path)
+            return _MODELS[key]
+
+    def _load_new(self, path: str):
         if self.static:
             if self.model_name in SHIPPED_MODELS or (Path(path) / encoders.MANIFEST).is_file():
                 encoders.verify_folder(path)  # the weights are what the manifest says

@@ -20,6 +20,7 @@ from clinlib.strategies.embed import (
     DEFAULT_EMBEDDING_MODEL,
     TRANSFORMER_MODEL,
     Embedder,
+    forget_models,
     model_slug,
 )
 from clinlib.strategies.footprints import HIT_KS, hit_rates, retrieval_hits
@@ -45,6 +46,7 @@ def time_visit_encoding(groups: Mapping[int, pd.DataFrame], model: str, store_di
     Returns:
         visits (distinct texts encoded), load_s (model load), encode_s (encoding only).
     """
+    forget_models()  # cold: the model load is timed too
     emb = Embedder(model, store_dir)
     texts = [t for turns in groups.values() for _, t in visit_chunks(turns)]
     t0 = time.perf_counter()
