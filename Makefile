@@ -73,7 +73,7 @@ notebooks: install ## execute every notebook on PROFILE (outputs under data/buil
 bench-cohort: install ## MIMIC-scale synthetic data (364,627 patients) + cohort build, DuckDB vs pandas
 	$(BIN)/python -m clinlib.bench.cohort
 
-bench-strategies: install ## build every strategy cold then warm, printing wall times (PROFILE, default paper)
+bench-strategies: install ## build every strategy cold then warm, then static vs MiniLM encoder: times and hit@k (PROFILE, default paper)
 	$(BIN)/python -m clinlib.bench.strategies --profile $(or $(PROFILE),paper)
 
 bench-harness: install ## harness vs bare openai SDK vs inspect_ai on a local 100 ms server; cached re-run

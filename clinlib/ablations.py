@@ -20,6 +20,7 @@ import pandas as pd
 
 from clinlib import metrics, stats
 from clinlib.strategies import get_strategy, parse_label
+from clinlib.strategies.encoder_eval import ENCODERS
 
 DENSE_K: tuple[int, ...] = (3, 5, 10)  # Appendix G.6
 SUMMARY_BUDGETS: tuple[int, ...] = (500, 1000)  # Appendix G.6
@@ -254,3 +255,24 @@ def construction_reuse(builds: pd.DataFrame) -> pd.DataFrame:
     out = builds[["label", "n_dialogues", "built", "cached", "seconds"]].copy()
     out.insert(1, "parameters", [parse_label(lab)[1] or "defaults" for lab in out["label"]])
     return out.rename(columns={"cached": "reused"}).reset_index(drop=True)
+
+
+def encoder_hits(
+    questions: pd.DataFrame,
+    profile: str | None = None,
+    encoders: Sequence[str] = ENCODERS,
+    dialogues: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Dense-retrieval hit@k of the anchor visit (Appendix C.2) per encoder on the given
+    questions (e.g. the ablation subset's), through the construction cache.
+
+    Returns:
+        encoder, label, task (per task and ``overall``), n, hit@1 ... hit@10.
+    """
+    from clinlib.strategies.views import hit_table
+
+    labels = variant_labels("dense-retrieval", "embedding_model", encoders)
+    _, rates = hit_table(questions, profile, strategies=labels, dialogues=dialogues)
+    rates = rates.rename(columns={"strategy": "label"})
+    rates.insert(0, "encoder", rates["label"].map(dict(zip(labels, encoders, strict=True))))
+    return rates

@@ -117,6 +117,7 @@ class TableSpec:
         n_rows: rows the paper prints (after the tidy reshape).
         allowed: column -> allowed values (str/int columns).
         nullable: columns that may be empty (a printed dash, or not applicable).
+        kind: "Table", or "Figure" for numbers a figure's caption or text prints.
     """
 
     number: int
@@ -128,6 +129,7 @@ class TableSpec:
     n_rows: int
     allowed: dict[str, tuple] = field(default_factory=dict)
     nullable: frozenset[str] = frozenset()
+    kind: str = "Table"
 
     @property
     def file(self) -> str:
@@ -409,6 +411,30 @@ TABLES: dict[str, TableSpec] = {
 }
 _BY_NUMBER: dict[int, TableSpec] = {spec.number: spec for spec in TABLES.values()}
 
+# Numbers printed with a figure (not a numbered table): Figure 14 / Appendix C.2 BGE-M3
+# hit rates (overall only: the per-task bars are not printed as numbers) and the per-task
+# retrieval-eligible n of its caption.
+HIT_TASKS: tuple[str, ...] = tuple(f"T{i}" for i in range(1, 9))
+FIGURES: dict[str, TableSpec] = {
+    "figure14_hit_rates": TableSpec(
+        14,
+        "figure14_hit_rates",
+        "Appendix C.2 (Figure 14, §5.6)",
+        "BGE-M3 dense-retrieval hit@k of the anchor visit; per-task eligible n",
+        {"task": "str", "k": "int", **_VAL},
+        ("task", "k", "metric"),
+        4 + len(HIT_TASKS) + 1,
+        {
+            "task": HIT_TASKS + ("all",),
+            "k": (1, 3, 5, 10),
+            "metric": ("hit_rate", "eligible_n"),
+            "unit": ("fraction", "count"),
+        },
+        frozenset({"k"}),
+        kind="Figure",
+    )
+}
+
 
 def list_tables() -> pd.DataFrame:
     """The shipped published tables.
@@ -479,10 +505,10 @@ def _validate(df_raw: pd.DataFrame, spec: TableSpec, path: Path) -> pd.DataFrame
     if missing or extra:
         raise _bad(
             path,
-            f"columns do not match Table {spec.number}: missing {missing}, unexpected {extra}",
+            f"columns do not match {spec.kind} {spec.number}: missing {missing}, unexpected {extra}",
         )
     if len(df_raw) != spec.n_rows:
-        raise _bad(path, f"has {len(df_raw)} rows; Table {spec.number} has {spec.n_rows}")
+        raise _bad(path, f"has {len(df_raw)} rows; {spec.kind} {spec.number} has {spec.n_rows}")
     out = pd.DataFrame(index=df_raw.index)
     for col, kind in spec.columns.items():
         series = _parse_column(df_raw[col].astype(str), col, kind, path)
@@ -531,6 +557,25 @@ def load_table(name: str | int, data_dir: Path | None = None) -> pd.DataFrame:
     path = Path(data_dir or PAPER_DATA_DIR) / spec.file
     if not path.is_file():
         raise PaperTableError(f"published table {spec.number} missing: {path} does not exist")
+    try:
+        raw = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise _bad(path, f"not a readable CSV ({exc})") from None
+    return _validate(raw, spec, path)
+
+
+def load_figure(name: str = "figure14_hit_rates", data_dir: Path | None = None) -> pd.DataFrame:
+    """Load the numbers printed with a figure (see :data:`FIGURES`), validated like a table.
+
+    Raises:
+        PaperTableError: unknown name, missing file, or malformed content.
+    """
+    if name not in FIGURES:
+        raise PaperTableError(f"unknown paper figure {name!r}; known: {', '.join(FIGURES)}")
+    spec = FIGURES[name]
+    path = Path(data_dir or PAPER_DATA_DIR) / spec.file
+    if not path.is_file():
+        raise PaperTableError(f"published figure {spec.number} missing: {path} does not exist")
     try:
         raw = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:

@@ -10,8 +10,10 @@ import re
 from pathlib import Path
 
 import altair as alt
+import pandas as pd
 
 from clinlib.config import FIGURES_DIR
+from clinlib.io import atomic_path
 
 # Colour-blind-safe categorical palette (Okabe–Ito) shared by every figure.
 PALETTE = [
@@ -64,3 +66,15 @@ def savefig(chart: alt.TopLevelMixin, name: str, formats: tuple[str, ...] = ("pn
         chart.save(str(path), scale_factor=2 if fmt == "png" else 1)
         paths.append(path)
     return paths[0]
+
+
+def savetable(df: pd.DataFrame, name: str) -> Path:
+    """Save a tidy table as ``figures/<name>.csv`` (same ``NN_slug`` naming as :func:`savefig`)
+    and return its path."""
+    if not _SLUG.match(name):
+        raise ValueError(f"table name {name!r} must look like 'NN_slug' (e.g. '05_retrieval_hits')")
+    FIGURES_DIR.mkdir(parents=True, exist_ok=True)
+    path = FIGURES_DIR / f"{name}.csv"
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False)
+    return path

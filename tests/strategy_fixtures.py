@@ -147,3 +147,27 @@ def dialogue(events: pd.DataFrame) -> pd.DataFrame:
     cov = result.coverage
     assert (cov["status"] == "covered").all(), cov[cov["status"] != "covered"]
     return result.turns
+
+
+def static_reference_encode(texts: list[str], max_pieces: int | None = None):
+    """The shipped static encoder by hand (an implementation independent of model2vec): each
+    text is the mean of its word pieces' rows of the shipped table — every piece (or the first
+    ``max_pieces``), unknown pieces dropped, no special tokens — L2-normalised; float64, shape
+    (len(texts), dim)."""
+    import numpy as np
+    from safetensors.numpy import load_file
+    from tokenizers import Tokenizer
+
+    from clinlib.strategies.encoders import STATIC_MODEL_DIR
+
+    table = load_file(str(STATIC_MODEL_DIR / "model.safetensors"))["embeddings"]
+    tok = Tokenizer.from_file(str(STATIC_MODEL_DIR / "tokenizer.json"))
+    tok.no_truncation()
+    unk = tok.token_to_id("[UNK]")
+    out = []
+    for text in texts:
+        ids = [i for i in tok.encode(text, add_special_tokens=False).ids if i != unk]
+        ids = ids[:max_pieces] if max_pieces else ids
+        vec = table[ids].astype(np.float64).mean(axis=0)
+        out.append(vec / np.linalg.norm(vec))
+    return np.stack(out)

@@ -131,3 +131,29 @@ def test_stratified_subset_and_subset_questions_errors_and_filtering():
     qs = pd.DataFrame({"qid": ["a", "b", "c"], "subject_ids": [[1], [1, 9], [2]]})
     assert ablations.subset_questions(qs, [1, 2])["qid"].tolist() == ["a", "c"]
     assert ablations.subset_questions(qs, None) is qs
+
+
+def test_encoder_hits_per_encoder_through_the_construction_cache(tmp_path, monkeypatch):
+    """Both encoders' hit@k on the ablation questions, via the profile's cache, agree with
+    the in-memory comparison of clinlib.strategies.encoder_eval."""
+    import clinlib.config
+    from clinlib.strategies.encoder_eval import dense_hits
+    from tests import strategy_fixtures as F
+
+    monkeypatch.setattr(clinlib.config, "BUILD_DIR", tmp_path)
+    turns = F.dialogue(F.events_7001())
+    qs = pd.DataFrame([
+        {"qid": "a", "task": "T1", "subject_ids": [7001], "anchor_event_ids": ["LAB-22"],
+         "evidence_turns": [], "question": "What was the patient's Troponin T on 2150-03-02?"},
+        {"qid": "b", "task": "T2", "subject_ids": [7001], "anchor_event_ids": ["LAB-51"],
+         "evidence_turns": [], "question": "How did hemoglobin change?"},
+    ])  # fmt: skip
+    got = ablations.encoder_hits(qs, "enc-test", dialogues=turns)
+    assert got["encoder"].unique().tolist() == list(ablations.ENCODERS)
+    assert got["label"].tolist()[-1] == "dense-retrieval(embedding_model='all-MiniLM-L6-v2')"
+    assert (tmp_path / "enc-test" / "constructions" / "dense-retrieval").is_dir()
+    for model in ablations.ENCODERS:
+        overall = got[(got["encoder"] == model) & (got["task"] == "overall")].iloc[0]
+        ref = dense_hits(qs, {7001: turns}, model, tmp_path / "ref")
+        assert overall["n"] == 2 and overall["hit@1"] == ref["hit@1"].mean()
+        assert overall["hit@3"] == ref["hit@3"].mean()

@@ -268,12 +268,13 @@ class Strategy:
         return prep.model_id
 
     def label(self) -> str:
-        """``name`` plus non-default parameters, e.g. ``dense-retrieval(k=3)``."""
+        """``name`` plus non-default parameters as Python literals, e.g. ``dense-retrieval(k=3)``
+        or ``dense-retrieval(embedding_model='all-MiniLM-L6-v2')`` (so it parses back)."""
         changed = {k: v for k, v in self.params.items()
                    if not k.endswith("_dir") and self.defaults.get(k) != v}  # fmt: skip
         if not changed:
             return self.name
-        return f"{self.name}(" + ", ".join(f"{k}={v}" for k, v in sorted(changed.items())) + ")"
+        return f"{self.name}(" + ", ".join(f"{k}={v!r}" for k, v in sorted(changed.items())) + ")"
 
     # -- construction -----------------------------------------------------------------------
     def construct(

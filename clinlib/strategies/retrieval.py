@@ -14,9 +14,11 @@ read at question time, so a sentence injected after construction into a retrieve
 visible (§5.5: dense retrieval stays intact post-construction). K acts only at access, so a K
 ablation rebuilds nothing.
 
-Chunking: ``truncate`` (default) embeds each visit as one chunk, which the model truncates to its
-window (256 word pieces for MiniLM; BGE-M3's 8192 covers any visit); ``max`` splits a visit at
-turn boundaries into window-sized segments and scores the visit by its best segment.
+Chunking: ``truncate`` (default) embeds each visit as one chunk: the default static encoder
+embeds it whole; a transformer truncates it to its window (256 word pieces for MiniLM; BGE-M3's
+8192 covers any visit). ``max`` splits a visit at turn boundaries into window-sized segments and
+scores the visit by its best segment; a static model has no window, so there ``max`` equals
+``truncate`` (windows made the static model worse, issue 13).
 """
 
 from __future__ import annotations
@@ -121,9 +123,10 @@ class DenseRetrieval(EmbedsQueries, _Retrieval):
     def _segments(self, turns: pd.DataFrame) -> list[tuple[int, str]]:
         """(visit_idx, text) segments to embed (one per visit unless chunking='max')."""
         chunks = visit_chunks(turns)
-        if self.params["chunking"] == "truncate":
+        window = None if self.params["chunking"] == "truncate" else self.embedder.max_seq_length
+        if window is None:  # one chunk per visit (a static model has no window)
             return chunks
-        limit = max(16, self.embedder.max_seq_length - 8)
+        limit = max(16, window - 8)
         out: list[tuple[int, str]] = []
         for v, text in chunks:
             lines = text.split("\n")

@@ -20,6 +20,7 @@ from clinlib.strategies.base import context_for
 from clinlib.strategies.cache import ConstructionCache, constructions_dir, split_dialogues
 from clinlib.strategies.footprints import (
     HIT_KS,
+    PAPER_HIT_N,
     PAPER_HIT_RATES,
     footprints,
     hit_rates,
@@ -140,10 +141,36 @@ def hit_table(
     for s in strategies:
         strat = get_strategy(s, profile=name)
         arts = artifacts_for(s, groups, name, prep)
+        strat.warm_queries(questions.to_dict("records"))  # one encoder batch, not one per question
         h = retrieval_hits(questions, strat, arts, groups, ks)
         hits.append(h.assign(strategy=s))
         rates.append(hit_rates(h).assign(strategy=s))
     return pd.concat(hits, ignore_index=True), pd.concat(rates, ignore_index=True)
+
+
+def hit_long(rates: pd.DataFrame) -> pd.DataFrame:
+    """:func:`hit_table` rates in long form: strategy, task (``all`` for the overall row), k,
+    hit_rate — the layout of ``figures/05_retrieval_hits.csv``."""
+    kcols = [c for c in rates.columns if c.startswith("hit@")]
+    long = rates.melt(id_vars=["strategy", "task"], value_vars=kcols, var_name="k",
+                      value_name="hit_rate")  # fmt: skip
+    long["k"] = long["k"].str.replace("hit@", "").astype(int)
+    long["task"] = long["task"].replace({"overall": "all"})
+    return long.sort_values(["strategy", "task", "k"], kind="stable").reset_index(drop=True)[
+        ["strategy", "task", "k", "hit_rate"]
+    ]
+
+
+def hits_beside_paper(rates: pd.DataFrame, strategy: str = "dense-retrieval") -> pd.DataFrame:
+    """One strategy's hit@k per task beside the paper's BGE-M3 figures (Appendix C.2): the
+    kit's n and hit@k, the paper's eligible n per task, and its hit@k on the ``all`` row (the
+    paper prints per-task rates only as bars)."""
+    mine = rates[rates["strategy"] == strategy].drop(columns="strategy").copy()
+    mine["task"] = mine["task"].replace({"overall": "all"})
+    mine.insert(2, "paper_n", mine["task"].map({**PAPER_HIT_N, "all": sum(PAPER_HIT_N.values())}))
+    for k, v in PAPER_HIT_RATES.items():
+        mine[f"paper hit@{k}"] = [v if t == "all" else float("nan") for t in mine["task"]]
+    return mine.reset_index(drop=True)
 
 
 def hit_chart(rates: pd.DataFrame) -> alt.Chart:
