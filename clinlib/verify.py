@@ -230,8 +230,11 @@ def required_fields(event: Mapping[str, Any]) -> dict[str, str]:
         out |= {"label": event.get("label"), "value": event.get("value_text")}
         out["unit"] = event.get("unit")
     elif kind == "medication":
-        out |= {"drug": event.get("label"), "dose": event.get("value_text")}
-        out["unit"] = event.get("unit")
+        out["drug"] = event.get("label")
+        # Without a dose the turn names the drug only (no unit either); no_untraced_numbers
+        # then refuses any number, so a dose can never be invented.
+        if present(event.get("value_text")):
+            out |= {"dose": event.get("value_text"), "unit": event.get("unit")}
         if present(event.get("route")):
             out["route"] = event["route"]
     elif kind in ("diagnosis", "procedure"):
