@@ -20,6 +20,15 @@ missing component is ``UNK``. The kit's provenance travels in extra columns: ``h
 ``event_id`` (raw-source ids), ``unit`` (medication dose unit), ``end_time`` (discharge /
 stop time), ``ref_low``, ``ref_high``, ``flag``.
 
+Medications. A MIMIC-derived MEDS dataset (MEDS-transforms) writes orders as
+``MEDICATION//START//<drug>`` / ``MEDICATION//STOP//<drug>`` (from MIMIC's pharmacy table; no
+dose, no hadm_id, the route in an extra ``route`` column) and eMAR administrations as
+``MEDICATION//<drug>//<event_txt>``. When a dataset has START rows, they are its orders
+(medication events without a dose: the dialogue says "started") and every other MEDICATION
+row is an administration, not an order; without START rows, every non-STOP MEDICATION row is
+an order (the kit's own export). :mod:`clinlib.sources.meds_fixture` builds such a dataset
+from a MIMIC-shaped hosp directory.
+
 Reading back, ``hadm_id`` is trusted for an event kind whenever any row of that kind carries
 one; otherwise admissions come from HOSPITAL_ADMISSION / HOSPITAL_DISCHARGE pairs and each event
 joins the admission whose [admittime, dischtime] interval holds it (procedures by calendar

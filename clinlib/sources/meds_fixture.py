@@ -214,3 +214,11 @@ def mimic_to_meds(hosp_dir: Path, out_dir: Path, dataset_name: str = "mimic-fixt
         }
         (tmp / "metadata" / "dataset.json").write_text(json.dumps(meta, indent=2) + "\n")
     return out_dir
+
+
+if __name__ == "__main__":  # python -m clinlib.sources.meds_fixture <hosp dir> <MEDS out dir>
+    import sys
+
+    if len(sys.argv) != 3:
+        sys.exit("usage: python -m clinlib.sources.meds_fixture <mimic hosp dir> <meds out dir>")
+    print(mimic_to_meds(Path(sys.argv[1]), Path(sys.argv[2])))

@@ -51,7 +51,11 @@ real start year (which sets ``anchor_year_group``), and stays before the patient
 no hadm_id (outpatient and emergency-department draws, and ~1.5 % of draws inside a stay);
 a few values are masked as ``___`` with a valid valuenum; troponin T below the assay limit reads
 ``<0.01`` with no valuenum; rare comments carry commas and double quotes; ``dose_val_rx`` has
-ranges such as ``1-2``; ``ndc`` is ``0`` for sliding-scale insulin and flushes.
+ranges such as ``1-2``; ``ndc`` is ``0`` for sliding-scale insulin and flushes. Real MIMIC-IV
+prescription and emar shapes — MAIN / BASE / ADDITIVE rows sharing a ``pharmacy_id``, missing
+doses and hadm_ids, results only in ``comments``, qualified drug names, an ``emar`` table —
+come from :mod:`clinlib.sources.synthetic_shapes` on a separate random stream, with their
+real-world shares documented there.
 
 Engineering. Chunks of ``chunk_patients`` patients are generated with vectorised numpy from
 ``np.random.default_rng([seed, chunk_idx])`` and disjoint per-chunk id ranges, so a chunk never
