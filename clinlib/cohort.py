@@ -12,7 +12,8 @@ Rules, in funnel order (each step keeps the patients that pass all earlier steps
 2. >= 2 diagnosis rows in one index disease (code assignments, counted per (hadm_id, seq_num));
 3. >= 2 admissions more than 7 days apart (equivalently: last admittime - first admittime > 7 d);
 4. >= 5 labevents rows from the 18-lab panel with a numeric result;
-5. >= 2 prescriptions rows.
+5. >= 2 prescriptions rows that are medication orders (a BASE diluent row is part of its
+   MAIN order, :data:`clinlib.schema.RX_DILUENT_TYPES`).
 
 Each eligible patient gets one primary disease: the eligible index disease with most code rows,
 ties broken in the order of :data:`clinlib.vocab.INDEX_DISEASES` (hypertensive CKD codes count
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 import duckdb
 import pandas as pd
 
+from clinlib.schema import RX_ORDER_SQL
 from clinlib.vocab import INDEX_DISEASE_ICD, INDEX_DISEASES, PANEL_ITEMIDS
 
 log = logging.getLogger(__name__)
@@ -132,7 +134,8 @@ labs AS (
     FROM labevents WHERE itemid IN (SELECT itemid FROM ct_panel) AND valuenum IS NOT NULL
     GROUP BY subject_id
 ),
-rx AS (SELECT subject_id, count(*) AS n_meds FROM prescriptions GROUP BY subject_id),
+rx AS (SELECT subject_id, count(*) AS n_meds FROM prescriptions WHERE {RX_ORDER_SQL}
+       GROUP BY subject_id),
 alldx AS (SELECT subject_id, count(*) AS n_dx FROM diagnoses_icd GROUP BY subject_id),
 px AS (SELECT subject_id, count(*) AS n_px FROM procedures_icd GROUP BY subject_id)
 SELECT p.subject_id,

@@ -26,7 +26,7 @@ from clinlib.cohort import (
     stratum_targets,
 )
 from clinlib.events import normalize_events
-from clinlib.schema import HOSP_TABLES
+from clinlib.schema import HOSP_TABLES, RX_DILUENT_TYPES
 from clinlib.vocab import INDEX_DISEASE_ICD, INDEX_DISEASES, LAB_PANEL, PANEL_ITEMIDS
 
 
@@ -62,6 +62,26 @@ def read_table(hosp_dir: Path, table: str, columns: list[str]) -> pd.DataFrame:
     return df
 
 
+def _is_order(drug_type: pd.Series) -> pd.Series:
+    """A prescriptions row that is a medication order, not a BASE diluent (NULL = MAIN)."""
+    return ~drug_type.astype("string").str.strip().str.upper().isin(RX_DILUENT_TYPES)
+
+
+def _rx_ids(rx: pd.DataFrame) -> pd.Series:
+    """RX-<pharmacy_id>[-<k>]: k ranks an id's order rows by content (clinlib.events)."""
+    ranked = rx.assign(
+        _not_main=rx["drug_type"].astype("string").str.strip().str.upper().fillna("MAIN")
+        != "MAIN"
+    ).sort_values(
+        ["pharmacy_id", "_not_main", "drug", "dose_val_rx", "dose_unit_rx", "route",
+         "starttime", "stoptime", "subject_id", "hadm_id"],
+        na_position="last", kind="stable",
+    )  # fmt: skip
+    k = ranked.groupby("pharmacy_id").cumcount() + 1
+    pid = "RX-" + ranked["pharmacy_id"].astype("int64").astype(str)
+    return (pid + k.map(lambda i: "" if i == 1 else f"-{i}")).reindex(rx.index)
+
+
 def _index_code_counts(dx: pd.DataFrame) -> pd.DataFrame:
     code = dx["icd_code"].astype("string").str.strip().str.upper()
     parts = []
@@ -84,7 +104,8 @@ def select_cohort_pandas(hosp_dir: Path, per_disease: int = 100, seed: int = 0) 
     patients = read_table(hosp_dir, "patients", ["subject_id"])
     adm = read_table(hosp_dir, "admissions", ["subject_id", "admittime", "dischtime"])
     labs = read_table(hosp_dir, "labevents", ["subject_id", "itemid", "valuenum"])
-    rx = read_table(hosp_dir, "prescriptions", ["subject_id"])
+    rx = read_table(hosp_dir, "prescriptions", ["subject_id", "drug_type"])
+    rx = rx[_is_order(rx["drug_type"])]
     dx = read_table(
         hosp_dir, "diagnoses_icd", ["subject_id", "hadm_id", "seq_num", "icd_code", "icd_version"]
     )
@@ -270,6 +291,7 @@ def extract_events_pandas(hosp_dir: Path, subject_ids) -> pd.DataFrame:
             "subject_id",
             "hadm_id",
             "pharmacy_id",
+            "drug_type",
             "starttime",
             "stoptime",
             "drug",
@@ -278,11 +300,13 @@ def extract_events_pandas(hosp_dir: Path, subject_ids) -> pd.DataFrame:
             "route",
         ],
     )
-    rx = rx[rx["subject_id"].isin(subjects)]
-    rx = attach(rx, "starttime", "pharmacy_id")
+    rx = rx[rx["subject_id"].isin(subjects) & rx["pharmacy_id"].notna()]
+    rx = rx[_is_order(rx["drug_type"])].copy()
+    rx["rx_id"] = _rx_ids(rx)
+    rx = attach(rx, "starttime", "rx_id")
     rx_ev = pd.DataFrame(
         {
-            "event_id": "RX-" + rx["pharmacy_id"].astype("int64").astype(str),
+            "event_id": rx["rx_id"],
             "subject_id": rx["subject_id"],
             "hadm_id": rx["hadm_id"],
             "visit_idx": rx["visit_idx"],

@@ -15,8 +15,9 @@ so the text varies but is reproducible. Each fact-bearing sentence carries its e
 Event status (``event_coverage.parquet``):
 
 - ``unusable`` — the event cannot be stated faithfully: unknown kind, no time or visit, a lab
-  outside the 18-lab panel or without value or unit, a medication without drug, dose or dose
-  unit, a diagnosis / procedure without code or title (unknown code), an admission without
+  outside the 18-lab panel or without value or unit, a medication without drug or with a dose
+  but no dose unit (a medication without a dose is usable: it is told as started, drug and
+  route only, never with a made-up dose), a diagnosis / procedure without code or title (unknown code), an admission without
   type, a duplicated event_id. It is left out and its reason recorded.
 - ``missed`` — deliberately left unstated, the anchors of T9 abstention questions. The rule
   is deterministic and hash-based on (seed, event_id): with ``u = hash(seed, event_id)`` in
@@ -295,6 +296,9 @@ MED_FRAMES = (
 )
 MED_ITEMS = ("{drug} {dose} {unit} {route}", "{drug} {dose} {unit} ({route})")
 MED_ITEM_NO_ROUTE = "{drug} {dose} {unit}"
+# A medication without a dose: named with its route only; no dose is ever made up.
+MED_ITEMS_NO_DOSE = ("{drug} {route}", "{drug} ({route})")
+MED_ITEM_NAME_ONLY = "{drug}"
 PROCEDURE_FRAMES = (
     "On {date} we performed {title} (procedure code {code}).",
     "You had {title} on {date}; its procedure code is {code}.",
@@ -653,9 +657,9 @@ def event_problem(event: Mapping[str, Any]) -> str | None:
     elif kind == "medication":
         if not present(label):
             return "drug name missing"
-        if not present(event.get("value_text")):
-            return f"{label} dose missing"
-        if not present(event.get("unit")):
+        # No dose (a MEDS eMAR / pharmacy start, an empty dose_val_rx) is still an order: it
+        # is told as started, without a number. A dose without its unit cannot be told.
+        if present(event.get("value_text")) and not present(event.get("unit")):
             return f"{label} dose unit missing"
     elif kind in ("diagnosis", "procedure"):
         code = event.get("code")
@@ -666,6 +670,17 @@ def event_problem(event: Mapping[str, Any]) -> str | None:
     elif kind == "admission" and not present(event.get("code")):
         return "admission type missing"
     return None
+
+
+def _med_item(e: Mapping[str, Any], p, day: str, c_i: int) -> str:
+    """One medication as told: drug, dose, unit and route as recorded ("1-2" stays a range);
+    without a dose just the drug and route, so a sentence says it was started."""
+    route = V.present(e.get("route"))
+    if V.present(e.get("value_text")):
+        fmt = p(MED_ITEMS, "med_item", day, c_i) if route else MED_ITEM_NO_ROUTE
+    else:
+        fmt = p(MED_ITEMS_NO_DOSE, "med_item", day, c_i) if route else MED_ITEM_NAME_ONLY
+    return fmt.format(drug=e["label"], dose=e["value_text"], unit=e["unit"], route=e.get("route"))
 
 
 def missed_events(
@@ -879,13 +894,7 @@ def _visit_turns(
             meds = sorted(meds_by_day[day], key=lambda e: (str(e["label"]).lower(),
                                                            _natural_key(str(e["event_id"]))))  # fmt: skip
             for c_i, chunk in enumerate(_chunks(meds, MED_CHUNK)):
-                item_fmt = p(MED_ITEMS, "med_item", day, c_i)
-                items = [
-                    (item_fmt if V.present(e.get("route")) else MED_ITEM_NO_ROUTE).format(
-                        drug=e["label"], dose=e["value_text"], unit=e["unit"], route=e.get("route")
-                    )
-                    for e in chunk
-                ]
+                items = [_med_item(e, p, day, c_i) for e in chunk]
                 frame = p(MED_FRAMES, "med", day, c_i)
                 sentences.append((frame.format(date=day, items=_join(items)),
                                   [e["event_id"] for e in chunk]))  # fmt: skip

@@ -4,9 +4,29 @@ id (paper §3 "Cohort", Fig. 2 stage 2 "deterministic event IDs for provenance")
 Extraction runs in DuckDB over the MIMIC-shaped views, restricted to the cohort's subjects.
 
 Event ids come from the source record's natural key, never from row order, so the same record
-gets the same id on every run: ``ADM-<hadm_id>`` / ``DIS-<hadm_id>`` (admissions),
-``LAB-<labevent_id>``, ``RX-<pharmacy_id>``, ``DX-<hadm_id>-<seq_num>``,
+gets the same id on every run and the ids are unique: ``ADM-<hadm_id>`` / ``DIS-<hadm_id>``
+(admissions), ``LAB-<labevent_id>``, ``RX-<pharmacy_id>[-<k>]``, ``DX-<hadm_id>-<seq_num>``,
 ``PX-<hadm_id>-<seq_num>``.
+
+Prescriptions. In real MIMIC-IV one ``pharmacy_id`` (one pharmacy order) carries up to four
+rows with the same starttime: the MAIN drug, its BASE diluent rows ("0.9% Sodium Chloride",
+"Bag", "D5W"; about a fifth of all rows) and occasionally ADDITIVE rows (a second drug added
+to the bag; ~0.1 %). So ``pharmacy_id`` is not a row key
+(:data:`clinlib.schema.RX_DILUENT_TYPES`):
+
+- BASE rows yield no event: a diluent is the vehicle of the MAIN drug, not a clinical
+  decision the clinician would tell or a question could ask about, and its dose is a bag
+  volume. Folding it into the MAIN event would need a column the event contract lacks.
+- MAIN and ADDITIVE rows (a NULL ``drug_type``, as from a MEDS source, counts as MAIN) each
+  yield an event. Within a pharmacy_id they are ranked by content — MAIN before ADDITIVE,
+  then drug, dose, unit, route, start, stop, subject, admission — and the first keeps the
+  plain ``RX-<pharmacy_id>``, the k-th (k >= 2) gets ``RX-<pharmacy_id>-<k>``. The rank never
+  depends on row order; rows tied on every ranked column are identical events, so which one
+  gets which k does not change the table. Several MAIN rows on one id are ranked the same way.
+- A row without ``pharmacy_id`` has no natural key, so it yields no event (none in the MIMIC-IV
+  demo; an id from row order would not be stable).
+- ``value_text`` is ``dose_val_rx`` as given ("1-2", "0"); ``value`` is its number, NULL for a
+  range or when the dose is missing (the dialogue then says the drug was started, no dose).
 
 Visits are admissions, numbered 0.. per patient by (admittime, hadm_id). A lab or prescription
 without hadm_id (MIMIC's outpatient draws) joins the admission whose window
@@ -18,7 +38,10 @@ with clinical-priority de-duplication to one value per (visit, lab, calendar day
 preferred itemid first (measured LDL over calculated), then an abnormal result (the one that
 drives care), then the earliest charttime, then the lowest labevent_id. ``value_text`` is the
 result as reported (``labevents.value``), or the numeric value formatted at the lab's usual
-precision when MIMIC stores only the number (``value`` is NULL or ``'___'``).
+precision when MIMIC stores only the number (``value`` is NULL or ``'___'``). A row without
+``valuenum`` yields no event: that covers results reported only in ``comments`` (value and
+valuenum NULL, e.g. "HEMOLYZED SPECIMEN" or a result phoned in) and censored text results
+such as troponin ``<0.01``, which have no number a trend, extreme or recompute could use.
 Diagnoses carry the discharge time (ICD codes are assigned at discharge); procedures their
 chartdate.
 """
@@ -28,7 +51,7 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-from clinlib.schema import ARTIFACTS
+from clinlib.schema import ARTIFACTS, RX_ORDER_SQL
 from clinlib.vocab import LAB_PANEL, PANEL_ITEMIDS
 
 KIND_ORDER = {
@@ -101,15 +124,29 @@ labs AS (
         FROM (SELECT * FROM lab_direct UNION ALL BY NAME SELECT * FROM lab_windowed)
     ) WHERE keep_rank = 1
 ),
+rx_src AS (
+    -- One candidate per MAIN / ADDITIVE row; k ranks the rows of a pharmacy_id by content.
+    SELECT r.*, row_number() OVER (
+        PARTITION BY r.pharmacy_id
+        ORDER BY (coalesce(upper(trim(r.drug_type)), 'MAIN') <> 'MAIN'), r.drug, r.dose_val_rx,
+                 r.dose_unit_rx, r.route, r.starttime, r.stoptime, r.subject_id, r.hadm_id
+    ) AS rx_k
+    FROM prescriptions r JOIN ct_subjects s USING (subject_id)
+    WHERE r.pharmacy_id IS NOT NULL
+      AND {RX_ORDER_SQL}
+),
+rx_keyed AS (
+    SELECT *, 'RX-' || pharmacy_id || CASE WHEN rx_k = 1 THEN '' ELSE '-' || rx_k END AS rx_id
+    FROM rx_src
+),
 rx_rows AS (
-    SELECT r.*, v.visit_idx, v.admittime AS v_admit FROM prescriptions r
+    SELECT r.*, v.visit_idx, v.admittime AS v_admit FROM rx_keyed r
     JOIN visits v ON v.subject_id = r.subject_id AND v.hadm_id = r.hadm_id
     UNION ALL BY NAME
     SELECT * EXCLUDE (rn) FROM (
         SELECT r.* EXCLUDE (hadm_id), v.hadm_id, v.visit_idx, v.admittime AS v_admit,
-               row_number() OVER (PARTITION BY r.pharmacy_id ORDER BY v.admittime) AS rn
-        FROM prescriptions r
-        JOIN ct_subjects s ON s.subject_id = r.subject_id
+               row_number() OVER (PARTITION BY r.rx_id ORDER BY v.admittime) AS rn
+        FROM rx_keyed r
         JOIN visits v ON v.subject_id = r.subject_id
          AND r.starttime >= v.admittime - INTERVAL {LAB_WINDOW_BEFORE_ADMIT}
          AND r.starttime <= v.dischtime
@@ -137,7 +174,7 @@ SELECT 'LAB-' || labevent_id, subject_id, hadm_id, visit_idx, charttime, 'lab',
        CASE WHEN flag = 'abnormal' THEN 'abnormal' END, NULL, NULL, 'labevents'
 FROM labs
 UNION ALL
-SELECT 'RX-' || pharmacy_id, subject_id, hadm_id, visit_idx, coalesce(starttime, v_admit),
+SELECT rx_id, subject_id, hadm_id, visit_idx, coalesce(starttime, v_admit),
        'medication', drug, 'drug', drug, TRY_CAST(dose_val_rx AS DOUBLE), dose_val_rx,
        dose_unit_rx, NULL, NULL, NULL, route, stoptime, 'prescriptions'
 FROM rx_rows

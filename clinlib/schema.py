@@ -110,6 +110,37 @@ HOSP_TABLES: dict[str, dict[str, str]] = {
     },
 }
 
+# Hosp tables the kit can use but a MIMIC-IV directory need not have. ``emar`` (one row per
+# medication administration) is what MIMIC-derived MEDS datasets build medication codes from
+# (clinlib.sources.meds_fixture); the CSV path reads prescriptions, so a real directory without
+# emar still opens. Same convention as HOSP_TABLES (v2.2 column order, DuckDB types).
+OPTIONAL_HOSP_TABLES: dict[str, dict[str, str]] = {
+    "emar": {
+        "subject_id": "INTEGER",
+        "hadm_id": "INTEGER",
+        "emar_id": "VARCHAR",
+        "emar_seq": "INTEGER",
+        "poe_id": "VARCHAR",
+        "pharmacy_id": "INTEGER",
+        "enter_provider_id": "VARCHAR",
+        "charttime": "TIMESTAMP",
+        "medication": "VARCHAR",
+        "event_txt": "VARCHAR",
+        "scheduletime": "TIMESTAMP",
+        "storetime": "TIMESTAMP",
+    },
+}
+
+# prescriptions.drug_type values that are not a medication order of their own: a BASE row is
+# the diluent of its pharmacy_id's MAIN drug (clinlib.events). NULL (e.g. from MEDS) = MAIN.
+RX_DILUENT_TYPES: tuple[str, ...] = ("BASE",)
+# SQL predicate over one prescriptions row: the row is a medication order (MAIN / ADDITIVE).
+RX_ORDER_SQL = (
+    "coalesce(upper(trim(drug_type)), 'MAIN') NOT IN ("
+    + ", ".join(f"'{t}'" for t in RX_DILUENT_TYPES)
+    + ")"
+)
+
 # Columns the kit reads from each source table (a real directory must provide these).
 REQUIRED: dict[str, tuple[str, ...]] = {
     "patients": ("subject_id", "gender", "anchor_age", "anchor_year"),
@@ -134,6 +165,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
         "pharmacy_id",
         "starttime",
         "stoptime",
+        "drug_type",
         "drug",
         "dose_val_rx",
         "dose_unit_rx",

@@ -19,7 +19,8 @@ HARD checks (any failure drops the patient):
 event_ids_exist             every id a turn lists exists in the patient's events and is usable
 tags_consistent             ``text_tagged`` minus its tags equals ``text``; tags == event_ids
 covered_fields_verbatim     each covered event's value, unit, date, code / title / drug, route
-                            appear verbatim in a turn that lists its id
+                            appear verbatim in a turn that lists its id (a medication's dose
+                            and unit only when recorded: without one it is named as started)
 no_untraced_numbers         every number in a turn traces to an event the turn lists
 no_untraced_dates           every date in a turn is the date of an event the turn lists
 no_untraced_codes           every ICD-like code in a turn is the code of an event it lists
@@ -230,8 +231,11 @@ def required_fields(event: Mapping[str, Any]) -> dict[str, str]:
         out |= {"label": event.get("label"), "value": event.get("value_text")}
         out["unit"] = event.get("unit")
     elif kind == "medication":
-        out |= {"drug": event.get("label"), "dose": event.get("value_text")}
-        out["unit"] = event.get("unit")
+        out["drug"] = event.get("label")
+        # Without a dose the turn names the drug only (no unit either); no_untraced_numbers
+        # then refuses any number, so a dose can never be invented.
+        if present(event.get("value_text")):
+            out |= {"dose": event.get("value_text"), "unit": event.get("unit")}
         if present(event.get("route")):
             out["route"] = event["route"]
     elif kind in ("diagnosis", "procedure"):

@@ -8,7 +8,7 @@
   range "1-2", a discharge without location, a last visit ending in DIED, and ONE unusable
   event (Creatinine without unit) among more than fifty must-cover events (coverage >= 98 %).
 - 1003 dropped: its visit_idx 1 starts before visit_idx 0 (visits_in_time_order), plus a
-  diagnosis with no title, a medication without dose, a lab itemid outside the panel and a
+  diagnosis with no title, a medication dose without unit, a lab itemid outside the panel and a
   row of unknown kind (all unusable, so coverage falls below 98 %).
 
 ``random_events(n_patients, seed)`` — larger, randomised but realistic tables (paper-like
@@ -299,7 +299,8 @@ def patient_1003() -> list[dict]:
         dis(s, 7001, 0, "2152-05-03 09:00"),
         adm(s, 7002, 1, "2152-01-10 09:00"),
         lab(s, 7002, 1, "2152-01-10 10:00", "potassium", 3.9, lab_id=103),
-        med(s, 7002, 1, "2152-01-10 11:00", "Amlodipine", None, rx_id=104),  # no dose
+        # a dose without its unit (a medication WITHOUT a dose is usable: told as started)
+        med(s, 7002, 1, "2152-01-10 11:00", "Amlodipine", "5", unit=None, rx_id=104),
         _row(
             event_id="LAB-105",
             subject_id=s,

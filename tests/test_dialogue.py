@@ -56,7 +56,7 @@ def test_unusable_events_have_clear_reasons(corpus):
     cov = corpus["event_coverage"].set_index("event_id")
     expected = {
         "DX-7001-2": "unknown ICD code Z9999 (no title)",
-        "RX-104": "Amlodipine dose missing",
+        "RX-104": "Amlodipine dose unit missing",
         "LAB-105": "lab itemid '99999' is not in the 18-lab panel",
         "VS-106": "unknown event kind 'vitals'",
         "LAB-99": "Creatinine unit missing",
@@ -65,6 +65,32 @@ def test_unusable_events_have_clear_reasons(corpus):
         assert cov.loc[eid, "status"] == "unusable"
         assert cov.loc[eid, "reason"] == reason
     assert (cov["status"] == "unusable").sum() == len(expected)
+
+
+def test_medication_without_dose_is_told_as_started_never_with_a_dose(events):
+    # A MEDS pharmacy start or an empty dose_val_rx: the order is still an event.
+    ev = events[events["subject_id"] == 1001].copy()
+    no_dose = ev["event_id"] == "RX-31"
+    ev.loc[no_dose, ["value_text", "unit"]] = None
+    ev.loc[no_dose, "value"] = float("nan")
+    out = D.synthesize_corpus(ev, make_cohort().query("subject_id == 1001"), seed=0)
+    assert out["dialogue_summary"].set_index("subject_id").loc[1001, "kept"]
+    turn = _turn_of(out, "RX-31")
+    sentence = next(s for s, ids in V.tagged_sentences(turn["text_tagged"]) if "RX-31" in ids)
+    # Drug and route only ("... Metformin PO ..." or "Metformin (PO)"), no dose number.
+    assert re.search(r"Metformin \(?PO\)?", sentence)
+    assert not re.search(r"Metformin \(?PO\)? ?\d", sentence)
+    assert V.required_fields(ev[no_dose].iloc[0]) == {
+        "date": "2150-01-10", "drug": "Metformin", "route": "PO"
+    }  # fmt: skip
+    # An invented dose is an untraced number: the verifier refuses it.
+    turns = out["dialogues"].copy()
+    i = turns.index[turns["text_tagged"] == turn["text_tagged"]][0]
+    for col in ("text", "text_tagged"):
+        turns.loc[i, col] = turns.loc[i, col].replace("Metformin", "Metformin 500 mg", 1)
+    checks = V.verify_dialogue(turns, ev, out["event_coverage"])
+    row = checks.set_index("check").loc["no_untraced_numbers"]
+    assert not row["passed"] and "500" in row["detail"]
 
 
 def test_patient_with_one_bad_row_is_kept_with_coverage_above_98(corpus):

@@ -19,6 +19,7 @@ import pytest
 from clinlib.config import PROFILES, Profile
 from clinlib.schema import HOSP_TABLES
 from clinlib.sources import synthetic as syn
+from clinlib.sources import synthetic_shapes as shp
 from clinlib.sources import synthetic_vocab as sv
 from clinlib.vocab import INDEX_DISEASE_ICD, INDEX_DISEASES, LAB_BY_KEY, PANEL_ITEMIDS
 
@@ -57,7 +58,7 @@ def quick(quick_dir) -> dict[str, pd.DataFrame]:
     hosp = quick_dir / "hosp"
     text = {"icd_code": str, "value": str, "ndc": str, "gsn": str, "dose_val_rx": str}
     tables = {}
-    for name, cols in HOSP_TABLES.items():
+    for name, cols in syn.WRITTEN_TABLES.items():
         dates = [c for c, t in cols.items() if t in ("TIMESTAMP", "DATE")]
         dtypes = {c: t for c, t in text.items() if c in cols}
         tables[name] = _read_csv(hosp / f"{name}.csv.gz", dtype=dtypes, parse_dates=dates)
@@ -78,7 +79,7 @@ def small_chunked(tmp_path_factory):
 
 def test_csv_headers_and_types_are_exactly_hosp_tables(quick_dir):
     con = duckdb.connect()
-    for name, cols in HOSP_TABLES.items():
+    for name, cols in syn.WRITTEN_TABLES.items():
         path = quick_dir / "hosp" / f"{name}.csv.gz"
         with gzip.open(path, "rt") as handle:
             assert handle.readline().rstrip("\n").split(",") == list(cols)
@@ -110,7 +111,7 @@ def test_csv_headers_and_types_are_exactly_hosp_tables(quick_dir):
 
 def test_parquet_schema_is_exactly_hosp_tables(small_chunked):
     con = duckdb.connect()
-    for name, cols in HOSP_TABLES.items():
+    for name, cols in syn.WRITTEN_TABLES.items():
         path = small_chunked / "hosp" / f"{name}.parquet"
         assert pq.read_schema(path).names == list(cols)
         described = con.execute(f"DESCRIBE SELECT * FROM read_parquet('{path}')").fetchall()
@@ -128,8 +129,14 @@ def test_codes_are_text_with_leading_zeros(quick):
 
 
 def test_csv_quoting_round_trips_commas_and_quotes(quick):
-    comments = quick["labevents"]["comments"].dropna()
-    assert comments.isin(syn.LAB_COMMENTS).all()
+    lab = quick["labevents"]
+    comments = lab["comments"].dropna()
+    # Results reported only in comments (synthetic_shapes) have value and valuenum NULL.
+    only = (lab["value"].isna() & lab["valuenum"].isna())[comments.index]
+    assert only.any()
+    prefix, suffix = shp.COMMENT_ONLY
+    assert comments[only].str.match(f"^{re.escape(prefix)}\\S+{re.escape(suffix)}$").all()
+    assert comments[~only].isin(syn.LAB_COMMENTS).all()
     assert comments.str.contains('"').any() and comments.str.contains(",").any()
     titles = quick["d_icd_diagnoses"]["long_title"]
     assert titles.str.contains(",").any()
@@ -144,7 +151,7 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
     syn.generate_hosp(a, n_patients=90, seed=3, chunk_patients=40)
     syn.generate_hosp(b, n_patients=90, seed=3, chunk_patients=40)
     syn.generate_hosp(c, n_patients=90, seed=4, chunk_patients=40)
-    for name in HOSP_TABLES:
+    for name in syn.WRITTEN_TABLES:
         fa = (a / "hosp" / f"{name}.csv.gz").read_bytes()
         assert fa == (b / "hosp" / f"{name}.csv.gz").read_bytes(), name
         # gzip header: mtime 0 and no file name, so the bytes cannot depend on when or where.
@@ -158,7 +165,7 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
 def test_parquet_is_deterministic_too(tmp_path, small_chunked):
     again = tmp_path / "again"
     syn.generate_hosp(again, n_patients=120, seed=7, fmt="parquet", chunk_patients=50)
-    for name in HOSP_TABLES:
+    for name in syn.WRITTEN_TABLES:
         first = (small_chunked / "hosp" / f"{name}.parquet").read_bytes()
         assert first == (again / "hosp" / f"{name}.parquet").read_bytes(), name
 
@@ -179,10 +186,19 @@ def test_ids_are_unique_and_in_mimic_ranges(small_chunked):
         hosp / "labevents.parquet",
         columns=["labevent_id", "specimen_id", "subject_id", "charttime"],
     )
-    rx = pd.read_parquet(hosp / "prescriptions.parquet", columns=["pharmacy_id", "poe_id"])
+    rx = pd.read_parquet(
+        hosp / "prescriptions.parquet", columns=["pharmacy_id", "poe_id", "drug_type"]
+    )
     assert pat["subject_id"].tolist() == list(range(10_000_000, 10_000_120))
     assert adm["hadm_id"].is_unique and adm["hadm_id"].between(20_000_000, 29_999_999).all()
-    assert lab["labevent_id"].is_unique and rx["pharmacy_id"].is_unique and rx["poe_id"].is_unique
+    assert lab["labevent_id"].is_unique
+    # One order = one pharmacy_id and poe_id with exactly one MAIN row; its BASE / ADDITIVE
+    # rows share both ids (real MIMIC-IV shape, synthetic_shapes), at most 4 rows per id.
+    main = rx[rx["drug_type"] == "MAIN"]
+    assert main["pharmacy_id"].is_unique and main["poe_id"].is_unique
+    assert set(rx["pharmacy_id"]) == set(main["pharmacy_id"])
+    per_id = rx.groupby("pharmacy_id")
+    assert per_id.size().max() <= 4 and (per_id["poe_id"].nunique() == 1).all()
     # A specimen belongs to one patient and one draw time.
     per_spec = lab.groupby("specimen_id")[["subject_id", "charttime"]].nunique()
     assert (per_spec == 1).all().all()
@@ -247,7 +263,11 @@ def test_stays_and_orders_are_coherent(quick):
     rx = quick["prescriptions"].merge(adm[["hadm_id", "admittime", "dischtime"]], on="hadm_id")
     assert (rx["starttime"] >= rx["admittime"]).all() and (rx["starttime"] <= rx["dischtime"]).all()
     assert (rx["stoptime"] > rx["starttime"]).all()
-    assert rx["dose_val_rx"].str.fullmatch(r"\d+(\.\d+)?(-\d+(\.\d+)?)?").all()
+    # A few MAIN rows have no dose (real MIMIC-IV shape): dose and unit NULL together.
+    no_dose = rx["dose_val_rx"].isna()
+    assert 0 < no_dose.mean() < 0.01 and (rx.loc[no_dose, "drug_type"] == "MAIN").all()
+    assert rx.loc[no_dose, "dose_unit_rx"].isna().all()
+    assert rx["dose_val_rx"].dropna().str.fullmatch(r"\d+(\.\d+)?(-\d+(\.\d+)?)?").all()
     assert (rx["dose_val_rx"].str.contains("-")).any()  # MIMIC-style ranges such as "1-2"
     px = quick["procedures_icd"].merge(adm[["hadm_id", "admittime", "dischtime"]], on="hadm_id")
     assert (px["chartdate"] >= px["admittime"].dt.normalize()).all()
@@ -407,7 +427,8 @@ def test_no_medication_effect_before_the_first_order(quick):
 def test_ckd_creatinine_rises_over_years(quick):
     lab = quick["labevents"]
     ckd = set(quick["manifest"].loc[quick["manifest"]["has_ckd"], "subject_id"])
-    cr = lab[(lab["itemid"] == 50912) & lab["subject_id"].isin(ckd)]
+    # Results reported only in comments have no valuenum: not part of a numeric trend.
+    cr = lab[(lab["itemid"] == 50912) & lab["subject_id"].isin(ckd) & lab["valuenum"].notna()]
     slopes = []
     for _, g in cr.groupby("subject_id"):
         years = (g["charttime"] - g["charttime"].min()).dt.total_seconds() / (365.25 * 86400)
@@ -551,7 +572,10 @@ def test_synthesize_writes_the_profile_raw_dir(tmp_path, monkeypatch):
     )
     out = syn.synthesize("quick")
     assert out == tmp_path / "quick" / "raw" / "hosp"
-    assert sorted(p.name for p in out.iterdir()) == sorted(f"{t}.csv.gz" for t in HOSP_TABLES)
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        f"{t}.csv.gz" for t in syn.WRITTEN_TABLES
+    )
+    assert set(syn.WRITTEN_TABLES) == set(HOSP_TABLES) | {"emar"}
     assert (tmp_path / "quick" / "raw" / syn.MANIFEST_NAME).exists()
     monkeypatch.undo()
     with pytest.raises(ValueError, match="unknown synthetic profile"):

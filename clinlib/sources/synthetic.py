@@ -51,7 +51,11 @@ real start year (which sets ``anchor_year_group``), and stays before the patient
 no hadm_id (outpatient and emergency-department draws, and ~1.5 % of draws inside a stay);
 a few values are masked as ``___`` with a valid valuenum; troponin T below the assay limit reads
 ``<0.01`` with no valuenum; rare comments carry commas and double quotes; ``dose_val_rx`` has
-ranges such as ``1-2``; ``ndc`` is ``0`` for sliding-scale insulin and flushes.
+ranges such as ``1-2``; ``ndc`` is ``0`` for sliding-scale insulin and flushes. Real MIMIC-IV
+prescription and emar shapes — MAIN / BASE / ADDITIVE rows sharing a ``pharmacy_id``, missing
+doses and hadm_ids, results only in ``comments``, qualified drug names, an ``emar`` table —
+come from :mod:`clinlib.sources.synthetic_shapes` on a separate random stream, with their
+real-world shares documented there.
 
 Engineering. Chunks of ``chunk_patients`` patients are generated with vectorised numpy from
 ``np.random.default_rng([seed, chunk_idx])`` and disjoint per-chunk id ranges, so a chunk never
@@ -78,7 +82,8 @@ import pyarrow.parquet as pq
 
 from clinlib.config import profile_sizes, raw_hosp_dir, resolve_profile
 from clinlib.io import atomic_path
-from clinlib.schema import HOSP_TABLES
+from clinlib.schema import HOSP_TABLES, OPTIONAL_HOSP_TABLES
+from clinlib.sources import synthetic_shapes as shp
 from clinlib.sources import synthetic_vocab as sv
 from clinlib.vocab import INDEX_DISEASES
 
@@ -105,6 +110,10 @@ ARROW_TYPES: dict[str, pa.DataType] = {
 }
 
 
+# Tables the generator writes: the kit's hosp tables plus emar (read only by the MEDS fixture).
+WRITTEN_TABLES: dict[str, dict[str, str]] = {**HOSP_TABLES, **OPTIONAL_HOSP_TABLES}
+
+
 def arrow_schema(table: str) -> pa.Schema:
     """The arrow schema of a hosp table (column order and types of ``HOSP_TABLES``).
 
@@ -114,9 +123,11 @@ def arrow_schema(table: str) -> pa.Schema:
     Returns:
         A ``pyarrow.Schema``.
     """
-    if table not in HOSP_TABLES:
-        raise SyntheticConfigError(f"unknown hosp table {table!r}; known: {', '.join(HOSP_TABLES)}")
-    return pa.schema([(c, ARROW_TYPES[t]) for c, t in HOSP_TABLES[table].items()])
+    if table not in WRITTEN_TABLES:
+        raise SyntheticConfigError(
+            f"unknown hosp table {table!r}; known: {', '.join(WRITTEN_TABLES)}"
+        )
+    return pa.schema([(c, ARROW_TYPES[t]) for c, t in WRITTEN_TABLES[table].items()])
 
 
 # --------------------------------------------------------------------------- population design
@@ -1308,8 +1319,9 @@ def format_fixed(
     return _str_table(texts).take(pa.array(inverse.astype(np.int32), mask=null))
 
 
-def _labevents(rng, p, a, plan, ids: _ChunkIds) -> tuple[pa.Table, SimpleNamespace]:
-    """labevents rows of a chunk plus per-admission lab extremes used for coding."""
+def _labevents(rng, srng, p, a, plan, ids: _ChunkIds) -> tuple[pa.Table, SimpleNamespace]:
+    """labevents rows of a chunk plus per-admission lab extremes used for coding (``srng``:
+    the shape stream, for results reported only in ``comments``)."""
     d = _draws(rng, p, a, plan)
     spec_draw, spec_group = _specimens(rng, p, a, plan, d)
     # Specimen order and ids: patient, time, group.
@@ -1414,9 +1426,13 @@ def _labevents(rng, p, a, plan, ids: _ChunkIds) -> tuple[pa.Table, SimpleNamespa
     masked = rng.random(R) < 0.003
     override = np.where(below_detect, 1, np.where(masked, 0, -1))
     del masked
-    col["value"] = format_fixed(r_val, ITEM_DECIMALS[r_item], override, ("___", "<0.01"))
+    value = format_fixed(r_val, ITEM_DECIMALS[r_item], override, ("___", "<0.01"))
+    # Result only in comments: value, valuenum and flag NULL (synthetic_shapes).
+    in_comment = shp.comment_only(srng, R) & ~below_detect
+    comment_text = pc.binary_join_element_wise(shp.COMMENT_ONLY[0], value, shp.COMMENT_ONLY[1], "")
+    col["value"] = pc.if_else(pa.array(in_comment), pa.nulls(R, pa.string()), value)
     del override
-    valuenum = np.where(below_detect, np.nan, r_val)
+    valuenum = np.where(below_detect | in_comment, np.nan, r_val)
     del below_detect, r_val
     col["valuenum"] = pa.array(valuenum, type=pa.float64(), from_pandas=True)
     unit_null = np.array([u is None for u in ITEM_UNITS])[r_item]
@@ -1433,14 +1449,16 @@ def _labevents(rng, p, a, plan, ids: _ChunkIds) -> tuple[pa.Table, SimpleNamespa
     has_comment = rng.random(R) < 0.005
     comment_idx = np.zeros(R, dtype=np.int64)
     comment_idx[has_comment] = _choose(rng, [1] * len(LAB_COMMENTS), int(has_comment.sum()))
-    col["comments"] = _take(LAB_COMMENTS, comment_idx, ~has_comment)
+    comments = _take(LAB_COMMENTS, comment_idx, ~has_comment)
+    col["comments"] = pc.if_else(pa.array(in_comment), comment_text, comments)
     table = pa.Table.from_arrays(list(col.values()), schema=arrow_schema("labevents"))
     assert table.column_names == list(col)
     return table, ext
 
 
-def _prescriptions(rng, p, a, plan, ext, ids: _ChunkIds) -> pa.Table:
-    """prescriptions rows: chronic drugs from their start on, acute and background orders."""
+def _prescriptions(rng, srng, p, a, plan, ext, ids: _ChunkIds) -> tuple[pa.Table, pa.Table]:
+    """prescriptions and emar rows: chronic drugs from their start on, acute and background
+    orders (``srng``: the shape stream of :mod:`clinlib.sources.synthetic_shapes`)."""
     A = a.n
     adm_list, drug_list, start_list, stop_list = [], [], [], []
     idx_a = np.arange(A)
@@ -1531,56 +1549,112 @@ def _prescriptions(rng, p, a, plan, ext, ids: _ChunkIds) -> pa.Table:
         x[order] for x in (r_adm, r_drug, r_start, r_stop, r_pat)
     )
     R = r_adm.size
-    ids.check("pharmacy", ids.pharmacy, R, RX_PER_PATIENT)
 
+    # Base draws first, in their original order, so the base random stream is unchanged.
     drugs = [sv.DRUGS[k] for k in sv.DRUG_KEYS]
-    dose_strings = [dose for dr in drugs for dose in dr.doses]
-    dose_offset = np.cumsum([0] + [len(dr.doses) for dr in drugs])[:-1]
     n_doses = np.array([len(dr.doses) for dr in drugs])
     # Dose: mostly the drug's usual dose, per patient so chronic orders repeat it.
     pat_pref = rng.random((p.n, len(drugs)))
     pref = np.minimum(np.floor(pat_pref[r_pat, r_drug] ** 2 * n_doses[r_drug]), n_doses[r_drug] - 1)
-    dose_idx = dose_offset[r_drug] + pref.astype(np.int64)
-    route_strings = sorted({r for dr in drugs for r in dr.routes})
-    route_pos = {r: i for i, r in enumerate(route_strings)}
-    route_first = np.array([route_pos[dr.routes[0]] for dr in drugs])
-    route_second = np.array([route_pos[dr.routes[-1]] for dr in drugs])
+    dose_idx = shp.DOSE_OFFSET[r_drug] + pref.astype(np.int64)
+    route_first = np.array([shp.ROUTE_POS[dr.routes[0]] for dr in drugs])
+    route_second = np.array([shp.ROUTE_POS[dr.routes[-1]] for dr in drugs])
     route_idx = np.where(rng.random(R) < 0.8, route_first[r_drug], route_second[r_drug])
+    provider = rng.integers(0, _providers().size, R)
+    return _order_tables(srng, p, a, ids, ext.k_max, r_adm, r_drug, r_start, r_stop, dose_idx, route_idx,
+                         provider)  # fmt: skip
+
+
+def _order_tables(srng, p, a, ids, k_max, r_adm, r_drug, r_start, r_stop, dose, route, provider):
+    """prescriptions and emar tables from the base orders plus the real-data shapes of
+    :mod:`clinlib.sources.synthetic_shapes` (IV orders, BASE / ADDITIVE rows sharing the
+    order's pharmacy_id, missing doses and hadm_ids, one emar row per administration)."""
+    iv = shp.extra_orders(srng, a, allowed=p.mode[a.pat] != FEW_RX, k_max=k_max)
+    n_iv = iv["adm"].size
+    r_adm = np.r_[r_adm, iv["adm"]]
+    r_drug = np.r_[r_drug.astype(np.int64), iv["drug"]]
+    r_start, r_stop = np.r_[r_start, iv["start"]], np.r_[r_stop, iv["stop"]]
+    dose = np.r_[dose, shp.pick_dose(srng, iv["drug"])]
+    route = np.r_[route, iv["route"]]
+    provider = np.r_[provider, srng.integers(0, _providers().size, n_iv)]
+    r_pat = a.pat[r_adm]
+    order = np.argsort((r_pat << 42) | ((r_start - _T_BASE) << 8) | r_drug, kind="stable")
+    r_adm, r_drug, r_start, r_stop, r_pat, dose, route, provider = (
+        x[order] for x in (r_adm, r_drug, r_start, r_stop, r_pat, dose, route, provider)
+    )
+    r_drug = shp.name_variants(srng, r_drug)
+    n_orders = r_adm.size
+    ids.check("pharmacy", ids.pharmacy, n_orders, RX_PER_PATIENT)
+    rows = shp.order_rows(srng, r_drug, route)
+    o, drug = rows.order, rows.drug
+    main = rows.drug_type == shp.MAIN
+    row_dose = np.where(main, dose[o], 0)
+    row_dose[~main] = shp.pick_dose(srng, drug[~main])
+    row_route = np.where(main, route[o], shp.ROUTE_POS["IV"])
+    no_dose = shp.dose_missing(srng, rows.drug_type)
+    no_hadm = rows.no_hadm[o]
     subject = ids.subject + r_pat
     poe_seq = _rank_in_sorted_groups(r_pat) + 1
-    ndc_zero = np.isin(r_drug, [DRUG_CODE["insulin_sliding"], DRUG_CODE["flush"]])
-    ndc_idx = np.where(ndc_zero, len(drugs), r_drug)
-    form_rx_null = np.array([dr.form_rx is None for dr in drugs])[r_drug]
     poe_id = pc.binary_join_element_wise(
         pc.cast(pa.array(subject), pa.string()), pc.cast(pa.array(poe_seq), pa.string()), "-"
     )
+    all_drugs = shp.ALL_DRUGS
+    ndc_zero = np.isin(drug, [shp.CODE["insulin_sliding"], shp.CODE["flush"]])
+    form_rx_null = np.array([dr.form_rx is None for dr in all_drugs])[drug]
+    o_arr = pa.array(o.astype(np.int32))
     table = pa.Table.from_arrays(
         [
-            _int(subject, pa.int32()),
-            _int(ids.hadm + r_adm, pa.int32()),
-            _int(ids.pharmacy + np.arange(R), pa.int32()),
-            poe_id,
-            _int(poe_seq, pa.int32()),
-            _take(_providers(), rng.integers(0, _providers().size, R)),
-            _ts(r_start),
-            _ts(r_stop),
-            _take(["MAIN"], np.zeros(R, np.int32)),
-            _take([dr.drug for dr in drugs], r_drug),
-            _take([dr.formulary_drug_cd for dr in drugs], r_drug),
-            _take([sv.synthetic_gsn(i) for i in range(len(drugs))], r_drug),
-            _take([sv.synthetic_ndc(i) for i in range(len(drugs))] + ["0"], ndc_idx),
-            _take([dr.prod_strength for dr in drugs], r_drug),
-            _take([dr.form_rx or "" for dr in drugs], r_drug, form_rx_null),
-            _take(dose_strings, dose_idx),
-            _take([dr.dose_unit for dr in drugs], r_drug),
-            _take([dr.form_val_disp for dr in drugs], r_drug),
-            _take([dr.form_unit_disp for dr in drugs], r_drug),
-            pa.array(np.array([dr.doses_per_24_hrs for dr in drugs], np.float32)[r_drug]),
-            _take(route_strings, route_idx),
+            _int(subject[o], pa.int32()),
+            _int(ids.hadm + r_adm[o], pa.int32(), no_hadm),
+            _int(ids.pharmacy + o, pa.int32()),
+            poe_id.take(o_arr),
+            _int(poe_seq[o], pa.int32()),
+            _take(_providers(), provider[o]),
+            _ts(r_start[o]),
+            _ts(r_stop[o]),
+            _take(shp.DRUG_TYPES, rows.drug_type),
+            _take([dr.drug for dr in all_drugs], drug),
+            _take([dr.formulary_drug_cd for dr in all_drugs], drug),
+            _take([sv.synthetic_gsn(i) for i in range(len(all_drugs))], drug),
+            _take(
+                [sv.synthetic_ndc(i) for i in range(len(all_drugs))] + ["0"],
+                np.where(ndc_zero, len(all_drugs), drug),
+            ),  # fmt: skip
+            _take([dr.prod_strength for dr in all_drugs], drug),
+            _take([dr.form_rx or "" for dr in all_drugs], drug, form_rx_null),
+            _take(shp.DOSE_STRINGS, row_dose, no_dose),
+            _take([dr.dose_unit for dr in all_drugs], drug, no_dose),
+            _take([dr.form_val_disp for dr in all_drugs], drug),
+            _take([dr.form_unit_disp for dr in all_drugs], drug),
+            pa.array(np.array([dr.doses_per_24_hrs for dr in all_drugs], np.float32)[drug]),
+            _take(shp.ROUTES, row_route),
         ],
         schema=arrow_schema("prescriptions"),
     )
-    return table
+    per_day = np.array([dr.doses_per_24_hrs for dr in all_drugs])[r_drug]
+    e = shp.emar_rows(srng, r_start, r_stop, per_day, r_drug)
+    srt = np.argsort((r_pat[e.order] << 42) | (e.chart - _T_BASE), kind="stable")
+    eo = e.order[srt]
+    seq = _rank_in_sorted_groups(r_pat[eo]) + 1
+    e_subject = pc.cast(pa.array(subject[eo]), pa.string())
+    emar = pa.Table.from_arrays(
+        [
+            _int(subject[eo], pa.int32()),
+            _int(ids.hadm + r_adm[eo], pa.int32(), rows.no_hadm[eo]),
+            pc.binary_join_element_wise(e_subject, pc.cast(pa.array(seq), pa.string()), "-"),
+            _int(seq, pa.int32()),
+            poe_id.take(pa.array(eo.astype(np.int32))),
+            _int(ids.pharmacy + eo, pa.int32()),
+            pa.nulls(eo.size, pa.string()),
+            _ts(e.chart[srt]),
+            _take([dr.drug for dr in all_drugs], r_drug[eo]),
+            _take(shp.EMAR_EVENTS, e.event[srt]),
+            _ts(e.schedule[srt]),
+            _ts(e.store[srt]),
+        ],
+        schema=arrow_schema("emar"),
+    )
+    return table, emar
 
 
 def _diagnoses(rng, p, a, plan, ext, ids: _ChunkIds) -> pa.Table:
@@ -1899,12 +1973,15 @@ def generate_chunk(seed: int, chunk_idx: int, n: int, chunk_patients: int) -> di
     p = _population(rng, n)
     a = _admissions(rng, p)
     plan = _plan(rng, p, a)
-    labevents, ext = _labevents(rng, p, a, plan, ids)
+    srng = np.random.default_rng([seed, chunk_idx, shp.SHAPES_STREAM])
+    labevents, ext = _labevents(rng, srng, p, a, plan, ids)
+    prescriptions, emar = _prescriptions(rng, srng, p, a, plan, ext, ids)
     return {
         "patients": _patients_table(p, ids),
         "admissions": _admissions_table(p, a, ids),
         "labevents": labevents,
-        "prescriptions": _prescriptions(rng, p, a, plan, ext, ids),
+        "prescriptions": prescriptions,
+        "emar": emar,
         "diagnoses_icd": _diagnoses(rng, p, a, plan, ext, ids),
         "procedures_icd": _procedures(rng, p, a, plan, ext, ids),
         "manifest": _manifest_table(p, ids),
@@ -2000,7 +2077,7 @@ def csv_bytes(table: pa.Table, name: str) -> Iterator[bytes]:
     Yields:
         ``bytes`` blocks, each a whole number of ``\\n``-terminated lines.
     """
-    types = list(HOSP_TABLES[name].values())
+    types = list(WRITTEN_TABLES[name].values())
     for start in range(0, table.num_rows, _CSV_SLICE_ROWS):
         part = table.slice(start, _CSV_SLICE_ROWS)
         cols = [_csv_column(part.column(i), types[i]) for i in range(part.num_columns)]
@@ -2030,7 +2107,7 @@ class _Sink:
             self._gz = gzip.GzipFile(
                 filename="", mode="wb", fileobj=self._raw, mtime=0, compresslevel=1
             )
-            self._gz.write((",".join(HOSP_TABLES[name]) + "\n").encode())
+            self._gz.write((",".join(WRITTEN_TABLES[name]) + "\n").encode())
 
     def write(self, table: pa.Table) -> None:
         self.rows += table.num_rows
@@ -2110,7 +2187,7 @@ def generate_hosp(
     # Nesting order: hosp/ is renamed into place first, then the manifest that describes it.
     with atomic_path(manifest_path) as tmp_manifest, atomic_path(hosp) as tmp_hosp:
         tmp_hosp.mkdir(parents=True)
-        sinks = {name: _Sink(tmp_hosp / f"{name}.{fmt}", name, fmt) for name in HOSP_TABLES}
+        sinks = {name: _Sink(tmp_hosp / f"{name}.{fmt}", name, fmt) for name in WRITTEN_TABLES}
         manifest = pq.ParquetWriter(tmp_manifest, MANIFEST_SCHEMA)
         try:
             for name, table in dictionary_tables().items():
@@ -2129,7 +2206,7 @@ def generate_hosp(
                 sink.close()
             manifest.close()
         log.info("synthetic hosp: %s", {k: s.rows for k, s in sinks.items()})
-    paths = {name: hosp / f"{name}.{fmt}" for name in HOSP_TABLES}
+    paths = {name: hosp / f"{name}.{fmt}" for name in WRITTEN_TABLES}
     paths["manifest"] = manifest_path
     return paths
 

@@ -719,3 +719,98 @@ def synthetic_gsn(index: int) -> str:
 def synthetic_ndc(index: int) -> str:
     """An 11-digit NDC-shaped identifier for drug ``index`` (synthetic, not a real NDC)."""
     return f"{(index * 104_729 + 51_079_000_000) % 100_000_000_000:011d}"
+
+
+# --------------------------------------------------------------------------- pharmacy-order rows
+# Drugs outside DRUGS (whose order fixes the base generator's random stream): the IV orders
+# that carry diluents, the BASE diluents and the ADDITIVE drugs of a bag (MIMIC-IV
+# prescriptions.drug_type; see clinlib.sources.synthetic_shapes).
+
+IV_DRUGS: dict[str, Drug] = {
+    "vancomycin": Drug(
+        "Vancomycin", "VANC1I", "1g Vial", "VIAL", ("1000", "1250", "750"), "mg", "1",
+        "VIAL", 2.0, ("IV",),
+    ),
+    "magnesium_sulfate": Drug(
+        "Magnesium Sulfate", "MAG2I", "2 g / 50 mL Premix Bag", "BAG", ("2", "4"), "gm", "1",
+        "BAG", 1.0, ("IV",),
+    ),
+    "cefepime": Drug(
+        "Cefepime", "CEFE2I", "2g Vial", "VIAL", ("2",), "g", "1", "VIAL", 2.0, ("IV",),
+    ),
+}  # fmt: skip
+
+BASE_DRUGS: dict[str, Drug] = {
+    "ns": Drug(
+        "0.9% Sodium Chloride", "NS100", "100mL Bag", "BAG", ("100", "50", "250"), "mL", "1",
+        "BAG", 1.0, ("IV",),
+    ),
+    "d5w": Drug(
+        "5% Dextrose", "D5W100", "100 mL Bag", "BAG", ("50", "100", "250"), "mL", "1", "BAG",
+        1.0, ("IV",),
+    ),
+    "bag": Drug("Bag", "BAG", "Bag", "BAG", ("1",), "BAG", "1", "BAG", 1.0, ("IV",)),
+    "iso_dextrose": Drug(
+        "Iso-Osmotic Dextrose", "ISOD50", "50 mL Bag", "BAG", ("50", "100"), "mL", "1", "BAG",
+        1.0, ("IV",),
+    ),
+    "ns_alt": Drug(
+        "Sodium Chloride 0.9%", "NS250", "250 mL Bag", "BAG", ("250", "100"), "mL", "1",
+        "BAG", 1.0, ("IV",),
+    ),
+    "sterile_water": Drug(
+        "Sterile Water", "SW10", "10 mL Vial", "VIAL", ("10", "20"), "mL", "1", "VIAL", 1.0,
+        ("IV",),
+    ),
+}  # fmt: skip
+# Share of diluent rows by name (the first most common, as in MIMIC-IV).
+BASE_P: tuple[float, ...] = (0.34, 0.22, 0.18, 0.12, 0.09, 0.05)
+
+ADDITIVE_DRUGS: dict[str, Drug] = {
+    "multivitamins": Drug(
+        "Multivitamins", "MVI", "10 mL Vial", "VIAL", ("10",), "mL", "1", "VIAL", 1.0, ("IV",),
+    ),
+    "thiamine": Drug(
+        "Thiamine", "THIA100I", "100mg/mL Vial", "VIAL", ("100",), "mg", "1", "VIAL", 1.0,
+        ("IV",),
+    ),
+    "folic_acid": Drug(
+        "Folic Acid", "FOLI1I", "5mg/mL Vial", "VIAL", ("1",), "mg", "0.2", "VIAL", 1.0,
+        ("IV",),
+    ),
+}  # fmt: skip
+
+# Drug names as real pharmacy systems write them: qualifiers in parentheses, tall-man
+# lettering, trailing and double spaces, double dashes (MIMIC-IV prescriptions.drug; the kit
+# normalises them for matching and displays them as written). Ordered as extra MAIN orders.
+QUALIFIED_DRUGS: dict[str, Drug] = {
+    "insulin_hyperk": Drug(
+        "Insulin (Regular) for Hyperkalemia", "INSR100I", "100 Units / mL - 10 mL Vial",
+        "VIAL", ("10", "5"), "UNIT", "0.1", "VIAL", 1.0, ("IV",),
+    ),
+    "heparin_porcine": Drug(
+        "Heparin (Porcine)", "HEPAPREM", "25,000 unit / 250 mL D5W", "BAG", ("1000", "800"),
+        "UNIT", "1", "BAG", 1.0, ("IV",),
+    ),
+    "hydromorphone": Drug(
+        "HYDROmorphone (Dilaudid)", "HYDR2I", "2mg/mL Syringe", "SYR", ("0.5-1", "0.5", "1"),
+        "mg", "1", "SYR", 6.0, ("IV", "PO"),
+    ),
+    "oxycodone": Drug(
+        "OxyCODONE (Immediate Release) ", "OXYC5", "5mg Tablet", "TAB", ("5-10", "5"), "mg",
+        "1-2", "TAB", 6.0, ("PO",),
+    ),
+    "oxycodone_apap": Drug(
+        "OxyCODONE--Acetaminophen (5mg-325mg)", "OXYA5", "5mg-325mg Tablet", "TAB",
+        ("1-2", "1"), "TAB", "1-2", "TAB", 4.0, ("PO",),
+    ),
+    "kcl_replacement": Drug(
+        "Potassium Chloride Replacement (Critical Care and Oncology) ", "KCLR", "20mEq Packet",
+        "PKT", ("40", "20"), "mEq", "2", "PKT", 1.0, ("PO",),
+    ),
+}  # fmt: skip
+# Per-admission probability of a background order of each qualified-name drug; the insulin
+# and heparin orders follow hyperkalemia and ACS instead (clinlib.sources.synthetic_shapes).
+QUALIFIED_P: dict[str, float] = {"hydromorphone": 0.12, "oxycodone": 0.15, "oxycodone_apap": 0.06}
+# Spelling variants of base drugs: share of the base drug's orders written this way.
+NAME_VARIANTS: dict[str, tuple[str, float]] = {"potassium_chloride": ("kcl_replacement", 0.4)}
