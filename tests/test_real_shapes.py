@@ -105,3 +105,19 @@ def test_meds_path_selects_the_csv_cohort_and_says_started(both):
     # MIMIC-derived MEDS orders carry no dose: every medication is an event without one.
     assert len(med) > 0 and med["value_text"].isna().all()
     assert (med["route"].notna()).all()
+
+
+def test_meds_labs_take_the_panel_range_and_flag_outside_it(both):
+    # MIMIC-derived MEDS drops reference ranges and flags; the panel's typical range stands in
+    # (clinlib.sources.meds, "Lab reference ranges"), so abnormal-value tasks keep anchors.
+    key = ["subject_id", "code", "time", "value"]
+    csv, meds = (both[s][1].query("kind == 'lab'").set_index(key) for s in ("csv", "meds"))
+    assert (meds["ref_low"].notna() | meds["ref_high"].notna()).all()  # one-sided: troponin
+    value = meds.index.get_level_values("value")
+    outside = (value < meds["ref_low"]) | (value > meds["ref_high"])
+    assert (meds["flag"].eq("abnormal").fillna(False) == outside).all()
+    assert outside.sum() > 0
+    # The CSV source's own flags differ only where its range does (sex-specific Hb / Hct).
+    joined = csv[["flag"]].join(meds[["flag"]].add_suffix("_meds"), how="inner")
+    agree = joined["flag"].fillna("") == joined["flag_meds"].fillna("")
+    assert len(joined) > 0.99 * len(csv) and agree.mean() > 0.95

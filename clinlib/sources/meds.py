@@ -29,6 +29,13 @@ row is an administration, not an order; without START rows, every non-STOP MEDIC
 an order (the kit's own export). :mod:`clinlib.sources.meds_fixture` builds such a dataset
 from a MIMIC-shaped hosp directory.
 
+Lab reference ranges. MIMIC-derived MEDS datasets drop ``labevents.ref_range_lower/upper`` and
+``flag`` (MEDS-transforms' MIMIC-IV config keeps code, value and unit only). Without them no lab
+is abnormal and the abnormal-value tasks (T3, T4) have no anchors, so when a dataset carries
+none of the ``ref_low`` / ``ref_high`` / ``flag`` columns, a panel lab takes the panel's
+typical range (:data:`clinlib.vocab.LAB_PANEL`) and is flagged ``abnormal`` outside it, as
+MIMIC's own flag is; a dataset that carries any of them keeps its own values.
+
 Reading back, ``hadm_id`` is trusted for an event kind whenever any row of that kind carries
 one; otherwise admissions come from HOSPITAL_ADMISSION / HOSPITAL_DISCHARGE pairs and each event
 joins the admission whose [admittime, dischtime] interval holds it (procedures by calendar
@@ -53,7 +60,7 @@ import pyarrow.parquet as pq
 from clinlib.io import atomic_path
 from clinlib.schema import HOSP_TABLES
 from clinlib.sources.mimic import SourceSchemaError
-from clinlib.vocab import EVENT_KINDS
+from clinlib.vocab import EVENT_KINDS, LAB_PANEL
 
 MEDS_VERSION = "0.4.0"
 ETL_NAME = "clintrace-kit"
@@ -820,11 +827,39 @@ def _admission_spans_sql(profile: dict) -> str:
     """
 
 
-def _views_sql(profile: dict) -> dict[str, str]:
+# float32 -> its shortest decimal text -> DOUBLE: 1.2f reads back as 1.2.
+VALUE_AS_DOUBLE = "CAST(CAST(numeric_value AS VARCHAR) AS DOUBLE)"
+
+
+def _panel_ranges_sql(ranges_given: bool) -> tuple[str, dict[str, str]]:
+    """A JOIN clause and the labevents range/flag columns (module docstring, "Lab reference
+    ranges"): the dataset's own when it has any, else the panel's typical range."""
+    own = {"ref_range_lower": "ref_low", "ref_range_upper": "ref_high", "flag": "flag"}
+    if ranges_given:
+        return "", own
+    rows = ", ".join(
+        f"({itemid}, {'NULL' if lab.ref_low is None else lab.ref_low}, "
+        f"{'NULL' if lab.ref_high is None else lab.ref_high})"
+        for lab in LAB_PANEL
+        for itemid in lab.itemids
+    )
+    join = (
+        f"LEFT JOIN (SELECT * FROM (VALUES {rows}) AS p(p_itemid, p_low, p_high)) p "
+        "ON p.p_itemid = itemid"
+    )
+    flag = f"CASE WHEN {VALUE_AS_DOUBLE} < p_low OR {VALUE_AS_DOUBLE} > p_high THEN 'abnormal' END"
+    return join, {
+        "ref_range_lower": "CAST(p_low AS DOUBLE)",
+        "ref_range_upper": "CAST(p_high AS DOUBLE)",
+        "flag": flag,
+    }
+
+
+def _views_sql(profile: dict, ranges_given: bool = True) -> dict[str, str]:
     def trusted(kind: str) -> bool:
         return profile.get(kind, {}).get("hadm", False)
 
-    float_to_double = "CAST(CAST(numeric_value AS VARCHAR) AS DOUBLE)"
+    range_join, range_columns = _panel_ranges_sql(ranges_given)
     views = {}
     views["patients"] = _mimic_select(
         "patients",
@@ -870,12 +905,9 @@ def _views_sql(profile: dict) -> dict[str, str]:
             "itemid": "itemid",
             "charttime": "time",
             "value": "text_value",
-            # float32 -> its shortest decimal text -> DOUBLE: 1.2f reads back as 1.2.
-            "valuenum": float_to_double,
+            "valuenum": VALUE_AS_DOUBLE,
             "valueuom": "valueuom",
-            "ref_range_lower": "ref_low",
-            "ref_range_upper": "ref_high",
-            "flag": "flag",
+            **range_columns,
         },
         f"""
         SELECT *, {_id_sql("lab", profile)} AS labevent_id FROM (
@@ -883,7 +915,7 @@ def _views_sql(profile: dict) -> dict[str, str]:
                    nullif(nullif(regexp_extract(code, '^LAB//[^/]*//(.*)$', 1), ''), 'UNK')
                        AS valueuom
             FROM ({_assign_hadm_sql("lab", trusted("lab"))})
-        ) WHERE itemid IS NOT NULL
+        ) {range_join} WHERE itemid IS NOT NULL
         """,
     )
     views["prescriptions"] = _mimic_select(
@@ -1006,6 +1038,7 @@ def open_meds(
     profile = _profile(con)
     _check_id_ranges(con, profile, shards)
     con.execute(f"CREATE OR REPLACE VIEW meds_admission_spans AS {_admission_spans_sql(profile)}")
-    for table, sql in _views_sql(profile).items():
+    ranges_given = bool(names & {"ref_low", "ref_high", "flag"})
+    for table, sql in _views_sql(profile, ranges_given).items():
         con.execute(f"CREATE OR REPLACE VIEW {table} AS {sql}")
     return con
