@@ -11,6 +11,8 @@ import logging
 import re
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -291,6 +293,30 @@ def run_cmd(
     _run(check_run, "run", summary, allow_drops)
 
 
+# (stage, seconds) of the stages run by this process, for reproduce's closing time table.
+STAGE_TIMES: list[tuple[str, float]] = []
+
+
+@contextmanager
+def _stage(label: str) -> Iterator[None]:
+    """Announce a stage and record its wall time in :data:`STAGE_TIMES` (also on failure)."""
+    typer.secho(f"== {label}", bold=True)
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        STAGE_TIMES.append((label, time.perf_counter() - t0))
+
+
+def stage_table(times: list[tuple[str, float]]) -> str:
+    """A per-stage wall-time table with shares and a total line."""
+    total = sum(s for _, s in times) or 1.0
+    width = max([len(label) for label, _ in times] + [len("total")])
+    lines = [f"  {label:<{width}} {sec:8.1f}s {100 * sec / total:5.1f}%" for label, sec in times]
+    lines.append(f"  {'total':<{width}} {sum(s for _, s in times):8.1f}s")
+    return "\n".join(lines)
+
+
 STAGES = ("synth", "cohort", "dialogues", "questions", "strategies", "evaluate-offline")
 OFFLINE_READERS = ("reference", "eager")
 
@@ -307,15 +333,22 @@ def pipeline(
     """Run every stage in order on the embedded synthetic default."""
     name = _profile(profile)
     if not (skip_existing and (build_dir(name) / "raw" / "hosp").exists()):
-        synth(profile=name, seed=seed)
-    cohort(profile=name, seed=seed, allow_drops=allow_drops)
-    dialogues(profile=name, seed=seed, allow_drops=allow_drops)
-    questions(profile=name, seed=seed, allow_drops=allow_drops)
-    strategies(profile=name, setting="post")  # the original dialogues
-    strategies(profile=name, setting="pre")  # T3-injected dialogues (equal-input probe)
+        with _stage("synth"):
+            synth(profile=name, seed=seed)
+    with _stage("cohort"):
+        cohort(profile=name, seed=seed, allow_drops=allow_drops)
+    with _stage("dialogues"):
+        dialogues(profile=name, seed=seed, allow_drops=allow_drops)
+    with _stage("questions"):
+        questions(profile=name, seed=seed, allow_drops=allow_drops)
+    with _stage("strategies (post)"):
+        strategies(profile=name, setting="post")  # the original dialogues
+    with _stage("strategies (pre, T3-injected)"):
+        strategies(profile=name, setting="pre")  # equal-input probe
     # Nothing downstream reads T5-injected constructions (the harness's `pre` setting is the
     # T3 probe), so the pipeline does not build them: `strategies --setting pre --task T5`.
-    evaluate_offline(profile=name, allow_drops=allow_drops)
+    with _stage("evaluate-offline"):
+        evaluate_offline(profile=name, allow_drops=allow_drops)
 
 
 @app.command("evaluate-offline")
@@ -362,8 +395,13 @@ def reproduce(profile: ProfileOpt = "paper", seed: SeedOpt = None) -> None:
     """The main job: the whole pipeline + every notebook on a profile (default: paper)."""
     t0 = time.perf_counter()
     name = _profile(profile)
-    pipeline(profile=name, seed=seed)
-    notebooks(profile=name)
+    STAGE_TIMES.clear()
+    try:
+        pipeline(profile=name, seed=seed)
+        with _stage("notebooks"):
+            notebooks(profile=name)
+    finally:
+        typer.echo(f"reproduce ({name}): time per stage\n{stage_table(STAGE_TIMES)}")
     typer.echo(
         f"reproduce ({name}) done in {time.perf_counter() - t0:.0f}s; figures in {FIGURES_DIR}"
     )

@@ -344,3 +344,14 @@ def test_cli_turns_an_untranslated_duckdb_error_into_one_line():
     with pytest.raises(typer.Exit) as info:
         cli._run(boom)
     assert info.value.exit_code == 2
+
+
+def test_stage_table_shares_and_total_worked_by_hand():
+    from clinlib.cli import stage_table
+
+    table = stage_table([("synth", 10.0), ("strategies (post)", 30.0)])
+    assert table.splitlines() == [
+        "  synth                 10.0s  25.0%",
+        "  strategies (post)     30.0s  75.0%",
+        "  total                 40.0s",
+    ]
