@@ -740,3 +740,47 @@ def compare_reported(
     flagged = out["reported"].notna() & (out["abs_diff"] > tol + 1e-9)
     out = out[flagged].sort_values(["abs_diff"] + keys, ascending=[False] + [True] * len(keys))
     return out.reset_index(drop=True)
+
+
+# --- Fig. 13 (Appendix C.1): corpus statistics printed in the text ---------------------------
+
+CORPUS_FIGURE_FILE = "figure13_corpus.csv"
+CORPUS_DISTRIBUTIONS: tuple[str, ...] = (
+    "visits_per_patient",
+    "dialogue_kchars",
+    "questions_per_patient",
+)
+CORPUS_STATISTICS: tuple[str, ...] = ("median", "mean", "max")
+
+
+def load_corpus_figure(data_dir: Path | None = None) -> pd.DataFrame:
+    """Fig. 13's statistics (Appendix C.1, n = 385 dialogues) as distribution, statistic,
+    value, unit — one row per (distribution, statistic), nine in all.
+
+    Raises:
+        PaperTableError: the file is missing, a column is missing, a value is not a number, or
+            a (distribution, statistic) row is unknown, repeated or absent.
+    """
+    path = (data_dir or PAPER_DATA_DIR) / CORPUS_FIGURE_FILE
+    if not path.exists():
+        raise PaperTableError(f"{path}: missing (Fig. 13 statistics, see data/paper/README.md)")
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    cols = ["distribution", "statistic", "value", "unit"]
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise _bad(path, f"missing column(s) {', '.join(missing)}")
+    seen = set()
+    for i, r in df.iterrows():
+        key = (r["distribution"], r["statistic"])
+        if r["distribution"] not in CORPUS_DISTRIBUTIONS or r["statistic"] not in CORPUS_STATISTICS:
+            raise _bad(path, f"row {i + 2}: unknown distribution/statistic {key}")
+        if key in seen:
+            raise _bad(path, f"row {i + 2}: {key} repeated")
+        seen.add(key)
+    want = {(d, s) for d in CORPUS_DISTRIBUTIONS for s in CORPUS_STATISTICS}
+    if seen != want:
+        raise _bad(path, f"missing row(s) {sorted(want - seen)}")
+    df["value"] = _parse_column(df["value"], "value", "float", path)
+    if df["value"].isna().any():
+        raise _bad(path, f"line {int(df['value'].isna().to_numpy().argmax()) + 2}: empty value")
+    return df[cols].reset_index(drop=True)
