@@ -20,6 +20,15 @@ missing component is ``UNK``. The kit's provenance travels in extra columns: ``h
 ``event_id`` (raw-source ids), ``unit`` (medication dose unit), ``end_time`` (discharge /
 stop time), ``ref_low``, ``ref_high``, ``flag``.
 
+Medications. A MIMIC-derived MEDS dataset (MEDS-transforms) writes orders as
+``MEDICATION//START//<drug>`` / ``MEDICATION//STOP//<drug>`` (from MIMIC's pharmacy table; no
+dose, no hadm_id, the route in an extra ``route`` column) and eMAR administrations as
+``MEDICATION//<drug>//<event_txt>``. When a dataset has START rows, they are its orders
+(medication events without a dose: the dialogue says "started") and every other MEDICATION
+row is an administration, not an order; without START rows, every non-STOP MEDICATION row is
+an order (the kit's own export). :mod:`clinlib.sources.meds_fixture` builds such a dataset
+from a MIMIC-shaped hosp directory.
+
 Reading back, ``hadm_id`` is trusted for an event kind whenever any row of that kind carries
 one; otherwise admissions come from HOSPITAL_ADMISSION / HOSPITAL_DISCHARGE pairs and each event
 joins the admission whose [admittime, dischtime] interval holds it (procedures by calendar
@@ -87,6 +96,7 @@ EXTRA_COLUMNS: dict[str, str] = {
     "ref_low": "DOUBLE",
     "ref_high": "DOUBLE",
     "flag": "VARCHAR",
+    "route": "VARCHAR",  # MEDS-transforms' pharmacy START rows carry the route here
 }
 
 # Columns the events table must have for export; the rest of ARTIFACTS["events"] is optional.
@@ -627,20 +637,26 @@ def read_meds(meds_dir: Path) -> pd.DataFrame:
 # =========================================================================== MIMIC-shaped views
 
 
-def _kind_sql() -> str:
+def _kind_sql(has_starts: bool = False) -> str:
     # STOP rows (MEDS-transforms' MEDICATION//STOP//<drug>) mark an order's end, not a new order.
-    return """CASE
+    # With START rows (orders, from MIMIC's pharmacy table) every other MEDICATION row is an
+    # eMAR administration (MEDICATION//<drug>//<event_txt>), not a new order.
+    medication = (
+        "starts_with(code, 'MEDICATION//START//')"
+        if has_starts
+        else "starts_with(code, 'MEDICATION//') AND NOT starts_with(code, 'MEDICATION//STOP//')"
+    )
+    return f"""CASE
         WHEN starts_with(code, 'HOSPITAL_ADMISSION//') THEN 'admission'
         WHEN starts_with(code, 'HOSPITAL_DISCHARGE//') THEN 'discharge'
         WHEN starts_with(code, 'LAB//') THEN 'lab'
-        WHEN starts_with(code, 'MEDICATION//') AND NOT starts_with(code, 'MEDICATION//STOP//')
-            THEN 'medication'
+        WHEN {medication} THEN 'medication'
         WHEN starts_with(code, 'DIAGNOSIS//ICD//') THEN 'diagnosis'
         WHEN starts_with(code, 'PROCEDURE//ICD//') THEN 'procedure'
     END"""
 
 
-def _data_view_sql(shards: list[Path], names: set[str]) -> str:
+def _data_view_sql(shards: list[Path], names: set[str], has_starts: bool = False) -> str:
     select = [
         "CAST(subject_id AS BIGINT) AS subject_id",
         "CAST(time AS TIMESTAMP) AS time",
@@ -656,7 +672,8 @@ def _data_view_sql(shards: list[Path], names: set[str]) -> str:
         # TRY_CAST: a third-party extra column of an odd type must not break the core views.
         source = f'TRY_CAST("{column}" AS {dtype})' if column in names else f"CAST(NULL AS {dtype})"
         select.append(f"{source} AS {column}")
-    select += ["filename AS meds_shard", "file_row_number AS meds_row", f"{_kind_sql()} AS kind"]
+    kind = _kind_sql(has_starts)
+    select += ["filename AS meds_shard", "file_row_number AS meds_row", f"{kind} AS kind"]
     return f"SELECT {', '.join(select)} FROM {_scan(shards)}"
 
 
@@ -880,7 +897,7 @@ def _views_sql(profile: dict) -> dict[str, str]:
             "drug": "drug",
             "dose_val_rx": "coalesce(text_value, CAST(numeric_value AS VARCHAR))",
             "dose_unit_rx": "unit",
-            "route": "route",
+            "route": "coalesce(code_route, route)",
         },
         f"""
         SELECT *, {_id_sql("medication", profile)} AS pharmacy_id FROM (
@@ -892,7 +909,7 @@ def _views_sql(profile: dict) -> dict[str, str]:
                    CASE WHEN starts_with(code, 'MEDICATION//START//')
                              OR NOT contains(substr(code, 13), '//') THEN NULL
                         ELSE nullif(nullif(regexp_extract(substr(code, 13), '^.*//(.*)$', 1),
-                                           ''), 'UNK') END AS route
+                                           ''), 'UNK') END AS code_route
             FROM ({_assign_hadm_sql("medication", trusted("medication"))})
         )
         """,
@@ -979,7 +996,12 @@ def open_meds(
     con = duckdb.connect() if con is None else con
     if validate:
         _check_data(con, shards)
-    con.execute(f"CREATE OR REPLACE VIEW meds_data AS {_data_view_sql(shards, names)}")
+    starts = con.execute(
+        f"SELECT count(*) FROM {_scan(shards, 'code')} "
+        "WHERE starts_with(code, 'MEDICATION//START//')"
+    ).fetchone()[0]
+    view = _data_view_sql(shards, names, has_starts=starts > 0)
+    con.execute(f"CREATE OR REPLACE VIEW meds_data AS {view}")
     con.execute(f"CREATE OR REPLACE VIEW meds_codes AS {codes_sql}")
     profile = _profile(con)
     _check_id_ranges(con, profile, shards)

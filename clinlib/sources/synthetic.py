@@ -51,7 +51,11 @@ real start year (which sets ``anchor_year_group``), and stays before the patient
 no hadm_id (outpatient and emergency-department draws, and ~1.5 % of draws inside a stay);
 a few values are masked as ``___`` with a valid valuenum; troponin T below the assay limit reads
 ``<0.01`` with no valuenum; rare comments carry commas and double quotes; ``dose_val_rx`` has
-ranges such as ``1-2``; ``ndc`` is ``0`` for sliding-scale insulin and flushes.
+ranges such as ``1-2``; ``ndc`` is ``0`` for sliding-scale insulin and flushes. Real MIMIC-IV
+prescription and emar shapes — MAIN / BASE / ADDITIVE rows sharing a ``pharmacy_id``, missing
+doses and hadm_ids, results only in ``comments``, qualified drug names, an ``emar`` table —
+come from :mod:`clinlib.sources.synthetic_shapes` on a separate random stream, with their
+real-world shares documented there.
 
 Engineering. Chunks of ``chunk_patients`` patients are generated with vectorised numpy from
 ``np.random.default_rng([seed, chunk_idx])`` and disjoint per-chunk id ranges, so a chunk never
@@ -1557,27 +1561,28 @@ def _prescriptions(rng, srng, p, a, plan, ext, ids: _ChunkIds) -> tuple[pa.Table
     route_second = np.array([shp.ROUTE_POS[dr.routes[-1]] for dr in drugs])
     route_idx = np.where(rng.random(R) < 0.8, route_first[r_drug], route_second[r_drug])
     provider = rng.integers(0, _providers().size, R)
-    return _order_tables(srng, p, a, ids, r_adm, r_drug, r_start, r_stop, dose_idx, route_idx,
+    return _order_tables(srng, p, a, ids, ext.k_max, r_adm, r_drug, r_start, r_stop, dose_idx, route_idx,
                          provider)  # fmt: skip
 
 
-def _order_tables(srng, p, a, ids, r_adm, r_drug, r_start, r_stop, dose, route, provider):
+def _order_tables(srng, p, a, ids, k_max, r_adm, r_drug, r_start, r_stop, dose, route, provider):
     """prescriptions and emar tables from the base orders plus the real-data shapes of
     :mod:`clinlib.sources.synthetic_shapes` (IV orders, BASE / ADDITIVE rows sharing the
     order's pharmacy_id, missing doses and hadm_ids, one emar row per administration)."""
-    iv = shp.iv_orders(srng, a, allowed=p.mode[a.pat] != FEW_RX)
+    iv = shp.iv_orders(srng, a, allowed=p.mode[a.pat] != FEW_RX, k_max=k_max)
     n_iv = iv["adm"].size
     r_adm = np.r_[r_adm, iv["adm"]]
     r_drug = np.r_[r_drug.astype(np.int64), iv["drug"]]
     r_start, r_stop = np.r_[r_start, iv["start"]], np.r_[r_stop, iv["stop"]]
     dose = np.r_[dose, shp.pick_dose(srng, iv["drug"])]
-    route = np.r_[route, np.full(n_iv, shp.ROUTE_POS["IV"])]
+    route = np.r_[route, iv["route"]]
     provider = np.r_[provider, srng.integers(0, _providers().size, n_iv)]
     r_pat = a.pat[r_adm]
     order = np.argsort((r_pat << 42) | ((r_start - _T_BASE) << 8) | r_drug, kind="stable")
     r_adm, r_drug, r_start, r_stop, r_pat, dose, route, provider = (
         x[order] for x in (r_adm, r_drug, r_start, r_stop, r_pat, dose, route, provider)
     )
+    r_drug = shp.name_variants(srng, r_drug)
     n_orders = r_adm.size
     ids.check("pharmacy", ids.pharmacy, n_orders, RX_PER_PATIENT)
     rows = shp.order_rows(srng, r_drug, route)

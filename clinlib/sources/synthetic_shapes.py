@@ -21,6 +21,10 @@ lab result only in ``comments``        rare                :data:`P_LAB_COMMENT_
 (value and valuenum NULL)
 ``emar``: one row per administration   --                  up to :data:`EMAR_MAX_PER_ORDER`
 (Administered, Flushed, Not Given...)                      per MAIN order
+drug names with qualifiers, tall-man,  common              ``QUALIFIED_DRUGS`` orders
+trailing / double spaces, "--"                             (opioids, insulin for
+                                                           hyperkalemia, heparin drip)
+                                                           and ``NAME_VARIANTS`` spellings
 =====================================  ==================  ===========================
 
 The shares actually produced are measured by tests/test_synthetic_shapes.py. The quick
@@ -39,11 +43,10 @@ SHAPES_STREAM = 7  # third word of the shape generator's seed sequence
 
 # The combined drug table: base DRUGS first (their codes are the base generator's), then the
 # IV orders, diluents and additives of this module.
-ALL_KEYS: tuple[str, ...] = (
-    sv.DRUG_KEYS + tuple(sv.IV_DRUGS) + tuple(sv.BASE_DRUGS) + tuple(sv.ADDITIVE_DRUGS)
-)
+_EXTRA = (sv.IV_DRUGS, sv.BASE_DRUGS, sv.ADDITIVE_DRUGS, sv.QUALIFIED_DRUGS)
+ALL_KEYS: tuple[str, ...] = sv.DRUG_KEYS + tuple(k for d in _EXTRA for k in d)
 ALL_DRUGS: tuple[sv.Drug, ...] = tuple(
-    {**sv.DRUGS, **sv.IV_DRUGS, **sv.BASE_DRUGS, **sv.ADDITIVE_DRUGS}[k] for k in ALL_KEYS
+    {**sv.DRUGS, **{k: v for d in _EXTRA for k, v in d.items()}}[k] for k in ALL_KEYS
 )
 CODE: dict[str, int] = {k: i for i, k in enumerate(ALL_KEYS)}
 DOSE_STRINGS: tuple[str, ...] = tuple(d for dr in ALL_DRUGS for d in dr.doses)
@@ -89,20 +92,34 @@ def pick_dose(rng: np.random.Generator, drug: np.ndarray) -> np.ndarray:
     return DOSE_OFFSET[drug] + np.minimum(pref, N_DOSES[drug] - 1)
 
 
-def iv_orders(rng: np.random.Generator, a: SimpleNamespace, allowed: np.ndarray) -> dict:
-    """Background IV orders (antibiotics, electrolyte replacement) per admission.
+HYPERKALEMIA_K = 5.5  # mEq/L: a stay whose potassium peaks above gets insulin for it
+
+
+def iv_orders(
+    rng: np.random.Generator, a: SimpleNamespace, allowed: np.ndarray, k_max: np.ndarray
+) -> dict:
+    """Extra orders per admission: background IV orders (antibiotics, magnesium), qualified-
+    name drugs (opioids; insulin for hyperkalemia when potassium peaks above
+    :data:`HYPERKALEMIA_K`; a heparin drip in ACS stays).
 
     Args:
         rng: the shape stream.
-        a: the chunk's admissions (``n``, ``admit``, ``disch``, ``los`` in days).
+        a: the chunk's admissions (``n``, ``admit``, ``disch``, ``los`` in days, ``acs``).
         allowed: admissions that may get orders (not few_rx patients).
+        k_max: per admission, the highest potassium reported.
 
     Returns:
-        Per-order arrays ``adm``, ``drug`` (code in :data:`ALL_KEYS`), ``start``, ``stop``.
+        Per-order arrays ``adm``, ``drug`` (code in :data:`ALL_KEYS`), ``start``, ``stop``,
+        ``route`` (index into :data:`ROUTES`; the drug's first route, 80 %).
     """
     adm_parts, drug_parts = [], []
-    for key, prob in IV_ORDER_P.items():
-        sel = np.flatnonzero(allowed & (rng.random(a.n) < prob))
+    chosen = {
+        k: allowed & (rng.random(a.n) < p) for k, p in {**IV_ORDER_P, **sv.QUALIFIED_P}.items()
+    }
+    chosen["insulin_hyperk"] = allowed & (k_max > HYPERKALEMIA_K)
+    chosen["heparin_porcine"] = allowed & a.acs & (rng.random(a.n) < 0.6)
+    for key, sel in chosen.items():
+        sel = np.flatnonzero(sel)
         adm_parts.append(sel)
         drug_parts.append(np.full(sel.size, CODE[key]))
     adm = np.concatenate(adm_parts).astype(np.int64)
@@ -110,8 +127,21 @@ def iv_orders(rng: np.random.Generator, a: SimpleNamespace, allowed: np.ndarray)
     start = _minute(a.admit[adm] + np.rint((1.5 + (hi - 1.5) * rng.random(adm.size)) * _HOUR))
     stop = _minute(a.disch[adm] - np.rint(2 * rng.random(adm.size) * _HOUR))
     stop = np.maximum(stop, start + _HOUR)
-    return {"adm": adm, "drug": np.concatenate(drug_parts).astype(np.int64), "start": start,
-            "stop": stop}  # fmt: skip
+    drug = np.concatenate(drug_parts).astype(np.int64)
+    first = np.array([ROUTE_POS[dr.routes[0]] for dr in ALL_DRUGS])
+    last = np.array([ROUTE_POS[dr.routes[-1]] for dr in ALL_DRUGS])
+    route = np.where(rng.random(drug.size) < 0.8, first[drug], last[drug])
+    return {"adm": adm, "drug": drug, "start": start, "stop": stop, "route": route}
+
+
+def name_variants(rng: np.random.Generator, drug: np.ndarray) -> np.ndarray:
+    """Per order, its drug code with some base drugs spelled as their variant
+    (:data:`clinlib.sources.synthetic_vocab.NAME_VARIANTS`)."""
+    out = drug.copy()
+    u = rng.random(drug.size)
+    for key, (variant, share) in sv.NAME_VARIANTS.items():
+        out[(drug == CODE[key]) & (u < share)] = CODE[variant]
+    return out
 
 
 def order_rows(rng: np.random.Generator, drug: np.ndarray, route: np.ndarray) -> SimpleNamespace:

@@ -779,3 +779,38 @@ ADDITIVE_DRUGS: dict[str, Drug] = {
         ("IV",),
     ),
 }  # fmt: skip
+
+# Drug names as real pharmacy systems write them: qualifiers in parentheses, tall-man
+# lettering, trailing and double spaces, double dashes (MIMIC-IV prescriptions.drug; the kit
+# normalises them for matching and displays them as written). Ordered as extra MAIN orders.
+QUALIFIED_DRUGS: dict[str, Drug] = {
+    "insulin_hyperk": Drug(
+        "Insulin (Regular) for Hyperkalemia", "INSR100I", "100 Units / mL - 10 mL Vial",
+        "VIAL", ("10", "5"), "UNIT", "0.1", "VIAL", 1.0, ("IV",),
+    ),
+    "heparin_porcine": Drug(
+        "Heparin (Porcine)", "HEPAPREM", "25,000 unit / 250 mL D5W", "BAG", ("1000", "800"),
+        "UNIT", "1", "BAG", 1.0, ("IV",),
+    ),
+    "hydromorphone": Drug(
+        "HYDROmorphone (Dilaudid)", "HYDR2I", "2mg/mL Syringe", "SYR", ("0.5-1", "0.5", "1"),
+        "mg", "1", "SYR", 6.0, ("IV", "PO"),
+    ),
+    "oxycodone": Drug(
+        "OxyCODONE (Immediate Release) ", "OXYC5", "5mg Tablet", "TAB", ("5-10", "5"), "mg",
+        "1-2", "TAB", 6.0, ("PO",),
+    ),
+    "oxycodone_apap": Drug(
+        "OxyCODONE--Acetaminophen (5mg-325mg)", "OXYA5", "5mg-325mg Tablet", "TAB",
+        ("1-2", "1"), "TAB", "1-2", "TAB", 4.0, ("PO",),
+    ),
+    "kcl_replacement": Drug(
+        "Potassium Chloride Replacement (Critical Care and Oncology) ", "KCLR", "20mEq Packet",
+        "PKT", ("40", "20"), "mEq", "2", "PKT", 1.0, ("PO",),
+    ),
+}  # fmt: skip
+# Per-admission probability of a background order of each qualified-name drug; the insulin
+# and heparin orders follow hyperkalemia and ACS instead (clinlib.sources.synthetic_shapes).
+QUALIFIED_P: dict[str, float] = {"hydromorphone": 0.12, "oxycodone": 0.15, "oxycodone_apap": 0.06}
+# Spelling variants of base drugs: share of the base drug's orders written this way.
+NAME_VARIANTS: dict[str, tuple[str, float]] = {"potassium_chloride": ("kcl_replacement", 0.4)}

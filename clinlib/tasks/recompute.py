@@ -20,7 +20,8 @@ re-implemented here in SQL:
   the earliest ``charttime``, then the lowest ``labevent_id``;
 * ``value_text`` = the reported ``value`` (trimmed), or the number at the lab's panel precision
   when MIMIC stores only the number (``value`` NULL, blank or ``'___'``);
-* event ids ``LAB-<labevent_id>``, ``RX-<pharmacy_id>``, ``DX-<hadm_id>-<seq_num>``,
+* event ids ``LAB-<labevent_id>``, ``RX-<pharmacy_id>[-<k>]`` (order rows only, no BASE
+  diluent), ``DX-<hadm_id>-<seq_num>``,
   ``PX-<hadm_id>-<seq_num>``; visits numbered by (admittime, hadm_id).
 
 Meta keys read per task (written by the generators; a missing key is a recorded L2 failure).
@@ -65,6 +66,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from clinlib.schema import RX_ORDER_SQL
 from clinlib.tasks import rules
 from clinlib.tasks.base import ABSTAIN
 from clinlib.vocab import INDEX_DISEASE_ICD, LAB_BY_KEY, LAB_PANEL
@@ -141,27 +143,39 @@ FROM l2_panel_rows l JOIN l2_panel p ON p.itemid = l.itemid
 """
 
 RX_SQL = f"""
-WITH cand AS (
-    SELECT r.* FROM prescriptions r
-    WHERE r.subject_id IN (SELECT subject_id FROM l2_subjects)
+WITH ranked AS (
+    -- Medication-order rows only (a BASE diluent shares its MAIN's pharmacy_id); the k-th
+    -- order row of a pharmacy_id, ranked by content, is RX-<pharmacy_id>-<k> (clinlib.events).
+    SELECT r.*, row_number() OVER (
+        PARTITION BY r.pharmacy_id
+        ORDER BY coalesce(upper(trim(r.drug_type)), 'MAIN') <> 'MAIN', r.drug, r.dose_val_rx,
+                 r.dose_unit_rx, r.route, r.starttime, r.stoptime, r.subject_id, r.hadm_id
+    ) AS k
+    FROM prescriptions r
+    WHERE r.subject_id IN (SELECT subject_id FROM l2_subjects) AND r.pharmacy_id IS NOT NULL
+      AND {RX_ORDER_SQL}
+),
+cand AS (
+    SELECT *, 'RX-' || pharmacy_id || CASE WHEN k = 1 THEN '' ELSE '-' || k END AS rx_id
+    FROM ranked
 ),
 own AS (
-    SELECT c.pharmacy_id, c.hadm_id FROM cand c
+    SELECT c.rx_id, c.hadm_id FROM cand c
     WHERE c.hadm_id IS NOT NULL AND EXISTS (
         SELECT 1 FROM l2_visits v WHERE v.subject_id = c.subject_id AND v.hadm_id = c.hadm_id)
 ),
 win AS (
-    SELECT c.pharmacy_id, arg_min(v.hadm_id, v.admittime) AS hadm_id
+    SELECT c.rx_id, arg_min(v.hadm_id, v.admittime) AS hadm_id
     FROM cand c JOIN l2_visits v ON v.subject_id = c.subject_id
      AND c.starttime BETWEEN v.admittime - INTERVAL {ATTACH_DAYS_BEFORE_ADMIT} DAY AND v.dischtime
     WHERE c.hadm_id IS NULL
-    GROUP BY c.pharmacy_id
+    GROUP BY c.rx_id
 )
-SELECT 'RX-' || c.pharmacy_id AS event_id, c.pharmacy_id, c.subject_id, a.hadm_id,
+SELECT c.rx_id AS event_id, c.pharmacy_id, c.subject_id, a.hadm_id,
        coalesce(c.starttime, v.admittime) AS starttime, c.stoptime, trim(c.drug) AS drug,
        c.dose_val_rx, c.dose_unit_rx, c.route
 FROM cand c
-JOIN (SELECT * FROM own UNION ALL SELECT * FROM win) a USING (pharmacy_id)
+JOIN (SELECT * FROM own UNION ALL SELECT * FROM win) a USING (rx_id)
 JOIN l2_visits v ON v.subject_id = c.subject_id AND v.hadm_id = a.hadm_id
 """
 
