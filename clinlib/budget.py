@@ -6,15 +6,17 @@ A record of ``n`` visits gets ``B(n) = BUDGET_AT_REF * (n / REF_VISITS) ** BUDGE
 characters of rendered dialogue (headers and speaker prefixes included). The constants are
 fitted to Fig. 13: ``B(10)`` is the paper's median length (a median record lands near the
 median dialogue) and the exponent 1/3 is the largest simple one that keeps the longest record
-under the paper's maximum: ``B(93) = 13,700 * 9.3 ** (1/3) = 28,811 <= 30,700`` (an exponent
+under the paper's maximum: ``B(93) = 13,700 * 9.3 ** (1/3) = 28,810 <= 30,700`` (an exponent
 of 0.366 would reach it exactly). The budget grows sublinearly: a long record gets less time
 per visit, as in a clinic.
 
 The budget is split over visits by max-min fairness on what each visit would say in full
 (:func:`fair_shares`): a visit that needs less than an equal share keeps everything and its
-leftover goes to the others. Inside a visit, facts are told in priority order
-(:func:`priority`) until its share is used; the rest is left unstated and recorded as
-``missed`` with a ``budget:`` reason (clinlib.dialogue), joining the T9 abstention pool.
+leftover goes to the others; visits are fitted in time order and what one leaves unused (or
+overruns) carries to the next. Inside a visit, facts are told in priority order
+(:func:`priority`; in tier 1 each lab's first abnormal value before its second, and so on;
+otherwise a seeded hash orders a tier) until the share is used; the rest is left unstated and
+recorded as ``missed`` with a ``budget:`` reason (clinlib.dialogue), joining the T9 pool.
 Facts travel in groups that are told or left out together, so a missed fact is never half-told:
 every lab of one name on one day, every order of one drug in one visit, every row of one
 diagnosis / procedure code in one visit.

@@ -1055,6 +1055,7 @@ class _Group:
     ids: list[str]
     cost: int
     what: str
+    rank: int = 0  # inside a tier: a lab's first abnormal value (0) before its later ones
 
 
 def _visit_records(sid: int, v: int, vturns: list[_Turn]) -> list[dict[str, Any]]:
@@ -1091,7 +1092,7 @@ def _budget_groups(
     v: int,
     bounds: Mapping[int, tuple[str, str]],
     ends: set[str],
-    news: set[str],
+    news: Mapping[str, int],
     shared_days: set[tuple[str | None, str]],
     seed: int,
 ) -> tuple[list[Mapping[str, Any]], list[_Group]]:
@@ -1139,8 +1140,9 @@ def _budget_groups(
             continue
         cost = sum(_event_cost(e) for e in evs)
         u = hash_unit(seed, "budget", ids[0])
-        groups.append(_Group(tier, u, ids, cost, f"{kind} {k[1]}"))
-    groups.sort(key=lambda g: (g.tier, g.u, _natural_key(g.ids[0])))
+        rank = min((news[i] for i in ids if i in news), default=0)
+        groups.append(_Group(tier, u, ids, cost, f"{kind} {k[1]}", rank))
+    groups.sort(key=lambda g: (g.tier, g.rank, g.u, _natural_key(g.ids[0])))
     return fixed, groups
 
 
@@ -1212,7 +1214,9 @@ def _fit_budget(
     seed: int,
 ) -> dict[int, list[dict[str, Any]]]:
     """Turn records of every visit within the patient's budget (clinlib.budget); events left
-    out get status ``missed`` with a ``budget:`` reason in ``status``."""
+    out get status ``missed`` with a ``budget:`` reason in ``status``. Visits are fitted in
+    time order, each to its fair share plus what the visits before it left unused (or minus
+    what they overran), so the record as a whole lands on its budget."""
     usable = [e for v in visits for e in usable_by_visit.get(v, [])]
     by_id = {str(e["event_id"]): e for e in usable}
     bounds = V.lab_day_bounds(usable)
@@ -1224,13 +1228,13 @@ def _fit_budget(
             day = (lab_key(e), V.fmt_date(e["time"]))
             lab_visits.setdefault(day, set()).add(int(e["visit_idx"]))
     ends: set[str] = set()
-    news: set[str] = set()  # each lab's first abnormal values per direction
+    news: dict[str, int] = {}  # each lab's first abnormal values per direction -> rank
     for evs in series.values():
         evs = sorted(evs, key=lambda e: (e["time"], _natural_key(str(e["event_id"]))))
         ends |= {str(evs[0]["event_id"]), str(evs[-1]["event_id"])}
         for d in ("high", "low", "flagged"):
             ids = [str(e["event_id"]) for e in evs if _direction(e) == d]
-            news |= set(ids[: B.FIRST_ABNORMAL])
+            news |= {i: r for r, i in enumerate(ids[: B.FIRST_ABNORMAL])}
     shared = {d for d, vs in lab_visits.items() if len(vs) > 1}
     plans, need = {}, {}
     for v in visits:
@@ -1245,14 +1249,18 @@ def _fit_budget(
         need[v] = _rendered_len(full, vdate)
     shares = B.fair_shares(need, B.budget_chars(len(visits)))
     out: dict[int, list[dict[str, Any]]] = {}
+    carry = 0.0  # what earlier visits left of their shares (negative: what they overran)
     for v in visits:
         render, stated, vdate, full = plans[v]
-        if need[v] <= shares[v]:
+        allot = shares[v] + carry
+        if need[v] <= allot:
             out[v] = full
+            carry = allot - need[v]
             continue
         fixed, groups = _budget_groups(stated, v, bounds, ends, news, shared, seed)
-        recs, dropped = _fit_visit(render, fixed, groups, by_id, shares[v], vdate)
+        recs, dropped = _fit_visit(render, fixed, groups, by_id, allot, vdate)
         out[v] = recs
+        carry = allot - _rendered_len(recs, vdate)
         for g in dropped:
             why = f"{B.BUDGET_REASON} ({B.TIER_NAMES[g.tier]}: {g.what})"
             for i in g.ids:

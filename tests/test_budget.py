@@ -202,3 +202,26 @@ def test_missed_diagnosis_whose_code_is_told_fails(monkeypatch):
     by_id = {str(e["event_id"]): e for e in V.records(ev)}
     problems = V.check_missed(V.records(turns), by_id, [f"DX-{HADM}-3"])
     assert any("code Z87891 named in turn" in p for p in problems)
+
+
+def test_quick_profile_lengths_follow_the_budget(quick_cohort):
+    """On the quick profile every dialogue is kept and lands on its budget: no more than
+    B(n) (+5 % for a visit whose bare facts overrun its share), and the corpus as a whole
+    fills most of what the budget allows (records of one or two visits often need less)."""
+    from clinlib.config import artifact_path
+
+    events = pd.read_parquet(artifact_path("events.parquet", quick_cohort))
+    cohort = pd.read_parquet(artifact_path("cohort.parquet", quick_cohort))
+    out = D.synthesize_corpus(events, cohort, seed=0, workers=1)
+    s = out["dialogue_summary"]
+    assert s["kept"].all()
+    budget = s["n_visits"].map(B.budget_chars)
+    assert (s["n_chars"] <= 1.05 * budget).all(), s.loc[s["n_chars"] > 1.05 * budget]
+    fill = (s["n_chars"] / budget).median()
+    assert 0.9 <= fill <= 1.01
+    cov = out["event_coverage"]
+    budget_missed = cov["reason"].fillna("").str.startswith(B.BUDGET_REASON)
+    assert budget_missed.any()
+    assert set(cov.loc[budget_missed, "kind"]) <= set(V.BUDGET_MISSABLE_KINDS)
+    must = cov[cov["status"] != "missed"]
+    assert (must["status"] == "covered").mean() >= V.MIN_COVERAGE
