@@ -14,8 +14,10 @@ The budget is split over visits by max-min fairness on what each visit would say
 (:func:`fair_shares`): a visit that needs less than an equal share keeps everything and its
 leftover goes to the others; visits are fitted in time order and what one leaves unused (or
 overruns) carries to the next. Inside a visit, facts are told in priority order
-(:func:`priority`; in tier 1 each lab's first abnormal value before its second, and so on;
-otherwise a seeded hash orders a tier) until the share is used; the rest is left unstated and
+(:func:`priority`; in tier 1 first the abnormal values that foreshadow a condition coded in
+a later visit (clinlib.dialogue.FORESHADOWS: the earlier evidence of a later diagnosis, T4's
+anchors), then each lab's first abnormal value before its second, and so on; otherwise a
+seeded hash orders a tier) until the share is used; the rest is left unstated and
 recorded as ``missed`` with a ``budget:`` reason (clinlib.dialogue), joining the T9 pool.
 Facts travel in groups that are told or left out together, so a missed fact is never half-told:
 every lab of one name on one day, every order of one drug in one visit, every row of one
@@ -40,10 +42,10 @@ FIRST_ABNORMAL = 4
 # Priority tiers, lower told first (tier 0 is never left out).
 TIER_NAMES: dict[int, str] = {
     0: "admission, discharge, principal diagnosis",
-    1: "index-disease diagnosis, or one of a lab's first abnormal values",
+    1: "procedure, index-disease diagnosis, or one of a lab's first abnormal values",
     2: "key lab: abnormal, admission-day, or the record's first / last value",
     3: "disease drug",
-    4: "procedure or other diagnosis",
+    4: "other diagnosis",
     5: "key lab on the last lab day, or abnormal non-key lab",
     6: "non-key lab on the admission lab day",
     7: "background drug or routine lab",
@@ -103,8 +105,8 @@ def priority(
         return 0
     if kind == "diagnosis":
         return 1 if disease else 4
-    if kind == "procedure":
-        return 4
+    if kind == "procedure":  # few, and what was done is told early
+        return 1
     if kind == "medication":
         return 3 if disease else 7
     if first_abnormal:

@@ -34,9 +34,9 @@ Event status (``event_coverage.parquet``):
   Then the length budget (:mod:`clinlib.budget`, fitted to the paper's Fig. 13): a record of
   n visits gets ``13,700 * (n / 10) ** (1/3)`` characters, split over visits by max-min
   fairness; a visit over its share tells its facts in priority order (admission, discharge and
-  principal diagnosis always; then index-disease diagnoses and each lab's first abnormal
-  values, key labs, disease drugs, other diagnoses and procedures, ..., background drugs and
-  routine labs last) and drops the small talk when even its bare facts crowd it. What does not
+  principal diagnosis always; then procedures, index-disease diagnoses and abnormal values
+  that foreshadow a later diagnosis or are a lab's first; key labs; disease drugs; other
+  diagnoses; ...; background drugs and routine labs last) and drops the small talk when even its bare facts crowd it. What does not
   fit is ``missed`` with reason ``budget: over the visit's time budget (<tier>: <group>)`` and
   joins the T9 pool.
 - ``covered`` — stated in the turn given by ``turn_idx``.
@@ -276,6 +276,14 @@ LAB_MEANING: dict[str, dict[str, tuple[str, ...]]] = {
                             "which means the heart muscle has been under stress")},
 }  # fmt: skip
 MEANING_DEFAULT = ("which we will keep an eye on",)
+# lab -> (condition of SYMPTOM_CODES, direction) it points to: an abnormal value before that
+# condition is first coded foreshadows it, and the length budget tells it first (clinlib.budget).
+FORESHADOWS: dict[str, tuple[str, str]] = {
+    "creatinine": ("ckd", "high"), "bun": ("ckd", "high"), "glucose": ("diabetes", "high"),
+    "hba1c": ("diabetes", "high"), "troponin_t": ("cad", "high"), "ldl": ("cad", "high"),
+    "potassium": ("electrolytes", "high"), "sodium": ("electrolytes", "low"),
+    "hemoglobin": ("anemia", "low"), "hematocrit": ("anemia", "low"),
+}  # fmt: skip
 STILL_FRAMES = ("{label} is still {state}.", "{label} remains {state}.",
                 "The {label} is again {state}.")  # fmt: skip
 STILL_STATE = {"high": "above its range", "low": "below its range", "flagged": "flagged abnormal"}
@@ -528,6 +536,7 @@ def ordinal_word(n: int) -> str:
     return f"{_TENS[tens]}-{_ORDINAL_IRREGULAR.get(last, last + 'th')}"
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def _natural_key(eid: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", eid))
 
@@ -562,6 +571,7 @@ def is_background_drug(name: str) -> bool:
     return not any(s in low for s in DISEASE_DRUGS)
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def condition_of(code: str) -> str | None:
     """Symptom group of an ICD code (prefix match, codes read as text), or None."""
     c = str(code).strip().upper().replace(".", "")
@@ -1080,8 +1090,9 @@ def _rendered_len(recs: list[dict[str, Any]], vdate: str | None) -> int:
 
 
 def _event_cost(e: Mapping[str, Any]) -> int:
-    text = [str(e.get(c)) for c in ("label", "value_text", "unit", "code", "route")
-            if V.present(e.get(c))]  # fmt: skip
+    # Only string fields are told (records hold None for a missing one).
+    text = [v for c in ("label", "value_text", "unit", "code", "route")
+            if isinstance(v := e.get(c), str)]  # fmt: skip
     extra = {"lab": 8 + (_EST_REACTION if _direction(e) else 0), "medication": 25,
              "diagnosis": 20, "procedure": 45}.get(e["kind"], 0)  # fmt: skip
     return sum(len(t) + 1 for t in text) + extra
@@ -1227,14 +1238,25 @@ def _fit_budget(
             series.setdefault(lab_key(e), []).append(e)
             day = (lab_key(e), V.fmt_date(e["time"]))
             lab_visits.setdefault(day, set()).add(int(e["visit_idx"]))
+    first_coded: dict[str, int] = {}  # condition -> first visit with a diagnosis of it
+    for e in usable:
+        cond = condition_of(str(e["code"])) if e["kind"] == "diagnosis" else None
+        if cond is not None:
+            first_coded[cond] = min(first_coded.get(cond, 1 << 30), int(e["visit_idx"]))
     ends: set[str] = set()
     news: dict[str, int] = {}  # each lab's first abnormal values per direction -> rank
-    for evs in series.values():
+    for key, evs in series.items():
         evs = sorted(evs, key=lambda e: (e["time"], _natural_key(str(e["event_id"]))))
         ends |= {str(evs[0]["event_id"]), str(evs[-1]["event_id"])}
         for d in ("high", "low", "flagged"):
             ids = [str(e["event_id"]) for e in evs if _direction(e) == d]
             news |= {i: r for r, i in enumerate(ids[: B.FIRST_ABNORMAL])}
+        # Findings that foreshadow a condition coded later rank before every other news.
+        cond, way = FORESHADOWS.get(key or "", (None, None))
+        before = first_coded.get(cond or "", -1)
+        ids = [str(e["event_id"]) for e in evs
+               if _direction(e) == way and int(e["visit_idx"]) < before]  # fmt: skip
+        news |= {i: -1 for i in ids[: B.FIRST_ABNORMAL]}
     shared = {d for d, vs in lab_visits.items() if len(vs) > 1}
     plans, need = {}, {}
     for v in visits:

@@ -43,7 +43,7 @@ def test_fair_shares_by_hand():
         ("diagnosis", {"disease": True}, 1),
         ("lab", {"first_abnormal": True}, 1),
         ("diagnosis", {}, 4),
-        ("procedure", {}, 4),
+        ("procedure", {}, 1),
         ("lab", {"key_lab": True, "abnormal": True}, 2),
         ("lab", {"key_lab": True, "first_day": True}, 2),
         ("lab", {"key_lab": True, "record_end": True}, 2),
