@@ -14,11 +14,12 @@ The budget is split over visits by max-min fairness on what each visit would say
 (:func:`fair_shares`): a visit that needs less than an equal share keeps everything and its
 leftover goes to the others; visits are fitted in time order and what one leaves unused (or
 overruns) carries to the next. Inside a visit, facts are told in priority order
-(:func:`priority`; in tier 1 first the abnormal values that foreshadow a condition coded in
-a later visit (clinlib.dialogue.FORESHADOWS: the earlier evidence of a later diagnosis, T4's
-anchors), then each lab's first abnormal value before its second, and so on; otherwise a
-seeded hash orders a tier) until the share is used; the rest is left unstated and
-recorded as ``missed`` with a ``budget:`` reason (clinlib.dialogue), joining the T9 pool.
+(:func:`priority`; tier 0 — never left out — also holds a diagnosis of a condition coded
+for the first time and the abnormal values that foreshadowed it in earlier visits
+(clinlib.dialogue.FORESHADOWS; T4's anchors and evidence); in tier 1 each lab's first abnormal
+value comes before its second, and so on; otherwise a seeded hash orders a tier) until the
+share is used; the rest is left unstated and recorded as ``missed`` with a ``budget:`` reason
+(clinlib.dialogue), joining the T9 pool.
 Facts travel in groups that are told or left out together, so a missed fact is never half-told:
 every lab of one name on one day, every order of one drug in one visit, every row of one
 diagnosis / procedure code in one visit.
@@ -41,7 +42,7 @@ FIRST_ABNORMAL = 4
 
 # Priority tiers, lower told first (tier 0 is never left out).
 TIER_NAMES: dict[int, str] = {
-    0: "admission, discharge, principal diagnosis",
+    0: "admission, discharge, principal or newly coded diagnosis, foreshadowing finding",
     1: "procedure, index-disease diagnosis, or one of a lab's first abnormal values",
     2: "key lab: abnormal, admission-day, or the record's first / last value",
     3: "disease drug",
@@ -86,6 +87,8 @@ def priority(
     disease: bool = False,
     principal: bool = False,
     first_abnormal: bool = False,
+    foreshadow: bool = False,
+    new_condition: bool = False,
 ) -> int:
     """Tier (see :data:`TIER_NAMES`) of a group of facts.
 
@@ -100,8 +103,11 @@ def priority(
         principal: the visit's first diagnosis.
         first_abnormal: a lab among the record's first :data:`FIRST_ABNORMAL` abnormal values
             of that lab in that direction.
+        foreshadow: a lab among the first :data:`FIRST_ABNORMAL` abnormal values that point to
+            a condition first coded in a later visit (clinlib.dialogue.FORESHADOWS).
+        new_condition: a diagnosis of a condition coded for the first time in the record.
     """
-    if kind in ("admission", "discharge") or principal:
+    if kind in ("admission", "discharge") or principal or foreshadow or new_condition:
         return 0
     if kind == "diagnosis":
         return 1 if disease else 4

@@ -34,7 +34,8 @@ Event status (``event_coverage.parquet``):
   Then the length budget (:mod:`clinlib.budget`, fitted to the paper's Fig. 13): a record of
   n visits gets ``13,700 * (n / 10) ** (1/3)`` characters, split over visits by max-min
   fairness; a visit over its share tells its facts in priority order (admission, discharge and
-  principal diagnosis always; then procedures, index-disease diagnoses and abnormal values
+  principal diagnosis always, and so are a condition's first diagnosis and the abnormal values
+  that foreshadowed it; then procedures, index-disease diagnoses and abnormal values
   that foreshadow a later diagnosis or are a lab's first; key labs; disease drugs; other
   diagnoses; ...; background drugs and routine labs last) and drops the small talk when even its bare facts crowd it. What does not
   fit is ``missed`` with reason ``budget: over the visit's time budget (<tier>: <group>)`` and
@@ -1105,6 +1106,7 @@ def _budget_groups(
     ends: set[str],
     news: Mapping[str, int],
     shared_days: set[tuple[str | None, str]],
+    first_coded: Mapping[str, int],
     seed: int,
 ) -> tuple[list[Mapping[str, Any]], list[_Group]]:
     """A visit's stated events as (tier-0 events, droppable groups) — see clinlib.budget."""
@@ -1138,12 +1140,14 @@ def _budget_groups(
                 first_day=k[2] == first, last_day=k[2] == last,
                 record_end=any(i in ends for i in ids),
                 first_abnormal=any(i in news for i in ids),
+                foreshadow=any(news.get(i) == -1 for i in ids),
             )  # fmt: skip
         elif kind == "medication":
             tier = B.priority("medication", disease=not is_background_drug(evs[0]["label"]))
         elif kind in ("diagnosis", "procedure"):
-            tier = B.priority(kind, disease=condition_of(k[1]) is not None,
-                              principal=principal in ids)  # fmt: skip
+            cond = condition_of(k[1]) if kind == "diagnosis" else None
+            tier = B.priority(kind, disease=cond is not None, principal=principal in ids,
+                              new_condition=cond is not None and first_coded.get(cond) == v)  # fmt: skip
         else:
             tier = 0
         if tier == 0:
@@ -1251,7 +1255,7 @@ def _fit_budget(
         for d in ("high", "low", "flagged"):
             ids = [str(e["event_id"]) for e in evs if _direction(e) == d]
             news |= {i: r for r, i in enumerate(ids[: B.FIRST_ABNORMAL])}
-        # Findings that foreshadow a condition coded later rank before every other news.
+        # Findings that foreshadow a condition coded later are always told (tier 0).
         cond, way = FORESHADOWS.get(key or "", (None, None))
         before = first_coded.get(cond or "", -1)
         ids = [str(e["event_id"]) for e in evs
@@ -1279,7 +1283,7 @@ def _fit_budget(
             out[v] = full
             carry = allot - need[v]
             continue
-        fixed, groups = _budget_groups(stated, v, bounds, ends, news, shared, seed)
+        fixed, groups = _budget_groups(stated, v, bounds, ends, news, shared, first_coded, seed)
         recs, dropped = _fit_visit(render, fixed, groups, by_id, allot, vdate)
         out[v] = recs
         carry = allot - _rendered_len(recs, vdate)

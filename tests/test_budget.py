@@ -42,6 +42,8 @@ def test_fair_shares_by_hand():
         ("diagnosis", {"principal": True}, 0),
         ("diagnosis", {"disease": True}, 1),
         ("lab", {"first_abnormal": True}, 1),
+        ("lab", {"foreshadow": True, "first_abnormal": True}, 0),
+        ("diagnosis", {"disease": True, "new_condition": True}, 0),
         ("diagnosis", {}, 4),
         ("procedure", {}, 1),
         ("lab", {"key_lab": True, "abnormal": True}, 2),
@@ -61,8 +63,8 @@ def test_priority_tiers(kind, kw, tier):
 
 
 def _record() -> pd.DataFrame:
-    """One visit over three days. Tiers: DX-1 principal (0), DX-2 diabetes (1), DX-3 history
-    code (4); creatinine day 1 (1: its first abnormal value); sodium days 1 and 3 (2: first day / record end),
+    """One visit over three days. Tiers: DX-1 principal (0), DX-2 diabetes (0: the condition's
+    first diagnosis), DX-3 history code (4); creatinine day 1 (1: its first abnormal value); sodium days 1 and 3 (2: first day / record end),
     sodium day 2 (7: normal, middle day, not an end); metformin (3); chloride day 1 (6: non-key,
     admission day); senna (7)."""
     d1, d2, d3 = "2150-01-01 08:00", "2150-01-02 08:00", "2150-01-03 08:00"
@@ -106,11 +108,12 @@ def test_record_within_budget_is_told_whole(monkeypatch):
 def test_tight_budget_keeps_only_tier_zero_and_drops_the_small_talk(monkeypatch):
     res, status, reason, n = _synth(monkeypatch, 50)
     covered = {e for e, s in status.items() if s == "covered"}
-    assert covered == {f"ADM-{HADM}", f"DIS-{HADM}", f"DX-{HADM}-1"}
+    assert covered == {f"ADM-{HADM}", f"DIS-{HADM}", f"DX-{HADM}-1", f"DX-{HADM}-2"}
     for eid, s in status.items():
         if s == "missed":
             assert reason[eid].startswith(B.BUDGET_REASON)
-    assert "diagnosis E119" in reason[f"DX-{HADM}-2"] and "index-disease" in reason[f"DX-{HADM}-2"]
+    assert "other diagnosis: diagnosis Z87891" in reason[f"DX-{HADM}-3"]
+    assert "abnormal" in reason["LAB-1"]
     # Terse: the patient opens without symptoms, no greeting, no closing turn.
     first, last = res.turns.iloc[0], res.turns.iloc[-1]
     assert first["speaker"] == "patient" and len(V.tagged_sentences(first["text_tagged"])) == 1
@@ -159,14 +162,14 @@ def test_verifier_refuses_a_visit_with_no_diagnosis_told(monkeypatch):
     res = D.synthesize_dialogue(ev)
     turns = res.turns.copy()
     cov = res.coverage.copy()
-    # Pretend the principal diagnosis was also left out (its sentence removed from the turn).
-    principal = f"DX-{HADM}-1"
-    cov.loc[cov["event_id"] == principal, ["status", "reason", "turn_idx"]] = [
+    # Pretend the told diagnoses (principal, diabetes) were also left out: their sentence goes.
+    gone = {f"DX-{HADM}-1", f"DX-{HADM}-2"}
+    cov.loc[cov["event_id"].isin(gone), ["status", "reason", "turn_idx"]] = [
         "missed", B.BUDGET_REASON, pd.NA]  # fmt: skip
     for i, t in turns.iterrows():
-        if principal in list(t["event_ids"]):
+        if gone & set(t["event_ids"]):
             kept = [(s, ids) for s, ids in V.tagged_sentences(t["text_tagged"])
-                    if principal not in ids]  # fmt: skip
+                    if not gone & set(ids)]  # fmt: skip
             tagged = " ".join(s + (" " + V.format_tag(ids) if ids else "") for s, ids in kept)
             turns.at[i, "text_tagged"] = tagged
             turns.at[i, "text"] = V.strip_tags(tagged)
@@ -225,3 +228,32 @@ def test_quick_profile_lengths_follow_the_budget(quick_cohort):
     assert set(cov.loc[budget_missed, "kind"]) <= set(V.BUDGET_MISSABLE_KINDS)
     must = cov[cov["status"] != "missed"]
     assert (must["status"] == "covered").mean() >= V.MIN_COVERAGE
+
+
+def test_findings_that_foreshadow_a_later_diagnosis_are_told_first(monkeypatch):
+    """Visit 0 has five high creatinines and five high glucoses; CKD (N18.3) is first coded in
+    visit 1, diabetes never. Under any budget the first four creatinines (foreshadowing CKD)
+    are always told (tier 0), the glucoses (only news) and the fifth creatinine as the budget
+    allows."""
+    monkeypatch.setattr(D, "missed_events", lambda *a, **k: {})
+    rows = [adm(SID, HADM, 0, "2150-01-01 07:00")]
+    for d in range(1, 6):
+        day = f"2150-01-0{d} 08:00"
+        rows.append(lab(SID, HADM, 0, day, "creatinine", 2.0 + d / 10, lab_id=10 + d))
+        rows.append(lab(SID, HADM, 0, day, "glucose", 200 + d, lab_id=20 + d))
+    rows += [dx(SID, HADM, 0, "2150-01-05", 1, "I10", "Essential (primary) hypertension"),
+             dis(SID, HADM, 0, "2150-01-05 12:00"),
+             adm(SID, HADM + 1, 1, "2150-03-01 07:00"),
+             dx(SID, HADM + 1, 1, "2150-03-02", 1, "N183", "Chronic kidney disease, stage 3"),
+             dis(SID, HADM + 1, 1, "2150-03-02 12:00")]  # fmt: skip
+    ev = frame(rows)
+    first_four = {f"LAB-{10 + d}" for d in range(1, 5)}
+    glucose = {f"LAB-{20 + d}" for d in range(1, 6)}
+    seen = set()
+    for budget in range(300, 3000, 100):
+        monkeypatch.setattr(B, "budget_chars", lambda n, b=budget: b)
+        res = D.synthesize_dialogue(ev)
+        told = set(res.coverage.loc[res.coverage["status"] == "covered", "event_id"])
+        assert first_four <= told, (budget, sorted(told))
+        seen.add((len(told & glucose), "LAB-15" in told))
+    assert (0, False) in seen and any(n > 0 for n, _ in seen)  # the sweep crosses the tiers
