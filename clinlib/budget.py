@@ -15,8 +15,8 @@ The budget is split over visits by max-min fairness on what each visit would say
 leftover goes to the others; visits are fitted in time order and what one leaves unused (or
 overruns) carries to the next. Inside a visit, facts are told in priority order
 (:func:`priority`; tier 0 — never left out — also holds a diagnosis of a condition coded
-for the first time and the abnormal values that foreshadowed it in earlier visits
-(clinlib.dialogue.FORESHADOWS; T4's anchors and evidence); in tier 1 each lab's first abnormal
+for the first time and the few (at most :data:`FIRST_ABNORMAL`) abnormal values that
+foreshadowed it in earlier visits (clinlib.dialogue.FORESHADOWS; T4's anchors and evidence); in tier 1 each lab's first abnormal
 value comes before its second, and so on; otherwise a seeded hash orders a tier) until the
 share is used; the rest is left unstated and recorded as ``missed`` with a ``budget:`` reason
 (clinlib.dialogue), joining the T9 pool.
@@ -103,8 +103,8 @@ def priority(
         principal: the visit's first diagnosis.
         first_abnormal: a lab among the record's first :data:`FIRST_ABNORMAL` abnormal values
             of that lab in that direction.
-        foreshadow: a lab among the first :data:`FIRST_ABNORMAL` abnormal values that point to
-            a condition first coded in a later visit (clinlib.dialogue.FORESHADOWS).
+        foreshadow: one of the few (at most :data:`FIRST_ABNORMAL`) abnormal values that point
+            to a condition first coded in a later visit (clinlib.dialogue.FORESHADOWS).
         new_condition: a diagnosis of a condition coded for the first time in the record.
     """
     if kind in ("admission", "discharge") or principal or foreshadow or new_condition:

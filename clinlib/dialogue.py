@@ -1249,18 +1249,23 @@ def _fit_budget(
             first_coded[cond] = min(first_coded.get(cond, 1 << 30), int(e["visit_idx"]))
     ends: set[str] = set()
     news: dict[str, int] = {}  # each lab's first abnormal values per direction -> rank
+    heralds: dict[tuple[str | None, str | None], list[str]] = {}
     for key, evs in series.items():
         evs = sorted(evs, key=lambda e: (e["time"], _natural_key(str(e["event_id"]))))
         ends |= {str(evs[0]["event_id"]), str(evs[-1]["event_id"])}
         for d in ("high", "low", "flagged"):
             ids = [str(e["event_id"]) for e in evs if _direction(e) == d]
             news |= {i: r for r, i in enumerate(ids[: B.FIRST_ABNORMAL])}
-        # Findings that foreshadow a condition coded later are always told (tier 0).
         cond, way = FORESHADOWS.get(key or "", (None, None))
         before = first_coded.get(cond or "", -1)
-        ids = [str(e["event_id"]) for e in evs
-               if _direction(e) == way and int(e["visit_idx"]) < before]  # fmt: skip
-        news |= {i: -1 for i in ids[: B.FIRST_ABNORMAL]}
+        heralds.setdefault((cond, way), []).extend(
+            str(e["event_id"]) for e in evs if _direction(e) == way and int(e["visit_idx"]) < before
+        )
+    # The few abnormal values (at most FIRST_ABNORMAL per condition and direction) that
+    # foreshadowed a condition coded later are always told (tier 0); a long run is not news.
+    for (cond, _), ids in heralds.items():
+        if cond is not None and len(ids) <= B.FIRST_ABNORMAL:
+            news |= {i: -1 for i in ids}
     shared = {d for d, vs in lab_visits.items() if len(vs) > 1}
     plans, need = {}, {}
     for v in visits:

@@ -230,30 +230,42 @@ def test_quick_profile_lengths_follow_the_budget(quick_cohort):
     assert (must["status"] == "covered").mean() >= V.MIN_COVERAGE
 
 
-def test_findings_that_foreshadow_a_later_diagnosis_are_told_first(monkeypatch):
-    """Visit 0 has five high creatinines and five high glucoses; CKD (N18.3) is first coded in
-    visit 1, diabetes never. Under any budget the first four creatinines (foreshadowing CKD)
-    are always told (tier 0), the glucoses (only news) and the fifth creatinine as the budget
-    allows."""
-    monkeypatch.setattr(D, "missed_events", lambda *a, **k: {})
+def _foreshadow_record(n_creatinine: int) -> pd.DataFrame:
+    """Visit 0: ``n_creatinine`` high creatinines and five high glucoses on days 1-5; CKD
+    (N18.3) first coded in visit 1, diabetes never."""
     rows = [adm(SID, HADM, 0, "2150-01-01 07:00")]
     for d in range(1, 6):
         day = f"2150-01-0{d} 08:00"
-        rows.append(lab(SID, HADM, 0, day, "creatinine", 2.0 + d / 10, lab_id=10 + d))
+        if d <= n_creatinine:
+            rows.append(lab(SID, HADM, 0, day, "creatinine", 2.0 + d / 10, lab_id=10 + d))
         rows.append(lab(SID, HADM, 0, day, "glucose", 200 + d, lab_id=20 + d))
     rows += [dx(SID, HADM, 0, "2150-01-05", 1, "I10", "Essential (primary) hypertension"),
              dis(SID, HADM, 0, "2150-01-05 12:00"),
              adm(SID, HADM + 1, 1, "2150-03-01 07:00"),
              dx(SID, HADM + 1, 1, "2150-03-02", 1, "N183", "Chronic kidney disease, stage 3"),
              dis(SID, HADM + 1, 1, "2150-03-02 12:00")]  # fmt: skip
-    ev = frame(rows)
-    first_four = {f"LAB-{10 + d}" for d in range(1, 5)}
+    return frame(rows)
+
+
+def _told(ev: pd.DataFrame) -> set[str]:
+    res = D.synthesize_dialogue(ev)
+    return set(res.coverage.loc[res.coverage["status"] == "covered", "event_id"])
+
+
+def test_findings_that_foreshadow_a_later_diagnosis_are_told_first(monkeypatch):
+    """Four high creatinines before CKD is coded are always told (tier 0) whatever the
+    budget; the glucoses (only news) as the budget allows. A run of five is not news: under a
+    tight budget it goes like any other lab."""
+    monkeypatch.setattr(D, "missed_events", lambda *a, **k: {})
+    creat = {f"LAB-{10 + d}" for d in range(1, 6)}
     glucose = {f"LAB-{20 + d}" for d in range(1, 6)}
+    ev = _foreshadow_record(4)
     seen = set()
     for budget in range(300, 3000, 100):
         monkeypatch.setattr(B, "budget_chars", lambda n, b=budget: b)
-        res = D.synthesize_dialogue(ev)
-        told = set(res.coverage.loc[res.coverage["status"] == "covered", "event_id"])
-        assert first_four <= told, (budget, sorted(told))
-        seen.add((len(told & glucose), "LAB-15" in told))
-    assert (0, False) in seen and any(n > 0 for n, _ in seen)  # the sweep crosses the tiers
+        told = _told(ev)
+        assert creat - {"LAB-15"} <= told, (budget, sorted(told))
+        seen.add(len(told & glucose))
+    assert 0 in seen and max(seen) > 0  # the sweep crosses the glucoses' tier
+    monkeypatch.setattr(B, "budget_chars", lambda n: 300)
+    assert not creat <= _told(_foreshadow_record(5))
