@@ -22,7 +22,8 @@ HARD checks (any failure drops the patient):
 event_ids_exist             every id a turn lists exists in the patient's events and is usable
 tags_consistent             ``text_tagged`` minus its tags equals ``text``; tags == event_ids
 covered_fields_verbatim     each covered event's value, unit, date, code / title / drug, route
-                            appear verbatim in a turn that lists its id
+                            appear verbatim in a turn that lists its id (a medication's dose
+                            and unit only when recorded: without one it is named as started)
 no_untraced_numbers         every number in a turn traces to an event the turn lists
 no_untraced_dates           every date in a turn is the date of an event the turn lists
 no_untraced_codes           every ICD-like code in a turn is the code of an event it lists

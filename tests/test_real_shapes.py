@@ -14,6 +14,7 @@ from clinlib.cohort import select_cohort
 from clinlib.events import extract_events
 from clinlib.sources import synthetic as syn
 from clinlib.sources import synthetic_shapes as shp
+from clinlib.sources import synthetic_vocab as sv
 from clinlib.sources.meds import open_meds
 from clinlib.sources.meds_fixture import mimic_to_meds
 from clinlib.sources.mimic import open_hosp
@@ -50,7 +51,7 @@ def test_prescription_rows_share_pharmacy_ids_like_mimic(tables):
     assert ((rx["drug_type"] == "MAIN").groupby(rx["pharmacy_id"]).sum() == 1).all()
     # BASE rows are diluents of IV orders, in mL or bags.
     base = rx[rx["drug_type"] == "BASE"]
-    assert base["drug"].isin([d.drug for d in shp.sv.BASE_DRUGS.values()]).all()
+    assert base["drug"].isin([d.drug for d in sv.BASE_DRUGS.values()]).all()
     assert (base["route"] == "IV").all()
 
 

@@ -1569,7 +1569,7 @@ def _order_tables(srng, p, a, ids, k_max, r_adm, r_drug, r_start, r_stop, dose, 
     """prescriptions and emar tables from the base orders plus the real-data shapes of
     :mod:`clinlib.sources.synthetic_shapes` (IV orders, BASE / ADDITIVE rows sharing the
     order's pharmacy_id, missing doses and hadm_ids, one emar row per administration)."""
-    iv = shp.iv_orders(srng, a, allowed=p.mode[a.pat] != FEW_RX, k_max=k_max)
+    iv = shp.extra_orders(srng, a, allowed=p.mode[a.pat] != FEW_RX, k_max=k_max)
     n_iv = iv["adm"].size
     r_adm = np.r_[r_adm, iv["adm"]]
     r_drug = np.r_[r_drug.astype(np.int64), iv["drug"]]

@@ -95,7 +95,7 @@ def pick_dose(rng: np.random.Generator, drug: np.ndarray) -> np.ndarray:
 HYPERKALEMIA_K = 5.5  # mEq/L: a stay whose potassium peaks above gets insulin for it
 
 
-def iv_orders(
+def extra_orders(
     rng: np.random.Generator, a: SimpleNamespace, allowed: np.ndarray, k_max: np.ndarray
 ) -> dict:
     """Extra orders per admission: background IV orders (antibiotics, magnesium), qualified-
