@@ -415,7 +415,31 @@ _BY_NUMBER: dict[int, TableSpec] = {spec.number: spec for spec in TABLES.values(
 # hit rates (overall only: the per-task bars are not printed as numbers) and the per-task
 # retrieval-eligible n of its caption.
 HIT_TASKS: tuple[str, ...] = tuple(f"T{i}" for i in range(1, 9))
+CORPUS_FIGURE_FILE = "figure13_corpus.csv"
+CORPUS_DISTRIBUTIONS: tuple[str, ...] = (
+    "visits_per_patient",
+    "dialogue_kchars",
+    "questions_per_patient",
+)
+CORPUS_STATISTICS: tuple[str, ...] = ("median", "mean", "max")
+
 FIGURES: dict[str, TableSpec] = {
+    "figure13_corpus": TableSpec(
+        13,
+        "figure13_corpus",
+        "Appendix C.1 (Figure 13)",
+        "visits, dialogue length (k chars) and questions per patient: median / mean / max",
+        {"distribution": "str", "statistic": "str", "value": "float", "unit": "str"},
+        ("distribution", "statistic"),
+        len(CORPUS_DISTRIBUTIONS) * len(CORPUS_STATISTICS),
+        {
+            "distribution": CORPUS_DISTRIBUTIONS,
+            "statistic": CORPUS_STATISTICS,
+            "unit": ("visits", "thousand_characters", "questions"),
+        },
+        frozenset(),
+        kind="Figure",
+    ),
     "figure14_hit_rates": TableSpec(
         14,
         "figure14_hit_rates",
@@ -432,7 +456,7 @@ FIGURES: dict[str, TableSpec] = {
         },
         frozenset({"k"}),
         kind="Figure",
-    )
+    ),
 }
 
 
@@ -785,3 +809,13 @@ def compare_reported(
     flagged = out["reported"].notna() & (out["abs_diff"] > tol + 1e-9)
     out = out[flagged].sort_values(["abs_diff"] + keys, ascending=[False] + [True] * len(keys))
     return out.reset_index(drop=True)
+
+
+# --- Fig. 13 (Appendix C.1): corpus statistics printed in the text ---------------------------
+
+
+def load_corpus_figure(data_dir: Path | None = None) -> pd.DataFrame:
+    """Fig. 13's statistics (Appendix C.1, n = 385 dialogues): distribution, statistic, value,
+    unit — one row per (distribution, statistic), nine in all (``load_figure``'s checks).
+    """
+    return load_figure("figure13_corpus", data_dir)

@@ -11,7 +11,10 @@ This module is the authority on provenance. It defines
   (:func:`traceable_strings`);
 - what must be covered: everything except medications, labs outside :data:`KEY_LABS`, and
   normal key-lab results on a middle day of a visit (:func:`key_lab_missable`), which the
-  synthesis rule may leave unstated (``missed``) as T9 abstention anchors.
+  synthesis rule may leave unstated (``missed``) as T9 abstention anchors; and what the length
+  budget (clinlib.budget, coverage reason ``budget: ...``) leaves out: any lab, medication,
+  diagnosis or procedure, but never an admission, a discharge or every diagnosis of a visit.
+  Must-cover coverage is covered / (covered + unusable).
 
 HARD checks (any failure drops the patient):
 
@@ -27,9 +30,9 @@ no_untraced_codes           every ICD-like code in a turn is the code of an even
 no_untraced_drugs           every known drug name in a turn belongs to a medication it lists
 visits_in_time_order        visits ascend in time, turns ascend, facts sit in their own visit
 must_cover_coverage         >= 98 % of must-cover events covered; only missable kinds missed;
-                            every source event accounted for
+                            every source event accounted for; a diagnosis told per visit
 missed_events_unstated      a missed event is never cited, a missed lab's name is never given
-                            with its date, a missed drug is never named in its visit
+                            with its date, a missed drug or ICD code is never named in its visit
 ==========================  ==================================================================
 
 SOFT checks (warnings): ``length_outlier`` (mean characters per visit outside the corpus'
@@ -55,6 +58,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from clinlib.budget import BUDGET_REASON
 from clinlib.schema import ARTIFACTS
 from clinlib.vocab import EVENT_ID_PREFIX, LAB_PANEL
 
@@ -76,6 +80,10 @@ KEY_LABS: frozenset[str] = frozenset(
     }
 )
 MISSABLE_KINDS: tuple[str, ...] = ("lab", "medication")
+# Left out for the length budget (clinlib.budget; coverage reason starting with
+# BUDGET_REASON): any lab, drug, diagnosis or procedure, never an admission or a discharge, and
+# never every diagnosis of a visit.
+BUDGET_MISSABLE_KINDS: tuple[str, ...] = ("lab", "medication", "diagnosis", "procedure")
 MIN_COVERAGE = 0.98
 
 HARD_CHECKS: dict[str, str] = {
@@ -88,10 +96,10 @@ HARD_CHECKS: dict[str, str] = {
     "no_untraced_codes": "every ICD-like code in a turn belongs to an event that turn lists",
     "no_untraced_drugs": "every known drug name in a turn belongs to a medication it lists",
     "visits_in_time_order": "visits ascend in time and every fact sits in its own visit",
-    "must_cover_coverage": f">= {MIN_COVERAGE:.0%} of must-cover events covered; only labs "
-    "outside the key set and medications missed",
+    "must_cover_coverage": f">= {MIN_COVERAGE:.0%} of must-cover events covered; only missable "
+    "kinds missed (rule or length budget); a diagnosis told in every visit",
     "missed_events_unstated": "missed events are never cited, named with their date (labs) "
-    "or named in their visit (medications)",
+    "or named in their visit (medications, ICD codes)",
 }
 SOFT_CHECKS: dict[str, str] = {
     "length_outlier": "mean characters per visit inside the corpus' Tukey fences (log, k=3)",
@@ -715,6 +723,12 @@ def check_missed(
                     problems.append(f"{eid}: {label} on {date} stated in turn "
                                     f"{views[k][0]['turn_idx']}")  # fmt: skip
                     break
+        elif ev.get("kind") in ("diagnosis", "procedure") and present(ev.get("code")):
+            code = str(ev["code"]).strip()
+            for k in by_visit.get(int(ev["visit_idx"]), []):
+                if find_spans(views[k][1], code):
+                    problems.append(f"{eid}: code {code} named in turn {views[k][0]['turn_idx']}")
+                    break
         elif ev.get("kind") == "medication" and present(ev.get("label")):
             drug = str(ev["label"])
             for k in by_visit.get(int(ev["visit_idx"]), []):
@@ -872,7 +886,10 @@ def verify_records(
     for eid in missed:
         ev = events_by_id.get(eid, {})
         kind = ev.get("kind")
-        if kind not in MISSABLE_KINDS:
+        if str(status[eid].get("reason") or "").startswith(BUDGET_REASON):
+            if kind not in BUDGET_MISSABLE_KINDS:
+                bad.append(f"{eid}: a {kind} may not be left out for length")
+        elif kind not in MISSABLE_KINDS:
             bad.append(f"{eid}: a {kind} may not be missed")
         elif (
             kind == "lab"
@@ -880,6 +897,9 @@ def verify_records(
             and not key_lab_missable(ev, bounds)
         ):
             bad.append(f"{eid}: key lab {ev.get('label')} may not be missed on that day")
+    told_dx = {v for v, n in _visit_diagnoses(events_by_id, status, "covered").items() if n}
+    for v in sorted(set(_visit_diagnoses(events_by_id, status, "")) - told_dx):
+        bad.append(f"visit {v}: none of its diagnoses is told")
     must = [eid for eid, c in status.items() if c["status"] != "missed"]
     n_cov = sum(1 for eid in must if status[eid]["status"] == "covered")
     ratio = n_cov / len(must) if must else 1.0
@@ -903,6 +923,26 @@ def verify_records(
         rows.append(_row(sid, REWRITE_CHECK, not fell,
                          _detail(fell, f"{len(rewrites)} visits rewritten")))  # fmt: skip
     return rows
+
+
+def _visit_diagnoses(
+    events_by_id: Mapping[str, Mapping[str, Any]],
+    status: Mapping[str, Mapping[str, Any]],
+    want: str,
+) -> dict[int, int]:
+    """Usable diagnoses per visit with status ``want`` (every usable one for "")."""
+    out: dict[int, int] = {}
+    for eid, ev in events_by_id.items():
+        st = status.get(eid, {}).get("status")
+        if (
+            ev.get("kind") != "diagnosis"
+            or st in (None, "unusable")
+            or not present(ev.get("visit_idx"))
+        ):
+            continue
+        v = int(ev["visit_idx"])
+        out[v] = out.get(v, 0) + (1 if not want or st == want else 0)
+    return out
 
 
 _KEY_LAB_LABELS = frozenset(lab.label for lab in LAB_PANEL if lab.key in KEY_LABS)
