@@ -577,15 +577,7 @@ def load_table(name: str | int, data_dir: Path | None = None) -> pd.DataFrame:
         PaperTableError: unknown name, missing file, or malformed content (names the file,
             line, column and value).
     """
-    spec = _resolve(name)
-    path = Path(data_dir or PAPER_DATA_DIR) / spec.file
-    if not path.is_file():
-        raise PaperTableError(f"published table {spec.number} missing: {path} does not exist")
-    try:
-        raw = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise _bad(path, f"not a readable CSV ({exc})") from None
-    return _validate(raw, spec, path)
+    return _load_spec(_resolve(name), data_dir)
 
 
 def load_figure(name: str = "figure14_hit_rates", data_dir: Path | None = None) -> pd.DataFrame:
@@ -596,10 +588,15 @@ def load_figure(name: str = "figure14_hit_rates", data_dir: Path | None = None) 
     """
     if name not in FIGURES:
         raise PaperTableError(f"unknown paper figure {name!r}; known: {', '.join(FIGURES)}")
-    spec = FIGURES[name]
+    return _load_spec(FIGURES[name], data_dir)
+
+
+def _load_spec(spec: TableSpec, data_dir: Path | None) -> pd.DataFrame:
+    """Read one published table's or figure's CSV and validate it against ``spec``."""
     path = Path(data_dir or PAPER_DATA_DIR) / spec.file
     if not path.is_file():
-        raise PaperTableError(f"published figure {spec.number} missing: {path} does not exist")
+        what = spec.kind.lower()
+        raise PaperTableError(f"published {what} {spec.number} missing: {path} does not exist")
     try:
         raw = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
