@@ -280,3 +280,45 @@ def evaluable_patients(cohort, dialogue_summary, questions):
     asked = {int(s) for ids in questions["subject_ids"] for s in ids}
     wanted = {int(s) for s in kept} & asked
     return cohort[cohort["subject_id"].astype(int).isin(wanted)].reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- predictions basis
+
+# Predictions answer one question set about one set of dialogues. A rebuilt questions.parquet
+# (or dialogues.parquet) makes every prediction in predictions/ an answer to something else,
+# while a question that keeps its qid (a hash of task, subjects and anchors) would look done.
+PREDICTIONS_BASIS_FILE = "_basis.json"
+BASIS_ARTIFACTS: tuple[str, ...] = ("questions", "dialogues")
+
+
+def predictions_basis(profile: str | None = None) -> dict[str, str | None]:
+    """sha256 of the artifacts that predictions answer (:data:`BASIS_ARTIFACTS`): from their
+    stage manifests when recorded, else of the files (None: no such file)."""
+    name = resolve_profile(profile)
+    basis: dict[str, str | None] = {}
+    for artifact in BASIS_ARTIFACTS:
+        path = artifact_path(f"{artifact}.parquet", name)
+        basis[artifact] = _current_sha(artifact, name) or (_sha(path) if path.exists() else None)
+    return basis
+
+
+def read_basis(directory: Path) -> dict | None:
+    """The basis recorded in a predictions folder (None: none recorded, a pre-basis folder)."""
+    try:
+        return json.loads((directory / PREDICTIONS_BASIS_FILE).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def write_basis(directory: Path, basis: Mapping[str, str | None]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    with atomic_path(directory / PREDICTIONS_BASIS_FILE) as tmp:
+        tmp.write_text(json.dumps(dict(basis), indent=1, sort_keys=True))
+
+
+def stale_basis(recorded: Mapping | None, current: Mapping) -> str | None:
+    """Which artifact changed since predictions were made (None: same basis, or unknown)."""
+    if recorded is None:
+        return None
+    changed = [a for a in BASIS_ARTIFACTS if recorded.get(a) != current.get(a)]
+    return ", ".join(f"{a}.parquet" for a in changed) or None

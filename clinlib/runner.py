@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from clinlib import guards
 from clinlib.config import build_dir, resolve_profile
 from clinlib.io import write_parquet
 from clinlib.llm import (
@@ -151,6 +152,33 @@ def predictions_dir(profile: str | None = None) -> Path:
     return build_dir(profile) / PREDICTIONS_DIR
 
 
+def _claim_predictions(name: str) -> None:
+    """Before a run appends: predictions made for another question set or other dialogues
+    (clinlib.guards, "predictions basis") are moved to ``predictions.stale-<time>/`` with one
+    warning line, so no stale answer counts as done; paid answers to unchanged prompts come
+    back from the response cache. A folder from before bases were recorded is moved only if
+    it holds answers to questions that no longer exist."""
+    from clinlib.pipeline import load
+
+    directory = predictions_dir(name)
+    basis = guards.predictions_basis(name)
+    parts = _part_files(directory)
+    why = guards.stale_basis(guards.read_basis(directory), basis)
+    if parts and why is None and guards.read_basis(directory) is None:
+        current = set(load("questions", name)["qid"])
+        orphans = {q for p in parts for q in pd.read_parquet(p, columns=["qid"])["qid"]} - current
+        why = (
+            f"{len(orphans)} answered question(s) no longer in questions.parquet"
+            if orphans
+            else None
+        )
+    if parts and why:
+        aside = directory.with_name(f"{directory.name}.stale-{time.strftime('%Y%m%dT%H%M%S')}")
+        directory.rename(aside)
+        log.warning("predictions made before %s changed moved to %s", why, aside)
+    guards.write_basis(directory, basis)
+
+
 def _part_files(directory: Path) -> list[Path]:
     # Names embed a zero-padded nanosecond clock, so name order is write order.
     return sorted(directory.glob(f"{PART_PREFIX}*.parquet")) if directory.is_dir() else []
@@ -167,6 +195,15 @@ def load_predictions(profile: str | None = None, *, dedupe: bool = True) -> pd.D
     Returns:
         DataFrame with :data:`PREDICTION_COLUMNS` (empty if nothing was predicted yet).
     """
+    why = guards.stale_basis(
+        guards.read_basis(predictions_dir(profile)), guards.predictions_basis(profile)
+    )
+    if why:
+        name = resolve_profile(profile)
+        raise RunnerError(
+            f"predictions in {predictions_dir(profile)} are stale: {why} changed since they "
+            f"were made; re-run `clintrace evaluate-offline --profile {name}` (or `run`)"
+        )
     frames = []
     for path in _part_files(predictions_dir(profile)):
         try:
@@ -747,6 +784,8 @@ def run(
     for bb in bbs:  # refuse before any context is built or any request is sent
         check_egress(bb, credentialed, allow_unapproved)
     _clean_stale_temps(predictions_dir(name))
+    if questions is None:  # a run on a given question subset answers the profile's set too
+        _claim_predictions(name)
     done = _done_keys(name, retry_errors, retry_empty)
     prepared = _prepare_cells(name, strategies, settings, prep, tasks, limit, questions, bbs,
                               done=done, config=config)  # fmt: skip
@@ -937,6 +976,8 @@ def run_parallel(
     for strat in strats:
         if strat.query_dependent:
             strat.warm_queries(records)
+    if given is None:
+        _claim_predictions(name)  # once here, before the children append
     ctx = mp.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(n, mp_context=ctx) as pool:
         list(pool.map(_run_group, [(str(config.BUILD_DIR), job) for job in jobs]))

@@ -355,3 +355,42 @@ def test_stage_table_shares_and_total_worked_by_hand():
         "  strategies (post)     30.0s  75.0%",
         "  total                 40.0s",
     ]
+
+
+def _prediction(qid: str) -> dict:
+    from clinlib import runner
+
+    zero = {"int64": 0, "float64": 0.0, "bool": False, "string": ""}
+    row = {c: zero.get(t) for c, t in runner.PREDICTION_DTYPES.items()}
+    return row | {"qid": qid, "task": "T1", "strategy": "full-context", "backbone": "reference",
+                  "prep_model": "none", "setting": "post", "written_at": pd.Timestamp.now("UTC")}  # fmt: skip
+
+
+def test_predictions_for_an_older_question_set_are_refused_then_moved_aside(tmp_build):
+    from clinlib import runner
+
+    _write("dialogues", pd.DataFrame({"x": [1]}))
+    _write("questions", pd.DataFrame({"qid": ["T1-a", "T1-b"]}))
+    runner._claim_predictions("p")  # a first run records what its answers are answers to
+    runner.write_part([_prediction("T1-a")], "p", "r1", 0)
+    assert runner.load_predictions("p")["qid"].tolist() == ["T1-a"]
+    _write("questions", pd.DataFrame({"qid": ["T1-a", "T1-c"]}))  # rebuilt: T1-a kept its qid
+    with pytest.raises(runner.RunnerError, match="stale: questions.parquet changed"):
+        runner.load_predictions("p")
+    runner._claim_predictions("p")  # the next run starts clean
+    assert runner.load_predictions("p").empty
+    assert len(list(tmp_build.glob("p/predictions.stale-*/part-*.parquet"))) == 1
+
+
+def test_pre_basis_predictions_are_moved_only_when_they_answer_vanished_questions(tmp_build):
+    from clinlib import runner
+
+    _write("dialogues", pd.DataFrame({"x": [1]}))
+    _write("questions", pd.DataFrame({"qid": ["T1-a"]}))
+    runner.write_part([_prediction("T1-a")], "p", "r1", 0)  # no basis recorded (older kit)
+    runner._claim_predictions("p")
+    assert runner.load_predictions("p")["qid"].tolist() == ["T1-a"]  # all still asked: kept
+    (runner.predictions_dir("p") / guards.PREDICTIONS_BASIS_FILE).unlink()
+    _write("questions", pd.DataFrame({"qid": ["T1-z"]}))
+    runner._claim_predictions("p")
+    assert runner.load_predictions("p").empty
