@@ -163,19 +163,20 @@ def _claim_predictions(name: str) -> None:
     directory = predictions_dir(name)
     basis = guards.predictions_basis(name)
     parts = _part_files(directory)
-    why = guards.stale_basis(guards.read_basis(directory), basis)
+    changed = guards.stale_basis(guards.read_basis(directory), basis)
+    why = f"{changed} changed since they were made" if changed else None
     if parts and why is None and guards.read_basis(directory) is None:
         current = set(load("questions", name)["qid"])
         orphans = {q for p in parts for q in pd.read_parquet(p, columns=["qid"])["qid"]} - current
         why = (
-            f"{len(orphans)} answered question(s) no longer in questions.parquet"
+            f"{len(orphans)} answered question(s) are no longer in questions.parquet"
             if orphans
             else None
         )
     if parts and why:
         aside = directory.with_name(f"{directory.name}.stale-{time.strftime('%Y%m%dT%H%M%S')}")
         directory.rename(aside)
-        log.warning("predictions made before %s changed moved to %s", why, aside)
+        log.warning("stale predictions moved to %s: %s", aside, why)
     guards.write_basis(directory, basis)
 
 
