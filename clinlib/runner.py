@@ -163,9 +163,10 @@ def _claim_predictions(name: str) -> None:
     directory = predictions_dir(name)
     basis = guards.predictions_basis(name)
     parts = _part_files(directory)
-    changed = guards.stale_basis(guards.read_basis(directory), basis)
+    recorded = guards.read_basis(directory)
+    changed = guards.stale_basis(recorded, basis)
     why = f"{changed} changed since they were made" if changed else None
-    if parts and why is None and guards.read_basis(directory) is None:
+    if parts and recorded is None:
         current = set(load("questions", name)["qid"])
         orphans = {q for p in parts for q in pd.read_parquet(p, columns=["qid"])["qid"]} - current
         why = (
