@@ -32,12 +32,12 @@ test: install lint pipeline-quick ## lint, build the quick profile, run unit tes
 	CLINTRACE_PROFILE=quick $(BIN)/python -m pytest -q tests notebooks --nbmake --nbmake-timeout=$(NB_TIMEOUT) -p no:cacheprovider
 
 lint: install ## ruff check + ruff format --check over clinlib/ and tests/
-	$(BIN)/ruff check clinlib tests
-	$(BIN)/ruff format --check clinlib tests
+	$(BIN)/ruff check clinlib tests bench
+	$(BIN)/ruff format --check clinlib tests bench
 
 format: install ## apply ruff format and safe fixes
-	$(BIN)/ruff format clinlib tests
-	$(BIN)/ruff check --fix clinlib tests
+	$(BIN)/ruff format clinlib tests bench
+	$(BIN)/ruff check --fix clinlib tests bench
 
 unit: install ## unit tests only (no notebooks)
 	CLINTRACE_PROFILE=quick $(BIN)/python -m pytest -q tests
@@ -71,14 +71,14 @@ notebooks: install ## execute every notebook on PROFILE (outputs under data/buil
 	$(BIN)/clintrace notebooks --profile $(or $(PROFILE),quick)
 
 bench-cohort: install ## MIMIC-scale synthetic data (364,627 patients) + cohort build, DuckDB vs pandas
-	$(BIN)/python -m clinlib.bench.cohort
+	$(BIN)/python -m bench.cohort_scale
 
 bench-strategies: install ## build every strategy cold then warm, then static vs MiniLM encoder: times and hit@k (PROFILE, default paper)
-	$(BIN)/python -m clinlib.bench.strategies --profile $(or $(PROFILE),paper)
+	$(BIN)/python -m bench.strategy_build --profile $(or $(PROFILE),paper)
 
 bench-harness: install ## harness vs bare openai SDK vs inspect_ai on a local 100 ms server; cached re-run
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
-	$(BIN)/python -m clinlib.bench.harness
+	$(BIN)/python -m bench.llm_harness
 	CLINTRACE_TIMING_TESTS=1 $(BIN)/python -m pytest -q tests/test_llm_throughput.py -p no:cacheprovider
 
 lab: install ## open JupyterLab on the notebooks

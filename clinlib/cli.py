@@ -18,8 +18,8 @@ from typing import Annotated
 
 import typer
 
-from clinlib.config import FIGURES_DIR, NOTEBOOKS_DIR, build_dir, resolve_profile
-from clinlib.guards import check_constructions, check_run
+from clinlib.core.config import FIGURES_DIR, NOTEBOOKS_DIR, build_dir, resolve_profile
+from clinlib.core.guards import check_constructions, check_run
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 
@@ -47,7 +47,7 @@ def _run(fn, *args, **kwargs):
         # SourceSchemaError, StageError, GateError, RunnerError ... are ValueErrors.
         _fail(exc)
     except duckdb.Error as exc:  # a read error a stage did not translate: still one line
-        from clinlib.sources.mimic import source_error
+        from clinlib.data.sources.mimic import source_error
 
         _fail(source_error(exc))
 
@@ -72,7 +72,7 @@ def synth(
     fmt: Annotated[str, typer.Option(help="csv.gz (PhysioNet layout) or parquet")] = "csv.gz",
 ) -> None:
     """Write the synthetic MIMIC-IV-shaped hosp tables (data/build/<profile>/raw/hosp/)."""
-    from clinlib.sources.synthetic import synthesize
+    from clinlib.data.sources.synthetic import synthesize
 
     t0 = time.perf_counter()
     out = _run(synthesize, _profile(profile), seed=seed, fmt=fmt)
@@ -91,7 +91,7 @@ def cohort(
     allow_drops: AllowDropsOpt = False,
 ) -> None:
     """Select the cohort and extract its events (cohort/attrition/eligible/events.parquet)."""
-    from clinlib.pipeline import build_cohort
+    from clinlib.data.build import build_cohort
 
     t0 = time.perf_counter()
     out = _run(
@@ -118,8 +118,8 @@ def export_meds(
     profile: ProfileOpt = None,
 ) -> None:
     """Export the cohort's events as a MEDS dataset (data/*.parquet + metadata/)."""
-    from clinlib.pipeline import load
-    from clinlib.sources.meds import write_meds
+    from clinlib.data.build import load
+    from clinlib.data.sources.meds import write_meds
 
     events = _run(load, "events", profile)
     _run(write_meds, events, out_dir)
@@ -131,7 +131,7 @@ def dialogues(
     profile: ProfileOpt = None, seed: SeedOpt = None, allow_drops: AllowDropsOpt = False
 ) -> None:
     """Synthesise and verify one dialogue per cohort patient (dialogues.parquet + checks)."""
-    from clinlib.dialogue import build_dialogues
+    from clinlib.dialogue.synth import build_dialogues
 
     t0 = time.perf_counter()
     out = _run(build_dialogues, _profile(profile), seed=seed, allow_drops=allow_drops)
@@ -207,8 +207,8 @@ TasksOpt = Annotated[str | None, typer.Option("--tasks", help="restrict to tasks
 @app.command()
 def backbones(config: ConfigOpt = None) -> None:
     """List the registered backbones (presets, offline readers, your config's endpoints)."""
+    from clinlib.eval.policies import register_offline_backbones
     from clinlib.llm import list_backbones
-    from clinlib.readers import register_offline_backbones
 
     register_offline_backbones()
     typer.echo(_run(list_backbones, config).to_string(index=False))
@@ -226,7 +226,7 @@ def estimate(
     limit: Annotated[int | None, typer.Option(help="questions per cell")] = None,
 ) -> None:
     """Print the expected cost of a planned run per cell, before anything is sent."""
-    from clinlib.runner import estimate as estimate_run
+    from clinlib.eval.runner import estimate as estimate_run
 
     table = _run(
         estimate_run,
@@ -271,7 +271,7 @@ def run_cmd(
     limit: Annotated[int | None, typer.Option(help="questions per cell")] = None,
 ) -> None:
     """Evaluate every (strategy, backbone, setting) cell; append to predictions/ (resumable)."""
-    from clinlib.runner import run
+    from clinlib.eval.runner import run
 
     summary = _run(
         run,
@@ -355,7 +355,7 @@ def pipeline(
 def evaluate_offline(profile: ProfileOpt = None, allow_drops: AllowDropsOpt = False) -> None:
     """Answer every question with the offline readers under the paper's eight strategies,
     both T3 settings (the predictions the analysis notebooks read; resumable)."""
-    from clinlib.runner import run_parallel
+    from clinlib.eval.runner import run_parallel
     from clinlib.strategies import PAPER_STRATEGIES
 
     # The readers are CPU-bound Python: one process per core, strategies dealt between them.

@@ -11,7 +11,7 @@ import time
 import nbformat
 from nbclient import NotebookClient
 
-from clinlib.config import NOTEBOOKS_DIR, PROFILE_ENV, REPO_ROOT, artifact_path, build_dir
+from clinlib.core.config import NOTEBOOKS_DIR, PROFILE_ENV, REPO_ROOT, artifact_path, build_dir
 
 # What the notebooks read: every stage's main artifact and the offline predictions.
 REQUIRED_ARTIFACTS: tuple[str, ...] = ("cohort", "events", "dialogues", "questions")
@@ -25,8 +25,8 @@ def numbered_notebooks() -> list:
 def check_built(profile: str) -> None:
     """Refuse at once a profile the notebooks cannot run on (never built, a stage failed or
     is stale, no predictions), instead of failing every notebook (issue 12 §4)."""
-    from clinlib.guards import check_artifact
-    from clinlib.runner import predictions_dir
+    from clinlib.core.guards import check_artifact
+    from clinlib.eval.runner import predictions_dir
 
     redo = f"run `clintrace pipeline --profile {profile}` first"
     if not build_dir(profile).is_dir():

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from clinlib.config import artifact_path, raw_hosp_dir
+from clinlib.core.config import artifact_path, raw_hosp_dir
 
 os.environ.setdefault("CLINTRACE_PROFILE", "quick")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -19,8 +19,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 @pytest.fixture(scope="session")
 def quick_cohort():
     """Build (if needed) the quick profile's synthetic tables and cohort artifacts."""
-    from clinlib.pipeline import build_cohort
-    from clinlib.sources.synthetic import synthesize
+    from clinlib.data.build import build_cohort
+    from clinlib.data.sources.synthetic import synthesize
 
     if not (raw_hosp_dir("quick") / "labevents.csv.gz").exists():
         synthesize("quick")

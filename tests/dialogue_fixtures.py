@@ -1,4 +1,4 @@
-"""Hand-built events tables for the dialogue tests (columns of clinlib.schema events).
+"""Hand-built events tables for the dialogue tests (columns of clinlib.data.schema events).
 
 ``make_events()`` — three patients x three visits, every event kind:
 
@@ -22,8 +22,8 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from clinlib.schema import ARTIFACTS
-from clinlib.vocab import LAB_BY_KEY
+from clinlib.data.schema import ARTIFACTS
+from clinlib.data.vocab import LAB_BY_KEY
 
 COLUMNS = list(ARTIFACTS["events"])
 _ids = itertools.count(900_000)

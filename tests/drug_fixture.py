@@ -42,8 +42,8 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-from clinlib.events import extract_events
-from clinlib.schema import HOSP_TABLES
+from clinlib.data.events import extract_events
+from clinlib.data.schema import HOSP_TABLES
 from tests.hosp_fixture import _complete
 from tests.task_fixture import _sentence
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from clinlib.schema import HOSP_TABLES
+from clinlib.data.schema import HOSP_TABLES
 
 EXPECTED_FUNNEL = [8, 7, 6, 5, 4, 3]
 ELIGIBLE = {1: "diabetes", 7: "hypertension", 8: "hypertension"}

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from clinlib.dialogue import synthesize_dialogue
-from clinlib.schema import ARTIFACTS
-from clinlib.vocab import LAB_BY_KEY
+from clinlib.data.schema import ARTIFACTS
+from clinlib.data.vocab import LAB_BY_KEY
+from clinlib.dialogue.synth import synthesize_dialogue
 
 COLUMNS = list(ARTIFACTS["events"])
 DX_TITLES = {

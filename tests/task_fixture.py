@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from clinlib.schema import ARTIFACTS
+from clinlib.data.schema import ARTIFACTS
 
 ITEM = {
     "glucose": 50931,

@@ -1,4 +1,4 @@
-"""clinlib.ablations: sweep tables, paired tests and the pre/post table on hand-made
+"""clinlib.analysis.ablations: sweep tables, paired tests and the pre/post table on hand-made
 predictions whose values are worked out by hand (Wilson and McNemar checked against
 statsmodels)."""
 
@@ -9,7 +9,7 @@ import pytest
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
-from clinlib import ablations
+from clinlib.analysis import ablations
 
 
 def preds_for(label: str, task: str, correct: list[bool], setting: str = "post") -> pd.DataFrame:
@@ -136,11 +136,11 @@ def test_stratified_subset_and_subset_questions_errors_and_filtering():
 def test_encoder_hits_per_encoder_through_the_construction_cache(tmp_path, monkeypatch):
     """Both encoders' hit@k on the ablation questions, via the profile's cache, agree with
     the in-memory comparison of clinlib.strategies.encoder_eval."""
-    import clinlib.config
+    import clinlib.core.config
     from clinlib.strategies.encoder_eval import dense_hits
     from tests import strategy_fixtures as F
 
-    monkeypatch.setattr(clinlib.config, "BUILD_DIR", tmp_path)
+    monkeypatch.setattr(clinlib.core.config, "BUILD_DIR", tmp_path)
     turns = F.dialogue(F.events_7001())
     qs = pd.DataFrame([
         {"qid": "a", "task": "T1", "subject_ids": [7001], "anchor_event_ids": ["LAB-22"],

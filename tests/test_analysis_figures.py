@@ -1,4 +1,4 @@
-"""Tests for clinlib.analysis_figures: pure builders on hand-built frames."""
+"""Tests for clinlib.analysis.figures: pure builders on hand-built frames."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import altair as alt
 import pandas as pd
 import pytest
 
-from clinlib import analysis_figures as af
-from clinlib import metrics
+from clinlib.analysis import figures as af
+from clinlib.analysis import metrics
 
 
 def _preds(rows):
@@ -88,7 +88,7 @@ def test_lift_wide_matches_context_lift_in_pp():
 
 
 def test_paper_lift_wide_reads_table2():
-    from clinlib import paper
+    from clinlib.analysis import paper
 
     wide = af.paper_lift_wide(paper.load_table(2)).set_index(["regime", "backbone"])
     assert wide.shape == (12, 10)
@@ -162,7 +162,7 @@ def test_abstention_monotone_flag_detects_a_dip():
 
 
 def test_parser_table_puts_paper_beside_kit():
-    from clinlib import paper
+    from clinlib.analysis import paper
 
     kit = metrics.strict_vs_lenient(_t9_preds(), by=("task", "strategy", "backbone"))
     out = af.parser_table(kit, paper.load_table(8), paper.load_table(9))

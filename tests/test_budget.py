@@ -1,4 +1,4 @@
-"""The dialogue length budget (clinlib.budget; paper Appendix C.1, Fig. 13) and how the
+"""The dialogue length budget (clinlib.dialogue.budget; paper Appendix C.1, Fig. 13) and how the
 synthesis and the verifier apply it."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from clinlib import budget as B
-from clinlib import dialogue as D
-from clinlib import verify as V
+from clinlib.dialogue import budget as B
+from clinlib.dialogue import synth as D
+from clinlib.dialogue import verify as V
 from tests.dialogue_fixtures import adm, dis, dx, frame, lab, med
 
 SID, HADM = 7, 70
@@ -211,7 +211,7 @@ def test_quick_profile_lengths_follow_the_budget(quick_cohort):
     """On the quick profile every dialogue is kept and lands on its budget: no more than
     B(n) (+5 % for a visit whose bare facts overrun its share), and the corpus as a whole
     fills most of what the budget allows (records of one or two visits often need less)."""
-    from clinlib.config import artifact_path
+    from clinlib.core.config import artifact_path
 
     events = pd.read_parquet(artifact_path("events.parquet", quick_cohort))
     cohort = pd.read_parquet(artifact_path("cohort.parquet", quick_cohort))

@@ -7,9 +7,9 @@ import duckdb
 import pandas as pd
 import pytest
 
-from clinlib.cohort import select_cohort, stratum_targets
-from clinlib.cohort_pandas import extract_events_pandas, select_cohort_pandas
-from clinlib.events import extract_events
+from clinlib.data.cohort import select_cohort, stratum_targets
+from clinlib.data.cohort_pandas import extract_events_pandas, select_cohort_pandas
+from clinlib.data.events import extract_events
 from tests import hosp_fixture
 
 

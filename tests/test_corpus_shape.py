@@ -1,5 +1,5 @@
-"""Fig. 13 data (clinlib.paper.load_corpus_figure) and our corpus beside it
-(clinlib.corpus_shape)."""
+"""Fig. 13 data (clinlib.analysis.paper.load_corpus_figure) and our corpus beside it
+(clinlib.analysis.corpus_shape)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import re
 import pandas as pd
 import pytest
 
-from clinlib import corpus_shape as C
-from clinlib import paper
-from clinlib.dialogue import PAPER_DIALOGUE_STATS
+from clinlib.analysis import corpus_shape as C
+from clinlib.analysis import paper
+from clinlib.dialogue.synth import PAPER_DIALOGUE_STATS
 
 
 def test_figure13_as_printed_in_appendix_c1():

@@ -1,5 +1,5 @@
 """Dialogue synthesis, rendering, the missed-events rule and the rewriter seam
-(clinlib.dialogue; paper §3, Fig. 2 stage 3). Expected values are worked out by hand from the
+(clinlib.dialogue.synth; paper §3, Fig. 2 stage 3). Expected values are worked out by hand from the
 fixture in tests/dialogue_fixtures.py, or by an independent re-implementation of the
 documented rule."""
 
@@ -12,9 +12,9 @@ import time
 import pandas as pd
 import pytest
 
-from clinlib import config
-from clinlib import dialogue as D
-from clinlib import verify as V
+from clinlib.core import config
+from clinlib.dialogue import synth as D
+from clinlib.dialogue import verify as V
 from tests.dialogue_fixtures import make_cohort, make_events, random_events
 
 

@@ -1,5 +1,5 @@
 """The dialogue viewer: HTML renderers, the ipywidgets viewer with its static fallback, and the
-marimo app run headless (clinlib.explore_dialogue, notebooks/apps/dialogue_viewer.py)."""
+marimo app run headless (clinlib.dialogue.viewer, notebooks/apps/dialogue_viewer.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from clinlib import config
-from clinlib import dialogue as D
-from clinlib import explore_dialogue as X
+from clinlib.core import config
+from clinlib.dialogue import synth as D
+from clinlib.dialogue import viewer as X
 from tests.dialogue_fixtures import make_cohort, make_events
 
 APP = config.NOTEBOOKS_DIR / "apps" / "dialogue_viewer.py"

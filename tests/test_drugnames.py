@@ -1,4 +1,4 @@
-"""Drug-name normalisation (clinlib.drugnames) and T6 / T7 / T8 with their L2 recompute on real
+"""Drug-name normalisation (clinlib.data.drugnames) and T6 / T7 / T8 with their L2 recompute on real
 MIMIC-IV drug names (issue 12; fixture: tests/drug_fixture.py, golds worked out by hand there
 and below)."""
 
@@ -10,7 +10,7 @@ import duckdb
 import pandas as pd
 import pytest
 
-from clinlib.drugnames import drug_display, drug_head, drug_key, drug_words, has_phrase
+from clinlib.data.drugnames import drug_display, drug_head, drug_key, drug_words, has_phrase
 from clinlib.tasks import gates, recompute
 from clinlib.tasks.generate import generate_candidates
 from clinlib.tasks.generators import t7

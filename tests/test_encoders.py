@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from clinlib.config import REPO_ROOT
+from clinlib.core.config import REPO_ROOT
 from clinlib.strategies import encoders as E
 from clinlib.strategies import get_strategy, parse_label
 from clinlib.strategies.embed import (
@@ -157,7 +157,7 @@ def test_compare_encoders_on_one_patient(tmp_path):
 
 
 def test_paper_figure14_csv_matches_the_constants():
-    from clinlib.paper import PaperTableError, load_figure
+    from clinlib.analysis.paper import PaperTableError, load_figure
     from clinlib.strategies.footprints import PAPER_HIT_N, PAPER_HIT_RATES
 
     fig = load_figure("figure14_hit_rates")
@@ -189,7 +189,7 @@ def test_hit_long_and_hits_beside_paper():
 
 
 def test_savetable_writes_a_csv(tmp_path, monkeypatch):
-    from clinlib import plots
+    from clinlib.core import plots
 
     monkeypatch.setattr(plots, "FIGURES_DIR", tmp_path)
     path = plots.savetable(pd.DataFrame({"a": [1]}), "05_retrieval_hits")
@@ -199,7 +199,7 @@ def test_savetable_writes_a_csv(tmp_path, monkeypatch):
 
 
 def test_bench_report_prints_the_encoder_table_against_the_targets():
-    from clinlib.bench.strategies import report
+    from bench.strategy_build import report
 
     base = {"profile": "p", "patients": 1, "visits": 3, "characters": 10, "cpus": 2,
             "load_average": [1.0], "texts_encoded": 3, "cold_s": 1.0, "warm_s": 0.1,

@@ -1,6 +1,6 @@
 """Medication event ids on real MIMIC-IV prescription shapes (issue 12): one pharmacy_id with
 MAIN + BASE + ADDITIVE rows, two MAIN rows on one id, a NULL pharmacy_id, dose ranges and
-missing doses. Expected ids are worked out by hand from clinlib.events' rule; the DuckDB path,
+missing doses. Expected ids are worked out by hand from clinlib.data.events' rule; the DuckDB path,
 the independent pandas path and a row-shuffled copy must all agree."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from clinlib.cohort_pandas import extract_events_pandas
-from clinlib.events import extract_events
-from clinlib.sources import synthetic as syn
+from clinlib.data.cohort_pandas import extract_events_pandas
+from clinlib.data.events import extract_events
+from clinlib.data.sources import synthetic as syn
 from tests import hosp_fixture
 
 

@@ -1,6 +1,6 @@
 """The failure explorer: filters, flips (against a hand count and pairwise McNemar), anchor
 highlighting, the ipywidgets explorer with its static fallback, and the marimo app run
-headless (clinlib.explore_failures, notebooks/apps/failure_explorer.py)."""
+headless (clinlib.analysis.failures, notebooks/apps/failure_explorer.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import sys
 import pandas as pd
 import pytest
 
-from clinlib import config
-from clinlib import explore_failures as F
+from clinlib.analysis import failures as F
+from clinlib.core import config
 
 APP = config.NOTEBOOKS_DIR / "apps" / "failure_explorer.py"
 

@@ -30,9 +30,9 @@ import duckdb
 import pandas as pd
 import pytest
 
-from clinlib.events import extract_events
-from clinlib.schema import HOSP_TABLES
-from clinlib.sources.mimic import open_hosp
+from clinlib.data.events import extract_events
+from clinlib.data.schema import HOSP_TABLES
+from clinlib.data.sources.mimic import open_hosp
 from clinlib.tasks import audit, gates, recompute
 from clinlib.tasks.answers import ANSWER_FORMATS
 from clinlib.tasks.base import ABSTAIN, QUESTION_COLUMNS

@@ -12,10 +12,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from clinlib import config, guards, runner
 from clinlib.cli import app
-from clinlib.guards import StageError
-from clinlib.sources.mimic import SourceSchemaError, open_hosp
+from clinlib.core import config, guards
+from clinlib.core.guards import StageError
+from clinlib.data.sources.mimic import SourceSchemaError, open_hosp
+from clinlib.eval import runner
 from tests import hosp_fixture
 from tests import strategy_fixtures as F
 from tests.test_mimic_loader import CSV, with_table, write_hosp
@@ -156,7 +157,7 @@ def test_profile_outside_the_build_folder(monkeypatch):
 
 
 def test_user_config_cannot_replace_a_builtin_backbone(tmp_path):
-    from clinlib.llm.config import LLMConfigError, load_config
+    from clinlib.llm.userconfig import LLMConfigError, load_config
 
     reader = tmp_path / "a.toml"
     reader.write_text('[backbones.reference]\nbase_url = "http://x/v1"\nmodel = "m"\n')
@@ -187,7 +188,7 @@ def test_runner_accepts_a_bare_strategy_string():
 
 def test_corrupt_cached_construction_is_found_by_the_strategies_stage(tmp_path):
     from clinlib.strategies import get_strategy
-    from clinlib.strategies.cache import ConstructionCache, build_strategy
+    from clinlib.strategies.construction import ConstructionCache, build_strategy
 
     turns = F.dialogue(F.events_7001())
     cache = ConstructionCache(tmp_path / "c")
@@ -251,7 +252,7 @@ def test_check_run_refuses_zero_predictions_and_mostly_errors():
 
 
 def _write(name: str, df: pd.DataFrame, profile: str = "p") -> None:
-    from clinlib.io import write_parquet
+    from clinlib.core.io import write_parquet
 
     write_parquet(df, config.artifact_path(f"{name}.parquet", profile))
 
@@ -263,7 +264,7 @@ def _fake_stage(stage: str, value: int) -> None:
 
 
 def test_manifests_refuse_failed_unfinished_and_stale_artifacts(tmp_build):
-    from clinlib.pipeline import load
+    from clinlib.data.build import load
 
     _fake_stage("cohort", 1)
     _fake_stage("dialogues", 1)
@@ -286,7 +287,7 @@ def test_manifests_refuse_failed_unfinished_and_stale_artifacts(tmp_build):
 
 
 def test_failed_question_stage_removes_the_old_set(tmp_build, monkeypatch):
-    from clinlib.pipeline import load
+    from clinlib.data.build import load
     from clinlib.tasks import build
 
     _write("questions", pd.DataFrame({"qid": ["old"]}))
@@ -310,7 +311,7 @@ def test_dialogue_stage_fails_when_most_patients_drop(tmp_build):
     cohort = pd.DataFrame({"subject_id": [7001, 7002, 7003, 7004, 7005]})
     _write("events", pd.concat([events, other], ignore_index=True))
     _write("cohort", cohort)
-    from clinlib.dialogue import build_dialogues
+    from clinlib.dialogue.synth import build_dialogues
 
     with pytest.raises(StageError) as info:
         build_dialogues("p")
@@ -358,7 +359,7 @@ def test_stage_table_shares_and_total_worked_by_hand():
 
 
 def _prediction(qid: str) -> dict:
-    from clinlib import runner
+    from clinlib.eval import runner
 
     zero = {"int64": 0, "float64": 0.0, "bool": False, "string": ""}
     row = {c: zero.get(t) for c, t in runner.PREDICTION_DTYPES.items()}
@@ -367,7 +368,7 @@ def _prediction(qid: str) -> dict:
 
 
 def test_predictions_for_an_older_question_set_are_refused_then_moved_aside(tmp_build):
-    from clinlib import runner
+    from clinlib.eval import runner
 
     _write("dialogues", pd.DataFrame({"x": [1]}))
     _write("questions", pd.DataFrame({"qid": ["T1-a", "T1-b"]}))
@@ -383,7 +384,7 @@ def test_predictions_for_an_older_question_set_are_refused_then_moved_aside(tmp_
 
 
 def test_pre_basis_predictions_are_moved_only_when_they_answer_vanished_questions(tmp_build):
-    from clinlib import runner
+    from clinlib.eval import runner
 
     _write("dialogues", pd.DataFrame({"x": [1]}))
     _write("questions", pd.DataFrame({"qid": ["T1-a"]}))

@@ -6,19 +6,21 @@ import pytest
 
 from clinlib.llm import backbones as bbs
 from clinlib.llm.backbones import (
-    PRESETS,
-    Backbone,
-    BackboneError,
-    EgressRefusedError,
-    MissingAPIKeyError,
-    UnknownBackboneError,
     check_egress,
     get_backbone,
     list_backbones,
     register_backbone,
     unregister_backbone,
 )
-from clinlib.llm.config import CONFIG_ENV, LLMConfigError, load_config
+from clinlib.llm.presets import PRESETS
+from clinlib.llm.types import (
+    Backbone,
+    BackboneError,
+    EgressRefusedError,
+    MissingAPIKeyError,
+    UnknownBackboneError,
+)
+from clinlib.llm.userconfig import CONFIG_ENV, LLMConfigError, load_config
 
 ISSUE_EXAMPLE = """
 [backbones.my-vllm]

@@ -1,4 +1,4 @@
-"""SQLite (WAL) response cache (clinlib.llm.cache; DESIGN.md principle 6)."""
+"""SQLite (WAL) response cache (clinlib.llm.response_cache; DESIGN.md principle 6)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from clinlib.llm.cache import CacheError, ResponseCache, cache_key, public_base_url
+from clinlib.llm.response_cache import CacheError, ResponseCache, cache_key, public_base_url
 
 MSGS = [{"role": "system", "content": "You are a clinician."}, {"role": "user", "content": "K?"}]
 URL = "https://openrouter.ai/api/v1"
@@ -129,7 +129,7 @@ def test_survives_a_crash_mid_run(tmp_path):
     script = textwrap.dedent(
         f"""
         import os
-        from clinlib.llm.cache import ResponseCache
+        from clinlib.llm.response_cache import ResponseCache
         cache = ResponseCache({str(path)!r})
         for i in range(40):
             cache.put(f"k{{i}}", backbone="b", base_url="http://h/v1", model="m",

@@ -13,23 +13,17 @@ import time
 import pytest
 
 from clinlib.llm import tokens
-from clinlib.llm.backbones import (
+from clinlib.llm.client import RESULT_COLUMNS, ChatRequest, LLMClient, results_frame, run_batch
+from clinlib.llm.response_cache import ResponseCache
+from clinlib.llm.testserver import FAULT_KINDS, FaultConfigError, FaultServer
+from clinlib.llm.types import (
     Backbone,
     EgressRefusedError,
+    GenerationParams,
+    InvalidRequestError,
     MissingAPIKeyError,
     OfflineReply,
 )
-from clinlib.llm.cache import ResponseCache
-from clinlib.llm.client import (
-    RESULT_COLUMNS,
-    ChatRequest,
-    GenerationParams,
-    InvalidRequestError,
-    LLMClient,
-    results_frame,
-    run_batch,
-)
-from clinlib.llm.testserver import FAULT_KINDS, FaultConfigError, FaultServer
 
 MODEL = "gpt-4o-mini"
 # Fast retry policy for tests: tiny backoff; the 1 s timeout (what a "hang" costs) leaves

@@ -35,7 +35,7 @@ def test_bench_harness_cached_rerun_makes_no_call_and_reports_targets():
     """The benchmark's cached pass is served wholly from the cache (behaviour, not speed)."""
     import pandas as pd
 
-    from clinlib.bench import harness
+    from bench import llm_harness as harness
 
     cached = harness.cached_rerun(40, latency_s=0.0, concurrency=8)
     assert cached["fill_api_calls"] == 40

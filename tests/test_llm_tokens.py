@@ -8,7 +8,7 @@ import tiktoken.load
 from tiktoken._educational import SimpleBytePairEncoding
 
 from clinlib.llm import tokens
-from clinlib.llm.backbones import PRESETS
+from clinlib.llm.presets import PRESETS
 
 # openai-cookbook "How to count tokens with tiktoken": example_messages, whose prompt_tokens
 # the API reports as 129 for gpt-3.5/gpt-4 (cl100k) and 124 for gpt-4o / gpt-4o-mini (o200k).

@@ -1,4 +1,4 @@
-"""Tests for clinlib.sources.meds: events -> MEDS -> MIMIC-shaped views, and MEDS validation.
+"""Tests for clinlib.data.sources.meds: events -> MEDS -> MIMIC-shaped views, and MEDS validation.
 
 Expected view contents are derived from the input events frame with plain pandas (an independent
 path), or worked out by hand where ids are derived (the no-hadm_id / no-event_id case).
@@ -18,9 +18,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from clinlib.schema import ARTIFACTS, HOSP_TABLES
-from clinlib.sources.meds import meds_shards, open_meds, read_meds, write_meds
-from clinlib.sources.mimic import SourceSchemaError, describe_source
+from clinlib.data.schema import ARTIFACTS, HOSP_TABLES
+from clinlib.data.sources.meds import meds_shards, open_meds, read_meds, write_meds
+from clinlib.data.sources.mimic import SourceSchemaError, describe_source
 
 T = pd.Timestamp
 COLS = list(ARTIFACTS["events"])
@@ -540,9 +540,9 @@ def test_bad_events_are_refused(tmp_path: Path, events: pd.DataFrame, change, fr
 
 def test_kit_events_survive_a_meds_round_trip(tmp_path: Path) -> None:
     """hosp CSVs -> cohort -> events -> MEDS -> views -> events: the same event table."""
-    from clinlib.cohort import select_cohort
-    from clinlib.events import extract_events
-    from clinlib.sources.mimic import open_hosp
+    from clinlib.data.cohort import select_cohort
+    from clinlib.data.events import extract_events
+    from clinlib.data.sources.mimic import open_hosp
     from tests import hosp_fixture
 
     hosp = open_hosp(hosp_fixture.write_csv_dir(tmp_path / "mimic"))

@@ -1,4 +1,4 @@
-"""Tests for clinlib.metrics: hand-built prediction frames with values worked out by hand,
+"""Tests for clinlib.analysis.metrics: hand-built prediction frames with values worked out by hand,
 sklearn as an independent macro-F1, and the paper's published tables as fixtures."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from sklearn.metrics import f1_score
 
-from clinlib import metrics
-from clinlib.metrics import MetricsInputError
-from clinlib.stats import wilson_ci
+from clinlib.analysis import metrics
+from clinlib.analysis.metrics import MetricsInputError
+from clinlib.analysis.stats import wilson_ci
 
 TASKS = [f"T{i}" for i in range(1, 10)]
 TASK_N = dict(zip(TASKS, [1500, 889, 600, 53, 495, 700, 400, 134, 1500], strict=True))

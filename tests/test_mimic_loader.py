@@ -1,4 +1,4 @@
-"""Tests for clinlib.sources.mimic: lazy, typed DuckDB views over MIMIC-IV hosp files.
+"""Tests for clinlib.data.sources.mimic: lazy, typed DuckDB views over MIMIC-IV hosp files.
 
 The fixture writes tiny MIMIC-shaped hosp tables by hand, with the real-data quirks the reference
 doc lists (doubled quotes inside quoted values, multi-line comments, value '___' with a valid
@@ -14,8 +14,13 @@ import duckdb
 import pandas as pd
 import pytest
 
-from clinlib.schema import HOSP_TABLES, REQUIRED
-from clinlib.sources.mimic import SourceSchemaError, describe_source, hosp_table_paths, open_hosp
+from clinlib.data.schema import HOSP_TABLES, REQUIRED
+from clinlib.data.sources.mimic import (
+    SourceSchemaError,
+    describe_source,
+    hosp_table_paths,
+    open_hosp,
+)
 
 CSV = {
     "patients": """subject_id,gender,anchor_age,anchor_year,anchor_year_group,dod

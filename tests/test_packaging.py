@@ -10,7 +10,7 @@ import tomllib
 import yaml
 from packaging.requirements import Requirement
 
-from clinlib.config import REPO_ROOT
+from clinlib.core.config import REPO_ROOT
 
 
 def _pyproject_requirements() -> dict[str, str]:

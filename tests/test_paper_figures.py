@@ -1,4 +1,4 @@
-"""Tests for clinlib.paper_figures: the audit on hand-built tables with planted discrepancies
+"""Tests for clinlib.analysis.paper_figures: the audit on hand-built tables with planted discrepancies
 (found, with the size worked out by hand), on the paper's real tables (the known
 discrepancies appear, the clean checks stay clean), the chart builders' data, and the JSON
 summary.
@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from clinlib import metrics
-from clinlib import paper_figures as pf
-from clinlib.paper import BACKBONES, STRATEGIES, TASK_N, TASKS, recompute_pooled_macro
-from clinlib.paper_figures import PaperFiguresError
+from clinlib.analysis import metrics
+from clinlib.analysis import paper_figures as pf
+from clinlib.analysis.paper import BACKBONES, STRATEGIES, TASK_N, TASKS, recompute_pooled_macro
+from clinlib.analysis.paper_figures import PaperFiguresError
 
 DS, GPT, HK, SN = BACKBONES
 BLIND, FULL = "no-context-blind", "full-context"

@@ -1,4 +1,4 @@
-"""Tests for the transcribed published tables (data/paper/) and clinlib.paper.
+"""Tests for the transcribed published tables (data/paper/) and clinlib.analysis.paper.
 
 Line numbers in comments refer to the paper text seeds/clintracebench.txt (the flattened
 arXiv HTML the kit rebuilds); every spot value below was read off that line by hand.
@@ -14,9 +14,8 @@ import pandas as pd
 import pytest
 from scipy.stats import norm
 
-from clinlib import paper
-from clinlib.config import PAPER_DATA_DIR
-from clinlib.paper import (
+from clinlib.analysis import paper
+from clinlib.analysis.paper import (
     BACKBONES,
     STRATEGIES,
     TASK_N,
@@ -28,6 +27,7 @@ from clinlib.paper import (
     load_table,
     recompute_pooled_macro,
 )
+from clinlib.core.config import PAPER_DATA_DIR
 
 DS, GPT, HK, SN = BACKBONES
 

@@ -1,4 +1,4 @@
-"""Tests for clinlib.probe (paper §5.5 T3 injection probe, Table 3, Fig. 5) on hand-built frames."""
+"""Tests for clinlib.analysis.probe (paper §5.5 T3 injection probe, Table 3, Fig. 5) on hand-built frames."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from statsmodels.stats.proportion import proportion_confint
 
-from clinlib import paper, probe
+from clinlib.analysis import paper, probe
 from clinlib.tasks.injections import Injection, apply_injections
 
 SENTENCE = "Physician noted: Glucose of 160 mg/dL is consistent with Type 2 diabetes mellitus."

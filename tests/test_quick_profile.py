@@ -7,15 +7,15 @@ import duckdb
 import pandas as pd
 import pytest
 
-from clinlib.cohort_pandas import extract_events_pandas, select_cohort_pandas
-from clinlib.config import PROFILES, raw_hosp_dir
-from clinlib.pipeline import load
-from clinlib.vocab import INDEX_DISEASE_ICD, PANEL_ITEMIDS
+from clinlib.core.config import PROFILES, raw_hosp_dir
+from clinlib.data.build import load
+from clinlib.data.cohort_pandas import extract_events_pandas, select_cohort_pandas
+from clinlib.data.vocab import INDEX_DISEASE_ICD, PANEL_ITEMIDS
 
 
 def _csv(table: str) -> str:
     path = raw_hosp_dir("quick") / f"{table}.csv.gz"
-    # Independent of clinlib.sources: DuckDB's own CSV reader with MIMIC's quoting rules.
+    # Independent of clinlib.data.sources: DuckDB's own CSV reader with MIMIC's quoting rules.
     return f"read_csv('{path}', header=true, quote='\"', escape='\"', all_varchar=true)"
 
 
@@ -99,10 +99,10 @@ def test_duckdb_and_pandas_paths_agree_on_the_quick_profile(quick_cohort):
 
 
 def test_two_runs_with_one_seed_give_identical_event_ids(quick_cohort, tmp_path):
-    from clinlib.cohort import select_cohort
-    from clinlib.events import extract_events
-    from clinlib.sources.mimic import open_hosp
-    from clinlib.sources.synthetic import generate_hosp
+    from clinlib.data.cohort import select_cohort
+    from clinlib.data.events import extract_events
+    from clinlib.data.sources.mimic import open_hosp
+    from clinlib.data.sources.synthetic import generate_hosp
 
     sizes = PROFILES["quick"]
     generate_hosp(tmp_path / "raw", n_patients=sizes.n_patients, seed=sizes.seed)

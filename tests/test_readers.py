@@ -1,4 +1,4 @@
-"""Offline readers (clinlib.readers): hand-worked contexts for every task, isolation from
+"""Offline readers (clinlib.eval.policies): hand-worked contexts for every task, isolation from
 everything but the messages, registry and replay, and an end-to-end check on the quick
 profile."""
 
@@ -9,11 +9,11 @@ import builtins
 import pandas as pd
 import pytest
 
-from clinlib import readers
-from clinlib.config import build_dir
+from clinlib.core.config import build_dir
+from clinlib.eval import policies as readers
+from clinlib.eval.prompts import build_messages
 from clinlib.llm.backbones import get_backbone, unregister_backbone
-from clinlib.llm.client import GenerationParams
-from clinlib.prompts import build_messages
+from clinlib.llm.types import GenerationParams
 from clinlib.tasks.answers import ANSWER_FORMATS
 from clinlib.tasks.base import ABSTAIN
 from clinlib.tasks.templates import T9_START_FORMAT
@@ -211,14 +211,14 @@ def test_unrecognised_question_is_a_clear_error() -> None:
 
 
 def test_readers_see_only_the_messages(monkeypatch: pytest.MonkeyPatch) -> None:
-    import clinlib.pipeline
+    import clinlib.data.build
 
     msgs = build_messages({"question": T1_Q.format(lab="Glucose", date="2150-01-10")}, DIALOGUE)
 
     def boom(*args, **kwargs):
         raise AssertionError("a reader touched data outside the messages")
 
-    monkeypatch.setattr(clinlib.pipeline, "load", boom)
+    monkeypatch.setattr(clinlib.data.build, "load", boom)
     monkeypatch.setattr(pd, "read_parquet", boom)
     monkeypatch.setattr(builtins, "open", boom)
     assert readers.reference_policy(msgs, None) == "180 mg/dL"
@@ -310,7 +310,7 @@ def test_quick_profile_end_to_end() -> None:
 
 def test_label_scan_equals_finditer_on_overlapping_labels():
     """The str.find pre-scan finds exactly the regex's own non-overlapping matches."""
-    from clinlib.readers import _PANEL_RES, _label_matches
+    from clinlib.eval.policies import _PANEL_RES, _label_matches
 
     text = (
         "Visit 1 (2150-01-01)\nClinician: % Hemoglobin A1c 6.5 % H and Hemoglobin 12.1 g/dL "

@@ -1,7 +1,7 @@
 """Real MIMIC-IV shapes end to end (issue 12): the synthetic generator's real-data shapes
-(clinlib.sources.synthetic_shapes) at their documented shares, and cohort -> events ->
+(clinlib.data.sources.synthetic_shapes) at their documented shares, and cohort -> events ->
 dialogues on a small MIMIC-shaped directory and on the MIMIC-derived MEDS dataset built from
-it (clinlib.sources.meds_fixture): same cohort, unique event ids, >= 90 % of dialogues kept."""
+it (clinlib.data.sources.meds_fixture): same cohort, unique event ids, >= 90 % of dialogues kept."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import duckdb
 import pandas as pd
 import pytest
 
-from clinlib import dialogue as D
-from clinlib.cohort import select_cohort
-from clinlib.events import extract_events
-from clinlib.sources import synthetic as syn
-from clinlib.sources import synthetic_shapes as shp
-from clinlib.sources import synthetic_vocab as sv
-from clinlib.sources.meds import open_meds
-from clinlib.sources.meds_fixture import mimic_to_meds
-from clinlib.sources.mimic import open_hosp
+from clinlib.data.cohort import select_cohort
+from clinlib.data.events import extract_events
+from clinlib.data.sources import synthetic as syn
+from clinlib.data.sources import synthetic_shapes as shp
+from clinlib.data.sources import synthetic_vocab as sv
+from clinlib.data.sources.meds import open_meds
+from clinlib.data.sources.meds_fixture import mimic_to_meds
+from clinlib.data.sources.mimic import open_hosp
+from clinlib.dialogue import synth as D
 
 MIN_KEPT = 0.9
 
@@ -109,7 +109,7 @@ def test_meds_path_selects_the_csv_cohort_and_says_started(both):
 
 def test_meds_labs_take_the_panel_range_and_flag_outside_it(both):
     # MIMIC-derived MEDS drops reference ranges and flags; the panel's typical range stands in
-    # (clinlib.sources.meds, "Lab reference ranges"), so abnormal-value tasks keep anchors.
+    # (clinlib.data.sources.meds, "Lab reference ranges"), so abnormal-value tasks keep anchors.
     key = ["subject_id", "code", "time", "value"]
     csv, meds = (both[s][1].query("kind == 'lab'").set_index(key) for s in ("csv", "meds"))
     assert (meds["ref_low"].notna() | meds["ref_high"].notna()).all()  # one-sided: troponin

@@ -1,4 +1,4 @@
-"""The evaluation harness (clinlib.runner) over real loopback HTTP (FaultServer).
+"""The evaluation harness (clinlib.eval.runner) over real loopback HTTP (FaultServer).
 
 A tiny profile under tmp_path: two hand-built patients' template dialogues and hand-made
 questions whose answers the server's answer function gets right or wrong by design, so the
@@ -18,7 +18,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from clinlib import config, runner
+from clinlib.core import config
+from clinlib.eval import runner
+from clinlib.eval.prompts import build_messages
 from clinlib.llm import (
     Backbone,
     EgressRefusedError,
@@ -29,7 +31,6 @@ from clinlib.llm import (
     unregister_backbone,
 )
 from clinlib.llm.testserver import FaultServer, last_user_text
-from clinlib.prompts import build_messages
 from clinlib.strategies import question_contexts
 from tests import strategy_fixtures as sf
 
@@ -278,9 +279,9 @@ def test_bad_input_errors(profile):
 CHILD = """
 import sys
 from pathlib import Path
-import clinlib.config as config
+import clinlib.core.config as config
 config.BUILD_DIR = Path(sys.argv[1])
-from clinlib import runner
+from clinlib.eval import runner
 runner.run("tiny", {strats!r}, ["fault"], config=sys.argv[2], progress=False, batch_size=2,
            client_options={{"concurrency": 2}})
 """
@@ -358,7 +359,7 @@ def test_matched_prep_uses_each_answering_backbone(profile, tmp_path):
         assert cells.loc[0, "n_predicted"] == 12
         # one summary request per patient, then the 12 questions
         assert srv.n_requests == 2 + 12
-    from clinlib.readers import register_offline_backbones
+    from clinlib.eval.policies import register_offline_backbones
 
     register_offline_backbones()
     with pytest.raises(PrepError, match="'reference' is an offline reader"):
@@ -371,7 +372,7 @@ def test_matched_prep_uses_each_answering_backbone(profile, tmp_path):
 def test_run_parallel_matches_a_single_process_run(profile, tmp_path):
     """Two spawned processes, strategies dealt between them: the same predictions as one
     in-process run, none duplicated, and a second call adds nothing."""
-    from clinlib.readers import register_offline_backbones
+    from clinlib.eval.policies import register_offline_backbones
 
     register_offline_backbones()
     strats = ["no-context-blind", "full-context", "last-visit-only"]
@@ -396,7 +397,7 @@ def test_run_parallel_matches_a_single_process_run(profile, tmp_path):
 
 def test_questions_sharing_a_context_run_back_to_back():
     """Items are grouped by context in first-seen order, stable within a group."""
-    from clinlib.readers import register_offline_backbones
+    from clinlib.eval.policies import register_offline_backbones
 
     register_offline_backbones()
     qs = make_questions().head(5)
@@ -412,7 +413,7 @@ def test_questions_sharing_a_context_run_back_to_back():
 def test_offline_readers_take_turns_and_parse_each_record_once(profile, monkeypatch):
     """Two offline readers of one cell answer batch by batch in turn, so a record is parsed
     once for both (not once per reader), and every answer is still written."""
-    from clinlib import readers
+    from clinlib.eval import policies as readers
 
     readers.register_offline_backbones()
     scans: list[str] = []

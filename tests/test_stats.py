@@ -1,4 +1,4 @@
-"""Tests for clinlib.stats against statsmodels / scipy and values worked out by hand."""
+"""Tests for clinlib.analysis.stats against statsmodels / scipy and values worked out by hand."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import NormalIndPower
 from statsmodels.stats.proportion import proportion_confint
 
-from clinlib import stats
-from clinlib.stats import StatsInputError
+from clinlib.analysis import stats
+from clinlib.analysis.stats import StatsInputError
 
 # ----------------------------------------------------------------------------- Wilson
 

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from clinlib import config
+from clinlib.core import config
+from clinlib.dialogue.verify import fmt_date
 from clinlib.llm import Backbone, register_backbone, unregister_backbone
 from clinlib.strategies import (
     PAPER_STRATEGIES,
@@ -32,7 +33,6 @@ from clinlib.strategies.mem0 import MemoryStore, rule_based_update
 from clinlib.strategies.prep import PrepError, RuleBasedPrep, count_text_tokens, parse_json_reply
 from clinlib.strategies.summary import budgeted_summary
 from clinlib.tasks.injections import Injection, apply_injections
-from clinlib.verify import fmt_date
 from tests import strategy_fixtures as F
 
 RULE = RuleBasedPrep()

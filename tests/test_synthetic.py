@@ -1,4 +1,4 @@
-"""Tests for the SYNTHETIC MIMIC-IV-shaped hosp generator (clinlib.sources.synthetic).
+"""Tests for the SYNTHETIC MIMIC-IV-shaped hosp generator (clinlib.data.sources.synthetic).
 
 Every expectation is computed here independently of the generator: the cohort rules and the
 primary-disease assignment in pandas, the CKD-EPI 2021 equation in its forward form, the
@@ -16,12 +16,12 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from clinlib.config import PROFILES, Profile
-from clinlib.schema import HOSP_TABLES
-from clinlib.sources import synthetic as syn
-from clinlib.sources import synthetic_shapes as shp
-from clinlib.sources import synthetic_vocab as sv
-from clinlib.vocab import INDEX_DISEASE_ICD, INDEX_DISEASES, LAB_BY_KEY, PANEL_ITEMIDS
+from clinlib.core.config import PROFILES, Profile
+from clinlib.data.schema import HOSP_TABLES
+from clinlib.data.sources import synthetic as syn
+from clinlib.data.sources import synthetic_shapes as shp
+from clinlib.data.sources import synthetic_vocab as sv
+from clinlib.data.vocab import INDEX_DISEASE_ICD, INDEX_DISEASES, LAB_BY_KEY, PANEL_ITEMIDS
 
 QUICK = PROFILES["quick"]
 DUCK_TYPES = {

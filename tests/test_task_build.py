@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 
-from clinlib.config import artifact_path
+from clinlib.core.config import artifact_path
 from clinlib.tasks import rules
 from clinlib.tasks.base import ABSTAIN, QUESTION_COLUMNS, TASKS
 from clinlib.tasks.build import (

@@ -1,12 +1,12 @@
-"""Token totals beside Table 4 (clinlib.token_totals), worked by hand."""
+"""Token totals beside Table 4 (clinlib.analysis.token_totals), worked by hand."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from clinlib import paper
-from clinlib import token_totals as T
+from clinlib.analysis import paper
+from clinlib.analysis import token_totals as T
 
 
 @pytest.fixture(scope="module")

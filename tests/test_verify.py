@@ -1,4 +1,4 @@
-"""The dialogue verifier (clinlib.verify; paper Fig. 2 stage 3 "10 HARD + 3 SOFT").
+"""The dialogue verifier (clinlib.dialogue.verify; paper Fig. 2 stage 3 "10 HARD + 3 SOFT").
 
 A valid dialogue passes every check; each test then breaks one thing by hand and asserts that
 exactly the check meant to catch it fails, with a detail naming the turn, event and value."""
@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from clinlib import dialogue as D
-from clinlib import verify as V
+from clinlib.dialogue import synth as D
+from clinlib.dialogue import verify as V
 from tests.dialogue_fixtures import make_events
 
 

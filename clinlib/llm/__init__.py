@@ -11,14 +11,6 @@ The fault-injecting test server lives in :mod:`clinlib.llm.testserver` (not impo
 """
 
 from clinlib.llm.backbones import (
-    PAPER_BACKBONES,
-    PRESETS,
-    Backbone,
-    BackboneError,
-    EgressRefusedError,
-    MissingAPIKeyError,
-    OfflineReply,
-    UnknownBackboneError,
     check_egress,
     get_backbone,
     list_backbones,
@@ -26,18 +18,16 @@ from clinlib.llm.backbones import (
     registry,
     unregister_backbone,
 )
-from clinlib.llm.cache import CacheError, ResponseCache, cache_key, default_cache_path
 from clinlib.llm.client import (
     RESULT_COLUMNS,
     ChatRequest,
     ChatResult,
-    GenerationParams,
-    InvalidRequestError,
     LLMClient,
     results_frame,
     run_batch,
 )
-from clinlib.llm.config import CONFIG_ENV, LLMConfigError, load_config
+from clinlib.llm.presets import PAPER_BACKBONES, PRESETS
+from clinlib.llm.response_cache import CacheError, ResponseCache, cache_key, default_cache_path
 from clinlib.llm.tokens import (
     count_tokens,
     encoding_for_model,
@@ -46,6 +36,17 @@ from clinlib.llm.tokens import (
     is_exact_tokenizer,
     register_with_tiktoken,
 )
+from clinlib.llm.types import (
+    Backbone,
+    BackboneError,
+    EgressRefusedError,
+    GenerationParams,
+    InvalidRequestError,
+    MissingAPIKeyError,
+    OfflineReply,
+    UnknownBackboneError,
+)
+from clinlib.llm.userconfig import CONFIG_ENV, LLMConfigError, load_config
 
 __all__ = [
     "CONFIG_ENV",

@@ -14,7 +14,7 @@ routine (Appendix E.1: ~0.7% empty responses after the retry pass). This client:
   its error (never raised, never dropped); an empty completion is recorded as such (D1);
 * reads usage (input, output and ``prompt_tokens_details.cached_tokens``) from each
   response and prices it with the backbone's prices (Appendix D);
-* consults the :class:`~clinlib.llm.cache.ResponseCache` first, so a re-run makes zero API
+* consults the :class:`~clinlib.llm.response_cache.ResponseCache` first, so a re-run makes zero API
   calls;
 * answers ``kind="offline"`` backbones in-process through their policy, with no HTTP;
 * refuses credentialed data for backbones not approved for it (:func:`check_egress`);
@@ -41,14 +41,15 @@ from typing import TYPE_CHECKING, Any
 import openai
 
 from clinlib.llm import tokens
-from clinlib.llm.backbones import (
+from clinlib.llm.backbones import check_egress, get_backbone
+from clinlib.llm.response_cache import ResponseCache, cache_key
+from clinlib.llm.types import (
     NO_KEY_PLACEHOLDER,
     Backbone,
+    GenerationParams,
+    InvalidRequestError,
     OfflineReply,
-    check_egress,
-    get_backbone,
 )
-from clinlib.llm.cache import ResponseCache, cache_key
 
 try:  # openai>=3 is built on httpx2; older releases on httpx
     import httpx2 as _httpx
@@ -86,45 +87,6 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "error",
     "error_kind",
 )
-
-
-class InvalidRequestError(ValueError):
-    """A chat request is malformed (bad messages, duplicate id, unserialisable params)."""
-
-
-@dataclass(frozen=True)
-class GenerationParams:
-    """Generation settings; all of them are part of the cache key.
-
-    Attributes:
-        temperature: sampling temperature (the paper answers at 0).
-        max_tokens: output cap (Appendix E.3: T1/T2 60, T4/T8 120, T9 80, others 80).
-        top_p / seed / stop: passed through when set.
-        extra: provider-specific body fields (e.g. OpenRouter ``provider`` routing).
-    """
-
-    temperature: float | None = 0.0
-    max_tokens: int | None = None
-    top_p: float | None = None
-    seed: int | None = None
-    stop: tuple[str, ...] | None = None
-    extra: Mapping[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The parameters as sent (None dropped; ``extra`` merged into the body)."""
-        out: dict[str, Any] = {}
-        for name in ("temperature", "max_tokens", "top_p", "seed"):
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value
-        if self.stop:
-            out["stop"] = list(self.stop)
-        if self.extra:
-            clash = set(self.extra) & {"model", "messages", *out}
-            if clash:
-                raise InvalidRequestError(f"GenerationParams.extra repeats {sorted(clash)}")
-            out.update(self.extra)
-        return out
 
 
 @dataclass(frozen=True)

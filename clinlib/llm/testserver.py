@@ -564,8 +564,8 @@ async def _bench_kit(
     base_url: str, n: int, concurrency: int, timeout_s: float, cache_path: str | None
 ) -> float:
     """Requests/s of :class:`~clinlib.llm.client.LLMClient` on the same server."""
-    from clinlib.llm.backbones import Backbone
     from clinlib.llm.client import ChatRequest, LLMClient
+    from clinlib.llm.types import Backbone
 
     backbone = Backbone(
         name="bench", model=BENCH_MODEL, base_url=base_url, max_concurrency=concurrency

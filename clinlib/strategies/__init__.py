@@ -15,25 +15,17 @@ Usage::
 
 from __future__ import annotations
 
-import ast
-import re
-from typing import Any
-
-from clinlib.strategies.amem import AMemMemory
 from clinlib.strategies.base import Artifact, Strategy, StrategyError, context_for
-from clinlib.strategies.cache import (
+from clinlib.strategies.construction import (
     ConstructionCache,
     build_all,
     construction_turns,
     constructions_dir,
-    embeddings_dir,
     load_artifacts,
     question_contexts,
     question_contexts_many,
     split_dialogues,
 )
-from clinlib.strategies.codebook import Codebook
-from clinlib.strategies.mem0 import Mem0Memory
 from clinlib.strategies.prep import (
     MATCHED,
     RULE_BASED,
@@ -44,120 +36,15 @@ from clinlib.strategies.prep import (
     get_prep,
     resolve_prep,
 )
-from clinlib.strategies.retrieval import BM25Retrieval, DenseRetrieval, HybridRetrieval
-from clinlib.strategies.simple import FullContext, LastNVisits, LastVisitOnly, NoContextBlind
-from clinlib.strategies.summary import LLMSummary
-from clinlib.strategies.timeline import StructuredTimeline
-
-STRATEGIES: dict[str, type[Strategy]] = {
-    cls.name: cls
-    for cls in (
-        NoContextBlind,
-        LastVisitOnly,
-        FullContext,
-        DenseRetrieval,
-        StructuredTimeline,
-        LLMSummary,
-        Mem0Memory,
-        AMemMemory,
-        LastNVisits,
-        BM25Retrieval,
-        HybridRetrieval,
-        Codebook,
-    )
-}
-PAPER_STRATEGIES: tuple[str, ...] = (
-    "no-context-blind",
-    "last-visit-only",
-    "full-context",
-    "dense-retrieval",
-    "structured-timeline",
-    "llm-summary",
-    "mem0",
-    "a-mem",
+from clinlib.strategies.registry import (
+    EXTRA_STRATEGIES,
+    PAPER_STRATEGIES,
+    STRATEGIES,
+    embeddings_dir,
+    get_strategy,
+    list_strategies,
+    parse_label,
 )
-EXTRA_STRATEGIES: tuple[str, ...] = tuple(n for n in STRATEGIES if n not in PAPER_STRATEGIES)
-# Per-profile folders a strategy writes to, filled from the profile unless given explicitly.
-_PROFILE_DIRS = ("embedding_dir", "mem0ai_dir")
-
-
-_LABEL = re.compile(r"^\s*([a-z0-9-]+)\s*(?:\((.*)\))?\s*$", re.S)
-
-
-def parse_label(label: str) -> tuple[str, dict[str, Any]]:
-    """Split a strategy label (:meth:`Strategy.label`, e.g. ``dense-retrieval(k=3)``) into
-    its registry name and parameters, so a label round-trips to the same strategy.
-
-    Raises:
-        StrategyError: the text is not ``name`` or ``name(key=value, ...)`` with Python
-            literal values.
-    """
-    m = _LABEL.match(str(label))
-    if not m:
-        raise StrategyError(f"cannot read strategy {label!r}: expected name or name(k=v, ...)")
-    name, inner = m.group(1), m.group(2)
-    if not inner or not inner.strip():
-        return name, {}
-    try:
-        call = ast.parse(f"f({inner})", mode="eval").body
-        assert isinstance(call, ast.Call) and not call.args
-        params = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
-    except (SyntaxError, ValueError, AssertionError):
-        raise StrategyError(
-            f"cannot read the parameters of strategy {label!r}: expected key=value pairs "
-            "with literal values, e.g. dense-retrieval(k=3)"
-        ) from None
-    if None in params:
-        raise StrategyError(f"cannot read strategy {label!r}: **kwargs are not allowed")
-    return name, params
-
-
-def get_strategy(name: str, profile: str | None = None, **params: Any) -> Strategy:
-    """A strategy instance by registry name.
-
-    Args:
-        name: registry key (see :data:`STRATEGIES`) or a label such as
-            ``dense-retrieval(k=3)`` (explicit ``params`` override the label's).
-        profile: build profile whose folders hold embeddings / mem0ai stores (default: the
-            active profile).
-        **params: strategy parameters (k, budget_tokens, n, engine, embedding_model, ...).
-
-    Returns:
-        The strategy.
-
-    Raises:
-        StrategyError: unknown name or parameter.
-    """
-    name, parsed = parse_label(name)
-    params = {**parsed, **params}
-    try:
-        cls = STRATEGIES[name]
-    except KeyError:
-        raise StrategyError(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}") from None
-    if "embedding_dir" in cls.defaults and params.get("embedding_dir") is None:
-        params["embedding_dir"] = str(embeddings_dir(profile))
-    if "mem0ai_dir" in cls.defaults and params.get("mem0ai_dir") is None:
-        from clinlib.config import build_dir
-
-        params["mem0ai_dir"] = str(build_dir(profile) / "mem0ai")
-    return cls(**params)
-
-
-def list_strategies() -> list[dict[str, Any]]:
-    """One dict per registered strategy: name, family, paper (bool), derived, uses_prep,
-    defaults (without folder settings)."""
-    return [
-        {
-            "name": n,
-            "family": cls.family,
-            "paper": n in PAPER_STRATEGIES,
-            "derived": cls.derived,
-            "uses_prep": cls.uses_prep,
-            "defaults": {k: v for k, v in cls.defaults.items() if k not in _PROFILE_DIRS},
-        }
-        for n, cls in STRATEGIES.items()
-    ]
-
 
 __all__ = [
     "EXTRA_STRATEGIES",
@@ -182,6 +69,7 @@ __all__ = [
     "get_strategy",
     "list_strategies",
     "load_artifacts",
+    "parse_label",
     "question_contexts",
     "question_contexts_many",
     "resolve_prep",

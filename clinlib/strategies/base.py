@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from clinlib.dialogue import render_dialogue
+from clinlib.dialogue.synth import render_dialogue
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from clinlib.strategies.prep import PrepModel
@@ -140,7 +140,7 @@ def check_turns(turns: pd.DataFrame, source: str = "turns") -> pd.DataFrame:
 
 
 def render(turns: pd.DataFrame, with_ids: bool = True, visits: Sequence[int] | None = None) -> str:
-    """The dialogue text exactly as full-context shows it (``clinlib.dialogue``'s renderer)."""
+    """The dialogue text exactly as full-context shows it (``clinlib.dialogue.synth``'s renderer)."""
     return render_dialogue(turns, with_ids=with_ids, visits=visits)
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from clinlib.config import build_dir
+from clinlib.core.config import build_dir
 from clinlib.strategies import encoders
 from clinlib.strategies.base import StrategyError, question_text, text_hash
 

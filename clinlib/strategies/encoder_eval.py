@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from clinlib.strategies.cache import split_dialogues
+from clinlib.strategies.construction import split_dialogues
 from clinlib.strategies.embed import (
     DEFAULT_EMBEDDING_MODEL,
     TRANSFORMER_MODEL,

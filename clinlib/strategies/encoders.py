@@ -27,7 +27,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from clinlib.config import DATA_DIR
+from clinlib.core.config import DATA_DIR
 
 STATIC_MODEL = "minilm-l6-static"
 MODELS_DIR = DATA_DIR / "models"

@@ -41,8 +41,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from clinlib.config import build_dir
-from clinlib.dialogue import render_visit
+from clinlib.core.config import build_dir
+from clinlib.dialogue.synth import render_visit
+from clinlib.dialogue.verify import TAG_RE
 from clinlib.strategies.base import Artifact, Strategy, StrategyError, question_text
 from clinlib.strategies.embed import (
     DEFAULT_EMBEDDING_MODEL,
@@ -52,7 +53,6 @@ from clinlib.strategies.embed import (
 )
 from clinlib.strategies.facts import Fact, facts_of
 from clinlib.strategies.prep import PrepError, PrepRequest, count_text_tokens, parse_json_reply
-from clinlib.verify import TAG_RE
 
 ENGINES = ("builtin", "mem0ai")
 EVENTS = ("ADD", "UPDATE", "DELETE", "NONE")

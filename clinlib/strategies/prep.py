@@ -182,7 +182,7 @@ def get_prep(
     if prep == MATCHED:
         raise PrepError("prep model 'matched' needs the answering backbone: use resolve_prep()")
     from clinlib.llm import ResponseCache, UnknownBackboneError, default_cache_path, get_backbone
-    from clinlib.llm.backbones import OFFLINE_READER_MODEL_PREFIX
+    from clinlib.llm.types import OFFLINE_READER_MODEL_PREFIX
 
     try:
         backbone = get_backbone(str(prep), config)
@@ -228,7 +228,7 @@ def resolve_prep(prep: str | None, answer_backbone: str | None = None) -> str:
 
 def _credentialed(profile: str | None) -> bool:
     try:
-        from clinlib.pipeline import read_source_info
+        from clinlib.data.build import read_source_info
 
         return bool(read_source_info(profile).get("credentialed", False))
     except (FileNotFoundError, ValueError, json.JSONDecodeError):

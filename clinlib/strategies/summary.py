@@ -23,10 +23,10 @@ from typing import Any
 
 import pandas as pd
 
+from clinlib.data.vocab import LAB_PANEL
 from clinlib.strategies.base import Artifact, Strategy, StrategyError, render, visit_order
 from clinlib.strategies.facts import EXTRA_LAB_LABELS, Fact, facts_of
 from clinlib.strategies.prep import PrepRequest, count_text_tokens
-from clinlib.vocab import LAB_PANEL
 
 SUMMARY_PROMPT = """You are a clinical documentation assistant. Summarise the patient's \
 longitudinal record below (a patient-clinician dialogue over several hospital encounters) for a \

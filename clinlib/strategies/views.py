@@ -14,10 +14,10 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from clinlib.config import resolve_profile
+from clinlib.core.config import resolve_profile
 from clinlib.strategies import PAPER_STRATEGIES, STRATEGIES, get_strategy
 from clinlib.strategies.base import context_for
-from clinlib.strategies.cache import ConstructionCache, constructions_dir, split_dialogues
+from clinlib.strategies.construction import ConstructionCache, constructions_dir, split_dialogues
 from clinlib.strategies.footprints import (
     HIT_KS,
     PAPER_HIT_N,
@@ -34,7 +34,7 @@ PREVIEW_CHARS = 240
 
 
 def _dialogues(profile: str, dialogues: pd.DataFrame | None) -> pd.DataFrame:
-    from clinlib.pipeline import load
+    from clinlib.data.build import load
 
     return dialogues if dialogues is not None else load("dialogues", profile)
 
@@ -230,7 +230,7 @@ def items_chart(fp: pd.DataFrame) -> alt.HConcatChart:
 
 def load_questions(profile: str | None = None) -> pd.DataFrame | None:
     """The profile's questions.parquet, or None when the question stage has not run."""
-    from clinlib.config import artifact_path
+    from clinlib.core.config import artifact_path
 
     path = artifact_path("questions.parquet", resolve_profile(profile))
     return pd.read_parquet(path) if path.exists() else None
@@ -279,7 +279,7 @@ def injection_table(
     strategy, when it is injected after (post) or before (pre) construction? (§5.5)"""
     import json
 
-    from clinlib.strategies.cache import question_contexts
+    from clinlib.strategies.construction import question_contexts
 
     name = resolve_profile(profile)
     text = json.loads(question["injection"])["text"]

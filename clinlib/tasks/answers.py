@@ -107,6 +107,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
+from clinlib.data.vocab import EVENT_ID_PREFIX
 from clinlib.tasks.base import ABSTAIN
 from clinlib.tasks.rules import (
     OPTION_LETTERS,
@@ -116,7 +117,6 @@ from clinlib.tasks.rules import (
     TREND_MAGNITUDES,
     YES_NO,
 )
-from clinlib.vocab import EVENT_ID_PREFIX
 
 TASK_NAMES: tuple[str, ...] = tuple(f"T{i}" for i in range(1, 10))
 

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from clinlib.drugnames import drug_display
-from clinlib.io import atomic_path
+from clinlib.core.io import atomic_path
+from clinlib.data.drugnames import drug_display
 from clinlib.tasks.answers import TASK_NAMES
 
 HIGH_RISK_TASKS: tuple[str, ...] = ("T2", "T4", "T6", "T8", "T9")

@@ -41,9 +41,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from clinlib.config import PROFILES, artifact_path, resolve_profile
-from clinlib.guards import StageError, stage_run
-from clinlib.io import write_parquet
+from clinlib.core.config import PROFILES, artifact_path, resolve_profile
+from clinlib.core.guards import StageError, stage_run
+from clinlib.core.io import write_parquet
 from clinlib.tasks import rules
 from clinlib.tasks.base import QUESTION_COLUMNS
 from clinlib.tasks.generate import SUBTYPES, generate_candidates, load_inputs

@@ -48,11 +48,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from clinlib.data.vocab import INDEX_DISEASES, PANEL_ITEMIDS
 from clinlib.tasks import rules
 from clinlib.tasks.answers import ABSTAIN_CLAUSE, ANSWER_FORMATS, TASK_NAMES, gold_problem
 from clinlib.tasks.base import QUESTION_COLUMNS, STATED_NUMBER, TASKS
 from clinlib.tasks.recompute import RawRecord, load_raw, recompute_question
-from clinlib.vocab import INDEX_DISEASES, PANEL_ITEMIDS
 
 GATE_NAMES: dict[str, str] = {
     "L0": "schema",
@@ -592,8 +592,8 @@ def gate_l4(questions: pd.DataFrame, tasks: Iterable[str]) -> list[dict]:
 
 
 def _load_inputs(profile, events, coverage, raw_con):
-    from clinlib.config import artifact_path
-    from clinlib.io import read_artifact
+    from clinlib.core.config import artifact_path
+    from clinlib.core.io import read_artifact
 
     if events is None:
         events = read_artifact(artifact_path("events.parquet", profile), "clintrace cohort")
@@ -604,7 +604,7 @@ def _load_inputs(profile, events, coverage, raw_con):
     if raw_con is None:
         from pathlib import Path
 
-        from clinlib.pipeline import SourceSpec, open_source, read_source_info
+        from clinlib.data.build import SourceSpec, open_source, read_source_info
 
         info = read_source_info(profile)
         raw_con = open_source(SourceSpec(info["kind"], Path(info["path"]), info["credentialed"]))
@@ -627,7 +627,7 @@ def run_gates(
             hosp tables) are read when ``events`` / ``coverage`` / ``raw_con`` are not given.
         events: events.parquet of the cohort.
         coverage: event_coverage.parquet (event_id, subject_id, status).
-        raw_con: DuckDB connection with the raw hosp views (clinlib.sources.mimic.open_hosp).
+        raw_con: DuckDB connection with the raw hosp views (clinlib.data.sources.mimic.open_hosp).
 
     Returns:
         One row per (gate, task) with :data:`GATE_COLUMNS`; gates L0..L4 x tasks T1..T9.

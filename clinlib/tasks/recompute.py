@@ -2,16 +2,16 @@
 independently regenerated from the spec and the raw structured fields, and must equal the
 candidate gold; threshold < 0.5%").
 
-Nothing here imports the question generators or :mod:`clinlib.events`: the raw MIMIC-IV-shaped
+Nothing here imports the question generators or :mod:`clinlib.data.events`: the raw MIMIC-IV-shaped
 hosp tables (``labevents``, ``prescriptions``, ``diagnoses_icd``, ``procedures_icd``,
 ``admissions``, ``d_icd_procedures``) are queried through DuckDB with this module's own SQL, and
 every gold is recomputed from a question's ``meta`` JSON with this module's own arithmetic
 (exact :class:`decimal.Decimal`, comparing ``|last - first|`` against ``threshold * |first|`` so
 that no division is needed). The spec is :mod:`clinlib.tasks.rules` (its docstring and
-constants) and the documented event-extraction rules of the kit (clinlib/events.py docstring),
+constants) and the documented event-extraction rules of the kit (clinlib/data/events.py docstring),
 re-implemented here in SQL:
 
-* panel labs: an itemid of :data:`clinlib.vocab.LAB_PANEL`, a numeric ``valuenum``, and the
+* panel labs: an itemid of :data:`clinlib.data.vocab.LAB_PANEL`, a numeric ``valuenum``, and the
   panel's canonical unit (a blank unit is kept);
 * visit attachment: a row's own ``hadm_id`` when that admission belongs to the patient; a row
   without ``hadm_id`` joins the earliest admission whose window ``[admittime - 1 day,
@@ -68,12 +68,12 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from clinlib.schema import RX_ORDER_SQL
+from clinlib.data.schema import RX_ORDER_SQL
+from clinlib.data.vocab import INDEX_DISEASE_ICD, LAB_BY_KEY, LAB_PANEL
 from clinlib.tasks import rules
 from clinlib.tasks.base import ABSTAIN
-from clinlib.vocab import INDEX_DISEASE_ICD, LAB_BY_KEY, LAB_PANEL
 
-ATTACH_DAYS_BEFORE_ADMIT = 1  # clinlib/events.py: window [admittime - 1 day, dischtime]
+ATTACH_DAYS_BEFORE_ADMIT = 1  # clinlib/data/events.py: window [admittime - 1 day, dischtime]
 EMERGENCY_TYPES = ("EW EMER.", "DIRECT EMER.", "URGENT", "EU OBSERVATION")
 
 
@@ -101,7 +101,7 @@ WHERE l.subject_id IN (SELECT subject_id FROM l2_subjects)
 """
 
 # Panel rows -> one visit each -> one value per (visit, lab, day). Written independently of
-# clinlib.events (QUALIFY + arg_min instead of window-joins + UNIONs).
+# clinlib.data.events (QUALIFY + arg_min instead of window-joins + UNIONs).
 LABS_SQL = f"""
 WITH cand AS (
     SELECT l.labevent_id, l.subject_id, l.hadm_id AS own_hadm, l.itemid, l.charttime,
@@ -144,7 +144,7 @@ SELECT DISTINCT l.subject_id, p.lab_key, strftime(l.charttime, '%Y-%m-%d') AS da
 FROM l2_panel_rows l JOIN l2_panel p ON p.itemid = l.itemid
 """
 
-# Drug names, normalised in SQL (independently of clinlib.drugnames, which states the rules;
+# Drug names, normalised in SQL (independently of clinlib.data.drugnames, which states the rules;
 # tests/test_drugnames.py holds the two equal on real MIMIC-IV names): the words of the whole
 # name (A-Z folded to lower case, every run of other characters one space), and the key:
 # qualifiers in parentheses / brackets dropped, then the words, then strength tokens (a number
@@ -169,12 +169,12 @@ def drug_key_sql(col: str) -> str:
 
 
 # One pharmacy order (pharmacy_id) may carry its MAIN drug row plus BASE diluent and ADDITIVE
-# rows (../shared/reference/mimic-iv.md). Like clinlib.events, BASE diluents are not orders of
+# rows (../shared/reference/mimic-iv.md). Like clinlib.data.events, BASE diluents are not orders of
 # their own: MAIN and ADDITIVE rows are kept and keyed RX-<pharmacy_id>[-<k>] by content rank.
 RX_SQL = f"""
 WITH ranked AS (
     -- Medication-order rows only (a BASE diluent shares its MAIN's pharmacy_id); the k-th
-    -- order row of a pharmacy_id, ranked by content, is RX-<pharmacy_id>-<k> (clinlib.events).
+    -- order row of a pharmacy_id, ranked by content, is RX-<pharmacy_id>-<k> (clinlib.data.events).
     SELECT r.*, row_number() OVER (
         PARTITION BY r.pharmacy_id
         ORDER BY coalesce(upper(trim(r.drug_type)), 'MAIN') <> 'MAIN', r.drug, r.dose_val_rx,
@@ -285,7 +285,7 @@ def load_raw(con: duckdb.DuckDBPyConnection, subject_ids: Iterable[int]) -> RawR
 
     Args:
         con: DuckDB connection with views admissions, labevents, prescriptions, diagnoses_icd,
-            procedures_icd, d_icd_procedures (clinlib.sources.mimic.open_hosp).
+            procedures_icd, d_icd_procedures (clinlib.data.sources.mimic.open_hosp).
         subject_ids: the patients the questions are about.
 
     Returns:

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
-from clinlib.config import artifact_path, resolve_profile
-from clinlib.plots import PALETTE
+from clinlib.core.config import artifact_path, resolve_profile
+from clinlib.core.plots import PALETTE
 from clinlib.tasks import rules
 from clinlib.tasks.generators import TITLES
 from clinlib.tasks.generators.common import stable_hash

@@ -46,7 +46,7 @@ YES_NO = ("yes", "no")
 OPTION_LETTERS = ("A", "B", "C", "D")
 
 # Treatments whose target lab T8 follows: a phrase found as whole words in a drug's normalised
-# name (clinlib.drugnames.drug_key; the longest wins) -> lab keys.
+# name (clinlib.data.drugnames.drug_key; the longest wins) -> lab keys.
 T8_TREATMENT_TARGETS: dict[str, tuple[str, ...]] = {
     "metformin": ("hba1c", "glucose"),
     "glipizide": ("hba1c", "glucose"),
@@ -87,7 +87,7 @@ PAPER_COUNTS: dict[str, int] = {
 }
 
 # T4 diagnosis families beyond the index diseases (ICD prefixes by version); index diseases use
-# clinlib.vocab.INDEX_DISEASE_ICD.
+# clinlib.data.vocab.INDEX_DISEASE_ICD.
 T4_EXTRA_FAMILIES: dict[str, dict[int, tuple[str, ...]]] = {
     "hyperkalemia": {9: ("2767",), 10: ("E875",)},
     "anemia": {9: ("285",), 10: ("D63", "D64")},

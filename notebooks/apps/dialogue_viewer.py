@@ -16,8 +16,8 @@ app = marimo.App(width="full", app_title="ClinTrace dialogue viewer")
 def _():
     import marimo as mo
 
-    import clinlib.explore_dialogue as xd
-    from clinlib.config import resolve_profile
+    import clinlib.dialogue.viewer as xd
+    from clinlib.core.config import resolve_profile
 
     return mo, resolve_profile, xd
 

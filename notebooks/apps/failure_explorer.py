@@ -19,9 +19,10 @@ app = marimo.App(width="full", app_title="ClinTrace failure explorer")
 def _():
     import marimo as mo
 
-    import clinlib.explore_failures as fx
-    from clinlib import pipeline, runner
-    from clinlib.config import resolve_profile
+    import clinlib.analysis.failures as fx
+    from clinlib.data import build as pipeline
+    from clinlib.eval import runner
+    from clinlib.core.config import resolve_profile
 
     return fx, mo, pipeline, resolve_profile, runner
 

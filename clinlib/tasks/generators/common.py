@@ -39,10 +39,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from clinlib.schema import ARTIFACTS
+from clinlib.data.schema import ARTIFACTS
+from clinlib.data.vocab import INDEX_DISEASE_ICD, LAB_BY_KEY, PANEL_ITEMIDS
 from clinlib.tasks import rules
 from clinlib.tasks.base import QUESTION_COLUMNS
-from clinlib.vocab import INDEX_DISEASE_ICD, LAB_BY_KEY, PANEL_ITEMIDS
 
 STATUSES = ("covered", "missed", "unusable")
 ABSENT = "absent"
@@ -529,7 +529,7 @@ def lab_direction(row: Mapping[str, Any]) -> str | None:
 
 
 def family_prefixes(family: str) -> dict[int, tuple[str, ...]]:
-    """ICD prefixes of a T4 family (index diseases from clinlib.vocab, others from rules)."""
+    """ICD prefixes of a T4 family (index diseases from clinlib.data.vocab, others from rules)."""
     if family in INDEX_DISEASE_ICD:
         return INDEX_DISEASE_ICD[family]
     if family in rules.T4_EXTRA_FAMILIES:

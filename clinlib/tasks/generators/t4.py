@@ -2,7 +2,7 @@
 earlier findings constituting its evidence"; Appendix B.4, Fig. 10).
 
 For each kept patient and each family of rules.T4_EVIDENCE (ICD prefixes from
-clinlib.vocab.INDEX_DISEASE_ICD or rules.T4_EXTRA_FAMILIES): the family's first visit v is the
+clinlib.data.vocab.INDEX_DISEASE_ICD or rules.T4_EXTRA_FAMILIES): the family's first visit v is the
 earliest visit with any diagnosis row of the family (whatever its coverage). With v >= 1, the
 evidence is every lab event of the family's labs in visits < v that is flagged abnormal on the
 family's side of the range (rules.T4_DIRECTION). A question needs T4_MIN_EVIDENCE..
@@ -10,13 +10,14 @@ T4_MAX_EVIDENCE evidence events, ALL of them covered (otherwise the dialogue cou
 full gold set, and a recomputation from the raw tables would disagree), and a covered anchor
 diagnosis in visit v (the first of the family's rows there by event order). Gold = the
 evidence event ids sorted and joined by ";". Subtype = the family (Fig. 10A). The context must
-be rendered with event-id tags (clinlib.dialogue.render_dialogue(with_ids=True)).
+be rendered with event-id tags (clinlib.dialogue.synth.render_dialogue(with_ids=True)).
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from clinlib.data.vocab import LAB_BY_KEY
 from clinlib.tasks import rules
 from clinlib.tasks.generators.common import (
     TaskInputs,
@@ -29,7 +30,6 @@ from clinlib.tasks.generators.common import (
     to_frame,
 )
 from clinlib.tasks.templates import T4_TEMPLATES
-from clinlib.vocab import LAB_BY_KEY
 
 TASK = "T4"
 SUBTYPES = tuple(rules.T4_EVIDENCE)

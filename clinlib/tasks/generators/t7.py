@@ -21,7 +21,7 @@ Distractors are drawn by a stable hash of the qid and the option order is a stab
 permutation, so both are fixed per question. A candidate without three valid distractors is
 dropped (never padded). Gold = the answer's letter.
 
-Drug names (clinlib.drugnames): a recorded name is classified by the whole-word class phrases
+Drug names (clinlib.data.drugnames): a recorded name is classified by the whole-word class phrases
 of its normalised key, and the answer option is the matched phrase in title case ("Insulin
 (Regular) for Hyperkalemia" -> "Insulin", "OxyCODONE--Acetaminophen (5mg-325mg)" ->
 "Acetaminophen"), never the recorded string: every option is then a generic name in the same
@@ -38,7 +38,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from clinlib.drugnames import drug_head, drug_key, drug_words, has_phrase
+from clinlib.data.drugnames import drug_head, drug_key, drug_words, has_phrase
 from clinlib.tasks import rules
 from clinlib.tasks.generators.common import (
     TaskInputs,
@@ -72,7 +72,7 @@ N_DISTRACTORS = len(rules.OPTION_LETTERS) - 1
 
 
 def patient_treatments(inp: TaskInputs) -> dict[int, dict[str, list[str]]]:
-    """Per patient: drug names as keys and as whole words (clinlib.drugnames: qualifiers
+    """Per patient: drug names as keys and as whole words (clinlib.data.drugnames: qualifiers
     dropped / kept), their head words, and procedure titles (lower)."""
     out: dict[int, dict[str, list[str]]] = {}
     for sid, recs in inp.by_subject.items():
@@ -92,7 +92,7 @@ def absent_from_record(
 ) -> Callable[[str], bool]:
     """A (cached) test that an option text appears nowhere in one patient's record: not in
     its text, no substring relation with a recorded drug / procedure name (drugs compared in
-    their clinlib.drugnames word form, so spacing and punctuation do not hide a match), and
+    their clinlib.data.drugnames word form, so spacing and punctuation do not hide a match), and
     (drugs) no recorded head word."""
     cache: dict[str, bool] = {}
 

@@ -3,7 +3,7 @@ increase, decrease, or stay similar after a documented treatment event?"; Append
 Fig. 11; Table 6).
 
 A treatment event is a covered prescription whose drug name contains a key of
-rules.T8_TREATMENT_TARGETS as whole words of its clinlib.drugnames key (tall-man, qualifiers,
+rules.T8_TREATMENT_TARGETS as whole words of its clinlib.data.drugnames key (tall-man, qualifiers,
 strengths and spacing do not matter; the question shows the recorded name, trimmed); each of
 the key's target labs gives one candidate when
 
@@ -28,7 +28,7 @@ from bisect import bisect_left, bisect_right
 
 import pandas as pd
 
-from clinlib.drugnames import drug_display, drug_key, has_phrase
+from clinlib.data.drugnames import drug_display, drug_key, has_phrase
 from clinlib.tasks import rules
 from clinlib.tasks.base import STATED_NUMBER
 from clinlib.tasks.generators.common import (
@@ -53,7 +53,7 @@ MAX_PER_SERIES = 3
 
 def treatment_key(drug: str) -> str | None:
     """The T8_TREATMENT_TARGETS key found in a drug name (whole words of its
-    clinlib.drugnames key; the longest wins), else None."""
+    clinlib.data.drugnames key; the longest wins), else None."""
     key = drug_key(drug)
     hits = [k for k in rules.T8_TREATMENT_TARGETS if has_phrase(key, k)]
     return max(hits, key=len) if hits else None

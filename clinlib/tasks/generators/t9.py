@@ -13,8 +13,8 @@ Every gold is ``insufficient information`` (clinlib.tasks.base.ABSTAIN). Subtype
   At most :data:`UNMEASURED_PER_LAB` days per (patient, lab), by stable hash.
 * ``other`` — a missed medication (the dialogue rule leaves every order of a background drug in
   an encounter unstated) with no covered order in that encounter of a drug with the same head
-  word (:func:`clinlib.drugnames.drug_head`); orders are grouped by drug key
-  (:func:`clinlib.drugnames.drug_key`) and the question names the first order's recorded name
+  word (:func:`clinlib.data.drugnames.drug_head`); orders are grouped by drug key
+  (:func:`clinlib.data.drugnames.drug_key`) and the question names the first order's recorded name
   as the dialogue shows it. It asks the dose (T9's value-and-unit format) or the start (a date
   format plus the shared abstention clause), by a stable hash per drug and encounter.
 
@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from clinlib.drugnames import drug_display, drug_head, drug_key
+from clinlib.data.drugnames import drug_display, drug_head, drug_key
+from clinlib.data.vocab import LAB_BY_KEY
 from clinlib.tasks.base import ABSTAIN
 from clinlib.tasks.generators.common import (
     TaskInputs,
@@ -43,7 +44,6 @@ from clinlib.tasks.templates import (
     T9_START_FORMAT,
     T9_START_TEMPLATES,
 )
-from clinlib.vocab import LAB_BY_KEY
 
 TASK = "T9"
 SUBTYPES = ("lab", "lab-unmeasured", "other")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from clinlib.drugnames import drug_key, has_phrase
+from clinlib.data.drugnames import drug_key, has_phrase
 
 # Generic names per therapeutic area; used both to classify a prescription and as the pool of
 # distractors. No entry is a substring of another entry of the same area.
@@ -157,7 +157,7 @@ def display_name(name: str) -> str:
 @cache
 def drug_match(name: str) -> tuple[str, str] | None:
     """``(area, generic name)`` of a recorded drug name, by whole-word phrase match on its
-    :func:`clinlib.drugnames.drug_key` (the longest phrase winning): the generic name is the
+    :func:`clinlib.data.drugnames.drug_key` (the longest phrase winning): the generic name is the
     matched pool entry, or the matched extra phrase (``"Insulin (Regular) for Hyperkalemia"`` ->
     ``("antidiabetic", "insulin")``), so an option text is always a phrase the recorded name
     contains, never the recorded name itself. None = no area."""

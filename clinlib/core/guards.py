@@ -1,0 +1,324 @@
+"""Stage-output guards (issue 12 §3; DESIGN.md "The artifact contract"): no stage goes
+silently empty, and no stage reads an artifact that a failed or newer run made stale.
+
+Two mechanisms, shared by every stage:
+
+* :func:`check_kept` — a stage that keeps 0 rows, or drops more than a stated share
+  (:data:`MAX_DROP_SHARE`) of its input, raises a one-line :class:`StageError` with the
+  counts and the drop reasons grouped by cause (``"dose_missing" x35``). ``allow_drops``
+  (the CLI's ``--allow-drops``) accepts a large drop; 0 rows is never accepted, since every
+  later stage would run on nothing.
+* Stage manifests — ``data/build/<profile>/manifests/<stage>.json``. :func:`stage_run` marks
+  a stage ``running`` before it writes anything, ``failed`` (with its one-line reason) if it
+  raises, and ``ok`` when every output was written, recording the sha256 of each output and of
+  each upstream artifact it read. :func:`check_artifact` (called by ``pipeline.load``) then
+  refuses an artifact whose stage did not finish, failed, was rewritten behind its back, or
+  was built from an upstream artifact that has changed since. A build made before manifests
+  existed (no manifest file) is trusted as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from clinlib.core.config import artifact_path, resolve_profile
+from clinlib.core.io import atomic_path
+
+log = logging.getLogger(__name__)
+
+# Above this share of dropped input rows a stage fails (issue 12: "> 20% of dialogues").
+MAX_DROP_SHARE = 0.20
+MANIFEST_DIR = "manifests"
+
+# stage -> (artifacts it writes, upstream artifacts whose version it depends on).
+STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "cohort": (("cohort", "attrition", "eligible", "events"), ()),
+    "dialogues": (
+        ("dialogue_summary", "dialogue_checks", "event_coverage", "dialogues"),
+        ("cohort", "events"),
+    ),
+    "questions": (
+        ("questions", "gates", "question_availability"),
+        ("cohort", "events", "dialogues", "event_coverage", "dialogue_summary"),
+    ),
+}
+PRODUCER: dict[str, str] = {a: s for s, (outs, _) in STAGES.items() for a in outs}
+
+
+class StageError(ValueError):
+    """A stage produced nothing usable, or its input is stale; the message is one line."""
+
+
+# --------------------------------------------------------------------------- drop guard
+
+
+def group_reasons(reasons: Iterable[str]) -> Counter:
+    """Count drop causes; a reason ``"check: detail | check: detail"`` counts each check once."""
+    counts: Counter = Counter()
+    for reason in reasons:
+        causes = {part.split(":", 1)[0].strip() for part in str(reason).split(" | ")}
+        counts.update(c for c in causes if c)
+    return counts
+
+
+def reasons_text(counts: Mapping[str, int]) -> str:
+    """``"dose_missing" x35, "no events" x2`` (most frequent first)."""
+    items = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{cause!r} x{n}" for cause, n in items)
+
+
+def check_kept(
+    stage: str,
+    what: str,
+    kept: int,
+    total: int,
+    reasons: Mapping[str, int] | None = None,
+    *,
+    max_share: float = MAX_DROP_SHARE,
+    allow_drops: bool = False,
+) -> None:
+    """Raise :class:`StageError` when ``stage`` kept 0 of ``total`` ``what``, or dropped more
+    than ``max_share`` of them (unless ``allow_drops``); log a warning for a smaller drop."""
+    dropped = total - kept
+    why = f": {reasons_text(reasons)}" if reasons else ""
+    if kept <= 0:
+        raise StageError(f"{stage}: 0 of {total} {what} kept{why}")
+    if dropped <= 0:
+        return
+    share = dropped / total
+    if share > max_share and not allow_drops:
+        raise StageError(
+            f"{stage}: {dropped} of {total} {what} dropped ({share:.0%} > {max_share:.0%} "
+            f"allowed){why}; fix the input, or pass --allow-drops to accept"
+        )
+    log.warning("%s: %d of %d %s dropped%s", stage, dropped, total, what, why)
+
+
+# --------------------------------------------------------------------------- manifests
+
+
+def manifest_path(stage: str, profile: str | None = None) -> Path:
+    """``data/build/<profile>/manifests/<stage>.json``."""
+    return artifact_path(MANIFEST_DIR, profile) / f"{stage}.json"
+
+
+def read_manifest(stage: str, profile: str | None = None) -> dict | None:
+    """A stage's manifest, or None when the stage never ran with manifests."""
+    path = manifest_path(stage, profile)
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, json.JSONDecodeError):
+        return {"status": "failed", "reason": f"unreadable manifest {path}"}
+
+
+def _write_manifest(stage: str, profile: str, body: dict) -> None:
+    with atomic_path(manifest_path(stage, profile)) as tmp:
+        tmp.write_text(json.dumps(body, indent=1, sort_keys=True))
+
+
+def _sha(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _fingerprint(path: Path) -> dict:
+    st = path.stat()
+    return {"sha256": _sha(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def _unchanged(path: Path, recorded: Mapping) -> bool:
+    # size + mtime is the cheap check; a touched-but-identical file still matches by content.
+    if not path.exists():
+        return False
+    st = path.stat()
+    if st.st_size == recorded.get("size") and st.st_mtime_ns == recorded.get("mtime_ns"):
+        return True
+    return st.st_size == recorded.get("size") and _sha(path) == recorded.get("sha256")
+
+
+def _current_sha(artifact: str, profile: str) -> str | None:
+    """The sha256 an upstream artifact has in its own stage's manifest (None: unknown)."""
+    m = read_manifest(PRODUCER[artifact], profile)
+    if not m or m.get("status") != "ok":
+        return None
+    return m.get("outputs", {}).get(artifact, {}).get("sha256")
+
+
+@contextmanager
+def stage_run(
+    stage: str, profile: str | None = None, remove_on_failure: Iterable[str] = ()
+) -> Iterator[None]:
+    """Mark ``stage`` running, then ok (with fingerprints) or failed (with the reason).
+
+    The inputs are fingerprinted when the stage starts, i.e. the versions it is about to read.
+    ``remove_on_failure`` names artifacts deleted if the stage fails, for readers that open
+    the file directly instead of through ``pipeline.load`` (questions.parquet).
+    """
+    name = resolve_profile(profile)
+    outputs, inputs = STAGES[stage]
+    recorded_inputs = {a: _current_sha(a, name) for a in inputs}
+    _write_manifest(stage, name, {"status": "running", "started": time.time()})
+    try:
+        yield
+    except BaseException as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        _write_manifest(stage, name, {"status": "failed", "reason": reason})
+        for artifact in remove_on_failure:
+            artifact_path(f"{artifact}.parquet", name).unlink(missing_ok=True)
+        raise
+    outs = {a: _fingerprint(artifact_path(f"{a}.parquet", name)) for a in outputs}
+    _write_manifest(
+        stage, name, {"status": "ok", "finished": time.time(), "outputs": outs,
+                      "inputs": recorded_inputs},
+    )  # fmt: skip
+
+
+def check_artifact(artifact: str, profile: str | None = None) -> None:
+    """Refuse an artifact that is not the current output of a successful stage run.
+
+    Raises:
+        StageError: one line naming the artifact, why it is not current, and the command
+            to re-run.
+    """
+    stage = PRODUCER.get(artifact)
+    if stage is None:
+        return
+    name = resolve_profile(profile)
+    m = read_manifest(stage, name)
+    if m is None:  # built before manifests existed (or by hand): nothing to compare against
+        return
+    file = f"{artifact}.parquet"
+    redo = f"re-run `clintrace {stage} --profile {name}`"
+    status = m.get("status")
+    if status == "running":
+        raise StageError(f"{file}: `clintrace {stage}` started but never finished; {redo}")
+    if status != "ok":
+        raise StageError(
+            f"{file} is not current: the last `clintrace {stage}` failed "
+            f"({m.get('reason', 'no reason recorded')}); fix that and {redo}"
+        )
+    recorded = m.get("outputs", {}).get(artifact)
+    if recorded and not _unchanged(artifact_path(file, name), recorded):
+        raise StageError(f"{file} changed after `clintrace {stage}` wrote it; {redo}")
+    for upstream, sha in m.get("inputs", {}).items():
+        up = read_manifest(PRODUCER[upstream], name)
+        if up is None or sha is None:
+            continue
+        if up.get("status") != "ok":
+            raise StageError(
+                f"{file} is stale: `clintrace {PRODUCER[upstream]}` ran again after it and "
+                f"did not succeed; fix that, then {redo}"
+            )
+        if up.get("outputs", {}).get(upstream, {}).get("sha256") != sha:
+            raise StageError(
+                f"{file} is stale: {upstream}.parquet was rebuilt after `clintrace {stage}` "
+                f"read it; {redo}"
+            )
+
+
+def check_run(stage: str, summary, allow_drops: bool = False) -> None:
+    """A run (``run`` / ``evaluate-offline``) that holds 0 predictions, or whose predictions
+    are mostly transport errors or empty completions, fails with the counts (issue 12 §3).
+
+    Args:
+        stage: the command name, for the message.
+        summary: the runner's cell summary (n, n_predicted, errors, empty per cell).
+        allow_drops: accept more than MAX_DROP_SHARE errors / empty completions.
+    """
+    cells = len(summary)
+    predicted = int(summary["n_predicted"].sum()) if cells else 0
+    if predicted == 0:
+        # run's summary counts the questions asked ("n"); evaluate-offline's does not.
+        asked = f" ({int(summary['n'].sum())} questions asked)" if "n" in summary else ""
+        raise StageError(f"{stage}: 0 predictions in {cells} cell(s){asked}")
+    reasons = {
+        "transport error": int(summary["errors"].sum()),
+        "empty completion": int(summary["empty"].sum()),
+    }
+    bad = {k: v for k, v in reasons.items() if v}
+    check_kept(stage, "predictions", predicted - sum(bad.values()), predicted, bad,
+               allow_drops=allow_drops)  # fmt: skip
+
+
+def check_constructions(summary) -> None:
+    """The strategies stage built from 0 dialogues: a StageError (issue 12 §3)."""
+    if len(summary) == 0:
+        raise StageError("strategies: no strategy was built")
+    empty = summary[summary["n_dialogues"] == 0]
+    if len(empty):
+        raise StageError(
+            f"strategies: 0 dialogues to build {', '.join(empty['label'].astype(str))} from "
+            "(setting " + ", ".join(sorted(set(empty["setting"].astype(str)))) + ")"
+        )
+
+
+def evaluable_patients(cohort, dialogue_summary, questions):
+    """The cohort rows of patients with a kept dialogue and at least one question: the only
+    ones an evaluation, an ablation subset or the failure explorer can use (issue 12 §3).
+
+    Args:
+        cohort: cohort.parquet rows (subject_id, ...).
+        dialogue_summary: dialogue_summary.parquet rows (subject_id, kept).
+        questions: questions.parquet rows (subject_ids: the patients each question is about).
+
+    Returns:
+        The matching cohort rows, in cohort order.
+    """
+    kept = set(dialogue_summary.loc[dialogue_summary["kept"].astype(bool), "subject_id"])
+    asked = {int(s) for ids in questions["subject_ids"] for s in ids}
+    wanted = {int(s) for s in kept} & asked
+    return cohort[cohort["subject_id"].astype(int).isin(wanted)].reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- predictions basis
+
+# Predictions answer one question set about one set of dialogues. A rebuilt questions.parquet
+# (or dialogues.parquet) makes every prediction in predictions/ an answer to something else,
+# while a question that keeps its qid (a hash of task, subjects and anchors) would look done.
+PREDICTIONS_BASIS_FILE = "_basis.json"
+BASIS_ARTIFACTS: tuple[str, ...] = ("questions", "dialogues")
+
+
+def predictions_basis(profile: str | None = None) -> dict[str, str | None]:
+    """sha256 of the artifacts that predictions answer (:data:`BASIS_ARTIFACTS`): from their
+    stage manifests when recorded, else of the files (None: no such file)."""
+    name = resolve_profile(profile)
+    basis: dict[str, str | None] = {}
+    for artifact in BASIS_ARTIFACTS:
+        path = artifact_path(f"{artifact}.parquet", name)
+        basis[artifact] = _current_sha(artifact, name) or (_sha(path) if path.exists() else None)
+    return basis
+
+
+def read_basis(directory: Path) -> dict | None:
+    """The basis recorded in a predictions folder (None: none recorded, a pre-basis folder)."""
+    try:
+        return json.loads((directory / PREDICTIONS_BASIS_FILE).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def write_basis(directory: Path, basis: Mapping[str, str | None]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    with atomic_path(directory / PREDICTIONS_BASIS_FILE) as tmp:
+        tmp.write_text(json.dumps(dict(basis), indent=1, sort_keys=True))
+
+
+def stale_basis(recorded: Mapping | None, current: Mapping) -> str | None:
+    """Which artifact changed since predictions were made (None: same basis, or unknown)."""
+    if recorded is None:
+        return None
+    changed = [a for a in BASIS_ARTIFACTS if recorded.get(a) != current.get(a)]
+    return ", ".join(f"{a}.parquet" for a in changed) or None

@@ -1,0 +1,80 @@
+"""One place for figure style and saving (DESIGN.md principle 3, pyprobml's ``savefig``).
+
+Every notebook ends with ``savefig(chart, "NN_slug")``, which writes
+``figures/NN_slug.png`` and ``.svg`` through vl-convert (headless, offline).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import altair as alt
+import pandas as pd
+
+from clinlib.core.config import FIGURES_DIR
+from clinlib.core.io import atomic_path
+
+# Colour-blind-safe categorical palette (Okabe–Ito) shared by every figure.
+PALETTE = [
+    "#0072B2",
+    "#E69F00",
+    "#009E73",
+    "#D55E00",
+    "#CC79A7",
+    "#56B4E9",
+    "#F0E442",
+    "#000000",
+]
+FONT = "DejaVu Sans"
+_SLUG = re.compile(r"^\d{2}_[a-z0-9_]+$")
+
+
+def theme() -> dict:
+    """The kit's altair theme config (fonts, sizes, palette)."""
+    return {
+        "config": {
+            "font": FONT,
+            "view": {"stroke": None, "continuousWidth": 360, "continuousHeight": 220},
+            "axis": {"labelFontSize": 11, "titleFontSize": 12, "grid": True, "gridOpacity": 0.4},
+            "legend": {"labelFontSize": 11, "titleFontSize": 12},
+            "title": {"fontSize": 14, "anchor": "start"},
+            "range": {"category": PALETTE},
+        }
+    }
+
+
+def use_theme() -> None:
+    """Register and enable the kit theme (idempotent)."""
+    alt.theme.register("clintrace", enable=True)(theme)
+
+
+def savefig(chart: alt.TopLevelMixin, name: str, formats: tuple[str, ...] = ("png", "svg")) -> Path:
+    """Save ``chart`` as ``figures/<name>.<fmt>`` and return the PNG (or first) path.
+
+    Args:
+        chart: an altair chart.
+        name: ``NN_slug`` (two-digit notebook number, lowercase slug).
+        formats: file formats to write.
+    """
+    if not _SLUG.match(name):
+        raise ValueError(f"figure name {name!r} must look like 'NN_slug' (e.g. '01_cohort_funnel')")
+    FIGURES_DIR.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in formats:
+        path = FIGURES_DIR / f"{name}.{fmt}"
+        chart.save(str(path), scale_factor=2 if fmt == "png" else 1)
+        paths.append(path)
+    return paths[0]
+
+
+def savetable(df: pd.DataFrame, name: str) -> Path:
+    """Save a tidy table as ``figures/<name>.csv`` (same ``NN_slug`` naming as :func:`savefig`)
+    and return its path."""
+    if not _SLUG.match(name):
+        raise ValueError(f"table name {name!r} must look like 'NN_slug' (e.g. '05_retrieval_hits')")
+    FIGURES_DIR.mkdir(parents=True, exist_ok=True)
+    path = FIGURES_DIR / f"{name}.csv"
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False)
+    return path

@@ -1,0 +1,256 @@
+"""Stage orchestration: each stage reads the previous stage's artifacts under
+``data/build/<profile>/`` and writes its own atomically (DESIGN.md "The artifact contract").
+
+Stages so far: ``synth`` (synthetic MIMIC-IV-shaped hosp tables) -> ``cohort`` (cohort,
+attrition, eligible and events parquet) -> ``dialogues``. The data source of a build is
+recorded in ``source.json`` so that later stages (the LLM harness) know whether the data is
+credentialed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from clinlib.core.config import PROFILES, artifact_path, build_dir, resolve_profile
+from clinlib.core.guards import StageError, check_artifact, check_kept, stage_run
+from clinlib.core.io import atomic_path, write_parquet
+from clinlib.data.cohort import select_cohort
+from clinlib.data.events import extract_events
+from clinlib.data.schema import ARTIFACTS
+from clinlib.data.sources.mimic import PRIMARY_KEYS, check_unique, hosp_table_paths, source_error
+
+log = logging.getLogger(__name__)
+
+SOURCE_FILE = "source.json"
+# Above this size a labevents CSV is not scanned a second time for duplicated labevent_ids.
+LABEVENTS_RESCAN_MAX_BYTES = 256 * 2**20
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """Where a build's data comes from.
+
+    Attributes:
+        kind: ``synthetic``, ``mimic`` or ``meds``.
+        path: the MIMIC-IV root (holding hosp/), the MEDS root, or the synthetic raw dir.
+        credentialed: True for real MIMIC-IV / MEDS data (PhysioNet DUA applies).
+    """
+
+    kind: str
+    path: Path
+    credentialed: bool
+
+
+def resolve_source(
+    profile: str | None, mimic_dir: Path | None = None, meds_dir: Path | None = None
+) -> tuple[str, SourceSpec]:
+    """Pick the profile name and the data source for a cohort build.
+
+    With ``mimic_dir`` / ``meds_dir`` the profile defaults to ``mimic`` / ``meds``; otherwise
+    the synthetic raw tables of the profile are used.
+    """
+    if mimic_dir and meds_dir:
+        raise ValueError("give either --mimic-dir or --meds-dir, not both")
+    if mimic_dir:
+        return resolve_profile(profile or "mimic"), SourceSpec("mimic", Path(mimic_dir), True)
+    if meds_dir:
+        return resolve_profile(profile or "meds"), SourceSpec("meds", Path(meds_dir), True)
+    name = resolve_profile(profile)
+    return name, SourceSpec("synthetic", build_dir(name) / "raw", False)
+
+
+def open_source(spec: SourceSpec, con: duckdb.DuckDBPyConnection | None = None):
+    """A DuckDB connection with MIMIC-shaped hosp views over ``spec``."""
+    if spec.kind == "meds":
+        from clinlib.data.sources.meds import open_meds
+
+        return open_meds(spec.path, con=con)
+    from clinlib.data.sources.mimic import open_hosp
+
+    if spec.kind == "synthetic" and not (spec.path / "hosp").exists():
+        raise FileNotFoundError(
+            f"no synthetic hosp tables in {spec.path}/hosp; run `clintrace synth --profile "
+            f"{spec.path.parent.name}` first"
+        )
+    return open_hosp(spec.path, con=con)
+
+
+def read_source_info(profile: str | None = None) -> dict:
+    """The recorded source of a build (kind, path, credentialed)."""
+    path = artifact_path(SOURCE_FILE, profile)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist; run `clintrace cohort` first")
+    return json.loads(path.read_text())
+
+
+def build_cohort(
+    profile: str | None = None,
+    mimic_dir: Path | None = None,
+    meds_dir: Path | None = None,
+    seed: int | None = None,
+    per_disease: int | None = None,
+    threads: int | None = None,
+    allow_drops: bool = False,
+) -> dict[str, pd.DataFrame]:
+    """Build cohort, attrition, eligible and events artifacts for a profile.
+
+    Args:
+        profile: build profile (default from $CLINTRACE_PROFILE, or mimic/meds for real data).
+        mimic_dir: a real MIMIC-IV directory holding hosp/ (credentialed).
+        meds_dir: a MEDS dataset root (credentialed unless you know otherwise).
+        seed: sampling seed (default: the profile's).
+        per_disease: patients per index disease (default: the profile's, else 100).
+        threads: DuckDB threads (default: DuckDB's choice).
+        allow_drops: accept a cohort where more than guards.MAX_DROP_SHARE of the patients
+            yield no event (0 patients is always an error).
+
+    Returns:
+        ``{"cohort", "attrition", "eligible", "events"}`` DataFrames (also written to disk).
+
+    Raises:
+        SourceSchemaError: bad input (a duplicated key, a value or row DuckDB cannot read).
+        StageError: 0 patients, or too many without events; the stage manifest says failed.
+    """
+    name, spec = resolve_source(profile, mimic_dir, meds_dir)
+    sizes = PROFILES.get(name)
+    seed = seed if seed is not None else (sizes.seed if sizes else 0)
+    if per_disease is None:
+        per_disease = sizes.per_disease if sizes else 100
+    if isinstance(per_disease, bool) or not isinstance(per_disease, int) or per_disease < 1:
+        raise ValueError(f"--per-disease must be a positive integer, got {per_disease!r}")
+    t0 = time.perf_counter()
+    with stage_run("cohort", name):
+        result, events = _select_and_extract(spec, per_disease, seed, threads)
+        _check_cohort(result, events, allow_drops)
+        out = _write_cohort(name, spec, result, events, seed, per_disease)
+    log.info(
+        "cohort %s: %d patients, %d events in %.1fs",
+        name,
+        len(out["cohort"]),
+        len(events),
+        time.perf_counter() - t0,
+    )
+    return out
+
+
+def _select_and_extract(spec: SourceSpec, per_disease: int, seed: int, threads: int | None):
+    """Cohort selection + event extraction, with DuckDB read errors as one-line errors."""
+    con = duckdb.connect()
+    try:
+        if threads:
+            con.execute(f"SET threads = {int(threads)}")
+        open_source(spec, con=con)
+        keyed = _key_files(spec)
+        for table, key in PRIMARY_KEYS.items():
+            if table in keyed:
+                check_unique(con, table, key, keyed[table])
+        result = select_cohort(con, per_disease=per_disease, seed=seed)
+        subjects = result.cohort["subject_id"].tolist()
+        if _cheap_to_rescan(keyed.get("labevents")) and subjects:
+            check_unique(con, "labevents", "labevent_id", keyed["labevents"], subjects)
+        events = extract_events(con, subjects)
+    except duckdb.Error as err:  # a bad value or row past the open-time sample
+        raise source_error(err, spec.path) from None
+    finally:
+        con.close()
+    return result, events
+
+
+def _key_files(spec: SourceSpec) -> dict[str, Path]:
+    """Table files whose primary keys are checked (MIMIC-shaped CSV / parquet sources)."""
+    if spec.kind == "meds":
+        return {}
+    return hosp_table_paths(spec.path, [*PRIMARY_KEYS, "labevents"])
+
+
+def _cheap_to_rescan(path: Path | None) -> bool:
+    """Whether labevents' key check (one more scan) is cheap: parquet (two columns read), or
+    a CSV under LABEVENTS_RESCAN_MAX_BYTES (not real MIMIC-IV's 2.5 GB labevents.csv.gz)."""
+    if path is None:
+        return False
+    if path.name.endswith(".parquet"):
+        return True
+    if path.stat().st_size <= LABEVENTS_RESCAN_MAX_BYTES:
+        return True
+    log.info("labevent_id uniqueness not checked: %s is too large to scan twice", path)
+    return False
+
+
+def _check_cohort(result, events: pd.DataFrame, allow_drops: bool) -> None:
+    """0 patients is an error naming the funnel step that emptied it; so is a cohort whose
+    patients mostly yield no event (more than MAX_DROP_SHARE), unless ``allow_drops``."""
+    att = result.attrition
+    if not len(result.cohort):
+        empty = att[att["n_patients"] == 0]
+        step = empty["step"].iloc[0] if len(empty) else "sampling"
+        start = int(att["n_patients"].iloc[0]) if len(att) else 0
+        raise StageError(f"cohort: 0 of {start} patients selected; none left after {step!r}")
+    with_events = set(events["subject_id"].astype(int)) if len(events) else set()
+    n = len(result.cohort)
+    kept = sum(int(s) in with_events for s in result.cohort["subject_id"])
+    check_kept("cohort", "patients with events", kept, n,
+               {"no events extracted": n - kept} if kept < n else None,
+               allow_drops=allow_drops)  # fmt: skip
+
+
+def _write_cohort(name, spec, result, events, seed, per_disease) -> dict[str, pd.DataFrame]:
+    cohort = result.cohort.copy()
+    cohort["n_events"] = (
+        cohort["subject_id"].map(events.groupby("subject_id").size()).fillna(0).astype("int64")
+    )
+    cohort = cohort[list(ARTIFACTS["cohort"])]
+    out = {
+        "cohort": cohort,
+        "attrition": result.attrition,
+        "eligible": result.eligible,
+        "events": events,
+    }
+    for key, df in out.items():
+        write_parquet(df, artifact_path(f"{key}.parquet", name))
+    info = {
+        "kind": spec.kind,
+        "path": str(spec.path),
+        "credentialed": spec.credentialed,
+        "seed": seed,
+        "per_disease": per_disease,
+        "shortfalls": result.shortfalls,
+    }
+    with atomic_path(artifact_path(SOURCE_FILE, name)) as tmp:
+        tmp.write_text(json.dumps(info, indent=2))
+    return out
+
+
+def load(artifact: str, profile: str | None = None) -> pd.DataFrame:
+    """Read a stage artifact (``"cohort"``, ``"events"``, ...) of a profile.
+
+    Raises a FileNotFoundError naming the command that produces it.
+    """
+    producers = {
+        "cohort": "clintrace cohort",
+        "attrition": "clintrace cohort",
+        "eligible": "clintrace cohort",
+        "events": "clintrace cohort",
+        "dialogues": "clintrace dialogues",
+        "dialogue_checks": "clintrace dialogues",
+        "event_coverage": "clintrace dialogues",
+        "dialogue_summary": "clintrace dialogues",
+        "dialogue_rewrites": "clintrace dialogues",
+        "questions": "clintrace questions",
+        "gates": "clintrace questions",
+        "question_availability": "clintrace questions",
+    }
+    path = artifact_path(f"{artifact}.parquet", profile)
+    if not path.exists():
+        hint = producers.get(artifact, "the stage that writes it")
+        raise FileNotFoundError(
+            f"{path} does not exist; run `{hint} --profile {resolve_profile(profile)}` first"
+        )
+    check_artifact(artifact, profile)  # refuse a failed, unfinished or stale stage's output
+    return pd.read_parquet(path)

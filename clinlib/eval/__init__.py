@@ -1,0 +1,1 @@
+"""Stage 5 (paper §4): the evaluation harness, the answering prompt, offline answering policies."""

@@ -1,0 +1,87 @@
+"""The paper's four answering backbones (§4 "Backbones"), priced per Appendix D.
+
+Preset prices (USD per million tokens, OpenRouter pass-through list prices):
+
+================== =========================== ======= ======== ==========
+preset             model id                    input   output   cache read
+================== =========================== ======= ======== ==========
+deepseek-chat-v3.1 deepseek/deepseek-chat-v3.1 0.27    1.10     0.07
+gpt-4o-mini        openai/gpt-4o-mini          0.15    0.60     0.075
+claude-haiku-4.5   anthropic/claude-haiku-4.5  1.00    5.00     0.10
+claude-sonnet-4.6  anthropic/claude-sonnet-4.6 3.00    15.00    0.30
+================== =========================== ======= ======== ==========
+
+With these prices the Table 4 token totals reproduce the published Sonnet and DeepSeek cells
+to within 1%; the published Haiku cells imply $0.80 / $4.00 (Claude 3.5 Haiku's price) and
+the GPT-4o-mini cells a deeper cache discount than OpenAI's list price. Prices change: a user
+can override any field of a preset in the config file (``[backbones.claude-haiku-4.5]``
+``price_input = 0.8``).
+"""
+
+from __future__ import annotations
+
+from clinlib.llm.types import OPENROUTER_BASE_URL, OPENROUTER_KEY_ENV, Backbone
+
+
+def _openrouter(
+    name: str, model: str, label: str, window: int, p_in: float, p_out: float, p_cache: float
+) -> Backbone:
+    return Backbone(
+        name=name,
+        model=model,
+        base_url=OPENROUTER_BASE_URL,
+        api_key_env=OPENROUTER_KEY_ENV,
+        price_input=p_in,
+        price_output=p_out,
+        price_cache_read=p_cache,
+        context_window=window,
+        max_concurrency=16,
+        # OpenRouter is a commercial API outside the MIMIC-IV DUA unless the user says so.
+        approved_for_credentialed=False,
+        label=label,
+        source="preset",
+    )
+
+
+# The paper's four backbones (§4), in the order its tables list them.
+PRESETS: dict[str, Backbone] = {
+    b.name: b
+    for b in (
+        _openrouter(
+            "deepseek-chat-v3.1",
+            "deepseek/deepseek-chat-v3.1",
+            "DeepSeek-V3",
+            65_536,
+            0.27,
+            1.10,
+            0.07,
+        ),
+        _openrouter("gpt-4o-mini", "openai/gpt-4o-mini", "GPT-4o-mini", 128_000, 0.15, 0.60, 0.075),
+        _openrouter(
+            "claude-haiku-4.5",
+            "anthropic/claude-haiku-4.5",
+            "Haiku 4.5",
+            200_000,
+            1.00,
+            5.00,
+            0.10,
+        ),
+        _openrouter(
+            "claude-sonnet-4.6",
+            "anthropic/claude-sonnet-4.6",
+            "Sonnet 4.6",
+            200_000,
+            3.00,
+            15.00,
+            0.30,
+        ),
+    )
+}
+
+PAPER_BACKBONES: tuple[str, ...] = tuple(PRESETS)
+
+# The kit's offline readers (clinlib.eval.policies registers them on demand). A user config may not
+# define a backbone under these names: `run --backbones reference` would silently call an API.
+OFFLINE_READER_NAMES: tuple[str, ...] = ("reference", "eager")
+# Fields that make a preset what it is; a config overriding them would replace it silently.
+IDENTITY_FIELDS: tuple[str, ...] = ("base_url", "model")

@@ -1,0 +1,138 @@
+"""The strategy registry: ONE dict keyed by name (paper §4 "History representation strategies";
+docs/design.md principle 4: an ablation is a one-string change), and the paper's eight in its order.
+
+A leaf below :mod:`clinlib.strategies.construction` (which builds what this names), so that the
+package's ``__init__`` only re-exports.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+from clinlib.core.config import build_dir
+from clinlib.strategies.amem import AMemMemory
+from clinlib.strategies.base import Strategy, StrategyError
+from clinlib.strategies.codebook import Codebook
+from clinlib.strategies.mem0 import Mem0Memory
+from clinlib.strategies.retrieval import BM25Retrieval, DenseRetrieval, HybridRetrieval
+from clinlib.strategies.simple import FullContext, LastNVisits, LastVisitOnly, NoContextBlind
+from clinlib.strategies.summary import LLMSummary
+from clinlib.strategies.timeline import StructuredTimeline
+
+EMBEDDINGS_DIR = "embeddings"
+
+
+def embeddings_dir(profile: str | None = None) -> Path:
+    """``data/build/<profile>/embeddings``."""
+    return build_dir(profile) / EMBEDDINGS_DIR
+
+
+STRATEGIES: dict[str, type[Strategy]] = {
+    cls.name: cls
+    for cls in (
+        NoContextBlind,
+        LastVisitOnly,
+        FullContext,
+        DenseRetrieval,
+        StructuredTimeline,
+        LLMSummary,
+        Mem0Memory,
+        AMemMemory,
+        LastNVisits,
+        BM25Retrieval,
+        HybridRetrieval,
+        Codebook,
+    )
+}
+PAPER_STRATEGIES: tuple[str, ...] = (
+    "no-context-blind",
+    "last-visit-only",
+    "full-context",
+    "dense-retrieval",
+    "structured-timeline",
+    "llm-summary",
+    "mem0",
+    "a-mem",
+)
+EXTRA_STRATEGIES: tuple[str, ...] = tuple(n for n in STRATEGIES if n not in PAPER_STRATEGIES)
+# Per-profile folders a strategy writes to, filled from the profile unless given explicitly.
+_PROFILE_DIRS = ("embedding_dir", "mem0ai_dir")
+
+
+_LABEL = re.compile(r"^\s*([a-z0-9-]+)\s*(?:\((.*)\))?\s*$", re.S)
+
+
+def parse_label(label: str) -> tuple[str, dict[str, Any]]:
+    """Split a strategy label (:meth:`Strategy.label`, e.g. ``dense-retrieval(k=3)``) into
+    its registry name and parameters, so a label round-trips to the same strategy.
+
+    Raises:
+        StrategyError: the text is not ``name`` or ``name(key=value, ...)`` with Python
+            literal values.
+    """
+    m = _LABEL.match(str(label))
+    if not m:
+        raise StrategyError(f"cannot read strategy {label!r}: expected name or name(k=v, ...)")
+    name, inner = m.group(1), m.group(2)
+    if not inner or not inner.strip():
+        return name, {}
+    try:
+        call = ast.parse(f"f({inner})", mode="eval").body
+        assert isinstance(call, ast.Call) and not call.args
+        params = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
+    except (SyntaxError, ValueError, AssertionError):
+        raise StrategyError(
+            f"cannot read the parameters of strategy {label!r}: expected key=value pairs "
+            "with literal values, e.g. dense-retrieval(k=3)"
+        ) from None
+    if None in params:
+        raise StrategyError(f"cannot read strategy {label!r}: **kwargs are not allowed")
+    return name, params
+
+
+def get_strategy(name: str, profile: str | None = None, **params: Any) -> Strategy:
+    """A strategy instance by registry name.
+
+    Args:
+        name: registry key (see :data:`STRATEGIES`) or a label such as
+            ``dense-retrieval(k=3)`` (explicit ``params`` override the label's).
+        profile: build profile whose folders hold embeddings / mem0ai stores (default: the
+            active profile).
+        **params: strategy parameters (k, budget_tokens, n, engine, embedding_model, ...).
+
+    Returns:
+        The strategy.
+
+    Raises:
+        StrategyError: unknown name or parameter.
+    """
+    name, parsed = parse_label(name)
+    params = {**parsed, **params}
+    try:
+        cls = STRATEGIES[name]
+    except KeyError:
+        raise StrategyError(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}") from None
+    if "embedding_dir" in cls.defaults and params.get("embedding_dir") is None:
+        params["embedding_dir"] = str(embeddings_dir(profile))
+    if "mem0ai_dir" in cls.defaults and params.get("mem0ai_dir") is None:
+        params["mem0ai_dir"] = str(build_dir(profile) / "mem0ai")
+    return cls(**params)
+
+
+def list_strategies() -> list[dict[str, Any]]:
+    """One dict per registered strategy: name, family, paper (bool), derived, uses_prep,
+    defaults (without folder settings)."""
+    return [
+        {
+            "name": n,
+            "family": cls.family,
+            "paper": n in PAPER_STRATEGIES,
+            "derived": cls.derived,
+            "uses_prep": cls.uses_prep,
+            "defaults": {k: v for k, v in cls.defaults.items() if k not in _PROFILE_DIRS},
+        }
+        for n, cls in STRATEGIES.items()
+    ]
