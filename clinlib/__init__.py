@@ -1,0 +1,86 @@
+"""ClinTrace Kit's public API: everything the numbered notebooks and apps use, in one place.
+
+Notebooks write ``import clinlib as ct`` (or ``from clinlib import load, runner``) and never
+reach into the stage packages. The map from notebook to helper is in the README; the packages,
+one per pipeline stage, are::
+
+    core      paths, profiles, atomic artifacts, stage guards, figure style
+    data      sources (synthetic, MIMIC-IV, MEDS), cohort, events            (paper §3)
+    dialogue  synthesis, length budget, verifier, viewer                     (§3, App. C)
+    tasks     T1-T9 generators, gold rules, gates L0-L4, report             (§3, App. A)
+    strategies  the eight history representations + extras, prep models     (§4)
+    llm       backbones, client, response cache, token counts               (§4, App. D)
+    eval      the harness, the answering prompt, offline answering policies (§4)
+    analysis  metrics, statistics, the paper's tables, figures, audits      (§5, App. B-H)
+
+Names resolve lazily (PEP 562): ``import clinlib`` stays cheap for the command line and the
+tests, and a notebook pays only for the stages it touches.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name -> (module, attribute); attribute None = the module itself
+_API: dict[str, tuple[str, str | None]] = {
+    # profiles, paths, artifacts (docs/design.md "The artifact contract")
+    "resolve_profile": ("clinlib.core.config", "resolve_profile"),
+    "artifact_path": ("clinlib.core.config", "artifact_path"),
+    "build_dir": ("clinlib.core.config", "build_dir"),
+    "FIGURES_DIR": ("clinlib.core.config", "FIGURES_DIR"),
+    "load": ("clinlib.data.build", "load"),
+    "read_source_info": ("clinlib.data.build", "read_source_info"),
+    "evaluable_patients": ("clinlib.core.guards", "evaluable_patients"),
+    # figure style
+    "savefig": ("clinlib.core.plots", "savefig"),
+    "savetable": ("clinlib.core.plots", "savetable"),
+    "use_theme": ("clinlib.core.plots", "use_theme"),
+    "PALETTE": ("clinlib.core.plots", "PALETTE"),
+    # registries
+    "PAPER_STRATEGIES": ("clinlib.strategies.registry", "PAPER_STRATEGIES"),
+    "PAPER_BACKBONES": ("clinlib.llm.presets", "PAPER_BACKBONES"),
+    "get_strategy": ("clinlib.strategies.registry", "get_strategy"),
+    "list_strategies": ("clinlib.strategies.registry", "list_strategies"),
+    "build_all": ("clinlib.strategies.construction", "build_all"),
+    "load_artifacts": ("clinlib.strategies.construction", "load_artifacts"),
+    "PrepError": ("clinlib.strategies.prep", "PrepError"),
+    "get_backbone": ("clinlib.llm.backbones", "get_backbone"),
+    "target_counts": ("clinlib.tasks.build", "target_counts"),
+    "injected_dialogue": ("clinlib.tasks.injections", "injected_dialogue"),
+    # the modules behind the notebooks (README "Notebook map")
+    "cohort_report": ("clinlib.data.report", None),  # 01
+    "dialogues": ("clinlib.dialogue.synth", None),  # 02
+    "verify": ("clinlib.dialogue.verify", None),  # 02
+    "dialogue_viewer": ("clinlib.dialogue.viewer", None),  # 02, apps/dialogue_viewer
+    "corpus_shape": ("clinlib.analysis.corpus_shape", None),  # 02
+    "task_report": ("clinlib.tasks.report", None),  # 03
+    "runner": ("clinlib.eval.runner", None),  # 04, 06-11, 13
+    "strategy_views": ("clinlib.strategies.views", None),  # 05
+    "probe": ("clinlib.analysis.probe", None),  # 06
+    "paper": ("clinlib.analysis.paper", None),  # 06-10, 13
+    "metrics": ("clinlib.analysis.metrics", None),  # 07-10, 13
+    "analysis_figures": ("clinlib.analysis.figures", None),  # 07-11
+    "paper_figures": ("clinlib.analysis.paper_figures", None),  # 08-10, 12
+    "token_totals": ("clinlib.analysis.token_totals", None),  # 10
+    "ablations": ("clinlib.analysis.ablations", None),  # 11
+    "failures": ("clinlib.analysis.failures", None),  # 13, apps/failure_explorer
+}
+
+__all__ = sorted(_API)
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _API[name]
+    except KeyError:
+        raise AttributeError(f"module 'clinlib' has no attribute {name!r}") from None
+    # the one sanctioned in-function import: lazy public names (PEP 562)
+    value = importlib.import_module(module)
+    value = value if attr is None else getattr(value, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_API))

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]  # clinlib/core/config.py -> repo
 DATA_DIR = REPO_ROOT / "data"
 BUILD_DIR = DATA_DIR / "build"
 PAPER_DATA_DIR = DATA_DIR / "paper"
