@@ -12,6 +12,8 @@ import nbformat
 from nbclient import NotebookClient
 
 from clinlib.core.config import NOTEBOOKS_DIR, PROFILE_ENV, REPO_ROOT, artifact_path, build_dir
+from clinlib.core.guards import check_artifact
+from clinlib.eval.runner import predictions_dir
 
 # What the notebooks read: every stage's main artifact and the offline predictions.
 REQUIRED_ARTIFACTS: tuple[str, ...] = ("cohort", "events", "dialogues", "questions")
@@ -25,9 +27,6 @@ def numbered_notebooks() -> list:
 def check_built(profile: str) -> None:
     """Refuse at once a profile the notebooks cannot run on (never built, a stage failed or
     is stale, no predictions), instead of failing every notebook (issue 12 §4)."""
-    from clinlib.core.guards import check_artifact
-    from clinlib.eval.runner import predictions_dir
-
     redo = f"run `clintrace pipeline --profile {profile}` first"
     if not build_dir(profile).is_dir():
         raise FileNotFoundError(f"profile {profile!r} was never built ({build_dir(profile)}); "

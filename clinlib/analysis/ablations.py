@@ -19,8 +19,10 @@ import numpy as np
 import pandas as pd
 
 from clinlib.analysis import metrics, stats
+from clinlib.analysis.probe import recall_by_setting
 from clinlib.strategies import get_strategy, parse_label
 from clinlib.strategies.encoder_eval import ENCODERS
+from clinlib.strategies.views import hit_table
 
 DENSE_K: tuple[int, ...] = (3, 5, 10)  # Appendix G.6
 SUMMARY_BUDGETS: tuple[int, ...] = (500, 1000)  # Appendix G.6
@@ -195,8 +197,6 @@ def setting_table(preds: pd.DataFrame, questions: pd.DataFrame | None = None) ->
     Returns:
         strategy, backbone, acc_pre, acc_post, recall_pre, recall_post, recall_drop.
     """
-    from clinlib.analysis.probe import recall_by_setting
-
     t3 = preds[preds["task"] == "T3"]
     if t3.empty or set(t3["setting"]) != {"pre", "post"}:
         raise AblationInputError(
@@ -269,8 +269,6 @@ def encoder_hits(
     Returns:
         encoder, label, task (per task and ``overall``), n, hit@1 ... hit@10.
     """
-    from clinlib.strategies.views import hit_table
-
     labels = variant_labels("dense-retrieval", "embedding_model", encoders)
     _, rates = hit_table(questions, profile, strategies=labels, dialogues=dialogues)
     rates = rates.rename(columns={"strategy": "label"})

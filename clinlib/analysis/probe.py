@@ -19,6 +19,7 @@ caches) representations through :mod:`clinlib.strategies`.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -28,6 +29,8 @@ import numpy as np
 import pandas as pd
 
 from clinlib.analysis.metrics import MetricsInputError, accuracy_table, positive_recall
+from clinlib.data.build import load
+from clinlib.strategies import get_strategy, load_artifacts, question_contexts
 
 TASK = "T3"
 ANSWER_CLASSES: tuple[str, ...] = ("yes", "no", "other")
@@ -408,11 +411,6 @@ def artifact_inspection(
         One row per (strategy, setting): where (``stored`` artifact or ``context`` at answer
         time) and the :func:`kept` columns.
     """
-    import json
-
-    from clinlib.data.build import load
-    from clinlib.strategies import get_strategy, load_artifacts, question_contexts
-
     raw = question.get("injection")
     if not isinstance(raw, str) or not raw:
         raise ProbeError(f"artifact_inspection: question {question.get('qid')!r} has no injection")
@@ -463,11 +461,6 @@ def rank_positives(
     Returns:
         qid, subject_id, n_lab_fact, n_relation, sorted best first (ties by qid).
     """
-    import json
-
-    from clinlib.data.build import load
-    from clinlib.strategies import get_strategy, load_artifacts
-
     _require(questions, ["qid", "task", "gold", "injection"], "rank_positives")
     pos = questions[(questions["task"] == TASK) & (questions["injection"].astype(str) != "")]
     pos = pos[pos["injection"].notna()]

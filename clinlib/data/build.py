@@ -24,7 +24,14 @@ from clinlib.core.io import atomic_path, write_parquet
 from clinlib.data.cohort import select_cohort
 from clinlib.data.events import extract_events
 from clinlib.data.schema import ARTIFACTS
-from clinlib.data.sources.mimic import PRIMARY_KEYS, check_unique, hosp_table_paths, source_error
+from clinlib.data.sources.meds import open_meds
+from clinlib.data.sources.mimic import (
+    PRIMARY_KEYS,
+    check_unique,
+    hosp_table_paths,
+    open_hosp,
+    source_error,
+)
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +76,7 @@ def resolve_source(
 def open_source(spec: SourceSpec, con: duckdb.DuckDBPyConnection | None = None):
     """A DuckDB connection with MIMIC-shaped hosp views over ``spec``."""
     if spec.kind == "meds":
-        from clinlib.data.sources.meds import open_meds
-
         return open_meds(spec.path, con=con)
-    from clinlib.data.sources.mimic import open_hosp
-
     if spec.kind == "synthetic" and not (spec.path / "hosp").exists():
         raise FileNotFoundError(
             f"no synthetic hosp tables in {spec.path}/hosp; run `clintrace synth --profile "

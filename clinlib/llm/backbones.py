@@ -21,9 +21,12 @@ Presets live in :mod:`clinlib.llm.presets`, types in :mod:`clinlib.llm.types`.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import pandas as pd
 
 from clinlib.llm.presets import PRESETS
 from clinlib.llm.types import (
@@ -115,8 +118,6 @@ def list_backbones(config: str | Path | None = None) -> pd.DataFrame:
         price_output, price_cache_read, context_window, max_concurrency,
         approved_for_credentialed, source (sorted by name; no secrets).
     """
-    import pandas as pd
-
     rows = []
     for backbone in registry(config).values():
         row = asdict_shallow(backbone)
@@ -141,8 +142,6 @@ def check_egress(backbone: Backbone, credentialed: bool, allow_unapproved: bool 
     if not credentialed or backbone.kind == "offline" or backbone.approved_for_credentialed:
         return
     if allow_unapproved:
-        import logging
-
         logging.getLogger("clinlib.llm").warning(
             "sending credentialed data to %s (%s), which is not approved_for_credentialed, "
             "because the override was given",

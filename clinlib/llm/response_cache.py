@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+import pandas as pd
+
 from clinlib.core.config import build_dir
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -273,8 +275,6 @@ class ResponseCache:
         Args:
             include_request: also return the stored request JSON (can be large).
         """
-        import pandas as pd
-
         cols = [c for c in COLUMNS if include_request or c != "request"]
         with self._lock:
             rows = self._conn.execute(

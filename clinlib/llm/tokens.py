@@ -39,6 +39,7 @@ import importlib.util
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -313,8 +314,6 @@ def count_texts(texts: Sequence[str], model: str, workers: int | None = None) ->
     Returns:
         One count per text, equal to ``count_tokens(text, model)``.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     enc = get_encoding(encoding_for_model(model))
     texts = [str(t) for t in texts]
     n = workers or os.cpu_count() or 1

@@ -30,7 +30,9 @@ from typing import Any
 import pandas as pd
 
 from clinlib.core.config import artifact_path, build_dir, resolve_profile
+from clinlib.core.guards import check_artifact
 from clinlib.core.io import atomic_path
+from clinlib.data.build import load
 from clinlib.strategies.base import (
     Artifact,
     Strategy,
@@ -47,6 +49,7 @@ from clinlib.strategies.prep import (
     get_prep,
 )
 from clinlib.strategies.registry import EMBEDDINGS_DIR, STRATEGIES, get_strategy
+from clinlib.tasks.injections import answer_dialogue, construction_dialogue
 
 log = logging.getLogger("clinlib.strategies")
 
@@ -186,8 +189,6 @@ def _load_questions(profile: str, questions: pd.DataFrame | None) -> pd.DataFram
             f"{path} does not exist; build the question set first (the 'pre' setting and "
             "question contexts need it)"
         )
-    from clinlib.core.guards import check_artifact
-
     check_artifact("questions", profile)  # not a failed or stale set
     return pd.read_parquet(path)
 
@@ -201,8 +202,6 @@ def construction_turns(
         raise StrategyError(f"setting {setting!r} not in {SETTINGS}")
     if setting == "post":
         return turns
-    from clinlib.tasks.injections import construction_dialogue
-
     if questions is None:
         raise StrategyError("the 'pre' setting needs the question set (its injections)")
     return construction_dialogue(turns, questions, task, "pre")
@@ -309,8 +308,6 @@ def build_all(
     Returns:
         One row per strategy: :data:`SUMMARY_COLUMNS`.
     """
-    from clinlib.data.build import load
-
     name = resolve_profile(profile)
     turns = dialogues if dialogues is not None else load("dialogues", name)
     if setting == "pre":
@@ -350,8 +347,6 @@ def load_artifacts(
     dialogues: pd.DataFrame | None = None,
 ) -> dict[int, Artifact]:
     """subject_id -> artifact for one strategy (built and cached first where missing)."""
-    from clinlib.data.build import load
-
     name = resolve_profile(profile)
     strat = _as_strategy(strategy, name)
     turns = dialogues if dialogues is not None else load("dialogues", name)
@@ -427,9 +422,6 @@ def question_contexts_many(
     Returns:
         One :data:`CONTEXT_COLUMNS` frame per strategy, in order.
     """
-    from clinlib.data.build import load
-    from clinlib.tasks.injections import answer_dialogue
-
     if setting not in SETTINGS:
         raise StrategyError(f"setting {setting!r} not in {SETTINGS}")
     name = resolve_profile(profile)

@@ -44,6 +44,7 @@ import pandas as pd
 from clinlib.core.config import build_dir
 from clinlib.dialogue.synth import render_visit
 from clinlib.dialogue.verify import TAG_RE
+from clinlib.llm import check_egress
 from clinlib.strategies.base import Artifact, Strategy, StrategyError, question_text
 from clinlib.strategies.embed import (
     DEFAULT_EMBEDDING_MODEL,
@@ -364,8 +365,6 @@ class Mem0Memory(EmbedsQueries, Strategy):
             raise StrategyError(
                 "mem0 engine 'mem0ai' needs the mem0ai library: pip install clintrace-kit[mem0]"
             ) from None
-        from clinlib.llm import check_egress
-
         check_egress(prep.backbone, prep.credentialed)
         root = Path(self.params["mem0ai_dir"] or build_dir(None) / "mem0ai")
         config = mem0ai_config(prep, root, self.params["embedding_model"], self.embedder)

@@ -26,7 +26,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clinlib.data.build import read_source_info
+from clinlib.llm import (
+    ChatRequest,
+    GenerationParams,
+    ResponseCache,
+    UnknownBackboneError,
+    default_cache_path,
+    get_backbone,
+    run_batch,
+)
 from clinlib.llm.tokens import count_texts, count_tokens
+from clinlib.llm.types import OFFLINE_READER_MODEL_PREFIX
 
 RULE_BASED = "rule-based"
 RULE_BASED_VERSION = "rule-based/v1"
@@ -126,8 +137,6 @@ class LLMPrep(PrepModel):
         Raises:
             PrepError: a request still failed after the client's retries (naming it).
         """
-        from clinlib.llm import ChatRequest, GenerationParams, run_batch
-
         if not requests:
             return []
         chat = [
@@ -181,9 +190,6 @@ def get_prep(
         return RuleBasedPrep()
     if prep == MATCHED:
         raise PrepError("prep model 'matched' needs the answering backbone: use resolve_prep()")
-    from clinlib.llm import ResponseCache, UnknownBackboneError, default_cache_path, get_backbone
-    from clinlib.llm.types import OFFLINE_READER_MODEL_PREFIX
-
     try:
         backbone = get_backbone(str(prep), config)
     except UnknownBackboneError as exc:
@@ -228,8 +234,6 @@ def resolve_prep(prep: str | None, answer_backbone: str | None = None) -> str:
 
 def _credentialed(profile: str | None) -> bool:
     try:
-        from clinlib.data.build import read_source_info
-
         return bool(read_source_info(profile).get("credentialed", False))
     except (FileNotFoundError, ValueError, json.JSONDecodeError):
         return False

@@ -7,6 +7,7 @@ DataFrames and altair charts, so the notebook stays a few calls per cell.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -14,10 +15,17 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from clinlib.core.config import resolve_profile
+from clinlib.core.config import artifact_path, resolve_profile
+from clinlib.data.build import load
 from clinlib.strategies import PAPER_STRATEGIES, STRATEGIES, get_strategy
 from clinlib.strategies.base import context_for
-from clinlib.strategies.construction import ConstructionCache, constructions_dir, split_dialogues
+from clinlib.strategies.construction import (
+    ConstructionCache,
+    constructions_dir,
+    question_contexts,
+    split_dialogues,
+)
+from clinlib.strategies.facts import facts_of
 from clinlib.strategies.footprints import (
     HIT_KS,
     PAPER_HIT_N,
@@ -34,8 +42,6 @@ PREVIEW_CHARS = 240
 
 
 def _dialogues(profile: str, dialogues: pd.DataFrame | None) -> pd.DataFrame:
-    from clinlib.data.build import load
-
     return dialogues if dialogues is not None else load("dialogues", profile)
 
 
@@ -230,8 +236,6 @@ def items_chart(fp: pd.DataFrame) -> alt.HConcatChart:
 
 def load_questions(profile: str | None = None) -> pd.DataFrame | None:
     """The profile's questions.parquet, or None when the question stage has not run."""
-    from clinlib.core.config import artifact_path
-
     path = artifact_path("questions.parquet", resolve_profile(profile))
     return pd.read_parquet(path) if path.exists() else None
 
@@ -254,8 +258,6 @@ def pick_patients(
 def demo_question(turns: pd.DataFrame) -> dict[str, Any]:
     """A T1-style question about the patient's first lab that was measured more than once
     (used when no question set is available)."""
-    from clinlib.strategies.facts import facts_of
-
     labs = [f for f in facts_of(turns) if f.kind == "lab"]
     names = [f.name for f in labs]
     target = next((f for f in labs if names.count(f.name) > 1), labs[0] if labs else None)
@@ -277,10 +279,6 @@ def injection_table(
 ) -> pd.DataFrame:
     """For a question with an injection: is the injected sentence in the context, per
     strategy, when it is injected after (post) or before (pre) construction? (§5.5)"""
-    import json
-
-    from clinlib.strategies.construction import question_contexts
-
     name = resolve_profile(profile)
     text = json.loads(question["injection"])["text"]
     q = pd.DataFrame([dict(question)])
@@ -325,8 +323,6 @@ def value_needles(turns: pd.DataFrame, question: Mapping[str, Any], n: int = 3) 
     """Up to ``n`` distinct values of the lab the question asks about (or the patient's first
     lab), as ``{"<lab> <value> <unit> (<date>)": regex}`` for :func:`side_by_side`: the lab's
     name followed, within a few non-numeric characters, by that value and unit."""
-    from clinlib.strategies.facts import facts_of
-
     labs = [f for f in facts_of(turns) if f.kind == "lab"]
     if not labs:
         return {}

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from clinlib.tasks import answers
+from clinlib.tasks.answers import ANSWER_FORMATS, MAX_TOKENS
 from clinlib.tasks.base import (
     ABSTAIN,
     QUESTION_COLUMNS,
@@ -36,9 +38,6 @@ __all__ = [
 
 
 def _answers():
-    # Imported at call time: answers imports the registry's base types.
-    from clinlib.tasks import answers
-
     return answers
 
 
@@ -64,8 +63,6 @@ def _correct(name: str) -> Callable[[str, str], bool]:
 
 
 def _formats() -> tuple[dict[str, str], dict[str, int]]:
-    from clinlib.tasks.answers import ANSWER_FORMATS, MAX_TOKENS
-
     return dict(ANSWER_FORMATS), {t: int(n) for t, n in MAX_TOKENS.items()}
 
 

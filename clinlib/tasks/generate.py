@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from clinlib.data.build import SourceSpec, load, open_source, read_source_info
 from clinlib.data.vocab import PANEL_ITEMIDS
 from clinlib.tasks.generators import GENERATORS, SUBTYPES, TITLES
 from clinlib.tasks.generators.common import TaskInputError, TaskInputs, lab_key_of, make_inputs
@@ -38,8 +39,6 @@ __all__ = [
 def raw_lab_days(profile: str | None, subject_ids: Iterable[int]) -> set | None:
     """``(subject_id, lab_key, date)`` of every panel lab row in the profile's raw source (any
     unit, with or without hadm_id), or None when the raw source cannot be opened."""
-    from clinlib.data.build import SourceSpec, open_source, read_source_info
-
     try:
         info = read_source_info(profile)
         spec = SourceSpec(info["kind"], Path(info["path"]), bool(info["credentialed"]))
@@ -76,8 +75,6 @@ def load_inputs(profile: str | None = None, seed: int = 0, with_raw: bool = True
         FileNotFoundError: an artifact is missing (names the command that writes it).
         TaskInputError: an artifact is malformed.
     """
-    from clinlib.data.build import load
-
     cohort = load("cohort", profile)
     events = load("events", profile)
     dialogues = load("dialogues", profile)

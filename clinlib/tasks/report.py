@@ -18,6 +18,7 @@ import pandas as pd
 from clinlib.core.config import artifact_path, resolve_profile
 from clinlib.core.plots import PALETTE
 from clinlib.tasks import rules
+from clinlib.tasks.build import build_questions
 from clinlib.tasks.generators import TITLES
 from clinlib.tasks.generators.common import stable_hash
 from clinlib.tasks.injections import Injection, apply_injections
@@ -56,8 +57,6 @@ def load_question_set(profile: str | None = None, build: bool = True) -> dict[st
         if not build:
             missing = [str(p) for p in paths.values() if not p.exists()]
             raise FileNotFoundError(f"{missing[0]} does not exist; build the question set first")
-        from clinlib.tasks.build import build_questions
-
         return build_questions(name)
     return {k: pd.read_parquet(p) for k, p in paths.items()}
 
