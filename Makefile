@@ -79,7 +79,7 @@ bench-strategies: install ## build every strategy cold then warm, then static vs
 bench-harness: install ## harness vs bare openai SDK vs inspect_ai on a local 100 ms server; cached re-run
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python -m bench.llm_harness
-	CLINTRACE_TIMING_TESTS=1 $(BIN)/python -m pytest -q tests/test_llm_throughput.py -p no:cacheprovider
+	$(BIN)/python -m pytest -q bench/test_client_overhead.py -p no:cacheprovider
 
 lab: install ## open JupyterLab on the notebooks
 	$(BIN)/jupyter lab notebooks

@@ -7,6 +7,8 @@ fixture makes single test files runnable on their own.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -26,4 +28,18 @@ def quick_cohort():
         synthesize("quick")
     if not artifact_path("events.parquet", "quick").exists():
         build_cohort("quick")
+    return "quick"
+
+
+QUICK_ARTIFACTS = ("dialogues.parquet", "event_coverage.parquet", "questions.parquet")
+
+
+@pytest.fixture(scope="session")
+def quick_built():
+    """The quick profile through the questions stage: `make test` builds it first; a test file
+    run on its own builds it here (never skipped: a missing build is built, or the test fails)."""
+    if not all(artifact_path(name, "quick").exists() for name in QUICK_ARTIFACTS):
+        for stage in ("synth", "cohort", "dialogues", "questions"):
+            subprocess.run([sys.executable, "-m", "clinlib.cli", stage, "--profile", "quick"],
+                           check=True)  # fmt: skip
     return "quick"

@@ -726,11 +726,7 @@ def test_audit_evidence_spells_out_anchors(world):
 QUICK = Path(__file__).resolve().parent.parent / "data" / "build" / "quick"
 
 
-@pytest.mark.skipif(
-    not (QUICK / "questions.parquet").exists() or not (QUICK / "event_coverage.parquet").exists(),
-    reason="the quick profile's question set has not been built",
-)
-def test_quick_build_passes_the_hard_gates():
+def test_quick_build_passes_the_hard_gates(quick_built):
     q = pd.read_parquet(QUICK / "questions.parquet")
     g = gates.run_gates(q, "quick")
     assert gates.failed_hard(g).empty, gates.gate_report(g)

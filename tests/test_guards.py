@@ -176,11 +176,9 @@ def test_notebooks_refuse_a_never_built_profile(tmp_build):
     _one_line_error(result, "profile 'never-built' was never built")
 
 
-def test_runner_accepts_a_bare_strategy_string():
+def test_runner_accepts_a_bare_strategy_string(quick_built):
     assert runner._listed("full-context") == ["full-context"]
     assert runner._listed(("a", "b")) == ["a", "b"]
-    if not config.artifact_path("questions.parquet", "quick").exists():
-        pytest.skip("quick profile not built")
     out = runner.estimate("quick", "no-context-blind", "gpt-4o-mini", "post", limit=1,
                           tasks="T1")  # fmt: skip
     assert out["strategy"].tolist() == ["no-context-blind"] and out["questions"].tolist() == [1]

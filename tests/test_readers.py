@@ -275,11 +275,7 @@ def test_replay_by_key_and_by_hash() -> None:
 QUICK = build_dir("quick")
 
 
-@pytest.mark.skipif(
-    not (QUICK / "questions.parquet").exists() or not (QUICK / "dialogues.parquet").exists(),
-    reason="quick-profile artifacts not built",
-)
-def test_quick_profile_end_to_end() -> None:
+def test_quick_profile_end_to_end(quick_built) -> None:
     from clinlib.strategies import question_contexts
     from clinlib.tasks import score
 
