@@ -14,6 +14,7 @@ from clinlib.llm.backbones import (
 )
 from clinlib.llm.presets import PRESETS
 from clinlib.llm.types import (
+    NO_KEY_PLACEHOLDER,
     Backbone,
     BackboneError,
     EgressRefusedError,
@@ -221,7 +222,7 @@ def test_api_key_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("CLINTRACE_TEST_KEY", "  sk-abc  ")
     assert bb.api_key() == "sk-abc"
     keyless = Backbone(name="k", model="m", base_url="http://h/v1")
-    assert keyless.api_key() == bbs.NO_KEY_PLACEHOLDER
+    assert keyless.api_key() == NO_KEY_PLACEHOLDER
 
 
 def test_egress_rules(caplog):
