@@ -21,6 +21,10 @@ from clinlib.data.schema import HOSP_TABLES
 from clinlib.data.sources import synthetic as syn
 from clinlib.data.sources import synthetic_shapes as shp
 from clinlib.data.sources import synthetic_vocab as sv
+from clinlib.data.sources.synthetic import generate as syn_generate
+from clinlib.data.sources.synthetic.arrow import _ChunkIds
+from clinlib.data.sources.synthetic.labvalues import _creatinine_from_egfr
+from clinlib.data.sources.synthetic.population import _population
 from clinlib.data.vocab import INDEX_DISEASE_ICD, INDEX_DISEASES, LAB_BY_KEY, PANEL_ITEMIDS
 
 QUICK = PROFILES["quick"]
@@ -366,7 +370,7 @@ def test_creatinine_inverts_ckd_epi_2021():
     egfr = np.array([120.0, 90, 60, 45, 30, 15, 8, 100, 60, 20])
     female = np.array([0, 0, 0, 1, 1, 1, 0, 1, 0, 1], dtype=bool)
     age = np.array([30.0, 50, 60, 70, 80, 65, 55, 40, 75, 85])
-    scr = syn._creatinine_from_egfr(egfr, female, age)
+    scr = _creatinine_from_egfr(egfr, female, age)
     assert np.allclose(_ckd_epi_2021(scr, female, age), egfr)
     # By hand: 60-year-old man, eGFR 60 -> (Scr/0.9)^-1.2 = 60 / (142 * 0.9938^60) = 0.6136,
     # so Scr = 0.9 * 0.6136^(-1/1.2) = 1.352 mg/dL.
@@ -505,7 +509,7 @@ def test_each_mode_fails_exactly_its_documented_rules(quick):
 def test_visit_distribution_matches_the_paper_cohort():
     # Appendix C.1: visits per patient median 10, mean 16.0, max 93.
     rng = np.random.default_rng(0)
-    p = syn._population(rng, 40_000)
+    p = _population(rng, 40_000)
     n = p.n_adm[p.mode == syn.MODES.index("index")]
     assert np.median(n) == 10 and 14.5 < n.mean() < 17.5 and n.max() <= 93 and n.min() >= 2
 
@@ -550,15 +554,15 @@ def test_failed_run_leaves_no_complete_looking_hosp(tmp_path, monkeypatch):
             raise RuntimeError("disk full")
         return real(seed, chunk_idx, n, chunk_patients)
 
-    monkeypatch.setattr(syn, "generate_chunk", failing)
+    monkeypatch.setattr(syn_generate, "generate_chunk", failing)
     with pytest.raises(RuntimeError, match="disk full"):
         syn.generate_hosp(tmp_path, n_patients=60, chunk_patients=30)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
     # An earlier complete dataset survives a failed rebuild untouched.
-    monkeypatch.setattr(syn, "generate_chunk", real)
+    monkeypatch.setattr(syn_generate, "generate_chunk", real)
     syn.generate_hosp(tmp_path, n_patients=30, chunk_patients=30)
     before = (tmp_path / "hosp" / "labevents.csv.gz").read_bytes()
-    monkeypatch.setattr(syn, "generate_chunk", failing)
+    monkeypatch.setattr(syn_generate, "generate_chunk", failing)
     with pytest.raises(RuntimeError):
         syn.generate_hosp(tmp_path, n_patients=60, chunk_patients=30)
     assert (tmp_path / "hosp" / "labevents.csv.gz").read_bytes() == before
@@ -566,9 +570,11 @@ def test_failed_run_leaves_no_complete_looking_hosp(tmp_path, monkeypatch):
 
 
 def test_synthesize_writes_the_profile_raw_dir(tmp_path, monkeypatch):
-    monkeypatch.setattr(syn, "raw_hosp_dir", lambda name: tmp_path / name / "raw" / "hosp")
+    monkeypatch.setattr(syn_generate, "raw_hosp_dir", lambda name: tmp_path / name / "raw" / "hosp")
     monkeypatch.setattr(
-        syn, "profile_sizes", lambda name: Profile(name, n_patients=40, per_disease=2, seed=5)
+        syn_generate,
+        "profile_sizes",
+        lambda name: Profile(name, n_patients=40, per_disease=2, seed=5),
     )
     out = syn.synthesize("quick")
     assert out == tmp_path / "quick" / "raw" / "hosp"
@@ -596,7 +602,7 @@ def test_format_fixed_by_hand():
 
 
 def test_id_ranges_are_guarded():
-    ids = syn._ChunkIds(first_patient=100, chunk_patients=10)
+    ids = _ChunkIds(first_patient=100, chunk_patients=10)
     assert ids.subject == 10_000_100 and ids.hadm == 20_000_000 + 100 * syn.HADM_PER_PATIENT
     ids.check("labevent", ids.labevent, 10 * syn.LABEVENTS_PER_PATIENT, syn.LABEVENTS_PER_PATIENT)
     with pytest.raises(syn.SyntheticConfigError, match="chunk_patients"):
