@@ -57,7 +57,17 @@ def _population(rng: np.random.Generator, n: int) -> SimpleNamespace:
     p = SimpleNamespace(n=n)
     p.mode = _exact_labels(rng, n, MODE_SHARES).astype(np.int8)
     p.female = rng.random(n) < 0.46
+    _diseases(rng, p)
+    _demographics(rng, p)
+    _timeline(rng, p)
+    _latent_parameters(rng, p)
+    return p
 
+
+def _diseases(rng: np.random.Generator, p: SimpleNamespace) -> None:
+    """Index diseases (the designated one and comorbid ones), heart failure, diabetic
+    complications and chronic non-index comorbidities."""
+    n = p.n
     # Designated disease: balanced within each mode that has one.
     des = np.full(n, -1, dtype=np.int8)
     for m in (INDEX, FEW_LABS, FEW_RX, READMIT, ONE_CODE):
@@ -88,7 +98,10 @@ def _population(rng: np.random.Generator, n: int) -> SimpleNamespace:
         [rng.random(n) < base + extra * risk for _, base, extra in COMORBIDITIES]
     )
 
-    # Demographics.
+
+def _demographics(rng: np.random.Generator, p: SimpleNamespace) -> None:
+    """Age (older with an index disease), insurance by age, language, marital status, race."""
+    n, has = p.n, p.designated >= 0
     age = np.where(has, rng.normal(66, 11, n), rng.normal(55, 18, n))
     age = np.clip(np.rint(age), 18, 95).astype(np.int64)
     p.anchor_age = np.where(age > 89, 91, age)  # MIMIC top-codes ages over 89 as 91
@@ -102,9 +115,11 @@ def _population(rng: np.random.Generator, n: int) -> SimpleNamespace:
     p.marital = _choose(rng, MARITAL_P, n)
     p.race = _choose(rng, RACE_P, n)
 
-    # Admissions and span.
+
+def _timeline(rng: np.random.Generator, p: SimpleNamespace) -> None:
+    """Admission count, history span and the shifted calendar (t0, ICD-10 switch)."""
+    n, m = p.n, p.mode
     n_adm = np.zeros(n, dtype=np.int64)
-    m = p.mode
     idx = np.flatnonzero(m == INDEX)
     # Heavy tail: median 10, mean ~16, max 93 as in the paper's cohort (Appendix C.1); the
     # lognormal is truncated (redrawn above the maximum) rather than clipped, so no pile-up.
@@ -135,7 +150,10 @@ def _population(rng: np.random.Generator, n: int) -> SimpleNamespace:
     p.year0 = _year_start_s(p.anchor_year)
     p.t0 = _minute(p.year0 + rng.random(n) * 365 * _DAY)
 
-    # Latent clinical parameters.
+
+def _latent_parameters(rng: np.random.Generator, p: SimpleNamespace) -> None:
+    """Latent clinical parameters: baselines, drift rates and drug effect sizes."""
+    n = p.n
 
     def u(lo: float, hi: float) -> np.ndarray:
         return _uniform(rng, lo, hi, n)
@@ -171,7 +189,7 @@ def _population(rng: np.random.Generator, n: int) -> SimpleNamespace:
     p.e_hctz_na, p.e_hctz_k = u(2.0, 4.0), u(0.3, 0.5)
     p.e_fur_k, p.e_bic, p.e_epo, p.e_stat = u(0.3, 0.5), u(2.0, 4.0), u(1.0, 2.0), u(0.35, 0.5)
     p.mini_k = rng.integers(0, 5, n)  # few_labs: panel items in the single small draw
-    return p
+
 
 
 def _admissions(rng: np.random.Generator, p: SimpleNamespace) -> SimpleNamespace:

@@ -20,17 +20,23 @@ from clinlib.data.sources.synthetic.population import (
 
 def _plan(rng: np.random.Generator, p: SimpleNamespace, a: SimpleNamespace) -> SimpleNamespace:
     """When each chronic drug starts (admission index and exact documented starttime)."""
-    n = p.n
-    pats = np.arange(n)
     treat = ~np.isin(p.mode, (FEW_RX, NO_ADM)) & (p.n_adm > 0)
     plan = SimpleNamespace(adm={}, start_s={}, ts_days={})
-    first_acs = _first_flagged(a, a.acs, n)
-    first_pci = _first_flagged(a, a.pci, n)
-    first_hf = _first_flagged(a, a.hf_exac, n)
-    first = _kth(a, p, np.zeros(n, dtype=np.int64))
+    start = _starter(rng, p, a, plan, treat)
+    _diabetes_starts(start, p, a, plan)
+    _cardiovascular_starts(rng, start, p, a)
+    _ckd_starts(start, p, a, treat, plan)
+    return plan
 
-    def per_year(years: np.ndarray) -> np.ndarray:
-        return years * _YEAR_DAYS
+
+def _per_year(years: np.ndarray) -> np.ndarray:
+    """Years as days."""
+    return years * _YEAR_DAYS
+
+
+def _starter(rng: np.random.Generator, p, a, plan: SimpleNamespace, treat: np.ndarray):
+    """``start(name, adm)``: record a drug's first admission and documented starttime."""
+    n = p.n
 
     def start(name: str, adm: np.ndarray) -> None:
         adm = np.where(treat, adm, -1)
@@ -45,19 +51,31 @@ def _plan(rng: np.random.Generator, p: SimpleNamespace, a: SimpleNamespace) -> S
         plan.start_s[name] = np.where(ok, start_s, -1)
         plan.ts_days[name] = np.where(ok, (start_s - p.t0) / _DAY, np.inf)
 
-    # Diabetes: metformin when latent A1c crosses 7, glipizide at 8, insulin glargine at 8.5,
-    # each at the first admission after the crossing (and >= 90 days after the previous step).
+    return start
+
+
+def _diabetes_starts(start, p: SimpleNamespace, a: SimpleNamespace, plan: SimpleNamespace) -> None:
+    """Metformin when latent A1c crosses 7, glipizide at 8, insulin glargine at 8.5, each at
+    the first admission after the crossing (and >= 90 days after the previous step)."""
+    pats = np.arange(p.n)
     drift = np.maximum(p.a1c_drift, 1e-6)
-    x_met = np.where(p.dm, per_year((7.0 - p.a1c0) / drift), np.inf)
+    x_met = np.where(p.dm, _per_year((7.0 - p.a1c0) / drift), np.inf)
     start("metformin", _first_adm_from(a, pats, x_met))
-    x_gli = np.maximum(plan.ts_days["metformin"] + 90, per_year((8.0 - p.a1c0 + p.e_met) / drift))
+    x_gli = np.maximum(plan.ts_days["metformin"] + 90, _per_year((8.0 - p.a1c0 + p.e_met) / drift))
     start("glipizide", _first_adm_from(a, pats, np.where(p.dm, x_gli, np.inf)))
     x_ins = np.maximum(
-        plan.ts_days["glipizide"] + 90, per_year((8.5 - p.a1c0 + p.e_met + p.e_gli) / drift)
+        plan.ts_days["glipizide"] + 90, _per_year((8.5 - p.a1c0 + p.e_met + p.e_gli) / drift)
     )
     start("insulin_glargine", _first_adm_from(a, pats, np.where(p.dm, x_ins, np.inf)))
 
-    # Hypertension (and diabetic CKD): ACE inhibitor first, thiazide / amlodipine later.
+
+def _cardiovascular_starts(rng: np.random.Generator, start, p: SimpleNamespace, a) -> None:
+    """Hypertension (and diabetic CKD): ACE inhibitor first, thiazide / amlodipine later. CAD:
+    statin at the first admission (most) or the first ACS; antiplatelets, beta-blocker."""
+    n = p.n
+    first_acs = _first_flagged(a, a.acs, n)
+    first_pci = _first_flagged(a, a.pci, n)
+    first = _kth(a, p, np.zeros(n, dtype=np.int64))
     lis_k = np.where(rng.random(n) < 0.65, 0, 1)
     start("lisinopril", np.where(p.htn | (p.dm & p.ckd), _kth(a, p, lis_k), -1))
     room = p.n_adm - lis_k - 1
@@ -66,8 +84,6 @@ def _plan(rng: np.random.Generator, p: SimpleNamespace, a: SimpleNamespace) -> S
     start("hydrochlorothiazide", np.where(hctz_ok, _kth(a, p, hctz_k), -1))
     amlo_k = np.floor(rng.random(n) * np.maximum(p.n_adm, 1)).astype(np.int64)
     start("amlodipine", np.where(p.htn & (rng.random(n) < 0.45), _kth(a, p, amlo_k), -1))
-
-    # CAD: statin at the first admission (most) or the first ACS; antiplatelets, beta-blocker.
     hld = p.comorb[:, 0]
     statin = _earliest(
         np.where(p.cad & (rng.random(n) < 0.75), first, -1),
@@ -85,10 +101,16 @@ def _plan(rng: np.random.Generator, p: SimpleNamespace, a: SimpleNamespace) -> S
         ),
     )
 
-    # CKD: thresholds on the latent trajectory eGFR(t) = eGFR0 - rate * t.
+
+def _ckd_starts(start, p, a, treat: np.ndarray, plan: SimpleNamespace) -> None:
+    """CKD drugs and dialysis at thresholds on the latent trajectory eGFR(t) = eGFR0 - rate * t
+    (furosemide also at the first heart-failure exacerbation)."""
+    n, pats = p.n, np.arange(p.n)
+    first_hf = _first_flagged(a, a.hf_exac, n)
+
     def crossing(threshold: np.ndarray) -> np.ndarray:
         years = (p.egfr0 - threshold) / p.egfr_rate
-        return np.where(p.ckd & (threshold > 5), per_year(np.maximum(years, 0.0)), np.inf)
+        return np.where(p.ckd & (threshold > 5), _per_year(np.maximum(years, 0.0)), np.inf)
 
     start(
         "furosemide",
@@ -102,4 +124,3 @@ def _plan(rng: np.random.Generator, p: SimpleNamespace, a: SimpleNamespace) -> S
     start("epoetin", _first_adm_from(a, pats, crossing(60 - (p.hb0 - 10) / 0.07)))
     dial = np.where(treat, _first_adm_from(a, pats, crossing(np.full(n, 10.0))), -1)
     plan.dialysis_from = dial
-    return plan
