@@ -36,26 +36,38 @@ from clinlib.data.sources.synthetic.design import (
 from clinlib.data.sources.synthetic.numeric import _minute, _rank_in_sorted_groups, _uniform
 
 
+def _part(pat, adm, hadm_adm, t, kind: int, forced=None) -> tuple[np.ndarray, ...]:
+    """One batch of draws as (patient, admission, hadm admission, time, kind, forced chem)."""
+    return (
+        np.asarray(pat, np.int64),
+        np.asarray(adm, np.int64),
+        np.asarray(hadm_adm, np.int64),
+        _minute(t),
+        np.full(len(pat), kind, np.int8),
+        np.zeros(len(pat), bool) if forced is None else np.asarray(forced, bool),
+    )
+
+
 def _draws(
     rng: np.random.Generator, p: SimpleNamespace, a: SimpleNamespace, plan
 ) -> SimpleNamespace:
     """Blood-draw times: admission days, serial troponins, ED, outpatient, few-labs draws."""
+    parts = _inpatient_draws(rng, a, regular=p.mode[a.pat] != FEW_LABS)
+    parts.append(_outpatient_draws(rng, p, a))
+    parts += _few_labs_draws(rng, p, a)
+    d = SimpleNamespace()
+    d.pat, d.adm, d.hadm_adm, d.t, d.kind, d.forced_chem = (
+        np.concatenate(c) for c in zip(*parts, strict=True)
+    )
+    d.n = d.pat.size
+    return d
+
+
+def _inpatient_draws(rng: np.random.Generator, a: SimpleNamespace, regular: np.ndarray) -> list:
+    """(a) admission-day draw 15-75 min after admittime, then early-morning draws; (b) serial
+    troponins 6 and 12 hours into an ACS admission; (c) emergency-department draws before
+    admission, with no hadm_id (as in MIMIC)."""
     parts = []
-
-    def add(pat, adm, hadm_adm, t, kind, forced=None):
-        parts.append(
-            (
-                np.asarray(pat, np.int64),
-                np.asarray(adm, np.int64),
-                np.asarray(hadm_adm, np.int64),
-                _minute(t),
-                np.full(len(pat), kind, np.int8),
-                np.zeros(len(pat), bool) if forced is None else np.asarray(forced, bool),
-            )
-        )
-
-    regular = p.mode[a.pat] != FEW_LABS
-    # (a) inpatient: admission-day draw 15-75 min after admittime, then early-morning draws.
     n_days = np.where(regular, np.ceil(a.los).astype(np.int64), 0)
     da = np.repeat(np.arange(a.n), n_days)
     dd = _rank_in_sorted_groups(da)
@@ -67,21 +79,23 @@ def _draws(
     )
     keep = (dd == 0) | ((t < a.disch[da] - _HOUR // 2) & (rng.random(da.size) < 0.72))
     da, dd, t = da[keep], dd[keep], t[keep]
-    add(a.pat[da], da, da, t, K_DAY0)
+    parts.append(_part(a.pat[da], da, da, t, K_DAY0))
     parts[-1][4][dd > 0] = K_DAILY
-    # (b) serial troponins 6 and 12 hours into an ACS admission.
     acs = np.flatnonzero(a.acs & regular)
     for hours in (6.0, 12.0):
         ts = a.admit[acs] + np.rint((hours + _uniform(rng, -0.5, 0.5, acs.size)) * _HOUR).astype(
             np.int64
         )
         ok = ts < a.disch[acs]
-        add(a.pat[acs][ok], acs[ok], acs[ok], ts[ok], K_SERIAL)
-    # (c) emergency-department draws before admission: no hadm_id (as in MIMIC).
+        parts.append(_part(a.pat[acs][ok], acs[ok], acs[ok], ts[ok], K_SERIAL))
     ed = np.flatnonzero(a.ed & regular & (rng.random(a.n) < 0.5))
     ts = a.edreg[ed] + np.rint(_uniform(rng, 0.3, 1.0, ed.size) * _HOUR).astype(np.int64)
-    add(a.pat[ed], ed, np.full(ed.size, -1), ts, K_ED)
-    # (d) outpatient draws across the history, moved out of any stay they fall into.
+    parts.append(_part(a.pat[ed], ed, np.full(ed.size, -1), ts, K_ED))
+    return parts
+
+
+def _outpatient_draws(rng: np.random.Generator, p: SimpleNamespace, a: SimpleNamespace) -> tuple:
+    """(d) outpatient draws across the history, moved out of any stay they fall into."""
     lam = np.where(p.mode == INDEX, 0.5 * p.n_adm + 1.0, 0.4 * p.n_adm + 1.0)
     n_out = np.where(p.mode == FEW_LABS, 0, rng.poisson(lam))
     n_out = np.where(p.mode == NO_ADM, 1 + rng.poisson(3.0, p.n), n_out)
@@ -107,20 +121,18 @@ def _draws(
     alive |= first_out & (p.mode[op] == NO_ADM)
     forced = first_out[alive] & (p.mode[op[alive]] == NO_ADM)
     none = np.full(int(alive.sum()), -1)
-    add(op[alive], none, none, ts[alive], K_OUTPT, forced)
-    # (e) few_labs patients: one small chemistry (0-4 panel items) and coagulation per stay.
+    return _part(op[alive], none, none, ts[alive], K_OUTPT, forced)
+
+
+def _few_labs_draws(rng: np.random.Generator, p: SimpleNamespace, a: SimpleNamespace) -> list:
+    """(e) few_labs patients: one small chemistry (0-4 panel items) and coagulation per stay."""
     fl = np.flatnonzero(p.mode[a.pat] == FEW_LABS)
     t_fl = a.admit[fl] + np.rint(_uniform(rng, 0.25, 1.25, fl.size) * _HOUR).astype(np.int64)
     first_fl = fl[a.k[fl] == 0]
-    add(a.pat[first_fl], first_fl, first_fl, t_fl[a.k[fl] == 0] + 60, K_MINI)
-    add(a.pat[fl], fl, fl, t_fl, K_COAG)
-
-    d = SimpleNamespace()
-    d.pat, d.adm, d.hadm_adm, d.t, d.kind, d.forced_chem = (
-        np.concatenate(c) for c in zip(*parts, strict=True)
-    )
-    d.n = d.pat.size
-    return d
+    return [
+        _part(a.pat[first_fl], first_fl, first_fl, t_fl[a.k[fl] == 0] + 60, K_MINI),
+        _part(a.pat[fl], fl, fl, t_fl, K_COAG),
+    ]
 
 
 def _specimens(

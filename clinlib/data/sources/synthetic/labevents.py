@@ -131,19 +131,38 @@ def _labevents(rng, srng, p, a, plan, ids: _ChunkIds) -> tuple[pa.Table, SimpleN
     """labevents rows of a chunk plus per-admission lab extremes used for coding (``srng``:
     the shape stream, for results reported only in ``comments``)."""
     d = _draws(rng, p, a, plan)
+    spec_draw, spec_group = _ordered_specimens(rng, p, a, plan, d, ids)
+    n_rep, r_val, r_item = _results(rng, p, a, plan, d, spec_draw, spec_group, ids)
+    s = _specimen_attributes(rng, d, spec_draw, spec_group)
+    s.n_rep = n_rep
+    ext = _admission_extremes(a, s, r_val, r_item)
+    # Arrow columns are built one at a time and each numpy input dropped after its last use,
+    # which keeps the peak of a 10M-row chunk near the size of the finished table.
+    col = _id_columns(ids, s, r_item)
+    col.update(_value_columns(rng, srng, p, s, r_val, r_item))
+    table = pa.Table.from_arrays(list(col.values()), schema=arrow_schema("labevents"))
+    assert table.column_names == list(col)
+    return table, ext
+
+
+def _ordered_specimens(rng, p, a, plan, d: SimpleNamespace, ids: _ChunkIds) -> tuple:
+    """(draw index, group) per specimen, in id order: patient, time, group."""
     spec_draw, spec_group = _specimens(rng, p, a, plan, d)
-    # Specimen order and ids: patient, time, group.
     skey = (d.pat[spec_draw] << 42) | ((d.t[spec_draw] - _T_BASE) << 4) | spec_group
     order = np.argsort(skey, kind="stable")
     spec_draw, spec_group = spec_draw[order], spec_group[order]
-    del skey, order
-    S = spec_draw.size
-    ids.check("specimen", ids.specimen, S, SPECIMENS_PER_PATIENT)
+    ids.check("specimen", ids.specimen, spec_draw.size, SPECIMENS_PER_PATIENT)
+    return spec_draw, spec_group
 
-    # Values one group at a time. Rows follow specimen order, then the group's item order:
-    # the natural key (patient, charttime, specimen, item) without sorting 10M rows.
+
+def _results(rng, p, a, plan, d, spec_draw, spec_group, ids: _ChunkIds) -> tuple:
+    """Reported results per specimen, value and item code per row.
+
+    Values are made one group at a time. Rows follow specimen order, then the group's item
+    order: the natural key (patient, charttime, specimen, item) without sorting 10M rows.
+    """
     per_group = []
-    n_rep = np.zeros(S, dtype=np.int64)
+    n_rep = np.zeros(spec_draw.size, dtype=np.int64)
     for g in range(len(GROUPS)):
         si = np.flatnonzero(spec_group == g)
         if si.size:
@@ -162,34 +181,37 @@ def _labevents(rng, srng, p, a, plan, ids: _ChunkIds) -> tuple[pa.Table, SimpleN
         r_val[pos] = matrix[reported]
         codes = np.array([ITEM_CODE[k] for k in GROUP_ITEMS[g]], dtype=np.int16)
         r_item[pos] = np.broadcast_to(codes, matrix.shape)[reported]
-    del per_group, row_start
+    return n_rep, r_val, r_item
 
-    # Specimen-level attributes, repeated onto their rows.
-    s_pat = d.pat[spec_draw]
-    s_time = d.t[spec_draw]
-    s_kind = d.kind[spec_draw]
-    s_adm = d.hadm_adm[spec_draw]
+
+def _specimen_attributes(rng, d: SimpleNamespace, spec_draw, spec_group) -> SimpleNamespace:
+    """Specimen-level attributes (repeated onto their rows later): patient, time, hadm_id,
+    priority, storetime after a group-specific lag, ordering provider."""
+    S = spec_draw.size
+    s = SimpleNamespace(pat=d.pat[spec_draw], time=d.t[spec_draw], kind=d.kind[spec_draw])
+    s.adm = d.hadm_adm[spec_draw]
     # ~1.5% of inpatient specimens lack hadm_id although drawn inside the stay (MIMIC quirk).
-    s_hadm = np.where(rng.random(S) < 0.015, -1, s_adm)
-    s_priority = np.where(
-        np.isin(s_kind, (K_DAY0, K_ED, K_SERIAL)), np.where(rng.random(S) < 0.7, 1, 0), 0
+    s.hadm = np.where(rng.random(S) < 0.015, -1, s.adm)
+    s.priority = np.where(
+        np.isin(s.kind, (K_DAY0, K_ED, K_SERIAL)), np.where(rng.random(S) < 0.7, 1, 0), 0
     )
-    s_priority_null = rng.random(S) < 0.08
+    s.priority_null = rng.random(S) < 0.08
     lag_min = np.select(
         [spec_group == G_A1C, spec_group == G_LIPID, spec_group == G_CBC],
         [_uniform(rng, 900, 2800, S), _uniform(rng, 120, 480, S), _uniform(rng, 20, 60, S)],
         _uniform(rng, 35, 120, S),
     )
-    s_store = _minute(s_time + np.rint(lag_min * 60).astype(np.int64))
-    s_provider = rng.integers(0, _providers().size, S)
-    s_provider_null = ~((s_kind == K_OUTPT) | (rng.random(S) < 0.3))
+    s.store = _minute(s.time + np.rint(lag_min * 60).astype(np.int64))
+    s.provider = rng.integers(0, _providers().size, S)
+    s.provider_null = ~((s.kind == K_OUTPT) | (rng.random(S) < 0.3))
+    s.n = S
+    return s
 
-    def rows(x: np.ndarray) -> np.ndarray:
-        return np.repeat(x, n_rep)
 
-    # Per-admission extremes of inpatient results (lab-driven diagnoses and orders).
+def _admission_extremes(a, s: SimpleNamespace, r_val, r_item) -> SimpleNamespace:
+    """Per-admission extremes of inpatient results (lab-driven diagnoses and orders)."""
     ext = SimpleNamespace()
-    r_adm = rows(s_adm)
+    r_adm = np.repeat(s.adm, s.n_rep)
     for name, key, fn, init in (
         ("k_max", "potassium", np.maximum, -np.inf),
         ("k_min", "potassium", np.minimum, np.inf),
@@ -206,26 +228,35 @@ def _labevents(rng, srng, p, a, plan, ids: _ChunkIds) -> tuple[pa.Table, SimpleN
     low_k = np.flatnonzero((r_item == ITEM_CODE["potassium"]) & (r_val < 3.4))
     low_k = low_k[r_adm[low_k] >= 0]
     ext.low_k_time = np.full(a.n, np.iinfo(np.int64).max)
-    np.minimum.at(ext.low_k_time, r_adm[low_k], rows(s_time)[low_k])
-    del r_adm
+    np.minimum.at(ext.low_k_time, r_adm[low_k], np.repeat(s.time, s.n_rep)[low_k])
+    return ext
 
-    # Arrow columns are built one at a time and each numpy input dropped after its last use,
-    # which keeps the peak of a 10M-row chunk near the size of the finished table.
+
+def _id_columns(ids: _ChunkIds, s: SimpleNamespace, r_item) -> dict[str, pa.Array]:
+    """labevent_id .. storetime: ids, item, provider and times."""
+
+    def rows(x: np.ndarray) -> np.ndarray:
+        return np.repeat(x, s.n_rep)
+
     col: dict[str, pa.Array] = {}
-    r_pat = rows(s_pat)
-    col["labevent_id"] = _int(ids.labevent + np.arange(R), pa.int32())
-    col["subject_id"] = _int(ids.subject + r_pat, pa.int32())
-    hadm_adm = rows(s_hadm)
+    col["labevent_id"] = _int(ids.labevent + np.arange(r_item.size), pa.int32())
+    col["subject_id"] = _int(ids.subject + rows(s.pat), pa.int32())
+    hadm_adm = rows(s.hadm)
     col["hadm_id"] = _int(ids.hadm + np.maximum(hadm_adm, 0), pa.int32(), hadm_adm < 0)
     del hadm_adm
-    col["specimen_id"] = _int(rows(ids.specimen + np.arange(S)), pa.int32())
+    col["specimen_id"] = _int(rows(ids.specimen + np.arange(s.n)), pa.int32())
     col["itemid"] = _int(ITEM_IDS[r_item], pa.int32())
-    col["order_provider_id"] = _take(_providers(), rows(s_provider), rows(s_provider_null))
-    col["charttime"] = _ts(rows(s_time))
-    col["storetime"] = _ts(rows(s_store))
+    col["order_provider_id"] = _take(_providers(), rows(s.provider), rows(s.provider_null))
+    col["charttime"] = _ts(rows(s.time))
+    col["storetime"] = _ts(rows(s.store))
+    return col
 
-    ref_idx = r_item.astype(np.int64) * 2 + p.female[r_pat]
-    del r_pat
+
+def _value_columns(rng, srng, p, s: SimpleNamespace, r_val, r_item) -> dict[str, pa.Array]:
+    """value .. comments: formatted values with MIMIC's quirks, ranges, flag, priority."""
+    R = r_item.size
+    col: dict[str, pa.Array] = {}
+    ref_idx = r_item.astype(np.int64) * 2 + p.female[np.repeat(s.pat, s.n_rep)]
     ref_lo, ref_hi = REF_LOW[ref_idx], REF_HIGH[ref_idx]
     del ref_idx
     # Troponin T below the assay limit is reported as "<0.01" with no valuenum (as in MIMIC).
@@ -241,7 +272,7 @@ def _labevents(rng, srng, p, a, plan, ids: _ChunkIds) -> tuple[pa.Table, SimpleN
     col["value"] = pc.if_else(pa.array(in_comment), pa.nulls(R, pa.string()), value)
     del override
     valuenum = np.where(below_detect | in_comment, np.nan, r_val)
-    del below_detect, r_val
+    del below_detect
     col["valuenum"] = pa.array(valuenum, type=pa.float64(), from_pandas=True)
     unit_null = np.array([u is None for u in ITEM_UNITS])[r_item]
     col["valueuom"] = _take([u or "" for u in ITEM_UNITS], r_item, unit_null)
@@ -253,12 +284,12 @@ def _labevents(rng, srng, p, a, plan, ids: _ChunkIds) -> tuple[pa.Table, SimpleN
     del valuenum, ref_lo, ref_hi
     col["flag"] = _take(["abnormal"], np.zeros(R, np.int32), normal)
     del normal
-    col["priority"] = _take(PRIORITIES, rows(s_priority), rows(s_priority_null))
+    col["priority"] = _take(
+        PRIORITIES, np.repeat(s.priority, s.n_rep), np.repeat(s.priority_null, s.n_rep)
+    )
     has_comment = rng.random(R) < 0.005
     comment_idx = np.zeros(R, dtype=np.int64)
     comment_idx[has_comment] = _choose(rng, [1] * len(LAB_COMMENTS), int(has_comment.sum()))
     comments = _take(LAB_COMMENTS, comment_idx, ~has_comment)
     col["comments"] = pc.if_else(pa.array(in_comment), comment_text, comments)
-    table = pa.Table.from_arrays(list(col.values()), schema=arrow_schema("labevents"))
-    assert table.column_names == list(col)
-    return table, ext
+    return col
