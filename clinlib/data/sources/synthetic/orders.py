@@ -5,6 +5,8 @@ the prescriptions/eMAR section of ../shared/reference/mimic-iv.md).
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,14 +33,17 @@ from clinlib.data.sources.synthetic.numeric import (
 )
 
 
-def _prescriptions(rng, srng, p, a, plan, ext, ids: _ChunkIds) -> tuple[pa.Table, pa.Table]:
-    """prescriptions and emar rows: chronic drugs from their start on, acute and background
-    orders (``srng``: the shape stream of :mod:`clinlib.data.sources.synthetic_shapes`)."""
-    A = a.n
-    adm_list, drug_list, start_list, stop_list = [], [], [], []
-    idx_a = np.arange(A)
+class _Orders:
+    """Base orders (admission, drug, start, stop) collected in the order they are drawn."""
 
-    def add(adm, drug_key, start=None, stop=None):
+    def __init__(self, rng: np.random.Generator, a: SimpleNamespace) -> None:
+        self.rng, self.a = rng, a
+        self.adm, self.drug, self.start, self.stop = [], [], [], []
+
+    def add(self, adm, drug_key: str, start=None, stop=None) -> None:
+        """Orders of ``drug_key`` at admissions ``adm``; start hours into the stay and stop
+        before discharge unless given."""
+        rng, a = self.rng, self.a
         adm = np.asarray(adm, dtype=np.int64)
         if start is None:
             hi = np.minimum(20.0, a.los[adm] * 24 - 1.0)
@@ -48,25 +53,59 @@ def _prescriptions(rng, srng, p, a, plan, ext, ids: _ChunkIds) -> tuple[pa.Table
             stop = _minute(
                 a.disch[adm] - np.rint(_uniform(rng, 0, 2, adm.size) * _HOUR).astype(np.int64)
             )
-        adm_list.append(adm)
-        drug_list.append(np.full(adm.size, DRUG_CODE[drug_key], np.int16))
-        start_list.append(np.asarray(start, np.int64))
-        stop_list.append(
+        self.adm.append(adm)
+        self.drug.append(np.full(adm.size, DRUG_CODE[drug_key], np.int16))
+        self.start.append(np.asarray(start, np.int64))
+        self.stop.append(
             np.maximum(np.asarray(stop, np.int64), np.asarray(start, np.int64) + _HOUR)
         )
 
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """(admission, drug code, start, stop) of every order so far."""
+        return tuple(np.concatenate(x) for x in (self.adm, self.drug, self.start, self.stop))
+
+
+def _prescriptions(rng, srng, p, a, plan, ext, ids: _ChunkIds) -> tuple[pa.Table, pa.Table]:
+    """prescriptions and emar rows: chronic drugs from their start on, acute and background
+    orders (``srng``: the shape stream of :mod:`clinlib.data.sources.synthetic_shapes`)."""
+    orders = _Orders(rng, a)
+    _chronic_orders(rng, orders, a, plan)
+    _acute_orders(rng, orders, p, a, ext)
+    r_adm, r_drug, r_start, r_stop = _few_rx_orders(
+        rng, p, a, *_at_least_one_order(rng, p, a, *orders.arrays())
+    )
+    r_pat = a.pat[r_adm]
+    order = np.argsort(
+        (r_pat << 42) | ((r_start - _T_BASE) << 8) | r_drug.astype(np.int64), kind="stable"
+    )
+    base = SimpleNamespace(
+        adm=r_adm[order], drug=r_drug[order], start=r_start[order], stop=r_stop[order]
+    )
+    base.pat = r_pat[order]
+    _order_details(rng, p, base)
+    return _order_tables(srng, p, a, ids, ext.k_max, base)
+
+
+def _chronic_orders(rng: np.random.Generator, orders: _Orders, a, plan: SimpleNamespace) -> None:
+    """Each chronic drug from its documented start on, continued at most later stays."""
+    A, idx_a = a.n, np.arange(a.n)
     for name in CHRONIC_DRUGS:
         s = plan.adm[name][a.pat]
         on = (s >= 0) & (idx_a >= s)
         initiation = on & (idx_a == s)
         cont = on & ~initiation & (rng.random(A) < 0.92)
         init_adm = idx_a[initiation]
-        add(init_adm, name, start=plan.start_s[name][a.pat[init_adm]])
-        add(idx_a[cont], name)
-    # Acute orders.
+        orders.add(init_adm, name, start=plan.start_s[name][a.pat[init_adm]])
+        orders.add(idx_a[cont], name)
+
+
+def _acute_orders(rng: np.random.Generator, orders: _Orders, p, a, ext: SimpleNamespace) -> None:
+    """Acute orders (sliding-scale insulin, nitroglycerin, antibiotics, potassium replacement)
+    and per-admission background medications."""
+    A, idx_a = a.n, np.arange(a.n)
     dm = p.dm[a.pat]
-    add(idx_a[dm & (rng.random(A) < 0.8)], "insulin_sliding")
-    add(idx_a[a.acs | a.chest_obs], "nitroglycerin")
+    orders.add(idx_a[dm & (rng.random(A) < 0.8)], "insulin_sliding")
+    orders.add(idx_a[a.acs | a.chest_obs], "nitroglycerin")
     inf = idx_a[a.infection]
     abx_days = _uniform(rng, 3, 7, inf.size)
     first_abx = np.where(rng.random(inf.size) < 0.6, "ceftriaxone", "levofloxacin")
@@ -77,33 +116,36 @@ def _prescriptions(rng, srng, p, a, plan, ext, ids: _ChunkIds) -> tuple[pa.Table
         stop = np.minimum(
             st + np.rint(abx_days[first_abx == drug] * _DAY).astype(np.int64), a.disch[sel]
         )
-        add(sel, drug, start=st, stop=_minute(stop))
+        orders.add(sel, drug, start=st, stop=_minute(stop))
     # Potassium replacement one hour after the first potassium below 3.4 of a stay.
     low = np.flatnonzero(ext.low_k_time < np.iinfo(np.int64).max)
     st = _minute(ext.low_k_time[low] + _HOUR)
     ok = st < a.disch[low]
-    add(low[ok], "potassium_chloride", start=st[ok], stop=_minute(st[ok] + 2 * _HOUR))
+    orders.add(low[ok], "potassium_chloride", start=st[ok], stop=_minute(st[ok] + 2 * _HOUR))
     for name, prob in BACKGROUND_DRUGS:
-        add(idx_a[rng.random(A) < prob], name)
+        orders.add(idx_a[rng.random(A) < prob], name)
 
-    r_adm = np.concatenate(adm_list)
-    r_drug = np.concatenate(drug_list)
-    r_start = np.concatenate(start_list)
-    r_stop = np.concatenate(stop_list)
-    # Every stay has at least one order (two for single-admission patients): heparin SC.
-    count = np.bincount(r_adm, minlength=A)
+
+def _at_least_one_order(rng, p, a, r_adm, r_drug, r_start, r_stop) -> tuple[np.ndarray, ...]:
+    """Every stay has at least one order (two for single-admission patients): heparin SC."""
+    count = np.bincount(r_adm, minlength=a.n)
     need = np.where(p.mode[a.pat] == SINGLE, 2, 1) - count
-    extra = np.repeat(idx_a, np.maximum(need, 0))
+    extra = np.repeat(np.arange(a.n), np.maximum(need, 0))
     extra_drug = np.where(
         _rank_in_sorted_groups(extra) == 0, DRUG_CODE["heparin_sc"], DRUG_CODE["acetaminophen"]
     )
     hours = _uniform(rng, 1.5, 3.0, extra.size)
     extra_start = _minute(a.admit[extra] + np.rint(hours * _HOUR).astype(np.int64))
-    r_adm = np.r_[r_adm, extra]
-    r_drug = np.r_[r_drug, extra_drug.astype(np.int16)]
-    r_start = np.r_[r_start, extra_start]
-    r_stop = np.r_[r_stop, np.maximum(a.disch[extra], extra_start + _HOUR)]
-    # few_rx patients: at most one order in total; no_admission patients have no stays.
+    return (
+        np.r_[r_adm, extra],
+        np.r_[r_drug, extra_drug.astype(np.int16)],
+        np.r_[r_start, extra_start],
+        np.r_[r_stop, np.maximum(a.disch[extra], extra_start + _HOUR)],
+    )
+
+
+def _few_rx_orders(rng, p, a, r_adm, r_drug, r_start, r_stop) -> tuple[np.ndarray, ...]:
+    """few_rx patients: at most one order in total; no_admission patients have no stays."""
     few = p.mode[a.pat[r_adm]] == FEW_RX
     keep = ~few
     few_first = few & (a.k[r_adm] == 0) & (r_drug == DRUG_CODE["acetaminophen"])
@@ -114,79 +156,80 @@ def _prescriptions(rng, srng, p, a, plan, ext, ids: _ChunkIds) -> tuple[pa.Table
         chosen = first_of[uniq]
         chosen = chosen[rng.random(chosen.size) < 0.5]
         keep[chosen] = True
-    r_adm, r_drug, r_start, r_stop = r_adm[keep], r_drug[keep], r_start[keep], r_stop[keep]
+    return r_adm[keep], r_drug[keep], r_start[keep], r_stop[keep]
 
-    r_pat = a.pat[r_adm]
-    order = np.argsort(
-        (r_pat << 42) | ((r_start - _T_BASE) << 8) | r_drug.astype(np.int64), kind="stable"
-    )
-    r_adm, r_drug, r_start, r_stop, r_pat = (
-        x[order] for x in (r_adm, r_drug, r_start, r_stop, r_pat)
-    )
-    R = r_adm.size
 
-    # Base draws first, in their original order, so the base random stream is unchanged.
+def _order_details(rng: np.random.Generator, p: SimpleNamespace, base: SimpleNamespace) -> None:
+    """Dose, route and provider of each base order, drawn from the base stream in their
+    original order so that stream is unchanged."""
+    r_pat, r_drug = base.pat, base.drug
     drugs = [sv.DRUGS[k] for k in sv.DRUG_KEYS]
     n_doses = np.array([len(dr.doses) for dr in drugs])
     # Dose: mostly the drug's usual dose, per patient so chronic orders repeat it.
     pat_pref = rng.random((p.n, len(drugs)))
     pref = np.minimum(np.floor(pat_pref[r_pat, r_drug] ** 2 * n_doses[r_drug]), n_doses[r_drug] - 1)
-    dose_idx = shp.DOSE_OFFSET[r_drug] + pref.astype(np.int64)
+    base.dose = shp.DOSE_OFFSET[r_drug] + pref.astype(np.int64)
     route_first = np.array([shp.ROUTE_POS[dr.routes[0]] for dr in drugs])
     route_second = np.array([shp.ROUTE_POS[dr.routes[-1]] for dr in drugs])
-    route_idx = np.where(rng.random(R) < 0.8, route_first[r_drug], route_second[r_drug])
-    provider = rng.integers(0, _providers().size, R)
-    return _order_tables(srng, p, a, ids, ext.k_max, r_adm, r_drug, r_start, r_stop, dose_idx, route_idx,
-                         provider)  # fmt: skip
+    base.route = np.where(rng.random(r_drug.size) < 0.8, route_first[r_drug], route_second[r_drug])
+    base.provider = rng.integers(0, _providers().size, r_drug.size)
 
 
-def _order_tables(srng, p, a, ids, k_max, r_adm, r_drug, r_start, r_stop, dose, route, provider):
+def _order_tables(srng, p, a, ids: _ChunkIds, k_max, base: SimpleNamespace) -> tuple:
     """prescriptions and emar tables from the base orders plus the real-data shapes of
     :mod:`clinlib.data.sources.synthetic_shapes` (IV orders, BASE / ADDITIVE rows sharing the
     order's pharmacy_id, missing doses and hadm_ids, one emar row per administration)."""
+    o = _with_iv_orders(srng, p, a, k_max, base)
+    ids.check("pharmacy", ids.pharmacy, o.adm.size, RX_PER_PATIENT)
+    rows = shp.order_rows(srng, o.drug, o.route)
+    o.subject = ids.subject + o.pat
+    o.poe_seq = _rank_in_sorted_groups(o.pat) + 1
+    o.poe_id = pc.binary_join_element_wise(
+        pc.cast(pa.array(o.subject), pa.string()), pc.cast(pa.array(o.poe_seq), pa.string()), "-"
+    )
+    return _prescriptions_table(srng, ids, o, rows), _emar_table(srng, ids, o, rows)
+
+
+def _with_iv_orders(srng, p, a, k_max, base: SimpleNamespace) -> SimpleNamespace:
+    """Base orders plus the shape stream's IV orders, sorted by (patient, start, drug), with
+    qualified drug-name variants."""
     iv = shp.extra_orders(srng, a, allowed=p.mode[a.pat] != FEW_RX, k_max=k_max)
     n_iv = iv["adm"].size
-    r_adm = np.r_[r_adm, iv["adm"]]
-    r_drug = np.r_[r_drug.astype(np.int64), iv["drug"]]
-    r_start, r_stop = np.r_[r_start, iv["start"]], np.r_[r_stop, iv["stop"]]
-    dose = np.r_[dose, shp.pick_dose(srng, iv["drug"])]
-    route = np.r_[route, iv["route"]]
-    provider = np.r_[provider, srng.integers(0, _providers().size, n_iv)]
+    r_adm = np.r_[base.adm, iv["adm"]]
+    r_drug = np.r_[base.drug.astype(np.int64), iv["drug"]]
+    r_start, r_stop = np.r_[base.start, iv["start"]], np.r_[base.stop, iv["stop"]]
+    dose = np.r_[base.dose, shp.pick_dose(srng, iv["drug"])]
+    route = np.r_[base.route, iv["route"]]
+    provider = np.r_[base.provider, srng.integers(0, _providers().size, n_iv)]
     r_pat = a.pat[r_adm]
     order = np.argsort((r_pat << 42) | ((r_start - _T_BASE) << 8) | r_drug, kind="stable")
-    r_adm, r_drug, r_start, r_stop, r_pat, dose, route, provider = (
-        x[order] for x in (r_adm, r_drug, r_start, r_stop, r_pat, dose, route, provider)
-    )
-    r_drug = shp.name_variants(srng, r_drug)
-    n_orders = r_adm.size
-    ids.check("pharmacy", ids.pharmacy, n_orders, RX_PER_PATIENT)
-    rows = shp.order_rows(srng, r_drug, route)
-    o, drug = rows.order, rows.drug
+    o = SimpleNamespace(adm=r_adm[order], start=r_start[order], stop=r_stop[order])
+    o.pat, o.dose, o.route, o.provider = r_pat[order], dose[order], route[order], provider[order]
+    o.drug = shp.name_variants(srng, r_drug[order])
+    return o
+
+
+def _prescriptions_table(srng, ids: _ChunkIds, o: SimpleNamespace, rows) -> pa.Table:
+    """One prescriptions row per MAIN / BASE / ADDITIVE row of each order."""
+    oi, drug = rows.order, rows.drug
     main = rows.drug_type == shp.MAIN
-    row_dose = np.where(main, dose[o], 0)
+    row_dose = np.where(main, o.dose[oi], 0)
     row_dose[~main] = shp.pick_dose(srng, drug[~main])
-    row_route = np.where(main, route[o], shp.ROUTE_POS["IV"])
+    row_route = np.where(main, o.route[oi], shp.ROUTE_POS["IV"])
     no_dose = shp.dose_missing(srng, rows.drug_type)
-    no_hadm = rows.no_hadm[o]
-    subject = ids.subject + r_pat
-    poe_seq = _rank_in_sorted_groups(r_pat) + 1
-    poe_id = pc.binary_join_element_wise(
-        pc.cast(pa.array(subject), pa.string()), pc.cast(pa.array(poe_seq), pa.string()), "-"
-    )
     all_drugs = shp.ALL_DRUGS
     ndc_zero = np.isin(drug, [shp.CODE["insulin_sliding"], shp.CODE["flush"]])
     form_rx_null = np.array([dr.form_rx is None for dr in all_drugs])[drug]
-    o_arr = pa.array(o.astype(np.int32))
-    table = pa.Table.from_arrays(
+    return pa.Table.from_arrays(
         [
-            _int(subject[o], pa.int32()),
-            _int(ids.hadm + r_adm[o], pa.int32(), no_hadm),
-            _int(ids.pharmacy + o, pa.int32()),
-            poe_id.take(o_arr),
-            _int(poe_seq[o], pa.int32()),
-            _take(_providers(), provider[o]),
-            _ts(r_start[o]),
-            _ts(r_stop[o]),
+            _int(o.subject[oi], pa.int32()),
+            _int(ids.hadm + o.adm[oi], pa.int32(), rows.no_hadm[oi]),
+            _int(ids.pharmacy + oi, pa.int32()),
+            o.poe_id.take(pa.array(oi.astype(np.int32))),
+            _int(o.poe_seq[oi], pa.int32()),
+            _take(_providers(), o.provider[oi]),
+            _ts(o.start[oi]),
+            _ts(o.stop[oi]),
             _take(shp.DRUG_TYPES, rows.drug_type),
             _take([dr.drug for dr in all_drugs], drug),
             _take([dr.formulary_drug_cd for dr in all_drugs], drug),
@@ -206,27 +249,31 @@ def _order_tables(srng, p, a, ids, k_max, r_adm, r_drug, r_start, r_stop, dose, 
         ],
         schema=arrow_schema("prescriptions"),
     )
-    per_day = np.array([dr.doses_per_24_hrs for dr in all_drugs])[r_drug]
-    e = shp.emar_rows(srng, r_start, r_stop, per_day, r_drug)
-    srt = np.argsort((r_pat[e.order] << 42) | (e.chart - _T_BASE), kind="stable")
+
+
+def _emar_table(srng, ids: _ChunkIds, o: SimpleNamespace, rows) -> pa.Table:
+    """One emar row per administration of each order, in (patient, charttime) order."""
+    all_drugs = shp.ALL_DRUGS
+    per_day = np.array([dr.doses_per_24_hrs for dr in all_drugs])[o.drug]
+    e = shp.emar_rows(srng, o.start, o.stop, per_day, o.drug)
+    srt = np.argsort((o.pat[e.order] << 42) | (e.chart - _T_BASE), kind="stable")
     eo = e.order[srt]
-    seq = _rank_in_sorted_groups(r_pat[eo]) + 1
-    e_subject = pc.cast(pa.array(subject[eo]), pa.string())
-    emar = pa.Table.from_arrays(
+    seq = _rank_in_sorted_groups(o.pat[eo]) + 1
+    e_subject = pc.cast(pa.array(o.subject[eo]), pa.string())
+    return pa.Table.from_arrays(
         [
-            _int(subject[eo], pa.int32()),
-            _int(ids.hadm + r_adm[eo], pa.int32(), rows.no_hadm[eo]),
+            _int(o.subject[eo], pa.int32()),
+            _int(ids.hadm + o.adm[eo], pa.int32(), rows.no_hadm[eo]),
             pc.binary_join_element_wise(e_subject, pc.cast(pa.array(seq), pa.string()), "-"),
             _int(seq, pa.int32()),
-            poe_id.take(pa.array(eo.astype(np.int32))),
+            o.poe_id.take(pa.array(eo.astype(np.int32))),
             _int(ids.pharmacy + eo, pa.int32()),
             pa.nulls(eo.size, pa.string()),
             _ts(e.chart[srt]),
-            _take([dr.drug for dr in all_drugs], r_drug[eo]),
+            _take([dr.drug for dr in all_drugs], o.drug[eo]),
             _take(shp.EMAR_EVENTS, e.event[srt]),
             _ts(e.schedule[srt]),
             _ts(e.store[srt]),
         ],
         schema=arrow_schema("emar"),
     )
-    return table, emar
