@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pyarrow as pa
 
@@ -29,24 +31,39 @@ from clinlib.data.sources.synthetic.numeric import _choose, _masked, _rank_in_so
 from clinlib.data.sources.synthetic.population import _first_flagged
 
 
+class _DxRows:
+    """Diagnosis rows (admission, code key, priority) collected in the order they are drawn."""
+
+    def __init__(self, n_adm: int) -> None:
+        self.idx_a = np.arange(n_adm)
+        self.adm, self.key, self.prio = [], [], []
+
+    def add(self, mask: np.ndarray, key, prio) -> None:
+        """Code ``key`` (one or per admission) at priority ``prio`` on the admissions in mask."""
+        self.adm.append(self.idx_a[mask])
+        self.key.append(_masked(key, mask))
+        self.prio.append(_masked(prio, mask))
+
+
+def _dialysis_on(plan: SimpleNamespace, a: SimpleNamespace) -> np.ndarray:
+    """Admissions on or after the patient's first dialysis admission."""
+    start = plan.dialysis_from[a.pat]
+    return (start >= 0) & (np.arange(a.n) >= start)
+
+
 def _diagnoses(rng, p, a, plan, ext, ids: _ChunkIds) -> pa.Table:
     """diagnoses_icd rows: reason for admission, index diseases, comorbidities, lab-driven
     and status codes, in ICD-9 or ICD-10 by the admission's date."""
-    A = a.n
-    idx_a = np.arange(A)
-    pat = a.pat
-    mode = p.mode[pat]
-    lat = _latent(p, plan, pat, a.admit)
-    egfr, a1c = lat["egfr"], lat["a1c"]
-    rows_adm, rows_key, rows_prio = [], [], []
+    rows = _DxRows(a.n)
+    _reason_codes(rng, rows, a)
+    _index_disease_codes(rng, rows, p, a, plan)
+    _other_codes(rng, rows, p, a, plan, ext)
+    return _diagnoses_table(rows, a, ids)
 
-    def add(mask, key, prio):
-        rows_adm.append(idx_a[mask])
-        rows_key.append(_masked(key, mask))
-        rows_prio.append(_masked(prio, mask))
 
-    c = DX_CODE
-    # Principal reason for admission (priority 0).
+def _reason_codes(rng: np.random.Generator, rows: _DxRows, a: SimpleNamespace) -> None:
+    """Principal reason for admission (priority 0), and sepsis's source (priority 1)."""
+    A, c = a.n, DX_CODE
     acs_kind = _choose(rng, [0.6, 0.2, 0.2], A)
     acs_code = np.array([c["nstemi"], c["stemi_anterior"], c["stemi_inferior"]])[acs_kind]
     generic = np.array(
@@ -66,12 +83,18 @@ def _diagnoses(rng, p, a, plan, ext, ids: _ChunkIds) -> pa.Table:
         ],
         generic,
     )
-    add(np.ones(A, bool), reason, 0)
-    add(a.sepsis & a.pneumonia, c["pneumonia"], 1)
-    add(a.sepsis & ~a.pneumonia, c["uti"], 1)
+    rows.add(np.ones(A, bool), reason, 0)
+    rows.add(a.sepsis & a.pneumonia, c["pneumonia"], 1)
+    rows.add(a.sepsis & ~a.pneumonia, c["uti"], 1)
 
-    # Index diseases: the designated one on (almost) every stay, comorbid ones on about half.
-    des = p.designated[pat]
+
+def _index_disease_codes(rng: np.random.Generator, rows: _DxRows, p, a, plan) -> None:
+    """Index diseases: the designated one on (almost) every stay, comorbid ones on about half,
+    each coded by its severity (diabetes complications, hypertensive CKD, CKD stage)."""
+    A, c, pat, idx_a, add = a.n, DX_CODE, a.pat, rows.idx_a, rows.add
+    mode, des = p.mode[pat], p.designated[pat]
+    lat = _latent(p, plan, pat, a.admit)
+    egfr, a1c = lat["egfr"], lat["a1c"]
     coded = np.zeros((A, 4), dtype=bool)
     for dis in range(4):
         prob = np.where(des == dis, 0.97, 0.5)
@@ -103,7 +126,7 @@ def _diagnoses(rng, p, a, plan, ext, ids: _ChunkIds) -> pa.Table:
     add(coded[:, DM] & (mode == SINGLE), c["dm_ophthalmic"], 1)
     add(coded[:, DM] & (mode == SINGLE), c["dm_neuro"], 1)
     # Hypertension with CKD must be coded as hypertensive CKD (I12 / 403): counts for both.
-    dialysis_on = (plan.dialysis_from[pat] >= 0) & (idx_a >= plan.dialysis_from[pat])
+    dialysis_on = _dialysis_on(plan, a)
     esrd = (egfr < 15) | dialysis_on
     hyp_ckd = p.htn[pat] & p.ckd[pat] & (coded[:, HTN] | coded[:, CKD])
     add(hyp_ckd, np.where(esrd, c["htn_ckd_esrd"], c["htn_ckd"]), prio(HTN))
@@ -126,11 +149,14 @@ def _diagnoses(rng, p, a, plan, ext, ids: _ChunkIds) -> pa.Table:
     )
     add(coded[:, CAD] & (mode == SINGLE), c["old_mi"], 1)
 
-    # Chronic comorbidities (priority 3) and heart failure.
+
+def _other_codes(rng: np.random.Generator, rows: _DxRows, p, a, plan, ext) -> None:
+    """Chronic comorbidities and heart failure (priority 3), lab-driven problems from the
+    values the lab reported (priority 4), status codes (priority 5)."""
+    A, c, pat, idx_a, add = a.n, DX_CODE, a.pat, rows.idx_a, rows.add
     for j, (name, _, _) in enumerate(COMORBIDITIES):
         add(p.comorb[pat, j] & (rng.random(A) < 0.6), c[name], 3)
     add(p.hf[pat] & ~a.hf_exac & (rng.random(A) < 0.6), c["heart_failure"], 3)
-    # Lab-driven problems (priority 4), from the values the lab reported.
     code_p = rng.random((A, 5)) < 0.85
     add(code_p[:, 0] & (ext.k_max > 5.5), c["hyperkalemia"], 4)
     add(code_p[:, 1] & (ext.k_min < 3.3), c["hypokalemia"], 4)
@@ -138,7 +164,6 @@ def _diagnoses(rng, p, a, plan, ext, ids: _ChunkIds) -> pa.Table:
     add(code_p[:, 3] & (ext.hco3_min < 20), c["acidosis"], 4)
     anemia = code_p[:, 4] & (ext.hgb_min < 10)
     add(anemia, np.where(p.ckd[pat], c["anemia_ckd"], c["anemia"]), 4)
-    # Status codes (priority 5).
 
     def on_drug(name):
         s = plan.adm[name][pat]
@@ -149,14 +174,16 @@ def _diagnoses(rng, p, a, plan, ext, ids: _ChunkIds) -> pa.Table:
     add(status[:, 1] & (on_drug("metformin") | on_drug("glipizide")), c["oral_hypoglycemic_use"], 5)
     add(status[:, 2] & on_drug("aspirin"), c["aspirin_use"], 5)
     add(status[:, 3] & on_drug("clopidogrel"), c["antiplatelet_use"], 5)
-    add(status[:, 4] & dialysis_on, c["dialysis_status"], 5)
+    add(status[:, 4] & _dialysis_on(plan, a), c["dialysis_status"], 5)
     first_pci = _first_flagged(a, a.pci, p.n)[pat]
     add(status[:, 5] & (first_pci >= 0) & (idx_a > first_pci), c["ptca_status"], 5)
 
-    r_adm = np.concatenate(rows_adm)
-    r_key = np.concatenate(rows_key)
-    r_prio = np.concatenate(rows_prio)
-    # One row per (stay, code), keeping its most important position; then seq_num in order.
+
+def _diagnoses_table(rows: _DxRows, a: SimpleNamespace, ids: _ChunkIds) -> pa.Table:
+    """One row per (stay, code), keeping its most important position; then seq_num in order."""
+    r_adm = np.concatenate(rows.adm)
+    r_key = np.concatenate(rows.key)
+    r_prio = np.concatenate(rows.prio)
     order = np.lexsort((r_prio, r_key, r_adm))
     r_adm, r_key, r_prio = r_adm[order], r_key[order], r_prio[order]
     first = np.r_[True, (np.diff(r_adm) != 0) | (np.diff(r_key) != 0)]
@@ -203,7 +230,7 @@ def _procedures(rng, p, a, plan, ext, ids: _ChunkIds) -> pa.Table:
     des_stent = rng.random(A) < 0.85
     add(a.pci & des_stent, "pci_des", cath_day)
     add(a.pci & ~des_stent, "pci_balloon", cath_day)
-    dialysis_on = (plan.dialysis_from[pat] >= 0) & (idx_a >= plan.dialysis_from[pat])
+    dialysis_on = _dialysis_on(plan, a)
     first_dialysis = dialysis_on & (idx_a == plan.dialysis_from[pat])
     add(dialysis_on & ((rng.random(A) < 0.85) | first_dialysis), "hemodialysis", 1)
     add(first_dialysis, "dialysis_catheter", 0)
