@@ -1,0 +1,57 @@
+"""Ranges in the MEDS views (paper §3 "Cohort"; T3/T4 abnormal-value anchors): ids held as
+INTEGER, and lab reference ranges — the dataset's own, else the panel's typical range.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from clinlib.data.sources.meds.format import INT32_MAX
+from clinlib.data.sources.mimic import SourceSchemaError
+from clinlib.data.vocab import LAB_PANEL
+
+
+def _check_id_ranges(con: duckdb.DuckDBPyConnection, profile: dict, shards: list[Path]) -> None:
+    """MIMIC-shaped views hold ids as INTEGER: refuse ids that would overflow."""
+    lo, hi = con.execute("SELECT min(subject_id), max(subject_id) FROM meds_data").fetchone()
+    for column, (a, b) in [("subject_id", (lo, hi))] + [
+        ("hadm_id", p["hadm_range"]) for p in profile.values()
+    ]:
+        for v in (a, b):
+            if v is not None and not -INT32_MAX - 1 <= v <= INT32_MAX:
+                raise SourceSchemaError(
+                    shards[0].parent,
+                    column=column,
+                    expected="ids within INTEGER range (MIMIC-shaped views)",
+                    found=str(v),
+                )
+
+
+# float32 -> its shortest decimal text -> DOUBLE: 1.2f reads back as 1.2.
+VALUE_AS_DOUBLE = "CAST(CAST(numeric_value AS VARCHAR) AS DOUBLE)"
+
+
+def _panel_ranges_sql(ranges_given: bool) -> tuple[str, dict[str, str]]:
+    """A JOIN clause and the labevents range/flag columns (package docstring, "Lab reference
+    ranges"): the dataset's own when it has any, else the panel's typical range."""
+    own = {"ref_range_lower": "ref_low", "ref_range_upper": "ref_high", "flag": "flag"}
+    if ranges_given:
+        return "", own
+    rows = ", ".join(
+        f"({itemid}, {'NULL' if lab.ref_low is None else lab.ref_low}, "
+        f"{'NULL' if lab.ref_high is None else lab.ref_high})"
+        for lab in LAB_PANEL
+        for itemid in lab.itemids
+    )
+    join = (
+        f"LEFT JOIN (SELECT * FROM (VALUES {rows}) AS p(p_itemid, p_low, p_high)) p "
+        "ON p.p_itemid = itemid"
+    )
+    flag = f"CASE WHEN {VALUE_AS_DOUBLE} < p_low OR {VALUE_AS_DOUBLE} > p_high THEN 'abnormal' END"
+    return join, {
+        "ref_range_lower": "CAST(p_low AS DOUBLE)",
+        "ref_range_upper": "CAST(p_high AS DOUBLE)",
+        "flag": flag,
+    }
