@@ -99,8 +99,43 @@ def _ntile3(n: int) -> np.ndarray:
     return np.repeat(np.arange(3), sizes)
 
 
+COHORT_COLUMNS: list[str] = [
+    "subject_id",
+    "disease",
+    "n_index_codes",
+    "n_admissions",
+    "n_labs",
+    "n_meds",
+    "n_dx",
+    "n_px",
+    "span_days",
+    "n_events_raw",
+    "complexity",
+    "tertile",
+]
+
+
 def select_cohort_pandas(hosp_dir: Path, per_disease: int = 100, seed: int = 0) -> CohortResult:
     """The cohort rules of :func:`clinlib.data.cohort.select_cohort`, in pandas."""
+    stats = _subject_stats(hosp_dir)
+    funnel, eligible = _funnel(stats)
+    e = _complexity_tertiles(stats[eligible].reset_index(), seed)
+    picked, shortfalls = _sample(e, per_disease)
+    keep = COHORT_COLUMNS
+    cohort = pd.concat(picked)[keep].sort_values("subject_id").reset_index(drop=True)
+    attrition = pd.DataFrame(
+        {
+            "step_idx": range(len(ATTRITION_STEPS)),
+            "step": ATTRITION_STEPS,
+            "n_patients": funnel + [len(cohort)],
+        }
+    )
+    return CohortResult(cohort, attrition, e[keep].reset_index(drop=True), shortfalls)
+
+
+def _subject_stats(hosp_dir: Path) -> pd.DataFrame:
+    """Per patient: index-code counts and primary disease, admissions and their span, panel
+    labs with a value, medication orders, diagnosis and procedure rows."""
     patients = read_table(hosp_dir, "patients", ["subject_id"])
     adm = read_table(hosp_dir, "admissions", ["subject_id", "admittime", "dischtime"])
     labs = read_table(hosp_dir, "labevents", ["subject_id", "itemid", "valuenum"])
@@ -134,7 +169,11 @@ def select_cohort_pandas(hosp_dir: Path, per_disease: int = 100, seed: int = 0) 
     stats["n_px"] = px.groupby("subject_id").size()
     for col in ("n_index_codes", "n_admissions", "n_labs", "n_meds", "n_dx", "n_px"):
         stats[col] = stats[col].fillna(0).astype("int64")
+    return stats
 
+
+def _funnel(stats: pd.DataFrame) -> tuple[list[int], pd.Series]:
+    """Patients left after each cohort rule, and who passes them all."""
     gap = (stats["last_admit"] - stats["first_admit"]).dt.total_seconds()
     r2 = stats["max_index_codes"] >= MIN_INDEX_CODES
     r3 = r2 & (gap > MIN_ADMISSION_GAP_DAYS * 86400)
@@ -148,8 +187,12 @@ def select_cohort_pandas(hosp_dir: Path, per_disease: int = 100, seed: int = 0) 
         int(r4.sum()),
         int(r5.sum()),
     ]
+    return funnel, r5
 
-    e = stats[r5].reset_index()
+
+def _complexity_tertiles(e: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """Complexity (mean within-disease rank of four size measures), its tertile within the
+    disease, and the seeded sample key."""
     e["span_days"] = (e["last_disch"] - e["first_admit"]).dt.total_seconds() / 86400.0
     e["n_events_raw"] = e["n_labs"] + e["n_meds"] + e["n_dx"] + e["n_px"] + 2 * e["n_admissions"]
     ranks = [
@@ -164,6 +207,11 @@ def select_cohort_pandas(hosp_dir: Path, per_disease: int = 100, seed: int = 0) 
     for _disease, idx in e.groupby("disease", sort=False).groups.items():
         e.loc[idx, "tertile"] = np.array(TERTILES)[_ntile3(len(idx))]
     e["sample_key"] = [hashlib.md5(f"{seed}:{sid}".encode()).hexdigest() for sid in e["subject_id"]]
+    return e
+
+
+def _sample(e: pd.DataFrame, per_disease: int) -> tuple[list[pd.DataFrame], list[str]]:
+    """The first patients by sample key of every (disease, tertile) stratum, up to its target."""
     targets = stratum_targets(per_disease)
     picked, shortfalls = [], []
     for disease in INDEX_DISEASES:
@@ -176,29 +224,7 @@ def select_cohort_pandas(hosp_dir: Path, per_disease: int = 100, seed: int = 0) 
                     f"{targets[tertile]}; took all"
                 )
             picked.append(pool.head(targets[tertile]))
-    keep = [
-        "subject_id",
-        "disease",
-        "n_index_codes",
-        "n_admissions",
-        "n_labs",
-        "n_meds",
-        "n_dx",
-        "n_px",
-        "span_days",
-        "n_events_raw",
-        "complexity",
-        "tertile",
-    ]
-    cohort = pd.concat(picked)[keep].sort_values("subject_id").reset_index(drop=True)
-    attrition = pd.DataFrame(
-        {
-            "step_idx": range(len(ATTRITION_STEPS)),
-            "step": ATTRITION_STEPS,
-            "n_patients": funnel + [len(cohort)],
-        }
-    )
-    return CohortResult(cohort, attrition, e[keep].reset_index(drop=True), shortfalls)
+    return picked, shortfalls
 
 
 def _fmt(value: float, decimals: int) -> str:
@@ -208,6 +234,18 @@ def _fmt(value: float, decimals: int) -> str:
 def extract_events_pandas(hosp_dir: Path, subject_ids) -> pd.DataFrame:
     """The event extraction of :func:`clinlib.data.events.extract_events`, in pandas."""
     subjects = set(int(s) for s in subject_ids)
+    adm, visits = _visits(hosp_dir, subjects)
+    lab_ev = _lab_events(hosp_dir, subjects, visits)
+    rx_ev = _rx_events(hosp_dir, subjects, visits)
+    dx_ev = _coded_events(hosp_dir, subjects, visits, _DIAGNOSES)
+    px_ev = _coded_events(hosp_dir, subjects, visits, _PROCEDURES)
+    adm_ev, dis_ev = _admission_events(adm)
+    frames = [f for f in (adm_ev, dis_ev, lab_ev, rx_ev, dx_ev, px_ev) if len(f)]
+    return normalize_events(pd.concat(frames, ignore_index=True))
+
+
+def _visits(hosp_dir: Path, subjects: set[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The subjects' admissions with visit_idx, and their visit keys and spans."""
     adm = read_table(
         hosp_dir,
         "admissions",
@@ -216,32 +254,42 @@ def extract_events_pandas(hosp_dir: Path, subject_ids) -> pd.DataFrame:
     adm = adm[adm["subject_id"].isin(subjects)].sort_values(["subject_id", "admittime", "hadm_id"])
     adm["visit_idx"] = adm.groupby("subject_id").cumcount()
     visits = adm[["subject_id", "hadm_id", "visit_idx", "admittime", "dischtime"]]
+    return adm, visits
 
-    def attach(df: pd.DataFrame, time_col: str, key: str) -> pd.DataFrame:
-        direct = df[df["hadm_id"].notna()].merge(visits, on=["subject_id", "hadm_id"])
-        loose = df[df["hadm_id"].isna()].drop(columns="hadm_id").merge(visits, on="subject_id")
-        loose = loose[
-            (loose[time_col] >= loose["admittime"] - pd.Timedelta(days=1))
-            & (loose[time_col] <= loose["dischtime"])
-        ]
-        loose = loose.sort_values([key, "admittime"]).drop_duplicates(key)
-        return pd.concat([direct, loose], ignore_index=True)
 
-    panel = {lab.key: lab for lab in LAB_PANEL}
-    lab_cols = [
-        "labevent_id",
-        "subject_id",
-        "hadm_id",
-        "itemid",
-        "charttime",
-        "value",
-        "valuenum",
-        "valueuom",
-        "ref_range_lower",
-        "ref_range_upper",
-        "flag",
+def _attach(df: pd.DataFrame, visits: pd.DataFrame, time_col: str, key: str) -> pd.DataFrame:
+    """Rows joined to their visit: by hadm_id, else the earliest visit whose
+    [admittime - 1 day, dischtime] holds ``time_col``."""
+    direct = df[df["hadm_id"].notna()].merge(visits, on=["subject_id", "hadm_id"])
+    loose = df[df["hadm_id"].isna()].drop(columns="hadm_id").merge(visits, on="subject_id")
+    loose = loose[
+        (loose[time_col] >= loose["admittime"] - pd.Timedelta(days=1))
+        & (loose[time_col] <= loose["dischtime"])
     ]
-    labs = read_table(hosp_dir, "labevents", lab_cols)
+    loose = loose.sort_values([key, "admittime"]).drop_duplicates(key)
+    return pd.concat([direct, loose], ignore_index=True)
+
+
+_LAB_COLUMNS: list[str] = [
+    "labevent_id",
+    "subject_id",
+    "hadm_id",
+    "itemid",
+    "charttime",
+    "value",
+    "valuenum",
+    "valueuom",
+    "ref_range_lower",
+    "ref_range_upper",
+    "flag",
+]
+
+
+def _lab_events(hosp_dir: Path, subjects: set[int], visits: pd.DataFrame) -> pd.DataFrame:
+    """Panel labs with a value in the panel's unit (or none), one per (stay, lab, day):
+    abnormal first, then earliest."""
+    panel = {lab.key: lab for lab in LAB_PANEL}
+    labs = read_table(hosp_dir, "labevents", _LAB_COLUMNS)
     labs = labs[labs["subject_id"].isin(subjects) & labs["itemid"].isin(list(PANEL_ITEMIDS))]
     labs = labs[labs["valuenum"].notna()].copy()
     labs["lab_key"] = labs["itemid"].map(lambda i: PANEL_ITEMIDS[int(i)][0])
@@ -249,7 +297,7 @@ def extract_events_pandas(hosp_dir: Path, subject_ids) -> pd.DataFrame:
     canon = labs["lab_key"].map(lambda k: panel[k].unit)
     uom = labs["valueuom"].astype("string").str.strip()
     labs = labs[uom.isna() | (uom == "") | (uom == canon)]
-    labs = attach(labs, "charttime", "labevent_id")
+    labs = _attach(labs, visits, "charttime", "labevent_id")
     labs["day"] = labs["charttime"].dt.normalize()
     labs["not_abnormal"] = (labs["flag"] != "abnormal").fillna(True)
     labs = labs.sort_values(["item_rank", "not_abnormal", "charttime", "labevent_id"])
@@ -261,7 +309,7 @@ def extract_events_pandas(hosp_dir: Path, subject_ids) -> pd.DataFrame:
     use_num = raw.isna() | raw.isin(["", "___"])
     value_text = np.where(use_num.to_numpy(), formatted, raw.fillna("").to_numpy())
     unit = labs["valueuom"].astype("string").str.strip().replace("", pd.NA)
-    lab_ev = pd.DataFrame(
+    return pd.DataFrame(
         {
             "event_id": "LAB-" + labs["labevent_id"].astype("int64").astype(str),
             "subject_id": labs["subject_id"],
@@ -284,27 +332,29 @@ def extract_events_pandas(hosp_dir: Path, subject_ids) -> pd.DataFrame:
         }
     )
 
-    rx = read_table(
-        hosp_dir,
-        "prescriptions",
-        [
-            "subject_id",
-            "hadm_id",
-            "pharmacy_id",
-            "drug_type",
-            "starttime",
-            "stoptime",
-            "drug",
-            "dose_val_rx",
-            "dose_unit_rx",
-            "route",
-        ],
-    )
+
+_RX_COLUMNS: list[str] = [
+    "subject_id",
+    "hadm_id",
+    "pharmacy_id",
+    "drug_type",
+    "starttime",
+    "stoptime",
+    "drug",
+    "dose_val_rx",
+    "dose_unit_rx",
+    "route",
+]
+
+
+def _rx_events(hosp_dir: Path, subjects: set[int], visits: pd.DataFrame) -> pd.DataFrame:
+    """Medication orders (not BASE diluents) with their RX-<pharmacy_id>[-<k>] ids."""
+    rx = read_table(hosp_dir, "prescriptions", _RX_COLUMNS)
     rx = rx[rx["subject_id"].isin(subjects) & rx["pharmacy_id"].notna()]
     rx = rx[_is_order(rx["drug_type"])].copy()
     rx["rx_id"] = _rx_ids(rx)
-    rx = attach(rx, "starttime", "rx_id")
-    rx_ev = pd.DataFrame(
+    rx = _attach(rx, visits, "starttime", "rx_id")
+    return pd.DataFrame(
         {
             "event_id": rx["rx_id"],
             "subject_id": rx["subject_id"],
@@ -327,67 +377,71 @@ def extract_events_pandas(hosp_dir: Path, subject_ids) -> pd.DataFrame:
         }
     )
 
-    def coded(
-        table: str,
-        dict_table: str,
-        time_of,
-        prefix: str,
-        systems: tuple[str, str],
-        kind: str,
-        extra_cols: list[str],
-    ) -> pd.DataFrame:
-        df = read_table(
-            hosp_dir,
-            table,
-            ["subject_id", "hadm_id", "seq_num", "icd_code", "icd_version", *extra_cols],
-        )
-        df = df[df["subject_id"].isin(subjects)].merge(visits, on=["subject_id", "hadm_id"])
-        titles = read_table(hosp_dir, dict_table, ["icd_code", "icd_version", "long_title"])
-        df = df.merge(titles, on=["icd_code", "icd_version"], how="left")
-        return pd.DataFrame(
-            {
-                "event_id": prefix
-                + df["hadm_id"].astype("int64").astype(str)
-                + "-"
-                + df["seq_num"].astype("int64").astype(str),
-                "subject_id": df["subject_id"],
-                "hadm_id": df["hadm_id"],
-                "visit_idx": df["visit_idx"],
-                "time": time_of(df),
-                "kind": kind,
-                "code": df["icd_code"].astype("string").str.strip(),
-                "code_system": np.where(df["icd_version"] == 9, systems[0], systems[1]),
-                "label": df["long_title"],
-                "value": np.nan,
-                "value_text": pd.NA,
-                "unit": pd.NA,
-                "ref_low": np.nan,
-                "ref_high": np.nan,
-                "flag": pd.NA,
-                "route": pd.NA,
-                "end_time": pd.NaT,
-                "source": table,
-            }
-        )
 
-    dx_ev = coded(
-        "diagnoses_icd",
-        "d_icd_diagnoses",
-        lambda d: d["dischtime"],
-        "DX-",
-        ("ICD9-CM", "ICD10-CM"),
-        "diagnosis",
-        [],
+# How each coded table becomes events: (table, title dictionary, event time, event_id
+# prefix, code systems for ICD-9 / ICD-10, kind, extra columns read).
+_DIAGNOSES = (
+    "diagnoses_icd",
+    "d_icd_diagnoses",
+    lambda d: d["dischtime"],
+    "DX-",
+    ("ICD9-CM", "ICD10-CM"),
+    "diagnosis",
+    [],
+)
+_PROCEDURES = (
+    "procedures_icd",
+    "d_icd_procedures",
+    lambda d: pd.to_datetime(d["chartdate"]),
+    "PX-",
+    ("ICD9-PCS", "ICD10-PCS"),
+    "procedure",
+    ["chartdate"],
+)
+
+
+def _coded_events(
+    hosp_dir: Path, subjects: set[int], visits: pd.DataFrame, spec: tuple
+) -> pd.DataFrame:
+    """Diagnosis or procedure rows of the subjects' stays, titled from the ICD dictionary."""
+    table, dict_table, time_of, prefix, systems, kind, extra_cols = spec
+    df = read_table(
+        hosp_dir,
+        table,
+        ["subject_id", "hadm_id", "seq_num", "icd_code", "icd_version", *extra_cols],
     )
-    px_ev = coded(
-        "procedures_icd",
-        "d_icd_procedures",
-        lambda d: pd.to_datetime(d["chartdate"]),
-        "PX-",
-        ("ICD9-PCS", "ICD10-PCS"),
-        "procedure",
-        ["chartdate"],
+    df = df[df["subject_id"].isin(subjects)].merge(visits, on=["subject_id", "hadm_id"])
+    titles = read_table(hosp_dir, dict_table, ["icd_code", "icd_version", "long_title"])
+    df = df.merge(titles, on=["icd_code", "icd_version"], how="left")
+    return pd.DataFrame(
+        {
+            "event_id": prefix
+            + df["hadm_id"].astype("int64").astype(str)
+            + "-"
+            + df["seq_num"].astype("int64").astype(str),
+            "subject_id": df["subject_id"],
+            "hadm_id": df["hadm_id"],
+            "visit_idx": df["visit_idx"],
+            "time": time_of(df),
+            "kind": kind,
+            "code": df["icd_code"].astype("string").str.strip(),
+            "code_system": np.where(df["icd_version"] == 9, systems[0], systems[1]),
+            "label": df["long_title"],
+            "value": np.nan,
+            "value_text": pd.NA,
+            "unit": pd.NA,
+            "ref_low": np.nan,
+            "ref_high": np.nan,
+            "flag": pd.NA,
+            "route": pd.NA,
+            "end_time": pd.NaT,
+            "source": table,
+        }
     )
+
+
+def _admission_events(adm: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One admission and one discharge event per stay."""
     adm_ev = pd.DataFrame(
         {
             "event_id": "ADM-" + adm["hadm_id"].astype("int64").astype(str),
@@ -419,5 +473,4 @@ def extract_events_pandas(hosp_dir: Path, subject_ids) -> pd.DataFrame:
         label="Discharge",
         end_time=pd.NaT,
     )
-    frames = [f for f in (adm_ev, dis_ev, lab_ev, rx_ev, dx_ev, px_ev) if len(f)]
-    return normalize_events(pd.concat(frames, ignore_index=True))
+    return adm_ev, dis_ev
