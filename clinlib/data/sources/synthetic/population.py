@@ -191,7 +191,6 @@ def _latent_parameters(rng: np.random.Generator, p: SimpleNamespace) -> None:
     p.mini_k = rng.integers(0, 5, n)  # few_labs: panel items in the single small draw
 
 
-
 def _admissions(rng: np.random.Generator, p: SimpleNamespace) -> SimpleNamespace:
     """Admission timeline, acute events, types, deaths (one row per admission)."""
     a = SimpleNamespace()
