@@ -63,6 +63,15 @@ depends on the ones before it, and appended to the outputs (parquet row groups; 
 per CSV with ``mtime=0`` and no file name), so memory is bounded at any size and the same
 (n_patients, seed, chunk_patients) gives byte-identical files. The hosp folder is written into a
 temporary sibling and renamed into place at the end.
+
+Layout, one module per table family: :mod:`.design` (shared constants), :mod:`.population`
+(patients, admissions), :mod:`.treatment` (chronic drug starts), :mod:`.labvalues`,
+:mod:`.labdraws` and :mod:`.labevents` (labs), :mod:`.orders` (prescriptions, emar),
+:mod:`.codes` (diagnoses, procedures), :mod:`.tables` (patients, admissions, dictionaries,
+manifest), :mod:`.writer` (CSV / parquet) and :mod:`.generate` (chunks and the entry points).
+Every chunk draws from one base generator in a fixed order (population, admissions,
+treatment, labs, orders, diagnoses, procedures): moving a draw between these steps changes
+every byte after it.
 """
 
 from clinlib.data.sources.synthetic.arrow import WRITTEN_TABLES, arrow_schema
