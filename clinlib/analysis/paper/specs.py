@@ -390,7 +390,7 @@ TABLES: dict[str, TableSpec] = {
         ),
     )
 }
-_BY_NUMBER: dict[int, TableSpec] = {spec.number: spec for spec in TABLES.values()}
+TABLES_BY_NUMBER: dict[int, TableSpec] = {spec.number: spec for spec in TABLES.values()}
 
 # Numbers printed with a figure (not a numbered table): Figure 14 / Appendix C.2 BGE-M3
 # hit rates (overall only: the per-task bars are not printed as numbers) and the per-task

@@ -11,7 +11,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis.paper.specs import _BY_NUMBER, FIGURES, TABLES, PaperTableError, TableSpec
+from clinlib.analysis.paper.specs import (
+    FIGURES,
+    TABLES,
+    TABLES_BY_NUMBER,
+    PaperTableError,
+    TableSpec,
+)
 from clinlib.core.config import PAPER_DATA_DIR
 
 
@@ -42,8 +48,8 @@ def _resolve(name: str | int) -> TableSpec:
     if key in TABLES:
         return TABLES[key]
     m = re.fullmatch(r"(?:table)?0*(\d+)", key, flags=re.IGNORECASE)
-    if m and int(m.group(1)) in _BY_NUMBER:
-        return _BY_NUMBER[int(m.group(1))]
+    if m and int(m.group(1)) in TABLES_BY_NUMBER:
+        return TABLES_BY_NUMBER[int(m.group(1))]
     known = ", ".join(TABLES)
     raise PaperTableError(f"unknown paper table {name!r}; known: {known} (or a number 1-14)")
 

@@ -19,12 +19,12 @@ from clinlib.analysis import metrics, paper
 from clinlib.analysis.paper import BACKBONES, N_QUESTIONS, TASK_N
 from clinlib.analysis.paper_figures.cells import (
     PaperFiguresError,
-    _cell_label,
-    _cell_labels,
-    _need,
-    _per_task,
+    cell_label,
+    cell_labels,
     frontier_report,
     lift_table,
+    need_table,
+    per_task_accuracy,
     summary_comparison,
 )
 from clinlib.analysis.stats import minimum_detectable_effect
@@ -139,15 +139,17 @@ def audit_table1(
         Audit rows (:data:`AUDIT_COLUMNS`), unit percent / pp.
     """
     weights = dict(task_n or TASK_N)
-    t1 = _need(tables, 1, ("strategy", "backbone", "task", "value", "unit"))
-    t14 = _need(tables, 14, ("strategy", "backbone", "task", "value"))
+    t1 = need_table(tables, 1, ("strategy", "backbone", "task", "value", "unit"))
+    t14 = need_table(tables, 14, ("strategy", "backbone", "task", "value"))
     keys = ["strategy", "backbone", "task"]
-    cells = _per_task(t1, 1).merge(_per_task(t14, 14), on=keys, suffixes=("_1", "_14"))
+    cells = per_task_accuracy(t1, 1).merge(
+        per_task_accuracy(t14, 14), on=keys, suffixes=("_1", "_14")
+    )
     frames = [
         check_rows(
             "table1_cells_vs_table14",
             "Table 1 per-task cells",
-            [f"{_cell_label(s, b)} {t}" for s, b, t in cells[keys].to_numpy()],
+            [f"{cell_label(s, b)} {t}" for s, b, t in cells[keys].to_numpy()],
             100 * cells["accuracy_1"],
             100 * cells["accuracy_14"],
             0.55,
@@ -156,7 +158,7 @@ def audit_table1(
         )
     ]
     summary = summary_comparison(tables, weights)
-    labels = _cell_labels(summary)
+    labels = cell_labels(summary)
     for what, tol, unit in (("pooled", 0.55, "percent"), ("macro", 0.55, "percent")):
         frames.append(
             check_rows(
@@ -224,7 +226,7 @@ def audit_lift(tables: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
         )
     ]
     if 1 in tables:
-        t1 = _need(tables, 1, ("strategy", "backbone", "task", "value"))
+        t1 = need_table(tables, 1, ("strategy", "backbone", "task", "value"))
         delta = t1[t1["task"] == "delta_blind"].astype({"strategy": str, "backbone": str})
         delta = delta.set_index(["strategy", "backbone"])["value"]
         macro = lift[lift["task"] == "macro"]
@@ -264,7 +266,7 @@ def audit_cost(tables: Mapping[int, pd.DataFrame], n_questions: int = N_QUESTION
     Returns:
         Audit rows.
     """
-    t4 = _need(tables, 4, ("strategy", "backbone", "metric", "value"))
+    t4 = need_table(tables, 4, ("strategy", "backbone", "metric", "value"))
     t4 = t4.astype({"strategy": str, "backbone": str, "metric": str})
     cells = t4[t4["strategy"] != "total"].pivot_table(
         index=["strategy", "backbone"], columns="metric", values="value"
@@ -274,7 +276,7 @@ def audit_cost(tables: Mapping[int, pd.DataFrame], n_questions: int = N_QUESTION
     if missing:
         raise PaperFiguresError(f"Table 4 lacks metric(s) {missing}")
     cells = cells.reset_index()
-    labels = _cell_labels(cells)
+    labels = cell_labels(cells)
     total = t4[t4["strategy"] == "total"].set_index("metric")["value"]
     n = len(cells)
     frames = [
@@ -320,7 +322,7 @@ def audit_cost(tables: Mapping[int, pd.DataFrame], n_questions: int = N_QUESTION
 
 def _audit_table3(tables: Mapping[int, pd.DataFrame]) -> list[pd.DataFrame]:
     """Table 3 (§5.5): each recall is k/19 (k/n) for a whole k."""
-    t3 = _need(tables, 3, ("prep", "strategy", "backbone", "value", "n"))
+    t3 = need_table(tables, 3, ("prep", "strategy", "backbone", "value", "n"))
     t3 = t3[t3["value"].notna()]
     k = (t3["value"] * t3["n"]).round()
     return [
@@ -339,7 +341,7 @@ def _audit_table3(tables: Mapping[int, pd.DataFrame]) -> list[pd.DataFrame]:
 
 def _audit_pooled_f1(tables: Mapping[int, pd.DataFrame], number: int) -> list[pd.DataFrame]:
     """Tables 5/6 (G.1): pooled macro-F1 vs the mean of the backbone columns."""
-    t = _need(tables, number, ("strategy", "backbone", "value"))
+    t = need_table(tables, number, ("strategy", "backbone", "value"))
     wide = t.astype({"strategy": str, "backbone": str}).pivot_table(
         index="strategy", columns="backbone", values="value"
     )
@@ -363,7 +365,7 @@ def _audit_pooled_f1(tables: Mapping[int, pd.DataFrame], number: int) -> list[pd
 
 def _audit_table7(tables: Mapping[int, pd.DataFrame]) -> list[pd.DataFrame]:
     """Table 7 (G.2): the MDE column vs the two-proportion formula."""
-    t7 = _need(tables, 7, ("task", "value", "n"))
+    t7 = need_table(tables, 7, ("task", "value", "n"))
     return [
         check_rows(
             "table7_mde_formula",
@@ -382,7 +384,7 @@ def _audit_parser(
     tables: Mapping[int, pd.DataFrame], number: int, task: str, cube: pd.DataFrame
 ) -> list[pd.DataFrame]:
     """Tables 8/9 (G.3): strict vs Table 14 averaged over backbones; Δ vs lenient - strict."""
-    t = _need(tables, number, ("strategy", "parser", "value"))
+    t = need_table(tables, number, ("strategy", "parser", "value"))
     wide = t.astype({"strategy": str, "parser": str}).pivot_table(
         index="strategy", columns="parser", values="value"
     )
@@ -414,7 +416,7 @@ def _audit_parser(
 
 def _audit_table10(tables: Mapping[int, pd.DataFrame]) -> list[pd.DataFrame]:
     """Table 10 (G.5): Δ vs backbone-matched minus DeepSeek-prepared accuracy."""
-    t10 = _need(tables, 10, ("backbone", "strategy", "prep", "metric", "value"))
+    t10 = need_table(tables, 10, ("backbone", "strategy", "prep", "metric", "value"))
     t10 = t10.astype({"backbone": str, "strategy": str})
     acc = t10[t10["metric"] == "accuracy"].pivot_table(
         index=["backbone", "strategy"], columns="prep", values="value"
@@ -437,7 +439,7 @@ def _audit_table10(tables: Mapping[int, pd.DataFrame]) -> list[pd.DataFrame]:
 
 def _audit_table13(tables: Mapping[int, pd.DataFrame], cube: pd.DataFrame) -> list[pd.DataFrame]:
     """Table 13 (G.7): macro over each task subset, from Table 14, averaged over backbones."""
-    t13 = _need(tables, 13, ("strategy", "task_subset", "value"))
+    t13 = need_table(tables, 13, ("strategy", "task_subset", "value"))
     t13 = t13.astype({"strategy": str, "task_subset": str})
     frames = []
     for subset, part in t13.groupby("task_subset", sort=False):
@@ -484,7 +486,9 @@ def audit_appendix_tables(tables: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     if 7 in tables:
         frames += _audit_table7(tables)
     if 14 in tables:
-        cube = _per_task(_need(tables, 14, ("strategy", "backbone", "task", "value")), 14)
+        cube = per_task_accuracy(
+            need_table(tables, 14, ("strategy", "backbone", "task", "value")), 14
+        )
         for number, task in ((8, "T9"), (9, "T7")):
             if number in tables:
                 frames += _audit_parser(tables, number, task, cube)

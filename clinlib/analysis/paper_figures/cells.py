@@ -66,7 +66,9 @@ T9_UNSUPPORTED: tuple[str, ...] = (
 # =========================================================================== helpers
 
 
-def _need(tables: Mapping[int, pd.DataFrame], number: int, cols: Sequence[str]) -> pd.DataFrame:
+def need_table(
+    tables: Mapping[int, pd.DataFrame], number: int, cols: Sequence[str]
+) -> pd.DataFrame:
     """Table ``number`` from ``tables``, checked for ``cols``."""
     if number not in tables:
         raise PaperFiguresError(
@@ -102,7 +104,7 @@ def _fractions(df: pd.DataFrame, number: int) -> pd.Series:
     return pd.to_numeric(df["value"], errors="coerce") / scale
 
 
-def _per_task(df: pd.DataFrame, number: int) -> pd.DataFrame:
+def per_task_accuracy(df: pd.DataFrame, number: int) -> pd.DataFrame:
     """strategy, backbone, task, accuracy (fraction) for the T1–T9 cells of ``df``."""
     rows = df[df["task"].isin(TASKS)]
     out = pd.DataFrame(
@@ -130,11 +132,11 @@ def _summary(per_task: pd.DataFrame, number: int, task_n: Mapping[str, int]) -> 
         raise PaperFiguresError(f"Table {number}: {exc}") from None
 
 
-def _cell_label(strategy: str, backbone: str) -> str:
+def cell_label(strategy: str, backbone: str) -> str:
     return f"{strategy} × {backbone}"
 
 
-def _cell_labels(df: pd.DataFrame) -> list[str]:
+def cell_labels(df: pd.DataFrame) -> list[str]:
     """The label "strategy × backbone" of every row of ``df``."""
     return (df["strategy"].astype(str) + " × " + df["backbone"].astype(str)).tolist()
 
@@ -161,11 +163,11 @@ def accuracy_cube(tables: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
         One row per cell: strategy, backbone, family, task, n, accuracy (Table 14 fraction),
         table1_percent (Table 1's integer percent; NaN if Table 1 is not given).
     """
-    t14 = _need(tables, 14, ("strategy", "backbone", "task", "value"))
-    cube = _per_task(t14, 14)
+    t14 = need_table(tables, 14, ("strategy", "backbone", "task", "value"))
+    cube = per_task_accuracy(t14, 14)
     cube["n"] = cube["task"].map(TASK_N)
     if 1 in tables:
-        t1 = _need(tables, 1, ("strategy", "backbone", "task", "value"))
+        t1 = need_table(tables, 1, ("strategy", "backbone", "task", "value"))
         printed = t1[t1["task"].isin(TASKS)].astype({"strategy": str, "backbone": str, "task": str})
         cube = cube.merge(
             printed[["strategy", "backbone", "task", "value"]].rename(
@@ -215,11 +217,11 @@ def summary_comparison(
         :data:`SUMMARY_COLUMNS` (fractions; the _pp columns are printed - recomputed in pp).
     """
     weights = dict(task_n or TASK_N)
-    t1 = _need(tables, 1, ("strategy", "backbone", "task", "value", "unit"))
-    t14 = _need(tables, 14, ("strategy", "backbone", "task", "value"))
+    t1 = need_table(tables, 1, ("strategy", "backbone", "task", "value", "unit"))
+    t14 = need_table(tables, 14, ("strategy", "backbone", "task", "value"))
     keys = ["strategy", "backbone"]
-    rec = _summary(_per_task(t14, 14), 14, weights)
-    own = _summary(_per_task(t1, 1), 1, weights)
+    rec = _summary(per_task_accuracy(t14, 14), 14, weights)
+    own = _summary(per_task_accuracy(t1, 1), 1, weights)
     rows = t1[t1["task"].isin(paper.SUMMARY_TASKS)]
     printed = pd.DataFrame(
         {
@@ -269,7 +271,7 @@ def cell_summary(
     Returns:
         :data:`SUMMARY_COLUMNS` + cost_usd, pareto_reported, pareto_recomputed.
     """
-    t4 = _need(tables, 4, ("strategy", "backbone", "metric", "value"))
+    t4 = need_table(tables, 4, ("strategy", "backbone", "metric", "value"))
     out = summary_comparison(tables, task_n)
     cost = t4[(t4["metric"] == "cost_usd") & (t4["strategy"] != "total")]
     cost = cost.astype({"strategy": str, "backbone": str})[["strategy", "backbone", "value"]]
@@ -306,7 +308,7 @@ def frontier_report(summary: pd.DataFrame, claimed_size: int = 11) -> dict:
     missing = [c for c in need + ["pareto_reported", "pareto_recomputed"] if c not in summary]
     if missing:
         raise PaperFiguresError(f"frontier_report: summary lacks {missing}; use cell_summary()")
-    labels = _cell_labels(summary)
+    labels = cell_labels(summary)
     on = {
         v: [lab for lab, m in zip(labels, summary[f"pareto_{v}"], strict=True) if m]
         for v in ("reported", "recomputed")
@@ -369,11 +371,11 @@ def lift_table(tables: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
         regime, backbone, task (T1–T9, "macro"), printed_pp, recomputed_pp, diff_pp
         (printed - recomputed).
     """
-    t2 = _need(tables, 2, ("strategy", "backbone", "task", "value"))
-    t14 = _need(tables, 14, ("strategy", "backbone", "task", "value"))
+    t2 = need_table(tables, 2, ("strategy", "backbone", "task", "value"))
+    t14 = need_table(tables, 14, ("strategy", "backbone", "task", "value"))
     regimes = canonical_order(t2["strategy"], metrics.TABLE2_REGIMES)
     try:
-        lift = metrics.context_lift(_per_task(t14, 14), regimes=regimes)
+        lift = metrics.context_lift(per_task_accuracy(t14, 14), regimes=regimes)
     except metrics.MetricsInputError as exc:
         raise PaperFiguresError(f"Table 14: {exc}") from None
     rec = lift.assign(recomputed_pp=100.0 * lift["lift"])[
@@ -402,7 +404,7 @@ def t9_breakdown(tables: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     Returns:
         strategy, outcome (:data:`T9_OUTCOMES`), share, order (stacking position).
     """
-    t8 = _need(tables, 8, ("strategy", "parser", "value"))
+    t8 = need_table(tables, 8, ("strategy", "parser", "value"))
     wide = t8.astype({"strategy": str, "parser": str}).pivot_table(
         index="strategy", columns="parser", values="value"
     )
@@ -440,8 +442,10 @@ def implied_pool_weights(tables: Mapping[int, pd.DataFrame]) -> dict:
         dict: max_residual_pp (best achievable), stated_max_residual_pp (with the §3 sizes),
         weights: task -> {stated_n, implied_n} (implied scaled to the stated total).
     """
-    summary_cube = _per_task(_need(tables, 14, ("strategy", "backbone", "task", "value")), 14)
-    t1 = _need(tables, 1, ("strategy", "backbone", "task", "value"))
+    summary_cube = per_task_accuracy(
+        need_table(tables, 14, ("strategy", "backbone", "task", "value")), 14
+    )
+    t1 = need_table(tables, 1, ("strategy", "backbone", "task", "value"))
     wide = summary_cube.pivot_table(
         index=["strategy", "backbone"], columns="task", values="accuracy"
     )

@@ -23,10 +23,10 @@ from clinlib.analysis.paper_figures.cells import (
     SP2_TEXT,
     SP2_VERSIONS,
     PaperFiguresError,
-    _cell_labels,
-    _need,
     accuracy_cube,
+    cell_labels,
     cell_summary,
+    need_table,
     sp2_gaps,
 )
 from clinlib.analysis.stats import wilson_ci
@@ -200,7 +200,7 @@ def _task_range(strategy: str, task: str, backbones) -> Callable[[Evidence], lis
 
 def _upstream_t3(ev: Evidence) -> pd.Series:
     t3 = ev.cube[(ev.cube["task"] == "T3") & ev.cube["strategy"].isin(UPSTREAM_BUILT)]
-    return pd.Series(t3["accuracy"].to_numpy(), index=_cell_labels(t3))
+    return pd.Series(t3["accuracy"].to_numpy(), index=cell_labels(t3))
 
 
 def _t9_margin(ev: Evidence) -> list:
@@ -521,7 +521,7 @@ def audit_text_claims(
         Audit rows; ``source`` names the section, ``note`` what the recomputation uses.
     """
     for n in CLAIM_TABLES:
-        _need(tables, n, ("value",))
+        need_table(tables, n, ("value",))
     summary = cell_summary(tables) if summary is None else summary
     ev = Evidence(tables, accuracy_cube(tables), summary)
     return pd.concat([claim_rows(c, ev) for c in CLAIMS], ignore_index=True)
