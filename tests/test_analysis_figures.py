@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from clinlib.analysis import figures as af
-from clinlib.analysis import metrics
+from clinlib.analysis import metrics, paper
 
 
 def _preds(rows):
@@ -88,8 +88,6 @@ def test_lift_wide_matches_context_lift_in_pp():
 
 
 def test_paper_lift_wide_reads_table2():
-    from clinlib.analysis import paper
-
     wide = af.paper_lift_wide(paper.load_table(2)).set_index(["regime", "backbone"])
     assert wide.shape == (12, 10)
     # First printed cell of Table 2: full-context x DeepSeek T1 = +81 pp.
@@ -162,8 +160,6 @@ def test_abstention_monotone_flag_detects_a_dip():
 
 
 def test_parser_table_puts_paper_beside_kit():
-    from clinlib.analysis import paper
-
     kit = metrics.strict_vs_lenient(_t9_preds(), by=("task", "strategy", "backbone"))
     out = af.parser_table(kit, paper.load_table(8), paper.load_table(9))
     row = out[(out["task"] == "T9") & (out["strategy"] == "full-context")].set_index("source")

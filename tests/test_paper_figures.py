@@ -19,6 +19,7 @@ from clinlib.analysis import metrics
 from clinlib.analysis import paper_figures as pf
 from clinlib.analysis.paper import BACKBONES, STRATEGIES, TASK_N, TASKS, recompute_pooled_macro
 from clinlib.analysis.paper_figures import PaperFiguresError
+from clinlib.analysis.paper_figures.claims import Claim, Evidence, Ours, claim_rows
 
 DS, GPT, HK, SN = BACKBONES
 BLIND, FULL = "no-context-blind", "full-context"
@@ -377,6 +378,43 @@ def test_real_text_discrepancies(audit):
     # Table 5 caption: A-MEM's lowest backbone macro-F1 (GPT 0.491) still beats 0.478.
     r = row(audit, "text_t5_compressed_do_not", "a-mem lowest backbone macro-F1")
     assert r.flagged and r.recomputed == pytest.approx(0.491)
+
+
+def test_claim_record_rows_by_hand(tables, summary):
+    ev = Evidence(tables, pf.accuracy_cube(tables), summary)
+    # A mapping claim: one row per key the recomputation covers, in the mapping's order.
+    keyed = Claim(
+        "k", "§x", "cell {}", {"b": 2.0, "a": 1.0, "zz": 9.0},
+        lambda ev: pd.Series({"a": 1.4, "b": 2.0}), 0.5, "pp",
+    )  # fmt: skip
+    out = claim_rows(keyed, ev)
+    assert out["item"].tolist() == ["cell b", "cell a"]
+    assert out["diff"].tolist() == pytest.approx([0.0, -0.4])
+    assert not out["flagged"].any()
+    # Items from the recomputation's index; a note returned with the values wins; a claimed
+    # value read from the tables (a callable).
+    found = Claim(
+        "f", "§y", None, lambda ev: 3.0,
+        lambda ev: Ours(pd.Series([2.0, 3.7], index=["p", "q"]), ["n1", "n2"]), 0.5, "pp",
+        relation="<=",
+    )  # fmt: skip
+    out = claim_rows(found, ev)
+    assert out["item"].tolist() == ["p", "q"] and out["note"].tolist() == ["n1", "n2"]
+    assert out["size"].tolist() == pytest.approx([0.0, 0.7])
+    assert out["flagged"].tolist() == [False, True]
+
+
+def test_text_claims_one_loop_finds_planted_claim_error(tables, summary):
+    # Every claim record yields rows, and the rows are the records' rows in order.
+    out = pf.audit_text_claims(tables, summary)
+    assert list(dict.fromkeys(out["check"])) == list(dict.fromkeys(c.check for c in pf.CLAIMS))
+    # Planted: Table 4 prints Haiku x full-context at $27.76; the text says $25.76.
+    t4 = tables[4].copy()
+    hit = t4["strategy"].eq(FULL) & t4["backbone"].eq(HK) & t4["metric"].eq("cost_usd")
+    t4.loc[hit, "value"] = 27.76
+    bad = pf.audit_text_claims({**tables, 4: t4}, summary)
+    r = row(bad, "text_cost_vs_table4", "full-context × claude-haiku-4.5 ($25.76)")
+    assert r.flagged and r["diff"] == pytest.approx(-2.0)
 
 
 def test_real_audit_overview_and_discrepancies(audit):

@@ -454,26 +454,7 @@ def pairwise_mcnemar(
         statistic, p_value, method, p_adj, reject.
     """
     cell = list(cell)
-    key = list(key)
-    missing = [c for c in [*key, *cell, correct_col] if c not in frame.columns]
-    if missing:
-        raise StatsInputError(
-            f"pairwise_mcnemar: frame lacks column(s) {missing}; has {list(frame.columns)}"
-        )
-    dup = frame.duplicated(subset=key + cell, keep=False)
-    if dup.any():
-        row = frame.loc[dup, key + cell].iloc[0].to_dict()
-        raise StatsInputError(
-            f"pairwise_mcnemar: {int(dup.sum())} rows repeat a question within a cell, e.g. "
-            f"{row}; filter by setting/task or add the distinguishing column to `key`"
-        )
-    correct = pd.Series(_as_bool_array(frame[correct_col], correct_col), index=frame.index)
-    wide = (
-        frame[key + cell]
-        .assign(_correct=correct)
-        .set_index(key + cell)["_correct"]
-        .unstack(cell if len(cell) > 1 else cell[0])
-    )
+    wide = _paired_correct(frame, cell, list(key), correct_col)
     available = [_cell_label(c) for c in wide.columns]
     lookup = dict(zip(available, wide.columns, strict=True))
     if pairs is None:
@@ -489,28 +470,61 @@ def pairwise_mcnemar(
                     f"pairwise_mcnemar: unknown cell {lab} for columns {cell}; "
                     f"available: {sorted(available)}"
                 )
-        both = wide[[lookup[la], lookup[lb]]].dropna()
-        if both.empty:
-            raise StatsInputError(f"pairwise_mcnemar: cells {la} and {lb} share no questions")
-        a = both.iloc[:, 0].astype(bool).to_numpy()
-        b = both.iloc[:, 1].astype(bool).to_numpy()
-        res = mcnemar(a, b, exact=exact)
-        row: dict[str, object] = {f"{c}_a": v for c, v in zip(cell, la, strict=True)}
-        row.update({f"{c}_b": v for c, v in zip(cell, lb, strict=True)})
-        row.update(
-            n=int(a.size),
-            acc_a=float(a.mean()),
-            acc_b=float(b.mean()),
-            diff=float(a.mean() - b.mean()),
-            b=res.b,
-            c=res.c,
-            statistic=res.statistic,
-            p_value=res.p_value,
-            method=res.method,
-        )
-        rows.append(row)
+        rows.append(_mcnemar_row(wide[[lookup[la], lookup[lb]]], cell, la, lb, exact))
     out = pd.DataFrame(rows)
     holm = holm_bonferroni(out["p_value"].to_numpy(), alpha=alpha)
     out["p_adj"] = holm["p_adj"].to_numpy()
     out["reject"] = holm["reject"].to_numpy()
     return out
+
+
+def _paired_correct(
+    frame: pd.DataFrame, cell: list[str], key: list[str], correct_col: str
+) -> pd.DataFrame:
+    """Correctness with one row per question (``key``) and one column per cell."""
+    missing = [c for c in [*key, *cell, correct_col] if c not in frame.columns]
+    if missing:
+        raise StatsInputError(
+            f"pairwise_mcnemar: frame lacks column(s) {missing}; has {list(frame.columns)}"
+        )
+    dup = frame.duplicated(subset=key + cell, keep=False)
+    if dup.any():
+        row = frame.loc[dup, key + cell].iloc[0].to_dict()
+        raise StatsInputError(
+            f"pairwise_mcnemar: {int(dup.sum())} rows repeat a question within a cell, e.g. "
+            f"{row}; filter by setting/task or add the distinguishing column to `key`"
+        )
+    correct = pd.Series(_as_bool_array(frame[correct_col], correct_col), index=frame.index)
+    return (
+        frame[key + cell]
+        .assign(_correct=correct)
+        .set_index(key + cell)["_correct"]
+        .unstack(cell if len(cell) > 1 else cell[0])
+    )
+
+
+def _mcnemar_row(
+    two: pd.DataFrame, cell: list[str], la: tuple, lb: tuple, exact: bool | None
+) -> dict[str, object]:
+    """One output row of :func:`pairwise_mcnemar`: cells ``la`` / ``lb`` (the two columns of
+    ``two``) tested on the questions both answered."""
+    both = two.dropna()
+    if both.empty:
+        raise StatsInputError(f"pairwise_mcnemar: cells {la} and {lb} share no questions")
+    a = both.iloc[:, 0].astype(bool).to_numpy()
+    b = both.iloc[:, 1].astype(bool).to_numpy()
+    res = mcnemar(a, b, exact=exact)
+    row: dict[str, object] = {f"{c}_a": v for c, v in zip(cell, la, strict=True)}
+    row.update({f"{c}_b": v for c, v in zip(cell, lb, strict=True)})
+    row.update(
+        n=int(a.size),
+        acc_a=float(a.mean()),
+        acc_b=float(b.mean()),
+        diff=float(a.mean() - b.mean()),
+        b=res.b,
+        c=res.c,
+        statistic=res.statistic,
+        p_value=res.p_value,
+        method=res.method,
+    )
+    return row
