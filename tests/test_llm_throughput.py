@@ -3,7 +3,7 @@
 Wall-clock throughput on a shared machine is noisy (other jobs, VM scheduling), so the firm
 check is on client CPU per request, which measures the kit's own overhead; throughput gets
 a loose sanity bound. The full 100 ms / 500-request comparison is
-``clinlib.llm.testserver.compare_throughput()``.
+``clinlib.llm.throughput.compare_throughput()``.
 
 CPU time per request still moves with machine load (a run beside other jobs measured the kit
 at 1.46x bare), so the timing check runs in ``make bench-harness`` (``CLINTRACE_TIMING_TESTS=1``)
@@ -16,7 +16,7 @@ import os
 
 import pytest
 
-from clinlib.llm.testserver import compare_throughput
+from clinlib.llm.throughput import compare_throughput
 
 
 @pytest.mark.slow
