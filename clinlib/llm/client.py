@@ -19,6 +19,9 @@ routine (Appendix E.1: ~0.7% empty responses after the retry pass). This client:
 * answers ``kind="offline"`` backbones in-process through their policy, with no HTTP;
 * refuses credentialed data for backbones not approved for it (:func:`check_egress`);
 * reads the API key from the environment only and scrubs it from every error message.
+
+Requests and results are :mod:`clinlib.llm.chat`; which failures are retried, and after how
+long, is :mod:`clinlib.llm.retry`.
 """
 
 from __future__ import annotations

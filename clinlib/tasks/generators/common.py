@@ -1,12 +1,13 @@
 """Shared machinery of the T1–T9 question generators (paper §3 "Task suite", Fig. 1;
 Appendix A gates L1–L3).
 
-Every generator reads one :class:`TaskInputs` (the kept patients' events with their dialogue
-coverage, the dialogue turns and the cohort strata) and returns its task's candidate questions
-as a DataFrame with :data:`clinlib.tasks.base.QUESTION_COLUMNS` plus the internal
-``conflicts`` column the selection uses (dropped before questions.parquet is written). Pools
-far larger than any target are thinned per patient series by :func:`thin` (a stable hash, so
-the thinning does not depend on row order); each generator documents its cap.
+Every generator reads one :class:`~clinlib.tasks.generators.inputs.TaskInputs` (the kept
+patients' events with their dialogue coverage, the dialogue turns and the cohort strata,
+validated by :func:`~clinlib.tasks.generators.inputs.make_inputs`) and returns its task's
+candidate questions as a DataFrame with :data:`clinlib.tasks.base.QUESTION_COLUMNS` plus the
+internal ``conflicts`` column the selection uses (dropped before questions.parquet is
+written). Pools far larger than any target are thinned per patient series by :func:`thin` (a
+stable hash, so the thinning does not depend on row order); each generator documents its cap.
 
 Conventions shared by all tasks:
 
