@@ -38,7 +38,7 @@ from typing import Any
 import pandas as pd
 
 from clinlib.core.config import BUILD_DIR
-from clinlib.llm.testserver import BENCH_MODEL, _bench_bare, _bench_kit, subprocess_server
+from clinlib.llm.throughput import BENCH_MODEL, _bench_bare, _bench_kit, subprocess_server
 
 RATIO_TARGET = 0.9
 INSPECT_TARGET = 6.0
@@ -124,7 +124,8 @@ def cached_rerun(n: int, latency_s: float, concurrency: int = 64) -> dict[str, A
 
     Requests carry prompt-sized messages (~2 kB each) so the cache holds realistic rows.
     """
-    from clinlib.llm.client import ChatRequest, LLMClient
+    from clinlib.llm.chat import ChatRequest
+    from clinlib.llm.client import LLMClient
     from clinlib.llm.types import Backbone
 
     filler = "Clinician: Creatinine was 1.4 mg/dL on 2150-03-02 [LAB-12]. " * 30

@@ -3,12 +3,12 @@
 Run by ``make bench-harness``, not ``make test``: it is a timing ratio, and on a shared machine
 CPU time per request moves with load (a run beside other jobs measured the kit at 1.46x bare).
 The firm check is client CPU per request (the kit's own overhead); throughput gets a loose
-bound. The full 100 ms comparison is ``clinlib.llm.testserver.compare_throughput()``.
+bound. The full 100 ms comparison is ``clinlib.llm.throughput.compare_throughput()``.
 """
 
 from __future__ import annotations
 
-from clinlib.llm.testserver import compare_throughput
+from clinlib.llm.throughput import compare_throughput
 
 
 def test_client_overhead_close_to_bare_sdk_loop():

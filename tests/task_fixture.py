@@ -323,7 +323,7 @@ def artifacts() -> dict[str, pd.DataFrame]:
 
 def inputs(raw_lab_days=None, shuffle_seed: int | None = None):
     """TaskInputs of the fixture (rows optionally shuffled to test order independence)."""
-    from clinlib.tasks.generators.common import make_inputs
+    from clinlib.tasks.generators.inputs import make_inputs
 
     a = artifacts()
     if shuffle_seed is not None:

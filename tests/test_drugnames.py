@@ -14,7 +14,7 @@ from clinlib.data.drugnames import drug_display, drug_head, drug_key, drug_words
 from clinlib.tasks import gates, recompute
 from clinlib.tasks.generate import generate_candidates
 from clinlib.tasks.generators import t7
-from clinlib.tasks.generators.common import make_inputs
+from clinlib.tasks.generators.inputs import make_inputs
 from clinlib.tasks.generators.t8 import treatment_key
 from clinlib.tasks.generators.treatments import drug_match
 from tests import drug_fixture as F

@@ -13,9 +13,11 @@ import time
 import pytest
 
 from clinlib.llm import tokens
-from clinlib.llm.client import RESULT_COLUMNS, ChatRequest, LLMClient, results_frame, run_batch
+from clinlib.llm.chat import RESULT_COLUMNS, ChatRequest, results_frame
+from clinlib.llm.client import LLMClient, run_batch
+from clinlib.llm.faults import FAULT_KINDS, FaultConfigError
 from clinlib.llm.response_cache import ResponseCache
-from clinlib.llm.testserver import FAULT_KINDS, FaultConfigError, FaultServer
+from clinlib.llm.testserver import FaultServer
 from clinlib.llm.types import (
     Backbone,
     EgressRefusedError,
@@ -386,7 +388,7 @@ def test_generation_params_reach_the_server_and_extra_goes_in_the_body():
     ],
 )
 def test_parse_retry_after(headers, expected):
-    from clinlib.llm.client import parse_retry_after
+    from clinlib.llm.retry import parse_retry_after
 
     assert parse_retry_after(headers) == expected
 

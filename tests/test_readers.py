@@ -11,6 +11,7 @@ import pytest
 
 from clinlib.core.config import build_dir
 from clinlib.eval import policies as readers
+from clinlib.eval import reader_answers
 from clinlib.eval.prompts import build_messages
 from clinlib.llm.backbones import get_backbone, unregister_backbone
 from clinlib.llm.types import GenerationParams
@@ -226,14 +227,14 @@ def test_readers_see_only_the_messages(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_rules_against_hand_values() -> None:
-    assert readers.trend_answer(100, 104) == "stable;none"
-    assert readers.trend_answer(100, 110) == "increased;weak"
-    assert readers.trend_answer(100, 85) == "decreased;moderate"  # exactly 15% -> moderate
-    assert readers.trend_answer(100, 130) == "increased;strong"
-    assert readers.change_answer(5.0, 5.2) == "similar"
-    assert readers.compare_answer(3, 3, counts=True) == "similar"
-    assert readers.compare_answer(100, 94) == "A"  # 6 > 5% of 100
-    assert readers.compare_answer(100, 95) == "similar"
+    assert reader_answers.trend_answer(100, 104) == "stable;none"
+    assert reader_answers.trend_answer(100, 110) == "increased;weak"
+    assert reader_answers.trend_answer(100, 85) == "decreased;moderate"  # exactly 15% -> moderate
+    assert reader_answers.trend_answer(100, 130) == "increased;strong"
+    assert reader_answers.change_answer(5.0, 5.2) == "similar"
+    assert reader_answers.compare_answer(3, 3, counts=True) == "similar"
+    assert reader_answers.compare_answer(100, 94) == "A"  # 6 > 5% of 100
+    assert reader_answers.compare_answer(100, 95) == "similar"
 
 
 def test_registry_is_idempotent() -> None:
@@ -306,7 +307,7 @@ def test_quick_profile_end_to_end(quick_built) -> None:
 
 def test_label_scan_equals_finditer_on_overlapping_labels():
     """The str.find pre-scan finds exactly the regex's own non-overlapping matches."""
-    from clinlib.eval.policies import _PANEL_RES, _label_matches
+    from clinlib.eval.reader_prompt import _PANEL_RES, _label_matches
 
     text = (
         "Visit 1 (2150-01-01)\nClinician: % Hemoglobin A1c 6.5 % H and Hemoglobin 12.1 g/dL "

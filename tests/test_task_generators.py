@@ -13,7 +13,7 @@ from clinlib.tasks import generators, rules
 from clinlib.tasks.base import ABSTAIN, QUESTION_COLUMNS
 from clinlib.tasks.generate import generate_candidates
 from clinlib.tasks.generators import common, t3
-from clinlib.tasks.generators.common import TaskInputError, make_inputs
+from clinlib.tasks.generators.inputs import TaskInputError, make_inputs
 from clinlib.tasks.generators.treatments import PROCEDURE_POOLS, THERAPEUTIC_AREAS, display_name
 from clinlib.tasks.injections import Injection
 from clinlib.tasks.templates import T1_TEMPLATES

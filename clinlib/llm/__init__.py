@@ -18,14 +18,8 @@ from clinlib.llm.backbones import (
     registry,
     unregister_backbone,
 )
-from clinlib.llm.client import (
-    RESULT_COLUMNS,
-    ChatRequest,
-    ChatResult,
-    LLMClient,
-    results_frame,
-    run_batch,
-)
+from clinlib.llm.chat import RESULT_COLUMNS, ChatRequest, ChatResult, results_frame
+from clinlib.llm.client import LLMClient, run_batch
 from clinlib.llm.presets import PAPER_BACKBONES, PRESETS
 from clinlib.llm.response_cache import CacheError, ResponseCache, cache_key, default_cache_path
 from clinlib.llm.tokens import (

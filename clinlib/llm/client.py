@@ -19,6 +19,9 @@ routine (Appendix E.1: ~0.7% empty responses after the retry pass). This client:
 * answers ``kind="offline"`` backbones in-process through their policy, with no HTTP;
 * refuses credentialed data for backbones not approved for it (:func:`check_egress`);
 * reads the API key from the environment only and scrubs it from every error message.
+
+Requests and results are :mod:`clinlib.llm.chat`; which failures are retried, and after how
+long, is :mod:`clinlib.llm.retry`.
 """
 
 from __future__ import annotations
@@ -26,125 +29,25 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import inspect
-import json
 import logging
-import math
 import random
-import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import openai
 
 from clinlib.llm import tokens
 from clinlib.llm.backbones import check_egress, get_backbone
+from clinlib.llm.chat import ChatRequest, ChatResult, validate_requests
 from clinlib.llm.response_cache import ResponseCache, cache_key
-from clinlib.llm.types import (
-    NO_KEY_PLACEHOLDER,
-    Backbone,
-    GenerationParams,
-    InvalidRequestError,
-    OfflineReply,
-)
-
-try:  # openai>=3 is built on httpx2; older releases on httpx
-    import httpx2 as _httpx
-except ImportError:  # pragma: no cover - depends on the installed SDK generation
-    import httpx as _httpx
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    import pandas as pd
+from clinlib.llm.retry import KEY_PATTERN, Failure, classify_failure, httpx
+from clinlib.llm.types import NO_KEY_PLACEHOLDER, Backbone, OfflineReply
 
 log = logging.getLogger("clinlib.llm")
-
-MESSAGE_ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool"})
-# 408 timeout, 409 conflict/lock, 425 too early, 429 rate limit; every 5xx (incl. 529
-# "overloaded") is retried too.
-RETRY_STATUSES: frozenset[int] = frozenset({408, 409, 425, 429})
-# Anything that looks like a provider key is masked in stored / logged error messages.
-KEY_PATTERN = re.compile(r"(sk-|sk_|gsk_|hf_|xai-)[A-Za-z0-9_\-*.]{6,}")
-
-RESULT_COLUMNS: tuple[str, ...] = (
-    "request_id",
-    "backbone",
-    "model",
-    "response",
-    "finish_reason",
-    "empty",
-    "input_tokens",
-    "output_tokens",
-    "cached_tokens",
-    "cost_usd",
-    "latency_s",
-    "elapsed_s",
-    "attempts",
-    "from_cache",
-    "usage_estimated",
-    "error",
-    "error_kind",
-)
-
-
-@dataclass(frozen=True)
-class ChatRequest:
-    """One chat completion to run.
-
-    Attributes:
-        request_id: caller's id, unique within a batch (e.g. ``qid|strategy|backbone``).
-        messages: OpenAI chat messages (role + content).
-        params: generation settings.
-    """
-
-    request_id: str
-    messages: Sequence[Mapping[str, Any]]
-    params: GenerationParams = field(default_factory=GenerationParams)
-
-
-@dataclass
-class ChatResult:
-    """The outcome of one request (exactly one per request, success or not).
-
-    Attributes:
-        request_id / backbone / model: what was asked of whom.
-        response: completion text (``""`` for an empty completion); None on error.
-        finish_reason: ``stop``, ``length``, ... as reported.
-        empty: the completion is empty or whitespace (the paper's D1).
-        input_tokens / output_tokens / cached_tokens: usage of the successful call.
-        cost_usd: usage priced at the backbone's prices (also for cache hits: what the
-            response cost when it was made).
-        latency_s: duration of the successful call; elapsed_s: wall time incl. retries.
-        attempts: HTTP attempts made now (0 for cache hits and offline backbones).
-        from_cache: served from the response cache.
-        usage_estimated: usage counted offline (endpoint reported none, or offline policy).
-        error / error_kind: why the request failed after all retries (None on success).
-    """
-
-    request_id: str
-    backbone: str
-    model: str
-    response: str | None = None
-    finish_reason: str | None = None
-    empty: bool = False
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_tokens: int = 0
-    cost_usd: float = 0.0
-    latency_s: float = 0.0
-    elapsed_s: float = 0.0
-    attempts: int = 0
-    from_cache: bool = False
-    usage_estimated: bool = False
-    error: str | None = None
-    error_kind: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        """True when a completion (possibly empty) was obtained."""
-        return self.error is None
 
 
 @dataclass
@@ -157,117 +60,6 @@ class ClientStats:
     retries: dict[str, int] = field(default_factory=dict)
     failures: int = 0
     empty: int = 0
-
-
-@dataclass(frozen=True)
-class _Failure:
-    kind: str
-    message: str
-    retryable: bool
-    retry_after: float | None = None
-
-
-def results_frame(results: Iterable[ChatResult]) -> pd.DataFrame:
-    """Results as a DataFrame with columns :data:`RESULT_COLUMNS` (one row per request)."""
-    import pandas as pd
-
-    return pd.DataFrame([asdict(r) for r in results], columns=list(RESULT_COLUMNS))
-
-
-def validate_requests(requests: Sequence[ChatRequest]) -> None:
-    """Raise :class:`InvalidRequestError` naming the first malformed request."""
-    seen: set[str] = set()
-    for req in requests:
-        if not isinstance(req, ChatRequest):
-            raise InvalidRequestError(f"expected ChatRequest, got {type(req).__name__}")
-        rid = req.request_id
-        if not isinstance(rid, str) or not rid:
-            raise InvalidRequestError(f"request_id must be a non-empty string, got {rid!r}")
-        if rid in seen:
-            raise InvalidRequestError(f"duplicate request_id {rid!r} in one batch")
-        seen.add(rid)
-        if isinstance(req.messages, str | bytes) or not req.messages:
-            raise InvalidRequestError(f"request {rid!r}: messages must be a non-empty list")
-        for i, msg in enumerate(req.messages):
-            if not isinstance(msg, Mapping):
-                raise InvalidRequestError(f"request {rid!r}: message {i} is not a dict")
-            role = msg.get("role")
-            if role not in MESSAGE_ROLES:
-                raise InvalidRequestError(
-                    f"request {rid!r}: message {i} has role {role!r}; "
-                    f"expected one of {sorted(MESSAGE_ROLES)}"
-                )
-            content = msg.get("content")
-            if not (content is None or isinstance(content, str | list)):
-                raise InvalidRequestError(
-                    f"request {rid!r}: message {i} content must be a string or a list of "
-                    f"parts, got {type(content).__name__}"
-                )
-        try:
-            json.dumps([list(req.messages), req.params.to_dict()])
-        except (TypeError, ValueError) as exc:
-            raise InvalidRequestError(f"request {rid!r} is not JSON-serialisable: {exc}") from None
-
-
-def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date)."""
-    if not headers:
-        return None
-    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            seconds = float(value) / divisor
-        except ValueError:
-            continue
-        if math.isfinite(seconds):
-            return max(0.0, seconds)
-    value = headers.get("retry-after")
-    if value:
-        import email.utils
-
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        return max(0.0, when.timestamp() - time.time())
-    return None
-
-
-def _classify(exc: BaseException) -> _Failure:
-    """Map an SDK / transport exception to a failure kind and whether to retry."""
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        if status == 429:
-            kind = "rate_limit"
-        elif status >= 500:
-            kind = "server_error"
-        elif status == 408:
-            kind = "timeout"
-        else:
-            kind = "client_error"
-        headers = exc.response.headers if exc.response is not None else None
-        return _Failure(
-            kind,
-            f"HTTP {status}: {exc.message}",
-            status in RETRY_STATUSES or status >= 500,
-            parse_retry_after(headers),
-        )
-    if isinstance(exc, openai.APITimeoutError):
-        return _Failure("timeout", f"timed out: {exc}", True)
-    if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__ or exc.__context__
-        detail = f" ({type(cause).__name__}: {cause})" if cause else ""
-        return _Failure("connection", f"{exc}{detail}", True)
-    if isinstance(exc, openai.APIResponseValidationError | ValueError):
-        # Truncated / non-JSON bodies: the transport garbled a reply; asking again is safe.
-        return _Failure("bad_response", f"malformed response: {type(exc).__name__}: {exc}", True)
-    if isinstance(exc, _httpx.TimeoutException):
-        return _Failure("timeout", f"timed out: {exc}", True)
-    if isinstance(exc, _httpx.TransportError):
-        return _Failure("connection", f"{type(exc).__name__}: {exc}", True)
-    return _Failure("client_error", f"{type(exc).__name__}: {exc}", False)
 
 
 class LLMClient:
@@ -349,10 +141,10 @@ class LLMClient:
         if self._sdk is None:
             key = self.backbone.api_key()  # raises MissingAPIKeyError naming the variable
             self._secret = key
-            limits = _httpx.Limits(
+            limits = httpx.Limits(
                 max_connections=self.concurrency, max_keepalive_connections=self.concurrency
             )
-            timeout = _httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, 10.0))
+            timeout = httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, 10.0))
             http_client = openai.DefaultAsyncHttpxClient(limits=limits, timeout=timeout)
             self._sdk = openai.AsyncOpenAI(
                 api_key=key,
@@ -488,7 +280,7 @@ class LLMClient:
         body = req.params.to_dict()
         result = ChatResult(req.request_id, bb.name, bb.model)
         started = time.perf_counter()
-        failure: _Failure | None = None
+        failure: Failure | None = None
         for attempt in range(self.max_retries + 1):
             result.attempts = attempt + 1
             try:
@@ -497,17 +289,17 @@ class LLMClient:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                failure = _classify(exc)
+                failure = classify_failure(exc)
             if failure is None:
                 break
-            failure = _Failure(
+            failure = Failure(
                 failure.kind, self._scrub(failure.message), failure.retryable, failure.retry_after
             )
             if not failure.retryable or attempt == self.max_retries:
                 break
             if failure.retry_after is not None:
                 if failure.retry_after > self.max_retry_after_s:
-                    failure = _Failure(
+                    failure = Failure(
                         failure.kind,
                         f"{failure.message} (Retry-After {failure.retry_after:.0f}s exceeds "
                         f"max_retry_after_s={self.max_retry_after_s:.0f})",
@@ -544,14 +336,14 @@ class LLMClient:
         resp: Any,
         latency: float,
         result: ChatResult,
-    ) -> _Failure | None:
+    ) -> Failure | None:
         """Fill ``result`` from a parsed completion, or describe why it is unusable."""
         bb = self.backbone
         choices = getattr(resp, "choices", None)
         if not choices:
             extra = getattr(resp, "model_extra", None) or {}
             detail = f": {extra['error']}" if "error" in extra else ""
-            return _Failure("bad_response", f"completion has no choices{detail}", True)
+            return Failure("bad_response", f"completion has no choices{detail}", True)
         choice = choices[0]
         text = getattr(choice.message, "content", None) or ""
         usage = getattr(resp, "usage", None)

@@ -1,4 +1,4 @@
-"""A fault-injecting OpenAI-compatible chat server for tests and benchmarks (issue 5).
+"""A fault-injecting OpenAI-compatible chat server for tests and benchmarks.
 
 The paper's runs met every transport fault a hosted API produces (Appendix E.1: empty
 completions that survived the retry pass). This server reproduces them deterministically
@@ -40,35 +40,28 @@ Usage::
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import hashlib
 import json
 import random
 import socket
+import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from clinlib.llm import tokens
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    import pandas as pd
-
-FAULT_KINDS: tuple[str, ...] = (
-    "401",
-    "429",
-    "500",
-    "503",
-    "hang",
-    "empty",
-    "drop",
-    "disconnect",
-    "truncated",
+from clinlib.llm.faults import (
+    FaultConfigError,
+    ScriptFn,
+    check_fault_config,
+    choose_fault,
 )
+
 REASONS: dict[int, str] = {
     200: "OK",
     400: "Bad Request",
@@ -79,14 +72,7 @@ REASONS: dict[int, str] = {
     503: "Service Unavailable",
 }
 
-# (index of the request in arrival order, parsed JSON payload, times this payload was seen
-# before) -> fault kind or None.
-ScriptFn = Callable[[int, Mapping[str, Any], int], "str | None"]
 AnswerFn = Callable[[Sequence[Mapping[str, Any]]], "str | None"]
-
-
-class FaultConfigError(ValueError):
-    """Unknown fault kind, or rates that do not form a probability distribution."""
 
 
 def last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -165,17 +151,7 @@ class FaultServer:
         cache_block: int = 128,
     ) -> None:
         self.faults = dict(faults or {})
-        for kind, rate in self.faults.items():
-            if kind not in FAULT_KINDS:
-                raise FaultConfigError(f"unknown fault kind {kind!r}; known: {FAULT_KINDS}")
-            if not 0.0 <= rate <= 1.0:
-                raise FaultConfigError(f"fault rate for {kind!r} must be in [0, 1], got {rate}")
-        if sum(self.faults.values()) > 1.0 + 1e-9:
-            raise FaultConfigError(f"fault rates sum to {sum(self.faults.values())} > 1")
-        if script is not None and not callable(script):
-            bad = [k for k in script if k is not None and k not in FAULT_KINDS]
-            if bad:
-                raise FaultConfigError(f"unknown fault kind(s) in script: {bad}")
+        check_fault_config(self.faults, script)
         if cache_block < 1 or cache_min_tokens < 0:
             raise FaultConfigError("cache_block must be >= 1 and cache_min_tokens >= 0")
         self.seed = seed
@@ -366,27 +342,6 @@ class FaultServer:
             self.authorization_headers.append(headers["authorization"])
         return await self._chat(payload, headers.get("authorization", ""), reader, writer)
 
-    def _choose_fault(
-        self, index: int, payload: Mapping[str, Any], key: str, attempt: int
-    ) -> str | None:
-        if self.script is not None:
-            if callable(self.script):
-                kind = self.script(index, payload, attempt)
-                if kind is not None and kind not in FAULT_KINDS:
-                    raise FaultConfigError(f"script returned unknown fault kind {kind!r}")
-                return kind
-            if index < len(self.script):
-                return self.script[index]
-        if not self.faults:
-            return None
-        draw = random.Random(f"{self.seed}|{key}|{attempt}|fault").random()
-        cumulative = 0.0
-        for kind in FAULT_KINDS:
-            cumulative += self.faults.get(kind, 0.0)
-            if draw < cumulative:
-                return kind
-        return None
-
     def _prompt_cache(self, messages: list[Any], model: str) -> int:
         """Tokens of the longest previously seen message prefix, in cache blocks."""
         prefixes = [hashlib.sha256(_canonical([model, messages[:j]])).digest()
@@ -417,7 +372,7 @@ class FaultServer:
         self.n_requests += 1
         messages = list(payload["messages"])
         model = str(payload.get("model", ""))
-        fault = self._choose_fault(index, payload, key, attempt)
+        fault = choose_fault(self.faults, self.script, self.seed, index, payload, key, attempt)
         self.fault_counts[fault or "ok"] += 1
         self.records.append(
             RequestRecord(
@@ -521,174 +476,9 @@ class FaultServer:
         )
 
 
-# -- throughput benchmark ---------------------------------------------------------------------
-BENCH_MODEL = "gpt-4o-mini"
-
-
-async def _bench_bare(base_url: str, n: int, concurrency: int, timeout_s: float) -> float:
-    """Requests/s of a plain AsyncOpenAI + semaphore loop (the reference)."""
-    import openai
-
-    try:
-        import httpx2 as httpx_mod
-    except ImportError:  # pragma: no cover
-        import httpx as httpx_mod
-    limits = httpx_mod.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    timeout = httpx_mod.Timeout(timeout_s, connect=min(timeout_s, 10.0))
-    client = openai.AsyncOpenAI(
-        api_key="bench",
-        base_url=base_url,
-        max_retries=0,
-        timeout=timeout,
-        http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=timeout),
-    )
-    sem = asyncio.Semaphore(concurrency)
-
-    async def one(i: int) -> str | None:
-        async with sem:
-            resp = await client.chat.completions.create(
-                model=BENCH_MODEL,
-                messages=[{"role": "user", "content": f"bare question {i}"}],
-                temperature=0,
-            )
-            return resp.choices[0].message.content
-
-    started = time.perf_counter()
-    await asyncio.gather(*(one(i) for i in range(n)))
-    elapsed = time.perf_counter() - started
-    await client.close()
-    return n / elapsed
-
-
-async def _bench_kit(
-    base_url: str, n: int, concurrency: int, timeout_s: float, cache_path: str | None
-) -> float:
-    """Requests/s of :class:`~clinlib.llm.client.LLMClient` on the same server."""
-    from clinlib.llm.client import ChatRequest, LLMClient
-    from clinlib.llm.types import Backbone
-
-    backbone = Backbone(
-        name="bench", model=BENCH_MODEL, base_url=base_url, max_concurrency=concurrency
-    )
-    requests = [
-        ChatRequest(f"q{i}", [{"role": "user", "content": f"kit question {i}"}]) for i in range(n)
-    ]
-    started = time.perf_counter()
-    async with LLMClient(backbone, cache=cache_path, timeout_s=timeout_s) as client:
-        results = await client.complete_many(requests)
-    elapsed = time.perf_counter() - started
-    failed = [r for r in results if not r.ok]
-    if failed:
-        raise RuntimeError(f"benchmark request failed: {failed[0].error}")
-    return n / elapsed
-
-
-@contextmanager
-def subprocess_server(latency_s: float = 0.0, seed: int = 0) -> Iterator[str]:
-    """Run a fault-free :class:`FaultServer` in a child process; yields its base URL.
-
-    A benchmark must not share the GIL with the server it measures.
-    """
-    import subprocess
-    import sys
-
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "clinlib.llm.testserver", "--latency", str(latency_s),
-         "--seed", str(seed)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        if not url.startswith("http://"):
-            raise RuntimeError(f"test server subprocess did not start (said {url!r})")
-        yield url
-    finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def compare_throughput(
-    concurrencies: Sequence[int] = (1, 8, 32, 64),
-    n_requests: int = 500,
-    latency_s: float = 0.1,
-    timeout_s: float = 30.0,
-    repeats: int = 1,
-    with_cache: bool = False,
-) -> pd.DataFrame:
-    """Throughput of the kit's client vs a bare AsyncOpenAI + semaphore loop.
-
-    Each concurrency level gets a fresh fault-free server in a child process with a fixed
-    answer latency; bare and kit runs alternate (order swapped every repeat) ``repeats``
-    times and the medians are kept.
-
-    Args:
-        concurrencies: requests in flight to test.
-        n_requests: requests per run.
-        latency_s: server-side latency per request.
-        timeout_s: client timeout.
-        repeats: runs per client and level (median reported).
-        with_cache: the kit client also writes every response to a fresh SQLite cache.
-
-    Returns:
-        DataFrame: concurrency, n_requests, latency_s, ideal_rps, bare_rps, kit_rps, ratio
-        (kit / bare throughput), bare_cpu_ms, kit_cpu_ms (client CPU per request).
-    """
-    import statistics
-    import tempfile
-
-    import pandas as pd
-
-    def timed(coro: Any) -> tuple[float, float]:
-        # (requests/s, client CPU ms per request): CPU time is the stable measure of the
-        # client's own overhead; wall throughput also reflects machine load.
-        cpu0 = time.process_time()
-        rps = asyncio.run(coro)
-        return rps, (time.process_time() - cpu0) / n_requests * 1e3
-
-    rows = []
-    for conc in concurrencies:
-        bare_runs, kit_runs = [], []
-        with subprocess_server(latency_s) as url, tempfile.TemporaryDirectory() as tmp:
-            for rep in range(repeats):
-                cache_path = f"{tmp}/bench-{rep}.sqlite" if with_cache else None
-                # Alternate which client goes first so drift in machine load cancels out.
-                if rep % 2 == 0:
-                    bare_runs.append(timed(_bench_bare(url, n_requests, conc, timeout_s)))
-                kit_runs.append(timed(_bench_kit(url, n_requests, conc, timeout_s, cache_path)))
-                if rep % 2 == 1:
-                    bare_runs.append(timed(_bench_bare(url, n_requests, conc, timeout_s)))
-        bare = statistics.median(r for r, _ in bare_runs)
-        kit = statistics.median(r for r, _ in kit_runs)
-        rows.append(
-            {
-                "concurrency": conc,
-                "n_requests": n_requests,
-                "latency_s": latency_s,
-                "ideal_rps": conc / latency_s,
-                "bare_rps": bare,
-                "kit_rps": kit,
-                "ratio": kit / bare,
-                "bare_cpu_ms": statistics.median(c for _, c in bare_runs),
-                "kit_cpu_ms": statistics.median(c for _, c in kit_runs),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
 def _serve_forever_cli() -> None:  # pragma: no cover - exercised via subprocess
     """``python -m clinlib.llm.testserver --latency 0.1``: print the base URL, serve until
     stdin closes (used to benchmark without sharing the GIL with the client)."""
-    import argparse
-    import sys
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)

@@ -19,7 +19,7 @@ import pandas as pd
 from clinlib.data.build import SourceSpec, load, open_source, read_source_info
 from clinlib.data.vocab import PANEL_ITEMIDS
 from clinlib.tasks.generators import GENERATORS, SUBTYPES, TITLES
-from clinlib.tasks.generators.common import TaskInputError, TaskInputs, lab_key_of, make_inputs
+from clinlib.tasks.generators.inputs import TaskInputError, TaskInputs, lab_key_of, make_inputs
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from clinlib.tasks.generators import t1, t2, t3, t4, t5, t6, t7, t8, t9
-from clinlib.tasks.generators.common import TaskInputs
+from clinlib.tasks.generators.inputs import TaskInputs
 
 _MODULES = {"T1": t1, "T2": t2, "T3": t3, "T4": t4, "T5": t5, "T6": t6, "T7": t7, "T8": t8,
             "T9": t9}  # fmt: skip

@@ -15,7 +15,7 @@ right after the finding's turn) or an "N" encounter (nothing injected), by a sta
 dialogue of a patient is unambiguous. At most :data:`MAX_PER_VISIT` pairs per encounter are
 kept (stable hash; documented thinning). Gold ``yes`` / ``no``. Subtypes (Appendix B.2, Fig. 8):
 ``Y-admit``, ``Y-er``, ``N-admit``, ``N-er`` where ``er`` = emergency admission types
-(generators.common.ER_ADMISSION_TYPES) and ``admit`` = the rest.
+(generators.inputs.ER_ADMISSION_TYPES) and ``admit`` = the rest.
 """
 
 from __future__ import annotations

@@ -21,7 +21,6 @@ from clinlib.data.vocab import LAB_BY_KEY
 from clinlib.tasks import rules
 from clinlib.tasks.generators.common import (
     TaskInputs,
-    event_sort_key,
     families_of,
     family_prefixes,
     lab_direction,
@@ -29,6 +28,7 @@ from clinlib.tasks.generators.common import (
     question_row,
     to_frame,
 )
+from clinlib.tasks.generators.inputs import event_sort_key
 from clinlib.tasks.templates import T4_TEMPLATES
 
 TASK = "T4"

@@ -46,9 +46,9 @@ from clinlib.tasks.generators.common import (
     question_row,
     stable_hash,
     thin,
-    timestamp,
     to_frame,
 )
+from clinlib.tasks.generators.inputs import timestamp
 from clinlib.tasks.generators.treatments import (
     PROCEDURE_POOLS,
     THERAPEUTIC_AREAS,

@@ -33,7 +33,6 @@ from clinlib.tasks import rules
 from clinlib.tasks.base import STATED_NUMBER
 from clinlib.tasks.generators.common import (
     TaskInputs,
-    event_sort_key,
     exact,
     fraction_text,
     panel_itemids,
@@ -41,9 +40,9 @@ from clinlib.tasks.generators.common import (
     relative_change,
     t8_label,
     thin,
-    timestamp,
     to_frame,
 )
+from clinlib.tasks.generators.inputs import event_sort_key, timestamp
 from clinlib.tasks.templates import T8_TEMPLATES
 
 TASK = "T8"

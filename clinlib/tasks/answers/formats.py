@@ -1,0 +1,55 @@
+"""The answer format every question states, per task (paper §3 "Task suite"; Appendix G.3).
+
+All formats end with the same abstention clause, so that a T9 question reads exactly like a
+T1 question (the rules the parsers apply are in :mod:`clinlib.tasks.answers`).
+"""
+
+from __future__ import annotations
+
+TASK_NAMES: tuple[str, ...] = tuple(f"T{i}" for i in range(1, 10))
+
+ABSTAIN_CLAUSE = "If the record does not state it, reply exactly: insufficient information."
+
+# T1 and T9 share one wording: a T9 question must read exactly like a T1 question (§3).
+VALUE_FORMAT = "Reply with the value and its unit only (for example: 1.3 mg/dL). " + ABSTAIN_CLAUSE
+
+ANSWER_FORMATS: dict[str, str] = {
+    "T1": VALUE_FORMAT,
+    "T2": (
+        "Reply as <direction>;<magnitude> with direction one of increased, decreased, stable "
+        "and magnitude one of none, weak, moderate, strong (for example: decreased;weak). "
+        + ABSTAIN_CLAUSE
+    ),
+    "T3": "Reply yes or no. " + ABSTAIN_CLAUSE,
+    "T4": (
+        "Reply with the event ids only, separated by semicolons (for example: "
+        "LAB-101;LAB-202). " + ABSTAIN_CLAUSE
+    ),
+    "T5": "Reply yes or no. " + ABSTAIN_CLAUSE,
+    "T6": "Reply A, B or similar. " + ABSTAIN_CLAUSE,
+    "T7": "Reply with the letter of one option (A, B, C or D). " + ABSTAIN_CLAUSE,
+    "T8": "Reply increased, decreased or similar. " + ABSTAIN_CLAUSE,
+    "T9": VALUE_FORMAT,
+}
+
+MAX_TOKENS: dict[str, int] = {
+    "T1": 60,
+    "T2": 60,
+    "T3": 80,
+    "T4": 120,
+    "T5": 80,
+    "T6": 80,
+    "T7": 80,
+    "T8": 120,
+    "T9": 80,
+}
+
+
+class AnswerError(ValueError):
+    """An unknown task or a gold answer outside the task's canonical vocabulary."""
+
+
+def check_task(task: str) -> str:
+    if task not in TASK_NAMES:
+        raise AnswerError(f"unknown task {task!r}; known: {', '.join(TASK_NAMES)}")
+    return task

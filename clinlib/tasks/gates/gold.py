@@ -1,0 +1,39 @@
+"""Gate L2 gold recompute (paper Appendix A: "the gold is independently regenerated from
+the spec and the raw structured fields"; the recomputation is :mod:`clinlib.tasks.recompute`).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from clinlib.tasks.gates.common import _as_list, _per_task
+from clinlib.tasks.recompute import RawRecord, recompute_question
+
+# --------------------------------------------------------------------------- L2
+
+
+def gate_l2(
+    questions: pd.DataFrame, raw: RawRecord, coverage: pd.DataFrame
+) -> dict[str, tuple[int, list[tuple[str, str]]]]:
+    """L2 gold-recompute failures per task (see module docstring)."""
+    status = dict(
+        zip(
+            coverage["event_id"].astype(str).tolist(),
+            coverage["status"].astype(str).tolist(),
+            strict=True,
+        )
+    )
+
+    def check(row):
+        rec = recompute_question(row, raw, status)
+        if rec.gold is None:
+            return f"not recomputable: {rec.problem}"
+        if rec.gold != row["gold"]:
+            return f"gold {row['gold']!r} but recomputed {rec.gold!r}"
+        if rec.anchors is not None:
+            have = sorted(str(a) for a in (_as_list(row.get("anchor_event_ids")) or []))
+            if sorted(rec.anchors) != have:
+                return f"anchors {have} but recomputed {sorted(rec.anchors)}"
+        return rec.problem
+
+    return _per_task(questions, check)

@@ -1,0 +1,157 @@
+"""Gates L0 schema and L1 anchor source (paper Appendix A; rules in
+:mod:`clinlib.tasks.gates`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from clinlib.data.vocab import INDEX_DISEASES, PANEL_ITEMIDS
+from clinlib.tasks.answers import TASK_NAMES, gold_problem
+from clinlib.tasks.base import QUESTION_COLUMNS
+from clinlib.tasks.gates.common import TERTILES, _as_list, _int_like, _is_str, _meta, _per_task
+
+# T1–T8 subtypes whose questions legitimately have no anchor event.
+ANCHORLESS_SUBTYPES: frozenset[tuple[str, str]] = frozenset({("T5", "controlled_control")})
+
+# --------------------------------------------------------------------------- L0
+
+
+def _l0_row(row: Mapping[str, Any], dup_qids: set[str]) -> str | None:
+    task, qid = row.get("task"), row.get("qid")
+    if task not in TASK_NAMES:
+        return f"task {task!r} is not one of T1..T9"
+    if not _is_str(qid) or not qid.startswith(f"{task}-") or len(qid) <= len(task) + 1:
+        return f"qid {qid!r} is not '{task}-<hash>'"
+    if qid in dup_qids:
+        return "qid is not unique"
+    for col in ("subtype", "question", "gold", "disease", "tertile", "meta"):
+        if not _is_str(row.get(col)) or not row.get(col).strip():
+            return f"column {col} is empty or not a string ({row.get(col)!r})"
+    if not _is_str(row.get("injection")):
+        return f"column injection is not a string ({row.get('injection')!r})"
+    if row["injection"].strip():
+        try:
+            json.loads(row["injection"])
+        except ValueError:
+            return "injection is neither '' nor JSON"
+    try:
+        meta = json.loads(row["meta"])
+    except ValueError:
+        return "meta is not JSON"
+    if not isinstance(meta, dict):
+        return "meta is not a JSON object"
+    lists = {c: _as_list(row.get(c)) for c, t in QUESTION_COLUMNS.items() if t == "list"}
+    for col, val in lists.items():
+        if val is None:
+            return f"column {col} is not a list ({type(row.get(col)).__name__})"
+    sids = lists["subject_ids"]
+    if not all(_int_like(s) for s in sids):
+        return f"subject_ids {sids!r} are not integers"
+    want = 2 if task == "T6" else 1
+    if len(sids) != want or len({int(s) for s in sids}) != want:
+        return f"subject_ids {sids!r}: {task} needs {want} distinct patient(s)"
+    if not all(_is_str(a) and a for a in lists["anchor_event_ids"]):
+        return "anchor_event_ids holds a non-string or empty id"
+    if not all(_is_str(t) and re.fullmatch(r"\d+:\d+", t) for t in lists["evidence_turns"]):
+        return f"evidence_turns {lists['evidence_turns'][:3]!r} are not '<subject>:<turn>'"
+    tid = row.get("template_id")
+    if not _int_like(tid) or int(tid) < 0:
+        return f"template_id {tid!r} is not a non-negative integer"
+    if row["disease"] not in INDEX_DISEASES:
+        return f"disease {row['disease']!r} is not an index disease"
+    if row["tertile"] not in TERTILES:
+        return f"tertile {row['tertile']!r} is not low/medium/high"
+    options = lists["options"]
+    if task == "T7":
+        if not all(_is_str(o) for o in options):
+            return "options hold a non-string"
+        problem = gold_problem(task, row["gold"], options)
+    else:
+        if options:
+            return f"{task} must have no options (found {len(options)})"
+        problem = gold_problem(task, row["gold"])
+    if problem:
+        return f"gold {row['gold']!r}: {problem}"
+    return None
+
+
+def gate_l0(questions: pd.DataFrame) -> dict[str, tuple[int, list[tuple[str, str]]]]:
+    """L0 schema failures per task (see module docstring)."""
+    counts = Counter(q for q in questions["qid"] if _is_str(q))
+    dup = {q for q, n in counts.items() if n > 1}
+    return _per_task(questions, lambda row: _l0_row(row, dup))
+
+
+# --------------------------------------------------------------------------- L1
+
+
+def _lab_events_by_day(events: pd.DataFrame) -> set[tuple[int, str, str]]:
+    labs = events[events["kind"].astype(str) == "lab"]
+    dates = pd.to_datetime(labs["time"]).dt.strftime("%Y-%m-%d").tolist()
+    out = set()
+    for s, c, d in zip(labs["subject_id"].tolist(), labs["code"].tolist(), dates, strict=True):
+        key = PANEL_ITEMIDS.get(int(c), (None,))[0] if str(c).strip().isdigit() else None
+        if key is not None:
+            out.add((int(s), key, d))
+    return out
+
+
+def _l1_row(
+    row: Mapping[str, Any],
+    status: Mapping[str, tuple[int, str]],
+    event_days: set,
+    raw_days: frozenset | None,
+) -> str | None:
+    task = str(row["task"])
+    anchors = _as_list(row.get("anchor_event_ids")) or []
+    sids = {int(s) for s in (_as_list(row.get("subject_ids")) or [])}
+    want = "missed" if task == "T9" else "covered"
+    if not anchors:
+        if task != "T9":
+            if (task, str(row.get("subtype"))) in ANCHORLESS_SUBTYPES:
+                return None
+            return "no anchor event"
+        meta = _meta(row)
+        try:
+            key = (int(meta["subject_id"]), str(meta["lab"]), str(meta["date"]))
+        except (KeyError, TypeError, ValueError):
+            return "T9 question without anchors lacks meta subject_id / lab / date"
+        if key in event_days:
+            return f"never-measured lab {key[1]} has an event on {key[2]}"
+        if raw_days is not None and key in raw_days:
+            return f"never-measured lab {key[1]} has a raw labevents row on {key[2]}"
+        return None
+    for a in anchors:
+        sid, st = status.get(str(a), (None, "absent"))
+        if st != want:
+            return f"anchor {a} is {st}, not {want}"
+        if sid not in sids:
+            return f"anchor {a} belongs to subject {sid}, not {sorted(sids)}"
+    return None
+
+
+def gate_l1(
+    questions: pd.DataFrame,
+    events: pd.DataFrame,
+    coverage: pd.DataFrame,
+    raw_days: frozenset | None = None,
+) -> dict[str, tuple[int, list[tuple[str, str]]]]:
+    """L1 anchor-source failures per task (see module docstring)."""
+    status = {
+        str(e): (int(s), str(st))
+        for e, s, st in zip(
+            coverage["event_id"].tolist(),
+            coverage["subject_id"].tolist(),
+            coverage["status"].tolist(),
+            strict=True,
+        )
+    }
+    days = _lab_events_by_day(events)
+    return _per_task(questions, lambda row: _l1_row(row, status, days, raw_days))
