@@ -7,7 +7,12 @@ import pandas as pd
 import pytest
 
 from clinlib.dialogue import budget as B
+from clinlib.dialogue import checks as C
+from clinlib.dialogue import fields as F
+from clinlib.dialogue import matching as M
+from clinlib.dialogue import render as R
 from clinlib.dialogue import synth as D
+from clinlib.dialogue import templates as T
 from clinlib.dialogue import verify as V
 from tests.dialogue_fixtures import adm, dis, dx, frame, lab, med
 
@@ -96,7 +101,7 @@ def _synth(monkeypatch, budget: int):
     assert hard.empty, hard[["check", "detail"]].to_string()
     status = dict(zip(res.coverage["event_id"], res.coverage["status"], strict=True))
     reason = dict(zip(res.coverage["event_id"], res.coverage["reason"], strict=True))
-    return res, status, reason, len(D.render_dialogue(res.turns, with_ids=False))
+    return res, status, reason, len(R.render_dialogue(res.turns, with_ids=False))
 
 
 def test_record_within_budget_is_told_whole(monkeypatch):
@@ -116,14 +121,14 @@ def test_tight_budget_keeps_only_tier_zero_and_drops_the_small_talk(monkeypatch)
     assert "abnormal" in reason["LAB-1"]
     # Terse: the patient opens without symptoms, no greeting, no closing turn.
     first, last = res.turns.iloc[0], res.turns.iloc[-1]
-    assert first["speaker"] == "patient" and len(V.tagged_sentences(first["text_tagged"])) == 1
+    assert first["speaker"] == "patient" and len(M.tagged_sentences(first["text_tagged"])) == 1
     assert last["speaker"] == "clinician"
-    assert not any(g.split(";")[0] in res.turns["text"].str.cat() for g in D.GREETINGS_FIRST)
+    assert not any(g.split(";")[0] in res.turns["text"].str.cat() for g in T.GREETINGS_FIRST)
 
 
 def test_budget_between_leaves_out_the_lowest_tiers_first(monkeypatch):
     monkeypatch.setattr(D, "missed_events", lambda *a, **k: {})
-    full = len(D.render_dialogue(D.synthesize_dialogue(_record()).turns, with_ids=False))
+    full = len(R.render_dialogue(D.synthesize_dialogue(_record()).turns, with_ids=False))
     res, status, reason, n = _synth(monkeypatch, full - 120)
     missed = {e for e, s in status.items() if s == "missed"}
     assert missed and n <= full - 120
@@ -168,12 +173,12 @@ def test_verifier_refuses_a_visit_with_no_diagnosis_told(monkeypatch):
         "missed", B.BUDGET_REASON, pd.NA]  # fmt: skip
     for i, t in turns.iterrows():
         if gone & set(t["event_ids"]):
-            kept = [(s, ids) for s, ids in V.tagged_sentences(t["text_tagged"])
+            kept = [(s, ids) for s, ids in M.tagged_sentences(t["text_tagged"])
                     if not gone & set(ids)]  # fmt: skip
-            tagged = " ".join(s + (" " + V.format_tag(ids) if ids else "") for s, ids in kept)
+            tagged = " ".join(s + (" " + M.format_tag(ids) if ids else "") for s, ids in kept)
             turns.at[i, "text_tagged"] = tagged
-            turns.at[i, "text"] = V.strip_tags(tagged)
-            turns.at[i, "event_ids"] = V.tag_ids(tagged)
+            turns.at[i, "text"] = M.strip_tags(tagged)
+            turns.at[i, "event_ids"] = M.tag_ids(tagged)
     checks = V.verify_dialogue(turns, ev, cov).set_index("check")
     assert "none of its diagnoses is told" in checks.loc["must_cover_coverage", "detail"]
     assert checks.loc["missed_events_unstated", "passed"]
@@ -202,8 +207,8 @@ def test_missed_diagnosis_whose_code_is_told_fails(monkeypatch):
         if f"DX-{HADM}-3" in list(t["event_ids"]):
             ids = [x for x in t["event_ids"] if x != f"DX-{HADM}-3"]
             turns.at[i, "event_ids"] = ids
-    by_id = {str(e["event_id"]): e for e in V.records(ev)}
-    problems = V.check_missed(V.records(turns), by_id, [f"DX-{HADM}-3"])
+    by_id = {str(e["event_id"]): e for e in F.records(ev)}
+    problems = C.check_missed(F.records(turns), by_id, [f"DX-{HADM}-3"])
     assert any("code Z87891 named in turn" in p for p in problems)
 
 
@@ -225,9 +230,9 @@ def test_quick_profile_lengths_follow_the_budget(quick_cohort):
     cov = out["event_coverage"]
     budget_missed = cov["reason"].fillna("").str.startswith(B.BUDGET_REASON)
     assert budget_missed.any()
-    assert set(cov.loc[budget_missed, "kind"]) <= set(V.BUDGET_MISSABLE_KINDS)
+    assert set(cov.loc[budget_missed, "kind"]) <= set(C.BUDGET_MISSABLE_KINDS)
     must = cov[cov["status"] != "missed"]
-    assert (must["status"] == "covered").mean() >= V.MIN_COVERAGE
+    assert (must["status"] == "covered").mean() >= C.MIN_COVERAGE
 
 
 def _foreshadow_record(n_creatinine: int) -> pd.DataFrame:

@@ -10,7 +10,7 @@ import pytest
 
 from clinlib.analysis import corpus_shape as C
 from clinlib.analysis import paper
-from clinlib.dialogue.synth import PAPER_DIALOGUE_STATS
+from clinlib.dialogue.stats import PAPER_DIALOGUE_STATS
 
 
 def test_figure13_as_printed_in_appendix_c1():

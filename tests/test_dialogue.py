@@ -13,7 +13,16 @@ import pandas as pd
 import pytest
 
 from clinlib.core import config
+from clinlib.dialogue import checks as C
+from clinlib.dialogue import fields as F
+from clinlib.dialogue import matching as M
+from clinlib.dialogue import render as R
+from clinlib.dialogue import rewrite as RW
+from clinlib.dialogue import selection as S
+from clinlib.dialogue import stats as ST
 from clinlib.dialogue import synth as D
+from clinlib.dialogue import templates as T
+from clinlib.dialogue import turns as TU
 from clinlib.dialogue import verify as V
 from tests.dialogue_fixtures import make_cohort, make_events, random_events
 
@@ -76,11 +85,11 @@ def test_medication_without_dose_is_told_as_started_never_with_a_dose(events):
     out = D.synthesize_corpus(ev, make_cohort().query("subject_id == 1001"), seed=0)
     assert out["dialogue_summary"].set_index("subject_id").loc[1001, "kept"]
     turn = _turn_of(out, "RX-31")
-    sentence = next(s for s, ids in V.tagged_sentences(turn["text_tagged"]) if "RX-31" in ids)
+    sentence = next(s for s, ids in M.tagged_sentences(turn["text_tagged"]) if "RX-31" in ids)
     # Drug and route only ("... Metformin PO ..." or "Metformin (PO)"), no dose number.
     assert re.search(r"Metformin \(?PO\)?", sentence)
     assert not re.search(r"Metformin \(?PO\)? ?\d", sentence)
-    assert V.required_fields(ev[no_dose].iloc[0]) == {
+    assert F.required_fields(ev[no_dose].iloc[0]) == {
         "date": "2150-01-10", "drug": "Metformin", "route": "PO"
     }  # fmt: skip
     # An invented dose is an untraced number: the verifier refuses it.
@@ -160,7 +169,7 @@ def test_admission_type_ending_in_a_period_is_not_doubled(corpus):
 
 def test_clinician_reacts_to_abnormal_values_only(corpus):
     t = corpus["dialogues"]
-    sentences = [(s, ids) for r in V.records(t) for s, ids in V.tagged_sentences(r["text_tagged"])]
+    sentences = [(s, ids) for r in F.records(t) for s, ids in M.tagged_sentences(r["text_tagged"])]
     about = lambda eid: [s for s, ids in sentences if ids == [eid]]  # noqa: E731
     # creatinine 1.3 > 1.2 (first abnormal creatinine of the visit): a reaction with its range
     (reaction,) = about("LAB-11")
@@ -186,8 +195,8 @@ def test_patient_turns_have_no_digits_and_report_fitting_symptoms(corpus):
     # visit 0 of 1001 has E119 (diabetes) and I10 (hypertension): the opening names a
     # symptom of each
     opening = t[(t["subject_id"] == 1001) & (t["turn_idx"] == 0)].iloc[0]["text"]
-    assert any(s in opening for s in D.SYMPTOMS["diabetes"])
-    assert any(s in opening for s in D.SYMPTOMS["hypertension"])
+    assert any(s in opening for s in T.SYMPTOMS["diabetes"])
+    assert any(s in opening for s in T.SYMPTOMS["hypertension"])
 
 
 def test_turn_order_and_alternation(corpus):
@@ -227,12 +236,12 @@ def _leaves(value):
 def test_templates_contain_no_digits_and_no_drug_or_lab_names():
     # Every digit in a turn must come from an event, so no template may carry one; nor may a
     # template name a drug or a panel lab (the verifier would count it as untraced).
-    drugs = V.DrugMatcher(V.DRUG_LEXICON)
+    drugs = M.DrugMatcher(M.DRUG_LEXICON)
     for name in TEMPLATES:
-        for s in _leaves(getattr(D, name)):
+        for s in _leaves(getattr(T, name)):
             assert not re.search(r"\d", s), (name, s)
             assert not drugs.find(s), (name, s)
-            assert not V.labels_mentioned(s.replace("{label}", "")), (name, s)
+            assert not M.labels_mentioned(s.replace("{label}", "")), (name, s)
 
 
 # --- the missed-events rule (independent re-implementation of the docstring) --------------
@@ -268,14 +277,14 @@ def _expected_missed(ev: pd.DataFrame, seed: int) -> set[str]:
         cands.append((_u(seed, r.event_id), [r.event_id], "lab"))
     meds = ev[ev["kind"] == "medication"]
     for (_, _), g in meds.groupby(["visit_idx", meds["label"].str.lower()]):
-        if not D.is_background_drug(g["label"].iloc[0]):
+        if not S.is_background_drug(g["label"].iloc[0]):
             continue
         ids = sorted(g["event_id"], key=lambda s: int(s.split("-")[1]))
         cands.append((_u(seed, ids[0]), ids, "medication"))
     cands.sort(key=lambda c: (c[0], c[1][0]))
-    p = {"lab": D.P_MISS_LAB, "key_lab": D.P_MISS_KEY_LAB, "medication": D.P_MISS_MED}
+    p = {"lab": S.P_MISS_LAB, "key_lab": S.P_MISS_KEY_LAB, "medication": S.P_MISS_MED}
     chosen = [c for c in cands if c[0] < p[c[2]]]
-    for c in cands[: D.MIN_MISSED]:
+    for c in cands[: S.MIN_MISSED]:
         if c not in chosen:
             chosen.append(c)
     return {i for c in chosen for i in c[1]}
@@ -289,17 +298,17 @@ def test_missed_events_follow_the_documented_rule(events, sid, seed):
     got = set(res.coverage.loc[res.coverage["status"] == "missed", "event_id"])
     usable = ev[~((ev["kind"] == "lab") & ev["unit"].isna())]  # 1002's LAB-99 has no unit
     assert got == _expected_missed(usable, seed)
-    assert len(got) >= D.MIN_MISSED
+    assert len(got) >= S.MIN_MISSED
     # only labs (non-key, or normal key results mid-stay) and background drugs are missed
     kinds = res.coverage.set_index("event_id").loc[sorted(got), "kind"]
     assert set(kinds) <= {"lab", "medication"}
 
 
 def test_background_drugs():
-    assert D.is_background_drug("Acetaminophen") and D.is_background_drug("Docusate Sodium")
+    assert S.is_background_drug("Acetaminophen") and S.is_background_drug("Docusate Sodium")
     for drug in ("MetFORMIN (Glucophage)", "Insulin", "Glargine", "Lisinopril", "Atorvastatin",
                  "Metoprolol Tartrate", "Sevelamer Carbonate", "Aspirin", "Heparin"):  # fmt: skip
-        assert not D.is_background_drug(drug), drug
+        assert not S.is_background_drug(drug), drug
 
 
 def test_missed_facts_are_not_stated(corpus, events):
@@ -340,9 +349,9 @@ def test_same_seed_same_dialogue_other_seed_other_phrasing(events):
 def test_phrasing_varies_across_a_corpus():
     out = D.synthesize_corpus(random_events(25, seed=3), workers=1)
     text = " ".join(out["dialogues"]["text"])
-    used = [f for f in D.ADMISSION_FRAMES if f.split("{")[0] in text]
-    assert len(used) == len(D.ADMISSION_FRAMES)
-    lab_used = [f for f, _ in D.LAB_FRAMES if f.split("{")[0] in text]
+    used = [f for f in T.ADMISSION_FRAMES if f.split("{")[0] in text]
+    assert len(used) == len(T.ADMISSION_FRAMES)
+    lab_used = [f for f, _ in T.LAB_FRAMES if f.split("{")[0] in text]
     assert len(lab_used) >= 5
     assert out["dialogue_summary"]["kept"].all()
 
@@ -398,21 +407,21 @@ def test_unparseable_time_becomes_unusable_not_a_crash(events):
 def test_render_dialogue(corpus):
     t = corpus["dialogues"]
     mine = t[t["subject_id"] == 1001]
-    full = D.render_dialogue(mine)
+    full = R.render_dialogue(mine)
     assert full.startswith("Visit 1 (2150-01-10)\nPatient: ")
     assert "\n\nVisit 2 (2150-03-02)\n" in full and "\n\nVisit 3 (2150-06-20)\n" in full
     assert "[LAB-11, " in full or "[LAB-11]" in full or ", LAB-11" in full
-    plain = D.render_dialogue(mine, with_ids=False)
+    plain = R.render_dialogue(mine, with_ids=False)
     assert "[LAB-" not in plain
-    assert V.strip_tags(full) == plain
-    last = D.render_dialogue(mine, visits=[2])
+    assert M.strip_tags(full) == plain
+    last = R.render_dialogue(mine, visits=[2])
     assert last.startswith("Visit 3 (2150-06-20)") and "Visit 1" not in last
-    v = D.render_visit(mine[mine["visit_idx"] == 1], header=False)
+    v = R.render_visit(mine[mine["visit_idx"] == 1], header=False)
     assert v.startswith("Patient: ")
     with pytest.raises(ValueError, match="one visit"):
-        D.render_visit(mine)
+        R.render_visit(mine)
     with pytest.raises(ValueError, match="one patient"):
-        D.render_dialogue(t)
+        R.render_dialogue(t)
 
 
 @pytest.mark.parametrize(
@@ -422,7 +431,7 @@ def test_render_dialogue(corpus):
      (42, "forty-second"), (93, "ninety-third"), (100, "next")],
 )  # fmt: skip
 def test_ordinal_word(n, word):
-    assert D.ordinal_word(n) == word
+    assert TU.ordinal_word(n) == word
 
 
 # --- rewriter seam ---------------------------------------------------------------------------
@@ -490,7 +499,7 @@ def test_bad_rewrites_fall_back_to_the_template(events, rewriter, reason):
     pd.testing.assert_frame_equal(res.turns, template.turns)
     checks = V.verify_dialogue(res.turns, ev, res.coverage, rewrites=res.rewrites)
     c = checks.set_index("check")
-    assert not c.loc[V.REWRITE_CHECK, "passed"] and c.loc[V.REWRITE_CHECK, "severity"] == "soft"
+    assert not c.loc[C.REWRITE_CHECK, "passed"] and c.loc[C.REWRITE_CHECK, "severity"] == "soft"
     assert checks.loc[checks["severity"] == "hard", "passed"].all()
 
 
@@ -501,27 +510,27 @@ def test_chat_rewriter_builds_messages():
         seen.append(messages)
         return "Patient: hi"
 
-    out = D.ChatRewriter(chat).rewrite("Patient: hello", ["2150-01-01", "1.3"])
+    out = RW.ChatRewriter(chat).rewrite("Patient: hello", ["2150-01-01", "1.3"])
     assert out == "Patient: hi"
     (msgs,) = seen
-    assert msgs[0] == {"role": "system", "content": D.REWRITE_SYSTEM_PROMPT}
+    assert msgs[0] == {"role": "system", "content": RW.REWRITE_SYSTEM_PROMPT}
     assert "2150-01-01\n1.3" in msgs[1]["content"] and "Patient: hello" in msgs[1]["content"]
 
 
 def test_parse_visit_lines():
-    assert D.parse_visit_lines("Patient: a\nClinician: b [LAB-1]\n  more\n") == [
+    assert RW.parse_visit_lines("Patient: a\nClinician: b [LAB-1]\n  more\n") == [
         ("patient", "a"),
         ("clinician", "b [LAB-1] more"),
     ]
     with pytest.raises(ValueError, match="before the first speaker"):
-        D.parse_visit_lines("Sure! Here is the text:\nPatient: a")
+        RW.parse_visit_lines("Sure! Here is the text:\nPatient: a")
 
 
 # --- corpus level, IO and timing ---------------------------------------------------------------
 
 
 def test_coverage_report_and_corpus_stats(corpus):
-    rep = D.coverage_report(corpus["event_coverage"]).set_index("kind")
+    rep = ST.coverage_report(corpus["event_coverage"]).set_index("kind")
     cov = corpus["event_coverage"]
     kept = cov[cov["kept"]]
     assert rep.loc["all", "events"] == len(kept)
@@ -529,7 +538,7 @@ def test_coverage_report_and_corpus_stats(corpus):
     assert rep.loc["diagnosis", "must_cover_coverage"] == 1.0
     # 1002's creatinine without unit: labs 1 unusable
     assert rep.loc["lab", "unusable"] == 1
-    stats = D.corpus_stats(corpus["dialogue_summary"], corpus["dialogues"]).set_index("metric")
+    stats = ST.corpus_stats(corpus["dialogue_summary"], corpus["dialogues"]).set_index("metric")
     assert stats.loc["visits per patient", "ours_median"] == 3.0
     assert stats.loc["visits per patient", "paper_mean"] == 16.0
     assert stats.loc["characters per dialogue (k)", "paper_max"] == 30.7
@@ -555,7 +564,7 @@ def test_build_dialogues_writes_all_artifacts_atomically(tmp_path, monkeypatch, 
     assert back["subject_id"].unique().tolist() == [1001, 1002]
     assert back["event_ids"].map(list).tolist() == out["dialogues"]["event_ids"].map(list).tolist()
     assert len(pd.read_parquet(tmp_path / "unit" / "dialogue_summary.parquet")) == 4
-    assert "dialogues: 2/4 kept, 2 dropped" in D.build_report(out)
+    assert "dialogues: 2/4 kept, 2 dropped" in ST.build_report(out)
 
 
 def test_parallel_and_serial_give_identical_results():

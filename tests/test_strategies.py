@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from clinlib.core import config
-from clinlib.dialogue.verify import fmt_date
+from clinlib.dialogue.fields import fmt_date
 from clinlib.llm import Backbone, register_backbone, unregister_backbone
 from clinlib.strategies import (
     PAPER_STRATEGIES,

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from clinlib.dialogue.synth import render_visit
+from clinlib.dialogue.render import render_visit
 from clinlib.llm import Backbone, register_backbone, unregister_backbone
 from clinlib.strategies import context_for, get_prep, get_strategy
 from clinlib.strategies.base import Artifact, Strategy, render

@@ -11,6 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from clinlib.dialogue import checks as C
+from clinlib.dialogue import fields as F
+from clinlib.dialogue import matching as M
 from clinlib.dialogue import synth as D
 from clinlib.dialogue import verify as V
 from tests.dialogue_fixtures import make_events
@@ -47,10 +50,10 @@ def turn_with(turns, eid):
 
 def test_a_valid_dialogue_passes_everything(case):
     checks = run(*case)
-    assert list(checks.index) == [*V.HARD_CHECKS, *V.SOFT_CHECKS]
-    assert len(V.HARD_CHECKS) == 10 and len(V.SOFT_CHECKS) == 3
+    assert list(checks.index) == [*C.HARD_CHECKS, *C.SOFT_CHECKS]
+    assert len(C.HARD_CHECKS) == 10 and len(C.SOFT_CHECKS) == 3
     assert checks["passed"].all(), checks[~checks["passed"]]
-    assert (checks.loc[list(V.HARD_CHECKS), "severity"] == "hard").all()
+    assert (checks.loc[list(C.HARD_CHECKS), "severity"] == "hard").all()
     ev, turns, cov = case
     n = int((cov["status"] != "missed").sum())  # 47 events minus the missed ones
     assert n == 47 - int((cov["status"] == "missed").sum()) and n > 30
@@ -245,9 +248,9 @@ def test_length_outlier(case):
 
 def test_length_bounds_by_hand():
     # log10 values: ten 2.0 and ten 3.0 -> q1 = 2, q3 = 3, IQR = 1, fences 10^-1 and 10^6
-    lo, hi = V.length_bounds_from([100.0] * 10 + [1000.0] * 10)
+    lo, hi = C.length_bounds_from([100.0] * 10 + [1000.0] * 10)
     assert lo == pytest.approx(0.1) and hi == pytest.approx(1e6)
-    assert V.length_bounds_from([100.0] * 5) == V.DEFAULT_CHARS_PER_VISIT
+    assert C.length_bounds_from([100.0] * 5) == C.DEFAULT_CHARS_PER_VISIT
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -271,36 +274,36 @@ def test_length_bounds_by_hand():
     ],
 )
 def test_contains_verbatim(text, needle, found):
-    assert V.contains_verbatim(text, needle) is found
+    assert M.contains_verbatim(text, needle) is found
 
 
 def test_tags_round_trip():
     tagged = "A is 1. [LAB-1] B. C and D. [DX-5-1, PX-5-2] End."
-    assert V.strip_tags(tagged) == "A is 1. B. C and D. End."
-    assert V.tag_ids(tagged) == ["LAB-1", "DX-5-1", "PX-5-2"]
-    assert V.tagged_sentences(tagged) == [
+    assert M.strip_tags(tagged) == "A is 1. B. C and D. End."
+    assert M.tag_ids(tagged) == ["LAB-1", "DX-5-1", "PX-5-2"]
+    assert M.tagged_sentences(tagged) == [
         ("A is 1.", ["LAB-1"]),
         ("B.", []),
         ("C and D.", ["DX-5-1", "PX-5-2"]),
         ("End.", []),
     ]
-    assert V.format_tag(["LAB-1", "RX-2"]) == "[LAB-1, RX-2]"
+    assert M.format_tag(["LAB-1", "RX-2"]) == "[LAB-1, RX-2]"
     # brackets that are not event tags stay in the text
-    assert V.strip_tags("see [note] here") == "see [note] here"
+    assert M.strip_tags("see [note] here") == "see [note] here"
 
 
 def test_untraced_tokens_by_hand():
-    drugs = V.DrugMatcher([*V.DRUG_LEXICON, "MetFORMIN (Glucophage)"])
+    drugs = M.DrugMatcher([*M.DRUG_LEXICON, "MetFORMIN (Glucophage)"])
     text = ("On 2150-01-02 Creatinine was 1.3 mg/dL (0.5 to 1.2); codes E119 and 4019; "
             "started MetFORMIN (Glucophage) 500 mg, not aspirin.")  # fmt: skip
     allowed = {"2150-01-02", "1.3", "0.5", "1.2", "E119", "MetFORMIN (Glucophage)", "500"}
-    assert V.untraced_tokens(text, allowed, drugs) == {
+    assert M.untraced_tokens(text, allowed, drugs) == {
         "dates": [],
         "codes": [],
         "numbers": ["4019"],
         "drugs": ["aspirin"],
     }
-    assert V.untraced_tokens(text, set(), drugs) == {
+    assert M.untraced_tokens(text, set(), drugs) == {
         "dates": ["2150-01-02"],
         "codes": ["E119"],
         "numbers": ["1.3", "0.5", "1.2", "4019", "500"],
@@ -309,26 +312,26 @@ def test_untraced_tokens_by_hand():
 
 
 def test_labels_mentioned_prefers_the_longest_label():
-    assert V.labels_mentioned("% Hemoglobin A1c 6.1 %") == {"% Hemoglobin A1c"}
-    assert V.labels_mentioned("Hemoglobin 12 and % Hemoglobin A1c 6") == {
+    assert M.labels_mentioned("% Hemoglobin A1c 6.1 %") == {"% Hemoglobin A1c"}
+    assert M.labels_mentioned("Hemoglobin 12 and % Hemoglobin A1c 6") == {
         "Hemoglobin",
         "% Hemoglobin A1c",
     }
-    assert V.labels_mentioned("calcium, total 9") == {"Calcium, Total"}
+    assert M.labels_mentioned("calcium, total 9") == {"Calcium, Total"}
 
 
 def test_required_fields():
     lab = dict(kind="lab", time=pd.Timestamp("2150-01-02 06:00"), label="Sodium",
                value_text="139", unit="mEq/L", ref_low=133.0, ref_high=145.0)  # fmt: skip
-    assert V.required_fields(lab) == {"date": "2150-01-02", "label": "Sodium", "value": "139",
+    assert F.required_fields(lab) == {"date": "2150-01-02", "label": "Sodium", "value": "139",
                                       "unit": "mEq/L"}  # fmt: skip
-    assert V.traceable_strings(lab) == {"2150-01-02", "Sodium", "139", "mEq/L", "133", "145"}
+    assert F.traceable_strings(lab) == {"2150-01-02", "Sodium", "139", "mEq/L", "133", "145"}
     med = dict(kind="medication", time=pd.Timestamp("2150-01-02"), label="Heparin",
                value_text="5000", unit="UNIT", route=None)  # fmt: skip
-    assert V.required_fields(med) == {"date": "2150-01-02", "drug": "Heparin", "dose": "5000",
+    assert F.required_fields(med) == {"date": "2150-01-02", "drug": "Heparin", "dose": "5000",
                                       "unit": "UNIT"}  # fmt: skip
     dis = dict(kind="discharge", time=pd.Timestamp("2150-01-05"), code=np.nan)
-    assert V.required_fields(dis) == {"date": "2150-01-05"}
+    assert F.required_fields(dis) == {"date": "2150-01-05"}
 
 
 def test_decide_and_reports(case):

@@ -16,10 +16,10 @@ leftover goes to the others; visits are fitted in time order and what one leaves
 overruns) carries to the next. Inside a visit, facts are told in priority order
 (:func:`priority`; tier 0 — never left out — also holds a diagnosis of a condition coded
 for the first time and the few (at most :data:`FIRST_ABNORMAL`) abnormal values that
-foreshadowed it in earlier visits (clinlib.dialogue.synth.FORESHADOWS; T4's anchors and evidence); in tier 1 each lab's first abnormal
+foreshadowed it in earlier visits (clinlib.dialogue.templates.FORESHADOWS; T4's anchors and evidence); in tier 1 each lab's first abnormal
 value comes before its second, and so on; otherwise a seeded hash orders a tier) until the
 share is used; the rest is left unstated and recorded as ``missed`` with a ``budget:`` reason
-(clinlib.dialogue.synth), joining the T9 pool.
+(clinlib.dialogue.fitting), joining the T9 pool.
 Facts travel in groups that are told or left out together, so a missed fact is never half-told:
 every lab of one name on one day, every order of one drug in one visit, every row of one
 diagnosis / procedure code in one visit.
@@ -94,7 +94,7 @@ def priority(
 
     Args:
         kind: the events' kind.
-        key_lab: a lab of clinlib.dialogue.verify.KEY_LABS.
+        key_lab: a lab of clinlib.dialogue.fields.KEY_LABS.
         abnormal: a lab outside its range or flagged.
         first_day / last_day: a lab on its visit's first / last lab day.
         record_end: a lab that is the patient's first or last value of that lab (T2 / T6
@@ -104,7 +104,7 @@ def priority(
         first_abnormal: a lab among the record's first :data:`FIRST_ABNORMAL` abnormal values
             of that lab in that direction.
         foreshadow: one of the few (at most :data:`FIRST_ABNORMAL`) abnormal values that point
-            to a condition first coded in a later visit (clinlib.dialogue.synth.FORESHADOWS).
+            to a condition first coded in a later visit (clinlib.dialogue.templates.FORESHADOWS).
         new_condition: a diagnosis of a condition coded for the first time in the record.
     """
     if kind in ("admission", "discharge") or principal or foreshadow or new_condition:

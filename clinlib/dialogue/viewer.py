@@ -25,8 +25,10 @@ import pandas as pd
 from clinlib.core.config import artifact_path, resolve_profile
 from clinlib.core.io import read_artifact
 from clinlib.core.plots import PALETTE
-from clinlib.dialogue import verify as V
-from clinlib.dialogue.synth import PAPER_DIALOGUE_STATS, SPEAKER_PREFIX, VISIT_HEADER
+from clinlib.dialogue.fields import present, records
+from clinlib.dialogue.matching import tagged_sentences
+from clinlib.dialogue.render import SPEAKER_PREFIX, VISIT_HEADER
+from clinlib.dialogue.stats import PAPER_DIALOGUE_STATS
 
 KIND_COLORS: dict[str, str] = {
     "admission": PALETTE[0],
@@ -80,7 +82,7 @@ def event_titles(events: pd.DataFrame | None) -> dict[str, str]:
     if events is None or events.empty:
         return {}
     out = {}
-    for e in V.records(events[["event_id", "kind", "label", "value_text", "unit", "code"]]):
+    for e in records(events[["event_id", "kind", "label", "value_text", "unit", "code"]]):
         parts = [str(e["label"] or "")]
         if e["kind"] in ("lab", "medication"):
             parts += [str(e["value_text"] or ""), str(e["unit"] or "")]
@@ -117,7 +119,7 @@ def turn_html(
     """One turn as HTML: speaker prefix and highlighted sentences."""
     body = " ".join(
         sentence_html(s, ids, titles, selected)
-        for s, ids in V.tagged_sentences(str(turn["text_tagged"]))
+        for s, ids in tagged_sentences(str(turn["text_tagged"]))
     )
     cls = "ct-turn ct-sel" if selected and selected in list(turn["event_ids"]) else "ct-turn"
     who = SPEAKER_PREFIX.get(str(turn["speaker"]), str(turn["speaker"]))
@@ -172,7 +174,7 @@ def dialogue_html(
         date = g["visit_date"].iloc[0] if "visit_date" in g.columns else None
         head = VISIT_HEADER.format(number=int(v) + 1, date=date)
         parts.append(f'<div class="ct-visit">{html.escape(head)}</div>')
-        parts += [turn_html(t, titles, selected_event) for t in V.records(g)]
+        parts += [turn_html(t, titles, selected_event) for t in records(g)]
     parts.append("</div>")
     return "\n".join(parts)
 
@@ -190,7 +192,7 @@ def locate_event(coverage: pd.DataFrame, turns: pd.DataFrame, event_id: str) -> 
     row = coverage[coverage["event_id"] == event_id]
     if row.empty:
         raise KeyError(f"event {event_id!r} is not in event_coverage")
-    r = V.records(row)[0]
+    r = records(row)[0]
     out = {
         "event_id": event_id,
         "status": r["status"],
@@ -200,10 +202,10 @@ def locate_event(coverage: pd.DataFrame, turns: pd.DataFrame, event_id: str) -> 
         "speaker": None,
         "text": None,
     }
-    if r["status"] == "covered" and V.present(r["turn_idx"]):
+    if r["status"] == "covered" and present(r["turn_idx"]):
         t = turns[(turns["subject_id"] == r["subject_id"]) & (turns["turn_idx"] == r["turn_idx"])]
         if not t.empty:
-            tr = V.records(t)[0]
+            tr = records(t)[0]
             out |= {"turn_idx": int(tr["turn_idx"]), "visit_idx": int(tr["visit_idx"]),
                     "speaker": tr["speaker"], "text": tr["text_tagged"]}  # fmt: skip
     visit = "?" if out["visit_idx"] is None else int(out["visit_idx"]) + 1
@@ -238,7 +240,7 @@ def event_options(
     return [
         (f"v{'?' if r['visit_idx'] is None else int(r['visit_idx']) + 1} · {r['event_id']} · "
          f"{titles.get(r['event_id'], r['kind'] or '')} · {r['status']}", str(r["event_id"]))
-        for r in V.records(cov)
+        for r in records(cov)
     ]  # fmt: skip
 
 
@@ -249,7 +251,7 @@ def checks_html(checks: pd.DataFrame, subject_id: int) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(r['check'])}</td><td>{r['severity']}</td>"
         f"<td>{'✔' if r['passed'] else '✘'}</td><td>{html.escape(str(r['detail']))}</td></tr>"
-        for r in V.records(c)
+        for r in records(c)
     )
     return (
         '<table style="font-size:12px"><tr><th>check</th><th>severity</th><th>ok</th>'
@@ -263,7 +265,7 @@ def patient_options(summary: pd.DataFrame) -> list[tuple[str, int]]:
     return [
         (f"{r['subject_id']} · {r['n_visits']} visits · {'kept' if r['kept'] else 'dropped'}",
          int(r["subject_id"]))
-        for r in V.records(s)
+        for r in records(s)
     ]  # fmt: skip
 
 

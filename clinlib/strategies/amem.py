@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from clinlib.dialogue.synth import condition_of, render_visit
+from clinlib.dialogue.render import render_visit
+from clinlib.dialogue.selection import condition_of
 from clinlib.strategies.base import Artifact, Strategy, StrategyError, question_text
 from clinlib.strategies.embed import DEFAULT_EMBEDDING_MODEL, EmbedsQueries
 from clinlib.strategies.facts import Fact, facts_of

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from clinlib.dialogue.synth import render_dialogue
+from clinlib.dialogue.render import render_dialogue
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from clinlib.strategies.prep import PrepModel

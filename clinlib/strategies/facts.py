@@ -9,7 +9,7 @@ events table. Two kinds of pattern:
   and a unit (``Creatinine of 1.9 mg/dL``, ``the Creatinine on 2150-01-02 was 2.5 mg/dL``),
   with ``above`` / ``below`` / ``flagged ... abnormal`` in the same sentence giving the flag;
 * sentence frames compiled from the dialogue templates' own constants
-  (:mod:`clinlib.dialogue.synth` ``ADMISSION_FRAMES``, ``MED_FRAMES``, ``PROCEDURE_FRAMES``,
+  (:mod:`clinlib.dialogue.templates` ``ADMISSION_FRAMES``, ``MED_FRAMES``, ``PROCEDURE_FRAMES``,
   ``DIAGNOSIS_FRAMES``, ``DISCHARGE_FRAMES``, ``SYMPTOM_LEADS``), so the reader follows the
   templates if their wording changes; a generic ``Title (CODE)`` pattern catches diagnosis
   lists in other wording.
@@ -34,8 +34,8 @@ from dataclasses import asdict, dataclass, replace
 import pandas as pd
 
 from clinlib.data.vocab import LAB_PANEL
-from clinlib.dialogue import synth as D
-from clinlib.dialogue.verify import TAG_RE
+from clinlib.dialogue import templates
+from clinlib.dialogue.matching import TAG_RE
 from clinlib.strategies.base import check_turns, dialogue_hash
 
 FACT_KINDS: tuple[str, ...] = (
@@ -99,7 +99,7 @@ def _frame_regexes(frames: Iterable[str], groups: dict[str, str]) -> list[re.Pat
 
 
 def _frames(name: str) -> tuple[str, ...]:
-    value = getattr(D, name, ())
+    value = getattr(templates, name, ())
     return tuple(value) if isinstance(value, tuple | list) else ()
 
 

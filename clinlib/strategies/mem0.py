@@ -42,8 +42,8 @@ import numpy as np
 import pandas as pd
 
 from clinlib.core.config import build_dir
-from clinlib.dialogue.synth import render_visit
-from clinlib.dialogue.verify import TAG_RE
+from clinlib.dialogue.matching import TAG_RE
+from clinlib.dialogue.render import render_visit
 from clinlib.llm import check_egress
 from clinlib.strategies.base import Artifact, Strategy, StrategyError, question_text
 from clinlib.strategies.embed import (

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from rank_bm25 import BM25Okapi
 
-from clinlib.dialogue.synth import render_visit
+from clinlib.dialogue.render import render_visit
 from clinlib.strategies.base import (
     Artifact,
     Strategy,

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from clinlib.dialogue.synth import render_visit
+from clinlib.dialogue.render import render_visit
 from clinlib.strategies.base import Artifact, Strategy, StrategyError, visit_order
 from clinlib.strategies.facts import Fact, facts_of
 from clinlib.strategies.prep import PrepError, PrepRequest, count_text_tokens, parse_json_reply
