@@ -1,6 +1,6 @@
 """The dialogue verifier's checks, one function per check family (paper §3 "Cohort": "15
 patients fail dialogue invariants during synthesis and are dropped"; Fig. 2 stage 3 "verifier
-v3.2 (10 HARD + 3 SOFT)"; docs/design.md "Dialogues").
+v3.2 (10 HARD + 3 SOFT)"; docs/design.md "Layout").
 
 The catalogue (:data:`HARD_CHECKS`, :data:`SOFT_CHECKS`) is described in
 :mod:`clinlib.dialogue.verify`, which runs these functions on each patient's records. Each

@@ -1,6 +1,6 @@
 """What a source event must say and where it sits, for the dialogue verifier and synthesis
 (paper §3 "Cohort": structured fields preserved "inside narrative turns"; docs/design.md
-"Dialogues").
+"Layout").
 
 Which fields of an event must appear verbatim in the turn that cites it
 (:func:`required_fields`), which strings a citing turn may contain (:func:`traceable_strings`),

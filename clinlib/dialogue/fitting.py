@@ -1,5 +1,5 @@
 """Fitting each visit to the length budget (paper Appendix C.1, Fig. 13; the budget's rules in
-:mod:`clinlib.dialogue.budget`; docs/design.md "Dialogues").
+:mod:`clinlib.dialogue.budget`; docs/design.md "Layout").
 
 A record of n visits gets ``13,700 * (n / 10) ** (1/3)`` characters, split over visits by
 max-min fairness; a visit over its share tells its facts in priority order (admission,

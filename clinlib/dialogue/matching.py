@@ -1,5 +1,5 @@
 """Provenance tags and boundary-aware matching for the dialogue verifier (paper §3 "Cohort";
-Fig. 2 stage 3 "verifier v3.2"; docs/design.md "Dialogues").
+Fig. 2 stage 3 "verifier v3.2"; docs/design.md "Layout").
 
 The tag format: a fact-bearing sentence is followed by ``[LAB-123, LAB-124]`` in
 ``text_tagged``; ``text`` is the same turn without tags. Matching is boundary-aware ("1.3" is

@@ -1,5 +1,5 @@
 """Rendering dialogues as text: the evaluation context (paper §3 "Cohort"; §4 "the full
-dialogue" given to each strategy; docs/design.md "Dialogues").
+dialogue" given to each strategy; docs/design.md "Layout").
 
 ``render_dialogue`` gives visits in order, each with a ``Visit N (YYYY-MM-DD)`` header and one
 ``Patient:`` / ``Clinician:`` line per turn, with or without the provenance tags.
@@ -80,6 +80,3 @@ def render_dialogue(
         if keep is None or v in keep:
             by_visit.setdefault(v, []).append(r)
     return "\n\n".join(_render(by_visit[v], with_ids, True) for v in sorted(by_visit))
-
-
-# --- corpus statistics ---------------------------------------------------------------------

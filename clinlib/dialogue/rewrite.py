@@ -1,5 +1,5 @@
 """Optional LLM rewriting of a visit's template text (paper §3 "Cohort": dialogues synthesised
-from each record; Fig. 2 stage 3; docs/design.md "Dialogues").
+from each record; Fig. 2 stage 3; docs/design.md "Layout").
 
 A :class:`Rewriter` gets each visit's tagged draft and the strings it must keep verbatim; a
 rewrite is accepted only if it passes the verifier's per-turn checks

@@ -1,5 +1,5 @@
 """Which events a dialogue states (paper §3 "Cohort"; Fig. 2 stage 3; T9 abstention anchors,
-§4; docs/design.md "Dialogues"): the input checks, the events that cannot be told, and the
+§4; docs/design.md "Layout"): the input checks, the events that cannot be told, and the
 deterministic missed-events rule.
 
 - ``unusable`` — the event cannot be stated faithfully: unknown kind, no time or visit, a lab

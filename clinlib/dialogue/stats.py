@@ -1,6 +1,6 @@
 """Reports on a dialogue corpus: kept/dropped counts, coverage by event kind, and our corpus
 beside the paper's (paper §3 "Cohort": 385 of 400 kept; Appendix C.1, Fig. 13; docs/design.md
-"Dialogues").
+"Layout").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Template phrasing of the synthetic dialogues (paper §3 "Cohort": facts kept "inside narrative
-turns"; Fig. 2 stage 3; docs/design.md "Dialogues").
+turns"; Fig. 2 stage 3; docs/design.md "Layout").
 
 Several phrasings per slot are chosen by a hash of (seed, patient, visit, slot)
 (:mod:`clinlib.dialogue.turns`), so the text varies but is reproducible. No template carries a

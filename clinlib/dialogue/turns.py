@@ -1,5 +1,5 @@
 """The template turns of one visit (paper §3 "Cohort": structured fields "inside narrative
-turns"; Fig. 2 stage 3; docs/design.md "Dialogues").
+turns"; Fig. 2 stage 3; docs/design.md "Layout").
 
 The patient opens with symptoms consistent with the visit's diagnoses and asks questions, never
 with a number; the clinician states the admission, each day's labs, medications, procedures,
