@@ -50,7 +50,9 @@ _API: dict[str, tuple[str, str | None]] = {
     "injected_dialogue": ("clinlib.tasks.injections", "injected_dialogue"),
     # the modules behind the notebooks (README "Notebook map")
     "cohort_report": ("clinlib.data.report", None),  # 01
-    "dialogues": ("clinlib.dialogue.synth", None),  # 02
+    "dialogues": ("clinlib.dialogue.synth", None),
+    "dialogue_stats": ("clinlib.dialogue.stats", None),  # 02
+    "render_dialogue": ("clinlib.dialogue.render", "render_dialogue"),  # 02
     "verify": ("clinlib.dialogue.verify", None),  # 02
     "dialogue_viewer": ("clinlib.dialogue.viewer", None),  # 02, apps/dialogue_viewer
     "corpus_shape": ("clinlib.analysis.corpus_shape", None),  # 02
