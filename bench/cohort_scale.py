@@ -1,4 +1,4 @@
-"""``make bench-cohort``: the cohort build at MIMIC-IV scale, DuckDB vs pandas (issue 2 §6).
+"""``make bench-cohort``: the cohort build at MIMIC-IV scale, DuckDB vs pandas.
 
 1. Generates (once, cached under data/build/mimic-scale/raw/hosp/) a synthetic MIMIC-IV-shaped
    hosp dataset of 364,627 patients in parquet (>= 100M labevents rows).

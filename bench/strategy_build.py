@@ -1,5 +1,5 @@
 """``python -m bench.strategy_build``: cold and warm construction of every history
-representation for a profile (issue 6; paper §4 strategies, Appendix C footprints).
+representation for a profile (paper §4 strategies, Appendix C footprints).
 
 1. Builds every registered strategy (the paper's eight and the extras) for the profile's
    dialogues offline with the rule-based prep model — embeddings included (dense, hybrid,
@@ -7,7 +7,7 @@ representation for a profile (issue 6; paper §4 strategies, Appendix C footprin
    ``data/build/<profile>/bench-strategies/`` emptied first, so the build is cold (the
    sentence-transformers model load counts).
 2. Rebuilds with unchanged inputs: every artifact is found in the construction cache.
-3. Compares the encoders (issue 13): the static default and the transformer MiniLM each
+3. Compares the encoders: the static default and the transformer MiniLM each
    embed every visit cold into a fresh store (load and encode timed), then dense-retrieval
    with each ranks the anchor visit of every retrieval-eligible question (hit@1/3/5/10,
    Appendix C.2). The static model runs on every patient; both run on the first
@@ -15,7 +15,7 @@ representation for a profile (issue 6; paper §4 strategies, Appendix C footprin
 4. Prints the wall time of each pass and per strategy and the encoder table, and writes
    ``results.json`` there.
 
-Targets (DESIGN.md, issues 6 and 13): <= 2 min cold on 2 cores for the paper profile's ~400
+Targets (docs/design.md): <= 2 min cold on 2 cores for the paper profile's ~400
 dialogues; <= 10 s warm; static hit@1/3/5 >= 0.54 / 0.77 / 0.83. With the transformer MiniLM
 the cold build was bound by its ~1,000 s of encoding; the static encoder embeds whole visits in
 seconds, so the rule-based constructions dominate; the warm pass only hashes each dialogue and
@@ -44,7 +44,7 @@ SCRATCH = "bench-strategies"
 COLD_TARGET_S = 120.0
 WARM_TARGET_S = 10.0
 MINILM_SUBJECTS = 50
-# Issue 13's "done" bar for the static encoder on the paper profile (hit@1 / @3 / @5).
+# The "done" bar for the static encoder on the paper profile (hit@1 / @3 / @5).
 HIT_TARGETS: dict[str, float] = {"hit@1": 0.54, "hit@3": 0.77, "hit@5": 0.83}
 
 

@@ -26,7 +26,7 @@ def numbered_notebooks() -> list:
 
 def check_built(profile: str) -> None:
     """Refuse at once a profile the notebooks cannot run on (never built, a stage failed or
-    is stale, no predictions), instead of failing every notebook (issue 12 §4)."""
+    is stale, no predictions), instead of failing every notebook."""
     redo = f"run `clintrace pipeline --profile {profile}` first"
     if not build_dir(profile).is_dir():
         raise FileNotFoundError(f"profile {profile!r} was never built ({build_dir(profile)}); "

@@ -551,7 +551,7 @@ def test_build_dialogues_writes_all_artifacts_atomically(tmp_path, monkeypatch, 
     (tmp_path / "unit").mkdir()
     events.to_parquet(tmp_path / "unit" / "events.parquet")
     make_cohort().to_parquet(tmp_path / "unit" / "cohort.parquet")
-    # 2 of 4 patients drop (50% > 20%): the stage refuses and writes nothing (issue 12 §3).
+    # 2 of 4 patients drop (50% > 20%): the stage refuses and writes nothing.
     with pytest.raises(ValueError, match=r"dialogues: 2 of 4 patients' dialogues dropped"):
         D.build_dialogues("unit", seed=0)
     assert not (tmp_path / "unit" / "dialogues.parquet").exists()

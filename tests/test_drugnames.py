@@ -1,5 +1,5 @@
 """Drug-name normalisation (clinlib.data.drugnames) and T6 / T7 / T8 with their L2 recompute on real
-MIMIC-IV drug names (issue 12; fixture: tests/drug_fixture.py, golds worked out by hand there
+MIMIC-IV drug names (fixture: tests/drug_fixture.py, golds worked out by hand there
 and below)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from clinlib.tasks.generators.t8 import treatment_key
 from clinlib.tasks.generators.treatments import drug_match
 from tests import drug_fixture as F
 
-# real MIMIC-IV prescriptions.drug strings (../shared/reference/mimic-iv.md) -> expected key
+# real MIMIC-IV prescriptions.drug strings (docs/real-data.md) -> expected key
 KEYS = {
     "HYDROmorphone (Dilaudid)": "hydromorphone",
     "OxyCODONE (Immediate Release) ": "oxycodone",

@@ -1,4 +1,4 @@
-"""The shipped static encoder (issue 13): provenance and checksums, the loaded model against
+"""The shipped static encoder: provenance and checksums, the loaded model against
 its manifest and against an independent numpy implementation (whole texts, no truncation),
 loading without torch, stores keyed by model, and the encoder comparison."""
 

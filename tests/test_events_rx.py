@@ -1,4 +1,4 @@
-"""Medication event ids on real MIMIC-IV prescription shapes (issue 12): one pharmacy_id with
+"""Medication event ids on real MIMIC-IV prescription shapes: one pharmacy_id with
 MAIN + BASE + ADDITIVE rows, two MAIN rows on one id, a NULL pharmacy_id, dose ranges and
 missing doses. Expected ids are worked out by hand from clinlib.data.events' rule; the DuckDB path,
 the independent pandas path and a row-shuffled copy must all agree."""

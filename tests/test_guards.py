@@ -1,4 +1,4 @@
-"""Issue 12 §3–4: no stage goes silently empty or stale, and bad input gets exit 2 with one
+"""Stage guards and bad input: no stage goes silently empty or stale, and bad input gets exit 2 with one
 line naming file / column / row / value. Tiny hand-built tables (tests/hosp_fixture.py,
 tests/test_mimic_loader.py), so every test runs in seconds."""
 

@@ -1,4 +1,4 @@
-"""SQLite (WAL) response cache (clinlib.llm.response_cache; DESIGN.md principle 6)."""
+"""SQLite (WAL) response cache (clinlib.llm.response_cache; docs/design.md principle 6)."""
 
 from __future__ import annotations
 

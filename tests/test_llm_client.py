@@ -1,6 +1,6 @@
 """The resilient client against the fault-injecting server over real loopback HTTP.
 
-clinlib.llm.client + clinlib.llm.testserver (paper §4, Appendices D-E; issue 5 "Faults").
+clinlib.llm.client + clinlib.llm.testserver (paper §4, Appendices D-E).
 Latencies, timeouts and backoffs are small so the whole file runs in seconds.
 """
 

@@ -1,5 +1,5 @@
 """The quick profile's cohort checked against the raw tables with independent queries
-(issue 2 "Done means"), and the DuckDB path against the pandas implementation."""
+and the DuckDB path against the pandas implementation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Real MIMIC-IV shapes end to end (issue 12): the synthetic generator's real-data shapes
+"""Real MIMIC-IV shapes end to end: the synthetic generator's real-data shapes
 (clinlib.data.sources.synthetic_shapes) at their documented shares, and cohort -> events ->
 dialogues on a small MIMIC-shaped directory and on the MIMIC-derived MEDS dataset built from
 it (clinlib.data.sources.meds_fixture): same cohort, unique event ids, >= 90 % of dialogues kept."""

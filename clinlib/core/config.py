@@ -1,4 +1,4 @@
-"""Paths, profiles and run-wide settings (DESIGN.md "The artifact contract").
+"""Paths, profiles and run-wide settings (docs/design.md "The artifact contract").
 
 Every path the kit uses is derived here, relative to the repository root, so notebooks,
 the CLI and tests agree on where artifacts live. One setting picks the profile everywhere:

@@ -1,4 +1,4 @@
-"""Stage-output guards (issue 12 §3; DESIGN.md "The artifact contract"): no stage goes
+"""Stage-output guards (docs/design.md "The artifact contract"): no stage goes
 silently empty, and no stage reads an artifact that a failed or newer run made stale.
 
 Two mechanisms, shared by every stage:
@@ -33,7 +33,7 @@ from clinlib.core.io import atomic_path
 
 log = logging.getLogger(__name__)
 
-# Above this share of dropped input rows a stage fails (issue 12: "> 20% of dialogues").
+# Above this share of dropped input rows a stage fails ("> 20% of dialogues" is a broken stage, not noise).
 MAX_DROP_SHARE = 0.20
 MANIFEST_DIR = "manifests"
 
@@ -230,7 +230,7 @@ def check_artifact(artifact: str, profile: str | None = None) -> None:
 
 def check_run(stage: str, summary, allow_drops: bool = False) -> None:
     """A run (``run`` / ``evaluate-offline``) that holds 0 predictions, or whose predictions
-    are mostly transport errors or empty completions, fails with the counts (issue 12 §3).
+    are mostly transport errors or empty completions, fails with the counts.
 
     Args:
         stage: the command name, for the message.
@@ -253,7 +253,7 @@ def check_run(stage: str, summary, allow_drops: bool = False) -> None:
 
 
 def check_constructions(summary) -> None:
-    """The strategies stage built from 0 dialogues: a StageError (issue 12 §3)."""
+    """The strategies stage built from 0 dialogues: a StageError."""
     if len(summary) == 0:
         raise StageError("strategies: no strategy was built")
     empty = summary[summary["n_dialogues"] == 0]
@@ -266,7 +266,7 @@ def check_constructions(summary) -> None:
 
 def evaluable_patients(cohort, dialogue_summary, questions):
     """The cohort rows of patients with a kept dialogue and at least one question: the only
-    ones an evaluation, an ablation subset or the failure explorer can use (issue 12 §3).
+    ones an evaluation, an ablation subset or the failure explorer can use.
 
     Args:
         cohort: cohort.parquet rows (subject_id, ...).

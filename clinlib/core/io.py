@@ -1,4 +1,4 @@
-"""Atomic artifact writing (DESIGN.md: nothing half-written may look complete).
+"""Atomic artifact writing (docs/design.md: nothing half-written may look complete).
 
 Every stage writes to a temporary sibling and renames it into place only after the write
 succeeded, so a crash leaves either the old artifact or none, never a truncated one.

@@ -1,4 +1,4 @@
-"""One place for figure style and saving (DESIGN.md principle 3, pyprobml's ``savefig``).
+"""One place for figure style and saving (docs/design.md principle 3, pyprobml's ``savefig``).
 
 Every notebook ends with ``savefig(chart, "NN_slug")``, which writes
 ``figures/NN_slug.png`` and ``.svg`` through vl-convert (headless, offline).

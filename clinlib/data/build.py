@@ -1,5 +1,5 @@
 """Stage orchestration: each stage reads the previous stage's artifacts under
-``data/build/<profile>/`` and writes its own atomically (DESIGN.md "The artifact contract").
+``data/build/<profile>/`` and writes its own atomically (docs/design.md "The artifact contract").
 
 Stages so far: ``synth`` (synthetic MIMIC-IV-shaped hosp tables) -> ``cohort`` (cohort,
 attrition, eligible and events parquet) -> ``dialogues``. The data source of a build is

@@ -1,6 +1,6 @@
 """Drug-name normalisation: one canonical key per recorded ``prescriptions.drug`` string, for
 matching and class lookup (paper §3 "Task suite": T7, T8 and T9 are grounded in documented
-prescriptions; issue 12, ../shared/reference/mimic-iv.md "prescriptions and emar").
+prescriptions, docs/real-data.md "prescriptions and emar").
 
 Real MIMIC-IV drug names are pharmacy free text: qualifiers in parentheses ("HYDROmorphone
 (Dilaudid)", "Insulin (Regular) for Hyperkalemia", "Albumin 25% (12.5g / 50mL)"), tall-man

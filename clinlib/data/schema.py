@@ -3,7 +3,7 @@
 Source schemas follow MIT-LCP/mimic-code ``buildmimic/postgres/create.sql`` (v2.2; v3.x
 adds columns, which readers tolerate). ``REQUIRED`` marks the columns the kit reads; a real
 MIMIC-IV directory must have them with a compatible type. Artifact schemas are the
-DESIGN.md contract ("The artifact contract") plus the kit's documented additions.
+docs/design.md contract ("The artifact contract") plus the kit's documented additions.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "d_icd_procedures": ("icd_code", "icd_version", "long_title"),
 }
 
-# Artifact columns (DESIGN.md contract + documented additions). Types are pandas dtypes
+# Artifact columns (docs/design.md contract + documented additions). Types are pandas dtypes
 # as written to parquet; "list" = list of strings.
 ARTIFACTS: dict[str, dict[str, str]] = {
     "cohort": {

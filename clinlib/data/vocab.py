@@ -1,5 +1,5 @@
 """Clinical vocabulary shared by every stage: the 18-lab panel, the index-disease ICD code
-sets and the event kinds (paper §3 "Cohort", Fig. 2 stages 1–2; ../shared/reference/mimic-iv.md).
+sets and the event kinds (paper §3 "Cohort", Fig. 2 stages 1–2; docs/real-data.md).
 
 The itemids, units and ICD prefixes are MIMIC-IV's own, so the same constants select events
 from the synthetic dataset and from a real MIMIC-IV hosp directory.
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 INDEX_DISEASES: tuple[str, ...] = ("diabetes", "hypertension", "ckd", "cad")
 
 # ICD prefixes per index disease and ICD version (sources: mimic-code charlson.sql / Quan 2005,
-# Quan Elixhauser, AHRQ Elixhauser ICD-10-CM; see ../shared/reference/mimic-iv.md).
+# Quan Elixhauser, AHRQ Elixhauser ICD-10-CM; see docs/real-data.md).
 # Hypertensive CKD (ICD-9 403/404, ICD-10 I12/I13) counts for both hypertension and CKD, as in
 # Charlson's renal set; the cohort assigns each patient one primary disease.
 INDEX_DISEASE_ICD: dict[str, dict[int, tuple[str, ...]]] = {
@@ -88,7 +88,7 @@ PANEL_ITEMIDS: dict[int, tuple[str, int]] = {
 }
 """itemid -> (panel key, priority rank within the entry; 0 is preferred)."""
 
-# Event kinds in the events table (DESIGN.md artifact contract).
+# Event kinds in the events table (docs/design.md artifact contract).
 EVENT_KINDS: tuple[str, ...] = (
     "admission",
     "discharge",

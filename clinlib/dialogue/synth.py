@@ -390,7 +390,7 @@ def build_dialogues(
         seed: synthesis seed (default: the profile's seed, else 0).
         rewriter: optional LLM rewriter; the template path needs no network.
         allow_drops: accept dropping more than guards.MAX_DROP_SHARE of the patients
-            (keeping none is always a StageError; issue 12 §3).
+            (keeping none is always a StageError).
 
     Returns:
         The frames written, keyed by artifact name (see :func:`synthesize_corpus`).

@@ -1,6 +1,6 @@
 """Offline readers: deterministic answering policies over the prompt text, not language models
 (paper §4 "Backbones" — the kit's offline stand-in; §5.4 abstention (T9); §5.5 the T3
-post-construction probe; DESIGN.md "deterministic offline readers").
+post-construction probe; docs/design.md "deterministic offline readers").
 
 A reader receives exactly the chat messages an LLM would (:func:`clinlib.eval.prompts.
 build_messages`) and nothing else: it recovers (record, question) with

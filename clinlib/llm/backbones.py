@@ -4,7 +4,7 @@ Paper §4 "Backbones": inference is routed through OpenRouter to DeepSeek-V3
 (deepseek-chat-v3.1, 64k context), GPT-4o-mini (128k), Claude Haiku 4.5 (200k) and Claude
 Sonnet 4.6 (200k); Appendix D prices every cell from input / output / cache-read tokens.
 
-One registry, keyed by name (DESIGN.md principle 4), so an ablation is a one-string change.
+One registry, keyed by name (docs/design.md principle 4), so an ablation is a one-string change.
 Two kinds of backbone live in it:
 
 * ``kind="openai"``: any OpenAI-compatible chat endpoint (OpenRouter, OpenAI, vLLM, Ollama,

@@ -1,4 +1,4 @@
-"""On-disk response cache for LLM calls (DESIGN.md principle 6; paper §4 and Appendix D).
+"""On-disk response cache for LLM calls (docs/design.md principle 6; paper §4 and Appendix D).
 
 The paper's 200,672 predictions cost $527.87; a re-run (a notebook re-executed, a crashed
 run resumed, a figure re-drawn) must make zero API calls. Responses are keyed on the

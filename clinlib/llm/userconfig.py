@@ -1,4 +1,4 @@
-"""User backbones from a TOML config file (issue 5; paper §4 "Backbones").
+"""User backbones from a TOML config file (paper §4 "Backbones").
 
 The file is named by ``--config PATH`` or ``$CLINTRACE_CONFIG``. Each ``[backbones.NAME]``
 table defines an OpenAI-compatible endpoint, or overrides fields of a backbone that already
@@ -116,8 +116,8 @@ def _entry_problems(name: str, entry: Mapping[str, Any]) -> list[tuple[str, str]
 
 
 def _replaces_builtin(name: str, entry: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(key, problem) pairs of a table that would silently replace a built-in preset (issue 12
-    §4): a changed base_url / model (its prices may be overridden)."""
+    """(key, problem) pairs of a table that would silently replace a built-in preset: a
+    changed base_url / model (its prices may be overridden)."""
     preset = PRESETS.get(name)
     if preset is None:
         return []

@@ -1,6 +1,6 @@
 """History-representation strategies: ONE registry keyed by name (paper §4 "History
 representation strategies" — the eight, grouped into six families — plus the kit's extras;
-DESIGN.md principle 4: an ablation is a one-string change).
+docs/design.md principle 4: an ablation is a one-string change).
 
 The paper's eight: ``no-context-blind``, ``last-visit-only``, ``full-context``,
 ``dense-retrieval``, ``structured-timeline``, ``llm-summary``, ``mem0``, ``a-mem``.

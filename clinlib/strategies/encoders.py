@@ -1,11 +1,10 @@
 """The kit's default sentence encoder: a static (model2vec) embedding model distilled locally
-from the packaged all-MiniLM-L6-v2, shipped under ``data/models/minilm-l6-static/`` (issue 13;
-paper §4 "dense-retrieval — BGE-M3 chunk embeddings", Appendix C.2 hit rates).
+from the packaged all-MiniLM-L6-v2, shipped under ``data/models/minilm-l6-static/`` (paper §4 "dense-retrieval — BGE-M3 chunk embeddings", Appendix C.2 hit rates).
 
 Why static: the transformer MiniLM cuts each visit at 256 word pieces and needs ~1,000 s on two
 cores for the paper profile's visits; the static model embeds every whole visit (no window:
 a visit is the mean of its word-piece vectors) in seconds and retrieves the anchor visit more
-often (DESIGN.md "Offline facts"). It loads with ``model2vec.StaticModel`` only — no torch, no
+often (docs/design.md "Offline facts"). It loads with ``model2vec.StaticModel`` only — no torch, no
 sentence-transformers (which would re-impose a 512-piece cut).
 
 Why shipped rather than built at install: nothing is distilled in ``make test``'s hot path and

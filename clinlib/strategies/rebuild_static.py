@@ -1,7 +1,7 @@
 """``python -m clinlib.strategies.rebuild_static [--out DIR] [--check] [--verify]``: re-distil
 the shipped static encoder ``data/models/minilm-l6-static`` from the packaged all-MiniLM-L6-v2,
 offline, and (``--check``) compare every file's sha256 with the shipped manifest — the
-rebuild is bit-identical (issue 13). ``--verify`` only checks the shipped files. Needs the
+rebuild is bit-identical. ``--verify`` only checks the shipped files. Needs the
 ``distill`` extra (``skeletoken``); ~5 min on two cores.
 """
 

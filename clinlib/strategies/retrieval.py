@@ -18,7 +18,7 @@ Chunking: ``truncate`` (default) embeds each visit as one chunk: the default sta
 embeds it whole; a transformer truncates it to its window (256 word pieces for MiniLM; BGE-M3's
 8192 covers any visit). ``max`` splits a visit at turn boundaries into window-sized segments and
 scores the visit by its best segment; a static model has no window, so there ``max`` equals
-``truncate`` (windows made the static model worse, issue 13).
+``truncate`` (windows made the static model worse).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ STATED_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w]|\.\d)")
 """A number as a question states it (not glued to a word: "40 mg" states 40, "40mg" does not);
 what gate L3 counts as stating a value, and what T8 avoids stating (clinlib.tasks.gates)."""
 
-# questions.parquet columns (DESIGN.md contract + documented additions).
+# questions.parquet columns (docs/design.md contract + documented additions).
 QUESTION_COLUMNS: dict[str, str] = {
     "qid": "string",  # stable: "<task>-<sha1 of task, subjects, anchors, subtype>"[:12]
     "task": "string",  # T1..T9

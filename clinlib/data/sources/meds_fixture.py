@@ -1,6 +1,5 @@
 """A MIMIC-derived MEDS dataset from a MIMIC-IV-shaped hosp directory, built the way the
-MEDS-transforms MIMIC-IV ETL builds one (paper §3 "Cohort"; issue 12 "Real MIMIC-IV and MEDS
-end to end").
+MEDS-transforms MIMIC-IV ETL builds one (paper §3 "Cohort").
 
 Real MIMIC-derived MEDS datasets do not look like the kit's own export (:func:`clinlib.data.sources.
 meds.write_meds`): there is no ``event_id``, medications carry no dose, and a medication order

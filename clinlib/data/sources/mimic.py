@@ -8,7 +8,7 @@ columns are kept). Nothing is loaded into pandas: a 100M-row ``labevents`` is sc
 the queries that use it.
 
 CSVs are read with explicit column types (``clinlib.data.schema.HOSP_TABLES``) and MIMIC's quoting
-(``quote='"', escape='"'``, mimic-code issue #1881): DuckDB's dialect auto-detection fails on
+(``quote='"', escape='"'``, MIT-LCP/mimic-code#1881): DuckDB's dialect auto-detection fails on
 labevents, and codes such as ``icd_code`` "0066" or ``ndc`` "00904516561" must stay text.
 
 Opening validates each table cheaply and fails with :class:`SourceSchemaError` naming the file,
@@ -225,7 +225,7 @@ _COLUMNS = re.compile(r"Expected Number of Columns: (\d+) Found: (\d+)")
 
 
 def source_error(err: duckdb.Error, path: str | Path | None = None) -> SourceSchemaError:
-    """A one-line :class:`SourceSchemaError` for a DuckDB read error (issue 12 §4).
+    """A one-line :class:`SourceSchemaError` for a DuckDB read error.
 
     DuckDB's CSV errors span ~40 lines; this keeps the file, the line, and the column and
     value (a conversion), the field counts (a ragged row) or the unterminated quote.
@@ -343,9 +343,9 @@ def _check_parquet(table: str, path: Path, schema: pa.Schema) -> None:
 
 # --------------------------------------------------------------------------- primary keys
 
-# Keys whose duplicates would silently multiply events (issue 12 §4: a repeated admissions row
+# Keys whose duplicates would silently multiply events (a repeated admissions row
 # doubles every event of that admission). Both tables are small, so a full scan is cheap;
-# labevents' labevent_id is checked over the cohort's rows only (pipeline.build_cohort).
+# labevents' labevent_id is checked over the cohort's rows only (clinlib.data.build.build_cohort).
 PRIMARY_KEYS: dict[str, str] = {"patients": "subject_id", "admissions": "hadm_id"}
 
 

@@ -1,7 +1,7 @@
-"""Real MIMIC-IV hosp shapes for the SYNTHETIC generator (issue 12; paper §3 "Cohort").
+"""Real MIMIC-IV hosp shapes for the SYNTHETIC generator (paper §3 "Cohort").
 
 :mod:`clinlib.data.sources.synthetic` draws one prescriptions row per medication order. Real
-MIMIC-IV (checked on the openly licensed v2.2 demo; ../shared/reference/mimic-iv.md) has more
+MIMIC-IV (checked on the openly licensed v2.2 demo; docs/real-data.md) has more
 shape than that, and the kit must survive it. This module adds, from its own random stream
 (``default_rng([seed, chunk, SHAPES_STREAM])``, so the base tables keep their values):
 

@@ -113,7 +113,7 @@ def drug_key_sql(col: str) -> str:
 
 
 # One pharmacy order (pharmacy_id) may carry its MAIN drug row plus BASE diluent and ADDITIVE
-# rows (../shared/reference/mimic-iv.md). Like clinlib.data.events, BASE diluents are not orders of
+# rows (docs/real-data.md). Like clinlib.data.events, BASE diluents are not orders of
 # their own: MAIN and ADDITIVE rows are kept and keyed RX-<pharmacy_id>[-<k>] by content rank.
 RX_SQL = f"""
 WITH ranked AS (

@@ -1,6 +1,6 @@
 """The SYNTHETIC labevents table: values formatted as a lab reports them, reference ranges,
 flags, MIMIC quirks, and per-admission extremes for lab-driven codes and orders (paper §3
-"Cohort"; ../shared/reference/mimic-iv.md).
+"Cohort"; docs/real-data.md).
 """
 
 from __future__ import annotations

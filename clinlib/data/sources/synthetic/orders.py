@@ -1,6 +1,6 @@
 """SYNTHETIC prescriptions and emar: chronic, acute and background orders, then the real
 MIMIC-IV order shapes of :mod:`clinlib.data.sources.synthetic_shapes` (paper §3 "Cohort";
-the prescriptions/eMAR section of ../shared/reference/mimic-iv.md).
+the prescriptions/eMAR section of docs/real-data.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Curated vocabularies for the SYNTHETIC MIMIC-IV-shaped hosp generator (paper §3 "Cohort",
-Fig. 2 stages 1–2; ../shared/reference/mimic-iv.md), one module per domain: lab items
+Fig. 2 stages 1–2; docs/real-data.md), one module per domain: lab items
 (:mod:`.labs`), diagnosis and procedure codes (:mod:`.codes`), drugs (:mod:`.drugs`).
 
 Everything here is a real-world code or name, so the synthetic tables join and read like

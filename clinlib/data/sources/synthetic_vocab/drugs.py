@@ -1,5 +1,5 @@
 """Drugs of the SYNTHETIC hosp generator (paper §3 "Cohort"; the prescriptions/eMAR section of
-../shared/reference/mimic-iv.md).
+docs/real-data.md).
 
 Names are spelled as MIMIC-IV ``prescriptions.drug`` spells them (tall-man lettering included),
 with strength, unit, route and frequency. ``formulary_drug_cd`` follows MIMIC's house style;

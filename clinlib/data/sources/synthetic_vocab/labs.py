@@ -1,6 +1,6 @@
 """Lab items of the SYNTHETIC hosp generator: MIMIC-IV ``d_labitems`` itemids with label, fluid
 and category, units, reference ranges and reported decimals (paper §3 "Cohort"; Fig. 2 stage 2;
-../shared/reference/mimic-iv.md). The 18-lab panel's units and ranges come from
+docs/real-data.md). The 18-lab panel's units and ranges come from
 :data:`clinlib.data.vocab.LAB_PANEL` (hemoglobin and hematocrit sex-specific); the non-panel
 ranges are typical adult ranges.
 """
