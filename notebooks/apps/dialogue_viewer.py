@@ -21,11 +21,9 @@ app = marimo.App(width="full", app_title="ClinTrace dialogue viewer")
 def _():
     import marimo as mo
 
-    import clinlib.explore_dialogue as xd
-    import clinlib.explore_pages as xp
     from clinlib.config import resolve_profile
 
-    return mo, resolve_profile, xd, xp
+    return mo, resolve_profile
 
 
 @app.cell
@@ -38,6 +36,15 @@ def _(mo, resolve_profile):
         "event. Pick an event in the table to find the turn that states it."
     )
     return (profile,)
+
+
+@app.cell
+def _():
+    # The heavy imports (pandas, altair) run after the title cell has painted.
+    import clinlib.explore_dialogue as xd
+    import clinlib.explore_pages as xp
+
+    return xd, xp
 
 
 @app.cell

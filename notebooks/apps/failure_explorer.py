@@ -24,12 +24,9 @@ app = marimo.App(width="full", app_title="ClinTrace failure explorer")
 def _():
     import marimo as mo
 
-    import clinlib.explore_failures as fx
-    import clinlib.explore_pages as xp
-    from clinlib import pipeline, runner
     from clinlib.config import resolve_profile
 
-    return fx, mo, pipeline, resolve_profile, runner, xp
+    return mo, resolve_profile
 
 
 @app.cell
@@ -42,6 +39,16 @@ def _(mo, resolve_profile):
         "are mostly facts missing from the representation. Pick a row to open it."
     )
     return (profile,)
+
+
+@app.cell
+def _():
+    # The heavy imports (pandas, altair) run after the title cell has painted.
+    import clinlib.explore_failures as fx
+    import clinlib.explore_pages as xp
+    from clinlib import pipeline, runner
+
+    return fx, pipeline, runner, xp
 
 
 @app.cell
