@@ -147,6 +147,9 @@ def _select(page: Any, option: str) -> None:
 
 
 ROWS = "marimo-table tbody tr"  # rows of marimo's table (not the cards' HTML tables)
+# an anchor highlighted in the context block (not in the quoted dialogue turn above it)
+CONTEXT_MARKS = ".ct-fx h5:has-text('The exact context') ~ pre mark.ct-anchor"
+FILTER_STRATEGY = "structured-timeline"
 
 
 def _body_rows(page: Any) -> list[str]:
@@ -181,10 +184,11 @@ def check_failures(page: Any, url: str, shot: Path, timeout_s: float = READY_TIM
         assert page.get_by_text(label, exact=True).count(), f"filter {label!r} not shown"
     rows = _body_rows(page)
     assert 0 < len(rows) <= 20, f"{len(rows)} table rows on the first page"
-    # change a filter: only full-context failures (the anchor is in that context)
-    _select(page, "full-context")
+    # change a filter: structured-timeline keeps per-visit values, so its failures are the
+    # ones whose anchor IS in the context (a misreading, not a dropped fact)
+    _select(page, FILTER_STRATEGY)
     rows2 = _wait_rows_change(page, rows, timeout_s)
-    assert all("full-context" in r for r in rows2), rows2[:3]
+    assert all(FILTER_STRATEGY in r for r in rows2), rows2[:3]
     opened = _open_highlighted_failure(page, len(rows2), timeout_s)
     card = page.locator(".ct-fx").first.inner_text()
     for part in ("question", "gold", "raw response", "The exact context the model saw"):
@@ -196,19 +200,26 @@ def check_failures(page: Any, url: str, shot: Path, timeout_s: float = READY_TIM
             "rows_first_page": len(rows), "opened_row": opened}  # fmt: skip
 
 
+def _cell(row: Any, column: str) -> str:
+    return row.locator(f"[data-cell-id$='_{column}']").first.inner_text().strip()
+
+
 def _open_highlighted_failure(page: Any, n_rows: int, timeout_s: float) -> int:
-    """Click rows until the opened failure's context shows a highlighted anchor."""
+    """Select rows until the opened failure's context shows a highlighted anchor; each time
+    wait for the card of exactly that prediction (its heading names qid · … · strategy ·
+    backbone · setting)."""
     for i in range(n_rows):
-        before = page.locator(".ct-fx h4").first.inner_text()
-        _click_row(page, i)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if page.locator(".ct-fx h4").first.inner_text() != before or i == 0:
-                break
-            time.sleep(0.25)
-        ctx = page.locator(".ct-fx pre mark.ct-anchor")
-        if ctx.count():
-            ctx.first.scroll_into_view_if_needed()
+        row = page.locator(ROWS).nth(i)
+        box = row.locator("[data-testid=select-row-checkbox]")
+        if box.get_attribute("aria-checked") != "true":  # a second click would deselect
+            box.click()
+        head = (f"{_cell(row, 'strategy')} · {_cell(row, 'backbone')} · "
+                f"setting {_cell(row, 'setting')}")  # fmt: skip
+        card = page.locator(".ct-fx h4", has_text=_cell(row, "qid")).filter(has_text=head)
+        card.first.wait_for(timeout=timeout_s * 1000)
+        marks = page.locator(CONTEXT_MARKS)
+        if marks.count():
+            marks.first.scroll_into_view_if_needed()
             return i
     raise AssertionError(f"none of {n_rows} opened failures showed a highlighted anchor")
 

@@ -75,12 +75,12 @@ def _(data, fx, mo, problem, profile):
         print(f"failure explorer: no predictions for profile {profile!r}: {problem}")
     mo.stop(data is None, mo.md(f"**No predictions for profile `{profile}`.** {problem}"))
     preds = data["preds"]
-    filters = {
-        col: mo.ui.dropdown(
-            options=["(all)", *fx.options_of(preds, col)], value="(all)", label=col
-        )  # fmt: skip
+    # mo.ui.dictionary, not a plain dict: marimo only reacts to UI elements bound to globals
+    # (in a plain dict the dropdowns rendered but changing one re-ran nothing).
+    filters = mo.ui.dictionary({
+        col: mo.ui.dropdown(options=["(all)", *fx.options_of(preds, col)], value="(all)", label=col)
         for col in fx.FILTER_COLUMNS
-    }
+    })  # fmt: skip
     outcome = mo.ui.dropdown(options=list(fx.OUTCOMES), value="incorrect", label="outcome")
     only_flips = mo.ui.checkbox(value=False, label="only full-context→mem0 flips")
     return filters, only_flips, outcome, preds
@@ -88,7 +88,7 @@ def _(data, fx, mo, problem, profile):
 
 @app.cell
 def _(filters, fx, mo, only_flips, outcome, preds, xp):
-    chosen = {c: (None if w.value == "(all)" else w.value) for c, w in filters.items()}
+    chosen = {c: (None if v == "(all)" else v) for c, v in filters.value.items()}
     rows = fx.filter_predictions(preds, outcome=outcome.value, **chosen)
     if only_flips.value and {"full-context", "mem0"} <= set(preds["strategy"]):
         rows = fx.only_flip_rows(rows, fx.flips(preds), bad="mem0")
