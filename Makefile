@@ -4,13 +4,16 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Debian's Chromium for the browser tests (tests/test_apps_browser.py); playwright drives it,
+# no browser is ever downloaded. apt-get update + install took 91 s here, once.
+CHROMIUM_STAMP := $(VENV)/.chromium
 TORCH := torch==2.13.0
 NB_TIMEOUT ?= 900
 
 .DEFAULT_GOAL := help
 .PHONY: help install reproduce test lint format unit pipeline-quick synth cohort dialogues \
-        questions strategies run pipeline notebooks bench-cohort bench-strategies bench-harness lab \
-        app-dialogues clean clean-build
+        questions strategies run pipeline notebooks bench-cohort bench-strategies bench-harness bench-apps \
+        lab app-failures app-dialogues clean clean-build
 
 help: ## list every target with a one-line description
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-16s %s\n", $$1, $$2}'
@@ -23,13 +26,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP) ## create .venv and install the kit with everything it needs
+$(CHROMIUM_STAMP): | $(STAMP)
+	@command -v chromium >/dev/null || { test "$$(id -u)" = 0 && apt-get update -q \
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; } \
+	  || { echo "make: the browser tests need Chromium: run 'sudo apt-get install -y chromium'"; exit 2; }
+	touch $(CHROMIUM_STAMP)
+
+install: $(STAMP) $(CHROMIUM_STAMP) ## create .venv and install the kit with everything it needs (+ Chromium via apt)
 
 reproduce: install ## the main job: whole pipeline + every notebook on the paper profile (synthetic, offline)
 	$(BIN)/clintrace reproduce --profile paper
 
-test: install lint pipeline-quick ## lint, build the quick profile, run unit tests and every notebook
-	CLINTRACE_PROFILE=quick $(BIN)/python -m pytest -q tests notebooks --nbmake --nbmake-timeout=$(NB_TIMEOUT) -p no:cacheprovider
+test: install lint pipeline-quick ## lint, build the quick profile, run unit + browser tests and every notebook
+	CLINTRACE_REQUIRE_BROWSER=1 CLINTRACE_PROFILE=quick $(BIN)/python -m pytest -q tests notebooks --nbmake --nbmake-timeout=$(NB_TIMEOUT) -p no:cacheprovider
 
 lint: install ## ruff check + ruff format --check over clinlib/ and tests/
 	$(BIN)/ruff check clinlib tests bench
@@ -81,11 +90,17 @@ bench-harness: install ## harness vs bare openai SDK vs inspect_ai on a local 10
 	$(BIN)/python -m bench.llm_harness
 	$(BIN)/python -m pytest -q bench/test_client_overhead.py -p no:cacheprovider
 
+bench-apps: install ## both marimo apps in Chromium on PROFILE (default paper): first paint, largest output, screenshots to docs/img
+	$(BIN)/python -m bench.apps_browser --profile $(or $(PROFILE),paper) --shots docs/img
+
 lab: install ## open JupyterLab on the notebooks
 	$(BIN)/jupyter lab notebooks
 
-app-dialogues: install ## the marimo dialogue viewer
-	$(BIN)/marimo run notebooks/apps/dialogue_viewer.py
+app-failures: install ## the marimo failure explorer (PROFILE=..., default quick)
+	CLINTRACE_PROFILE=$(or $(PROFILE),$(CLINTRACE_PROFILE),quick) $(BIN)/marimo run notebooks/apps/failure_explorer.py
+
+app-dialogues: install ## the marimo dialogue viewer (PROFILE=..., default quick)
+	CLINTRACE_PROFILE=$(or $(PROFILE),$(CLINTRACE_PROFILE),quick) $(BIN)/marimo run notebooks/apps/dialogue_viewer.py
 
 clean-build: ## remove data/build (generated artifacts)
 	rm -rf data/build

@@ -46,6 +46,14 @@ CACHED_TARGET_S = 10.0
 PAPER_QUESTIONS = 6271
 
 
+def progress(msg: str, t0: float | None = None) -> None:
+    """One progress line on stderr, flushed at once (the run takes ~20 minutes and its
+    table only prints at the end). Local minimal helper: unify with a shared one if clinlib
+    grows one."""
+    took = f" ({time.perf_counter() - t0:.1f} s)" if t0 is not None else ""
+    print(f"[bench-harness {time.strftime('%H:%M:%S')}] {msg}{took}", file=sys.stderr, flush=True)
+
+
 def inspect_available() -> bool:
     """True when inspect_ai can be imported (the optional ``bench`` extra)."""
     try:
@@ -97,13 +105,25 @@ def throughput(
 ) -> pd.DataFrame:
     """One row per concurrency: bare / kit (/ inspect) requests per second and ratios."""
     rows = []
-    for conc in concurrencies:
+    for i, conc in enumerate(concurrencies, 1):
+        level = f"level {i}/{len(concurrencies)} (concurrency {conc}, {n_requests:,} requests)"
+        progress(f"{level}: starting the local {latency_s * 1000:.0f} ms server")
         with subprocess_server(latency_s) as url, tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
             bare = asyncio.run(_bench_bare(url, n_requests, conc, timeout_s))
+            progress(f"{level}: bare openai {bare:.1f} req/s", t0)
+            t0 = time.perf_counter()
             kit = asyncio.run(_bench_kit(url, n_requests, conc, timeout_s, f"{tmp}/c.sqlite"))
+            progress(f"{level}: kit {kit:.1f} req/s", t0)
             # a second bare pass after the kit, so drift in machine load shows as a spread
+            t0 = time.perf_counter()
             bare2 = asyncio.run(_bench_bare(url, n_requests, conc, timeout_s))
-            insp = bench_inspect(url, n_requests, conc, f"{tmp}/logs") if with_inspect else None
+            progress(f"{level}: bare openai again {bare2:.1f} req/s", t0)
+            insp = None
+            if with_inspect:
+                t0 = time.perf_counter()
+                insp = bench_inspect(url, n_requests, conc, f"{tmp}/logs")
+                progress(f"{level}: inspect_ai {insp:.1f} req/s", t0)
         bare_med = statistics.mean([bare, bare2])
         rows.append({
             "concurrency": conc,
@@ -147,8 +167,11 @@ def cached_rerun(n: int, latency_s: float, concurrency: int = 64) -> dict[str, A
 
     with subprocess_server(latency_s) as url, tempfile.TemporaryDirectory() as tmp:
         cache = f"{tmp}/cache.sqlite"
+        progress(f"cached re-run: filling a cache with {n:,} answers")
         fill_s, fill_calls, _ = asyncio.run(one_pass(url, cache))
+        progress(f"cached re-run: filled, {fill_calls:,} API calls in {fill_s:.1f} s; re-running")
         rerun_s, rerun_calls, rerun_hits = asyncio.run(one_pass(url, cache))
+        progress(f"cached re-run: {rerun_s:.2f} s, {rerun_calls} API calls")
     return {
         "n": n,
         "fill_s": round(fill_s, 2),

@@ -107,6 +107,11 @@ def test_corpus_chart(art):
     # paper medians drawn where the paper reports them (not for turns per visit)
     n_rules = [len(layer["layer"]) - 1 for layer in spec["hconcat"]]
     assert n_rules == [2, 2, 1]
+    # bars from 0 to count: without y2, x + x2 draws one-band horizontal bars (looked like points)
+    for layer in spec["hconcat"]:
+        bar = layer["layer"][0]
+        assert bar["mark"]["type"] == "bar" and bar["encoding"]["y2"] == {"datum": 0}
+        assert bar["encoding"]["x2"]["field"] == "end"
     # binned in pandas: each histogram sums to the count it describes, whatever the size
     data = spec["datasets"]
     n_visits = art["dialogues"].groupby(["subject_id", "visit_idx"]).ngroups

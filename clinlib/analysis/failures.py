@@ -25,6 +25,7 @@ import altair as alt
 import pandas as pd
 
 from clinlib.analysis.stats import pairwise_mcnemar
+from clinlib.core.pages import PAGE_SIZE, clip_context, page_count, page_of
 from clinlib.dialogue.viewer import ViewerDisplay, kind_of
 
 FILTER_COLUMNS: tuple[str, ...] = ("task", "subtype", "strategy", "backbone", "setting")
@@ -222,6 +223,21 @@ def flips(
           .astype(bool)]  # fmt: skip
     out = m.rename(columns={"response": "response_bad"}).assign(good=good, bad=bad)
     return out[list(FLIP_COLUMNS)].sort_values(["task", "qid"]).reset_index(drop=True)
+
+
+def only_flip_rows(rows: pd.DataFrame, flipped: pd.DataFrame, bad: str = "mem0") -> pd.DataFrame:
+    """The rows of ``rows`` that are the ``bad`` side of a flip in ``flipped`` (same qid,
+    backbone and setting), order kept, index reset."""
+    key = ["qid", "backbone", "setting"]
+    if rows.empty or flipped.empty:
+        return rows.iloc[:0].reset_index(drop=True)
+    hit = (
+        pd.MultiIndex.from_frame(rows[key].astype(str)).isin(
+            pd.MultiIndex.from_frame(flipped[key].astype(str))
+        )
+        & (rows["strategy"] == bad).to_numpy()
+    )
+    return rows[hit].reset_index(drop=True)
 
 
 def flip_table(
@@ -444,10 +460,12 @@ def prediction_html(
     if context is not None:
         msg = anchor_message(context, anchors)
         cls = "ct-bad" if msg.startswith("Anchor event(s)") and "ABSENT" in msg else "ct-ok"
+        shown, elided = clip_context(context, anchors)
+        clipped = f"; {elided:,} far from the anchors not shown" if elided else ""
         parts += [
-            f"<h5>The exact context the model saw ({len(context):,} characters)</h5>",
+            f"<h5>The exact context the model saw ({len(context):,} characters{clipped})</h5>",
             f'<p class="{cls}">{html.escape(msg)}</p>',
-            highlight_context(context, anchors),
+            highlight_context(shown, anchors),
         ]
     parts.append("</div>")
     return "\n".join(parts)
@@ -697,7 +715,8 @@ def failure_explorer(
 
     Returns:
         ``ipywidgets.VBox`` with a ``controls`` dict (task, subtype, strategy, backbone,
-        setting, outcome, flips, pick, count, body).
+        setting, outcome, flips, page, pick, count, body); the picker lists one page of
+        :data:`clinlib.core.pages.PAGE_SIZE` matches.
     """
     import ipywidgets as W
 
@@ -712,7 +731,9 @@ def failure_explorer(
     }
     outcome = W.Dropdown(options=list(OUTCOMES), value="incorrect", description="outcome")
     only_flips = W.Checkbox(value=False, description=f"only {good}→{bad} flips")
-    pick = W.Dropdown(description="prediction", layout=W.Layout(width="95%"))
+    pick = W.Dropdown(description="prediction", layout=W.Layout(width="80%"))
+    # The picker holds one page of rows: 111,658 options would be megabytes of widget state.
+    page = W.BoundedIntText(value=1, min=1, max=1, description="page", layout=W.Layout(width="15%"))
     count = W.HTML()
     body = W.HTML()
     state: dict[str, Any] = {"rows": preds.iloc[:0]}
@@ -721,16 +742,23 @@ def failure_explorer(
         rows = filter_predictions(preds, outcome=outcome.value,
                                   **{c: (w.value or None) for c, w in dd.items()})  # fmt: skip
         if only_flips.value and {good, bad} <= set(preds["strategy"]):
-            fl = flips(preds, good, bad)
-            keys = set(zip(fl["qid"], fl["backbone"], fl["setting"], strict=True))
-            hit = [(q, b, s) in keys and st == bad for q, b, s, st in
-                   zip(rows["qid"], rows["backbone"], rows["setting"], rows["strategy"],
-                       strict=True)]  # fmt: skip
-            rows = rows[hit].reset_index(drop=True)
+            rows = only_flip_rows(rows, flips(preds, good, bad), bad)
         state["rows"] = with_source(rows, preds)
-        count.value = f"<b>{len(rows)}</b> of {len(preds)} predictions match"
-        pick.options = [(prediction_label(r), i) for i, r in enumerate(rows.to_dict("records"))]
-        pick.value = 0 if len(rows) else None
+        n_pages = page_count(len(rows))
+        count.value = (f"<b>{len(rows)}</b> of {len(preds)} predictions match "
+                       f"({n_pages} page(s) of {PAGE_SIZE})")  # fmt: skip
+        if page.value != 1:
+            page.value = 1  # observed: refills the picker
+        else:
+            _fill()
+        page.max = n_pages
+
+    def _fill(_=None) -> None:
+        rows = page_of(state["rows"], page.value - 1)
+        first = (page.value - 1) * PAGE_SIZE
+        pick.options = [(prediction_label(r), first + i)
+                        for i, r in enumerate(rows.to_dict("records"))]  # fmt: skip
+        pick.value = first if len(rows) else None
         _show()
 
     def _show(_=None) -> None:
@@ -745,11 +773,12 @@ def failure_explorer(
     for w in [*dd.values(), outcome, only_flips]:
         w.observe(_filter, names="value")
     pick.observe(_show, names="value")
+    page.observe(_fill, names="value")
     row1 = W.HBox([dd["task"], dd["subtype"], dd["strategy"]])
     row2 = W.HBox([dd["backbone"], dd["setting"], outcome, only_flips])
-    box = W.VBox([row1, row2, count, pick, body])
+    box = W.VBox([row1, row2, count, W.HBox([page, pick]), body])
     box.controls = {**dd, "outcome": outcome, "flips": only_flips, "pick": pick,  # type: ignore
-                    "count": count, "body": body}  # fmt: skip
+                    "page": page, "count": count, "body": body}  # fmt: skip
     _filter()
     return box
 

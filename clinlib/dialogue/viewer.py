@@ -244,6 +244,67 @@ def event_options(
     ]  # fmt: skip
 
 
+def event_table(
+    coverage: pd.DataFrame,
+    subject_id: int,
+    titles: Mapping[str, str] | None = None,
+    visit: int | None = None,
+) -> pd.DataFrame:
+    """A patient's events for a paginated picker table, in dialogue order (as
+    :func:`event_options`): visit (1-based, None if unplaced), event_id, kind, what, status.
+
+    Args:
+        coverage: event_coverage.parquet rows.
+        subject_id: the patient.
+        titles: ``{event_id: description}`` for the ``what`` column.
+        visit: a 0-based visit_idx to keep only that visit's events (None = all).
+    """
+    cov = coverage[coverage["subject_id"] == int(subject_id)]
+    if visit is not None:
+        cov = cov[cov["visit_idx"].eq(visit).fillna(False).astype(bool)]
+    cov = cov.assign(_o=cov["visit_idx"].fillna(-1)).sort_values(["_o", "event_id"])
+    titles = titles or {}
+    return pd.DataFrame({
+        "visit": [None if pd.isna(v) else int(v) + 1 for v in cov["visit_idx"]],
+        "event_id": cov["event_id"].astype(str).to_numpy(),
+        "kind": cov["kind"].astype(str).to_numpy(),
+        "what": [titles.get(str(e), "") for e in cov["event_id"]],
+        "status": cov["status"].astype(str).to_numpy(),
+    })  # fmt: skip
+
+
+def dialogue_html_within(
+    turns: pd.DataFrame,
+    subject_id: int,
+    budget: int,
+    visits: Iterable[int] | None = None,
+    selected_event: str | None = None,
+    titles: Mapping[str, str] | None = None,
+) -> tuple[str, list[int]]:
+    """:func:`dialogue_html` of the first of ``visits`` (default all) whose HTML fits in
+    ``budget`` bytes — always at least one visit — so a patient with a very long record
+    cannot produce an output the browser refuses.
+
+    Returns:
+        (HTML, the visit_idx values shown).
+    """
+    mine = turns[turns["subject_id"] == int(subject_id)]
+    wanted = sorted(int(v) for v in mine["visit_idx"].unique())
+    if visits is not None:
+        wanted = [v for v in wanted if v in set(visits)]
+    page = dialogue_html(mine, subject_id, wanted, selected_event, titles=titles)
+    if len(page.encode()) <= budget or len(wanted) <= 1:
+        return page, wanted
+    kept, used = [], len(_CSS) + len(legend_html()) + 100
+    for v in wanted:
+        size = len(dialogue_html(mine, subject_id, [v], selected_event, titles=titles).encode())
+        if kept and used + size > budget:
+            break
+        kept.append(v)
+        used += size
+    return dialogue_html(mine, subject_id, kept, selected_event, titles=titles), kept
+
+
 def checks_html(checks: pd.DataFrame, subject_id: int) -> str:
     """A patient's verifier results as a small HTML table (failures first)."""
     c = checks[checks["subject_id"] == int(subject_id)]
@@ -442,6 +503,9 @@ def corpus_chart(summary: pd.DataFrame, turns: pd.DataFrame) -> alt.HConcatChart
                 x=alt.X("start:Q", title=title),
                 x2="end:Q",
                 y=alt.Y("count:Q", title="count"),
+                # Without a y2 baseline, x + x2 makes Vega-Lite draw a horizontal ranged bar
+                # one band thick at y = count: the histogram showed as points (issue 18).
+                y2=alt.datum(0),
             )
         )
         rules = [alt.Chart(pd.DataFrame({"m": [float(values.median())], "who": ["ours"]}))]

@@ -1,12 +1,17 @@
 """Failure explorer (marimo app): filter predictions by task, subtype, strategy, backbone,
-setting and outcome; open one to see the question, gold, raw response, parsed answer and the
-exact context the model saw with its anchor event ids highlighted (or marked absent), next to
-the same question under the other strategies (paper §5 failure analysis, §3 pairing).
+setting and outcome; pick one in a paginated table to see the question, gold, raw response,
+parsed answer and the exact context the model saw with its anchor event ids highlighted (or
+marked absent), next to the same question under the other strategies (paper §5 failure
+analysis, §3 pairing).
 
-The kit's predictions come from deterministic offline readers, not language models.
+Sized for the paper profile (111,658 predictions): the table sends one page of
+``explore_pages.PAGE_SIZE`` rows at a time and every output stays under
+``explore_pages.OUTPUT_BUDGET_BYTES`` (checked by tests/test_app_budget.py and measured in a
+browser by ``make bench-apps``). The kit's predictions come from deterministic offline
+readers, not language models.
 
-Run: ``marimo run notebooks/apps/failure_explorer.py`` (profile from $CLINTRACE_PROFILE);
-headless: ``python notebooks/apps/failure_explorer.py``.
+Run: ``make app-failures`` or ``marimo run notebooks/apps/failure_explorer.py`` (profile from
+$CLINTRACE_PROFILE); headless: ``python notebooks/apps/failure_explorer.py``.
 """
 
 import marimo
@@ -19,17 +24,36 @@ app = marimo.App(width="full", app_title="ClinTrace failure explorer")
 def _():
     import marimo as mo
 
-    import clinlib.analysis.failures as fx
-    from clinlib.data import build as pipeline
-    from clinlib.eval import runner
     from clinlib.core.config import resolve_profile
 
-    return fx, mo, pipeline, resolve_profile, runner
+    return mo, resolve_profile
 
 
 @app.cell
-def _(fx, pipeline, resolve_profile, runner):
+def _(mo, resolve_profile):
     profile = resolve_profile()
+    # Painted before the predictions load, so the page shows something at once.
+    mo.md(
+        f"# Failure explorer · profile `{profile}`\n"
+        "The offline readers are deterministic policies, not language models: their failures "
+        "are mostly facts missing from the representation. Pick a row to open it."
+    )
+    return (profile,)
+
+
+@app.cell
+def _():
+    # The heavy imports (pandas, altair) run after the title cell has painted.
+    import clinlib.analysis.failures as fx
+    import clinlib.core.pages as xp
+    from clinlib.data import build as pipeline
+    from clinlib.eval import runner
+
+    return fx, pipeline, runner, xp
+
+
+@app.cell
+def _(fx, pipeline, profile, runner):
     try:
         _preds = runner.load_predictions(profile)
         if _preds.empty:
@@ -43,67 +67,43 @@ def _(fx, pipeline, resolve_profile, runner):
         problem = ""
     except (FileNotFoundError, ValueError) as exc:
         data, problem = None, str(exc)
-    return data, problem, profile
+    return data, problem
 
 
 @app.cell
-def _(data, mo, problem, profile):
+def _(data, fx, mo, problem, profile):
     if data is None and mo.app_meta().mode == "script":
         print(f"failure explorer: no predictions for profile {profile!r}: {problem}")
     mo.stop(data is None, mo.md(f"**No predictions for profile `{profile}`.** {problem}"))
     preds = data["preds"]
-    mo.md(
-        f"# Failure explorer · profile `{profile}`\n"
-        f"{len(preds)} predictions. The offline readers are deterministic policies, not "
-        "language models: their failures are mostly facts missing from the representation."
-    )
-    return (preds,)
-
-
-@app.cell
-def _(fx, mo, preds):
-    filters = {
-        col: mo.ui.dropdown(
-            options=["(all)", *fx.options_of(preds, col)], value="(all)", label=col
-        )  # fmt: skip
+    # mo.ui.dictionary, not a plain dict: marimo only reacts to UI elements bound to globals
+    # (in a plain dict the dropdowns rendered but changing one re-ran nothing).
+    filters = mo.ui.dictionary({
+        col: mo.ui.dropdown(options=["(all)", *fx.options_of(preds, col)], value="(all)", label=col)
         for col in fx.FILTER_COLUMNS
-    }
+    })  # fmt: skip
     outcome = mo.ui.dropdown(options=list(fx.OUTCOMES), value="incorrect", label="outcome")
     only_flips = mo.ui.checkbox(value=False, label="only full-context→mem0 flips")
-    return filters, only_flips, outcome
+    return filters, only_flips, outcome, preds
 
 
 @app.cell
-def _(filters, fx, mo, only_flips, outcome, preds):
-    chosen = {c: (None if w.value == "(all)" else w.value) for c, w in filters.items()}
+def _(filters, fx, mo, only_flips, outcome, preds, xp):
+    chosen = {c: (None if v == "(all)" else v) for c, v in filters.value.items()}
     rows = fx.filter_predictions(preds, outcome=outcome.value, **chosen)
     if only_flips.value and {"full-context", "mem0"} <= set(preds["strategy"]):
-        fl = fx.flips(preds)
-        keys = set(zip(fl["qid"], fl["backbone"], fl["setting"], strict=True))
-        hit = [
-            (q, b, s) in keys and st == "mem0"
-            for q, b, s, st in zip(rows["qid"], rows["backbone"], rows["setting"],
-                                   rows["strategy"], strict=True)
-        ]  # fmt: skip
-        rows = rows[hit].reset_index(drop=True)
+        rows = fx.only_flip_rows(rows, fx.flips(preds), bad="mem0")
     rows = fx.with_source(rows, preds)
-    pick_opts = {fx.prediction_label(r): i for i, r in enumerate(rows.to_dict("records"))}
-    pick = mo.ui.dropdown(
-        options=pick_opts or {"(no match)": -1},
-        value=next(iter(pick_opts)) if pick_opts else "(no match)",
-        label="prediction",
+    # One page at a time: the browser never receives more than PAGE_SIZE rows of the table.
+    table = mo.ui.table(
+        xp.failure_table(rows),
+        selection="single",
+        initial_selection=[0] if len(rows) else None,
+        page_size=xp.PAGE_SIZE,
+        show_column_summaries=False,
+        label="predictions",
     )
-    return pick, rows
-
-
-@app.cell
-def _(data, filters, fx, mo, only_flips, outcome, pick, preds, rows):
-    if pick.value is None or pick.value < 0:
-        page = "<p>No prediction matches these filters.</p>"
-    else:
-        page = fx.explain(rows, data["questions"], int(pick.value), data["context_fn"],
-                          data["dialogues"])  # fmt: skip
-    view = mo.vstack(
+    mo.vstack(
         [
             mo.hstack(
                 [filters["task"], filters["subtype"], filters["strategy"]], justify="start"
@@ -112,14 +112,26 @@ def _(data, filters, fx, mo, only_flips, outcome, pick, preds, rows):
                 [filters["backbone"], filters["setting"], outcome, only_flips], justify="start"
             ),  # fmt: skip
             mo.md(f"**{len(rows)}** of {len(preds)} predictions match"),
-            pick,
-            mo.Html(page),
+            table,
         ]
     )
+    return rows, table
+
+
+@app.cell
+def _(data, fx, mo, rows, table):
+    _sel = table.value
+    if len(rows) == 0:
+        page = "<p>No prediction matches these filters.</p>"
+    elif _sel is None or len(_sel) == 0:
+        page = "<p>Select a row of the table to open that prediction.</p>"
+    else:
+        page = fx.explain(rows, data["questions"], int(_sel["row"].iloc[0]), data["context_fn"],
+                          data["dialogues"])  # fmt: skip
     if mo.app_meta().mode == "script":
         # `python failure_explorer.py` has no browser: report what would be shown.
         print(f"failure explorer: {len(rows)} predictions match, {len(page)} characters of HTML")
-    view  # noqa: B018 - a marimo cell shows its last expression
+    mo.Html(page)
     return (page,)
 
 

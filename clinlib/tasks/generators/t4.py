@@ -10,7 +10,7 @@ T4_MAX_EVIDENCE evidence events, ALL of them covered (otherwise the dialogue cou
 full gold set, and a recomputation from the raw tables would disagree), and a covered anchor
 diagnosis in visit v (the first of the family's rows there by event order). Gold = the
 evidence event ids sorted and joined by ";". Subtype = the family (Fig. 10A). The context must
-be rendered with event-id tags (clinlib.dialogue.synth.render_dialogue(with_ids=True)).
+be rendered with event-id tags (clinlib.dialogue.render.render_dialogue(with_ids=True)).
 """
 
 from __future__ import annotations
