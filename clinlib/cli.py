@@ -178,7 +178,7 @@ def strategies(
     chosen = [s.strip() for s in names.split(",")] if names else None
     summary = _run(
         build_all, _profile(profile), chosen, setting=setting, prep=prep, task=task,
-        progress=False,
+        progress=True,
     )  # fmt: skip
     typer.echo(summary.to_string(index=False))
     _run(check_constructions, summary)
