@@ -375,16 +375,21 @@ def evaluate_offline(profile: ProfileOpt = None, allow_drops: AllowDropsOpt = Fa
 def notebooks(
     profile: ProfileOpt = None,
     timeout: Annotated[int, typer.Option(help="seconds per notebook")] = 1200,
+    workers: Annotated[
+        int | None, typer.Option(help="notebooks run at once (default: 2 on 2+ cores)")
+    ] = None,
 ) -> None:
     """Execute every numbered notebook on a profile (outputs under data/build/<p>/notebooks/)."""
     from clinlib.notebooks import execute_all
 
     name = _profile(profile)
-    results = _run(execute_all, name, timeout=timeout)
-    failed = [r for r in results if not r["ok"]]
-    for r in results:
+
+    def line(r: dict) -> None:  # as each notebook finishes: the stage's progress
         mark = "ok " if r["ok"] else "FAIL"
         typer.echo(f"  {mark} {r['notebook']:<40} {r['seconds']:6.1f}s {r.get('error', '')}")
+
+    results = _run(execute_all, name, timeout=timeout, workers=workers, on_done=line)
+    failed = [r for r in results if not r["ok"]]
     if failed:
         raise typer.Exit(code=1)
     typer.echo(f"figures -> {FIGURES_DIR}")
@@ -399,7 +404,7 @@ def reproduce(profile: ProfileOpt = "paper", seed: SeedOpt = None) -> None:
     try:
         pipeline(profile=name, seed=seed)
         with _stage("notebooks"):
-            notebooks(profile=name)
+            notebooks(profile=name, workers=None)
     finally:
         typer.echo(f"reproduce ({name}): time per stage\n{stage_table(STAGE_TIMES)}")
     typer.echo(
