@@ -331,6 +331,8 @@ def pipeline(
     allow_drops: AllowDropsOpt = False,
 ) -> None:
     """Run every stage in order on the embedded synthetic default."""
+    from clinlib.strategies import PAPER_STRATEGIES
+
     name = _profile(profile)
     if not (skip_existing and (build_dir(name) / "raw" / "hosp").exists()):
         with _stage("synth"):
@@ -344,9 +346,11 @@ def pipeline(
     with _stage("strategies (post)"):
         strategies(profile=name, setting="post")  # the original dialogues
     with _stage("strategies (pre, T3-injected)"):
-        strategies(profile=name, setting="pre")  # equal-input probe
-    # Nothing downstream reads T5-injected constructions (the harness's `pre` setting is the
-    # T3 probe), so the pipeline does not build them: `strategies --setting pre --task T5`.
+        # The equal-input probe. Only the harness reads `pre` constructions, and only the
+        # paper's eight (evaluate-offline), so the extras are not built on injected dialogues
+        # (`strategies --setting pre` builds them all); nor are T5-injected constructions
+        # (the harness's `pre` setting is the T3 probe): `strategies --setting pre --task T5`.
+        strategies(profile=name, names=",".join(PAPER_STRATEGIES), setting="pre")
     with _stage("evaluate-offline"):
         evaluate_offline(profile=name, allow_drops=allow_drops)
 

@@ -61,6 +61,7 @@ class LineProgress:
         self.n = 0
         self.postfix = ""
         self.start = self._last = clock()
+        self._shown: int | None = None  # the count of the last line written
         self.closed = False
 
     def line(self) -> str:
@@ -79,6 +80,7 @@ class LineProgress:
     def _emit(self) -> None:
         print(self.line(), file=self.stream, flush=True)
         self._last = self.clock()
+        self._shown = self.n
 
     def update(self, n: int = 1) -> None:
         """Count ``n`` more units; write a line if ``every`` seconds passed since the last."""
@@ -91,10 +93,11 @@ class LineProgress:
         self.postfix = ", ".join(f"{k}={v}" for k, v in values.items())
 
     def close(self) -> None:
-        """Write the final line (once)."""
+        """Write the final line (once; not when the last line already showed the count)."""
         if not self.closed:
             self.closed = True
-            self._emit()
+            if self._shown != self.n:
+                self._emit()
 
 
 class _Silent:

@@ -488,11 +488,13 @@ def _prepare(
     done: set[tuple[str, ...]] | None = None,
     backbone_names: Sequence[str] = (),
     config: str | Path | None = None,
+    bar: Any = None,
 ) -> list[tuple[str, pd.DataFrame, pd.DataFrame | tuple[str, str]]]:
     """(setting, questions, contexts) per (setting, strategy); contexts are built offline.
 
     A (setting, strategy) whose every key is already in ``done`` for every backbone gets
     ``(strategy label, prep id)`` instead of contexts: a finished cell costs no context build.
+    ``bar`` (clinlib.progress) counts the contexts built.
     """
     from clinlib.pipeline import load
     from clinlib.strategies import get_strategy, question_contexts_many
@@ -540,7 +542,7 @@ def _prepare(
             # One pass for every strategy: the injected dialogue variants are built once.
             strats = [strat for _, strat in todo]
             prep_arg = next((prep_for(st) for st in strats if st.uses_prep), RULE_BASED)
-            frames = question_contexts_many(sub, strats, profile, setting, prep_arg)
+            frames = question_contexts_many(sub, strats, profile, setting, prep_arg, bar=bar)
             for (i, _), frame in zip(todo, frames, strict=True):
                 out[i] = (setting, sub, frame)
     return out
@@ -557,6 +559,7 @@ def _prepare_cells(
     backbones: Sequence[Backbone],
     done: set[tuple[str, ...]] | None = None,
     config: str | Path | None = None,
+    bar: Any = None,
 ) -> list[tuple[Backbone, str, pd.DataFrame, pd.DataFrame | tuple[str, str]]]:
     """(backbone, setting, questions, contexts) per cell.
 
@@ -573,7 +576,7 @@ def _prepare_cells(
     for group, group_prep in groups:
         prepared = _prepare(profile, strategies, settings, group_prep, tasks, limit, questions,
                             done=done, backbone_names=[bb.name for bb in group],
-                            config=config)  # fmt: skip
+                            config=config, bar=bar)  # fmt: skip
         out.extend((bb, setting, sub, ctx) for setting, sub, ctx in prepared for bb in group)
     return out
 
@@ -828,6 +831,7 @@ def run(
         error; ``stopped`` says why a cell did not finish, e.g. the budget).
     """
     from clinlib.progress import make_progress
+    from clinlib.progress import progress as progress_bar
 
     name = resolve_profile(profile)
     strategies, backbones, settings = _listed(strategies), _listed(backbones), _listed(settings)
@@ -845,8 +849,11 @@ def run(
         _claim_predictions(name)
         prompt_tokens.claim(name)
     done = _done_keys(name, retry_errors, retry_empty)
-    prepared = _prepare_cells(name, strategies, settings, prep, tasks, limit, questions, bbs,
-                              done=done, config=config)  # fmt: skip
+    tag = f" [{progress_position + 1}]" if progress_position is not None else ""
+    with progress_bar(None, f"contexts {name}{tag}", "context", enabled=progress,
+                      position=progress_position) as ctx_bar:  # fmt: skip
+        prepared = _prepare_cells(name, strategies, settings, prep, tasks, limit, questions,
+                                  bbs, done=done, config=config, bar=ctx_bar)  # fmt: skip
 
     plan: list[tuple[Backbone, tuple[str, ...], int, list[_Item]]] = []
     counted: set[tuple[str, ...]] = set()
@@ -865,8 +872,8 @@ def run(
     tally = _Tally()
     stopped: dict[tuple[str, ...], str] = {}
     total = sum(len(todo) for *_, todo in plan)
-    desc = f"run {name}" + (f" [{progress_position + 1}]" if progress_position is not None else "")
-    bar = make_progress(total, desc, "q", enabled=progress, position=progress_position)
+    bar = make_progress(total, f"run {name}{tag}", "q", enabled=progress,
+                        position=progress_position)  # fmt: skip
     opts = dict(client_options or {})
     if retry_empty:
         opts.setdefault("refresh_empty", True)

@@ -53,6 +53,15 @@ def test_line_mode_close_writes_the_final_line_once():
     assert out.getvalue() == "questions: 7 q, 3.5 q/s, 2s elapsed\n"
 
 
+def test_line_mode_close_does_not_repeat_a_line_showing_the_same_count():
+    clock, out = FakeClock(), io.StringIO()
+    bar = P.LineProgress(4, "x", stream=out, every=1, clock=clock)
+    clock.t += 1
+    bar.update(4)
+    bar.close()
+    assert out.getvalue().count("\n") == 1
+
+
 def test_not_a_terminal_gives_plain_lines_and_a_terminal_gives_tqdm():
     from tqdm import tqdm
 

@@ -437,9 +437,11 @@ def question_contexts_many(
     *,
     dialogues: pd.DataFrame | None = None,
     token_model: str | None = None,
+    bar: Any = None,
 ) -> list[pd.DataFrame]:
     """:func:`question_contexts` for several strategies at once, sharing the dialogue split
-    and the injected variants (the costly part of a harness run's preparation).
+    and the injected variants (the costly part of a harness run's preparation). ``bar``
+    (clinlib.progress) counts the contexts built, per strategy.
 
     Returns:
         One :data:`CONTEXT_COLUMNS` frame per strategy, in order.
@@ -514,6 +516,8 @@ def question_contexts_many(
                 "setting": setting,
                 "context": ctx,
             })  # fmt: skip
+        if bar is not None:
+            bar.update(len(rows))
         frame = pd.DataFrame(rows, columns=[c for c in CONTEXT_COLUMNS if c != "context_tokens"])
         frame["context_tokens"] = count_text_tokens_many(frame["context"].tolist(), tm)
         frames.append(frame[list(CONTEXT_COLUMNS)])
