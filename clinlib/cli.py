@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sys
 import time
@@ -293,27 +294,44 @@ def run_cmd(
     _run(check_run, "run", summary, allow_drops)
 
 
-# (stage, seconds) of the stages run by this process, for reproduce's closing time table.
-STAGE_TIMES: list[tuple[str, float]] = []
+# (stage, wall seconds, CPU seconds) of the stages run by this process, for reproduce's
+# closing time table.
+STAGE_TIMES: list[tuple[str, float, float]] = []
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (stage worker processes,
+    notebook kernels): unlike wall time, it does not grow when other jobs share the cores."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 @contextmanager
 def _stage(label: str) -> Iterator[None]:
-    """Announce a stage and record its wall time in :data:`STAGE_TIMES` (also on failure)."""
+    """Announce a stage and record its wall and CPU time in :data:`STAGE_TIMES` (also on
+    failure)."""
     typer.secho(f"== {label}", bold=True)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu_seconds()
     try:
         yield
     finally:
-        STAGE_TIMES.append((label, time.perf_counter() - t0))
+        STAGE_TIMES.append((label, time.perf_counter() - t0, _cpu_seconds() - c0))
 
 
-def stage_table(times: list[tuple[str, float]]) -> str:
-    """A per-stage wall-time table with shares and a total line."""
-    total = sum(s for _, s in times) or 1.0
-    width = max([len(label) for label, _ in times] + [len("total")])
-    lines = [f"  {label:<{width}} {sec:8.1f}s {100 * sec / total:5.1f}%" for label, sec in times]
-    lines.append(f"  {'total':<{width}} {sum(s for _, s in times):8.1f}s")
+def stage_table(times: list[tuple]) -> str:
+    """A per-stage wall-time table with shares and a total line; with (stage, wall, cpu)
+    entries also each stage's CPU seconds (stage processes and kernels included)."""
+    total = sum(t[1] for t in times) or 1.0
+    width = max([len(t[0]) for t in times] + [len("total")])
+    cpu = bool(times) and all(len(t) > 2 for t in times)
+
+    def row(label: str, sec: float, share: str, c: float | None) -> str:
+        return f"  {label:<{width}} {sec:8.1f}s{share}" + (f"  cpu {c:8.1f}s" if cpu else "")
+
+    lines = [row(t[0], t[1], f" {100 * t[1] / total:5.1f}%", t[2] if cpu else None)
+             for t in times]  # fmt: skip
+    total_cpu = sum(t[2] for t in times) if cpu else None
+    lines.append(row("total", sum(t[1] for t in times), "       " if cpu else "", total_cpu))
     return "\n".join(lines)
 
 
