@@ -30,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from clinlib import guards
-from clinlib.config import build_dir
+from clinlib.config import artifact_path, build_dir
 from clinlib.io import write_parquet
 from clinlib.llm import count_tokens, tokens
 from clinlib.prompts import build_messages
@@ -82,6 +82,8 @@ def claim(profile: str) -> None:
     """Make the folder hold counts of the current basis only: counts of another basis are
     deleted (they are recomputed from contexts at no cost but time), then the basis is
     recorded. Called before counts are appended (once by the parent of parallel runs)."""
+    if not artifact_path("questions.parquet", profile).exists():
+        return  # nothing to count yet; create no folder for a profile never built
     directory = tokens_dir(profile)
     current = basis(profile)
     recorded = guards.read_basis(directory)
