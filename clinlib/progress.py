@@ -93,10 +93,11 @@ class LineProgress:
         self.postfix = ", ".join(f"{k}={v}" for k, v in values.items())
 
     def close(self) -> None:
-        """Write the final line (once; not when the last line already showed the count)."""
+        """Write the final line (once; not when the last line already showed the count, nor
+        for a counter that never counted anything, e.g. a resumed run with nothing left)."""
         if not self.closed:
             self.closed = True
-            if self._shown != self.n:
+            if self._shown != self.n and (self.n or self._shown is not None):
                 self._emit()
 
 

@@ -53,6 +53,13 @@ def test_line_mode_close_writes_the_final_line_once():
     assert out.getvalue() == "questions: 7 q, 3.5 q/s, 2s elapsed\n"
 
 
+def test_line_mode_says_nothing_when_nothing_was_counted():
+    out = io.StringIO()
+    with P.progress(0, "run quick", "q", stream=out):
+        pass
+    assert out.getvalue() == ""
+
+
 def test_line_mode_close_does_not_repeat_a_line_showing_the_same_count():
     clock, out = FakeClock(), io.StringIO()
     bar = P.LineProgress(4, "x", stream=out, every=1, clock=clock)
