@@ -856,7 +856,8 @@ def run(
                                   bbs, done=done, config=config, bar=ctx_bar)  # fmt: skip
 
     plan: list[tuple[Backbone, tuple[str, ...], int, list[_Item]]] = []
-    counted: set[tuple[str, ...]] = set()
+    # cell without backbone -> its items, whose prompt counts are recorded after answering
+    counted: dict[tuple[str, ...], list[_Item]] = {}
     for bb, _setting, sub, ctx in prepared:
         if isinstance(ctx, tuple):  # finished cell: nothing to build or send
             plan.append((bb, (ctx[0], bb.name, ctx[1], _setting), len(sub), []))
@@ -864,9 +865,7 @@ def run(
         items = _items(sub, ctx, bb)
         cell = (ctx["label"].iloc[0], bb.name, ctx["prep_model"].iloc[0], _setting)
         if questions is None and (cell[0], *cell[2:]) not in counted:
-            # The contexts are built: their prompt counts spare later estimates a rebuild.
-            counted.add((cell[0], *cell[2:]))
-            _record_counts(name, items)
+            counted[(cell[0], *cell[2:])] = items
         plan.append((bb, cell, len(items), [it for it in items if it.key not in done]))
     run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     tally = _Tally()
@@ -976,6 +975,10 @@ def run(
         _run_coro(go)
     finally:
         bar.close()
+    for cell_items in counted.values():
+        # The contexts were built anyway: their prompt counts spare later estimates a rebuild
+        # (after answering, so that recording never delays the first answers).
+        _record_counts(name, cell_items)
     if stopped:
         reason = next(iter(stopped.values()))
         log.warning("run %s stopped early: %s", run_id, reason)
