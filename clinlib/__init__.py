@@ -22,6 +22,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from clinlib.core.startup import skip_slow_optional_imports
+
+skip_slow_optional_imports()  # before anything imports altair/jsonschema (docs/benchmarks.md)
+
 # public name -> (module, attribute); attribute None = the module itself
 _API: dict[str, tuple[str, str | None]] = {
     # profiles, paths, artifacts (docs/design.md "The artifact contract")

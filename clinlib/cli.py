@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sys
 import time
@@ -178,7 +179,7 @@ def strategies(
     chosen = [s.strip() for s in names.split(",")] if names else None
     summary = _run(
         build_all, _profile(profile), chosen, setting=setting, prep=prep, task=task,
-        progress=False,
+        progress=True,
     )  # fmt: skip
     typer.echo(summary.to_string(index=False))
     _run(check_constructions, summary)
@@ -293,27 +294,44 @@ def run_cmd(
     _run(check_run, "run", summary, allow_drops)
 
 
-# (stage, seconds) of the stages run by this process, for reproduce's closing time table.
-STAGE_TIMES: list[tuple[str, float]] = []
+# (stage, wall seconds, CPU seconds) of the stages run by this process, for reproduce's
+# closing time table.
+STAGE_TIMES: list[tuple[str, float, float]] = []
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (stage worker processes,
+    notebook kernels): unlike wall time, it does not grow when other jobs share the cores."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 @contextmanager
 def _stage(label: str) -> Iterator[None]:
-    """Announce a stage and record its wall time in :data:`STAGE_TIMES` (also on failure)."""
+    """Announce a stage and record its wall and CPU time in :data:`STAGE_TIMES` (also on
+    failure)."""
     typer.secho(f"== {label}", bold=True)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu_seconds()
     try:
         yield
     finally:
-        STAGE_TIMES.append((label, time.perf_counter() - t0))
+        STAGE_TIMES.append((label, time.perf_counter() - t0, _cpu_seconds() - c0))
 
 
-def stage_table(times: list[tuple[str, float]]) -> str:
-    """A per-stage wall-time table with shares and a total line."""
-    total = sum(s for _, s in times) or 1.0
-    width = max([len(label) for label, _ in times] + [len("total")])
-    lines = [f"  {label:<{width}} {sec:8.1f}s {100 * sec / total:5.1f}%" for label, sec in times]
-    lines.append(f"  {'total':<{width}} {sum(s for _, s in times):8.1f}s")
+def stage_table(times: list[tuple]) -> str:
+    """A per-stage wall-time table with shares and a total line; with (stage, wall, cpu)
+    entries also each stage's CPU seconds (stage processes and kernels included)."""
+    total = sum(t[1] for t in times) or 1.0
+    width = max([len(t[0]) for t in times] + [len("total")])
+    cpu = bool(times) and all(len(t) > 2 for t in times)
+
+    def row(label: str, sec: float, share: str, c: float | None) -> str:
+        return f"  {label:<{width}} {sec:8.1f}s{share}" + (f"  cpu {c:8.1f}s" if cpu else "")
+
+    lines = [row(t[0], t[1], f" {100 * t[1] / total:5.1f}%", t[2] if cpu else None)
+             for t in times]  # fmt: skip
+    total_cpu = sum(t[2] for t in times) if cpu else None
+    lines.append(row("total", sum(t[1] for t in times), "       " if cpu else "", total_cpu))
     return "\n".join(lines)
 
 
@@ -331,6 +349,8 @@ def pipeline(
     allow_drops: AllowDropsOpt = False,
 ) -> None:
     """Run every stage in order on the embedded synthetic default."""
+    from clinlib.strategies import PAPER_STRATEGIES
+
     name = _profile(profile)
     if not (skip_existing and (build_dir(name) / "raw" / "hosp").exists()):
         with _stage("synth"):
@@ -344,9 +364,11 @@ def pipeline(
     with _stage("strategies (post)"):
         strategies(profile=name, setting="post")  # the original dialogues
     with _stage("strategies (pre, T3-injected)"):
-        strategies(profile=name, setting="pre")  # equal-input probe
-    # Nothing downstream reads T5-injected constructions (the harness's `pre` setting is the
-    # T3 probe), so the pipeline does not build them: `strategies --setting pre --task T5`.
+        # The equal-input probe. Only the harness reads `pre` constructions, and only the
+        # paper's eight (evaluate-offline), so the extras are not built on injected dialogues
+        # (`strategies --setting pre` builds them all); nor are T5-injected constructions
+        # (the harness's `pre` setting is the T3 probe): `strategies --setting pre --task T5`.
+        strategies(profile=name, names=",".join(PAPER_STRATEGIES), setting="pre")
     with _stage("evaluate-offline"):
         evaluate_offline(profile=name, allow_drops=allow_drops)
 
@@ -375,16 +397,21 @@ def evaluate_offline(profile: ProfileOpt = None, allow_drops: AllowDropsOpt = Fa
 def notebooks(
     profile: ProfileOpt = None,
     timeout: Annotated[int, typer.Option(help="seconds per notebook")] = 1200,
+    workers: Annotated[
+        int | None, typer.Option(help="notebooks run at once (default: 2 on 2+ cores)")
+    ] = None,
 ) -> None:
     """Execute every numbered notebook on a profile (outputs under data/build/<p>/notebooks/)."""
     from clinlib.notebooks import execute_all
 
     name = _profile(profile)
-    results = _run(execute_all, name, timeout=timeout)
-    failed = [r for r in results if not r["ok"]]
-    for r in results:
+
+    def line(r: dict) -> None:  # as each notebook finishes: the stage's progress
         mark = "ok " if r["ok"] else "FAIL"
         typer.echo(f"  {mark} {r['notebook']:<40} {r['seconds']:6.1f}s {r.get('error', '')}")
+
+    results = _run(execute_all, name, timeout=timeout, workers=workers, on_done=line)
+    failed = [r for r in results if not r["ok"]]
     if failed:
         raise typer.Exit(code=1)
     typer.echo(f"figures -> {FIGURES_DIR}")
@@ -399,7 +426,7 @@ def reproduce(profile: ProfileOpt = "paper", seed: SeedOpt = None) -> None:
     try:
         pipeline(profile=name, seed=seed)
         with _stage("notebooks"):
-            notebooks(profile=name)
+            notebooks(profile=name, workers=None)
     finally:
         typer.echo(f"reproduce ({name}): time per stage\n{stage_table(STAGE_TIMES)}")
     typer.echo(

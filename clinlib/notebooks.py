@@ -1,12 +1,18 @@
 """Execute the numbered notebooks headless on a profile (used by ``make reproduce``).
 
 Outputs go to ``data/build/<profile>/notebooks/`` so the committed notebooks stay output-free.
+Each notebook runs in its own kernel, so up to ``workers`` of them run at once (issue 13 §3:
+the notebooks were half of ``make reproduce``); :data:`AFTER` keeps the one order that
+matters for their results.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
@@ -17,6 +23,16 @@ from clinlib.eval.runner import predictions_dir
 
 # What the notebooks read: every stage's main artifact and the offline predictions.
 REQUIRED_ARTIFACTS: tuple[str, ...] = ("cohort", "events", "dialogues", "questions")
+# Notebook -> the notebooks that must finish before it starts. Notebook 11 appends its
+# ablation variants' predictions; 04 and 06-10 summarise every offline-reader prediction, so
+# they run before it (as in the numbered order) and 13, which reads them all, after it.
+# The other notebooks read no predictions and run whenever a worker is free.
+_READ_BEFORE_ABLATIONS = ("04_run_evaluation", "06_t3_injection_probe", "07_sp1_aggregation_tax",
+                          "08_sp2_backbone_profiles", "09_sp3_abstention", "10_pareto_cost")  # fmt: skip
+AFTER: dict[str, tuple[str, ...]] = {
+    "11_ablations": _READ_BEFORE_ABLATIONS,
+    "13_failure_explorer": ("11_ablations",),
+}
 
 
 def numbered_notebooks() -> list:
@@ -43,37 +59,81 @@ def check_built(profile: str) -> None:
         )
 
 
-def execute_all(profile: str, timeout: int = 1200) -> list[dict]:
-    """Execute every numbered notebook with ``CLINTRACE_PROFILE=profile``.
+def execute_one(path: Path, out_dir: Path, timeout: int) -> dict:
+    """Execute one notebook (outputs saved under ``out_dir``); a failing cell is recorded.
+
+    Returns:
+        notebook, ok, seconds, error (first line), output path.
+    """
+    nb = nbformat.read(path, as_version=4)
+    t0 = time.perf_counter()
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(REPO_ROOT / "notebooks")}},
+    )
+    row = {"notebook": path.name, "ok": True, "error": ""}
+    try:
+        client.execute()
+    except Exception as exc:  # a failing cell: record it, keep going with the others
+        row.update(ok=False, error=str(exc).strip().splitlines()[-1][:200])
+    row["seconds"] = time.perf_counter() - t0
+    out = out_dir / path.name
+    nbformat.write(nb, out)
+    row["output"] = str(out)
+    return row
+
+
+def schedule(names: list[str], after: dict[str, tuple[str, ...]] = AFTER) -> list[str]:
+    """Start order preference: notebooks others wait for first, then by number."""
+    waited = {d for n in names for d in after.get(n, ())}
+    return sorted(names, key=lambda n: (n not in waited, n))
+
+
+def execute_all(
+    profile: str,
+    timeout: int = 1200,
+    workers: int | None = None,
+    on_done: Callable[[dict], None] | None = None,
+) -> list[dict]:
+    """Execute every numbered notebook with ``CLINTRACE_PROFILE=profile``, ``workers`` at a
+    time (default: 2, or 1 on a one-core machine), honouring :data:`AFTER`.
+
+    Args:
+        profile: build profile.
+        timeout: seconds per cell.
+        workers: notebooks run at once.
+        on_done: called with each notebook's row as it finishes (progress).
 
     Raises:
         FileNotFoundError / StageError: the profile is not (completely, currently) built.
 
     Returns:
-        One dict per notebook: notebook, ok, seconds, error (first line), output path.
+        One dict per notebook, in numbered order: notebook, ok, seconds, error (first line),
+        output path.
     """
     check_built(profile)
     out_dir = build_dir(profile) / "notebooks"
     out_dir.mkdir(parents=True, exist_ok=True)
     os.environ[PROFILE_ENV] = profile
-    results = []
-    for path in numbered_notebooks():
-        nb = nbformat.read(path, as_version=4)
-        t0 = time.perf_counter()
-        client = NotebookClient(
-            nb,
-            timeout=timeout,
-            kernel_name="python3",
-            resources={"metadata": {"path": str(REPO_ROOT / "notebooks")}},
-        )
-        row = {"notebook": path.name, "ok": True, "error": ""}
-        try:
-            client.execute()
-        except Exception as exc:  # a failing cell: record it, keep going with the others
-            row.update(ok=False, error=str(exc).strip().splitlines()[-1][:200])
-        row["seconds"] = time.perf_counter() - t0
-        out = out_dir / path.name
-        nbformat.write(nb, out)
-        row["output"] = str(out)
-        results.append(row)
-    return results
+    paths = {p.stem: p for p in numbered_notebooks()}
+    workers = max(1, workers or min(2, os.cpu_count() or 1))
+    pending, finished, running, results = schedule(list(paths)), set(), {}, {}
+    with ThreadPoolExecutor(workers) as pool:
+        while pending or running:
+            ready = [n for n in pending
+                     if all(d in finished or d not in paths for d in AFTER.get(n, ()))]  # fmt: skip
+            if not ready and not running:
+                raise RuntimeError(f"notebooks {pending} wait for each other (see AFTER)")
+            for name in ready[: workers - len(running)]:
+                pending.remove(name)
+                running[pool.submit(execute_one, paths[name], out_dir, timeout)] = name
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in done:
+                name = running.pop(fut)
+                finished.add(name)
+                results[name] = fut.result()
+                if on_done is not None:
+                    on_done(results[name])
+    return [results[n] for n in sorted(results)]

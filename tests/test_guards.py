@@ -354,6 +354,12 @@ def test_stage_table_shares_and_total_worked_by_hand():
         "  strategies (post)     30.0s  75.0%",
         "  total                 40.0s",
     ]
+    with_cpu = stage_table([("synth", 10.0, 9.5), ("strategies (post)", 30.0, 55.25)])
+    assert with_cpu.splitlines() == [
+        "  synth                 10.0s  25.0%  cpu      9.5s",
+        "  strategies (post)     30.0s  75.0%  cpu     55.2s",
+        "  total                 40.0s         cpu     64.8s",
+    ]
 
 
 def _prediction(qid: str) -> dict:

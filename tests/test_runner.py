@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -438,3 +439,54 @@ def test_offline_readers_take_turns_and_parse_each_record_once(profile, monkeypa
                                     for b in runner.resolve_backbones(["reference", "eager"],
                                                                       None)])  # fmt: skip
     assert len(groups) == 1 and len(groups[0]) == 2
+
+
+def _independent_inputs(profile: str, strategy: str, model: str) -> int:
+    """Input tokens of every question's messages under ``strategy``, from freshly built
+    contexts (not from the runner)."""
+    qs = pd.read_parquet(config.BUILD_DIR / profile / "questions.parquet")
+    ctx = question_contexts(qs, strategy, profile, "post")
+    return sum(count_tokens(build_messages(q, c), model)
+               for q, c in zip(qs.to_dict("records"), ctx["context"], strict=True))  # fmt: skip
+
+
+def test_estimate_reads_prompt_counts_a_run_recorded(profile, monkeypatch):
+    """issue 13 §3: the harness records each prompt's tokens per encoding; an estimate then
+    prices every covered cell without rebuilding a context, to the same token."""
+    import clinlib.strategies as S
+    from clinlib.eval import prompt_tokens
+    from clinlib.eval.policies import register_offline_backbones
+
+    register_offline_backbones()
+    runner.run(profile, STRATS, ["reference"], progress=False)
+    counts = prompt_tokens.load_counts(profile)
+    assert len(counts) == len(STRATS) * (N_T1 + 2) * len(prompt_tokens.ENCODINGS)
+    real = S.question_contexts_many
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a context was rebuilt")
+
+    monkeypatch.setattr(S, "question_contexts_many", boom)
+    est = runner.estimate(profile, STRATS, ["gpt-4o-mini", "deepseek-chat-v3.1"])
+    for row in est.itertuples():
+        model = "gpt-4o-mini" if row.backbone == "gpt-4o-mini" else "deepseek-chat"
+        assert row.input_tokens == _independent_inputs(profile, row.strategy, model)
+        assert row.questions == 12 and row.pending == 12  # no prediction for these backbones
+    assert est.loc[est["backbone"] == "gpt-4o-mini", "input_tokens"].tolist() != (
+        est.loc[est["backbone"] == "deepseek-chat-v3.1", "input_tokens"].tolist()
+    )  # two encodings, two counts
+    # A question set rebuilt with other texts under the same qids: the counts are stale and
+    # refused, so the estimate builds contexts again (and re-records on the new basis).
+    qpath = config.BUILD_DIR / profile / "questions.parquet"
+    qs = pd.read_parquet(qpath)
+    qs["question"] = qs["question"] + " Think of the most recent visit only."
+    qs.to_parquet(qpath, index=False)
+    shutil.rmtree(runner.predictions_dir(profile))  # stale too (estimate refuses them)
+    assert prompt_tokens.load_counts(profile).empty
+    with pytest.raises(AssertionError, match="rebuilt"):
+        runner.estimate(profile, ["full-context"], ["gpt-4o-mini"])
+    monkeypatch.setattr(S, "question_contexts_many", real)
+    fresh = runner.estimate(profile, ["full-context"], ["gpt-4o-mini"])
+    assert fresh.loc[0, "input_tokens"] == _independent_inputs(profile, "full-context",
+                                                               "gpt-4o-mini")  # fmt: skip
+    assert len(prompt_tokens.load_counts(profile)) == 12 * len(prompt_tokens.ENCODINGS)

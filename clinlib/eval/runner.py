@@ -49,6 +49,7 @@ import pandas as pd
 from clinlib.core import guards
 from clinlib.core.config import build_dir, resolve_profile
 from clinlib.core.io import write_parquet
+from clinlib.eval import prompt_tokens
 from clinlib.eval.prompts import build_messages
 from clinlib.llm import (
     Backbone,
@@ -488,11 +489,13 @@ def _prepare(
     done: set[tuple[str, ...]] | None = None,
     backbone_names: Sequence[str] = (),
     config: str | Path | None = None,
+    bar: Any = None,
 ) -> list[tuple[str, pd.DataFrame, pd.DataFrame | tuple[str, str]]]:
     """(setting, questions, contexts) per (setting, strategy); contexts are built offline.
 
     A (setting, strategy) whose every key is already in ``done`` for every backbone gets
     ``(strategy label, prep id)`` instead of contexts: a finished cell costs no context build.
+    ``bar`` (clinlib.core.progress) counts the contexts built.
     """
     from clinlib.data.build import load
     from clinlib.strategies import get_strategy, question_contexts_many
@@ -540,7 +543,7 @@ def _prepare(
             # One pass for every strategy: the injected dialogue variants are built once.
             strats = [strat for _, strat in todo]
             prep_arg = next((prep_for(st) for st in strats if st.uses_prep), RULE_BASED)
-            frames = question_contexts_many(sub, strats, profile, setting, prep_arg)
+            frames = question_contexts_many(sub, strats, profile, setting, prep_arg, bar=bar)
             for (i, _), frame in zip(todo, frames, strict=True):
                 out[i] = (setting, sub, frame)
     return out
@@ -557,6 +560,7 @@ def _prepare_cells(
     backbones: Sequence[Backbone],
     done: set[tuple[str, ...]] | None = None,
     config: str | Path | None = None,
+    bar: Any = None,
 ) -> list[tuple[Backbone, str, pd.DataFrame, pd.DataFrame | tuple[str, str]]]:
     """(backbone, setting, questions, contexts) per cell.
 
@@ -573,7 +577,7 @@ def _prepare_cells(
     for group, group_prep in groups:
         prepared = _prepare(profile, strategies, settings, group_prep, tasks, limit, questions,
                             done=done, backbone_names=[bb.name for bb in group],
-                            config=config)  # fmt: skip
+                            config=config, bar=bar)  # fmt: skip
         out.extend((bb, setting, sub, ctx) for setting, sub, ctx in prepared for bb in group)
     return out
 
@@ -593,6 +597,39 @@ def _listed(value: Any) -> list[Any]:
     if isinstance(value, str | Backbone) or not isinstance(value, Iterable):
         return [value]
     return list(value)
+
+
+def _counted_keys(counted: pd.DataFrame, bbs: Sequence[Backbone]) -> set[tuple[str, ...]]:
+    """Prediction-shaped keys (qid, label, backbone, prep, setting) whose prompt tokens under
+    the backbone's encoding were recorded (clinlib.eval.prompt_tokens)."""
+    keys: set[tuple[str, ...]] = set()
+    for bb in bbs:
+        rows = counted[counted["encoding"] == prompt_tokens.encoding_of(bb.model)]
+        keys.update((q, lab, bb.name, pid, st) for q, lab, pid, st in
+                    rows[["qid", "strategy", "prep_model", "setting"]].itertuples(
+                        index=False, name=None))  # fmt: skip
+    return keys
+
+
+def _recorded_inputs(
+    counted: pd.DataFrame, qids: pd.Series, cell: tuple[str, str, str], bb: Backbone
+) -> list[int]:
+    """The recorded input tokens of ``qids`` in one (label, prep, setting) cell for ``bb``."""
+    label, pid, setting = cell
+    rows = counted[(counted["strategy"] == label) & (counted["prep_model"] == pid)
+                   & (counted["setting"] == setting)
+                   & (counted["encoding"] == prompt_tokens.encoding_of(bb.model))]  # fmt: skip
+    by_qid = dict(zip(rows["qid"], rows["input_tokens"], strict=True))
+    return [int(by_qid[str(q)]) for q in qids]
+
+
+def _record_counts(name: str, items: Sequence[_Item]) -> None:
+    """Record the prompt token counts of one cell's items (clinlib.eval.prompt_tokens), if the
+    folder holds the current basis (a run claims it; an estimate only adds to it)."""
+    if items:
+        _qid, label, _bb, pid, setting = items[0].key
+        prompt_tokens.record(name, (label, pid, setting), [it.key[0] for it in items],
+                             [it.request.messages for it in items])  # fmt: skip
 
 
 def estimate(
@@ -629,23 +666,42 @@ def estimate(
     tasks = _listed(tasks) if tasks is not None else None
     bbs = resolve_backbones(backbones, config)
     done = _done_keys(name, retry_errors=False)
+    # Cells whose every prompt was counted by an earlier run (prompt_tokens) need no context.
+    # Counts are keyed by qid, so they serve (and record) the profile's own question set only.
+    own = questions is None
+    if own:
+        prompt_tokens.claim(name)
+    counted = prompt_tokens.load_counts(name) if own else prompt_tokens.no_counts()
+    known = _counted_keys(counted, bbs)
     rows = []
     for bb, _setting, sub, ctx in _prepare_cells(
-        name, strategies, settings, prep, tasks, limit, questions, bbs, config=config
-    ):
-        items = _items(sub, ctx, bb)
-        tokens.warm_message_counts([it.request.messages for it in items], bb.model)  # threads
-        n_in = [count_tokens(it.request.messages, bb.model) for it in items]
-        n_max = [int(it.request.params.max_tokens or 0) for it in items]
-        n_typ = [count_tokens(str(it.question["gold"]), bb.model) for it in items]
-        pending = [it.key not in done for it in items]
-        first = items[0].key  # _prepare never yields an empty cell
+        name, strategies, settings, prep, tasks, limit, questions, bbs, done=known,
+        config=config,
+    ):  # fmt: skip
+        if isinstance(ctx, tuple):
+            label, pid = ctx
+            keys = [(str(q), label, bb.name, pid, _setting) for q in sub["qid"]]
+            n_in = _recorded_inputs(counted, sub["qid"], (label, pid, _setting), bb)
+            tasks_, golds = sub["task"].tolist(), sub["gold"].astype(str).tolist()
+        else:
+            items = _items(sub, ctx, bb)
+            if own:
+                _record_counts(name, items)
+            tokens.warm_message_counts([it.request.messages for it in items], bb.model)  # threads
+            keys = [it.key for it in items]
+            n_in = [count_tokens(it.request.messages, bb.model) for it in items]
+            tasks_ = [it.question["task"] for it in items]
+            golds = [str(it.question["gold"]) for it in items]
+        n_max = [int(generation_params(t).max_tokens or 0) for t in tasks_]
+        n_typ = [count_tokens(g, bb.model) for g in golds]
+        pending = [k not in done for k in keys]
+        first = keys[0]  # _prepare never yields an empty cell
         rows.append({
             "strategy": first[1],
             "backbone": bb.name,
             "prep_model": first[3],
             "setting": first[4],
-            "questions": len(items),
+            "questions": len(keys),
             "pending": int(sum(pending)),
             "input_tokens": int(sum(n_in)),
             "output_tokens_max": int(sum(n_max)),
@@ -740,6 +796,7 @@ def run(
     batch_size: int = DEFAULT_BATCH_SIZE,
     questions: pd.DataFrame | None = None,
     client_options: dict[str, Any] | None = None,
+    progress_position: int | None = None,
 ) -> pd.DataFrame:
     """Evaluate every (strategy, backbone, setting) cell and append its predictions.
 
@@ -760,19 +817,22 @@ def run(
             (``LLMClient(refresh_empty=True)``, the paper's M1 pass); the new row supersedes.
         allow_unapproved: send credentialed data to backbones not approved for it.
         config: TOML config with user endpoints.
-        progress: show a tqdm progress bar (done, cache hits, $ spent, errors).
+        progress: show progress (done, cache hits, $ spent, errors): a tqdm bar on a
+            terminal, a line with counts and rate every few seconds in a log.
         limit: first ``limit`` questions per task.
         tasks: restrict to these tasks.
         batch_size: answers per part file for network backbones (a crash loses at most this
             many, all cached); offline readers write at least OFFLINE_BATCH_SIZE per file.
         questions: use these rows instead of the profile's questions.parquet.
         client_options: extra :class:`LLMClient` arguments (timeout_s, max_retries, ...).
+        progress_position: this run's row among parallel runs' bars (:func:`run_parallel`).
 
     Returns:
         The cell summary: :data:`SUMMARY_COLUMNS` (accuracies over rows without a transport
         error; ``stopped`` says why a cell did not finish, e.g. the budget).
     """
-    from tqdm.auto import tqdm
+    from clinlib.core.progress import make_progress
+    from clinlib.core.progress import progress as progress_bar
 
     name = resolve_profile(profile)
     strategies, backbones, settings = _listed(strategies), _listed(backbones), _listed(settings)
@@ -788,23 +848,32 @@ def run(
     _clean_stale_temps(predictions_dir(name))
     if questions is None:  # a run on a given question subset answers the profile's set too
         _claim_predictions(name)
+        prompt_tokens.claim(name)
     done = _done_keys(name, retry_errors, retry_empty)
-    prepared = _prepare_cells(name, strategies, settings, prep, tasks, limit, questions, bbs,
-                              done=done, config=config)  # fmt: skip
+    tag = f" [{progress_position + 1}]" if progress_position is not None else ""
+    with progress_bar(None, f"contexts {name}{tag}", "context", enabled=progress,
+                      position=progress_position) as ctx_bar:  # fmt: skip
+        prepared = _prepare_cells(name, strategies, settings, prep, tasks, limit, questions,
+                                  bbs, done=done, config=config, bar=ctx_bar)  # fmt: skip
 
     plan: list[tuple[Backbone, tuple[str, ...], int, list[_Item]]] = []
+    # cell without backbone -> its items, whose prompt counts are recorded after answering
+    counted: dict[tuple[str, ...], list[_Item]] = {}
     for bb, _setting, sub, ctx in prepared:
         if isinstance(ctx, tuple):  # finished cell: nothing to build or send
             plan.append((bb, (ctx[0], bb.name, ctx[1], _setting), len(sub), []))
             continue
         items = _items(sub, ctx, bb)
         cell = (ctx["label"].iloc[0], bb.name, ctx["prep_model"].iloc[0], _setting)
+        if questions is None and (cell[0], *cell[2:]) not in counted:
+            counted[(cell[0], *cell[2:])] = items
         plan.append((bb, cell, len(items), [it for it in items if it.key not in done]))
     run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     tally = _Tally()
     stopped: dict[tuple[str, ...], str] = {}
     total = sum(len(todo) for *_, todo in plan)
-    bar = tqdm(total=total, desc=f"run {name}", disable=not progress, unit="q")
+    bar = make_progress(total, f"run {name}{tag}", "q", enabled=progress,
+                        position=progress_position)  # fmt: skip
     opts = dict(client_options or {})
     if retry_empty:
         opts.setdefault("refresh_empty", True)
@@ -907,6 +976,10 @@ def run(
         _run_coro(go)
     finally:
         bar.close()
+    for cell_items in counted.values():
+        # The contexts were built anyway: their prompt counts spare later estimates a rebuild
+        # (after answering, so that recording never delays the first answers).
+        _record_counts(name, cell_items)
     if stopped:
         reason = next(iter(stopped.values()))
         log.warning("run %s stopped early: %s", run_id, reason)
@@ -963,8 +1036,10 @@ def run_parallel(
     names = [st.label() for st in strats]
     n = max(1, min(workers or os.cpu_count() or 1, len(names)))
     groups = [names[i::n] for i in range(n)]
+    progress = kwargs.pop("progress", True)
     jobs = [dict(profile=name, strategies=g, backbones=list(backbones), settings=list(settings),
-                 prep=prep, progress=False, **kwargs) for g in groups]  # fmt: skip
+                 prep=prep, progress=progress, progress_position=i if n > 1 else None, **kwargs)
+            for i, g in enumerate(groups)]  # fmt: skip
     if n == 1:
         run(**jobs[0])
         return _parallel_summary(name, names, backbones, settings)
@@ -980,6 +1055,7 @@ def run_parallel(
             strat.warm_queries(records)
     if given is None:
         _claim_predictions(name)  # once here, before the children append
+        prompt_tokens.claim(name)
     ctx = mp.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(n, mp_context=ctx) as pool:
         list(pool.map(_run_group, [(str(config.BUILD_DIR), job) for job in jobs]))

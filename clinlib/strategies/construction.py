@@ -32,6 +32,7 @@ import pandas as pd
 from clinlib.core.config import artifact_path, build_dir, resolve_profile
 from clinlib.core.guards import check_artifact
 from clinlib.core.io import atomic_path
+from clinlib.core.progress import progress as progress_bar
 from clinlib.data.build import load
 from clinlib.strategies.base import (
     Artifact,
@@ -224,9 +225,12 @@ def build_strategy(
     cache: ConstructionCache,
     hashes: Mapping[int, str] | None = None,
     workers: int = 1,
-    progress: bool = False,
+    bar: Any = None,
 ) -> dict[str, Any]:
     """Build (or find cached) one strategy's artifacts for many dialogues.
+
+    ``bar`` (a :func:`clinlib.core.progress.make_progress` counter) counts the dialogues done:
+    the cached ones at once, the built ones batch by batch.
 
     Returns:
         ``{"built", "cached", "repaired", "seconds"}`` (repaired: unreadable cached files
@@ -249,7 +253,8 @@ def build_strategy(
     missing = [sid for sid in dialogues if sid not in cached]
     llm = bool(getattr(prep, "is_llm", False)) and strategy.uses_prep
     batches = [missing[i : i + BATCH] for i in range(0, len(missing), BATCH)]
-    done = 0
+    if bar is not None:
+        bar.update(len(dialogues) - len(missing))
     for batch in batches:
         jobs = [(sid, dialogues[sid]) for sid in batch]
         if llm and workers > 1:
@@ -261,9 +266,8 @@ def build_strategy(
         for art in arts:
             art.key = keys[art.subject_id]
             cache.put(art)
-        done += len(batch)
-        if progress:
-            log.info("%s: %d/%d built", strategy.label(), done, len(missing))
+        if bar is not None:
+            bar.update(len(batch))
     return {
         "built": len(missing),
         "cached": len(dialogues) - len(missing),
@@ -301,7 +305,8 @@ def build_all(
             ``pre`` setting needs it).
         dialogues: the turns (default: the profile's dialogues.parquet).
         workers: threads for LLM prep (rule-based prep runs in one batch).
-        progress: log per-batch progress.
+        progress: show progress (a bar on a terminal, periodic lines in a log) over every
+            (strategy, dialogue) construction.
         root: folder holding ``constructions/`` and ``embeddings/`` (default: the profile's
             build folder; the benchmark uses a scratch folder).
 
@@ -321,17 +326,20 @@ def build_all(
     cache = ConstructionCache(root / CONSTRUCTIONS_DIR if root else constructions_dir(name))
     specs = list(strategies) if strategies is not None else list(STRATEGIES)
     rows = []
-    for spec in specs:
-        strategy = _as_strategy(spec, name, root)
-        stats = build_strategy(strategy, groups, prep_model, cache, hashes, workers, progress)
-        rows.append({
-            "strategy": strategy.name,
-            "label": strategy.label(),
-            "prep_model": strategy.prep_id(prep_model),
-            "setting": setting,
-            "n_dialogues": len(groups),
-            **stats,
-        })  # fmt: skip
+    with progress_bar(len(specs) * len(groups), f"strategies {name} {setting}", "dialogue",
+                      enabled=progress) as bar:  # fmt: skip
+        for spec in specs:
+            strategy = _as_strategy(spec, name, root)
+            bar.set_postfix(strategy=strategy.label())
+            stats = build_strategy(strategy, groups, prep_model, cache, hashes, workers, bar)
+            rows.append({
+                "strategy": strategy.name,
+                "label": strategy.label(),
+                "prep_model": strategy.prep_id(prep_model),
+                "setting": setting,
+                "n_dialogues": len(groups),
+                **stats,
+            })  # fmt: skip
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
 
 
@@ -415,9 +423,11 @@ def question_contexts_many(
     *,
     dialogues: pd.DataFrame | None = None,
     token_model: str | None = None,
+    bar: Any = None,
 ) -> list[pd.DataFrame]:
     """:func:`question_contexts` for several strategies at once, sharing the dialogue split
-    and the injected variants (the costly part of a harness run's preparation).
+    and the injected variants (the costly part of a harness run's preparation). ``bar``
+    (clinlib.core.progress) counts the contexts built, per strategy.
 
     Returns:
         One :data:`CONTEXT_COLUMNS` frame per strategy, in order.
@@ -489,6 +499,8 @@ def question_contexts_many(
                 "setting": setting,
                 "context": ctx,
             })  # fmt: skip
+        if bar is not None:
+            bar.update(len(rows))
         frame = pd.DataFrame(rows, columns=[c for c in CONTEXT_COLUMNS if c != "context_tokens"])
         frame["context_tokens"] = count_text_tokens_many(frame["context"].tolist(), tm)
         frames.append(frame[list(CONTEXT_COLUMNS)])

@@ -1,0 +1,108 @@
+"""clinlib.core.progress: a tqdm bar on a terminal, periodic plain lines in a log (issue 13 §3)."""
+
+from __future__ import annotations
+
+import io
+
+from clinlib.core import progress as P
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class TTY(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_line_mode_writes_a_line_only_every_interval_with_counts_rate_and_time_left():
+    clock, out = FakeClock(), io.StringIO()
+    bar = P.LineProgress(200, "strategies post", "dialogue", stream=out, every=10, clock=clock)
+    clock.t += 4
+    bar.update(20)  # 4 s after the start: under the interval, nothing written
+    assert out.getvalue() == ""
+    clock.t += 6
+    bar.update(30)  # 10 s: 50 of 200 at 5/s -> 150 left at 5/s = 30 s
+    assert out.getvalue() == (
+        "strategies post: 50/200 dialogue (25%), 5.0 dialogue/s, 10s elapsed, ~30s left\n"
+    )
+    clock.t += 3
+    bar.update(10)  # 3 s after the last line: nothing
+    assert out.getvalue().count("\n") == 1
+    clock.t += 107  # 120 s in: 60/200 at 0.5/s -> 140 left = 280 s
+    bar.set_postfix(errors=2)
+    bar.update(0)
+    assert out.getvalue().splitlines()[-1] == (
+        "strategies post: 60/200 dialogue (30%), 0.5 dialogue/s, 2m00s elapsed, ~4m40s left "
+        "[errors=2]"
+    )
+
+
+def test_line_mode_close_writes_the_final_line_once():
+    clock, out = FakeClock(), io.StringIO()
+    bar = P.LineProgress(None, "questions", "q", stream=out, every=60, clock=clock)
+    bar.update(7)
+    clock.t += 2
+    bar.close()
+    bar.close()
+    assert out.getvalue() == "questions: 7 q, 3.5 q/s, 2s elapsed\n"
+
+
+def test_line_mode_says_nothing_when_nothing_was_counted():
+    out = io.StringIO()
+    with P.progress(0, "run quick", "q", stream=out):
+        pass
+    assert out.getvalue() == ""
+
+
+def test_line_mode_close_does_not_repeat_a_line_showing_the_same_count():
+    clock, out = FakeClock(), io.StringIO()
+    bar = P.LineProgress(4, "x", stream=out, every=1, clock=clock)
+    clock.t += 1
+    bar.update(4)
+    bar.close()
+    assert out.getvalue().count("\n") == 1
+
+
+def test_not_a_terminal_gives_plain_lines_and_a_terminal_gives_tqdm():
+    from tqdm import tqdm
+
+    log = io.StringIO()
+    with P.progress(3, "run quick", "q", stream=log) as bar:
+        assert isinstance(bar, P.LineProgress)
+        bar.update(3)
+    assert log.getvalue().startswith("run quick: 3/3 q (100%)")
+    assert "\r" not in log.getvalue()
+
+    tty = TTY()
+    with P.progress(3, "run quick", "q", stream=tty) as bar:
+        assert isinstance(bar, tqdm)
+        bar.update(3)
+    assert "\r" in tty.getvalue() and "3/3" in tty.getvalue()
+
+
+def test_disabled_progress_writes_nothing_but_still_counts():
+    out = TTY()
+    with P.progress(5, "x", enabled=False, stream=out) as bar:
+        bar.update(2)
+        bar.set_postfix(a=1)
+    assert out.getvalue() == "" and bar.n == 2
+
+
+def test_interval_from_the_environment(monkeypatch):
+    monkeypatch.setenv(P.EVERY_ENV, "2.5")
+    assert P.LineProgress(1, "x", stream=io.StringIO()).every == 2.5
+    monkeypatch.setenv(P.EVERY_ENV, "soon")
+    assert P.LineProgress(1, "x", stream=io.StringIO()).every == P.EVERY_S
+
+
+def test_a_closed_or_odd_stream_is_not_a_terminal():
+    closed = io.StringIO()
+    closed.close()
+    assert not P.is_terminal(closed)
+    assert not P.is_terminal(object())
