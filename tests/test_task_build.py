@@ -12,15 +12,18 @@ from clinlib.core.config import artifact_path
 from clinlib.tasks import rules
 from clinlib.tasks.base import ABSTAIN, QUESTION_COLUMNS, TASKS
 from clinlib.tasks.build import (
+    MAX_PER_PATIENT,
     QUICK_COUNTS,
     allocate,
     build_question_set,
+    per_patient_cap,
     select_task,
     shortfall_gate_rows,
     subtype_plan,
     target_counts,
 )
 from clinlib.tasks.generate import SUBTYPES
+from clinlib.tasks.generators.common import stable_hash
 from tests import task_fixture as F
 
 # --------------------------------------------------------------------------- quotas
@@ -92,7 +95,8 @@ def test_selection_spreads_over_patients_and_strata(monkeypatch):
     sel, avail, short = select_task(cand, "T1", 24, seed=0)
     assert len(sel) == 24 and short is None and sel["qid"].is_unique
     per_patient = sel["subject_ids"].map(lambda s: s[0]).value_counts()
-    assert per_patient.max() == 2 and per_patient.min() == 2  # 24 over 12 patients
+    # cap = 10 % of 24 -> 2, and 12 patients x 2 = 24: the cap forces exactly 2 each
+    assert per_patient.max() == 2 and per_patient.min() == 2
     assert sel["disease"].value_counts().to_dict() == {"diabetes": 12, "ckd": 12}
     assert sel["subtype"].value_counts().to_dict() == {"x": 12, "y": 12}
     assert avail.set_index("subtype")["selected"].to_dict() == {"x": 12, "y": 12}
@@ -102,6 +106,80 @@ def test_selection_spreads_over_patients_and_strata(monkeypatch):
     # deterministic for a seed, independent of row order
     again, _, _ = select_task(cand.sample(frac=1, random_state=3), "T1", 24, seed=0)
     assert again["qid"].tolist() == sel["qid"].tolist()
+
+
+def test_per_patient_cap_by_hand():
+    # 12 = Fig. 13C's max; tasks of >= 20 questions: at most 10 % of the count (L4's share)
+    assert MAX_PER_PATIENT == 12
+    assert per_patient_cap(1500) == 12 and per_patient_cap(134) == 12  # 150 / 13.4 -> 12
+    assert per_patient_cap(120) == 12 and per_patient_cap(119) == 11
+    assert per_patient_cap(60) == 6  # exact: 0.1 x 60 is not 6.000000000000001 or 5.99...
+    assert per_patient_cap(53) == 5 and per_patient_cap(24) == 2 and per_patient_cap(20) == 2
+    assert per_patient_cap(19) == 12 and per_patient_cap(6) == 12  # L4 does not check < 20
+
+
+def _one_cell(sizes: dict[int, int]) -> pd.DataFrame:
+    """One (disease, tertile) stratum, one subtype; patient p has sizes[p] candidates."""
+    rows = [
+        {"qid": f"T1-{p:03d}{j:03d}", "task": "T1", "subtype": "x", "subject_ids": [p],
+         "disease": "ckd", "tertile": "high", "conflicts": []}
+        for p, n in sizes.items()
+        for j in range(n)
+    ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_within_a_stratum_the_draw_is_uniform_over_candidates(monkeypatch):
+    # below the cap, the selection is the k candidates with the smallest seeded hash of the
+    # qid (an independent statement of a uniform draw without replacement)
+    monkeypatch.setitem(SUBTYPES, "T1", ("x",))
+    cand = _one_cell({0: 10, 1: 2, 2: 1})
+    for seed in range(5):
+        sel, _, short = select_task(cand, "T1", 3, seed=seed)
+        expected = sorted(cand["qid"], key=lambda q: stable_hash(seed, q))[:3]
+        assert short is None and sorted(sel["qid"]) == sorted(expected)
+
+
+def test_a_patient_with_more_candidates_gets_more_questions(monkeypatch):
+    # 30 vs 10 candidates, 4 questions (cap 12 does not bind): patient 0 expects 4 x 30/40 = 3
+    # per draw; the old levelling sampler gave exactly 2 and 2 every time
+    monkeypatch.setitem(SUBTYPES, "T1", ("x",))
+    cand = _one_cell({0: 30, 1: 10})
+    share = []
+    for seed in range(200):
+        sel, _, _ = select_task(cand, "T1", 4, seed=seed)
+        share.append(sel["subject_ids"].map(lambda s: s[0]).eq(0).mean())
+    assert 0.70 <= sum(share) / len(share) <= 0.80
+    assert max(share) == 1.0  # some draws take all four from the long record
+
+
+def test_cap_binds_then_is_lifted_only_to_reach_the_count(monkeypatch):
+    # patient 0 has 50 candidates, patients 1..9 one each; 20 questions -> cap 2. Capped pass:
+    # patient 0 gets 2, patients 1..9 one each = 11; the remaining 9 can only come from patient
+    # 0, so the cap is lifted for them: 11 for patient 0, exactly the count in all.
+    monkeypatch.setitem(SUBTYPES, "T1", ("x",))
+    cand = _one_cell({0: 50, **dict.fromkeys(range(1, 10), 1)})
+    sel, _, short = select_task(cand, "T1", 20, seed=0)
+    per = sel["subject_ids"].map(lambda s: s[0]).value_counts().to_dict()
+    assert short is None and len(sel) == 20
+    assert per == {0: 11, **dict.fromkeys(range(1, 10), 1)}
+    # with 20 other patients of one candidate each the cap holds: patient 0 gets at most 2
+    cand = _one_cell({0: 50, **dict.fromkeys(range(1, 21), 1)})
+    sel, _, _ = select_task(cand, "T1", 20, seed=0)
+    assert sel["subject_ids"].map(lambda s: s[0]).value_counts().get(0, 0) <= 2
+
+
+def test_cap_counts_both_patients_of_a_pair(monkeypatch):
+    # T6-like pairs: patient 0 is in every pair of the first 30, pairs of others follow; 20
+    # questions -> cap 2, and a pair counts for both of its patients
+    monkeypatch.setitem(SUBTYPES, "T1", ("x",))
+    rows = [{"qid": f"T1-a{j:03d}", "subject_ids": [0, 100 + j]} for j in range(30)]
+    rows += [{"qid": f"T1-b{j:03d}", "subject_ids": [200 + j, 300 + j]} for j in range(30)]
+    cand = pd.DataFrame(rows).assign(task="T1", subtype="x", disease="ckd", tertile="low")
+    cand["conflicts"] = [[] for _ in range(len(cand))]
+    sel, _, short = select_task(cand, "T1", 20, seed=0)
+    assert short is None and len(sel) == 20
+    assert int(sel["subject_ids"].map(lambda s: 0 in s).sum()) == 2
 
 
 def test_shortfall_is_recorded_never_padded(monkeypatch):

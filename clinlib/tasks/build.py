@@ -15,10 +15,16 @@ Selection (deterministic for a seed, independent of input row order):
    remainder to subtypes of the same group first (T3 yes/no, T5 yes/no, T9 lab/other), then
    to any other.
 2. Within a subtype, step by step: the (disease, tertile) cell whose disease and then cell
-   hold the fewest questions of the TASK so far (counted across its subtypes), and inside
-   it the candidate whose patient(s) have the fewest questions of the task so far, ties
-   broken by a seeded hash of the qid — so questions spread over diseases, tertiles and
-   patients. A candidate sharing a
+   hold the fewest questions of the TASK so far (counted across its subtypes) — the
+   stratification the paper names (§3 "Cohort", Appendix A L4, Appendix F.3) — and inside it
+   the next candidate in a seeded random order (a seeded hash of the qid): a uniform draw
+   within the stratum, so a patient's share of a task follows its share of the task's
+   candidates (a long record with more evidence gets more questions) rather than being
+   levelled. A patient gets at most :func:`per_patient_cap` questions of a task: 12, the
+   maximum of the paper's eval questions per patient (Fig. 13C: median 4, mean 4.3, max 12,
+   the shape of a 1,500-question task over ~350 patients), lowered to the L4 patient share
+   (10 %) for tasks L4 checks. Only when the patients below the cap cannot fill the count is
+   the cap lifted for the rest (the per-task counts are fixed). A candidate sharing a
    ``conflicts`` key with a selected one is skipped (T5: one question per encounter).
 3. If a task still cannot reach its count, it is NOT padded with duplicates: a warning is
    logged and a ``question_shortfalls`` row (target, available, selected) is written to
@@ -33,11 +39,11 @@ question at all, or a task with none, is a guards.StageError (issue 12 §3).
 
 from __future__ import annotations
 
-import heapq
 import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import pandas as pd
 
@@ -46,6 +52,7 @@ from clinlib.core.guards import StageError, stage_run
 from clinlib.core.io import write_parquet
 from clinlib.tasks import rules
 from clinlib.tasks.base import QUESTION_COLUMNS
+from clinlib.tasks.gates import MAX_PATIENT_SHARE, MIN_N_FOR_PATIENT_SHARE
 from clinlib.tasks.generate import SUBTYPES, generate_candidates, load_inputs
 from clinlib.tasks.generators.common import INTERNAL_COLUMNS, TaskInputs, stable_hash
 
@@ -85,6 +92,9 @@ SUBTYPE_WEIGHTS: dict[str, dict[str, tuple[float, str]]] = {
     # 1,147 lab / 353 other (Appendix B.6); lab = 3 missed : 1 never measured.
     "T9": {"lab": (860, "lab"), "lab-unmeasured": (287, "lab"), "other": (353, "other")},
 }
+
+# Fig. 13C: eval questions per patient, max 12 (median 4, mean 4.3).
+MAX_PER_PATIENT = 12
 
 AVAILABILITY_COLUMNS = ("task", "subtype", "candidates", "quota", "selected")
 GATE_COLUMNS = (
@@ -164,23 +174,50 @@ def allocate(
 # --------------------------------------------------------------------------- selection
 
 
+def per_patient_cap(count: int) -> int:
+    """Most questions of one task a patient may get (module docstring, step 2): 12 (Fig. 13C's
+    max), and for a task of at least ``MIN_N_FOR_PATIENT_SHARE`` questions no more than the L4
+    patient share of its count (at least 1)."""
+    if count >= MIN_N_FOR_PATIENT_SHARE:
+        # exact: 0.1 x 60 must give 6, not the float 6.000000000000001 or 5.999...
+        return max(1, min(MAX_PER_PATIENT, int(Fraction(str(MAX_PATIENT_SHARE)) * count)))
+    return MAX_PER_PATIENT
+
+
 @dataclass
 class _State:
     """Selection state of one task: questions per patient, per disease and per (disease,
-    tertile) cell so far, and the conflict keys already taken."""
+    tertile) cell so far, the conflict keys already taken, and the per-patient cap (None =
+    lifted)."""
 
     counts: dict[int, int] = field(default_factory=dict)
     diseases: dict[str, int] = field(default_factory=dict)
     cells: dict[tuple[str, str], int] = field(default_factory=dict)
     used: set[str] = field(default_factory=set)
+    cap: int | None = None
+
+    def blocked(self, subjects: Sequence[int], conflicts: Sequence[str]) -> bool:
+        """A patient of the candidate is at the cap, or one of its conflict keys is taken."""
+        if self.cap is not None and any(self.counts.get(int(s), 0) >= self.cap for s in subjects):
+            return True
+        return any(c in self.used for c in conflicts)
+
+    def take(self, cell: tuple[str, str], subjects: Sequence[int], conflicts: Sequence[str]):
+        """Record one selected question."""
+        self.used.update(conflicts)
+        for s in subjects:
+            self.counts[int(s)] = self.counts.get(int(s), 0) + 1
+        self.diseases[cell[0]] = self.diseases.get(cell[0], 0) + 1
+        self.cells[cell] = self.cells.get(cell, 0) + 1
 
 
 def _pick(cand: pd.DataFrame, idx: Sequence[int], k: int, state: _State, seed: int) -> list[int]:
-    """Pick up to ``k`` rows of ``cand`` (positions ``idx``) spread over strata and patients.
+    """Pick up to ``k`` rows of ``cand`` (positions ``idx``), stratified by (disease, tertile).
 
-    Each step takes the (disease, tertile) cell whose disease, then cell, has the fewest
-    questions of the task so far (ties: a seeded order of the cells), and from it the
-    candidate whose patients have the fewest questions (ties: a seeded hash of the qid).
+    Each step takes the cell whose disease, then cell, has the fewest questions of the task so
+    far (ties: a seeded order of the cells), and from it the next candidate in the seeded
+    order of ``stable_hash(seed, qid)`` that is not blocked (:meth:`_State.blocked`; a
+    blocked candidate stays blocked within the pass, so it is dropped).
     """
     if k <= 0 or not len(idx):
         return []
@@ -189,14 +226,11 @@ def _pick(cand: pd.DataFrame, idx: Sequence[int], k: int, state: _State, seed: i
     qids = cand["qid"].tolist()
     diseases = cand["disease"].astype(str).tolist()
     tertiles = cand["tertile"].astype(str).tolist()
-    cells: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
+    cells: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for i in idx:
-        load = max(state.counts.get(int(s), 0) for s in subjects[i])
-        cells.setdefault((diseases[i], tertiles[i]), []).append(
-            (load, stable_hash(seed, qids[i]), i)
-        )
-    for heap in cells.values():
-        heapq.heapify(heap)
+        cells.setdefault((diseases[i], tertiles[i]), []).append((stable_hash(seed, qids[i]), i))
+    for order in cells.values():
+        order.sort(reverse=True)  # pop() from the end = smallest hash first
     tie = {c: stable_hash(seed, "cell", *c) for c in cells}
     picked: list[int] = []
     while len(picked) < k and cells:
@@ -204,28 +238,19 @@ def _pick(cand: pd.DataFrame, idx: Sequence[int], k: int, state: _State, seed: i
             cells,
             key=lambda c: (state.diseases.get(c[0], 0), state.cells.get(c, 0), tie[c]),
         )
-        heap = cells[cell]
+        order = cells[cell]
         chosen = None
-        while heap:
-            load, prio, i = heapq.heappop(heap)
-            now = max(state.counts.get(int(s), 0) for s in subjects[i])
-            if now != load:  # the patient got a question meanwhile: re-queue with its load
-                heapq.heappush(heap, (now, prio, i))
-                continue
-            if any(c in state.used for c in conflicts[i]):
-                continue
-            chosen = i
-            break
-        if not heap:
+        while order:
+            _, i = order.pop()
+            if not state.blocked(subjects[i], conflicts[i]):
+                chosen = i
+                break
+        if not order:
             del cells[cell]
         if chosen is None:
             continue
         picked.append(chosen)
-        state.used.update(conflicts[chosen])
-        for s in subjects[chosen]:
-            state.counts[int(s)] = state.counts.get(int(s), 0) + 1
-        state.diseases[cell[0]] = state.diseases.get(cell[0], 0) + 1
-        state.cells[cell] = state.cells.get(cell, 0) + 1
+        state.take(cell, subjects[chosen], conflicts[chosen])
     return picked
 
 
@@ -250,13 +275,16 @@ def select_task(
     if unknown:
         raise ValueError(f"{task}: candidates with unknown subtype(s) {unknown}")
     quota = allocate(count, plan, {s: len(v) for s, v in by_sub.items()})
-    state = _State()
+    state = _State(cap=per_patient_cap(count))
     picked: dict[str, list[int]] = {}
     for s in plan:
         picked[s] = _pick(cand, by_sub[s], quota[s], state, seed)
-    # fill what conflicts left open: same group first, then any subtype
+    # fill what conflicts or the cap left open: same group first, then any subtype, and only
+    # then with the per-patient cap lifted (the per-task counts are fixed)
     missing = count - sum(len(v) for v in picked.values())
-    for scope in ("group", "any"):
+    for scope in ("group", "any", "uncapped"):
+        if scope == "uncapped":
+            state.cap = None
         for s in plan:
             if missing <= 0:
                 break
