@@ -1,5 +1,5 @@
 """A MIMIC-IV-shaped hosp fixture with real drug-name shapes, for T6 / T7 / T8 and their L2
-recompute (tests/test_drugnames.py; docs/real-data.md).
+recompute (tests/data/test_drugnames.py; docs/real-data.md).
 
 Two diabetes patients, every event covered by the dialogue. Drug names are real MIMIC-IV
 spellings: qualifiers in parentheses, tall-man lettering, a trailing space, a double dash,

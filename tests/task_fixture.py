@@ -1,5 +1,5 @@
 """A hand-built events / coverage / dialogue fixture for the T1–T9 generators, with the golds
-worked out by hand (see tests/test_task_generators.py).
+worked out by hand (see tests/tasks/test_task_generators.py).
 
 Four kept patients (+ one dropped) over 2–3 encounters each:
 

@@ -52,7 +52,7 @@ from clinlib.core.guards import StageError, stage_run
 from clinlib.core.io import write_parquet
 from clinlib.tasks import rules
 from clinlib.tasks.base import QUESTION_COLUMNS
-from clinlib.tasks.gates import MAX_PATIENT_SHARE, MIN_N_FOR_PATIENT_SHARE
+from clinlib.tasks.gates.content import MAX_PATIENT_SHARE, MIN_N_FOR_PATIENT_SHARE
 from clinlib.tasks.generate import SUBTYPES, generate_candidates, load_inputs
 from clinlib.tasks.generators.common import INTERNAL_COLUMNS, TaskInputs, stable_hash
 

@@ -4,7 +4,7 @@ carries it, or that it was deliberately left unstated (paper §3, Fig. 2 stage 3
 
 Sized for the paper profile (patients with thousands of events): the event table sends one
 page at a time and a dialogue longer than ``explore_pages.OUTPUT_BUDGET_BYTES`` shows its
-first visits with a note to pick one (checked by tests/test_app_budget.py, measured in a
+first visits with a note to pick one (checked by tests/core/test_app_budget.py, measured in a
 browser by ``make bench-apps``).
 
 Run: ``make app-dialogues`` or ``marimo run notebooks/apps/dialogue_viewer.py`` (profile from

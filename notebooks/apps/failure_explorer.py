@@ -6,7 +6,7 @@ analysis, §3 pairing).
 
 Sized for the paper profile (111,658 predictions): the table sends one page of
 ``explore_pages.PAGE_SIZE`` rows at a time and every output stays under
-``explore_pages.OUTPUT_BUDGET_BYTES`` (checked by tests/test_app_budget.py and measured in a
+``explore_pages.OUTPUT_BUDGET_BYTES`` (checked by tests/core/test_app_budget.py and measured in a
 browser by ``make bench-apps``). The kit's predictions come from deterministic offline
 readers, not language models.
 

@@ -89,7 +89,7 @@ FROM l2_panel_rows l JOIN l2_panel p ON p.itemid = l.itemid
 """
 
 # Drug names, normalised in SQL (independently of clinlib.data.drugnames, which states the rules;
-# tests/test_drugnames.py holds the two equal on real MIMIC-IV names): the words of the whole
+# tests/data/test_drugnames.py holds the two equal on real MIMIC-IV names): the words of the whole
 # name (A-Z folded to lower case, every run of other characters one space), and the key:
 # qualifiers in parentheses / brackets dropped, then the words, then strength tokens (a number
 # with or without a glued unit, and unit words right after it) dropped. Tokens are spaced out

@@ -1,7 +1,7 @@
 """History-representation strategies without embeddings: the rule-based reader against the
 events it was written from, Mem0's update rule, the budgeted summary, the timeline, codebook,
 T3 pre/post injections, T6 sections, the construction cache, LLM prep through an offline
-backbone, and bad input. Embedding strategies: tests/test_strategies_retrieval.py.
+backbone, and bad input. Embedding strategies: tests/strategies/test_strategies_retrieval.py.
 """
 
 from __future__ import annotations

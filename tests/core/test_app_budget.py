@@ -12,7 +12,7 @@ from clinlib.analysis import failures as F
 from clinlib.core import config
 from clinlib.core import pages as P
 from clinlib.dialogue import viewer as X
-from tests.test_explore_failures import _dialogues, _preds, _questions
+from tests.analysis.test_explore_failures import _dialogues, _preds, _questions
 
 APPS = config.NOTEBOOKS_DIR / "apps"
 
@@ -57,7 +57,7 @@ def test_only_flip_rows_matches_the_flips():
     p = _preds()
     rows = F.filter_predictions(p, strategy="mem0")
     got = F.only_flip_rows(rows, F.flips(p), "mem0")
-    # flips by hand (see tests/test_explore_failures.py): Q1 post and Q3 post, reference
+    # flips by hand (see tests/analysis/test_explore_failures.py): Q1 post and Q3 post, reference
     assert sorted(zip(got["qid"], got["setting"], strict=True)) == [("Q1", "post"), ("Q3", "post")]
 
 

@@ -30,6 +30,7 @@ import duckdb
 import pandas as pd
 import pytest
 
+from clinlib.core.config import build_dir
 from clinlib.data.events import extract_events
 from clinlib.data.schema import HOSP_TABLES
 from clinlib.data.sources.mimic import open_hosp
@@ -723,7 +724,7 @@ def test_audit_evidence_spells_out_anchors(world):
 
 # --------------------------------------------------------------------------- built sets
 
-QUICK = Path(__file__).resolve().parent.parent / "data" / "build" / "quick"
+QUICK = build_dir("quick")
 
 
 def test_quick_build_passes_the_hard_gates(quick_built):

@@ -1,6 +1,6 @@
 """Stage guards and bad input: no stage goes silently empty or stale, and bad input gets exit 2 with one
 line naming file / column / row / value. Tiny hand-built tables (tests/hosp_fixture.py,
-tests/test_mimic_loader.py), so every test runs in seconds."""
+tests/data/test_mimic_loader.py), so every test runs in seconds."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from clinlib.data.sources.mimic import SourceSchemaError, open_hosp
 from clinlib.eval import runner
 from tests import hosp_fixture
 from tests import strategy_fixtures as F
-from tests.test_mimic_loader import CSV, with_table, write_hosp
+from tests.data.test_mimic_loader import CSV, with_table, write_hosp
 
 CLI = CliRunner()
 
