@@ -17,10 +17,24 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
+import duckdb
 import typer
 
 from clinlib.core.config import FIGURES_DIR, NOTEBOOKS_DIR, build_dir, resolve_profile
 from clinlib.core.guards import check_constructions, check_run
+from clinlib.data.build import build_cohort, load
+from clinlib.data.sources.meds import write_meds
+from clinlib.data.sources.mimic import source_error
+from clinlib.data.sources.synthetic import synthesize
+from clinlib.dialogue.synth import build_dialogues
+from clinlib.eval.policies import register_offline_backbones
+from clinlib.eval.runner import estimate as estimate_run
+from clinlib.eval.runner import run, run_parallel
+from clinlib.llm import list_backbones
+from clinlib.notebooks import execute_all
+from clinlib.strategies import PAPER_STRATEGIES, build_all
+from clinlib.tasks.build import build_questions
+from clinlib.tasks.gates import gate_report
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 
@@ -40,16 +54,12 @@ def _fail(exc: Exception) -> None:
 
 
 def _run(fn, *args, **kwargs):
-    import duckdb
-
     try:
         return fn(*args, **kwargs)
     except (ValueError, FileNotFoundError, KeyError) as exc:
         # SourceSchemaError, StageError, GateError, RunnerError ... are ValueErrors.
         _fail(exc)
     except duckdb.Error as exc:  # a read error a stage did not translate: still one line
-        from clinlib.data.sources.mimic import source_error
-
         _fail(source_error(exc))
 
 
@@ -73,8 +83,6 @@ def synth(
     fmt: Annotated[str, typer.Option(help="csv.gz (PhysioNet layout) or parquet")] = "csv.gz",
 ) -> None:
     """Write the synthetic MIMIC-IV-shaped hosp tables (data/build/<profile>/raw/hosp/)."""
-    from clinlib.data.sources.synthetic import synthesize
-
     t0 = time.perf_counter()
     out = _run(synthesize, _profile(profile), seed=seed, fmt=fmt)
     typer.echo(f"synthetic hosp tables -> {out} ({time.perf_counter() - t0:.1f}s)")
@@ -92,8 +100,6 @@ def cohort(
     allow_drops: AllowDropsOpt = False,
 ) -> None:
     """Select the cohort and extract its events (cohort/attrition/eligible/events.parquet)."""
-    from clinlib.data.build import build_cohort
-
     t0 = time.perf_counter()
     out = _run(
         build_cohort,
@@ -119,9 +125,6 @@ def export_meds(
     profile: ProfileOpt = None,
 ) -> None:
     """Export the cohort's events as a MEDS dataset (data/*.parquet + metadata/)."""
-    from clinlib.data.build import load
-    from clinlib.data.sources.meds import write_meds
-
     events = _run(load, "events", profile)
     _run(write_meds, events, out_dir)
     typer.echo(f"MEDS dataset -> {out_dir}")
@@ -132,8 +135,6 @@ def dialogues(
     profile: ProfileOpt = None, seed: SeedOpt = None, allow_drops: AllowDropsOpt = False
 ) -> None:
     """Synthesise and verify one dialogue per cohort patient (dialogues.parquet + checks)."""
-    from clinlib.dialogue.synth import build_dialogues
-
     t0 = time.perf_counter()
     out = _run(build_dialogues, _profile(profile), seed=seed, allow_drops=allow_drops)
     summary = out["dialogue_summary"]
@@ -152,9 +153,6 @@ def questions(
     profile: ProfileOpt = None, seed: SeedOpt = None, allow_drops: AllowDropsOpt = False
 ) -> None:
     """Generate T1–T9 questions and run the L0–L4 gates (questions.parquet + gates.parquet)."""
-    from clinlib.tasks.build import build_questions
-    from clinlib.tasks.gates import gate_report
-
     t0 = time.perf_counter()
     out = _run(build_questions, _profile(profile), seed=seed, allow_drops=allow_drops)
     typer.echo(gate_report(out["gates"]))
@@ -174,8 +172,6 @@ def strategies(
     task: Annotated[str, typer.Option(help="whose injections 'pre' applies: T3 or T5")] = "T3",
 ) -> None:
     """Build (or re-use) every strategy's per-patient constructions."""
-    from clinlib.strategies import build_all
-
     chosen = [s.strip() for s in names.split(",")] if names else None
     summary = _run(
         build_all, _profile(profile), chosen, setting=setting, prep=prep, task=task,
@@ -208,9 +204,6 @@ TasksOpt = Annotated[str | None, typer.Option("--tasks", help="restrict to tasks
 @app.command()
 def backbones(config: ConfigOpt = None) -> None:
     """List the registered backbones (presets, offline readers, your config's endpoints)."""
-    from clinlib.eval.policies import register_offline_backbones
-    from clinlib.llm import list_backbones
-
     register_offline_backbones()
     typer.echo(_run(list_backbones, config).to_string(index=False))
 
@@ -227,8 +220,6 @@ def estimate(
     limit: Annotated[int | None, typer.Option(help="questions per cell")] = None,
 ) -> None:
     """Print the expected cost of a planned run per cell, before anything is sent."""
-    from clinlib.eval.runner import estimate as estimate_run
-
     table = _run(
         estimate_run,
         profile,
@@ -272,8 +263,6 @@ def run_cmd(
     limit: Annotated[int | None, typer.Option(help="questions per cell")] = None,
 ) -> None:
     """Evaluate every (strategy, backbone, setting) cell; append to predictions/ (resumable)."""
-    from clinlib.eval.runner import run
-
     summary = _run(
         run,
         profile,
@@ -349,8 +338,6 @@ def pipeline(
     allow_drops: AllowDropsOpt = False,
 ) -> None:
     """Run every stage in order on the embedded synthetic default."""
-    from clinlib.strategies import PAPER_STRATEGIES
-
     name = _profile(profile)
     if not (skip_existing and (build_dir(name) / "raw" / "hosp").exists()):
         with _stage("synth"):
@@ -377,9 +364,6 @@ def pipeline(
 def evaluate_offline(profile: ProfileOpt = None, allow_drops: AllowDropsOpt = False) -> None:
     """Answer every question with the offline readers under the paper's eight strategies,
     both T3 settings (the predictions the analysis notebooks read; resumable)."""
-    from clinlib.eval.runner import run_parallel
-    from clinlib.strategies import PAPER_STRATEGIES
-
     # The readers are CPU-bound Python: one process per core, strategies dealt between them.
     summary = _run(
         run_parallel,
@@ -402,8 +386,6 @@ def notebooks(
     ] = None,
 ) -> None:
     """Execute every numbered notebook on a profile (outputs under data/build/<p>/notebooks/)."""
-    from clinlib.notebooks import execute_all
-
     name = _profile(profile)
 
     def line(r: dict) -> None:  # as each notebook finishes: the stage's progress

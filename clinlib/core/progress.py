@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
+from tqdm import tqdm
+
 # Seconds between two log lines when the stream is not a terminal ($CLINTRACE_PROGRESS_EVERY).
 EVERY_S = 15.0
 EVERY_ENV = "CLINTRACE_PROGRESS_EVERY"
@@ -142,8 +144,6 @@ def make_progress(total: int | None, desc: str, unit: str = "it", *, enabled: bo
         return _Silent()
     stream = stream if stream is not None else sys.stderr
     if is_terminal(stream):
-        from tqdm import tqdm
-
         return tqdm(total=total, desc=desc, unit=unit, file=stream, position=position,
                     dynamic_ncols=True)  # fmt: skip
     return LineProgress(total, desc, unit, stream=stream)

@@ -52,6 +52,7 @@ from clinlib.core.guards import StageError, stage_run
 from clinlib.core.io import write_parquet
 from clinlib.tasks import rules
 from clinlib.tasks.base import QUESTION_COLUMNS
+from clinlib.tasks.gates import check_gates, run_gates
 from clinlib.tasks.gates.content import MAX_PATIENT_SHARE, MIN_N_FOR_PATIENT_SHARE
 from clinlib.tasks.generate import SUBTYPES, generate_candidates, load_inputs
 from clinlib.tasks.generators.common import INTERNAL_COLUMNS, TaskInputs, stable_hash
@@ -374,38 +375,11 @@ def shortfall_gate_rows(counts: Mapping[str, int], shortfalls: list[dict]) -> pd
 
 
 def run_validation_gates(questions: pd.DataFrame, profile: str | None) -> pd.DataFrame:
-    """L0–L4 through clinlib.tasks.gates.run_gates (Appendix A).
-
-    If that module is not importable yet, a single soft row ``gates_not_run`` says so.
-    """
-    try:
-        from clinlib.tasks.gates import run_gates
-    except ImportError as exc:
-        # >>> GATES NOT RUN: clinlib.tasks.gates (L0-L4) is not available in this checkout.
-        log.warning("clinlib.tasks.gates not importable (%s): gates were NOT run", exc)
-        return pd.DataFrame(
-            [
-                {
-                    "gate": "gates_not_run",
-                    "task": "all",
-                    "n_checked": int(len(questions)),
-                    "n_failed": int(len(questions)),
-                    "threshold": 0.0,
-                    "passed": False,
-                    "severity": "soft",
-                    "detail": f"clinlib.tasks.gates not importable: {exc}",
-                }
-            ],
-            columns=list(GATE_COLUMNS),
-        )
+    """L0–L4 through :func:`clinlib.tasks.gates.run_gates` (Appendix A)."""
     return run_gates(questions, profile)
 
 
 def _hard_failure(gates: pd.DataFrame) -> Exception | None:
-    try:
-        from clinlib.tasks.gates import check_gates
-    except ImportError:
-        return None
     try:
         check_gates(gates)
     except ValueError as exc:  # GateError subclasses ValueError
