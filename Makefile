@@ -70,8 +70,7 @@ strategies: install ## build every history representation (PROFILE=...)
 	$(BIN)/clintrace strategies --profile $(or $(PROFILE),quick)
 
 run: install ## evaluate the offline readers over every strategy (PROFILE=...)
-	$(BIN)/clintrace run --profile $(or $(PROFILE),quick) --backbones reference,eager --settings post,pre \
-	  --strategies no-context-blind,last-visit-only,full-context,dense-retrieval,structured-timeline,llm-summary,mem0,a-mem
+	$(BIN)/clintrace run --profile $(or $(PROFILE),quick) --backbones reference,eager --settings post,pre --strategies paper
 
 pipeline: install ## every stage (PROFILE=...)
 	$(BIN)/clintrace pipeline --profile $(or $(PROFILE),quick)

@@ -186,10 +186,16 @@ def _csv(value: str | None) -> list[str] | None:
     return [v.strip() for v in re.split(r",(?![^()]*\))", value) if v.strip()] if value else None
 
 
+def _strategies(value: str | None) -> list[str] | None:
+    """``paper`` is the paper's eight (:data:`clinlib.strategies.names.PAPER_STRATEGIES`)."""
+    names = _csv(value)
+    return list(PAPER_STRATEGIES) if names == ["paper"] else names
+
+
 StrategiesOpt = Annotated[
     str,
     typer.Option("--strategies", help="comma-separated strategy names or labels, e.g. "
-                 "'dense-retrieval(k=3)'"),
+                 "'dense-retrieval(k=3)', or 'paper' for the paper's eight"),
 ]  # fmt: skip
 BackbonesOpt = Annotated[
     str, typer.Option("--backbones", help="comma-separated backbone names (see `backbones`)")
@@ -223,7 +229,7 @@ def estimate(
     table = _run(
         estimate_run,
         profile,
-        _csv(strategies_),
+        _strategies(strategies_),
         _csv(backbones_),
         _csv(settings),
         prep,
@@ -266,7 +272,7 @@ def run_cmd(
     summary = _run(
         run,
         profile,
-        _csv(strategies_),
+        _strategies(strategies_),
         _csv(backbones_),
         _csv(settings),
         prep,

@@ -17,6 +17,7 @@ from clinlib.strategies.amem import AMemMemory
 from clinlib.strategies.base import Strategy, StrategyError
 from clinlib.strategies.codebook import Codebook
 from clinlib.strategies.mem0 import Mem0Memory
+from clinlib.strategies.names import PAPER_STRATEGIES
 from clinlib.strategies.retrieval import BM25Retrieval, DenseRetrieval, HybridRetrieval
 from clinlib.strategies.simple import FullContext, LastNVisits, LastVisitOnly, NoContextBlind
 from clinlib.strategies.summary import LLMSummary
@@ -47,16 +48,6 @@ STRATEGIES: dict[str, type[Strategy]] = {
         Codebook,
     )
 }
-PAPER_STRATEGIES: tuple[str, ...] = (
-    "no-context-blind",
-    "last-visit-only",
-    "full-context",
-    "dense-retrieval",
-    "structured-timeline",
-    "llm-summary",
-    "mem0",
-    "a-mem",
-)
 EXTRA_STRATEGIES: tuple[str, ...] = tuple(n for n in STRATEGIES if n not in PAPER_STRATEGIES)
 # Per-profile folders a strategy writes to, filled from the profile unless given explicitly.
 _PROFILE_DIRS = ("embedding_dir", "mem0ai_dir")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from clinlib.strategies.names import PAPER_STRATEGIES
 from clinlib.tasks.rules import PAPER_COUNTS
 
 
@@ -21,16 +22,7 @@ class PaperTableError(ValueError):
 
 # --- canonical names (paper §4 and Table 1 caption) ----------------------------------------
 
-STRATEGIES: tuple[str, ...] = (
-    "no-context-blind",
-    "last-visit-only",
-    "full-context",
-    "dense-retrieval",
-    "structured-timeline",
-    "llm-summary",
-    "mem0",
-    "a-mem",
-)
+STRATEGIES: tuple[str, ...] = PAPER_STRATEGIES  # one list: clinlib.strategies.names
 BACKBONES: tuple[str, ...] = (
     "deepseek-chat-v3.1",
     "gpt-4o-mini",
