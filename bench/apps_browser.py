@@ -1,6 +1,6 @@
 """``python -m bench.apps_browser``: both marimo apps served by ``marimo run --headless`` and
 driven in a real Chromium (Debian's ``/usr/bin/chromium`` through Playwright, never a
-downloaded browser), as a researcher uses them (issue 18; paper §5 failure analysis).
+downloaded browser), as a researcher uses them (paper §5 failure analysis).
 
 For each app: time to first paint (navigation → the title is visible), time until it is
 usable (the table has rows and the opened item is rendered), the largest websocket frame the

@@ -1,5 +1,5 @@
 """``python -m bench.llm_harness``: throughput of the evaluation harness against a local
-OpenAI-compatible server, beside a bare ``openai`` loop and inspect_ai (issue 5; paper §4
+OpenAI-compatible server, beside a bare ``openai`` loop and inspect_ai (paper §4
 "Evaluation protocol", Appendix D).
 
 1. A fault-free asyncio server (:class:`clinlib.llm.testserver.FaultServer`, one write per
@@ -14,7 +14,7 @@ OpenAI-compatible server, beside a bare ``openai`` loop and inspect_ai (issue 5;
    the server to fill a cache, then again from that cache alone; the second pass must make
    zero HTTP calls and is timed.
 
-Targets (issue 5): kit >= 0.9x bare at every concurrency, >= 6x inspect_ai at 32; cached
+Targets: kit >= 0.9x bare at every concurrency, >= 6x inspect_ai at 32; cached
 re-run of 6,271 predictions <= 10 s. Prints a table; writes ``data/build/bench-harness.json``.
 
 Usage: ``python -m bench.llm_harness [--requests 2000] [--latency 0.1]

@@ -1,4 +1,4 @@
-"""``clintrace`` command line: one command per pipeline stage (DESIGN.md artifact contract).
+"""``clintrace`` command line: one command per pipeline stage (docs/design.md artifact contract).
 
 Every command takes ``--profile`` (else $CLINTRACE_PROFILE, else ``quick``). Errors from bad
 input are printed as one clear line (file, column, value) and exit with status 2.

@@ -1,8 +1,8 @@
 """Execute the numbered notebooks headless on a profile (used by ``make reproduce``).
 
 Outputs go to ``data/build/<profile>/notebooks/`` so the committed notebooks stay output-free.
-Each notebook runs in its own kernel, so up to ``workers`` of them run at once (issue 13 §3:
-the notebooks were half of ``make reproduce``); :data:`AFTER` keeps the one order that
+Each notebook runs in its own kernel, so up to ``workers`` of them run at once (the
+notebooks were half of ``make reproduce``); :data:`AFTER` keeps the one order that
 matters for their results.
 """
 

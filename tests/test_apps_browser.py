@@ -3,7 +3,7 @@ real Chromium (Debian's /usr/bin/chromium driven by Playwright; bench.apps_brows
 filters, a paginated table with rows, a filter change that changes the table, an opened
 failure with question, gold, response and its context with anchors highlighted, the event →
 turn lookup of the dialogue viewer, every websocket frame under the output budget, and a
-screenshot (issue 18).
+screenshot.
 
 Skipped, with the reason, only when Chromium or playwright is absent; `make test` and
 .ci/run set CLINTRACE_REQUIRE_BROWSER=1 (after installing Chromium), which turns that skip into

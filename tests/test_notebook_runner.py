@@ -1,5 +1,5 @@
 """clinlib.notebooks.execute_all: notebooks run two at a time, never before what they wait
-for (AFTER), results in numbered order (issue 13 §3)."""
+for (AFTER), results in numbered order."""
 
 from __future__ import annotations
 

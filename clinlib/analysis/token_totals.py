@@ -1,5 +1,5 @@
 """Token totals per (strategy, backbone) over the whole question set beside the paper's Table 4
-(Appendix D; issue 13 §2; notebook 10).
+(Appendix D; notebook 10).
 
 - :func:`token_totals` — one row per cell from :func:`clinlib.eval.runner.estimate`: input tokens,
   typical output tokens and their cost at the preset's prices;
@@ -26,7 +26,7 @@ TOTAL_COLUMNS = ("strategy", "backbone", "input_tokens", "output_tokens", "cost_
 # (cells print 2-3 significant digits of tokens, so honest recomputations land within ~2 %).
 COST_TOL = 0.05
 CENT = 0.01  # printed costs are rounded to cents: a tiny cell fits within a cent
-TOKEN_TOL = 0.25  # issue 13: full-context input tokens within +-25 % of Table 4
+TOKEN_TOL = 0.25  # the target: full-context input tokens within +-25 % of Table 4
 
 
 def token_totals(estimate: pd.DataFrame) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""Progress of long stages (issue 13 §3: every stage longer than a few seconds shows it).
+"""Progress of long stages: every stage longer than a few seconds shows it.
 
 One helper for every stage: on a terminal a tqdm bar; otherwise (a log file, a CI job, a
 pipe) one plain line every :data:`EVERY_S` seconds with the counts, the rate and the time

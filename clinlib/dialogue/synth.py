@@ -54,6 +54,7 @@ import pandas as pd
 from clinlib.core.config import PROFILES, artifact_path, resolve_profile
 from clinlib.core.guards import check_artifact, check_kept, group_reasons, stage_run
 from clinlib.core.io import atomic_path, read_artifact
+from clinlib.core.progress import progress
 from clinlib.data.schema import ARTIFACTS
 from clinlib.dialogue.checks import CHECK_ORDER, chars_per_visit, length_bounds_from, length_row
 from clinlib.dialogue.fields import fmt_date, group_records, present, records, visit_starts
@@ -311,18 +312,25 @@ _Part = list[tuple[int, list[dict[str, Any]], list[dict[str, Any]], list[dict[st
 
 
 def _synthesize_verify(
-    df: pd.DataFrame, seed: int, drug_names: list[str], rewriter: Rewriter | None = None
+    df: pd.DataFrame,
+    seed: int,
+    drug_names: list[str],
+    rewriter: Rewriter | None = None,
+    label: str = "dialogues",
 ) -> _Part:
-    """Synthesise and verify (all checks but length_outlier) every patient of ``df``."""
+    """Synthesise and verify (all checks but length_outlier) every patient of ``df``,
+    showing progress per patient (a bar on a terminal, periodic lines in a log)."""
     drugs = DrugMatcher(drug_names)
     groups = group_records(df)
     out = []
-    for sid in sorted(groups):
-        turns, cov, rw = _synthesize_records(sid, groups[sid], seed, rewriter, drugs)
-        checks = verify_records(
-            sid, turns, groups[sid], cov, drugs=drugs, rewrites=rw, include_length=False
-        )
-        out.append((sid, turns, cov, rw, checks))
+    with progress(len(groups), label, "patient") as bar:
+        for sid in sorted(groups):
+            turns, cov, rw = _synthesize_records(sid, groups[sid], seed, rewriter, drugs)
+            checks = verify_records(
+                sid, turns, groups[sid], cov, drugs=drugs, rewrites=rw, include_length=False
+            )
+            out.append((sid, turns, cov, rw, checks))
+            bar.update(1)
     return out
 
 
@@ -339,7 +347,12 @@ def _parallel(df: pd.DataFrame, seed: int, drug_names: list[str], workers: int) 
     chunks = [df[df["subject_id"].isin(b)] for b in bins if b]
     method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
     with ProcessPoolExecutor(len(chunks), mp_context=mp.get_context(method)) as pool:
-        futures = [pool.submit(_synthesize_verify, c, seed, drug_names) for c in chunks]
+        futures = [
+            pool.submit(
+                _synthesize_verify, c, seed, drug_names, None, f"dialogues [{i}/{len(chunks)}]"
+            )
+            for i, c in enumerate(chunks, 1)
+        ]
         return [f.result() for f in futures]
 
 

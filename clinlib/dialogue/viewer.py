@@ -504,7 +504,7 @@ def corpus_chart(summary: pd.DataFrame, turns: pd.DataFrame) -> alt.HConcatChart
                 x2="end:Q",
                 y=alt.Y("count:Q", title="count"),
                 # Without a y2 baseline, x + x2 makes Vega-Lite draw a horizontal ranged bar
-                # one band thick at y = count: the histogram showed as points (issue 18).
+                # one band thick at y = count: the histogram showed as points.
                 y2=alt.datum(0),
             )
         )

@@ -1,4 +1,4 @@
-"""Persisted prompt token counts per question and cell (issue 13 §3; Appendix D cost accounting).
+"""Persisted prompt token counts per question and cell (Appendix D cost accounting).
 
 A cost estimate (:func:`clinlib.eval.runner.estimate`, notebook 10's token totals, notebook 06's
 T3 costs) needs the input tokens of every question's messages under every strategy, which

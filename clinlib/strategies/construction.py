@@ -244,7 +244,7 @@ def build_strategy(
         keys[sid] = ConstructionCache.key(strategy, sid, sha, prep)
     present = [sid for sid in dialogues if cache.exists(strategy.name, sid, keys[sid])]
     # A cached file that does not load (truncated, edited) is found here, by the strategies
-    # stage, and rebuilt — not left for `run` to trip over (issue 12 §4).
+    # stage, and rebuilt — not left for `run` to trip over.
     corrupt = {sid for sid in present if cache.get(strategy.name, sid, keys[sid]) is None}
     if corrupt:
         log.warning("%s: %d cached construction(s) unreadable, rebuilt (patients %s)",

@@ -34,7 +34,7 @@ Selection (deterministic for a seed, independent of input row order):
 If a HARD gate fails, gates.parquet is still written, the set goes to
 ``questions_rejected.parquet`` (not questions.parquet), a previous questions.parquet is removed
 and the GateError is raised, so nothing downstream runs on a failed (or an older) set. No
-question at all, or a task with none, is a guards.StageError (issue 12 §3).
+question at all, or a task with none, is a guards.StageError.
 """
 
 from __future__ import annotations
@@ -444,7 +444,7 @@ def _check_nonempty(
     allow_drops: bool,
 ) -> None:
     """No questions at all is a StageError; so is a task left with none (unless
-    ``allow_drops``), naming its candidate count (issue 12 §3)."""
+    ``allow_drops``), naming its candidate count."""
     if questions.empty:
         raise StageError(f"questions: 0 of {sum(counts.values())} target questions generated")
     have = questions["task"].value_counts()

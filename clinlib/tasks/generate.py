@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from clinlib.core.progress import progress
 from clinlib.data.build import SourceSpec, load, open_source, read_source_info
 from clinlib.data.vocab import PANEL_ITEMIDS
 from clinlib.tasks.generators import GENERATORS, SUBTYPES, TITLES
@@ -98,10 +99,14 @@ def generate_candidates(
         ``{task: DataFrame}`` (QUESTION_COLUMNS + ``conflicts``), each sorted by qid.
     """
     out = {}
-    for task in tasks or GENERATORS:
-        if task not in GENERATORS:
-            raise ValueError(f"unknown task {task!r}; known: {', '.join(GENERATORS)}")
-        t0 = time.perf_counter()
-        out[task] = GENERATORS[task](inp)
-        log.info("%s: %d candidates in %.1fs", task, len(out[task]), time.perf_counter() - t0)
+    names = list(tasks or GENERATORS)
+    with progress(len(names), "questions: candidates", "task") as bar:
+        for task in names:
+            if task not in GENERATORS:
+                raise ValueError(f"unknown task {task!r}; known: {', '.join(GENERATORS)}")
+            t0 = time.perf_counter()
+            bar.set_postfix(task=task)
+            out[task] = GENERATORS[task](inp)
+            log.info("%s: %d candidates in %.1fs", task, len(out[task]), time.perf_counter() - t0)
+            bar.update(1)
     return out

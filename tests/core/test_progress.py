@@ -1,4 +1,4 @@
-"""clinlib.core.progress: a tqdm bar on a terminal, periodic plain lines in a log (issue 13 §3)."""
+"""clinlib.core.progress: a tqdm bar on a terminal, periodic plain lines in a log."""
 
 from __future__ import annotations
 

@@ -451,7 +451,7 @@ def _independent_inputs(profile: str, strategy: str, model: str) -> int:
 
 
 def test_estimate_reads_prompt_counts_a_run_recorded(profile, monkeypatch):
-    """issue 13 §3: the harness records each prompt's tokens per encoding; an estimate then
+    """The harness records each prompt's tokens per encoding; an estimate then
     prices every covered cell without rebuilding a context, to the same token."""
     import clinlib.strategies as S
     from clinlib.eval import prompt_tokens
