@@ -16,7 +16,7 @@ import os
 
 import pytest
 
-from bench import apps
+from bench import apps_browser as apps
 from clinlib.core.config import BUILD_DIR
 from clinlib.core.pages import OUTPUT_BUDGET_BYTES, PAGE_SIZE
 from clinlib.eval import runner
