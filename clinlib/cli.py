@@ -227,7 +227,7 @@ def estimate(
     limit: Annotated[int | None, typer.Option(help="questions per cell")] = None,
 ) -> None:
     """Print the expected cost of a planned run per cell, before anything is sent."""
-    from clinlib.eval.runner import estimate as estimate_run
+    from clinlib.eval.estimate import estimate as estimate_run
 
     table = _run(
         estimate_run,
@@ -377,7 +377,7 @@ def pipeline(
 def evaluate_offline(profile: ProfileOpt = None, allow_drops: AllowDropsOpt = False) -> None:
     """Answer every question with the offline readers under the paper's eight strategies,
     both T3 settings (the predictions the analysis notebooks read; resumable)."""
-    from clinlib.eval.runner import run_parallel
+    from clinlib.eval.parallel import run_parallel
     from clinlib.strategies import PAPER_STRATEGIES
 
     # The readers are CPU-bound Python: one process per core, strategies dealt between them.

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from clinlib.core import config
-from clinlib.eval import runner
+from clinlib.eval import cells, parallel, runner
 from clinlib.eval.prompts import build_messages
 from clinlib.llm import (
     Backbone,
@@ -377,12 +377,12 @@ def test_run_parallel_matches_a_single_process_run(profile, tmp_path):
 
     register_offline_backbones()
     strats = ["no-context-blind", "full-context", "last-visit-only"]
-    par = runner.run_parallel(profile, strats, ["reference"], workers=2)
+    par = parallel.run_parallel(profile, strats, ["reference"], workers=2)
     assert sorted(par["strategy"]) == sorted(strats) and (par["n_predicted"] == 12).all()
     preds = raw_parts(profile)
     assert len(preds) == 36 and not preds.duplicated(list(runner.KEY_COLUMNS)).any()
     assert preds["run_id"].nunique() == 2  # one run per process
-    again = runner.run_parallel(profile, strats, ["reference"], workers=2)
+    again = parallel.run_parallel(profile, strats, ["reference"], workers=2)
     assert len(raw_parts(profile)) == 36 and again["n_predicted"].tolist() == [12, 12, 12]
     # the same answers as a single in-process run in a fresh profile
     single = tmp_path / "tiny2"
@@ -406,7 +406,7 @@ def test_questions_sharing_a_context_run_back_to_back():
         "qid": qs["qid"], "context": ["A", "B", "A", "C", "B"], "label": "full-context",
         "prep_model": "rule-based", "setting": "post", "context_tokens": 1,
     })  # fmt: skip
-    items = runner._items(qs, ctx, runner.resolve_backbones(["reference"], None)[0])
+    items = cells.build_items(qs, ctx, runner.resolve_backbones(["reference"], None)[0])
     order = [it.key[0] for it in items]
     assert order == ["T1-q00", "T1-q02", "T1-q01", "T1-q04", "T1-q03"]
 
