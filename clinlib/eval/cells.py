@@ -20,11 +20,17 @@ import numpy as np
 import pandas as pd
 
 from clinlib.core.config import resolve_profile
+from clinlib.data.build import load, read_source_info
 from clinlib.eval import prompt_tokens
+from clinlib.eval.policies import register_offline_backbones
 from clinlib.eval.prompts import build_messages
 from clinlib.eval.store import RunnerError
 from clinlib.llm import Backbone, ChatRequest, ChatResult, GenerationParams, get_backbone
 from clinlib.llm.types import UnknownBackboneError
+from clinlib.strategies import get_strategy, question_contexts_many
+from clinlib.strategies.prep import MATCHED, RULE_BASED, get_prep, resolve_prep
+from clinlib.tasks import score
+from clinlib.tasks.answers import MAX_TOKENS
 
 log = logging.getLogger("clinlib.eval.runner")
 
@@ -89,8 +95,6 @@ def select_questions(
 
 def generation_params(task: str) -> GenerationParams:
     """Temperature 0 and the task's output cap (Appendix E.3)."""
-    from clinlib.tasks.answers import MAX_TOKENS
-
     if task not in MAX_TOKENS:
         raise RunnerError(f"unknown task {task!r}; known: {sorted(MAX_TOKENS)}")
     return GenerationParams(temperature=TEMPERATURE, max_tokens=MAX_TOKENS[task])
@@ -146,8 +150,6 @@ def prediction_row(item: Item, result: ChatResult, run_id: str) -> dict[str, Any
 
     Errors and empty completions (D1) parse to nothing and are scored wrong.
     """
-    from clinlib.tasks import score
-
     q = item.question
     response = result.response if result.error is None else None
     strict = score(q["task"], response, str(q["gold"]), _options(q), lenient=False)
@@ -207,34 +209,23 @@ def resolve_backbones(names: Sequence[str | Backbone], config: str | Path | None
         try:
             out.append(get_backbone(name, config))
         except UnknownBackboneError:
-            if not _register_offline_readers():
-                raise
+            _register_offline_readers()
             out.append(get_backbone(name, config))
     if len({b.name for b in out}) != len(out):
         raise RunnerError(f"backbones repeat a name: {[b.name for b in out]}")
     return out
 
 
-def _register_offline_readers() -> bool:
-    """Register the reference / eager / replay readers (clinlib.eval.policies), if that module exists."""
+def _register_offline_readers() -> None:
+    """Register the reference / eager / replay readers (clinlib.eval.policies)."""
     try:
-        from clinlib.eval import policies as readers
-    except ImportError:
-        return False
-    register = getattr(readers, "register_offline_backbones", None)
-    if register is None:
-        return False
-    try:
-        register()
+        register_offline_backbones()
     except ValueError as exc:  # already registered by an earlier call
         log.debug("offline readers: %s", exc)
-    return True
 
 
 def is_credentialed(profile: str | None) -> bool:
     """Whether the profile was built from credentialed data (source.json)."""
-    from clinlib.data.build import read_source_info
-
     info = read_source_info(profile)
     value = info.get("credentialed")
     if not isinstance(value, bool):
@@ -264,10 +255,6 @@ def prepare(
     ``(strategy label, prep id)`` instead of contexts: a finished cell costs no context build.
     ``bar`` (clinlib.core.progress) counts the contexts built.
     """
-    from clinlib.data.build import load
-    from clinlib.strategies import get_strategy, question_contexts_many
-    from clinlib.strategies.prep import RULE_BASED, get_prep
-
     if isinstance(settings, str):
         settings = (settings,)
     bad = [s for s in settings if s not in SETTINGS]
@@ -334,8 +321,6 @@ def prepare_cells(
     With ``prep="matched"`` each answering backbone is its own prep model (Appendix G.5), so
     derived representations are built once per backbone; otherwise one prep model serves all.
     """
-    from clinlib.strategies.prep import MATCHED, resolve_prep
-
     if isinstance(prep, str) and prep == MATCHED:
         groups = [([bb], resolve_prep(MATCHED, bb.name)) for bb in backbones]
     else:

@@ -9,6 +9,7 @@ Design: docs/design.md.
 from __future__ import annotations
 
 import concurrent.futures
+import multiprocessing as mp
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,18 +17,19 @@ from typing import Any
 
 import pandas as pd
 
+from clinlib.core import config
 from clinlib.core.config import resolve_profile
+from clinlib.data.build import load
 from clinlib.eval import prompt_tokens
 from clinlib.eval.cells import listed, select_questions
 from clinlib.eval.runner import run
 from clinlib.eval.store import cell_summary, claim_predictions, load_predictions
+from clinlib.strategies import get_strategy
 
 
 def _run_group(job: tuple[str, dict[str, Any]]) -> None:
     # Runs in a child process (spawned: no torch / SQLite state is inherited); the parent's
     # build folder is passed explicitly, since a spawned child re-imports clinlib.core.config.
-    from clinlib.core import config
-
     build, kwargs = job
     config.BUILD_DIR = Path(build)
     run(**kwargs)
@@ -58,10 +60,6 @@ def run_parallel(
     Returns:
         The cell summary of every (strategy, backbone, setting) cell run.
     """
-    import multiprocessing as mp
-
-    from clinlib.strategies import get_strategy
-
     name = resolve_profile(profile)
     strategies, backbones, settings = listed(strategies), listed(backbones), listed(settings)
     # Canonical labels (``dense-retrieval(k=5)`` is ``dense-retrieval``): what the
@@ -78,9 +76,6 @@ def run_parallel(
         run(**jobs[0])
         return _parallel_summary(name, names, backbones, settings)
     # Embed every question once here (both cores) rather than once per child process.
-    from clinlib.core import config
-    from clinlib.data.build import load
-
     given = kwargs.get("questions")
     records = select_questions(load("questions", name) if given is None else given,
                                kwargs.get("tasks"), kwargs.get("limit")).to_dict("records")  # fmt: skip

@@ -23,6 +23,7 @@ import pandas as pd
 from clinlib.core import guards
 from clinlib.core.config import build_dir, resolve_profile
 from clinlib.core.io import write_parquet
+from clinlib.data.build import load
 
 log = logging.getLogger("clinlib.eval.runner")
 
@@ -99,8 +100,6 @@ def claim_predictions(name: str) -> None:
     warning line, so no stale answer counts as done; paid answers to unchanged prompts come
     back from the response cache. A folder from before bases were recorded is moved only if
     it holds answers to questions that no longer exist."""
-    from clinlib.data.build import load
-
     directory = predictions_dir(name)
     basis = guards.predictions_basis(name)
     parts = part_files(directory)
