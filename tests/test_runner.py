@@ -453,7 +453,6 @@ def _independent_inputs(profile: str, strategy: str, model: str) -> int:
 def test_estimate_reads_prompt_counts_a_run_recorded(profile, monkeypatch):
     """issue 13 §3: the harness records each prompt's tokens per encoding; an estimate then
     prices every covered cell without rebuilding a context, to the same token."""
-    import clinlib.strategies as S
     from clinlib.eval import prompt_tokens
     from clinlib.eval.policies import register_offline_backbones
 
@@ -461,12 +460,12 @@ def test_estimate_reads_prompt_counts_a_run_recorded(profile, monkeypatch):
     runner.run(profile, STRATS, ["reference"], progress=False)
     counts = prompt_tokens.load_counts(profile)
     assert len(counts) == len(STRATS) * (N_T1 + 2) * len(prompt_tokens.ENCODINGS)
-    real = S.question_contexts_many
+    real = cells.question_contexts_many  # where the harness looks it up
 
     def boom(*args, **kwargs):
         raise AssertionError("a context was rebuilt")
 
-    monkeypatch.setattr(S, "question_contexts_many", boom)
+    monkeypatch.setattr(cells, "question_contexts_many", boom)
     est = runner.estimate(profile, STRATS, ["gpt-4o-mini", "deepseek-chat-v3.1"])
     for row in est.itertuples():
         model = "gpt-4o-mini" if row.backbone == "gpt-4o-mini" else "deepseek-chat"
@@ -485,7 +484,7 @@ def test_estimate_reads_prompt_counts_a_run_recorded(profile, monkeypatch):
     assert prompt_tokens.load_counts(profile).empty
     with pytest.raises(AssertionError, match="rebuilt"):
         runner.estimate(profile, ["full-context"], ["gpt-4o-mini"])
-    monkeypatch.setattr(S, "question_contexts_many", real)
+    monkeypatch.setattr(cells, "question_contexts_many", real)
     fresh = runner.estimate(profile, ["full-context"], ["gpt-4o-mini"])
     assert fresh.loc[0, "input_tokens"] == _independent_inputs(profile, "full-context",
                                                                "gpt-4o-mini")  # fmt: skip
