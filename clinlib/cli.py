@@ -27,9 +27,10 @@ from clinlib.data.sources.meds import write_meds
 from clinlib.data.sources.mimic import source_error
 from clinlib.data.sources.synthetic import synthesize
 from clinlib.dialogue.synth import build_dialogues
+from clinlib.eval.estimate import estimate as estimate_run
+from clinlib.eval.parallel import run_parallel
 from clinlib.eval.policies import register_offline_backbones
-from clinlib.eval.runner import estimate as estimate_run
-from clinlib.eval.runner import run, run_parallel
+from clinlib.eval.runner import run
 from clinlib.llm import list_backbones
 from clinlib.notebooks import execute_all
 from clinlib.strategies import PAPER_STRATEGIES, build_all

@@ -414,6 +414,45 @@ def _checked_now(
     return out
 
 
+def _injected_variants(
+    turns: pd.DataFrame, questions: pd.DataFrame, setting: str, base: dict[int, pd.DataFrame]
+) -> dict[str, tuple[dict[int, pd.DataFrame], dict[int, pd.DataFrame]]]:
+    """Per injection task asked: (dialogues the construction sees, dialogues as of the question)."""
+    variants: dict[str, tuple[dict[int, pd.DataFrame], dict[int, pd.DataFrame]]] = {}
+    for task in INJECTION_TASKS:
+        if (questions["task"] == task).any():
+            now = split_dialogues(answer_dialogue(turns, questions, task))
+            # T5's controlled contradictions are part of the record before construction in
+            # both settings (the paper's compressed strategies do see them, §B.3); only T3 is
+            # the staleness probe whose injection follows construction in ``post``.
+            built = now if (setting == "pre" or task in ALWAYS_PRE_TASKS) else base
+            variants[task] = (built, now)
+    return variants
+
+
+def _artifact(
+    q: dict[str, Any],
+    sid: int,
+    strat: Strategy,
+    variant: str,
+    built: dict[int, pd.DataFrame],
+    shas: dict[tuple[str, int], str],
+    memo: dict[tuple[str, int], Artifact],
+    cache: ConstructionCache,
+    prep_model: PrepModel,
+) -> Artifact:
+    """One patient's constructed artifact for a question, hashing each dialogue variant once
+    (``shas``) and building or loading each (hash, patient) once per strategy (``memo``)."""
+    if sid not in built:
+        raise StrategyError(f"question {q.get('qid')}: no dialogue for patient {sid}")
+    if (variant, sid) not in shas:
+        shas[(variant, sid)] = dialogue_hash(built[sid])
+    sha = shas[(variant, sid)]
+    if (sha, sid) not in memo:
+        memo[(sha, sid)] = cache.get_or_build(strat, sid, built[sid], prep_model, sha)
+    return memo[(sha, sid)]
+
+
 def question_contexts_many(
     questions: pd.DataFrame,
     strategies: Sequence[str | Strategy],
@@ -443,15 +482,7 @@ def question_contexts_many(
     prep_model = get_prep(prep, profile=name)
     cache = ConstructionCache(constructions_dir(name))
     base = split_dialogues(turns)
-    variants: dict[str, tuple[dict[int, pd.DataFrame], dict[int, pd.DataFrame]]] = {}
-    for task in INJECTION_TASKS:
-        if (questions["task"] == task).any():
-            now = split_dialogues(answer_dialogue(turns, questions, task))
-            # T5's controlled contradictions are part of the record before construction in
-            # both settings (the paper's compressed strategies do see them, §B.3); only T3 is
-            # the staleness probe whose injection follows construction in ``post``.
-            built = now if (setting == "pre" or task in ALWAYS_PRE_TASKS) else base
-            variants[task] = (built, now)
+    variants = _injected_variants(turns, questions, setting, base)
     shas: dict[tuple[str, int], str] = {}
     checked: dict[tuple[str, int], pd.DataFrame] = {}
     tm = token_model or prep_model.token_model
@@ -473,19 +504,8 @@ def question_contexts_many(
             if not strat.query_dependent and key in shared:
                 ctx = shared[key]
             else:
-                arts = {}
-                for sid in sids:
-                    if sid not in built:
-                        raise StrategyError(
-                            f"question {q.get('qid')}: no dialogue for patient {sid}"
-                        )
-                    if (variant, sid) not in shas:
-                        shas[(variant, sid)] = dialogue_hash(built[sid])
-                    sha = shas[(variant, sid)]
-                    if (sha, sid) not in memo:
-                        memo[(sha, sid)] = cache.get_or_build(strat, sid, built[sid], prep_model,
-                                                              sha)  # fmt: skip
-                    arts[sid] = memo[(sha, sid)]
+                arts = {sid: _artifact(q, sid, strat, variant, built, shas, memo, cache, prep_model)
+                        for sid in sids}  # fmt: skip
                 ctx = context_for(q, strat, arts, _checked_now(checked, variant, now, sids),
                                   prechecked=True)  # fmt: skip
                 if not strat.query_dependent:

@@ -16,7 +16,7 @@ from clinlib.cli import app
 from clinlib.core import config, guards
 from clinlib.core.guards import StageError
 from clinlib.data.sources.mimic import SourceSchemaError, open_hosp
-from clinlib.eval import runner
+from clinlib.eval import cells, runner, store
 from tests import hosp_fixture
 from tests import strategy_fixtures as F
 from tests.data.test_mimic_loader import CSV, with_table, write_hosp
@@ -177,8 +177,8 @@ def test_notebooks_refuse_a_never_built_profile(tmp_build):
 
 
 def test_runner_accepts_a_bare_strategy_string(quick_built):
-    assert runner._listed("full-context") == ["full-context"]
-    assert runner._listed(("a", "b")) == ["a", "b"]
+    assert cells.listed("full-context") == ["full-context"]
+    assert cells.listed(("a", "b")) == ["a", "b"]
     out = runner.estimate("quick", "no-context-blind", "gpt-4o-mini", "post", limit=1,
                           tasks="T1")  # fmt: skip
     assert out["strategy"].tolist() == ["no-context-blind"] and out["questions"].tolist() == [1]
@@ -207,11 +207,11 @@ def test_retry_empty_re_asks_empty_completions(monkeypatch):
         "qid": ["q1", "q2", "q3"], "strategy": "s", "backbone": "b", "prep_model": "none",
         "setting": "post", "empty": [True, False, False], "error": [None, None, "timeout"],
     })  # fmt: skip
-    monkeypatch.setattr(runner, "load_predictions", lambda profile: preds)
+    monkeypatch.setattr(store, "load_predictions", lambda profile: preds)
     qids = lambda keys: sorted(k[0] for k in keys)  # noqa: E731
-    assert qids(runner._done_keys("p", retry_errors=False)) == ["q1", "q2", "q3"]
-    assert qids(runner._done_keys("p", retry_errors=False, retry_empty=True)) == ["q2", "q3"]
-    assert qids(runner._done_keys("p", retry_errors=True, retry_empty=True)) == ["q2"]
+    assert qids(store.done_keys("p", retry_errors=False)) == ["q1", "q2", "q3"]
+    assert qids(store.done_keys("p", retry_errors=False, retry_empty=True)) == ["q2", "q3"]
+    assert qids(store.done_keys("p", retry_errors=True, retry_empty=True)) == ["q2"]
     result = CLI.invoke(app, ["run", "--help"])
     assert "--retry-empty" in result.output
 
@@ -372,30 +372,30 @@ def _prediction(qid: str) -> dict:
 
 
 def test_predictions_for_an_older_question_set_are_refused_then_moved_aside(tmp_build):
-    from clinlib.eval import runner
+    from clinlib.eval import runner, store
 
     _write("dialogues", pd.DataFrame({"x": [1]}))
     _write("questions", pd.DataFrame({"qid": ["T1-a", "T1-b"]}))
-    runner._claim_predictions("p")  # a first run records what its answers are answers to
+    store.claim_predictions("p")  # a first run records what its answers are answers to
     runner.write_part([_prediction("T1-a")], "p", "r1", 0)
     assert runner.load_predictions("p")["qid"].tolist() == ["T1-a"]
     _write("questions", pd.DataFrame({"qid": ["T1-a", "T1-c"]}))  # rebuilt: T1-a kept its qid
     with pytest.raises(runner.RunnerError, match="stale: questions.parquet changed"):
         runner.load_predictions("p")
-    runner._claim_predictions("p")  # the next run starts clean
+    store.claim_predictions("p")  # the next run starts clean
     assert runner.load_predictions("p").empty
     assert len(list(tmp_build.glob("p/predictions.stale-*/part-*.parquet"))) == 1
 
 
 def test_pre_basis_predictions_are_moved_only_when_they_answer_vanished_questions(tmp_build):
-    from clinlib.eval import runner
+    from clinlib.eval import runner, store
 
     _write("dialogues", pd.DataFrame({"x": [1]}))
     _write("questions", pd.DataFrame({"qid": ["T1-a"]}))
     runner.write_part([_prediction("T1-a")], "p", "r1", 0)  # no basis recorded (older kit)
-    runner._claim_predictions("p")
+    store.claim_predictions("p")
     assert runner.load_predictions("p")["qid"].tolist() == ["T1-a"]  # all still asked: kept
     (runner.predictions_dir("p") / guards.PREDICTIONS_BASIS_FILE).unlink()
     _write("questions", pd.DataFrame({"qid": ["T1-z"]}))
-    runner._claim_predictions("p")
+    store.claim_predictions("p")
     assert runner.load_predictions("p").empty

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from clinlib.core import config
-from clinlib.eval import runner
+from clinlib.eval import cells, parallel, runner
 from clinlib.eval.prompts import build_messages
 from clinlib.llm import (
     Backbone,
@@ -377,12 +377,12 @@ def test_run_parallel_matches_a_single_process_run(profile, tmp_path):
 
     register_offline_backbones()
     strats = ["no-context-blind", "full-context", "last-visit-only"]
-    par = runner.run_parallel(profile, strats, ["reference"], workers=2)
+    par = parallel.run_parallel(profile, strats, ["reference"], workers=2)
     assert sorted(par["strategy"]) == sorted(strats) and (par["n_predicted"] == 12).all()
     preds = raw_parts(profile)
     assert len(preds) == 36 and not preds.duplicated(list(runner.KEY_COLUMNS)).any()
     assert preds["run_id"].nunique() == 2  # one run per process
-    again = runner.run_parallel(profile, strats, ["reference"], workers=2)
+    again = parallel.run_parallel(profile, strats, ["reference"], workers=2)
     assert len(raw_parts(profile)) == 36 and again["n_predicted"].tolist() == [12, 12, 12]
     # the same answers as a single in-process run in a fresh profile
     single = tmp_path / "tiny2"
@@ -406,7 +406,7 @@ def test_questions_sharing_a_context_run_back_to_back():
         "qid": qs["qid"], "context": ["A", "B", "A", "C", "B"], "label": "full-context",
         "prep_model": "rule-based", "setting": "post", "context_tokens": 1,
     })  # fmt: skip
-    items = runner._items(qs, ctx, runner.resolve_backbones(["reference"], None)[0])
+    items = cells.build_items(qs, ctx, runner.resolve_backbones(["reference"], None)[0])
     order = [it.key[0] for it in items]
     assert order == ["T1-q00", "T1-q02", "T1-q01", "T1-q04", "T1-q03"]
 
@@ -453,7 +453,6 @@ def _independent_inputs(profile: str, strategy: str, model: str) -> int:
 def test_estimate_reads_prompt_counts_a_run_recorded(profile, monkeypatch):
     """The harness records each prompt's tokens per encoding; an estimate then
     prices every covered cell without rebuilding a context, to the same token."""
-    import clinlib.strategies as S
     from clinlib.eval import prompt_tokens
     from clinlib.eval.policies import register_offline_backbones
 
@@ -461,12 +460,12 @@ def test_estimate_reads_prompt_counts_a_run_recorded(profile, monkeypatch):
     runner.run(profile, STRATS, ["reference"], progress=False)
     counts = prompt_tokens.load_counts(profile)
     assert len(counts) == len(STRATS) * (N_T1 + 2) * len(prompt_tokens.ENCODINGS)
-    real = S.question_contexts_many
+    real = cells.question_contexts_many  # where the harness looks it up
 
     def boom(*args, **kwargs):
         raise AssertionError("a context was rebuilt")
 
-    monkeypatch.setattr(S, "question_contexts_many", boom)
+    monkeypatch.setattr(cells, "question_contexts_many", boom)
     est = runner.estimate(profile, STRATS, ["gpt-4o-mini", "deepseek-chat-v3.1"])
     for row in est.itertuples():
         model = "gpt-4o-mini" if row.backbone == "gpt-4o-mini" else "deepseek-chat"
@@ -485,7 +484,7 @@ def test_estimate_reads_prompt_counts_a_run_recorded(profile, monkeypatch):
     assert prompt_tokens.load_counts(profile).empty
     with pytest.raises(AssertionError, match="rebuilt"):
         runner.estimate(profile, ["full-context"], ["gpt-4o-mini"])
-    monkeypatch.setattr(S, "question_contexts_many", real)
+    monkeypatch.setattr(cells, "question_contexts_many", real)
     fresh = runner.estimate(profile, ["full-context"], ["gpt-4o-mini"])
     assert fresh.loc[0, "input_tokens"] == _independent_inputs(profile, "full-context",
                                                                "gpt-4o-mini")  # fmt: skip

@@ -1,0 +1,343 @@
+"""Cells of the evaluation: the questions of a setting, backbones, requests and prediction rows.
+
+Paper §4 ("Evaluation protocol"): every question is answered with the one fixed prompt of
+:mod:`clinlib.eval.prompts` and the task's output cap (:data:`clinlib.tasks.answers.MAX_TOKENS`),
+at temperature 0; errors and empty completions (Appendix D1) are kept and scored wrong. Under
+``post`` every question is evaluated; under ``pre`` only T3 questions are, because T3 (the
+staleness probe) is the only task whose context differs between the two settings.
+Contexts are built offline per (setting, strategy) (:func:`prepare`). Design: docs/design.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from clinlib.core.config import resolve_profile
+from clinlib.data.build import load, read_source_info
+from clinlib.eval import prompt_tokens
+from clinlib.eval.policies import register_offline_backbones
+from clinlib.eval.prompts import build_messages
+from clinlib.eval.store import RunnerError
+from clinlib.llm import Backbone, ChatRequest, ChatResult, GenerationParams, get_backbone
+from clinlib.llm.types import UnknownBackboneError
+from clinlib.strategies import get_strategy, question_contexts_many
+from clinlib.strategies.prep import MATCHED, RULE_BASED, get_prep, resolve_prep
+from clinlib.tasks import score
+from clinlib.tasks.answers import MAX_TOKENS
+
+log = logging.getLogger("clinlib.eval.runner")
+
+SETTINGS: tuple[str, ...] = ("post", "pre")
+# Tasks whose context differs between the settings; only these are asked under "pre".
+PRE_TASKS: tuple[str, ...] = ("T3",)
+TEMPERATURE = 0.0
+
+
+def setting_questions(questions: pd.DataFrame, setting: str) -> pd.DataFrame:
+    """The questions asked under a setting: all under ``post``, only T3 under ``pre``.
+
+    Args:
+        questions: questions.parquet rows.
+        setting: ``post`` or ``pre``.
+
+    Returns:
+        The subset, in the original order.
+    """
+    if setting not in SETTINGS:
+        raise RunnerError(f"unknown setting {setting!r}; expected one of {SETTINGS}")
+    if setting == "post":
+        return questions
+    return questions[questions["task"].isin(PRE_TASKS)]
+
+
+def select_questions(
+    questions: pd.DataFrame, tasks: Iterable[str] | None = None, limit: int | None = None
+) -> pd.DataFrame:
+    """Restrict the question set to some tasks and / or its first ``limit`` questions.
+
+    Args:
+        questions: questions.parquet rows.
+        tasks: task names to keep (None = all).
+        limit: keep the first ``limit`` questions per task (None = all), so a small run
+            still covers every task.
+
+    Returns:
+        The subset (index reset).
+    """
+    for col in ("qid", "task", "question", "gold", "subject_ids"):
+        if col not in questions.columns:
+            raise RunnerError(f"questions table lacks column {col!r}")
+    if questions["qid"].duplicated().any():
+        dup = questions.loc[questions["qid"].duplicated(), "qid"].iloc[0]
+        raise RunnerError(f"questions table has duplicate qid {dup!r}")
+    out = questions
+    if tasks is not None:
+        tasks = list(tasks)
+        unknown = sorted(set(tasks) - set(questions["task"]))
+        if unknown:
+            raise RunnerError(
+                f"no questions for task(s) {unknown}; present: {sorted(set(questions['task']))}"
+            )
+        out = out[out["task"].isin(tasks)]
+    if limit is not None:
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise RunnerError(f"limit must be a positive integer, got {limit!r}")
+        out = out.groupby("task", sort=False, group_keys=False).head(limit)
+    return out.reset_index(drop=True)
+
+
+def generation_params(task: str) -> GenerationParams:
+    """Temperature 0 and the task's output cap (Appendix E.3)."""
+    if task not in MAX_TOKENS:
+        raise RunnerError(f"unknown task {task!r}; known: {sorted(MAX_TOKENS)}")
+    return GenerationParams(temperature=TEMPERATURE, max_tokens=MAX_TOKENS[task])
+
+
+def request_id(key: Sequence[str]) -> str:
+    """The request id of a prediction key (``qid|strategy|backbone|prep_model|setting``)."""
+    return "|".join(str(k) for k in key)
+
+
+@dataclass
+class Item:
+    """One question to answer in one cell: its request and what the prediction row needs."""
+
+    key: tuple[str, str, str, str, str]
+    request: ChatRequest
+    question: dict[str, Any]
+    context_tokens: int
+
+
+def build_items(questions: pd.DataFrame, contexts: pd.DataFrame, backbone: Backbone) -> list[Item]:
+    by_qid = {q["qid"]: q for q in questions.to_dict("records")}
+    records = contexts.to_dict("records")
+    # Questions sharing a context run back to back (first-seen order, stable within): an
+    # offline reader then parses each record once, and a provider's prompt cache sees the
+    # shared prefix repeatedly.
+    first: dict[str, int] = {}
+    for i, ctx in enumerate(records):
+        first.setdefault(ctx["context"], i)
+    records.sort(key=lambda ctx: first[ctx["context"]])
+    items = []
+    for ctx in records:
+        q = by_qid[ctx["qid"]]
+        # The label (name + non-default parameters, e.g. ``dense-retrieval(k=3)``) keys the
+        # prediction, so an ablation variant never collides with the default strategy.
+        key = (q["qid"], ctx["label"], backbone.name, ctx["prep_model"], ctx["setting"])
+        req = ChatRequest(
+            request_id(key), build_messages(q, ctx["context"]), generation_params(q["task"])
+        )
+        items.append(Item(key, req, q, int(ctx["context_tokens"])))
+    return items
+
+
+def _options(q: dict[str, Any]) -> list[str] | None:
+    opts = q.get("options")
+    if opts is None or (isinstance(opts, float) and np.isnan(opts)):
+        return None
+    return [str(o) for o in list(opts)] or None
+
+
+def prediction_row(item: Item, result: ChatResult, run_id: str) -> dict[str, Any]:
+    """Score one result (strict and lenient) into a prediction row.
+
+    Errors and empty completions (D1) parse to nothing and are scored wrong.
+    """
+    q = item.question
+    response = result.response if result.error is None else None
+    strict = score(q["task"], response, str(q["gold"]), _options(q), lenient=False)
+    lenient = score(q["task"], response, str(q["gold"]), _options(q), lenient=True)
+    qid, strategy, backbone, prep_model, setting = item.key
+    return {
+        "qid": qid,
+        "task": q["task"],
+        "subtype": q.get("subtype"),
+        "strategy": strategy,
+        "backbone": backbone,
+        "prep_model": prep_model,
+        "setting": setting,
+        "response": response,
+        "parsed": strict.parsed,
+        "correct": strict.correct,
+        "parsed_lenient": lenient.parsed,
+        "correct_lenient": lenient.correct,
+        "parse_failed": strict.parse_failed,
+        "empty": bool(result.error is None and result.empty),
+        "finish_reason": result.finish_reason,
+        "input_tokens": result.input_tokens,
+        "output_tokens": result.output_tokens,
+        "cached_tokens": result.cached_tokens,
+        "cost_usd": result.cost_usd,
+        "latency_s": result.latency_s,
+        "from_cache": result.from_cache,
+        "error": result.error,
+        "context_tokens": item.context_tokens,
+        "run_id": run_id,
+    }
+
+
+def listed(value: Any) -> list[Any]:
+    """A bare string (or a single strategy / backbone object) as a one-name list: iterating
+    "full-context" would otherwise ask for strategies 'f', 'u' and so on."""
+    if isinstance(value, str | Backbone) or not isinstance(value, Iterable):
+        return [value]
+    return list(value)
+
+
+def resolve_backbones(names: Sequence[str | Backbone], config: str | Path | None) -> list[Backbone]:
+    """Backbones by name; registers the kit's offline readers if a name is not yet known.
+
+    Args:
+        names: registry names (or Backbone objects).
+        config: TOML config with user endpoints.
+
+    Returns:
+        The backbones, in order.
+    """
+    out = []
+    for name in names:
+        if isinstance(name, Backbone):
+            out.append(name)
+            continue
+        try:
+            out.append(get_backbone(name, config))
+        except UnknownBackboneError:
+            _register_offline_readers()
+            out.append(get_backbone(name, config))
+    if len({b.name for b in out}) != len(out):
+        raise RunnerError(f"backbones repeat a name: {[b.name for b in out]}")
+    return out
+
+
+def _register_offline_readers() -> None:
+    """Register the reference / eager / replay readers (clinlib.eval.policies)."""
+    try:
+        register_offline_backbones()
+    except ValueError as exc:  # already registered by an earlier call
+        log.debug("offline readers: %s", exc)
+
+
+def is_credentialed(profile: str | None) -> bool:
+    """Whether the profile was built from credentialed data (source.json)."""
+    info = read_source_info(profile)
+    value = info.get("credentialed")
+    if not isinstance(value, bool):
+        raise RunnerError(
+            f"source.json of profile {resolve_profile(profile)!r} has credentialed={value!r}; "
+            "expected true or false"
+        )
+    return value
+
+
+def prepare(
+    profile: str,
+    strategies: Sequence[Any],
+    settings: Sequence[str],
+    prep: Any,
+    tasks: Iterable[str] | None,
+    limit: int | None,
+    questions: pd.DataFrame | None,
+    done: set[tuple[str, ...]] | None = None,
+    backbone_names: Sequence[str] = (),
+    config: str | Path | None = None,
+    bar: Any = None,
+) -> list[tuple[str, pd.DataFrame, pd.DataFrame | tuple[str, str]]]:
+    """(setting, questions, contexts) per (setting, strategy); contexts are built offline.
+
+    A (setting, strategy) whose every key is already in ``done`` for every backbone gets
+    ``(strategy label, prep id)`` instead of contexts: a finished cell costs no context build.
+    ``bar`` (clinlib.core.progress) counts the contexts built.
+    """
+    if isinstance(settings, str):
+        settings = (settings,)
+    bad = [s for s in settings if s not in SETTINGS]
+    if bad:
+        raise RunnerError(f"unknown setting(s) {bad}; expected some of {SETTINGS}")
+    if not strategies:
+        raise RunnerError("no strategies given")
+    qs = select_questions(load("questions", profile) if questions is None else questions, tasks,
+                          limit)  # fmt: skip
+    resolved: dict[str, Any] = {}
+
+    def prep_for(strat: Any) -> Any:
+        # Resolved only for strategies that use one (with the user's config, so a prep
+        # backbone may be defined there), and once: an LLM prep opens the response cache.
+        if not strat.uses_prep:
+            return None
+        if "model" not in resolved:
+            resolved["model"] = get_prep(prep, profile=profile, config=config)
+        return resolved["model"]
+
+    out: list[Any] = []
+    for setting in dict.fromkeys(settings):
+        sub = setting_questions(qs, setting)
+        if sub.empty:
+            continue
+        todo: list[tuple[int, Any]] = []
+        for strategy in strategies:
+            strat = (get_strategy(strategy, profile=profile)
+                     if isinstance(strategy, str) else strategy)  # fmt: skip
+            if done is not None and backbone_names:
+                pid = strat.prep_id(prep_for(strat))
+                keys = [(str(q), strat.label(), bb, pid, setting)
+                        for q in sub["qid"] for bb in backbone_names]  # fmt: skip
+                if all(k in done for k in keys):
+                    out.append((setting, sub, (strat.label(), pid)))
+                    continue
+            todo.append((len(out), strat))
+            out.append(None)
+        if todo:
+            # One pass for every strategy: the injected dialogue variants are built once.
+            strats = [strat for _, strat in todo]
+            prep_arg = next((prep_for(st) for st in strats if st.uses_prep), RULE_BASED)
+            frames = question_contexts_many(sub, strats, profile, setting, prep_arg, bar=bar)
+            for (i, _), frame in zip(todo, frames, strict=True):
+                out[i] = (setting, sub, frame)
+    return out
+
+
+def prepare_cells(
+    profile: str,
+    strategies: Sequence[Any],
+    settings: Sequence[str],
+    prep: Any,
+    tasks: Iterable[str] | None,
+    limit: int | None,
+    questions: pd.DataFrame | None,
+    backbones: Sequence[Backbone],
+    done: set[tuple[str, ...]] | None = None,
+    config: str | Path | None = None,
+    bar: Any = None,
+) -> list[tuple[Backbone, str, pd.DataFrame, pd.DataFrame | tuple[str, str]]]:
+    """(backbone, setting, questions, contexts) per cell.
+
+    With ``prep="matched"`` each answering backbone is its own prep model (Appendix G.5), so
+    derived representations are built once per backbone; otherwise one prep model serves all.
+    """
+    if isinstance(prep, str) and prep == MATCHED:
+        groups = [([bb], resolve_prep(MATCHED, bb.name)) for bb in backbones]
+    else:
+        groups = [(list(backbones), prep)]
+    out = []
+    for group, group_prep in groups:
+        prepared = prepare(profile, strategies, settings, group_prep, tasks, limit, questions,
+                            done=done, backbone_names=[bb.name for bb in group],
+                            config=config, bar=bar)  # fmt: skip
+        out.extend((bb, setting, sub, ctx) for setting, sub, ctx in prepared for bb in group)
+    return out
+
+
+def record_counts(name: str, items: Sequence[Item]) -> None:
+    """Record the prompt token counts of one cell's items (clinlib.eval.prompt_tokens), if the
+    folder holds the current basis (a run claims it; an estimate only adds to it)."""
+    if items:
+        _qid, label, _bb, pid, setting = items[0].key
+        prompt_tokens.record(name, (label, pid, setting), [it.key[0] for it in items],
+                             [it.request.messages for it in items])  # fmt: skip

@@ -1,0 +1,160 @@
+"""What each cell would cost, worked out offline before anything is sent (Appendix D).
+
+Input tokens are counted with the backbone's tokenizer over the real messages, or read from the
+counts an earlier run recorded (:mod:`clinlib.eval.prompt_tokens`), so a cell counted before
+needs no context build; output tokens are bounded by the task's cap. Design: docs/design.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from clinlib.core.config import resolve_profile
+from clinlib.eval import prompt_tokens
+from clinlib.eval.cells import (
+    build_items,
+    generation_params,
+    listed,
+    prepare_cells,
+    record_counts,
+    resolve_backbones,
+)
+from clinlib.eval.store import CELL_COLUMNS, done_keys
+from clinlib.llm import Backbone, count_tokens, tokens
+
+ESTIMATE_COLUMNS: tuple[str, ...] = (
+    *CELL_COLUMNS,
+    "questions",
+    "pending",
+    "input_tokens",
+    "output_tokens_max",
+    "output_tokens_typical",
+    "cost_usd_max",
+    "cost_usd_typical",
+    "pending_cost_usd_max",
+)
+
+
+def _counted_keys(counted: pd.DataFrame, bbs: Sequence[Backbone]) -> set[tuple[str, ...]]:
+    """Prediction-shaped keys (qid, label, backbone, prep, setting) whose prompt tokens under
+    the backbone's encoding were recorded (clinlib.eval.prompt_tokens)."""
+    keys: set[tuple[str, ...]] = set()
+    for bb in bbs:
+        rows = counted[counted["encoding"] == prompt_tokens.encoding_of(bb.model)]
+        keys.update((q, lab, bb.name, pid, st) for q, lab, pid, st in
+                    rows[["qid", "strategy", "prep_model", "setting"]].itertuples(
+                        index=False, name=None))  # fmt: skip
+    return keys
+
+
+def _recorded_inputs(
+    counted: pd.DataFrame, qids: pd.Series, cell: tuple[str, str, str], bb: Backbone
+) -> list[int]:
+    """The recorded input tokens of ``qids`` in one (label, prep, setting) cell for ``bb``."""
+    label, pid, setting = cell
+    rows = counted[(counted["strategy"] == label) & (counted["prep_model"] == pid)
+                   & (counted["setting"] == setting)
+                   & (counted["encoding"] == prompt_tokens.encoding_of(bb.model))]  # fmt: skip
+    by_qid = dict(zip(rows["qid"], rows["input_tokens"], strict=True))
+    return [int(by_qid[str(q)]) for q in qids]
+
+
+def _estimate_row(
+    bb: Backbone,
+    keys: Sequence[tuple[str, ...]],
+    n_in: Sequence[int],
+    tasks: Sequence[str],
+    golds: Sequence[str],
+    done: set[tuple[str, ...]],
+) -> dict[str, Any]:
+    """One cell's estimate from its keys, input tokens, tasks (output caps) and gold answers
+    (typical output)."""
+    n_max = [int(generation_params(t).max_tokens or 0) for t in tasks]
+    n_typ = [count_tokens(g, bb.model) for g in golds]
+    pending = [k not in done for k in keys]
+    first = keys[0]  # prepare never yields an empty cell
+    return {
+        "strategy": first[1],
+        "backbone": bb.name,
+        "prep_model": first[3],
+        "setting": first[4],
+        "questions": len(keys),
+        "pending": int(sum(pending)),
+        "input_tokens": int(sum(n_in)),
+        "output_tokens_max": int(sum(n_max)),
+        "output_tokens_typical": int(sum(n_typ)),
+        "cost_usd_max": bb.cost(sum(n_in), sum(n_max)),
+        "cost_usd_typical": bb.cost(sum(n_in), sum(n_typ)),
+        "pending_cost_usd_max": bb.cost(
+            sum(i for i, p in zip(n_in, pending, strict=True) if p),
+            sum(m for m, p in zip(n_max, pending, strict=True) if p),
+        ),
+    }
+
+
+def estimate(
+    profile: str | None = None,
+    strategies: Sequence[Any] = ("no-context-blind",),
+    backbones: Sequence[str | Backbone] = ("gpt-4o-mini",),
+    settings: Sequence[str] = ("post",),
+    prep: Any = "rule-based",
+    *,
+    config: str | Path | None = None,
+    tasks: Iterable[str] | None = None,
+    limit: int | None = None,
+    questions: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """What each cell would cost, computed offline before anything is sent (Appendix D).
+
+    Input tokens are counted exactly with the backbone's tokenizer over the real messages;
+    output tokens are bounded by the task's cap (``MAX_TOKENS``, an upper bound) and given a
+    typical value (the tokens of the gold answer: what a concise correct reply costs). Cache
+    reads are not discounted, so ``cost_usd_max`` is a true upper bound.
+
+    Args:
+        profile: build profile.
+        strategies / backbones / settings / prep: the cells (as for :func:`run`).
+        config: TOML config with user endpoints.
+        tasks / limit: restrict the question set (as for :func:`run`).
+        questions: use these rows instead of the profile's questions.parquet.
+
+    Returns:
+        One row per cell: :data:`ESTIMATE_COLUMNS` (``pending`` = not yet predicted).
+    """
+    name = resolve_profile(profile)
+    strategies, backbones, settings = listed(strategies), listed(backbones), listed(settings)
+    tasks = listed(tasks) if tasks is not None else None
+    bbs = resolve_backbones(backbones, config)
+    done = done_keys(name, retry_errors=False)
+    # Cells whose every prompt was counted by an earlier run (prompt_tokens) need no context.
+    # Counts are keyed by qid, so they serve (and record) the profile's own question set only.
+    own = questions is None
+    if own:
+        prompt_tokens.claim(name)
+    counted = prompt_tokens.load_counts(name) if own else prompt_tokens.no_counts()
+    known = _counted_keys(counted, bbs)
+    rows = []
+    for bb, _setting, sub, ctx in prepare_cells(
+        name, strategies, settings, prep, tasks, limit, questions, bbs, done=known,
+        config=config,
+    ):  # fmt: skip
+        if isinstance(ctx, tuple):
+            label, pid = ctx
+            keys = [(str(q), label, bb.name, pid, _setting) for q in sub["qid"]]
+            n_in = _recorded_inputs(counted, sub["qid"], (label, pid, _setting), bb)
+            tasks_, golds = sub["task"].tolist(), sub["gold"].astype(str).tolist()
+        else:
+            items = build_items(sub, ctx, bb)
+            if own:
+                record_counts(name, items)
+            tokens.warm_message_counts([it.request.messages for it in items], bb.model)  # threads
+            keys = [it.key for it in items]
+            n_in = [count_tokens(it.request.messages, bb.model) for it in items]
+            tasks_ = [it.question["task"] for it in items]
+            golds = [str(it.question["gold"]) for it in items]
+        rows.append(_estimate_row(bb, keys, n_in, tasks_, golds, done))
+    return pd.DataFrame(rows, columns=list(ESTIMATE_COLUMNS))

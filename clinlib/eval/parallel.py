@@ -1,0 +1,99 @@
+"""The harness over several processes: strategies dealt round-robin to worker processes.
+
+Paper §4 ("Evaluation protocol"): the offline readers are CPU-bound, so one event loop uses one
+core; each process here runs :func:`clinlib.eval.runner.run` on its own strategies and appends
+its own part files, so resumability and de-duplication are those of the single run.
+Design: docs/design.md.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing as mp
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from clinlib.core import config
+from clinlib.core.config import resolve_profile
+from clinlib.data.build import load
+from clinlib.eval import prompt_tokens
+from clinlib.eval.cells import listed, select_questions
+from clinlib.eval.runner import run
+from clinlib.eval.store import cell_summary, claim_predictions, load_predictions
+from clinlib.strategies import get_strategy
+
+
+def _run_group(job: tuple[str, dict[str, Any]]) -> None:
+    # Runs in a child process (spawned: no torch / SQLite state is inherited); the parent's
+    # build folder is passed explicitly, since a spawned child re-imports clinlib.core.config.
+    build, kwargs = job
+    config.BUILD_DIR = Path(build)
+    run(**kwargs)
+
+
+def run_parallel(
+    profile: str | None,
+    strategies: Sequence[str],
+    backbones: Sequence[str],
+    settings: Sequence[str] = ("post",),
+    prep: str = "rule-based",
+    workers: int | None = None,
+    **kwargs: Any,
+) -> pd.DataFrame:
+    """:func:`run` with the strategies dealt round-robin to ``workers`` processes.
+
+    For CPU-bound backbones (the offline readers) a single event loop uses one core; each
+    process here builds its strategies' contexts and answers them on its own core. Every
+    process appends its own part files (distinct run ids), so resumability and de-duplication
+    are those of :func:`run`. Network backbones gain nothing: use :func:`run`.
+
+    Args:
+        profile / strategies / backbones / settings / prep: as for :func:`run` (strategies
+            by name or label, so they can be sent to another process).
+        workers: processes (default: the CPU count, at most one per strategy).
+        **kwargs: further :func:`run` keyword arguments (e.g. ``config``, ``tasks``).
+
+    Returns:
+        The cell summary of every (strategy, backbone, setting) cell run.
+    """
+    name = resolve_profile(profile)
+    strategies, backbones, settings = listed(strategies), listed(backbones), listed(settings)
+    # Canonical labels (``dense-retrieval(k=5)`` is ``dense-retrieval``): what the
+    # predictions record, so the summary below finds every cell that was run.
+    strats = [get_strategy(str(s), profile=name) for s in strategies]
+    names = [st.label() for st in strats]
+    n = max(1, min(workers or os.cpu_count() or 1, len(names)))
+    groups = [names[i::n] for i in range(n)]
+    progress = kwargs.pop("progress", True)
+    jobs = [dict(profile=name, strategies=g, backbones=list(backbones), settings=list(settings),
+                 prep=prep, progress=progress, progress_position=i if n > 1 else None, **kwargs)
+            for i, g in enumerate(groups)]  # fmt: skip
+    if n == 1:
+        run(**jobs[0])
+        return _parallel_summary(name, names, backbones, settings)
+    # Embed every question once here (both cores) rather than once per child process.
+    given = kwargs.get("questions")
+    records = select_questions(load("questions", name) if given is None else given,
+                               kwargs.get("tasks"), kwargs.get("limit")).to_dict("records")  # fmt: skip
+    for strat in strats:
+        if strat.query_dependent:
+            strat.warm_queries(records)
+    if given is None:
+        claim_predictions(name)  # once here, before the children append
+        prompt_tokens.claim(name)
+    ctx = mp.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(n, mp_context=ctx) as pool:
+        list(pool.map(_run_group, [(str(config.BUILD_DIR), job) for job in jobs]))
+    return _parallel_summary(name, names, backbones, settings)
+
+
+def _parallel_summary(
+    name: str, names: Sequence[str], backbones: Sequence[str], settings: Sequence[str]
+) -> pd.DataFrame:
+    summary = cell_summary(load_predictions(name))
+    wanted = summary["strategy"].isin(names) & summary["backbone"].isin(list(backbones))
+    return summary[wanted & summary["setting"].isin(list(settings))].reset_index(drop=True)

@@ -1,0 +1,264 @@
+"""The predictions dataset: append-only part files, reading back, resumption keys, summaries.
+
+Paper §4 ("Evaluation protocol"): predictions are APPENDED to
+``data/build/<profile>/predictions/`` as small parquet part files, each written atomically
+(temp + rename), so a crash loses at most the batch in flight (already in the response cache).
+A run reads the keys already predicted (:func:`done_keys`) and skips them; :func:`load_predictions`
+keeps the latest row per key. Predictions made for another question set or other dialogues are
+moved aside before a run appends (:func:`claim_predictions`). Design: docs/design.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from datetime import UTC
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from clinlib.core import guards
+from clinlib.core.config import build_dir, resolve_profile
+from clinlib.core.io import write_parquet
+from clinlib.data.build import load
+
+log = logging.getLogger("clinlib.eval.runner")
+
+
+PREDICTIONS_DIR = "predictions"
+PART_PREFIX = "part-"
+KEY_COLUMNS: tuple[str, ...] = ("qid", "strategy", "backbone", "prep_model", "setting")
+
+# Column -> pandas dtype as written; every part file has exactly these, so the dataset has
+# one schema whatever a batch held (e.g. a batch of errors has no parsed answers).
+PREDICTION_DTYPES: dict[str, str] = {
+    "qid": "string",
+    "task": "string",
+    "subtype": "string",
+    "strategy": "string",
+    "backbone": "string",
+    "prep_model": "string",
+    "setting": "string",
+    "response": "string",
+    "parsed": "string",
+    "correct": "bool",
+    "parsed_lenient": "string",
+    "correct_lenient": "bool",
+    "parse_failed": "bool",
+    "empty": "bool",
+    "finish_reason": "string",
+    "input_tokens": "int64",
+    "output_tokens": "int64",
+    "cached_tokens": "int64",
+    "cost_usd": "float64",
+    "latency_s": "float64",
+    "from_cache": "bool",
+    "error": "string",
+    "context_tokens": "int64",
+    "run_id": "string",
+    "written_at": "datetime64[us, UTC]",
+}
+PREDICTION_COLUMNS: tuple[str, ...] = tuple(PREDICTION_DTYPES)
+
+CELL_COLUMNS: tuple[str, ...] = ("strategy", "backbone", "prep_model", "setting")
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    *CELL_COLUMNS,
+    "n",
+    "n_predicted",
+    "accuracy",
+    "accuracy_lenient",
+    "parse_failures",
+    "empty",
+    "errors",
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "cost_usd",
+    "new_predictions",
+    "api_calls",
+    "cache_hits",
+    "new_cost_usd",
+    "stopped",
+)
+
+
+class RunnerError(ValueError):
+    """A run is mis-specified (unknown setting / task, bad limit or budget, bad artifact)."""
+
+
+def predictions_dir(profile: str | None = None) -> Path:
+    """``data/build/<profile>/predictions/`` (not created)."""
+    return build_dir(profile) / PREDICTIONS_DIR
+
+
+def claim_predictions(name: str) -> None:
+    """Before a run appends: predictions made for another question set or other dialogues
+    (clinlib.core.guards, "predictions basis") are moved to ``predictions.stale-<time>/`` with one
+    warning line, so no stale answer counts as done; paid answers to unchanged prompts come
+    back from the response cache. A folder from before bases were recorded is moved only if
+    it holds answers to questions that no longer exist."""
+    directory = predictions_dir(name)
+    basis = guards.predictions_basis(name)
+    parts = part_files(directory)
+    recorded = guards.read_basis(directory)
+    changed = guards.stale_basis(recorded, basis)
+    why = f"{changed} changed since they were made" if changed else None
+    if parts and recorded is None:
+        current = set(load("questions", name)["qid"])
+        orphans = {q for p in parts for q in pd.read_parquet(p, columns=["qid"])["qid"]} - current
+        why = (
+            f"{len(orphans)} answered question(s) are no longer in questions.parquet"
+            if orphans
+            else None
+        )
+    if parts and why:
+        aside = directory.with_name(f"{directory.name}.stale-{time.strftime('%Y%m%dT%H%M%S')}")
+        directory.rename(aside)
+        log.warning("stale predictions moved to %s: %s", aside, why)
+    guards.write_basis(directory, basis)
+
+
+def part_files(directory: Path) -> list[Path]:
+    # Names embed a zero-padded nanosecond clock, so name order is write order.
+    return sorted(directory.glob(f"{PART_PREFIX}*.parquet")) if directory.is_dir() else []
+
+
+def load_predictions(profile: str | None = None, *, dedupe: bool = True) -> pd.DataFrame:
+    """All predictions of a profile.
+
+    Args:
+        profile: build profile.
+        dedupe: keep only the latest row per (qid, strategy, backbone, prep_model, setting)
+            (a ``retry_errors`` re-run supersedes the failed row); False returns every row.
+
+    Returns:
+        DataFrame with :data:`PREDICTION_COLUMNS` (empty if nothing was predicted yet).
+    """
+    why = guards.stale_basis(
+        guards.read_basis(predictions_dir(profile)), guards.predictions_basis(profile)
+    )
+    if why:
+        name = resolve_profile(profile)
+        raise RunnerError(
+            f"predictions in {predictions_dir(profile)} are stale: {why} changed since they "
+            f"were made; re-run `clintrace evaluate-offline --profile {name}` (or `run`)"
+        )
+    frames = []
+    for path in part_files(predictions_dir(profile)):
+        try:
+            frames.append(pd.read_parquet(path))
+        except Exception as exc:  # parts are renamed into place whole; this is corruption
+            raise RunnerError(f"unreadable predictions part file {path}: {exc}") from None
+    if not frames:
+        return typed(pd.DataFrame(columns=list(PREDICTION_COLUMNS)))
+    df = pd.concat(frames, ignore_index=True)
+    missing = [c for c in KEY_COLUMNS if c not in df.columns]
+    if missing:
+        raise RunnerError(f"predictions in {predictions_dir(profile)} lack columns {missing}")
+    if dedupe:
+        df = df.drop_duplicates(list(KEY_COLUMNS), keep="last").reset_index(drop=True)
+    return df
+
+
+def typed(df: pd.DataFrame) -> pd.DataFrame:
+    out = pd.DataFrame(index=df.index)
+    for col, dtype in PREDICTION_DTYPES.items():
+        values = df[col] if col in df.columns else pd.Series([None] * len(df), index=df.index)
+        out[col] = values.astype(dtype) if len(df) else pd.Series([], dtype=dtype)
+    return out
+
+
+def clean_stale_temps(directory: Path) -> None:
+    """Remove temporaries left by a killed writer (their pid is no longer running)."""
+    if not directory.is_dir():
+        return
+    for tmp in directory.glob(f".{PART_PREFIX}*.tmp-*"):
+        match = re.search(r"\.tmp-(\d+)$", tmp.name)
+        if match is None or _pid_alive(int(match.group(1))):
+            continue
+        tmp.unlink(missing_ok=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def write_part(rows: list[dict[str, Any]], profile: str | None, run_id: str, seq: int) -> Path:
+    """Append rows as one atomic part file of the predictions dataset.
+
+    Args:
+        rows: prediction rows (see :data:`PREDICTION_COLUMNS`).
+        profile: build profile.
+        run_id: id of the writing run.
+        seq: the run's part counter.
+
+    Returns:
+        The part file's path.
+    """
+    now = time.time_ns()
+    df = pd.DataFrame(rows)
+    df["written_at"] = pd.Timestamp(now, unit="ns", tz=UTC)
+    name = f"{PART_PREFIX}{now:020d}-{run_id}-{seq:05d}.parquet"
+    return write_parquet(typed(df), predictions_dir(profile) / name)
+
+
+def done_keys(profile: str, retry_errors: bool, retry_empty: bool = False) -> set[tuple[str, ...]]:
+    preds = load_predictions(profile)
+    if retry_errors:
+        preds = preds[preds["error"].isna()]
+    if retry_empty and len(preds):
+        preds = preds[~preds["empty"].fillna(False).astype(bool)]
+    return set(preds[list(KEY_COLUMNS)].astype(str).itertuples(index=False, name=None))
+
+
+def cell_summary(preds: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy, failures, tokens and cost per cell of a predictions table.
+
+    Accuracy (strict and lenient) is over rows without a transport error (an error is not an
+    answer; ``retry_errors`` re-asks it); empty completions count as wrong (D1).
+
+    Args:
+        preds: predictions (e.g. :func:`load_predictions`).
+
+    Returns:
+        One row per (strategy, backbone, prep_model, setting) with n_predicted, accuracy,
+        accuracy_lenient, parse_failures, empty, errors, input / output / cached tokens,
+        cost_usd.
+    """
+    cols = [*CELL_COLUMNS, "n_predicted", "accuracy", "accuracy_lenient", "parse_failures",
+            "empty", "errors", "input_tokens", "output_tokens", "cached_tokens", "cost_usd"]  # fmt: skip
+    if preds.empty:
+        return pd.DataFrame(columns=cols)
+    df = preds.assign(
+        ok=preds["error"].isna(),
+        c=preds["correct"].astype(bool) & preds["error"].isna(),
+        cl=preds["correct_lenient"].astype(bool) & preds["error"].isna(),
+        pf=preds["parse_failed"].astype(bool) & preds["error"].isna(),
+    )
+    g = df.groupby(list(CELL_COLUMNS), sort=False, dropna=False)
+    out = g.agg(
+        n_predicted=("qid", "size"),
+        n_ok=("ok", "sum"),
+        n_correct=("c", "sum"),
+        n_correct_lenient=("cl", "sum"),
+        parse_failures=("pf", "sum"),
+        empty=("empty", "sum"),
+        input_tokens=("input_tokens", "sum"),
+        output_tokens=("output_tokens", "sum"),
+        cached_tokens=("cached_tokens", "sum"),
+        cost_usd=("cost_usd", "sum"),
+    ).reset_index()
+    denom = out["n_ok"].where(out["n_ok"] > 0)
+    out["accuracy"] = out["n_correct"] / denom
+    out["accuracy_lenient"] = out["n_correct_lenient"] / denom
+    out["errors"] = out["n_predicted"] - out["n_ok"]
+    return out[cols]
