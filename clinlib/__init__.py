@@ -71,6 +71,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "token_totals": ("clinlib.analysis.token_totals", None),  # 10
     "ablations": ("clinlib.analysis.ablations", None),  # 11
     "failures": ("clinlib.analysis.failures", None),  # 13, apps/failure_explorer
+    "pages": ("clinlib.core.pages", None),  # the apps' paging and output budget
 }
 
 __all__ = sorted(_API)

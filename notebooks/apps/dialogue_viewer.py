@@ -21,7 +21,7 @@ app = marimo.App(width="full", app_title="ClinTrace dialogue viewer")
 def _():
     import marimo as mo
 
-    from clinlib.core.config import resolve_profile
+    from clinlib import resolve_profile
 
     return mo, resolve_profile
 
@@ -41,8 +41,8 @@ def _(mo, resolve_profile):
 @app.cell
 def _():
     # The heavy imports (pandas, altair) run after the title cell has painted.
-    import clinlib.dialogue.viewer as xd
-    import clinlib.core.pages as xp
+    from clinlib import dialogue_viewer as xd
+    from clinlib import pages as xp
 
     return xd, xp
 

@@ -24,7 +24,7 @@ app = marimo.App(width="full", app_title="ClinTrace failure explorer")
 def _():
     import marimo as mo
 
-    from clinlib.core.config import resolve_profile
+    from clinlib import resolve_profile
 
     return mo, resolve_profile
 
@@ -44,24 +44,23 @@ def _(mo, resolve_profile):
 @app.cell
 def _():
     # The heavy imports (pandas, altair) run after the title cell has painted.
-    import clinlib.analysis.failures as fx
-    import clinlib.core.pages as xp
-    from clinlib.data import build as pipeline
-    from clinlib.eval import runner
+    from clinlib import failures as fx
+    from clinlib import load, runner
+    from clinlib import pages as xp
 
-    return fx, pipeline, runner, xp
+    return fx, load, runner, xp
 
 
 @app.cell
-def _(fx, pipeline, profile, runner):
+def _(fx, load, profile, runner):
     try:
         _preds = runner.load_predictions(profile)
         if _preds.empty:
             raise FileNotFoundError(f"run `clintrace evaluate-offline --profile {profile}`")
         data = {
             "preds": _preds,
-            "questions": pipeline.load("questions", profile),
-            "dialogues": pipeline.load("dialogues", profile),
+            "questions": load("questions", profile),
+            "dialogues": load("dialogues", profile),
             "context_fn": fx.context_fn_for(profile),
         }
         problem = ""
