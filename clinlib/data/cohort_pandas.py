@@ -26,7 +26,7 @@ from clinlib.data.cohort import (
     stratum_targets,
 )
 from clinlib.data.events import normalize_events
-from clinlib.data.schema import HOSP_TABLES, RX_DILUENT_TYPES
+from clinlib.data.schema import HOSP_TABLES, REQUIRED, RX_DILUENT_TYPES
 from clinlib.data.vocab import INDEX_DISEASE_ICD, INDEX_DISEASES, LAB_PANEL, PANEL_ITEMIDS
 
 
@@ -270,26 +270,11 @@ def _attach(df: pd.DataFrame, visits: pd.DataFrame, time_col: str, key: str) -> 
     return pd.concat([direct, loose], ignore_index=True)
 
 
-_LAB_COLUMNS: list[str] = [
-    "labevent_id",
-    "subject_id",
-    "hadm_id",
-    "itemid",
-    "charttime",
-    "value",
-    "valuenum",
-    "valueuom",
-    "ref_range_lower",
-    "ref_range_upper",
-    "flag",
-]
-
-
 def _lab_events(hosp_dir: Path, subjects: set[int], visits: pd.DataFrame) -> pd.DataFrame:
     """Panel labs with a value in the panel's unit (or none), one per (stay, lab, day):
     abnormal first, then earliest."""
     panel = {lab.key: lab for lab in LAB_PANEL}
-    labs = read_table(hosp_dir, "labevents", _LAB_COLUMNS)
+    labs = read_table(hosp_dir, "labevents", list(REQUIRED["labevents"]))
     labs = labs[labs["subject_id"].isin(subjects) & labs["itemid"].isin(list(PANEL_ITEMIDS))]
     labs = labs[labs["valuenum"].notna()].copy()
     labs["lab_key"] = labs["itemid"].map(lambda i: PANEL_ITEMIDS[int(i)][0])
