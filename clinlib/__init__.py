@@ -57,6 +57,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "noise_facts": ("clinlib.dialogue.noise", "noise_facts"),
     "hide_noise_tags": ("clinlib.dialogue.noise", "hide_noise_tags"),
     "relatives_of": ("clinlib.dialogue.noise", "relatives_of"),
+    "memory_stats": ("clinlib.analysis.memory_stats", None),  # 14: misattributed, Friedman, CV
     # the modules behind the notebooks (README "Notebook map")
     "cohort_report": ("clinlib.data.report", None),  # 01
     "dialogues": ("clinlib.dialogue.synth", None),
