@@ -170,7 +170,10 @@ def test_verifier_passes_noisy_dialogue_and_adds_the_noise_row(case):
     (name,) = NOISE_CHECKS
     assert checks.loc[name, "severity"] == "hard"
     assert checks.loc[name, "detail"] == "6 noise sessions checked"
-    assert name not in V.verify_dialogue(turns, ev, cov)["check"].tolist()
+    clean = V.verify_dialogue(turns, ev, cov).set_index("check")
+    assert name not in clean.index
+    # the stored-dialogue checks see exactly the real turns: same rows, same details
+    pd.testing.assert_frame_equal(checks.drop(index=name), clean)
 
 
 @pytest.mark.parametrize(
