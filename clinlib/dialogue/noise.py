@@ -160,13 +160,14 @@ def relatives_of(
     pool = sorted(profiles)
     rng = np.random.default_rng([int(seed), int(subject_id), _REL_STREAM])
     k = min(int(rng.integers(RELATIVES[0], RELATIVES[1] + 1)), len(pool))
-    relations = rng.choice(len(nt.RELATIONS), size=k, replace=False)
+    slots = rng.choice(len(nt.RELATION_SLOTS), size=k, replace=False)
     donors = rng.choice(len(pool), size=k, replace=False)
     out = []
-    for r, d in zip(relations, donors, strict=True):
+    for r, d in zip(slots, donors, strict=True):
+        relation = _pick(rng, nt.RELATION_SLOTS[int(r)])
         conds = profiles[pool[int(d)]]["conditions"]
         cond = conds[int(rng.integers(len(conds)))]["label"] if conds else ""
-        out.append(Relative(nt.RELATIONS[int(r)], int(pool[int(d)]), cond))
+        out.append(Relative(relation, int(pool[int(d)]), cond))
     return out
 
 

@@ -146,6 +146,10 @@ def test_relatives_do_not_depend_on_the_ratio(case):
     rels = N.relatives_of(1001, 11, profiles)
     assert len({r.relation for r in rels}) == len(rels)
     assert {r.relation for r in rels} <= set(RELATIONS)
+    for s in range(30):  # one spouse at most
+        assert (
+            len({r.relation for r in N.relatives_of(1001, s, profiles)} & {"husband", "wife"}) <= 1
+        )
     for ratio in (1.0, 2.0):
         f = N.noise_facts(turns, ratio, 11, donors=DONORS)
         assert set(zip(f["relation"], f["donor_id"], strict=True)) <= {
