@@ -312,6 +312,9 @@ def _check_run_args(
     unknown = sorted(set(batch_options or {}) - BATCH_OPTIONS)
     if unknown:
         raise RunnerError(f"unknown batch option(s) {unknown}; known: {sorted(BATCH_OPTIONS)}")
+    for name, value in (batch_options or {}).items():
+        if value is not None and (not isinstance(value, int | float) or value < 0):
+            raise RunnerError(f"batch option {name} must be a number >= 0, got {value!r}")
 
 
 def _claim(
