@@ -4,7 +4,12 @@
 :func:`answer_provider_batch` sends every pending item of one backbone's cells through one
 :class:`~clinlib.llm.batch.BatchClient` job (split only by the provider's limits), then writes
 the cells' part files exactly as the live loop does: same rows, same response cache. The
-job records live in ``data/build/<profile>/batches/`` (:data:`BATCHES_DIR`).
+job records live in ``data/build/<profile>/batches/`` (:data:`BATCHES_DIR`), so a rerun
+collects a running job by its id and submits nothing twice. Requests a job did not answer
+(per-line errors, expired / failed jobs, malformed or missing lines) become rows with
+``error`` set; ``run(retry_errors=True)`` sends them again. Options of
+:class:`~clinlib.llm.batch.BatchClient` (``poll_interval_s``, ``max_wait_s``,
+``max_requests``, ``max_bytes``) come through ``run(batch_options=...)``.
 """
 
 from __future__ import annotations

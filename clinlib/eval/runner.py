@@ -375,9 +375,8 @@ def run(
 ) -> pd.DataFrame:
     """Evaluate every (strategy, backbone, setting) cell and append its predictions.
 
-    Resumable: keys already predicted are skipped (rows with an error too, unless
-    ``retry_errors``); answers already in the response cache cost no API call. Predictions
-    are written every ``batch_size`` answers as atomic part files.
+    Resumable: predicted keys are skipped (errors too, unless ``retry_errors``) and cached
+    answers cost no API call; parts are written atomically every ``batch_size`` answers.
 
     Args:
         profile: build profile.
@@ -402,15 +401,7 @@ def run(
         client_options: extra :class:`LLMClient` arguments (timeout_s, max_retries, ...).
         progress_position: this run's row among parallel runs' bars
             (:func:`clinlib.eval.parallel.run_parallel`).
-        mode: ``"live"`` (one request at a time) or ``"batch"``: a network backbone's
-            uncached requests go out as provider batch jobs (:mod:`clinlib.llm.batch`) at the
-            batch price, into the same cache and predictions; the jobs' records are kept in
-            ``data/build/<profile>/batches/``, so a rerun collects a running job by its id and
-            submits nothing twice. Requests a job did not answer (expired, failed, missing or
-            malformed lines, per-line errors) become rows with ``error`` set;
-            ``retry_errors`` sends them again.
-        batch_options: :class:`~clinlib.llm.batch.BatchClient` settings
-            (``poll_interval_s``, ``max_wait_s``, ``max_requests``, ``max_bytes``).
+        mode / batch_options: ``"batch"`` = provider jobs (:mod:`clinlib.eval.batchmode`).
 
     Returns:
         The cell summary: :data:`SUMMARY_COLUMNS` (accuracies over rows without a transport
