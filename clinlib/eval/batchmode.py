@@ -14,6 +14,7 @@ collects a running job by its id and submits nothing twice. Requests a job did n
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from typing import Any
@@ -22,7 +23,7 @@ from clinlib.core.config import build_dir
 from clinlib.eval.cells import Item, prediction_row
 from clinlib.eval.store import write_part
 from clinlib.llm import Backbone, ResponseCache, cache_key, count_tokens
-from clinlib.llm.batch import BatchClient
+from clinlib.llm.batch import BatchClient, BatchPending
 
 # One planned cell: its backbone, key (strategy, backbone, prep_model, setting), question
 # count and the items still to answer.
@@ -97,6 +98,25 @@ async def answer_provider_batch(
         tally = session.tally.cell(cell)
         tally["new_predictions"] += len(kept)
         tally["api_calls"] += sum(not r.from_cache for r in mine)
+
+
+async def answer_provider_batches(
+    session: Session, groups: list[list[PlanEntry]], cache: ResponseCache
+) -> None:
+    """Each backbone's cells (one group per backbone) as concurrent jobs: every backbone's
+    batches are submitted before any is waited for, so they run side by side at the
+    providers. Budget reservations are taken in plan order (each job reserves before its
+    first await); a pending job does not stop the others from being submitted."""
+    outcomes = await asyncio.gather(
+        *(answer_provider_batch(session, group[0][0], group, cache) for group in groups),
+        return_exceptions=True,
+    )
+    failures = [o for o in outcomes if isinstance(o, BaseException)]
+    pending = [o for o in failures if isinstance(o, BatchPending)]
+    if len(pending) < len(failures):
+        raise next(o for o in failures if not isinstance(o, BatchPending))
+    if pending:
+        raise pending[0] if len(pending) == 1 else BatchPending("; ".join(map(str, pending)))
 
 
 def status_writer(bar: Any) -> Any:

@@ -49,7 +49,7 @@ from clinlib.core.config import resolve_profile
 from clinlib.core.progress import make_progress
 from clinlib.core.progress import progress as progress_bar
 from clinlib.eval import prompt_tokens
-from clinlib.eval.batchmode import BATCHES_DIR, PlanEntry, answer_provider_batch, upper_cost
+from clinlib.eval.batchmode import BATCHES_DIR, PlanEntry, answer_provider_batches, upper_cost
 from clinlib.eval.cells import (
     PRE_TASKS,
     SETTINGS,
@@ -272,8 +272,7 @@ class _Session:
                 await self.answer_api(bb, cell, todo, cache)
                 if cell in self.stopped:
                     return
-            for entries in batched.values():
-                await answer_provider_batch(self, entries[0][0], entries, cache)
+            await answer_provider_batches(self, list(batched.values()), cache)
         finally:
             cache.close()
 

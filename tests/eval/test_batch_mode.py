@@ -7,12 +7,15 @@ the same rows as a live one, at the batch price, into the same response cache.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from typer.testing import CliRunner
 
 from clinlib import cli
 from clinlib.eval import runner
 from clinlib.llm import ResponseCache, default_cache_path, get_backbone
+from clinlib.llm.batch import BatchPending
 from clinlib.llm.batchfiles import load_entries
 from clinlib.llm.batchserver import BatchServer
 from tests.eval.test_runner import (  # noqa: F401 - the tiny profile fixtures
@@ -86,3 +89,44 @@ def test_estimate_prices_batch_beside_live(profile, tmp_path):  # noqa: F811 - t
         table = runner.estimate(profile, ["no-context-blind"], ["fault"], config=cfg)
     assert table["batch_cost_usd_max"].iloc[0] == pytest.approx(table["cost_usd_max"].iloc[0] / 2)
     assert PRICE_OUT > 0  # the output cap is priced too (half of it in batch)
+
+
+def test_budget_is_checked_at_the_batch_price(profile, tmp_path):  # noqa: F811 - the fixture
+    with BatchServer(answer=answer) as srv:
+        cfg = write_config(tmp_path / "c.toml", srv.base_url)
+        est = runner.estimate(profile, ["no-context-blind", "full-context"], ["fault"],
+                              config=cfg).set_index("strategy")  # fmt: skip
+        # Half the live upper bound holds the whole cell at the batch price (live: ~6 of 12).
+        budget = float(est.loc["no-context-blind", "cost_usd_max"]) / 2 * 1.001
+        whole = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg, progress=False,
+                           budget_usd=budget, mode="batch", batch_options=FAST_BATCH).iloc[0]  # fmt: skip
+        assert whole["n_predicted"] == 12 and whole["stopped"] is None
+        assert len(srv.lines_run) == 12
+        half = float(est.loc["full-context", "batch_cost_usd_max"]) / 2
+        cut = runner.run(profile, ["full-context"], ["fault"], config=cfg, progress=False,
+                         budget_usd=half, mode="batch", batch_options=FAST_BATCH).iloc[0]  # fmt: skip
+        assert cut["stopped"].startswith("budget") and 0 < cut["n_predicted"] < 12
+        assert len(srv.lines_run) - 12 == cut["n_predicted"]
+        assert 0 < cut["new_cost_usd"] <= half
+
+
+def test_two_backbones_are_submitted_before_either_is_awaited(profile, tmp_path):  # noqa: F811 - the fixture
+    with BatchServer(answer=answer, polls_to_finish=2) as srv:
+        cfg = write_config(tmp_path / "c.toml", srv.base_url)
+        second = cfg.read_text().replace("[backbones.fault]", "[backbones.fault2]")
+        cfg.write_text(cfg.read_text() + second.replace('"gpt-4o-mini"', '"gpt-4o"'))
+        kwargs = dict(config=cfg, progress=False, mode="batch")
+        with pytest.raises(BatchPending) as pending:
+            runner.run(profile, ["no-context-blind"], ["fault", "fault2"],
+                       batch_options={"poll_interval_s": 0, "max_wait_s": 0}, **kwargs)  # fmt: skip
+        assert srv.n_batches == 2 and str(pending.value).count("still running") == 2
+        summary = runner.run(profile, ["no-context-blind"], ["fault", "fault2"],
+                             batch_options=FAST_BATCH, **kwargs)  # fmt: skip
+        assert srv.n_batches == 2 and summary["n_predicted"].tolist() == [12, 12]
+        assert sorted(b["model"] for b in _models(srv)) == ["gpt-4o", "gpt-4o-mini"]
+
+
+def _models(srv: BatchServer) -> list[dict]:
+    """The model of each batch, read from its input file's first line."""
+    return [{"model": json.loads(srv.file_bytes[b["input_file_id"]].splitlines()[0])["body"]["model"]}
+            for b in srv.batches.values()]  # fmt: skip
