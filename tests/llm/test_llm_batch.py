@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import openai
 import pytest
 
 from clinlib.core import config
@@ -252,3 +253,16 @@ def test_result_file_diagnostics_name_the_line():
     assert [p.custom_id for p in parsed] == ["a"]
     assert [(cid, msg.split(" is ")[0]) for cid, msg in problems] == [
         ("b", "output file f of b1 line 2"), (None, "output file f of b1 line 4")]  # fmt: skip
+
+
+def test_cancelled_batch_is_reported_not_resubmitted_silently(tmp_path):
+    reqs = requests(2)
+    with BatchServer(polls_to_finish=5) as srv:
+        with pytest.raises(BatchPending):
+            batch_run(srv.base_url, tmp_path, reqs, max_wait_s=0)
+        sdk = openai.OpenAI(api_key="no-key", base_url=srv.base_url, max_retries=0)
+        assert sdk.batches.cancel("batch_0001").status == "cancelled"
+        results, stats, _ = batch_run(srv.base_url, tmp_path, reqs)
+        assert srv.n_batches == 1 and stats.batches_resumed == 1
+    assert {r.error_kind for r in results} == {"batch_cancelled"}
+    assert "(status cancelled)" in results[0].error
