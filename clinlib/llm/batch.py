@@ -60,6 +60,11 @@ from clinlib.llm.retry import classify_failure
 log = logging.getLogger("clinlib.llm.batch")
 
 DEFAULT_POLL_INTERVAL_S = 30.0
+NO_BATCH_API_HINT = (
+    "does this endpoint implement OpenAI's batch API (/v1/files and /v1/batches)? "
+    "OpenRouter, behind the paper presets, does not: define a backbone on the provider's own "
+    "API (e.g. https://api.openai.com/v1) or run live"
+)
 # Consecutive failed calls (upload, retrieve, download) before giving up; a rerun resumes.
 MAX_CALL_FAILURES = 8
 
@@ -216,9 +221,12 @@ class BatchClient:
                 failure = classify_failure(exc)
                 message = self.client._scrub(failure.message)
                 if not failure.retryable or attempt == MAX_CALL_FAILURES - 1:
+                    hint = ("rerun the same command to resume" if failure.retryable
+                            else NO_BATCH_API_HINT if "HTTP 404" in message
+                            else "fix the cause, then rerun the same command to resume")  # fmt: skip
                     raise BatchJobError(
-                        f"{self.backbone.name}: {what} failed ({failure.kind}: {message}); "
-                        "rerun the same command to resume"
+                        f"{self.backbone.name} ({self.backbone.base_url}): {what} failed "
+                        f"({failure.kind}: {message}); {hint}"
                     ) from None
                 delay = failure.retry_after or min(30.0, 0.05 * 2**attempt)
                 log.info("%s failed (%s); retrying in %.2fs", what, message, delay)

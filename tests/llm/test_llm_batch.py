@@ -266,3 +266,9 @@ def test_cancelled_batch_is_reported_not_resubmitted_silently(tmp_path):
         assert srv.n_batches == 1 and stats.batches_resumed == 1
     assert {r.error_kind for r in results} == {"batch_cancelled"}
     assert "(status cancelled)" in results[0].error
+
+
+def test_endpoint_without_a_batch_api_is_one_clear_error(tmp_path):
+    with FaultServer() as srv:  # chat completions only, like OpenRouter
+        with pytest.raises(batch_mod.BatchJobError, match="HTTP 404.*batch API"):
+            batch_run(srv.base_url, tmp_path, requests(1))
