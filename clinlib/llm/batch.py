@@ -25,6 +25,7 @@ with ``retry_errors`` sends the failed ones again in a new batch.
 from __future__ import annotations
 
 import asyncio
+import calendar
 import dataclasses
 import logging
 import time
@@ -222,7 +223,8 @@ class BatchClient:
                 message = self.client._scrub(failure.message)
                 if not failure.retryable or attempt == MAX_CALL_FAILURES - 1:
                     hint = ("rerun the same command to resume" if failure.retryable
-                            else NO_BATCH_API_HINT if "HTTP 404" in message
+                            else NO_BATCH_API_HINT
+                            if "HTTP 404" in message and what.startswith("uploading")
                             else "fix the cause, then rerun the same command to resume")  # fmt: skip
                     raise BatchJobError(
                         f"{self.backbone.name} ({self.backbone.base_url}): {what} failed "
@@ -233,17 +235,22 @@ class BatchClient:
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _find_batch(self, input_file_id: str) -> Any | None:
-        """The provider's batch of ``input_file_id`` (a create whose id was never recorded)."""
+    async def _find_batch(self, entry: BatchEntry) -> Any | None:
+        """The provider's batch of the entry's uploaded file (a create whose id was never
+        recorded). Batches are listed newest first; the scan stops at those created well
+        before the entry's record, which cannot be its batch."""
         sdk = self.client._ensure_sdk()
+        since = calendar.timegm(time.strptime(entry.created_at, "%Y-%m-%dT%H:%M:%SZ")) - 3600
 
         async def scan() -> Any | None:
             async for batch in sdk.batches.list(limit=100):
-                if batch.input_file_id == input_file_id:
+                if batch.input_file_id == entry.input_file_id:
                     return batch
+                if batch.created_at < since:
+                    break
             return None
 
-        return await self._call(f"listing batches for {input_file_id}", scan)
+        return await self._call(f"listing batches for {entry.input_file_id}", scan)
 
     async def _submit(self, entry: BatchEntry) -> None:
         """Upload and create ``entry``'s batch, recording each id before the next step."""
@@ -252,7 +259,7 @@ class BatchClient:
             self.stats.batches_resumed += 1
             return
         if entry.input_file_id is not None:
-            found = await self._find_batch(entry.input_file_id)
+            found = await self._find_batch(entry)
             if found is not None:  # created before a crash, never recorded: adopt it
                 self._record(entry, found)
                 self.stats.batches_resumed += 1
@@ -272,7 +279,7 @@ class BatchClient:
             # A retried create whose first attempt reached the provider must not make a
             # second batch: look for the batch of this file first.
             nonlocal attempted
-            if attempted and (found := await self._find_batch(str(entry.input_file_id))):
+            if attempted and (found := await self._find_batch(entry)):
                 return found
             attempted = True
             return await sdk.batches.create(

@@ -19,7 +19,8 @@ custom_id -> kind, or a function ``(batch_index, line_index, custom_id) -> kind 
                 ``expired`` and the line is in the error file as ``batch_expired``
 ==============  ==================================================================
 
-``fail_batches`` makes the first N batches end ``failed`` (validation error, no files).
+``fail_batches`` makes the first N batches end ``failed`` (validation error, no files);
+``lost_creates`` makes the first N creates answer 500 after making the batch.
 The server also validates what a real provider validates: the line format, the endpoint,
 one model per file and unique custom_ids (a bad file fails the batch, naming the line).
 """
@@ -69,6 +70,7 @@ class BatchServer(FaultServer):
         fail_batches: the first N batches created end ``failed``.
         polls_to_finish: retrieves of a batch before it is terminal (>= 1; a larger value
             makes a client poll several times).
+        lost_creates: the first N creates make the batch but answer 500 (the reply is lost).
         **kwargs: :class:`FaultServer` arguments (``answer``, ``seed``, ...).
     """
 
@@ -78,6 +80,7 @@ class BatchServer(FaultServer):
         line_faults: Mapping[str, str] | LineFaultFn | None = None,
         fail_batches: int = 0,
         polls_to_finish: int = 1,
+        lost_creates: int = 0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -90,6 +93,7 @@ class BatchServer(FaultServer):
         self.line_faults = line_faults
         self.fail_batches = fail_batches
         self.polls_to_finish = polls_to_finish
+        self.lost_creates = lost_creates
         self.files: dict[str, dict[str, Any]] = {}
         self.file_bytes: dict[str, bytes] = {}
         self.batches: dict[str, dict[str, Any]] = {}
@@ -188,6 +192,9 @@ class BatchServer(FaultServer):
             "request_counts": {"total": 0, "completed": 0, "failed": 0},
         }  # fmt: skip
         self.batch_polls[batch_id] = 0
+        if self.lost_creates > 0:  # created, but the reply is lost: a retry must not duplicate
+            self.lost_creates -= 1
+            return 500, self._error_body(500, "injected: reply lost after create", "server_error")
         return 200, _json(self.batches[batch_id])
 
     # -- running a batch -------------------------------------------------------------------

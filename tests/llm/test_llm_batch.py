@@ -272,3 +272,10 @@ def test_endpoint_without_a_batch_api_is_one_clear_error(tmp_path):
     with FaultServer() as srv:  # chat completions only, like OpenRouter
         with pytest.raises(batch_mod.BatchJobError, match="HTTP 404.*batch API"):
             batch_run(srv.base_url, tmp_path, requests(1))
+
+
+def test_a_retried_create_whose_reply_was_lost_makes_no_second_batch(tmp_path):
+    with BatchServer(lost_creates=1) as srv:
+        results, stats, _ = batch_run(srv.base_url, tmp_path, requests(2))
+        assert srv.n_batches == 1 and stats.batches_created == 1
+    assert all(r.error is None for r in results)
