@@ -399,15 +399,3 @@ def test_pre_basis_predictions_are_moved_only_when_they_answer_vanished_question
     _write("questions", pd.DataFrame({"qid": ["T1-z"]}))
     store.claim_predictions("p")
     assert runner.load_predictions("p").empty
-
-
-def test_extended_set_joins_the_predictions_basis_only_once_recorded():
-    # a folder claimed before the extended set existed holds no answers to it: not stale
-    old = {"questions": "q1", "dialogues": "d1"}
-    now = {"questions": "q1", "dialogues": "d1", "temporal_questions": "t1"}
-    assert guards.stale_basis(old, now) is None
-    # once recorded, a rebuilt extended set makes the folder stale like any other artifact
-    assert guards.stale_basis({**now, "temporal_questions": "t0"}, now) == (
-        "temporal_questions.parquet"
-    )
-    assert guards.stale_basis({**old, "questions": "q0"}, now) == "questions.parquet"

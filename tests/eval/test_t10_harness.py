@@ -24,7 +24,7 @@ COPIED = ("dialogues", "questions", "temporal_questions")
 
 
 @pytest.fixture(scope="module")
-def t10_run(quick_temporal, tmp_path_factory):
+def runs(quick_temporal, tmp_path_factory):
     """A copy of the quick profile's questions and dialogues, answered on T10 by both offline
     readers under two strategies."""
     src = {a: artifact_path(f"{a}.parquet", "quick") for a in COPIED}
@@ -38,7 +38,19 @@ def t10_run(quick_temporal, tmp_path_factory):
     summary = runner.run("tq", ["no-context-blind", "full-context"], ["reference", "eager"],
                          tasks=["T10"], progress=False)  # fmt: skip
     gold = pd.read_parquet(src["temporal_questions"]).set_index("qid")["gold"]
-    yield summary, runner.load_predictions("tq", extended=True), runner.load_predictions("tq"), gold
+    first = (summary, runner.load_predictions("tq", extended=True), runner.load_predictions("tq"),
+             gold)  # fmt: skip
+    # a re-rendered question gets a new qid (its qid hashes its content): its old answers are
+    # orphaned and re-asked; a rebuilt extended set makes no prediction folder stale
+    path = root / "tq" / "temporal_questions.parquet"
+    questions = pd.read_parquet(path)
+    old_qid = questions.loc[0, "qid"]
+    questions.loc[0, "qid"] = "T10-rerendered"
+    questions.to_parquet(path, index=False)
+    left = runner.load_predictions("tq", extended=True)
+    again = runner.run("tq", ["no-context-blind"], ["reference"], tasks=["T10"], progress=False)
+    second = (old_qid, left, again, runner.load_predictions("tq", extended=True))
+    yield first, second
     mp.undo()
 
 
@@ -100,3 +112,15 @@ def test_eager_sorting_heuristic_by_hand():
         "C. 2150-01-02 08:59 procedure: Hemodialysis\n"
     )
     assert answer_order(cloze) == answer_order(cloze, eager=True) == "B, C, A"
+
+
+@pytest.fixture(scope="module")
+def t10_run(runs):
+    return runs[0]
+
+
+def test_a_rerendered_question_is_re_asked_alone(runs):
+    old_qid, left, again, after = runs[1]
+    assert old_qid not in set(left["qid"]) and len(left) == 4 * 23
+    assert list(again["new_predictions"]) == [1]  # only the new question was answered
+    assert "T10-rerendered" in set(after["qid"])

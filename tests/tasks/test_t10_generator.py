@@ -72,13 +72,11 @@ def _events() -> pd.DataFrame:
     return df
 
 
-@pytest.fixture(scope="module")
-def cands() -> pd.DataFrame:
-    ev = _events()
+def _generate(ev: pd.DataFrame) -> pd.DataFrame:
     covered = ev["kind"].isin(["admission", "discharge"]).tolist()
     cov = pd.DataFrame({
         "subject_id": SID, "event_id": ev["event_id"],
-        "status": ["covered" if c else ("missed") for c in covered],
+        "status": ["covered" if c else "missed" for c in covered],
         "turn_idx": pd.array([i if c else None for i, c in enumerate(covered)], dtype="Int64"),
     })  # fmt: skip
     turns = pd.DataFrame({
@@ -87,6 +85,20 @@ def cands() -> pd.DataFrame:
     })  # fmt: skip
     cohort = pd.DataFrame({"subject_id": [SID], "disease": ["diabetes"], "tertile": ["low"]})
     return t10.generate(make_inputs(ev, cov, turns, cohort))
+
+
+@pytest.fixture(scope="module")
+def cands() -> pd.DataFrame:
+    return _generate(_events())
+
+
+def test_qid_hashes_the_whole_question(cands):
+    ev = _events()
+    ev.loc[ev["event_id"] == "RX-1", "route"] = "PO/NG"  # the same events, rendered otherwise
+    again = _generate(ev).set_index("subtype")["qid"]
+    before = cands.set_index("subtype")["qid"]
+    assert again["visit_cloze"] != before["visit_cloze"]  # RX-1 is a cloze item
+    assert again["visit_sorting"] == before["visit_sorting"]  # clips name drugs only
 
 
 def _items(row) -> list[str]:
