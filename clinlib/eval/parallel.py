@@ -77,8 +77,9 @@ def run_parallel(
         return _parallel_summary(name, names, backbones, settings, kwargs.get("tasks"))
     # Embed every question once here (both cores) rather than once per child process.
     given = kwargs.get("questions")
-    records = select_questions(load_questions(name, kwargs.get("tasks")) if given is None else given,
-                               kwargs.get("tasks"), kwargs.get("limit")).to_dict("records")  # fmt: skip
+    tasks = listed(kwargs["tasks"]) if kwargs.get("tasks") is not None else None
+    records = select_questions(load_questions(name, tasks) if given is None else given,
+                               tasks, kwargs.get("limit")).to_dict("records")  # fmt: skip
     for strat in strats:
         if strat.query_dependent:
             strat.warm_queries(records)
