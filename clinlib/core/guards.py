@@ -48,6 +48,11 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("questions", "gates", "question_availability"),
         ("cohort", "events", "dialogues", "event_coverage", "dialogue_summary"),
     ),
+    # the extended question set (clinlib.tasks.extended), beside the paper's
+    "temporal_questions": (
+        ("temporal_questions", "temporal_gates", "temporal_availability"),
+        ("cohort", "events", "dialogues", "event_coverage", "dialogue_summary"),
+    ),
 }
 PRODUCER: dict[str, str] = {a: s for s, (outs, _) in STAGES.items() for a in outs}
 
@@ -288,6 +293,9 @@ def evaluable_patients(cohort, dialogue_summary, questions):
 # (or dialogues.parquet) makes every prediction in predictions/ an answer to something else,
 # while a question that keeps its qid (a hash of task, subjects and anchors) would look done.
 PREDICTIONS_BASIS_FILE = "_basis.json"
+# The extended set (temporal_questions.parquet) is not part of it: its qids hash the whole
+# question (clinlib.tasks.generators.t10), so a rebuilt extended set orphans its old answers
+# (load_predictions drops them) without making the paper's predictions stale.
 BASIS_ARTIFACTS: tuple[str, ...] = ("questions", "dialogues")
 
 

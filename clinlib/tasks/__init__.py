@@ -1,7 +1,9 @@
-"""The task suite T1–T9 (paper §3 "Task suite", Fig. 1): one registry entry per task.
+"""The task suite T1–T9 (paper §3 "Task suite", Fig. 1) and the extended tasks (T10, the
+LongMedBench ordering family; docs/design.md "Extended question set"): one registry entry per
+task.
 
-Importing :mod:`clinlib.tasks` fills :data:`clinlib.tasks.base.TASKS` with nine
-:class:`~clinlib.tasks.base.Task` objects whose generator comes from
+Importing :mod:`clinlib.tasks` fills :data:`clinlib.tasks.base.TASKS` with one
+:class:`~clinlib.tasks.base.Task` per task (``paper=False`` for extended tasks) whose generator comes from
 :mod:`clinlib.tasks.generators` and whose answer format, token cap, parsers and correctness
 rule come from :mod:`clinlib.tasks.answers`. The parsers are looked up when called, so the
 registry (and question generation) works before that module exists; calling a parser without it
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from clinlib.tasks import answers
-from clinlib.tasks.answers import ANSWER_FORMATS, MAX_TOKENS
+from clinlib.tasks.answers import ANSWER_FORMATS, DIAGNOSERS, GRADERS, MAX_TOKENS, TASK_NAMES
 from clinlib.tasks.base import (
     ABSTAIN,
     QUESTION_COLUMNS,
@@ -82,6 +84,9 @@ def _register_all() -> None:
                 parse_lenient=_lenient(name),
                 is_correct=_correct(name),
                 generate=gen,
+                paper=name in TASK_NAMES,
+                grade=GRADERS.get(name),
+                diagnose=DIAGNOSERS.get(name),
             )
         )
 
