@@ -24,7 +24,7 @@ from clinlib.tasks.base import (
     register,
     score,
 )
-from clinlib.tasks.generators import GENERATORS, SUBTYPES, TITLES
+from clinlib.tasks.generators import GENERATORS, SUBTYPES, TITLES, t1r
 
 __all__ = [
     "ABSTAIN",
@@ -86,4 +86,26 @@ def _register_all() -> None:
         )
 
 
+def _register_extended() -> None:
+    """The extended (non-paper) tasks beside T1–T9: T1R relative-time retrieval asks T1's kind
+    of question, so it states T1's format and uses T1's cap, parsers and correctness rule."""
+    if t1r.TASK in TASKS:
+        return
+    register(
+        Task(
+            name=t1r.TASK,
+            title="Relative-time retrieval (extended)",
+            answer_format=ANSWER_FORMATS["T1"],
+            max_tokens=int(MAX_TOKENS["T1"]),
+            subtypes=tuple(t1r.SUBTYPES),
+            parse_strict=_strict("T1"),
+            parse_lenient=_lenient("T1"),
+            is_correct=_correct("T1"),
+            generate=t1r.generate,
+            notes={"extended": True, "paired_by": "meta.pair"},
+        )
+    )
+
+
 _register_all()
+_register_extended()
