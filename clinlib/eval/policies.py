@@ -62,6 +62,7 @@ from clinlib.eval.reader_prompt import (
     _sections,
     recognise,
 )
+from clinlib.eval.reader_relative import answer_relative, recognise_relative
 from clinlib.llm.backbones import get_backbone, register_backbone
 from clinlib.llm.types import OFFLINE_READER_MODEL_PREFIX, Backbone, BackboneError, OfflineReply
 from clinlib.tasks.base import ABSTAIN
@@ -176,6 +177,13 @@ def answer(messages: Sequence[Mapping[str, Any]], eager: bool = False) -> str:
     if not messages:
         raise ReaderError("reader was given no messages")
     record, question = split_user_message(list(messages))
+    relative = recognise_relative(question)
+    if relative is not None:  # the extended T1R task's positional wording
+        rec = _parse_cached(
+            record, tuple({relative.lab} if relative.lab.lower() not in _PANEL_RES else ())
+        )
+        out = answer_relative(rec, relative, eager)
+        return out if out is not None else ABSTAIN
     q = recognise(question)
     extra = [q.fields[k] for k in ("lab",) if q.fields.get(k)] + list(q.fields.get("labs", []))
     rec = _parse_cached(
