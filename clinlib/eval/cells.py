@@ -29,7 +29,7 @@ from clinlib.llm import Backbone, ChatRequest, ChatResult, GenerationParams, get
 from clinlib.llm.types import UnknownBackboneError
 from clinlib.strategies import get_strategy, question_contexts_many
 from clinlib.strategies.prep import MATCHED, RULE_BASED, get_prep, resolve_prep
-from clinlib.tasks import score
+from clinlib.tasks import TASKS, score
 from clinlib.tasks.answers import MAX_TOKENS
 
 log = logging.getLogger("clinlib.eval.runner")
@@ -94,10 +94,13 @@ def select_questions(
 
 
 def generation_params(task: str) -> GenerationParams:
-    """Temperature 0 and the task's output cap (Appendix E.3)."""
-    if task not in MAX_TOKENS:
-        raise RunnerError(f"unknown task {task!r}; known: {sorted(MAX_TOKENS)}")
-    return GenerationParams(temperature=TEMPERATURE, max_tokens=MAX_TOKENS[task])
+    """Temperature 0 and the task's output cap (Appendix E.3; an extended task such as T1R
+    states its cap in the task registry)."""
+    if task in MAX_TOKENS:
+        return GenerationParams(temperature=TEMPERATURE, max_tokens=MAX_TOKENS[task])
+    if task in TASKS:
+        return GenerationParams(temperature=TEMPERATURE, max_tokens=int(TASKS[task].max_tokens))
+    raise RunnerError(f"unknown task {task!r}; known: {sorted(TASKS)}")
 
 
 def request_id(key: Sequence[str]) -> str:

@@ -54,6 +54,9 @@ Anchors are recomputed and compared where the rule fixes them (T1, T2, T4, T8, T
 * T9: subject_id + lab, date (lab / lab-unmeasured) or drug, hadm_id (other) -> no covered
   event states the asked fact (for drugs: any order of the same head word in the admission)
   -> gold ``insufficient information``.
+
+Extended (non-paper) tasks register here too: T1R (relative-time retrieval,
+:mod:`clinlib.tasks.recompute.t1r`).
 """
 
 from __future__ import annotations
@@ -67,6 +70,10 @@ from clinlib.tasks.recompute.raw import (
     drug_words_sql,
     load_raw,
 )
+from clinlib.tasks.recompute.t1r import recompute_t1r
+
+# per_task cannot import the extended recomputations (they build on its helpers)
+RECOMPUTERS.setdefault("T1R", recompute_t1r)
 
 __all__ = [
     "RECOMPUTERS",
