@@ -15,7 +15,6 @@ number: the position is the only cue, written in words.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,7 +22,6 @@ import pandas as pd
 
 from clinlib.tasks.base import QUESTION_COLUMNS
 from clinlib.tasks.build import select_task
-from clinlib.tasks.gates import question_stem
 from clinlib.tasks.gates.content import _leak
 from clinlib.tasks.generators.common import INTERNAL_COLUMNS
 from clinlib.tasks.generators.t1r import TASK
@@ -62,16 +60,7 @@ def select_pairs(cands: pd.DataFrame, n_pairs: int, seed: int) -> pd.DataFrame:
     return out[list(QUESTION_COLUMNS)].sort_values("qid", kind="stable").reset_index(drop=True)
 
 
-_DIGIT = re.compile(r"\d")
-
-
 def t1r_leak(row: Mapping[str, Any]) -> str | None:
-    """Why a T1R question leaks (module docstring), or None."""
-    why = _leak({**dict(row), "task": "T1"})
-    if why:
-        return why
-    if str(row.get("subtype")) == "relative":
-        stem = question_stem({**dict(row), "task": "T1"})
-        if _DIGIT.search(stem):
-            return "the relative stem states a digit (a date, time or number)"
-    return None
+    """Why a T1R question leaks (module docstring; the rule lives with every task's L3 rule
+    in :mod:`clinlib.tasks.gates.content`), or None."""
+    return _leak(row)
