@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import altair as alt
 import numpy as np
 import pandas as pd
 
@@ -177,3 +178,102 @@ def quartile_drop(table: pd.DataFrame, cell: Sequence[str] = CELL) -> pd.DataFra
     out = pd.DataFrame({"q1_accuracy": wide[first], "q4_accuracy": wide[last]})
     out["drop_pp"] = (out["q4_accuracy"] - out["q1_accuracy"]) * 100.0
     return out.reset_index()
+
+
+# --------------------------------------------------------------------------- explicit vs relative
+
+WINDOW_ORDER = ("1", "2", "3", "inf")
+
+
+def window_of(label: str) -> str | None:
+    """The ``m`` of a ``window-visits(m=...)`` label as text ("1", "inf"), None otherwise."""
+    text = str(label)
+    if not text.startswith("window-visits(m="):
+        return None
+    return text[len("window-visits(m=") :].split(",")[0].rstrip(")")
+
+
+def window_table(preds: pd.DataFrame, correct_col: str = "correct", alpha: float = 0.05):
+    """Explicit vs relative accuracy (Wilson CI) per reader and window size, from T1R
+    predictions under ``window-visits(m=...)`` (LongMedBench Table 2's layout).
+
+    Returns:
+        backbone, m, subtype, n, k, accuracy, ci_low, ci_high, mean_context_tokens; m in
+        :data:`WINDOW_ORDER` order.
+    """
+    need = ["task", "strategy", "backbone", "subtype", "context_tokens", correct_col]
+    missing = [c for c in need if c not in preds.columns]
+    if missing:
+        raise MetricsInputError(f"window_table: predictions lack {missing}")
+    rows = preds[(preds["task"] == "T1R")].assign(m=preds["strategy"].map(window_of))
+    rows = rows[rows["m"].notna()]
+    if rows.empty:
+        raise MetricsInputError("window_table: no T1R prediction under window-visits(m=...)")
+    out = accuracy_table(rows, by=["backbone", "m", "subtype"], correct_col=correct_col,
+                         alpha=alpha)  # fmt: skip
+    tokens = rows.groupby(["backbone", "m", "subtype"], as_index=False)["context_tokens"].mean()
+    out = out.merge(tokens.rename(columns={"context_tokens": "mean_context_tokens"}),
+                    on=["backbone", "m", "subtype"], how="left")  # fmt: skip
+    order = {m: i for i, m in enumerate(WINDOW_ORDER)}
+    out = out.assign(_o=out["m"].map(order).fillna(len(order)))
+    return out.sort_values(["backbone", "_o", "subtype"]).drop(columns="_o").reset_index(drop=True)
+
+
+def beside_table2(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`window_table` (wide: explicit / relative accuracy per reader and m) beside the
+    seed's explicit-retrieval values where it states one (m = 1 and m = inf)."""
+    wide = table.pivot_table(index=["backbone", "m"], columns="subtype", values="accuracy")
+    wide = wide.reset_index().rename_axis(columns=None)
+    seed = LONGMEDBENCH_TABLE2[(LONGMEDBENCH_TABLE2["system"] == "qwen-turbo")
+                               & (LONGMEDBENCH_TABLE2["question"] == "explicit")]  # fmt: skip
+    wide["seed_explicit_qwen_turbo"] = wide["m"].map(dict(zip(seed["m"], seed["value"],
+                                                              strict=True)))  # fmt: skip
+    if {"explicit", "relative"} <= set(wide.columns):
+        wide["explicit_minus_relative"] = wide["explicit"] - wide["relative"]
+    return wide
+
+
+# --------------------------------------------------------------------------- charts
+
+
+def _band(base: alt.Chart, y_title: str) -> alt.LayerChart:
+    point = base.mark_line(point=True).encode(
+        y=alt.Y("accuracy:Q", scale=alt.Scale(domain=[0, 1]), title=y_title)
+    )
+    bars = base.mark_errorbar().encode(y=alt.Y("ci_low:Q", title=y_title), y2="ci_high:Q")
+    return alt.layer(point, bars)
+
+
+SEED_SERIES = "LongMedBench explicit (qwen-turbo)"
+
+
+def window_chart(table: pd.DataFrame) -> alt.FacetChart:
+    """Explicit vs relative accuracy by window size per reader (:func:`window_table`), with
+    the seed's explicit values (qwen-turbo, m = 1 and inf) as one more series."""
+    seed = LONGMEDBENCH_TABLE2[(LONGMEDBENCH_TABLE2["system"] == "qwen-turbo")
+                               & (LONGMEDBENCH_TABLE2["question"] == "explicit")]  # fmt: skip
+    seeds = pd.DataFrame([(b, m, SEED_SERIES, v) for b in table["backbone"].unique()
+                          for m, v in zip(seed["m"], seed["value"], strict=True)],
+                         columns=["backbone", "m", "subtype", "accuracy"])  # fmt: skip
+    data = pd.concat([table, seeds], ignore_index=True)
+    x = alt.X("m:O", sort=list(WINDOW_ORDER), title="m")
+    tip = ["backbone", "m", "subtype", "n", alt.Tooltip("accuracy:Q", format=".3f")]
+    base = alt.Chart(data).encode(x=x, xOffset="subtype:N", tooltip=tip,
+                                  color=alt.Color("subtype:N", title="question"))  # fmt: skip
+    return _band(base, "accuracy").facet(
+        column=alt.Column("backbone:N", title="reader"), data=data,
+        title="T1R: explicit vs relative accuracy by window (m visits either side)",
+    )  # fmt: skip
+
+
+def strata_chart(table: pd.DataFrame, x_col: str, title: str, color: str = "strategy"):
+    """Accuracy (Wilson CI) per stratum ``x_col`` coloured by ``color``, one panel per
+    reader: :func:`accuracy_by_anchor_position` (x = position_bin) or
+    :func:`accuracy_by_length_quartile` (x = quartile)."""
+    order = sorted(table[x_col].astype(str).unique())
+    tip = [color, "backbone", x_col, "n", alt.Tooltip("accuracy:Q", format=".3f")]
+    base = alt.Chart(table).encode(x=alt.X(f"{x_col}:O", sort=order, title=x_col),
+                                   color=alt.Color(f"{color}:N"), tooltip=tip)  # fmt: skip
+    return _band(base, "accuracy").facet(
+        column=alt.Column("backbone:N", title="reader"), data=table, title=title
+    )

@@ -83,3 +83,29 @@ def test_seed_values_are_the_texts():
     t3 = T.LONGMEDBENCH_TABLE3.set_index(["subtask", "model"])["tau"]
     assert t3[("visit cloze", "gpt-5-mini")] == 0.925
     assert T.CLINTRACE_LENGTH_DROP_PP == (-14.0, -13.0)
+
+
+def test_window_table_pairs_explicit_and_relative_by_m():
+    # reader r: m=1 explicit 2/2, relative 1/2; m=inf explicit 1/2, relative 0/2; a T1 row and
+    # a non-window T1R row are ignored
+    rows = [("T1R", "window-visits(m=1)", "explicit", True, 100),
+            ("T1R", "window-visits(m=1)", "explicit", True, 300),
+            ("T1R", "window-visits(m=1)", "relative", True, 100),
+            ("T1R", "window-visits(m=1)", "relative", False, 300),
+            ("T1R", "window-visits(m=inf)", "explicit", True, 900),
+            ("T1R", "window-visits(m=inf)", "explicit", False, 900),
+            ("T1R", "window-visits(m=inf)", "relative", False, 900),
+            ("T1R", "window-visits(m=inf)", "relative", False, 900),
+            ("T1", "window-visits(m=1)", "normal", False, 5),
+            ("T1R", "full-context", "relative", False, 5)]  # fmt: skip
+    preds = pd.DataFrame(rows, columns=["task", "strategy", "subtype", "correct",
+                                        "context_tokens"]).assign(backbone="r")  # fmt: skip
+    table = T.window_table(preds)
+    assert table["m"].tolist() == ["1", "1", "inf", "inf"]
+    assert table["accuracy"].tolist() == [1.0, 0.5, 0.5, 0.0]
+    assert table["mean_context_tokens"].tolist() == [200.0, 200.0, 900.0, 900.0]
+    wide = T.beside_table2(table).set_index("m")
+    assert wide["explicit_minus_relative"].tolist() == [0.5, 0.5]
+    assert wide["seed_explicit_qwen_turbo"].tolist() == [0.882, 0.423]
+    assert T.window_of("window-visits(m=3, with_ids=False)") == "3"
+    assert T.window_of("dense-retrieval(k=3)") is None
