@@ -72,6 +72,8 @@ _API: dict[str, tuple[str, str | None]] = {
     "ablations": ("clinlib.analysis.ablations", None),  # 11
     "failures": ("clinlib.analysis.failures", None),  # 13, apps/failure_explorer
     "pages": ("clinlib.core.pages", None),  # the apps' paging and output budget
+    "temporal": ("clinlib.analysis.temporal", None),  # 15
+    "t1r_questions": ("clinlib.tasks.relative", "t1r_questions"),  # 15
 }
 
 __all__ = sorted(_API)

@@ -20,11 +20,13 @@ from typing import Any
 
 import pandas as pd
 
+from clinlib.core.config import PROFILES, resolve_profile
 from clinlib.tasks.base import QUESTION_COLUMNS
 from clinlib.tasks.build import select_task
 from clinlib.tasks.gates.content import _leak
+from clinlib.tasks.generate import load_inputs
 from clinlib.tasks.generators.common import INTERNAL_COLUMNS
-from clinlib.tasks.generators.t1r import TASK
+from clinlib.tasks.generators.t1r import TASK, generate
 
 # Pairs (events) per profile: the paper profile asks 300 events both ways (600 questions),
 # the quick profile a handful that still covers every disease.
@@ -64,3 +66,18 @@ def t1r_leak(row: Mapping[str, Any]) -> str | None:
     """Why a T1R question leaks (module docstring; the rule lives with every task's L3 rule
     in :mod:`clinlib.tasks.gates.content`), or None."""
     return _leak(row)
+
+
+def t1r_questions(profile: str | None = None, n_pairs: int | None = None, seed: int | None = None):
+    """A profile's T1R set, generated from its stage artifacts and selected in pairs
+    (:data:`T1R_PAIRS` by default; the profile's seed, else 0). Deterministic.
+
+    Raises:
+        FileNotFoundError: a stage artifact is missing (names the command that writes it).
+    """
+    name = resolve_profile(profile)
+    if seed is None:
+        seed = PROFILES[name].seed if name in PROFILES else 0
+    inp = load_inputs(name, seed=seed, with_raw=False)
+    pairs = t1r_pairs(name) if n_pairs is None else int(n_pairs)
+    return select_pairs(generate(inp), pairs, seed)
