@@ -74,6 +74,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "pages": ("clinlib.core.pages", None),  # the apps' paging and output budget
     "temporal": ("clinlib.analysis.temporal", None),  # 15
     "t1r_questions": ("clinlib.tasks.relative", "t1r_questions"),  # 15
+    "subset_pairs": ("clinlib.tasks.relative", "subset_pairs"),  # 15
 }
 
 __all__ = sorted(_API)

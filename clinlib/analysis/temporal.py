@@ -258,7 +258,8 @@ def window_chart(table: pd.DataFrame) -> alt.FacetChart:
     data = pd.concat([table, seeds], ignore_index=True)
     x = alt.X("m:O", sort=list(WINDOW_ORDER), title="m")
     tip = ["backbone", "m", "subtype", "n", alt.Tooltip("accuracy:Q", format=".3f")]
-    base = alt.Chart(data).encode(x=x, xOffset="subtype:N", tooltip=tip,
+    # data only on the facet: a layer with its own data would ignore the facet's split
+    base = alt.Chart().encode(x=x, xOffset="subtype:N", tooltip=tip,
                                   color=alt.Color("subtype:N", title="question"))  # fmt: skip
     return _band(base, "accuracy").facet(
         column=alt.Column("backbone:N", title="reader"), data=data,
@@ -272,7 +273,7 @@ def strata_chart(table: pd.DataFrame, x_col: str, title: str, color: str = "stra
     :func:`accuracy_by_length_quartile` (x = quartile)."""
     order = sorted(table[x_col].astype(str).unique())
     tip = [color, "backbone", x_col, "n", alt.Tooltip("accuracy:Q", format=".3f")]
-    base = alt.Chart(table).encode(x=alt.X(f"{x_col}:O", sort=order, title=x_col),
+    base = alt.Chart().encode(x=alt.X(f"{x_col}:O", sort=order, title=x_col),
                                    color=alt.Color(f"{color}:N"), tooltip=tip)  # fmt: skip
     return _band(base, "accuracy").facet(
         column=alt.Column("backbone:N", title="reader"), data=table, title=title

@@ -81,3 +81,12 @@ def t1r_questions(profile: str | None = None, n_pairs: int | None = None, seed: 
     inp = load_inputs(name, seed=seed, with_raw=False)
     pairs = t1r_pairs(name) if n_pairs is None else int(n_pairs)
     return select_pairs(generate(inp), pairs, seed)
+
+
+def subset_pairs(questions: pd.DataFrame, n_pairs: int, seed: int = 0) -> pd.DataFrame:
+    """A stratified subset of ``n_pairs`` pairs of a T1R set (both twins of each), selected
+    as the set itself was (disease and tertile balance kept); the whole set when it holds
+    fewer pairs."""
+    n = min(int(n_pairs), int((questions["subtype"] == "relative").sum()))
+    return select_pairs(questions.assign(conflicts=[[] for _ in range(len(questions))]), n,
+                        seed)  # fmt: skip
