@@ -7,7 +7,7 @@ one per pipeline stage, are::
     core      paths, profiles, atomic artifacts, stage guards, figure style
     data      sources (synthetic, MIMIC-IV, MEDS), cohort, events            (paper §3)
     dialogue  synthesis, length budget, verifier, viewer                     (§3, App. C)
-    tasks     T1-T9 generators, gold rules, gates L0-L4, report             (§3, App. A)
+    tasks     T1-T9 (+ extended T10) generators, gold rules, gates L0-L4    (§3, App. A)
     strategies  the eight history representations + extras, prep models     (§4)
     llm       backbones, client, response cache, token counts               (§4, App. D)
     eval      the harness, the answering prompt, offline answering policies (§4)
@@ -52,6 +52,13 @@ _API: dict[str, tuple[str, str | None]] = {
     "get_backbone": ("clinlib.llm.backbones", "get_backbone"),
     "target_counts": ("clinlib.tasks.build", "target_counts"),
     "injected_dialogue": ("clinlib.tasks.injections", "injected_dialogue"),
+    # the extended question set and T10 ordering (docs/design.md "Extended question set")
+    "EXTENDED_TASK_NAMES": ("clinlib.tasks.answers.formats", "EXTENDED_TASK_NAMES"),
+    "load_questions": ("clinlib.tasks.extended", "load_questions"),
+    "build_temporal_questions": ("clinlib.tasks.extended", "build_temporal_questions"),
+    "extended_counts": ("clinlib.tasks.extended", "extended_counts"),
+    "kendall_tau": ("clinlib.tasks.answers.order", "kendall_tau"),
+    "score_table": ("clinlib.analysis.metrics.scores", "score_table"),
     # the modules behind the notebooks (README "Notebook map")
     "cohort_report": ("clinlib.data.report", None),  # 01
     "dialogues": ("clinlib.dialogue.synth", None),
@@ -73,7 +80,6 @@ _API: dict[str, tuple[str, str | None]] = {
     "failures": ("clinlib.analysis.failures", None),  # 13, apps/failure_explorer
     "pages": ("clinlib.core.pages", None),  # the apps' paging and output budget
     "temporal": ("clinlib.analysis.temporal", None),  # 15
-    "t1r_questions": ("clinlib.tasks.relative", "t1r_questions"),  # 15
     "subset_pairs": ("clinlib.tasks.relative", "subset_pairs"),  # 15
 }
 

@@ -35,6 +35,7 @@ from clinlib.llm import list_backbones
 from clinlib.notebooks import execute_all
 from clinlib.strategies import PAPER_STRATEGIES, build_all
 from clinlib.tasks.build import build_questions
+from clinlib.tasks.extended import build_temporal_questions
 from clinlib.tasks.gates import gate_report
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
@@ -153,13 +154,20 @@ def dialogues(
 def questions(
     profile: ProfileOpt = None, seed: SeedOpt = None, allow_drops: AllowDropsOpt = False
 ) -> None:
-    """Generate T1–T9 questions and run the L0–L4 gates (questions.parquet + gates.parquet)."""
+    """Generate T1–T9 questions and run the L0–L4 gates (questions.parquet + gates.parquet),
+    then the extended set (T10; temporal_questions.parquet + temporal_gates.parquet)."""
     t0 = time.perf_counter()
     out = _run(build_questions, _profile(profile), seed=seed, allow_drops=allow_drops)
     typer.echo(gate_report(out["gates"]))
     counts = out["questions"]["task"].value_counts().sort_index()
     typer.echo("questions: " + ", ".join(f"{t} {n}" for t, n in counts.items()))
     typer.echo(f"{len(out['questions']):,} questions ({time.perf_counter() - t0:.1f}s)")
+    t0 = time.perf_counter()
+    ext = _run(build_temporal_questions, _profile(profile), seed=seed)
+    typer.echo(gate_report(ext["gates"]))
+    subtypes = ext["questions"].groupby(["task", "subtype"]).size()
+    typer.echo("extended: " + ", ".join(f"{t}/{s} {n}" for (t, s), n in subtypes.items()))
+    typer.echo(f"{len(ext['questions']):,} extended questions ({time.perf_counter() - t0:.1f}s)")
 
 
 @app.command()

@@ -43,3 +43,14 @@ def quick_built():
             subprocess.run([sys.executable, "-m", "clinlib.cli", stage, "--profile", "quick"],
                            check=True)  # fmt: skip
     return "quick"
+
+
+@pytest.fixture(scope="session")
+def quick_temporal(quick_built):
+    """The quick profile's extended question set (T10): `clintrace questions` writes it after
+    the paper set; built here when an older build lacks it."""
+    if not artifact_path("temporal_questions.parquet", "quick").exists():
+        from clinlib.tasks.extended import build_temporal_questions
+
+        build_temporal_questions("quick")
+    return "quick"

@@ -233,6 +233,31 @@ def beside_table2(table: pd.DataFrame) -> pd.DataFrame:
     return wide
 
 
+T10_SUBTASKS: dict[str, str] = {
+    "visit_cloze": "visit cloze",
+    "visit_sorting": "visit sorting",
+    "joint_sorting": "joint sorting",
+}
+
+
+def beside_table3(scores: pd.DataFrame) -> pd.DataFrame:
+    """Mean Kendall's tau per T10 subtype, strategy and reader (from
+    :func:`clinlib.analysis.metrics.score_table` by strategy, backbone, subtype) beside the
+    seed's Table 3 values for that subtask (best, and the range its text states)."""
+    need = ["strategy", "backbone", "subtype", "mean_score"]
+    missing = [c for c in need if c not in scores.columns]
+    if missing:
+        raise MetricsInputError(f"beside_table3: score table lacks {missing}")
+    wide = scores.pivot_table(index="subtype", columns=["strategy", "backbone"],
+                              values="mean_score")  # fmt: skip
+    wide.columns = [f"{s} / {b}" for s, b in wide.columns]
+    seed = LONGMEDBENCH_TABLE3.groupby("subtask")["tau"]
+    wide["seed_best"] = wide.index.map(lambda t: seed.max().get(T10_SUBTASKS.get(t)))
+    wide["seed_lowest_stated"] = wide.index.map(lambda t: seed.min().get(T10_SUBTASKS.get(t)))
+    order = [t for t in T10_SUBTASKS if t in wide.index]
+    return wide.loc[order].reset_index()
+
+
 # --------------------------------------------------------------------------- charts
 
 
@@ -278,3 +303,28 @@ def strata_chart(table: pd.DataFrame, x_col: str, title: str, color: str = "stra
     return _band(base, "accuracy").facet(
         column=alt.Column("backbone:N", title="reader"), data=table, title=title
     )
+
+
+def tau_chart(scores: pd.DataFrame) -> alt.FacetChart:
+    """Mean tau per T10 subtype and strategy, one panel per reader, with the seed's best
+    model per subtask (Table 3) as one more series."""
+    best = LONGMEDBENCH_TABLE3.groupby("subtask")["tau"].max()
+    seeds = pd.DataFrame([(b, t, "LongMedBench best", best[name])
+                          for b in scores["backbone"].unique()
+                          for t, name in T10_SUBTASKS.items()],
+                         columns=["backbone", "subtype", "strategy", "mean_score"])  # fmt: skip
+    data = pd.concat([scores[["backbone", "subtype", "strategy", "mean_score"]], seeds])
+    tip = ["strategy", "backbone", "subtype", alt.Tooltip("mean_score:Q", format=".3f")]
+    bars = (
+        alt.Chart()
+        .mark_bar()
+        .encode(
+            x=alt.X("subtype:N", sort=list(T10_SUBTASKS), title=None),
+            xOffset="strategy:N",
+            y=alt.Y("mean_score:Q", scale=alt.Scale(domain=[-1, 1]), title="mean Kendall's tau"),
+            color=alt.Color("strategy:N"),
+            tooltip=tip,
+        )
+    )
+    return bars.facet(column=alt.Column("backbone:N", title="reader"), data=data,
+                      title="T10: Kendall's tau by subtask (LongMedBench Table 3 best beside)")  # fmt: skip

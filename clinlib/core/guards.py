@@ -48,6 +48,11 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("questions", "gates", "question_availability"),
         ("cohort", "events", "dialogues", "event_coverage", "dialogue_summary"),
     ),
+    # the extended question set (clinlib.tasks.extended), beside the paper's
+    "temporal_questions": (
+        ("temporal_questions", "temporal_gates", "temporal_availability"),
+        ("cohort", "events", "dialogues", "event_coverage", "dialogue_summary"),
+    ),
 }
 PRODUCER: dict[str, str] = {a: s for s, (outs, _) in STAGES.items() for a in outs}
 
@@ -288,7 +293,10 @@ def evaluable_patients(cohort, dialogue_summary, questions):
 # (or dialogues.parquet) makes every prediction in predictions/ an answer to something else,
 # while a question that keeps its qid (a hash of task, subjects and anchors) would look done.
 PREDICTIONS_BASIS_FILE = "_basis.json"
-BASIS_ARTIFACTS: tuple[str, ...] = ("questions", "dialogues")
+BASIS_ARTIFACTS: tuple[str, ...] = ("questions", "dialogues", "temporal_questions")
+# Compared only when the recorded basis names them: a folder claimed before the extended set
+# existed holds no answers to it (clinlib.tasks.extended).
+OPTIONAL_BASIS: frozenset[str] = frozenset({"temporal_questions"})
 
 
 def predictions_basis(profile: str | None = None) -> dict[str, str | None]:
@@ -320,5 +328,9 @@ def stale_basis(recorded: Mapping | None, current: Mapping) -> str | None:
     """Which artifact changed since predictions were made (None: same basis, or unknown)."""
     if recorded is None:
         return None
-    changed = [a for a in BASIS_ARTIFACTS if recorded.get(a) != current.get(a)]
+    changed = [
+        a
+        for a in BASIS_ARTIFACTS
+        if (a in recorded or a not in OPTIONAL_BASIS) and recorded.get(a) != current.get(a)
+    ]
     return ", ".join(f"{a}.parquet" for a in changed) or None

@@ -248,6 +248,9 @@ def load(artifact: str, profile: str | None = None) -> pd.DataFrame:
         "questions": "clintrace questions",
         "gates": "clintrace questions",
         "question_availability": "clintrace questions",
+        "temporal_questions": "clintrace questions",
+        "temporal_gates": "clintrace questions",
+        "temporal_availability": "clintrace questions",
     }
     path = artifact_path(f"{artifact}.parquet", profile)
     if not path.exists():

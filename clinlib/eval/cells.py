@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from clinlib.core.config import resolve_profile
-from clinlib.data.build import load, read_source_info
+from clinlib.data.build import read_source_info
 from clinlib.eval import prompt_tokens
 from clinlib.eval.policies import register_offline_backbones
 from clinlib.eval.prompts import build_messages
@@ -29,8 +29,9 @@ from clinlib.llm import Backbone, ChatRequest, ChatResult, GenerationParams, get
 from clinlib.llm.types import UnknownBackboneError
 from clinlib.strategies import get_strategy, question_contexts_many
 from clinlib.strategies.prep import MATCHED, RULE_BASED, get_prep, resolve_prep
-from clinlib.tasks import TASKS, score
+from clinlib.tasks import score
 from clinlib.tasks.answers import MAX_TOKENS
+from clinlib.tasks.extended import load_questions
 
 log = logging.getLogger("clinlib.eval.runner")
 
@@ -94,13 +95,10 @@ def select_questions(
 
 
 def generation_params(task: str) -> GenerationParams:
-    """Temperature 0 and the task's output cap (Appendix E.3; an extended task such as T1R
-    states its cap in the task registry)."""
-    if task in MAX_TOKENS:
-        return GenerationParams(temperature=TEMPERATURE, max_tokens=MAX_TOKENS[task])
-    if task in TASKS:
-        return GenerationParams(temperature=TEMPERATURE, max_tokens=int(TASKS[task].max_tokens))
-    raise RunnerError(f"unknown task {task!r}; known: {sorted(TASKS)}")
+    """Temperature 0 and the task's output cap (Appendix E.3)."""
+    if task not in MAX_TOKENS:
+        raise RunnerError(f"unknown task {task!r}; known: {sorted(MAX_TOKENS)}")
+    return GenerationParams(temperature=TEMPERATURE, max_tokens=MAX_TOKENS[task])
 
 
 def request_id(key: Sequence[str]) -> str:
@@ -151,7 +149,9 @@ def _options(q: dict[str, Any]) -> list[str] | None:
 def prediction_row(item: Item, result: ChatResult, run_id: str) -> dict[str, Any]:
     """Score one result (strict and lenient) into a prediction row.
 
-    Errors and empty completions (D1) parse to nothing and are scored wrong.
+    Errors and empty completions (D1) parse to nothing and are scored wrong. ``score`` /
+    ``score_lenient`` are the graded scores (1.0 / 0.0 = correct / wrong; Kendall's tau for
+    T10) and ``parse_problem`` says why a response did not parse, where the task can (T10).
     """
     q = item.question
     response = result.response if result.error is None else None
@@ -171,7 +171,10 @@ def prediction_row(item: Item, result: ChatResult, run_id: str) -> dict[str, Any
         "correct": strict.correct,
         "parsed_lenient": lenient.parsed,
         "correct_lenient": lenient.correct,
+        "score": strict.value,
+        "score_lenient": lenient.value,
         "parse_failed": strict.parse_failed,
+        "parse_problem": strict.problem,
         "empty": bool(result.error is None and result.empty),
         "finish_reason": result.finish_reason,
         "input_tokens": result.input_tokens,
@@ -265,8 +268,9 @@ def prepare(
         raise RunnerError(f"unknown setting(s) {bad}; expected some of {SETTINGS}")
     if not strategies:
         raise RunnerError("no strategies given")
-    qs = select_questions(load("questions", profile) if questions is None else questions, tasks,
-                          limit)  # fmt: skip
+    # load_questions: the paper's set, plus the extended set only when an extended task is named
+    qs = select_questions(load_questions(profile, tasks) if questions is None else questions,
+                          tasks, limit)  # fmt: skip
     resolved: dict[str, Any] = {}
 
     def prep_for(strat: Any) -> Any:

@@ -19,12 +19,12 @@ import pandas as pd
 
 from clinlib.core import config
 from clinlib.core.config import resolve_profile
-from clinlib.data.build import load
 from clinlib.eval import prompt_tokens
 from clinlib.eval.cells import listed, select_questions
-from clinlib.eval.runner import run
-from clinlib.eval.store import cell_summary, claim_predictions, load_predictions
+from clinlib.eval.runner import run, summary_predictions
+from clinlib.eval.store import cell_summary, claim_predictions
 from clinlib.strategies import get_strategy
+from clinlib.tasks.extended import load_questions
 
 
 def _run_group(job: tuple[str, dict[str, Any]]) -> None:
@@ -74,10 +74,10 @@ def run_parallel(
             for i, g in enumerate(groups)]  # fmt: skip
     if n == 1:
         run(**jobs[0])
-        return _parallel_summary(name, names, backbones, settings)
+        return _parallel_summary(name, names, backbones, settings, kwargs.get("tasks"))
     # Embed every question once here (both cores) rather than once per child process.
     given = kwargs.get("questions")
-    records = select_questions(load("questions", name) if given is None else given,
+    records = select_questions(load_questions(name, kwargs.get("tasks")) if given is None else given,
                                kwargs.get("tasks"), kwargs.get("limit")).to_dict("records")  # fmt: skip
     for strat in strats:
         if strat.query_dependent:
@@ -88,12 +88,16 @@ def run_parallel(
     ctx = mp.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(n, mp_context=ctx) as pool:
         list(pool.map(_run_group, [(str(config.BUILD_DIR), job) for job in jobs]))
-    return _parallel_summary(name, names, backbones, settings)
+    return _parallel_summary(name, names, backbones, settings, kwargs.get("tasks"))
 
 
 def _parallel_summary(
-    name: str, names: Sequence[str], backbones: Sequence[str], settings: Sequence[str]
+    name: str,
+    names: Sequence[str],
+    backbones: Sequence[str],
+    settings: Sequence[str],
+    tasks: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    summary = cell_summary(load_predictions(name))
+    summary = cell_summary(summary_predictions(name, listed(tasks) if tasks is not None else None))
     wanted = summary["strategy"].isin(names) & summary["backbone"].isin(list(backbones))
     return summary[wanted & summary["setting"].isin(list(settings))].reset_index(drop=True)

@@ -17,6 +17,8 @@ PRESERVES.
   an over-answering policy for the abstention analyses (SP3);
 * ``replay`` answers from a recorded predictions table (see :func:`replay_policy_from`).
 
+T10 ordering questions (extended set) are answered by :mod:`clinlib.eval.reader_order`.
+
 Static knowledge a clinician would bring (the lab panel's units and reference ranges, the T4
 evidence families, the rule thresholds) comes from :mod:`clinlib.data.vocab` and
 :mod:`clinlib.tasks.rules`; nothing patient-specific does.
@@ -47,6 +49,7 @@ from clinlib.eval.reader_answers import (
     _answer_t9_other,
     _answer_value,
 )
+from clinlib.eval.reader_order import answer_order, order_subtype
 from clinlib.eval.reader_prompt import (
     _PANEL_RES,
     _TAG_RE,
@@ -177,6 +180,8 @@ def answer(messages: Sequence[Mapping[str, Any]], eager: bool = False) -> str:
     if not messages:
         raise ReaderError("reader was given no messages")
     record, question = split_user_message(list(messages))
+    if order_subtype(question) is not None:  # T10: the question carries its items
+        return answer_order(question, eager)
     relative = recognise_relative(question)
     if relative is not None:  # the extended T1R task's positional wording
         rec = _parse_cached(

@@ -92,6 +92,7 @@ from clinlib.llm import (
     default_cache_path,
     tokens,
 )
+from clinlib.tasks.answers import EXTENDED_TASK_NAMES
 
 log = logging.getLogger("clinlib.eval.runner")
 
@@ -424,7 +425,18 @@ def run(
     session = _Session(name, run_id, bar, credentialed, allow_unapproved, config, opts,
                        batch_size, budget_usd)  # fmt: skip
     session.execute(plan, counted)
-    return summarize(load_predictions(name), plan, session.tally, session.stopped)
+    return summarize(summary_predictions(name, tasks), plan, session.tally, session.stopped)
+
+
+def summary_predictions(name: str, tasks: Sequence[str] | None) -> pd.DataFrame:
+    """The predictions a run's summary covers: the paper's tasks (as always), or, when an
+    extended task is asked, only the asked tasks, so that T10's mean Kendall's tau is never
+    pooled with T1–T9 accuracy in one cell."""
+    extended = [t for t in (tasks or ()) if t in EXTENDED_TASK_NAMES]
+    preds = load_predictions(name, extended=bool(extended))
+    if extended:
+        preds = preds[preds["task"].isin(list(tasks or ()))].reset_index(drop=True)
+    return preds
 
 
 def summarize(
@@ -488,5 +500,6 @@ __all__ = [
     "select_questions",
     "setting_questions",
     "summarize",
+    "summary_predictions",
     "write_part",
 ]

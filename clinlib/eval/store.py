@@ -24,6 +24,7 @@ from clinlib.core import guards
 from clinlib.core.config import build_dir, resolve_profile
 from clinlib.core.io import write_parquet
 from clinlib.data.build import load
+from clinlib.tasks.answers import TASK_NAMES
 
 log = logging.getLogger("clinlib.eval.runner")
 
@@ -47,7 +48,12 @@ PREDICTION_DTYPES: dict[str, str] = {
     "correct": "bool",
     "parsed_lenient": "string",
     "correct_lenient": "bool",
+    # graded scores: 1.0 / 0.0 = correct / wrong; Kendall's tau for T10 (clinlib.tasks.score).
+    # Parts written before these columns read back with NaN (see row_scores).
+    "score": "float64",
+    "score_lenient": "float64",
     "parse_failed": "bool",
+    "parse_problem": "string",
     "empty": "bool",
     "finish_reason": "string",
     "input_tokens": "int64",
@@ -77,6 +83,8 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "output_tokens",
     "cached_tokens",
     "cost_usd",
+    "mean_score",
+    "mean_score_lenient",
     "new_predictions",
     "api_calls",
     "cache_hits",
@@ -126,13 +134,18 @@ def part_files(directory: Path) -> list[Path]:
     return sorted(directory.glob(f"{PART_PREFIX}*.parquet")) if directory.is_dir() else []
 
 
-def load_predictions(profile: str | None = None, *, dedupe: bool = True) -> pd.DataFrame:
-    """All predictions of a profile.
+def load_predictions(
+    profile: str | None = None, *, dedupe: bool = True, extended: bool = False
+) -> pd.DataFrame:
+    """All predictions of a profile (the paper's tasks only, unless ``extended``).
 
     Args:
         profile: build profile.
         dedupe: keep only the latest row per (qid, strategy, backbone, prep_model, setting)
             (a ``retry_errors`` re-run supersedes the failed row); False returns every row.
+        extended: also the extended tasks' predictions (T10, docs/design.md "Extended
+            question set"); by default they are left out, so no paper-facing metric pools
+            them with T1–T9.
 
     Returns:
         DataFrame with :data:`PREDICTION_COLUMNS` (empty if nothing was predicted yet).
@@ -160,7 +173,21 @@ def load_predictions(profile: str | None = None, *, dedupe: bool = True) -> pd.D
         raise RunnerError(f"predictions in {predictions_dir(profile)} lack columns {missing}")
     if dedupe:
         df = df.drop_duplicates(list(KEY_COLUMNS), keep="last").reset_index(drop=True)
+    if not extended and "task" in df.columns:
+        paper = df["task"].isin(list(TASK_NAMES))
+        if not paper.all():
+            df = df[paper].reset_index(drop=True)
     return df
+
+
+def row_scores(preds: pd.DataFrame, lenient: bool = False) -> pd.Series:
+    """The graded score of each prediction (``score`` / ``score_lenient``), falling back to
+    ``correct`` as 1.0 / 0.0 for parts written before scores were recorded."""
+    col, fallback = ("score_lenient", "correct_lenient") if lenient else ("score", "correct")
+    base = preds[fallback].astype(bool).astype(float)
+    if col not in preds.columns:
+        return base
+    return pd.to_numeric(preds[col], errors="coerce").astype(float).fillna(base)
 
 
 def typed(df: pd.DataFrame) -> pd.DataFrame:
@@ -212,7 +239,7 @@ def write_part(rows: list[dict[str, Any]], profile: str | None, run_id: str, seq
 
 
 def done_keys(profile: str, retry_errors: bool, retry_empty: bool = False) -> set[tuple[str, ...]]:
-    preds = load_predictions(profile)
+    preds = load_predictions(profile, extended=True)
     if retry_errors:
         preds = preds[preds["error"].isna()]
     if retry_empty and len(preds):
@@ -221,10 +248,11 @@ def done_keys(profile: str, retry_errors: bool, retry_empty: bool = False) -> se
 
 
 def cell_summary(preds: pd.DataFrame) -> pd.DataFrame:
-    """Accuracy, failures, tokens and cost per cell of a predictions table.
+    """Accuracy, graded score, failures, tokens and cost per cell of a predictions table.
 
-    Accuracy (strict and lenient) is over rows without a transport error (an error is not an
-    answer; ``retry_errors`` re-asks it); empty completions count as wrong (D1).
+    Accuracy and the mean graded score (strict and lenient) are over rows without a transport
+    error (an error is not an answer; ``retry_errors`` re-asks it); empty completions count
+    as wrong (D1). For the paper's tasks the mean score equals the accuracy.
 
     Args:
         preds: predictions (e.g. :func:`load_predictions`).
@@ -232,10 +260,11 @@ def cell_summary(preds: pd.DataFrame) -> pd.DataFrame:
     Returns:
         One row per (strategy, backbone, prep_model, setting) with n_predicted, accuracy,
         accuracy_lenient, parse_failures, empty, errors, input / output / cached tokens,
-        cost_usd.
+        cost_usd, mean_score, mean_score_lenient.
     """
     cols = [*CELL_COLUMNS, "n_predicted", "accuracy", "accuracy_lenient", "parse_failures",
-            "empty", "errors", "input_tokens", "output_tokens", "cached_tokens", "cost_usd"]  # fmt: skip
+            "empty", "errors", "input_tokens", "output_tokens", "cached_tokens", "cost_usd",
+            "mean_score", "mean_score_lenient"]  # fmt: skip
     if preds.empty:
         return pd.DataFrame(columns=cols)
     df = preds.assign(
@@ -243,6 +272,8 @@ def cell_summary(preds: pd.DataFrame) -> pd.DataFrame:
         c=preds["correct"].astype(bool) & preds["error"].isna(),
         cl=preds["correct_lenient"].astype(bool) & preds["error"].isna(),
         pf=preds["parse_failed"].astype(bool) & preds["error"].isna(),
+        s=row_scores(preds).where(preds["error"].isna(), 0.0),
+        sl=row_scores(preds, lenient=True).where(preds["error"].isna(), 0.0),
     )
     g = df.groupby(list(CELL_COLUMNS), sort=False, dropna=False)
     out = g.agg(
@@ -256,9 +287,14 @@ def cell_summary(preds: pd.DataFrame) -> pd.DataFrame:
         output_tokens=("output_tokens", "sum"),
         cached_tokens=("cached_tokens", "sum"),
         cost_usd=("cost_usd", "sum"),
+        sum_score=("s", "sum"),
+        sum_score_lenient=("sl", "sum"),
     ).reset_index()
     denom = out["n_ok"].where(out["n_ok"] > 0)
     out["accuracy"] = out["n_correct"] / denom
     out["accuracy_lenient"] = out["n_correct_lenient"] / denom
+    # the graded mean (= accuracy for accuracy tasks; mean Kendall's tau over T10 rows)
+    out["mean_score"] = out["sum_score"] / denom
+    out["mean_score_lenient"] = out["sum_score_lenient"] / denom
     out["errors"] = out["n_predicted"] - out["n_ok"]
     return out[cols]

@@ -1,7 +1,9 @@
-"""The task suite T1–T9 (paper §3 "Task suite", Fig. 1): one registry entry per task.
+"""The task suite T1–T9 (paper §3 "Task suite", Fig. 1) and the extended tasks (T10, the
+LongMedBench ordering family; docs/design.md "Extended question set"): one registry entry per
+task.
 
-Importing :mod:`clinlib.tasks` fills :data:`clinlib.tasks.base.TASKS` with nine
-:class:`~clinlib.tasks.base.Task` objects whose generator comes from
+Importing :mod:`clinlib.tasks` fills :data:`clinlib.tasks.base.TASKS` with one
+:class:`~clinlib.tasks.base.Task` per task (``paper=False`` for extended tasks) whose generator comes from
 :mod:`clinlib.tasks.generators` and whose answer format, token cap, parsers and correctness
 rule come from :mod:`clinlib.tasks.answers`. The parsers are looked up when called, so the
 registry (and question generation) works before that module exists; calling a parser without it
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from clinlib.tasks import answers
-from clinlib.tasks.answers import ANSWER_FORMATS, MAX_TOKENS
+from clinlib.tasks.answers import ANSWER_FORMATS, DIAGNOSERS, GRADERS, MAX_TOKENS, TASK_NAMES
 from clinlib.tasks.base import (
     ABSTAIN,
     QUESTION_COLUMNS,
@@ -24,7 +26,7 @@ from clinlib.tasks.base import (
     register,
     score,
 )
-from clinlib.tasks.generators import GENERATORS, SUBTYPES, TITLES, t1r
+from clinlib.tasks.generators import GENERATORS, SUBTYPES, TITLES
 
 __all__ = [
     "ABSTAIN",
@@ -82,30 +84,11 @@ def _register_all() -> None:
                 parse_lenient=_lenient(name),
                 is_correct=_correct(name),
                 generate=gen,
+                paper=name in TASK_NAMES,
+                grade=GRADERS.get(name),
+                diagnose=DIAGNOSERS.get(name),
             )
         )
 
 
-def _register_extended() -> None:
-    """The extended (non-paper) tasks beside T1–T9: T1R relative-time retrieval asks T1's kind
-    of question, so it states T1's format and uses T1's cap, parsers and correctness rule."""
-    if t1r.TASK in TASKS:
-        return
-    register(
-        Task(
-            name=t1r.TASK,
-            title="Relative-time retrieval (extended)",
-            answer_format=ANSWER_FORMATS["T1"],
-            max_tokens=int(MAX_TOKENS["T1"]),
-            subtypes=tuple(t1r.SUBTYPES),
-            parse_strict=_strict("T1"),
-            parse_lenient=_lenient("T1"),
-            is_correct=_correct("T1"),
-            generate=t1r.generate,
-            notes={"extended": True, "paired_by": "meta.pair"},
-        )
-    )
-
-
 _register_all()
-_register_extended()

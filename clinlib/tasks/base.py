@@ -22,12 +22,12 @@ what gate L3 counts as stating a value, and what T8 avoids stating (clinlib.task
 # questions.parquet columns (docs/design.md contract + documented additions).
 QUESTION_COLUMNS: dict[str, str] = {
     "qid": "string",  # stable: "<task>-<sha1 of task, subjects, anchors, subtype>"[:12]
-    "task": "string",  # T1..T9
+    "task": "string",  # T1..T9 (paper), T10.. (extended set, docs/design.md)
     "subtype": "string",  # task-specific stratum (Appendix B)
     "subject_ids": "list",  # one patient, two for T6 (A then B)
     "question": "string",  # full question text, states the answer format
     "gold": "string",  # canonical gold answer
-    "options": "list",  # T7: the four option texts in letter order; else empty
+    "options": "list",  # T7: the four option texts; T10: the items to order; else empty
     "anchor_event_ids": "list",  # source events the gold derives from
     "evidence_turns": "list",  # "<subject_id>:<turn_idx>" of turns holding the evidence
     "disease": "string",  # primary disease of the (first) patient
@@ -46,11 +46,16 @@ class Score:
         parsed: the canonical parsed answer (None when nothing could be parsed).
         correct: whether the parsed answer matches the gold.
         parse_failed: True when the response parsed to nothing (the paper's D2).
+        value: the graded score: 1.0 / 0.0 for correct / wrong in accuracy tasks, Kendall's
+            tau in [-1, 1] for ordering tasks (T10; 0.0 for a parse failure or abstention).
+        problem: why a response did not parse, where the task can say (T10), else None.
     """
 
     parsed: str | None
     correct: bool
     parse_failed: bool
+    value: float = 0.0
+    problem: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,10 @@ class Task:
             human reader would accept).
         is_correct: ``(parsed, gold) -> bool``.
         generate: ``(ctx) -> DataFrame`` of candidate questions (QUESTION_COLUMNS).
+        paper: one of the paper's nine tasks (questions.parquet); False for an extended task
+            (temporal_questions.parquet, never pooled with the paper's; docs/design.md).
+        grade: ``(parsed, gold) -> float`` graded score (None: 1.0 if correct else 0.0).
+        diagnose: ``(response, options) -> reason | None`` for a response that did not parse.
     """
 
     name: str
@@ -81,6 +90,9 @@ class Task:
     is_correct: Callable[[str, str], bool]
     generate: Callable[..., pd.DataFrame] | None = None
     notes: dict = field(default_factory=dict)
+    paper: bool = True
+    grade: Callable[[str, str], float] | None = None
+    diagnose: Callable[[str, list[str] | None], str | None] | None = None
 
 
 TASKS: dict[str, Task] = {}
@@ -112,10 +124,10 @@ def score(
     """Score one response against the gold.
 
     Args:
-        task: task name (``T1`` .. ``T9``).
+        task: task name (``T1`` .. ``T10``).
         response: the raw model response (None or "" counts as a parse failure).
         gold: the canonical gold answer.
-        options: T7's option texts in letter order.
+        options: T7's option texts / T10's items in letter order.
         lenient: use the lenient parser (Appendix G.3) instead of the strict one.
 
     Returns:
@@ -126,5 +138,8 @@ def score(
     parser = t.parse_lenient if lenient else t.parse_strict
     parsed = parser(text, options) if text else None
     if parsed is None:
-        return Score(None, False, True)
-    return Score(parsed, bool(t.is_correct(parsed, gold)), False)
+        problem = t.diagnose(text, options) if t.diagnose is not None else None
+        return Score(None, False, True, 0.0, problem)
+    correct = bool(t.is_correct(parsed, gold))
+    value = float(t.grade(parsed, gold)) if t.grade is not None else float(correct)
+    return Score(parsed, correct, False, value)

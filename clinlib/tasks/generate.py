@@ -19,6 +19,7 @@ import pandas as pd
 from clinlib.core.progress import progress
 from clinlib.data.build import SourceSpec, load, open_source, read_source_info
 from clinlib.data.vocab import PANEL_ITEMIDS
+from clinlib.tasks.answers import TASK_NAMES
 from clinlib.tasks.generators import GENERATORS, SUBTYPES, TITLES
 from clinlib.tasks.generators.inputs import TaskInputError, TaskInputs, lab_key_of, make_inputs
 
@@ -93,13 +94,13 @@ def generate_candidates(
 
     Args:
         inp: generator inputs.
-        tasks: task names (default T1..T9).
+        tasks: task names (default the paper's T1..T9; extended tasks only when named).
 
     Returns:
         ``{task: DataFrame}`` (QUESTION_COLUMNS + ``conflicts``), each sorted by qid.
     """
     out = {}
-    names = list(tasks or GENERATORS)
+    names = list(tasks or TASK_NAMES)
     with progress(len(names), "questions: candidates", "task") as bar:
         for task in names:
             if task not in GENERATORS:

@@ -104,3 +104,22 @@ T4_DIRECTION: dict[str, str] = {
 }
 T4_MIN_EVIDENCE = 1
 T4_MAX_EVIDENCE = 4
+
+# --------------------------------------------------------------------------- extended set
+# T10 temporal ordering (LongMedBench "Temporal reasoning", Table 3; docs/design.md "T10").
+# Visit cloze: T10_CLOZE_MIN..T10_CLOZE_MAX intervention events (medication / procedure) of one
+# visit, each at a distinct minute, are removed and listed shuffled with their timestamps.
+# Visit sorting / joint sorting: T10_WINDOW consecutive visits (joint: 2 x T10_WINDOW clips).
+# Gold: the item letters in time order (cloze: event time; sorting: admission time; joint:
+# admission time, then the admission half before the discharge half).
+T10_SUBTYPES = ("visit_cloze", "visit_sorting", "joint_sorting")
+T10_INTERVENTION_KINDS = ("medication", "procedure")
+T10_CLOZE_MIN = 3
+T10_CLOZE_MAX = 6
+T10_WINDOW = 5
+T10_MAX_VISIT_EVENTS = 150  # cloze visits longer than this are skipped (prompt size)
+T10_HALVES = ("admission", "discharge")
+
+# Extended tasks' counts on the paper-sized profiles (300 per T10 subtype; T1R 300 events asked
+# both ways); never part of PAPER_COUNTS, so the paper's 6,271-question set is unaffected.
+EXTENDED_COUNTS: dict[str, int] = {"T10": 900, "T1R": 600}

@@ -154,6 +154,38 @@ T9_START_TEMPLATES: tuple[str, ...] = (
 )
 T9_START_FORMAT = "Answer with the date only, as YYYY-MM-DD."
 
+# --- T10 temporal ordering (extended set; LongMedBench "Temporal reasoning") ----------------
+# The shown items follow the body as "A. ..." lines (clinlib.tasks.generators.t10_text).
+# Readers recognise the subtype by T10_MARKERS, which every template of the subtype contains.
+T10_MARKERS: dict[str, str] = {
+    "visit_cloze": "were removed from one hospital visit",
+    "visit_sorting": "consecutive hospital visits of the patient are shown below, shuffled",
+    "joint_sorting": "admission and discharge halves of five consecutive hospital visits",
+}
+T10_TEMPLATES: dict[str, tuple[str, ...]] = {
+    "visit_cloze": (
+        "Some treatment events (medications or procedures) were removed from one hospital "
+        "visit of the patient. The rest of that visit, in time order:\n{visit}\n"
+        "In what order did the removed events happen? They are listed below, shuffled, with "
+        "their timestamps.",
+        "Several medication or procedure events were removed from one hospital visit of the "
+        "patient; what remains of the visit is:\n{visit}\n"
+        "Put the removed events, listed below in shuffled order with their timestamps, back "
+        "in chronological order.",
+    ),
+    "visit_sorting": (
+        "Five consecutive hospital visits of the patient are shown below, shuffled, with their "
+        "dates and visit numbers removed. Order them chronologically from the clinical course "
+        "alone.",
+    ),
+    "joint_sorting": (
+        "The admission and discharge halves of five consecutive hospital visits of the patient "
+        "are shown below as ten shuffled clips, with dates and visit numbers removed. Pair each "
+        "admission with its discharge and order all ten clips chronologically (each visit's "
+        "admission half right before its discharge half).",
+    ),
+}
+
 # --- T1R relative-time retrieval (an extended task beside T1; LongMedBench "event retrieval":
 # the event is named by its position, not its date). {ordinal} is the measurement's rank among
 # the visit's {lab} measurements, {visit} the visit's rank in the record — both words, as the

@@ -248,14 +248,16 @@ def test_gold_problem(task, gold, options, ok):
 
 
 def test_bad_input_errors():
-    with pytest.raises(A.AnswerError, match="unknown task 'T10'"):
-        A.parse_strict("T10", "yes")
+    with pytest.raises(A.AnswerError, match="unknown task 'T11'"):
+        A.parse_strict("T11", "yes")
     with pytest.raises(A.AnswerError, match="T2 gold 'up;weak'"):
         A.is_correct("T2", "increased;weak", "up;weak")
 
 
 def test_formats_and_caps():
-    assert set(A.ANSWER_FORMATS) == set(A.TASK_NAMES) == set(A.MAX_TOKENS)
+    # the paper's nine plus the extended tasks (T10), each with a format and a cap
+    assert set(A.ANSWER_FORMATS) == set(A.ALL_TASK_NAMES) == set(A.MAX_TOKENS)
+    assert A.ALL_TASK_NAMES == (*A.TASK_NAMES, *A.EXTENDED_TASK_NAMES)
     assert A.ANSWER_FORMATS["T1"] == A.ANSWER_FORMATS["T9"]  # T9 must read like T1
     assert all(f.endswith(A.ABSTAIN_CLAUSE) for f in A.ANSWER_FORMATS.values())
     assert A.MAX_TOKENS == {
@@ -268,4 +270,5 @@ def test_formats_and_caps():
         "T7": 80,
         "T8": 120,
         "T9": 80,
+        "T10": 80,
     }

@@ -16,11 +16,12 @@ import pandas as pd
 import pytest
 
 from clinlib.tasks import TASKS, score
+from clinlib.tasks.answers import EXTENDED_TASK_NAMES, TASK_NAMES
 from clinlib.tasks.build import TASK_ORDER
-from clinlib.tasks.generators import GENERATORS, t1r
+from clinlib.tasks.generators import t1r
 from clinlib.tasks.recompute import RawRecord
 from clinlib.tasks.recompute.t1r import recompute_t1r
-from clinlib.tasks.relative import select_pairs, t1r_leak
+from clinlib.tasks.relative import select_pairs, select_t1r, t1r_leak
 from clinlib.tasks.rules import PAPER_COUNTS
 from clinlib.tasks.templates import T1_TEMPLATES
 from tests import task_fixture as F
@@ -127,10 +128,21 @@ def test_pairs_are_selected_together(cands):
 def test_registry_entry_reuses_t1_parsing_and_leaves_t1_t9_alone():
     task = TASKS["T1R"]
     assert task.subtypes == ("explicit", "relative") and task.max_tokens == TASKS["T1"].max_tokens
-    assert task.answer_format == TASKS["T1"].answer_format
+    assert task.answer_format == TASKS["T1"].answer_format and task.paper is False
     assert score("T1R", "120 mg/dL", "120 mg/dL").correct
     assert not score("T1R", "The glucose was 120 on 2150-06-01.", "120 mg/dL").correct  # strict
     assert score("T1R", "The glucose was 120 on 2150-06-01.", "120 mg/dL", lenient=True).correct
-    assert list(GENERATORS) == [f"T{i}" for i in range(1, 10)]
-    assert TASK_ORDER == tuple(f"T{i}" for i in range(1, 10))
-    assert sum(PAPER_COUNTS.values()) == 6271
+    assert score("T1R", "0.12 g/dL", "120 mg/dL").correct is False  # T1's unit rule
+    assert "T1R" in EXTENDED_TASK_NAMES and "T1R" not in TASK_NAMES
+    assert TASK_ORDER == TASK_NAMES == tuple(f"T{i}" for i in range(1, 10))
+    assert sum(PAPER_COUNTS.values()) == 6271 and "T1R" not in PAPER_COUNTS
+
+
+def test_extended_build_selects_t1r_in_pairs(cands):
+    cands = pd.concat([cands, cands.assign(qid=cands["qid"] + "x", subtype="explicit")])
+    with pytest.raises(ValueError, match="twins"):
+        select_t1r(cands, "T1R", 2, seed=0)
+    sel, avail, short = select_t1r(t1r.generate(F.inputs()), "T1R", 6, seed=0)
+    assert len(sel) == 4 and "conflicts" in sel.columns  # the build drops it after selection
+    assert avail.set_index("subtype")["selected"].to_dict() == {"explicit": 2, "relative": 2}
+    assert (short["target"], short["selected"], short["missing"]) == (6, 4, 2)

@@ -27,7 +27,8 @@ Conventions and the ambiguities resolved here:
 Families (one module each, all names re-exported here): :mod:`.accuracy` (accuracy tables
 with CIs, pooled/macro/Delta_blind, lifts, strata), :mod:`.skewed` (macro-F1, majority
 baseline, positive recall), :mod:`.abstention` (T9 outcomes and the parsers), :mod:`.cost`
-(Table 4 and the Pareto frontier); :mod:`.common` holds the shared input checks.
+(Table 4 and the Pareto frontier), :mod:`.scores` (mean graded score, e.g. T10's Kendall's
+tau, beside accuracy); :mod:`.common` holds the shared input checks.
 """
 
 from clinlib.analysis.metrics.abstention import (
@@ -53,6 +54,7 @@ from clinlib.analysis.metrics.accuracy import (
 )
 from clinlib.analysis.metrics.common import CELL, MetricsInputError
 from clinlib.analysis.metrics.cost import PRED_COST_COLUMNS, cost_table, pareto_frontier
+from clinlib.analysis.metrics.scores import SCORE_COLUMNS, graded_scores, score_table
 from clinlib.analysis.metrics.skewed import macro_f1, majority_baseline, positive_recall
 
 __all__ = [
@@ -63,6 +65,7 @@ __all__ = [
     "MEM_AVG",
     "MEM_AVG_MEMBERS",
     "PRED_COST_COLUMNS",
+    "SCORE_COLUMNS",
     "T9_CATEGORIES",
     "TABLE2_REGIMES",
     "VALUE_PATTERN",
@@ -71,12 +74,14 @@ __all__ = [
     "by_group",
     "context_lift",
     "cost_table",
+    "graded_scores",
     "looks_like_abstention",
     "macro_f1",
     "majority_baseline",
     "parse_failure_rate",
     "pareto_frontier",
     "positive_recall",
+    "score_table",
     "strict_vs_lenient",
     "summary_rows",
     "t9_decomposition",

@@ -100,6 +100,12 @@ T9 (gold ``"insufficient information"``; correct only for an abstention).
     lenient: verbose abstentions -> ``ABSTAIN`` (hedged guesses excepted, see above); a
     concrete value / date / yes-no is the over-answer; any other non-empty prose is an
     over-answer too, recorded as its first 80 normalised characters.
+
+T10 (extended set, LongMedBench temporal reasoning; gold the item letters in time order,
+    ``"C,A,B"``): rules in :mod:`clinlib.tasks.answers.order`. A response that is not a
+    permutation of the question's letters is a parse failure with a diagnostic
+    (:data:`DIAGNOSERS`); the graded score is Kendall's tau (:data:`GRADERS`), ``correct`` the
+    exact order.
 """
 
 from __future__ import annotations
@@ -107,18 +113,35 @@ from __future__ import annotations
 from clinlib.tasks.answers.correct import gold_problem, is_correct
 from clinlib.tasks.answers.formats import (
     ABSTAIN_CLAUSE,
+    ALL_TASK_NAMES,
     ANSWER_FORMATS,
+    EXTENDED_TASK_NAMES,
     MAX_TOKENS,
     TASK_NAMES,
     VALUE_FORMAT,
     AnswerError,
 )
+from clinlib.tasks.answers.order import kendall_tau, order_problem, order_score
 from clinlib.tasks.answers.parse import parse_lenient, parse_strict
 from clinlib.tasks.answers.values import UNIT_ALIASES, canonical_unit
 
+
+def _order_diagnosis(response: str, options: list[str] | None) -> str | None:
+    return order_problem(response, len(options)) if options else "the question lists no items"
+
+
+# Tasks with a graded score other than 1/0 for correct / wrong, and tasks whose parse failures
+# carry a diagnostic (clinlib.tasks.base.score).
+GRADERS = {"T10": order_score}
+DIAGNOSERS = {"T10": _order_diagnosis}
+
 __all__ = [
     "ABSTAIN_CLAUSE",
+    "ALL_TASK_NAMES",
     "ANSWER_FORMATS",
+    "DIAGNOSERS",
+    "EXTENDED_TASK_NAMES",
+    "GRADERS",
     "MAX_TOKENS",
     "TASK_NAMES",
     "UNIT_ALIASES",
@@ -127,6 +150,9 @@ __all__ = [
     "canonical_unit",
     "gold_problem",
     "is_correct",
+    "kendall_tau",
+    "order_problem",
+    "order_score",
     "parse_lenient",
     "parse_strict",
 ]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 
-from clinlib.tasks.answers.formats import check_task
+from clinlib.tasks.answers.formats import reads_as
+from clinlib.tasks.answers.order import parse_order_lenient, parse_order_strict
 from clinlib.tasks.answers.readings import (
     _YN_START,
     _t2_lenient,
@@ -64,12 +65,12 @@ def parse_strict(task: str, response: str | None, options: list[str] | None = No
     Args:
         task: ``T1`` .. ``T9``.
         response: the raw model response.
-        options: T7's four option texts in letter order.
+        options: T7's four option texts in letter order; T10's items in letter order.
 
     Returns:
         The canonical answer, ``ABSTAIN`` for an exact abstention, or None (parse failure).
     """
-    check_task(task)
+    task = reads_as(task)
     norm = _normalize(response)
     if not norm:
         return None
@@ -89,6 +90,8 @@ def parse_strict(task: str, response: str | None, options: list[str] | None = No
         return _t7_strict(norm, options)
     if task == "T8":
         return _t8_strict(norm)
+    if task == "T10":
+        return parse_order_strict(norm, len(options)) if options else None
     return _concrete_strict(norm)  # T9: an over-answer in the requested format
 
 
@@ -103,6 +106,7 @@ def parse_lenient(task: str, response: str | None, options: list[str] | None = N
     Returns:
         The canonical answer, ``ABSTAIN`` for a (verbose) abstention, or None (parse failure).
     """
+    task = reads_as(task)
     strict = parse_strict(task, response, options)
     if strict is not None:
         return strict
@@ -139,4 +143,6 @@ def _lenient_reading(task: str, text: str, options: list[str] | None) -> str | N
         return _t7_lenient(text, options)
     if task == "T8":
         return _t8_lenient(text)
+    if task == "T10":
+        return parse_order_lenient(text, len(options)) if options else None
     return _concrete_lenient(text)

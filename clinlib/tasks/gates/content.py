@@ -26,6 +26,7 @@ from clinlib.tasks.gates.common import (
     _meta,
     _per_task,
 )
+from clinlib.tasks.gates.ordering import t10_leak
 
 T9_CUES: tuple[str, ...] = (
     "insufficient",
@@ -186,6 +187,8 @@ def _leak(row: Mapping[str, Any]) -> str | None:
         cues = [c for c in T9_CUES if re.search(rf"\b{re.escape(c)}\b", low)]
         if cues:
             return f"the stem carries abstention cue(s) {cues}"
+    elif task == "T10":
+        return t10_leak(row)
     return None
 
 

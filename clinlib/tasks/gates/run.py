@@ -4,6 +4,7 @@ report (paper Appendix A; Fig. 2 stage 4).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -52,6 +53,7 @@ def run_gates(
     events: pd.DataFrame | None = None,
     coverage: pd.DataFrame | None = None,
     raw_con=None,
+    tasks: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """Run gates L0–L4 on a candidate question set.
 
@@ -62,13 +64,17 @@ def run_gates(
         events: events.parquet of the cohort.
         coverage: event_coverage.parquet (event_id, subject_id, status).
         raw_con: DuckDB connection with the raw hosp views (clinlib.data.sources.mimic.open_hosp).
+        tasks: the tasks to report (default T1..T9 plus any other task present); the extended
+            set (clinlib.tasks.extended) reports its own tasks only.
 
     Returns:
-        One row per (gate, task) with :data:`GATE_COLUMNS`; gates L0..L4 x tasks T1..T9.
+        One row per (gate, task) with :data:`GATE_COLUMNS`; gates L0..L4 x tasks.
     """
-    tasks = list(TASK_NAMES) + sorted(
-        {str(t) for t in questions.get("task", pd.Series(dtype=str))} - set(TASK_NAMES)
-    )
+    present = {str(t) for t in questions.get("task", pd.Series(dtype=str))}
+    if tasks is None:
+        tasks = list(TASK_NAMES) + sorted(present - set(TASK_NAMES))
+    else:
+        tasks = list(tasks) + sorted(present - set(tasks))
     missing = [c for c in QUESTION_COLUMNS if c not in questions.columns]
     if missing:
         by_task = {

@@ -13,9 +13,13 @@ from typing import Any
 import pandas as pd
 
 from clinlib.data.vocab import INDEX_DISEASES, PANEL_ITEMIDS
-from clinlib.tasks.answers import TASK_NAMES, gold_problem
+from clinlib.tasks.answers import ALL_TASK_NAMES, gold_problem
 from clinlib.tasks.base import QUESTION_COLUMNS
 from clinlib.tasks.gates.common import TERTILES, _as_list, _int_like, _is_str, _meta, _per_task
+
+# T10 (extended set) anchors: events the dialogue stage classified; an ordering question does
+# not need the dialogue to state its items (the question lists them).
+T10_ANCHOR_STATUSES = ("covered", "missed")
 
 # T1–T8 subtypes whose questions legitimately have no anchor event.
 ANCHORLESS_SUBTYPES: frozenset[tuple[str, str]] = frozenset({("T5", "controlled_control")})
@@ -25,8 +29,8 @@ ANCHORLESS_SUBTYPES: frozenset[tuple[str, str]] = frozenset({("T5", "controlled_
 
 def _l0_row(row: Mapping[str, Any], dup_qids: set[str]) -> str | None:
     task, qid = row.get("task"), row.get("qid")
-    if task not in TASK_NAMES:
-        return f"task {task!r} is not one of T1..T9"
+    if task not in ALL_TASK_NAMES:
+        return f"task {task!r} is not one of {', '.join(ALL_TASK_NAMES)}"
     if not _is_str(qid) or not qid.startswith(f"{task}-") or len(qid) <= len(task) + 1:
         return f"qid {qid!r} is not '{task}-<hash>'"
     if qid in dup_qids:
@@ -69,9 +73,11 @@ def _l0_row(row: Mapping[str, Any], dup_qids: set[str]) -> str | None:
     if row["tertile"] not in TERTILES:
         return f"tertile {row['tertile']!r} is not low/medium/high"
     options = lists["options"]
-    if task == "T7":
-        if not all(_is_str(o) for o in options):
-            return "options hold a non-string"
+    if task in ("T7", "T10"):
+        if not all(_is_str(o) and o.strip() for o in options):
+            return "options hold a non-string or an empty text"
+        if task == "T10" and len(set(options)) != len(options):
+            return "T10 items repeat"
         problem = gold_problem(task, row["gold"], options)
     else:
         if options:
@@ -113,6 +119,7 @@ def _l1_row(
     anchors = _as_list(row.get("anchor_event_ids")) or []
     sids = {int(s) for s in (_as_list(row.get("subject_ids")) or [])}
     want = "missed" if task == "T9" else "covered"
+    allowed = T10_ANCHOR_STATUSES if task == "T10" else (want,)
     if not anchors:
         if task != "T9":
             if (task, str(row.get("subtype"))) in ANCHORLESS_SUBTYPES:
@@ -130,8 +137,8 @@ def _l1_row(
         return None
     for a in anchors:
         sid, st = status.get(str(a), (None, "absent"))
-        if st != want:
-            return f"anchor {a} is {st}, not {want}"
+        if st not in allowed:
+            return f"anchor {a} is {st}, not {' or '.join(allowed)}"
         if sid not in sids:
             return f"anchor {a} belongs to subject {sid}, not {sorted(sids)}"
     return None

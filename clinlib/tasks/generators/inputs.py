@@ -184,6 +184,11 @@ class TaskInputs:
         return {r["event_id"]: int(r["turn"]) for r in self.records if r["status"] == "covered"}
 
     @cached_property
+    def status_of(self) -> dict[str, str]:
+        """event_id -> coverage status (``absent`` without a coverage row)."""
+        return {r["event_id"]: r["status"] for r in self.records}
+
+    @cached_property
     def visit_info(self) -> dict[tuple[int, int], dict]:
         """(subject_id, visit_idx) -> visit row as a dict."""
         return {

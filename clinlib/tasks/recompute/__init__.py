@@ -54,9 +54,10 @@ Anchors are recomputed and compared where the rule fixes them (T1, T2, T4, T8, T
 * T9: subject_id + lab, date (lab / lab-unmeasured) or drug, hadm_id (other) -> no covered
   event states the asked fact (for drugs: any order of the same head word in the admission)
   -> gold ``insufficient information``.
-
-Extended (non-paper) tasks register here too: T1R (relative-time retrieval,
-:mod:`clinlib.tasks.recompute.t1r`).
+* T10 (extended set): the items' raw times / admission times, see
+  :mod:`clinlib.tasks.recompute.order`.
+* T1R (extended set): T1's rule and the position in the visit, see
+  :mod:`clinlib.tasks.recompute.t1r`.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from clinlib.data.vocab import INDEX_DISEASE_ICD, LAB_BY_KEY
 from clinlib.tasks import rules
 from clinlib.tasks.base import ABSTAIN
 from clinlib.tasks.recompute.arithmetic import _dec, compare_values, t8_gold, trend_gold
+from clinlib.tasks.recompute.order import recompute_t10
 from clinlib.tasks.recompute.raw import RawRecord
 
 EMERGENCY_TYPES = ("EW EMER.", "DIRECT EMER.", "URGENT", "EU OBSERVATION")
@@ -367,6 +368,12 @@ def _injection(q: Mapping[str, Any]) -> dict | None:
     return data if isinstance(data, dict) else (data[0] if data else None)
 
 
+def _t10(meta, q, raw: RawRecord, status) -> Recomputed:
+    _get(meta, "subject_id")
+    gold, anchors, problem = recompute_t10(meta, str(q.get("subtype")), raw)
+    return Recomputed(gold, anchors if gold is not None else None, problem)
+
+
 RECOMPUTERS = {
     "T1": _t1,
     "T2": _t2,
@@ -377,6 +384,7 @@ RECOMPUTERS = {
     "T7": _t7,
     "T8": _t8,
     "T9": _t9,
+    "T10": _t10,
 }
 
 

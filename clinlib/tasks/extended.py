@@ -1,0 +1,170 @@
+"""The extended question set: tasks beyond the paper's nine, kept apart from them
+(docs/design.md "Extended question set"; LongMedBench "Temporal reasoning" for T10).
+
+The paper's 6,271 questions (questions.parquet, :mod:`clinlib.tasks.build`) are untouched.
+Extended tasks (:data:`clinlib.tasks.answers.EXTENDED_TASK_NAMES`) are generated, selected
+(the same stratified selection, :func:`clinlib.tasks.build.select_task`) and gated (L0–L4 on
+their own rows) into ``temporal_questions.parquet`` (same QUESTION_COLUMNS),
+``temporal_gates.parquet`` and ``temporal_availability.parquet`` by their own stage
+(``temporal_questions``, run by ``clintrace questions`` after the paper set). The harness asks
+them only when named (``run(..., tasks=["T10"])``): :func:`load_questions` is the one loader
+the eval layer uses, and it returns the paper set alone unless an extended task is named.
+
+Adding an extended task: see :mod:`clinlib.tasks.generators` (module, registry entries,
+format, L2 recomputation) and give it counts in :data:`clinlib.tasks.rules.EXTENDED_COUNTS`
+and :data:`QUICK_EXTENDED_COUNTS`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+
+import pandas as pd
+
+from clinlib.core.config import PROFILES, artifact_path, resolve_profile
+from clinlib.core.guards import StageError, stage_run
+from clinlib.core.io import write_parquet
+from clinlib.data.build import load
+from clinlib.tasks import rules
+from clinlib.tasks.answers import ALL_TASK_NAMES, EXTENDED_TASK_NAMES, TASK_NAMES
+from clinlib.tasks.base import QUESTION_COLUMNS
+from clinlib.tasks.build import _hard_failure, select_task, shortfall_gate_rows
+from clinlib.tasks.gates import run_gates
+from clinlib.tasks.generate import generate_candidates, load_inputs
+from clinlib.tasks.generators.common import INTERNAL_COLUMNS
+from clinlib.tasks.relative import select_t1r
+
+EXTENDED_STAGE = "temporal_questions"
+EXTENDED_ARTIFACT = "temporal_questions"
+# Quick profile: a few per subtype, so unit tests stay fast (the paper profile: rules).
+QUICK_EXTENDED_COUNTS: dict[str, int] = {"T10": 24, "T1R": 24}
+# Tasks selected by their own rule (default: select_task): T1R picks events, asked both ways.
+SELECTORS = {"T1R": select_t1r}
+
+
+def extended_counts(profile: str | None = None) -> dict[str, int]:
+    """Per-task counts of the extended set: QUICK_EXTENDED_COUNTS on ``quick``, else
+    rules.EXTENDED_COUNTS (300 per T10 subtype)."""
+    name = resolve_profile(profile)
+    return dict(QUICK_EXTENDED_COUNTS if name == "quick" else rules.EXTENDED_COUNTS)
+
+
+def build_extended_set(inp, counts: Mapping[str, int], seed: int = 0):
+    """Generate and select the extended set (no gates, nothing written).
+
+    Returns:
+        (questions with QUESTION_COLUMNS sorted by task then qid, availability, shortfalls).
+    """
+    tasks = [t for t in EXTENDED_TASK_NAMES if t in counts]
+    cands = generate_candidates(inp, tasks)
+    parts, avails, shortfalls = [], [], []
+    for t in tasks:
+        sel, avail, short = SELECTORS.get(t, select_task)(cands[t], t, int(counts[t]), seed)
+        parts.append(sel)
+        avails.append(avail)
+        if short:
+            shortfalls.append(short)
+    questions = pd.concat(parts, ignore_index=True).drop(columns=list(INTERNAL_COLUMNS))
+    return questions[list(QUESTION_COLUMNS)].reset_index(drop=True), pd.concat(avails), shortfalls
+
+
+def build_temporal_questions(
+    profile: str | None = None, seed: int | None = None, counts: Mapping[str, int] | None = None
+) -> dict[str, pd.DataFrame]:
+    """Build, gate and write a profile's extended set (module docstring).
+
+    Args:
+        profile: build profile (default $CLINTRACE_PROFILE, else quick).
+        seed: selection seed (default: the profile's seed, else 0).
+        counts: per-task targets (default :func:`extended_counts`).
+
+    Returns:
+        ``{"questions", "gates", "availability"}``.
+
+    Raises:
+        GateError (a ValueError): a hard gate failed; temporal_gates.parquet and
+            temporal_questions_rejected.parquet are written, temporal_questions.parquet removed.
+        StageError: no extended question at all.
+    """
+    name = resolve_profile(profile)
+    counts = dict(counts) if counts is not None else extended_counts(name)
+    unknown = sorted(set(counts) - set(EXTENDED_TASK_NAMES))
+    if unknown:
+        raise ValueError(
+            f"counts: unknown extended task(s) {unknown}; known: {EXTENDED_TASK_NAMES}"
+        )
+    if seed is None:
+        seed = PROFILES[name].seed if name in PROFILES else 0
+    with stage_run(EXTENDED_STAGE, name, remove_on_failure=(EXTENDED_ARTIFACT,)):
+        inp = load_inputs(name, seed=seed, with_raw=False)  # no extended task reads raw lab days
+        questions, availability, shortfalls = build_extended_set(inp, counts, seed)
+        if questions.empty:
+            raise StageError(
+                f"{EXTENDED_ARTIFACT}: 0 of {sum(counts.values())} questions generated"
+            )
+        gates = pd.concat(
+            [
+                run_gates(questions, name, tasks=list(counts)),
+                shortfall_gate_rows(counts, shortfalls),
+            ],
+            ignore_index=True,
+        )
+        write_parquet(gates, artifact_path("temporal_gates.parquet", name))
+        write_parquet(availability, artifact_path("temporal_availability.parquet", name))
+        failure = _hard_failure(gates)
+        if failure is not None:
+            write_parquet(questions, artifact_path("temporal_questions_rejected.parquet", name))
+            raise failure
+        write_parquet(questions, artifact_path(f"{EXTENDED_ARTIFACT}.parquet", name))
+    return {"questions": questions, "gates": gates, "availability": availability}
+
+
+def load_questions(profile: str | None = None, tasks: Iterable[str] | None = None) -> pd.DataFrame:
+    """The questions a run asks: the paper's set, plus the extended set when one of ``tasks``
+    is an extended task (the harness's one loader; docs/design.md "Extended question set").
+
+    Args:
+        profile: build profile.
+        tasks: task names (None: the paper's T1–T9 only).
+
+    Returns:
+        QUESTION_COLUMNS rows (paper rows first), not yet restricted to ``tasks``.
+
+    Raises:
+        ValueError: a task name that is neither a paper nor an extended task.
+        FileNotFoundError: a needed artifact is missing (names the command to run).
+    """
+    wanted = None if tasks is None else [str(t) for t in tasks]
+    unknown = sorted(set(wanted or ()) - set(ALL_TASK_NAMES))
+    if unknown:
+        raise ValueError(f"unknown task(s) {unknown}; known: {', '.join(ALL_TASK_NAMES)}")
+    frames = []
+    if wanted is None or any(t in TASK_NAMES for t in wanted):
+        frames.append(load("questions", profile))
+    if wanted is not None and any(t in EXTENDED_TASK_NAMES for t in wanted):
+        frames.append(load(EXTENDED_ARTIFACT, profile))
+    if len(frames) == 1:
+        return frames[0]
+    return pd.concat(frames, ignore_index=True)
+
+
+def question_digest(questions: pd.DataFrame) -> str:
+    """sha256 of a deterministic projection of a question set: every QUESTION_COLUMNS value
+    as JSON text (lists as lists of strings), rows in qid order. Equal digests = the same
+    questions and golds, whatever the parquet encoding (the paper set's invariance check)."""
+    cols = list(QUESTION_COLUMNS)
+    rows = []
+    for rec in questions.sort_values("qid", kind="stable")[cols].to_dict("records"):
+        rows.append([_plain(rec[c], QUESTION_COLUMNS[c]) for c in cols])
+    blob = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _plain(value, kind: str):
+    if kind == "list":
+        return [str(x) for x in (list(value) if value is not None else [])]
+    if kind == "int64":
+        return int(value)
+    return None if value is None or value is pd.NA else str(value)

@@ -1,0 +1,195 @@
+"""T10 temporal ordering, an extended task (LongMedBench "Temporal reasoning", Table 3:
+visit cloze, visit sorting, joint sorting, scored by Kendall's tau; docs/design.md "T10").
+
+Subtypes (rules in :mod:`clinlib.tasks.rules`, text in :mod:`.t10_text`):
+
+* ``visit_cloze``: T10_CLOZE_MIN..MAX intervention events (medication / procedure, each at a
+  minute no other intervention of the visit shares, covered or missed by the dialogue) are
+  removed from the visit's timestamped event stream and listed shuffled WITH their
+  timestamps; gold = their letters by time. One candidate per visit (k by a stable hash);
+  visits above T10_MAX_VISIT_EVENTS events are skipped.
+* ``visit_sorting``: T10_WINDOW consecutive visits rendered as clips without dates or visit
+  numbers, shuffled; gold = their letters by admission time.
+* ``joint_sorting``: the same window split into admission / discharge halves (ten clips);
+  gold = by admission time, each visit's admission half before its discharge half.
+
+Sorting windows whose clips repeat or state a date / ordinal
+(:func:`clinlib.tasks.order_leaks.clip_leak`) are dropped; candidates are thinned to
+MAX_PER_PATIENT per (patient, subtype): the first that qualify in a stable-hash order of the
+patient's visits / windows (only those are rendered). The shown order is a stable-hash
+shuffle that is never the gold order. The question carries every item (``options`` = the item
+texts in letter order), so any history representation can be the context; the seed's own
+setting (items only) is the ``no-context-blind`` strategy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from clinlib.tasks import rules
+from clinlib.tasks.answers.order import ORDER_LETTERS, canonical_order
+from clinlib.tasks.generators.common import TaskInputs, question_row, stable_hash, to_frame
+from clinlib.tasks.generators.t10_text import (
+    event_line,
+    options_block,
+    stamp,
+    visit_halves,
+    visit_stream,
+)
+from clinlib.tasks.order_leaks import clip_leak
+from clinlib.tasks.templates import T10_TEMPLATES
+
+TASK = "T10"
+SUBTYPES = rules.T10_SUBTYPES
+MAX_PER_PATIENT = 6
+ANCHOR_STATUSES = ("covered", "missed")
+
+
+def shuffled(keys: Sequence[Any], salt: str) -> list[int]:
+    """A stable-hash permutation of ``range(len(keys))`` that is not the identity; ``keys``
+    (distinct) come in time order, so the shown order is never the answer."""
+    order = sorted(range(len(keys)), key=lambda i: stable_hash(salt, keys[i]))
+    if order == sorted(order):
+        order = order[1:] + order[:1]
+    return order
+
+
+def _row(inp: TaskInputs, subtype: str, sid: int, anchors: list[str], items: list[str],
+         gold_rank: list[int], meta: dict, fields: dict) -> dict:  # fmt: skip
+    """One candidate: ``items`` in shown order, ``gold_rank[i]`` = time rank of item i."""
+    letters = ORDER_LETTERS[: len(items)]
+    gold = canonical_order(
+        [letters[i] for i in sorted(range(len(items)), key=gold_rank.__getitem__)]
+    )
+    return question_row(
+        inp,
+        task=TASK,
+        subtype=subtype,
+        subject_ids=[sid],
+        anchors=anchors,
+        templates=T10_TEMPLATES[subtype],
+        fields=fields,
+        gold=gold,
+        meta=meta,
+        options=items,
+        suffix=options_block(items),
+    )
+
+
+# --------------------------------------------------------------------------- visit cloze
+
+
+def _cloze_events(recs: list[dict], k: int) -> list[dict] | None:
+    """k interventions of a visit, each alone at its minute, chosen by a stable hash."""
+    inter = [r for r in recs if r["kind"] in rules.T10_INTERVENTION_KINDS]
+    per_minute: dict[str, int] = {}
+    for r in inter:
+        per_minute[stamp(r)] = per_minute.get(stamp(r), 0) + 1
+    ok = [r for r in inter if per_minute[stamp(r)] == 1 and r["status"] in ANCHOR_STATUSES]
+    if len(ok) < rules.T10_CLOZE_MIN:
+        return None
+    ok.sort(key=lambda r: stable_hash("T10-cloze-pick", r["event_id"]))
+    return ok[: min(k, len(ok))]
+
+
+def _cloze(inp: TaskInputs, sid: int, v: int, recs: list[dict]) -> dict | None:
+    if len(recs) > rules.T10_MAX_VISIT_EVENTS:
+        return None
+    span = rules.T10_CLOZE_MAX - rules.T10_CLOZE_MIN + 1
+    k = rules.T10_CLOZE_MIN + stable_hash("T10-cloze-k", sid, v) % span
+    chosen = _cloze_events(recs, k)
+    if chosen is None:
+        return None
+    chosen.sort(key=lambda r: r["t"])  # time order first: the shuffle must move it
+    ids = [r["event_id"] for r in chosen]
+    shown = [chosen[i] for i in shuffled(ids, f"T10-cloze|{sid}|{v}")]
+    by_time = sorted(range(len(shown)), key=lambda i: shown[i]["t"])
+    rank = [by_time.index(i) for i in range(len(shown))]
+    masked = set(ids)
+    rest = [r for r in recs if r["event_id"] not in masked]
+    return _row(
+        inp, "visit_cloze", sid, ids, [event_line(r) for r in shown], rank,
+        meta={"subject_id": sid, "hadm_id": int(recs[0]["hadm_id"]), "visit_idx": v,
+              "event_ids": [r["event_id"] for r in shown]},
+        fields={"visit": visit_stream(rest)},
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- sorting
+
+
+def _windows(visits: list[int]) -> list[list[int]]:
+    """Every run of T10_WINDOW consecutive visit indices among a patient's ``visits``."""
+    w = rules.T10_WINDOW
+    have = sorted(visits)
+    return [have[i : i + w] for i in range(len(have) - w + 1) if have[i + w - 1] - have[i] == w - 1]
+
+
+def _first(items: list, make, salt: str, classified) -> list[dict]:
+    """Up to MAX_PER_PATIENT rows: ``make(item)`` over ``items`` in a stable-hash order,
+    skipping None and rows with an anchor outside ANCHOR_STATUSES (documented thinning; only
+    what is kept gets rendered)."""
+    rows: list[dict] = []
+    for item in sorted(items, key=lambda x: stable_hash(salt, x)):
+        row = make(item)
+        if row is not None and classified(row["anchor_event_ids"]):
+            rows.append(row)
+            if len(rows) == MAX_PER_PATIENT:
+                break
+    return rows
+
+
+def _sorting(inp: TaskInputs, sid: int, window: list[int], joint: bool,
+             halves_of: dict[int, tuple[str, str]]) -> dict | None:  # fmt: skip
+    for v in window:
+        if v not in halves_of:
+            halves_of[v] = visit_halves(inp.by_visit.get((sid, v), []))
+    halves = [halves_of[v] for v in window]
+    if joint:
+        keys = [(v, h) for v in window for h in rules.T10_HALVES]
+        texts = [part for pair in halves for part in pair]
+    else:
+        keys = [(v, "visit") for v in window]
+        texts = [f"{a} {d}" for a, d in halves]
+    if len(set(texts)) != len(texts) or any(clip_leak(t) for t in texts):
+        return None
+    subtype = "joint_sorting" if joint else "visit_sorting"
+    order = shuffled([f"{v}|{h}" for v, h in keys], f"T10-{subtype}|{sid}|{window[0]}")
+    hadm = {v: int(inp.visit_info[(sid, v)]["hadm_id"]) for v in window}
+    shown = [keys[i] for i in order]
+    # time rank: visit order, then the admission half before the discharge half
+    time_order = sorted(keys, key=lambda k: (k[0], rules.T10_HALVES.index(k[1]) if joint else 0))
+    rank = [time_order.index(k) for k in shown]
+    anchors = [f"ADM-{hadm[v]}" for v in window]
+    if joint:
+        anchors += [f"DIS-{hadm[v]}" for v in window]
+        meta_items: dict[str, Any] = {"clips": [[hadm[v], h] for v, h in shown]}
+    else:
+        meta_items = {"hadm_ids": [hadm[v] for v, _ in shown]}
+    return _row(inp, subtype, sid, anchors, [texts[i] for i in order], rank,
+                meta={"subject_id": sid, **meta_items}, fields={})  # fmt: skip
+
+
+def generate(inp: TaskInputs) -> pd.DataFrame:
+    """All T10 candidates (QUESTION_COLUMNS + conflicts)."""
+    visits: dict[int, list[int]] = {}
+    for s, v in inp.visit_info:
+        visits.setdefault(s, []).append(v)
+    status = inp.status_of
+
+    def classified(anchors: list[str]) -> bool:
+        return all(status.get(a) in ANCHOR_STATUSES for a in anchors)
+
+    rows: list[dict] = []
+    for sid in sorted(visits):
+        rows += _first(visits[sid], lambda v, sid=sid: _cloze(inp, sid, v, inp.by_visit[(sid, v)]),
+                       f"T10-cloze|{sid}", classified)  # fmt: skip
+        halves_of: dict[int, tuple[str, str]] = {}  # each visit's clips, built once
+        windows = _windows(visits[sid])
+        for joint in (False, True):
+            rows += _first(windows, lambda w, sid=sid, j=joint, h=halves_of: _sorting(inp, sid, w, j, h),
+                           f"T10-sorting|{joint}|{sid}", classified)  # fmt: skip
+    return to_frame(rows)

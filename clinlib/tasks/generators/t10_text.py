@@ -1,0 +1,157 @@
+"""How T10 renders events and visits (LongMedBench "Temporal reasoning": the visit's event
+stream with timestamps for the cloze; visit summaries "with their timestamps removed" for the
+sorting tasks; docs/design.md "T10").
+
+Cloze: every event of the visit is one line ``YYYY-MM-DD HH:MM <kind>: <fields>``, the labs
+drawn at one minute joined on one line. Sorting clips hold no date, time or visit number:
+
+* admission half: the admission type, the abnormal labs of the admission day and the
+  medications started that day;
+* discharge half: the diagnoses, procedures, later abnormal labs, later medications and the
+  discharge location;
+* a visit clip (visit sorting) is the two halves joined.
+
+Lists are capped (:data:`CLIP_CAPS`, first in time order, one entry per lab / drug name) so a
+clip stays a summary, as the seed's visit summaries are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from clinlib.tasks.generators.inputs import timestamp
+
+CLIP_CAPS = {"labs": 6, "medications": 6, "diagnoses": 8, "procedures": 4}
+
+
+def stamp(record: Mapping[str, Any]) -> str:
+    """``YYYY-MM-DD HH:MM`` of a record's time."""
+    return _stamp(int(record["t"]))
+
+
+@lru_cache(maxsize=1 << 18)
+def _stamp(t_us: int) -> str:
+    return timestamp(t_us).strftime("%Y-%m-%d %H:%M")
+
+
+def _clean(x: Any) -> str:
+    return "" if x is None else str(x).strip()
+
+
+def lab_text(r: Mapping[str, Any]) -> str:
+    """``Potassium 5.9 mEq/L (abnormal)``."""
+    text = " ".join(
+        p for p in (_clean(r["label"]), _clean(r["value_text"]), _clean(r["unit"])) if p
+    )
+    return text + (" (abnormal)" if r.get("flag") == "abnormal" else "")
+
+
+def med_text(r: Mapping[str, Any]) -> str:
+    """``Heparin 5000 UNIT SC``."""
+    parts = (r["label"], r["value_text"], r["unit"], r["route"])
+    return " ".join(p for p in (_clean(x) for x in parts) if p)
+
+
+def event_text(r: Mapping[str, Any]) -> str:
+    """``<kind>: <fields>`` of one event (no time)."""
+    kind = r["kind"]
+    if kind == "lab":
+        return f"lab: {lab_text(r)}"
+    if kind == "medication":
+        return f"medication: {med_text(r)}"
+    if kind == "admission":
+        return f"admission: {_clean(r['code']) or 'unspecified type'}"
+    if kind == "discharge":
+        loc = _clean(r["code"])
+        return f"discharge: {loc}" if loc else "discharge"
+    return f"{kind}: {_clean(r['label'])}"
+
+
+def event_line(r: Mapping[str, Any]) -> str:
+    """``YYYY-MM-DD HH:MM <kind>: <fields>``."""
+    return f"{stamp(r)} {event_text(r)}"
+
+
+def visit_stream(records: Iterable[Mapping[str, Any]]) -> str:
+    """A visit's events in time order, one line each; the labs of one minute on one line."""
+    lines: list[str] = []
+    lab_key: str | None = None
+    for r in records:
+        if r["kind"] == "lab":
+            s = stamp(r)
+            if lab_key == s:
+                lines[-1] += f"; {lab_text(r)}"
+            else:
+                lines.append(f"{s} labs: {lab_text(r)}")
+                lab_key = s
+            continue
+        lab_key = None
+        lines.append(event_line(r))
+    return "\n".join(lines)
+
+
+def _capped(items: Iterable[str], cap: int) -> list[str]:
+    out: list[str] = []
+    for x in items:
+        if x and x not in out:
+            out.append(x)
+    return out[:cap]
+
+
+def _first_by(records: Sequence[Mapping[str, Any]], key: str) -> list[Mapping[str, Any]]:
+    seen: set[Any] = set()
+    out = []
+    for r in records:
+        k = r[key]
+        if k not in seen:
+            seen.add(k)
+            out.append(r)
+    return out
+
+
+def _labs(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    abnormal = [r for r in records if r["kind"] == "lab" and r.get("flag") == "abnormal"]
+    return _capped((lab_text(r) for r in _first_by(abnormal, "label")), CLIP_CAPS["labs"])
+
+
+def _meds(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    meds = [r for r in records if r["kind"] == "medication"]
+    return _capped((_clean(r["label"]) for r in meds), CLIP_CAPS["medications"])
+
+
+def visit_halves(records: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
+    """(admission half, discharge half) of one visit's records (module docstring)."""
+    adm = next((r for r in records if r["kind"] == "admission"), None)
+    day = adm["date"] if adm is not None else (records[0]["date"] if records else "")
+    early = [r for r in records if r["date"] == day]
+    later = [r for r in records if r["date"] != day]
+    kind = _clean(adm["code"]).rstrip(".") if adm is not None else ""
+    head = [f"Admission type: {kind or 'unspecified'}."]
+    labs, meds = _labs(early), _meds(early)
+    if labs:
+        head.append(f"Abnormal results on the admission day: {'; '.join(labs)}.")
+    if meds:
+        head.append(f"Medications started on the admission day: {', '.join(meds)}.")
+    dx = _capped((_clean(r["label"]) for r in records if r["kind"] == "diagnosis"),
+                 CLIP_CAPS["diagnoses"])  # fmt: skip
+    px = _capped((_clean(r["label"]) for r in records if r["kind"] == "procedure"),
+                 CLIP_CAPS["procedures"])  # fmt: skip
+    tail = [f"Diagnoses: {'; '.join(dx) if dx else 'none coded'}."]
+    if px:
+        tail.append(f"Procedures: {'; '.join(px)}.")
+    labs, meds = _labs(later), _meds(later)
+    if labs:
+        tail.append(f"Abnormal results later in the stay: {'; '.join(labs)}.")
+    if meds:
+        tail.append(f"Medications started later in the stay: {', '.join(meds)}.")
+    dis = next((r for r in records if r["kind"] == "discharge"), None)
+    loc = _clean(dis["code"]) if dis is not None else ""
+    tail.append(f"Discharged to: {loc.rstrip('.')}." if loc else "Discharge location not recorded.")
+    return " ".join(head), " ".join(tail)
+
+
+def options_block(items: Sequence[str]) -> str:
+    """``A. <item>`` lines."""
+    return "\n".join(f"{chr(ord('A') + i)}. {text}" for i, text in enumerate(items))

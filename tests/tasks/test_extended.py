@@ -1,0 +1,166 @@
+"""The extended question set (docs/design.md "Extended question set") and T10 (LongMedBench
+"Temporal reasoning", Table 3): the paper set is unchanged, T10 lives in
+temporal_questions.parquet with its own gates, L2 recomputes T10 gold from the raw tables and
+L3 refuses a clip that leaks its date or ordinal."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from clinlib.data.build import SourceSpec, load, open_source, read_source_info
+from clinlib.tasks import rules
+from clinlib.tasks.answers import TASK_NAMES
+from clinlib.tasks.answers.order import split_order
+from clinlib.tasks.extended import (
+    QUICK_EXTENDED_COUNTS,
+    extended_counts,
+    load_questions,
+    question_digest,
+)
+from clinlib.tasks.gates import gate_l2, gate_l3
+from clinlib.tasks.gates.ordering import t10_leak
+from clinlib.tasks.recompute import load_raw
+
+# question_digest of the quick profile's questions.parquet built by the code BEFORE the
+# extended set existed (commit e580b2b): T1–T9 must stay byte-for-byte the same questions.
+QUICK_PAPER_DIGEST = "f3512309f4cf6759471a961e87c95a5e3d3a124f3815f6dc27ec6c7a256d3522"
+
+
+def test_paper_question_set_is_unchanged(quick_built):
+    questions = load("questions", "quick")
+    assert set(questions["task"]) == set(TASK_NAMES)  # no extended task joins the paper set
+    assert question_digest(questions) == QUICK_PAPER_DIGEST
+    # the digest is a function of content, not of row order
+    assert question_digest(questions.sample(frac=1, random_state=1)) == QUICK_PAPER_DIGEST
+
+
+def test_counts_per_profile():
+    assert extended_counts("quick") == QUICK_EXTENDED_COUNTS == {"T10": 24}
+    assert extended_counts("paper") == rules.EXTENDED_COUNTS == {"T10": 900}
+    assert "T10" not in rules.PAPER_COUNTS and sum(rules.PAPER_COUNTS.values()) == 6271
+
+
+def test_load_questions_takes_extended_tasks_only_when_named(quick_temporal):
+    paper = load_questions("quick")
+    assert set(paper["task"]) == set(TASK_NAMES)
+    t10 = load_questions("quick", ["T10"])
+    assert set(t10["task"]) == {"T10"}
+    both = load_questions("quick", ["T1", "T10"])
+    assert len(both) == len(paper) + len(t10)
+    with pytest.raises(ValueError, match="unknown task"):
+        load_questions("quick", ["T11"])
+
+
+@pytest.fixture(scope="module")
+def t10(quick_temporal):
+    return load("temporal_questions", "quick")
+
+
+def _items(row) -> list[str]:
+    return [str(o) for o in row["options"]]
+
+
+def test_quick_t10_set_is_balanced_and_gated(t10, quick_temporal):
+    assert t10["subtype"].value_counts().to_dict() == {
+        "visit_cloze": 8,
+        "visit_sorting": 8,
+        "joint_sorting": 8,
+    }
+    assert t10["disease"].nunique() == 4  # balanced over the index diseases
+    gates = load("temporal_gates", "quick")
+    assert set(gates["task"]) == {"T10"} and gates["passed"].all()
+    sizes = t10.groupby("subtype")["options"].apply(lambda s: sorted({len(o) for o in s}))
+    assert sizes["visit_sorting"] == [5] and sizes["joint_sorting"] == [10]
+    assert set(sizes["visit_cloze"]) <= set(range(rules.T10_CLOZE_MIN, rules.T10_CLOZE_MAX + 1))
+
+
+def test_cloze_gold_is_the_order_of_the_shown_timestamps(t10):
+    for row in t10[t10["subtype"] == "visit_cloze"].to_dict("records"):
+        stamps = [re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d", item).group(0) for item in _items(row)]
+        by_time = sorted(range(len(stamps)), key=stamps.__getitem__)
+        assert split_order(row["gold"]) == [chr(65 + i) for i in by_time]
+        assert len(set(stamps)) == len(stamps)
+        assert all(item not in row["question"].split("\nA. ")[0] for item in _items(row))
+
+
+def test_sorting_gold_is_the_visit_order(t10):
+    events = load("events", "quick")
+    visit_of = dict(
+        zip(events["hadm_id"].astype(int), events["visit_idx"].astype(int), strict=False)
+    )
+    for row in t10[t10["subtype"] != "visit_cloze"].to_dict("records"):
+        meta = json.loads(row["meta"])
+        gold = split_order(row["gold"])
+        if row["subtype"] == "visit_sorting":
+            visits = [visit_of[h] for h in meta["hadm_ids"]]
+            assert [visits[ord(x) - 65] for x in gold] == sorted(visits)
+            assert sorted(visits) == list(range(min(visits), min(visits) + 5))  # consecutive
+        else:
+            clips = [(visit_of[h], half) for h, half in meta["clips"]]
+            ordered = [clips[ord(x) - 65] for x in gold]
+            assert ordered == sorted(clips, key=lambda c: (c[0], c[1] != "admission"))
+            # each admission half is labelled as such
+            for (_, half), item in zip(clips, _items(row), strict=True):
+                assert item.startswith("Admission type:") == (half == "admission")
+
+
+@pytest.fixture(scope="module")
+def l2(t10):
+    """gate_l2 over the quick raw hosp tables, read once for the T10 patients."""
+    info = read_source_info("quick")
+    con = open_source(SourceSpec(info["kind"], Path(info["path"]), info["credentialed"]))
+    try:
+        raw = load_raw(con, {int(s) for ids in t10["subject_ids"] for s in ids})
+    finally:
+        con.close()
+    coverage = load("event_coverage", "quick")
+
+    def failures(questions: pd.DataFrame) -> list[tuple[str, str]]:
+        return gate_l2(questions, raw, coverage).get("T10", (0, []))[1]
+
+    return failures
+
+
+def test_l2_recomputes_from_raw_and_catches_a_wrong_gold(t10, l2):
+    sample = t10.groupby("subtype").head(1).reset_index(drop=True)
+    assert l2(sample) == []
+    bad = sample.copy()
+    # swap the first two letters of each gold: still a permutation, no longer the order
+    bad["gold"] = [",".join([g[1], g[0], *g[2:]]) for g in map(split_order, bad["gold"])]
+    fails = l2(bad)
+    assert len(fails) == 3 and all("but recomputed" in why for _, why in fails)
+    # the meta names the items; reordering it without the gold is caught too
+    meta = json.loads(sample.loc[0, "meta"])
+    key = {"visit_cloze": "event_ids", "visit_sorting": "hadm_ids", "joint_sorting": "clips"}[
+        sample.loc[0, "subtype"]
+    ]
+    meta[key] = meta[key][::-1]
+    moved = sample.iloc[[0]].copy()
+    moved["meta"] = json.dumps(meta)
+    assert len(l2(moved)) == 1
+
+
+def test_l3_fails_on_a_leaking_clip(t10):
+    row = t10[t10["subtype"] == "visit_sorting"].iloc[0].to_dict()
+    assert t10_leak(row) is None
+    leaking = dict(row, options=[*_items(row)[:-1], _items(row)[-1] + " Seen again on 2150-03-02."])
+    leaking_why = "clip E states a ISO date '2150-03-02'"
+    assert t10_leak(leaking) == leaking_why
+    ordinal = dict(row, options=["Second admission: " + _items(row)[0], *_items(row)[1:]])
+    assert t10_leak(ordinal) == "clip A states a visit ordinal 'second admission'"
+    shown_in_order = dict(row, gold="A,B,C,D,E")
+    assert t10_leak(shown_in_order) == "the items are shown in their gold order"
+    assert gate_l3(pd.DataFrame([leaking, row]))["T10"] == (2, [(row["qid"], leaking_why)])
+
+
+def test_l3_fails_on_a_cloze_item_left_in_the_visit(t10):
+    row = t10[t10["subtype"] == "visit_cloze"].iloc[0].to_dict()
+    assert t10_leak(row) is None
+    item = _items(row)[0]
+    kept = dict(row, question=row["question"].replace("\nA. ", f"\n{item}\nA. ", 1))
+    assert t10_leak(kept) == "removed event A is still in the visit text"
