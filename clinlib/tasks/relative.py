@@ -10,8 +10,9 @@ twin, so each selected event is asked both ways. The extended-set build
 (rules.EXTENDED_COUNTS: 600 on the paper profile = 300 events; 24 on quick).
 
 L3 (no leak) for T1R: T1's rule on both subtypes (the stem must not state the gold value,
-dates excluded), and a relative stem must hold no digit at all — no date, no time, no visit
-number: the position is the only cue, written in words.
+dates excluded), and a relative stem must state no number (:data:`clinlib.tasks.base.
+STATED_NUMBER`) — no date, no time, no visit number: the position is the only cue, written in
+words (a lab name such as "% Hemoglobin A1c" is not a number).
 """
 
 from __future__ import annotations

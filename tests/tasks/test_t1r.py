@@ -56,7 +56,7 @@ def test_wording_relative_names_position_explicit_names_date(cands):
     by = {(r["subtype"], _meta(r)["position"]): r for r in cands.to_dict("records")}
     rel = by[("relative", 2)]["question"]
     assert "second Glucose" in rel and "third hospital stay" in rel
-    assert not any(ch.isdigit() for ch in rel.split("?")[0])
+    assert not any(ch.isdigit() for ch in rel.split("?")[0])  # Glucose: no digit at all
     expl = by[("explicit", 2)]["question"]
     stems = {t.format(lab="Glucose", date="2150-06-02") for t in T1_TEMPLATES}
     assert any(expl.startswith(s) for s in stems)
@@ -111,7 +111,11 @@ def test_leak_rule():
                       f"stay. {fmt}"}  # fmt: skip
     assert t1r_leak(ok) is None  # the format's "1.3 mg/dL" example is not the stem
     dated = {**ok, "question": ok["question"].replace("third", "2150-01-02")}
-    assert "digit" in t1r_leak(dated)
+    assert "states a number" in t1r_leak(dated)
+    numbered = {**ok, "question": ok["question"].replace("the third hospital stay", "visit 3")}
+    assert "states a number" in t1r_leak(numbered)
+    a1c = {**ok, "question": ok["question"].replace("Potassium", "% Hemoglobin A1c")}
+    assert t1r_leak(a1c) is None  # a lab name, not a number
     stated = {**base, "subtype": "explicit",
               "question": f"Was the Potassium 4.1 on 2150-01-02? {fmt}"}  # fmt: skip
     assert "gold value" in t1r_leak(stated)

@@ -145,8 +145,8 @@ def _leak(row: Mapping[str, Any]) -> str | None:
         g = _num(gold)
         if g is not None and any(n == g for n in _numbers(stem)):
             return f"the stem states the gold value {gold!r}"
-        if task == "T1R" and row.get("subtype") == "relative" and re.search(r"\d", stem):
-            return "the relative stem states a digit (a date, time or number)"
+        if task == "T1R" and row.get("subtype") == "relative" and STATED_NUMBER.search(stem):
+            return "the relative stem states a number (a date, time or visit number)"
     elif task == "T2":
         direction, _, magnitude = gold.partition(";")
         if _label_leak(stem, direction, _DIRECTION_STEMS):

@@ -16,8 +16,8 @@ dialogue shows, the date names exactly one value, and both name the same event).
 k = rank of e among the visit's L measurements by (time, event id), at most
 :data:`MAX_POSITION`; the visit is named by its rank ``visit_idx + 1`` (the dialogue's
 "Visit N" header, and its "your N-th hospital stay" greeting). Ordinals are words, so no
-digit of the relative stem can state the gold. Pools are thinned to MAX_PER_SERIES events
-per (patient, lab) by a stable hash, as for T1.
+number is stated in the relative stem (gate L3 refuses one). Pools are thinned to
+MAX_PER_SERIES events per (patient, lab) by a stable hash, as for T1.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import pandas as pd
 
 from clinlib.dialogue.turns import ordinal_word
 from clinlib.tasks.answers import VALUE_FORMAT
+from clinlib.tasks.base import STATED_NUMBER
 from clinlib.tasks.generators.common import (
     NUMERIC_TEXT,
     TaskInputs,
@@ -129,6 +130,8 @@ def _pair(inp: TaskInputs, e: dict, k: int, n: int, n_visits: int) -> list[dict]
     )  # fmt: skip
     rows = [explicit, relative]
     if any(mentions_number(r["_body"], meta["value_text"]) for r in rows):
+        return []
+    if STATED_NUMBER.search(relative["_body"]):  # gate L3: the position is the only cue
         return []
     return rows
 
