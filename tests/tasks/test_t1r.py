@@ -15,6 +15,7 @@ import json
 import pandas as pd
 import pytest
 
+from clinlib.data.build import load
 from clinlib.tasks import TASKS, score
 from clinlib.tasks.answers import EXTENDED_TASK_NAMES, TASK_NAMES
 from clinlib.tasks.build import TASK_ORDER
@@ -150,3 +151,17 @@ def test_extended_build_selects_t1r_in_pairs(cands):
     assert len(sel) == 4 and "conflicts" in sel.columns  # the build drops it after selection
     assert avail.set_index("subtype")["selected"].to_dict() == {"explicit": 2, "relative": 2}
     assert (short["target"], short["selected"], short["missing"]) == (6, 4, 2)
+
+
+def test_quick_extended_set_holds_t1r_pairs_that_pass_every_gate(quick_temporal):
+    extended = load("temporal_questions", "quick")
+    rows = extended[extended["task"] == "T1R"]
+    assert rows["subtype"].value_counts().to_dict() == {"explicit": 12, "relative": 12}
+    pairs = rows.groupby(rows["meta"].map(lambda m: json.loads(m)["pair"]))
+    assert all(sorted(g) == ["explicit", "relative"] for _, g in pairs["subtype"])
+    assert pairs["gold"].nunique().eq(1).all()
+    assert rows["disease"].nunique() == 4
+    gates = load("temporal_gates", "quick")
+    t1r_gates = gates[gates["task"] == "T1R"]
+    assert set(t1r_gates["gate"]) >= {"L0", "L1", "L2", "L3", "L4"} and t1r_gates["passed"].all()
+    assert t1r_gates.set_index("gate").loc["L2", "n_checked"] == 24
