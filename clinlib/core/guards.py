@@ -293,10 +293,10 @@ def evaluable_patients(cohort, dialogue_summary, questions):
 # (or dialogues.parquet) makes every prediction in predictions/ an answer to something else,
 # while a question that keeps its qid (a hash of task, subjects and anchors) would look done.
 PREDICTIONS_BASIS_FILE = "_basis.json"
-BASIS_ARTIFACTS: tuple[str, ...] = ("questions", "dialogues", "temporal_questions")
-# Compared only when the recorded basis names them: a folder claimed before the extended set
-# existed holds no answers to it (clinlib.tasks.extended).
-OPTIONAL_BASIS: frozenset[str] = frozenset({"temporal_questions"})
+# The extended set (temporal_questions.parquet) is not part of it: its qids hash the whole
+# question (clinlib.tasks.generators.t10), so a rebuilt extended set orphans its old answers
+# (load_predictions drops them) without making the paper's predictions stale.
+BASIS_ARTIFACTS: tuple[str, ...] = ("questions", "dialogues")
 
 
 def predictions_basis(profile: str | None = None) -> dict[str, str | None]:
@@ -328,9 +328,5 @@ def stale_basis(recorded: Mapping | None, current: Mapping) -> str | None:
     """Which artifact changed since predictions were made (None: same basis, or unknown)."""
     if recorded is None:
         return None
-    changed = [
-        a
-        for a in BASIS_ARTIFACTS
-        if (a in recorded or a not in OPTIONAL_BASIS) and recorded.get(a) != current.get(a)
-    ]
+    changed = [a for a in BASIS_ARTIFACTS if recorded.get(a) != current.get(a)]
     return ", ".join(f"{a}.parquet" for a in changed) or None

@@ -70,14 +70,8 @@ def prompt_fingerprint() -> str:
 
 
 def basis(profile: str) -> dict[str, str | None]:
-    """What counts are valid for: the predictions basis plus :func:`prompt_fingerprint`.
-
-    The optional extended set (guards.OPTIONAL_BASIS) is left out, so that building or
-    rebuilding it never discards the paper questions' counts; an extended question's count
-    may then outlive a re-render of its text (it only feeds cost estimates)."""
-    base = guards.predictions_basis(profile)
-    return {**{k: v for k, v in base.items() if k not in guards.OPTIONAL_BASIS},
-            "prompt": prompt_fingerprint()}  # fmt: skip
+    """What counts are valid for: the predictions basis plus :func:`prompt_fingerprint`."""
+    return {**guards.predictions_basis(profile), "prompt": prompt_fingerprint()}
 
 
 def _parts(directory: Path) -> list[Path]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 
-from clinlib.tasks.answers.order import canonical_order
 from clinlib.tasks.base import ABSTAIN
 from clinlib.tasks.templates import T10_MARKERS
 
@@ -64,6 +63,6 @@ def answer_order(question: str, eager: bool = False) -> str:
     adm = [label for label, text in items if text.startswith("Admission type:")]
     dis = [(label, text) for label, text in items if not text.startswith("Admission type:")]
     dis = [label for label, _ in sorted(dis, key=lambda x: _n_diagnoses(x[1]))]
-    if len(adm) != len(dis):
-        return canonical_order([label for label, _ in items]).replace(",", ", ")
+    if len(adm) != len(dis):  # not halves after all: keep the shown order
+        return ", ".join(label for label, _ in items)
     return ", ".join(x for pair in zip(adm, dis, strict=True) for x in pair)

@@ -21,10 +21,11 @@ from typing import Any
 import pandas as pd
 
 from clinlib.core import guards
-from clinlib.core.config import build_dir, resolve_profile
+from clinlib.core.config import artifact_path, build_dir, resolve_profile
 from clinlib.core.io import write_parquet
 from clinlib.data.build import load
 from clinlib.tasks.answers import TASK_NAMES
+from clinlib.tasks.extended import EXTENDED_ARTIFACT
 
 log = logging.getLogger("clinlib.eval.runner")
 
@@ -173,11 +174,21 @@ def load_predictions(
         raise RunnerError(f"predictions in {predictions_dir(profile)} lack columns {missing}")
     if dedupe:
         df = df.drop_duplicates(list(KEY_COLUMNS), keep="last").reset_index(drop=True)
-    if not extended and "task" in df.columns:
-        paper = df["task"].isin(list(TASK_NAMES))
-        if not paper.all():
-            df = df[paper].reset_index(drop=True)
+    if "task" in df.columns:
+        df = _current_rows(df, profile, extended)
     return df
+
+
+def _current_rows(df: pd.DataFrame, profile: str | None, extended: bool) -> pd.DataFrame:
+    """Paper tasks' rows; with ``extended``, also the extended tasks' rows that answer a
+    question of the current extended set (its qids hash the whole question, so an answer to
+    a re-rendered or dropped question is left out, and re-asked by a run)."""
+    keep = df["task"].isin(list(TASK_NAMES))
+    if extended and not keep.all():
+        path = artifact_path(f"{EXTENDED_ARTIFACT}.parquet", profile)
+        current = set(pd.read_parquet(path, columns=["qid"])["qid"]) if path.exists() else set()
+        keep |= df["qid"].isin(current)
+    return df if keep.all() else df[keep].reset_index(drop=True)
 
 
 def row_scores(preds: pd.DataFrame, lenient: bool = False) -> pd.Series:

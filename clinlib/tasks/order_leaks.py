@@ -38,12 +38,12 @@ LEAK_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("ISO date", r"\b\d{4}-\d{1,2}-\d{1,2}\b"),
         (
             "numeric date",
-            r"(?<![\d.])(?:0?[1-9]|1[0-2])/(?:0?[1-9]|[12]\d|3[01])(?:/\d{2,4})?(?![\d.])",
+            r"(?<![\d.])(?:0?[1-9]|1[0-2])/(?:0?[1-9]|[12]\d|3[01])(?:/\d{2,4})?(?!\d|\.\d)",
         ),
         ("month-name date", rf"\b(?:{_MONTHS})\.?\s+\d{{1,2}}\b|\b\d{{1,2}}\s+(?:{_MONTHS})\b"),
         ("month and year", rf"\b(?:{_MONTHS})\.?,?\s+\d{{4}}\b"),
         ("clock time", r"\b\d{1,2}:\d{2}\b"),
-        ("year", rf"(?<![\d.,])(?:19|20|21|22)\d{{2}}(?![\d.,])(?!\s*{_UNIT})"),
+        ("year", rf"(?<![\d.,])(?:19|20|21|22)\d{{2}}(?!\d|[.,]\d)(?!\s*{_UNIT})"),
         ("visit number", rf"\b{_VISIT_WORDS}\s*(?:#|no\.?|number)?\s*\d+\b"),
         ("visit ordinal", rf"\b(?:{_ORDINALS})\s+(?:\w+\s+)?{_VISIT_WORDS}\b"),
     )

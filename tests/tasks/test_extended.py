@@ -166,3 +166,26 @@ def test_l3_fails_on_a_cloze_item_left_in_the_visit(t10):
     item = _items(row)[0]
     kept = dict(row, question=row["question"].replace("\nA. ", f"\n{item}\nA. ", 1))
     assert t10_leak(kept) == "removed event A is still in the visit text"
+
+
+def test_cli_questions_reports_a_failed_extended_set_in_one_line(monkeypatch):
+    from typer.testing import CliRunner
+
+    from clinlib import cli
+    from clinlib.core.guards import StageError
+
+    paper = pd.DataFrame({"task": ["T1"]})
+    gates = pd.DataFrame(columns=["gate", "task", "n_checked", "n_failed", "threshold",
+                                  "passed", "severity", "detail"])  # fmt: skip
+    monkeypatch.setattr(
+        cli, "build_questions", lambda *a, **k: {"questions": paper, "gates": gates}
+    )
+
+    def fail(*a, **k):
+        raise StageError("temporal_questions: 0 of 24 questions generated")
+
+    monkeypatch.setattr(cli, "build_temporal_questions", fail)
+    out = CliRunner().invoke(cli.app, ["questions", "--profile", "quick"])
+    assert out.exit_code == 0  # the paper set stands; the add-on failed
+    assert "extended set (T10) not built: temporal_questions: 0 of 24" in out.output
+    assert "Traceback" not in out.output

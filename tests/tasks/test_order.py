@@ -138,6 +138,9 @@ def test_registry_flags_t10_as_extended():
         ("Seen March 3", "month-name date 'march 3'"),
         ("labs drawn at 09:24", "clock time '09:24'"),
         ("since 2150 the patient", "year '2150'"),
+        ("Follow-up exam 3/14.", "numeric date '3/14'"),  # a full stop ends the date
+        ("Seen in 2150.", "year '2150'"),
+        ("Sodium Chloride 0.9% 1000.5 mL", None),
         ("Visit 3: chest pain", "visit number 'visit 3'"),
         ("readmitted, her second admission this year", "visit ordinal 'second admission'"),
         ("as at the previous stay", "visit ordinal 'previous stay'"),

@@ -12,12 +12,14 @@ L0 schema (hard, 0 failures). Every :data:`clinlib.tasks.base.QUESTION_COLUMNS` 
     ``"<subject>:<turn>"``); template_id >= 0; disease an index disease, tertile
     low/medium/high; meta a JSON object; injection "" or JSON; gold in the task's canonical
     vocabulary (:func:`clinlib.tasks.answers.gold_problem`); T7 four distinct options, other
-    tasks none.
+    tasks none; T10 (extended set) 3–10 distinct items and a gold that is a permutation of
+    their letters.
 L1 anchor source (hard, < 1%). T1–T8: every anchor is a ``covered`` event
     (event_coverage.status) of the question's patients; anchors may be empty only for
     :data:`ANCHORLESS_SUBTYPES`. T9: every anchor is a ``missed`` event; a T9 question without
     anchors (a lab never measured on a date) must have no event of that lab on that date in the
-    events table and no panel row of it that day in the raw labevents.
+    events table and no panel row of it that day in the raw labevents. T10: every anchor is a
+    ``covered`` or ``missed`` event of the patient (the question lists its items itself).
 L2 gold recompute (hard, < 0.5%). :mod:`clinlib.tasks.recompute` regenerates every gold from
     the raw hosp tables and the question's meta with its own SQL and arithmetic; a question
     fails when the gold differs, cannot be recomputed, or (where the rule fixes them) the
@@ -28,9 +30,11 @@ L3 no gold leakage (hard, 0 failures). The question stem — the text without th
     unless every alternative of that axis is listed (a list of choices is not a leak); T3 / T5
     the injected sentence or its "Physician noted:" marker; T4 any gold event id; T6 the
     computed values of A or B (rule parameters such as "5%" excluded); T7 the answer option's
-    text; T8 the before/after values; T9 an abstention cue (:data:`T9_CUES`). Extended T1R:
-    T1's rule, and a relative stem states no number (no date, time or visit number: the
-    position, in words, is its only cue; "A1c" is a name, not a number).
+    text; T8 the before/after values; T9 an abstention cue (:data:`T9_CUES`); T10 see
+    :mod:`clinlib.tasks.gates.ordering` (no date / ordinal in a sorting clip, no removed cloze
+    event left in the visit, items not shown in gold order); T1R T1's rule, and a relative
+    stem states no number (no date, time or visit number: the position, in words, is its only
+    cue; "A1c" is a name).
 L4 distribution coverage (soft). Per task: no empty disease / tertile / subtype stratum when
     the task has at least as many questions as strata; no disease holding more than twice its
     uniform share; no patient above :data:`MAX_PATIENT_SHARE` of a task of >= 20 questions;

@@ -16,7 +16,8 @@ Subtypes (rules in :mod:`clinlib.tasks.rules`, text in :mod:`.t10_text`):
 Sorting windows whose clips repeat or state a date / ordinal
 (:func:`clinlib.tasks.order_leaks.clip_leak`) are dropped; candidates are thinned to
 MAX_PER_PATIENT per (patient, subtype): the first that qualify in a stable-hash order of the
-patient's visits / windows (only those are rendered). The shown order is a stable-hash
+patient's visits / windows (only those are rendered). The qid also hashes the question's
+whole content, so a changed rendering makes new questions (docs/design.md). The shown order is a stable-hash
 shuffle that is never the gold order. The question carries every item (``options`` = the item
 texts in letter order), so any history representation can be the context; the seed's own
 setting (items only) is the ``no-context-blind`` strategy.
@@ -24,12 +25,15 @@ setting (items only) is the ``no-context-blind`` strategy.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
 from clinlib.tasks import rules
+from clinlib.tasks.answers import ANSWER_FORMATS
 from clinlib.tasks.answers.order import ORDER_LETTERS, canonical_order
 from clinlib.tasks.generators.common import TaskInputs, question_row, stable_hash, to_frame
 from clinlib.tasks.generators.t10_text import (
@@ -64,6 +68,10 @@ def _row(inp: TaskInputs, subtype: str, sid: int, anchors: list[str], items: lis
     gold = canonical_order(
         [letters[i] for i in sorted(range(len(items)), key=gold_rank.__getitem__)]
     )
+    # The qid hashes the whole question (items, text fields, meta, wording): a re-rendered
+    # question is a new question, so its old answers are orphaned, never taken as done.
+    content = json.dumps([items, fields, meta, T10_TEMPLATES[subtype], ANSWER_FORMATS[TASK]],
+                         sort_keys=True, default=str)  # fmt: skip
     return question_row(
         inp,
         task=TASK,
@@ -76,6 +84,7 @@ def _row(inp: TaskInputs, subtype: str, sid: int, anchors: list[str], items: lis
         meta=meta,
         options=items,
         suffix=options_block(items),
+        extra_key=[hashlib.sha1(content.encode()).hexdigest()[:12]],
     )
 
 
