@@ -89,6 +89,8 @@ _API: dict[str, tuple[str, str | None]] = {
     "ablations": ("clinlib.analysis.ablations", None),  # 11
     "failures": ("clinlib.analysis.failures", None),  # 13, apps/failure_explorer
     "pages": ("clinlib.core.pages", None),  # the apps' paging and output budget
+    "temporal": ("clinlib.analysis.temporal", None),  # 15
+    "subset_pairs": ("clinlib.tasks.relative", "subset_pairs"),  # 15
 }
 
 __all__ = sorted(_API)

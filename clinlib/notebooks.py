@@ -32,6 +32,10 @@ _READ_BEFORE_ABLATIONS = ("04_run_evaluation", "06_t3_injection_probe", "07_sp1_
 AFTER: dict[str, tuple[str, ...]] = {
     "11_ablations": _READ_BEFORE_ABLATIONS,
     "13_failure_explorer": ("11_ablations",),
+    # 15 reads the main evaluation's post predictions (by anchor position, by length quartile)
+    # from the folder 11 appends to; it adds only extended-task rows (T1R, T10), which
+    # load_predictions leaves out unless asked, so no notebook has to wait for it.
+    "15_temporal_reasoning": ("11_ablations",),
 }
 
 

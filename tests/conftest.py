@@ -47,10 +47,15 @@ def quick_built():
 
 @pytest.fixture(scope="session")
 def quick_temporal(quick_built):
-    """The quick profile's extended question set (T10): `clintrace questions` writes it after
-    the paper set; built here when an older build lacks it."""
-    if not artifact_path("temporal_questions.parquet", "quick").exists():
-        from clinlib.tasks.extended import build_temporal_questions
+    """The quick profile's extended question set (T10, T1R): `clintrace questions` writes it
+    after the paper set; built here when an older build lacks it or one of its tasks."""
+    import pandas as pd
 
+    from clinlib.tasks.extended import build_temporal_questions, extended_counts
+
+    path = artifact_path("temporal_questions.parquet", "quick")
+    if not path.exists() or set(pd.read_parquet(path, columns=["task"])["task"]) != set(
+        extended_counts("quick")
+    ):
         build_temporal_questions("quick")
     return "quick"

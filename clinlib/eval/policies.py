@@ -65,6 +65,7 @@ from clinlib.eval.reader_prompt import (
     _sections,
     recognise,
 )
+from clinlib.eval.reader_relative import answer_relative, recognise_relative
 from clinlib.llm.backbones import get_backbone, register_backbone
 from clinlib.llm.types import OFFLINE_READER_MODEL_PREFIX, Backbone, BackboneError, OfflineReply
 from clinlib.tasks.base import ABSTAIN
@@ -181,6 +182,13 @@ def answer(messages: Sequence[Mapping[str, Any]], eager: bool = False) -> str:
     record, question = split_user_message(list(messages))
     if order_subtype(question) is not None:  # T10: the question carries its items
         return answer_order(question, eager)
+    relative = recognise_relative(question)
+    if relative is not None:  # the extended T1R task's positional wording
+        rec = _parse_cached(
+            record, tuple({relative.lab} if relative.lab.lower() not in _PANEL_RES else ())
+        )
+        out = answer_relative(rec, relative, eager)
+        return out if out is not None else ABSTAIN
     q = recognise(question)
     extra = [q.fields[k] for k in ("lab",) if q.fields.get(k)] + list(q.fields.get("labs", []))
     rec = _parse_cached(

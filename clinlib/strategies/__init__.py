@@ -4,7 +4,7 @@ docs/design.md principle 4: an ablation is a one-string change).
 
 The paper's eight: ``no-context-blind``, ``last-visit-only``, ``full-context``,
 ``dense-retrieval``, ``structured-timeline``, ``llm-summary``, ``mem0``, ``a-mem``.
-Extras: ``last-n-visits``, ``bm25``, ``hybrid``, ``codebook``.
+Extras: ``last-n-visits``, ``bm25``, ``hybrid``, ``codebook``, ``window-visits(m=...)``.
 
 Usage::
 

@@ -8,6 +8,7 @@ package's ``__init__`` only re-exports.
 from __future__ import annotations
 
 import ast
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from clinlib.strategies.retrieval import BM25Retrieval, DenseRetrieval, HybridRe
 from clinlib.strategies.simple import FullContext, LastNVisits, LastVisitOnly, NoContextBlind
 from clinlib.strategies.summary import LLMSummary
 from clinlib.strategies.timeline import StructuredTimeline
+from clinlib.strategies.window import WindowVisits
 
 EMBEDDINGS_DIR = "embeddings"
 
@@ -46,6 +48,7 @@ STRATEGIES: dict[str, type[Strategy]] = {
         BM25Retrieval,
         HybridRetrieval,
         Codebook,
+        WindowVisits,
     )
 }
 EXTRA_STRATEGIES: tuple[str, ...] = tuple(n for n in STRATEGIES if n not in PAPER_STRATEGIES)
@@ -54,6 +57,13 @@ _PROFILE_DIRS = ("embedding_dir", "mem0ai_dir")
 
 
 _LABEL = re.compile(r"^\s*([a-z0-9-]+)\s*(?:\((.*)\))?\s*$", re.S)
+
+
+def _literal(node: ast.expr) -> Any:
+    """A Python literal, or the bare name ``inf`` (a window of every visit, ``m=inf``)."""
+    if isinstance(node, ast.Name) and node.id == "inf":
+        return math.inf
+    return ast.literal_eval(node)
 
 
 def parse_label(label: str) -> tuple[str, dict[str, Any]]:
@@ -73,7 +83,7 @@ def parse_label(label: str) -> tuple[str, dict[str, Any]]:
     try:
         call = ast.parse(f"f({inner})", mode="eval").body
         assert isinstance(call, ast.Call) and not call.args
-        params = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
+        params = {kw.arg: _literal(kw.value) for kw in call.keywords}
     except (SyntaxError, ValueError, AssertionError):
         raise StrategyError(
             f"cannot read the parameters of strategy {label!r}: expected key=value pairs "

@@ -92,6 +92,9 @@ SUBTYPE_WEIGHTS: dict[str, dict[str, tuple[float, str]]] = {
     },
     # 1,147 lab / 353 other (Appendix B.6); lab = 3 missed : 1 never measured.
     "T9": {"lab": (860, "lab"), "lab-unmeasured": (287, "lab"), "other": (353, "other")},
+    # Extended T1R: pairs are selected on their relative row; the explicit twin follows
+    # (clinlib.tasks.relative).
+    "T1R": {"relative": (1, "relative")},
 }
 
 # Fig. 13C: eval questions per patient, max 12 (median 4, mean 4.3).
@@ -118,7 +121,9 @@ def target_counts(profile: str | None = None) -> dict[str, int]:
 
 def subtype_plan(task: str) -> dict[str, tuple[float, str]]:
     """``{subtype: (weight, group)}`` of a task."""
-    return SUBTYPE_WEIGHTS.get(task, {s: (1.0, s) for s in SUBTYPES[task]})
+    if task in SUBTYPE_WEIGHTS:
+        return SUBTYPE_WEIGHTS[task]
+    return {s: (1.0, s) for s in SUBTYPES[task]}
 
 
 # --------------------------------------------------------------------------- quotas

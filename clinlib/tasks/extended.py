@@ -34,11 +34,14 @@ from clinlib.tasks.build import _hard_failure, select_task, shortfall_gate_rows
 from clinlib.tasks.gates import run_gates
 from clinlib.tasks.generate import generate_candidates, load_inputs
 from clinlib.tasks.generators.common import INTERNAL_COLUMNS
+from clinlib.tasks.relative import select_t1r
 
 EXTENDED_STAGE = "temporal_questions"
 EXTENDED_ARTIFACT = "temporal_questions"
 # Quick profile: a few per subtype, so unit tests stay fast (the paper profile: rules).
-QUICK_EXTENDED_COUNTS: dict[str, int] = {"T10": 24}
+QUICK_EXTENDED_COUNTS: dict[str, int] = {"T10": 24, "T1R": 24}
+# Tasks selected by their own rule (default: select_task): T1R picks events, asked both ways.
+SELECTORS = {"T1R": select_t1r}
 
 
 def extended_counts(profile: str | None = None) -> dict[str, int]:
@@ -58,7 +61,7 @@ def build_extended_set(inp, counts: Mapping[str, int], seed: int = 0):
     cands = generate_candidates(inp, tasks)
     parts, avails, shortfalls = [], [], []
     for t in tasks:
-        sel, avail, short = select_task(cands[t], t, int(counts[t]), seed)
+        sel, avail, short = SELECTORS.get(t, select_task)(cands[t], t, int(counts[t]), seed)
         parts.append(sel)
         avails.append(avail)
         if short:

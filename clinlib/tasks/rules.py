@@ -120,6 +120,6 @@ T10_WINDOW = 5
 T10_MAX_VISIT_EVENTS = 150  # cloze visits longer than this are skipped (prompt size)
 T10_HALVES = ("admission", "discharge")
 
-# Extended tasks' counts on the paper-sized profiles (300 per T10 subtype); never part of
-# PAPER_COUNTS, so the paper's 6,271-question set is unaffected.
-EXTENDED_COUNTS: dict[str, int] = {"T10": 900}
+# Extended tasks' counts on the paper-sized profiles (300 per T10 subtype; T1R 300 events asked
+# both ways); never part of PAPER_COUNTS, so the paper's 6,271-question set is unaffected.
+EXTENDED_COUNTS: dict[str, int] = {"T10": 900, "T1R": 600}

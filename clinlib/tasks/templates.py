@@ -185,3 +185,16 @@ T10_TEMPLATES: dict[str, tuple[str, ...]] = {
         "admission half right before its discharge half).",
     ),
 }
+
+# --- T1R relative-time retrieval (an extended task beside T1; LongMedBench "event retrieval":
+# the event is named by its position, not its date). {ordinal} is the measurement's rank among
+# the visit's {lab} measurements, {visit} the visit's rank in the record — both words, as the
+# dialogue's own greeting writes visit ordinals ("your third hospital stay"), and as the
+# header "Visit N" numbers them. The explicit twin reuses T1_TEMPLATES verbatim.
+T1R_RELATIVE_TEMPLATES: tuple[str, ...] = (
+    "What was the patient's {lab} at the {ordinal} {lab} measurement of the {visit} hospital stay?",
+    "During the patient's {visit} hospital stay, what value did the {ordinal} {lab} "
+    "measurement show?",
+    "Report the {ordinal} {lab} result recorded during the {visit} hospital stay.",
+    "In the {visit} hospital stay, what was the {ordinal} {lab} value measured?",
+)

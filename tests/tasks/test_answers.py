@@ -255,7 +255,7 @@ def test_bad_input_errors():
 
 
 def test_formats_and_caps():
-    # the paper's nine plus the extended tasks (T10), each with a format and a cap
+    # the paper's nine plus the extended tasks (T10, T1R), each with a format and a cap
     assert set(A.ANSWER_FORMATS) == set(A.ALL_TASK_NAMES) == set(A.MAX_TOKENS)
     assert A.ALL_TASK_NAMES == (*A.TASK_NAMES, *A.EXTENDED_TASK_NAMES)
     assert A.ANSWER_FORMATS["T1"] == A.ANSWER_FORMATS["T9"]  # T9 must read like T1
@@ -271,4 +271,6 @@ def test_formats_and_caps():
         "T8": 120,
         "T9": 80,
         "T10": 80,
+        "T1R": 60,
     }
+    assert A.ANSWER_FORMATS["T1R"] == A.ANSWER_FORMATS["T1"]  # T1R asks T1's question

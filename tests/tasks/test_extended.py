@@ -40,25 +40,27 @@ def test_paper_question_set_is_unchanged(quick_built):
 
 
 def test_counts_per_profile():
-    assert extended_counts("quick") == QUICK_EXTENDED_COUNTS == {"T10": 24}
-    assert extended_counts("paper") == rules.EXTENDED_COUNTS == {"T10": 900}
-    assert "T10" not in rules.PAPER_COUNTS and sum(rules.PAPER_COUNTS.values()) == 6271
+    assert extended_counts("quick") == QUICK_EXTENDED_COUNTS == {"T10": 24, "T1R": 24}
+    assert extended_counts("paper") == rules.EXTENDED_COUNTS == {"T10": 900, "T1R": 600}
+    assert not {"T10", "T1R"} & set(rules.PAPER_COUNTS)
+    assert sum(rules.PAPER_COUNTS.values()) == 6271
 
 
 def test_load_questions_takes_extended_tasks_only_when_named(quick_temporal):
     paper = load_questions("quick")
     assert set(paper["task"]) == set(TASK_NAMES)
-    t10 = load_questions("quick", ["T10"])
-    assert set(t10["task"]) == {"T10"}
+    extended = load_questions("quick", ["T10"])  # the whole extended set; run() picks T10
+    assert set(extended["task"]) == {"T10", "T1R"}
     both = load_questions("quick", ["T1", "T10"])
-    assert len(both) == len(paper) + len(t10)
+    assert len(both) == len(paper) + len(extended)
     with pytest.raises(ValueError, match="unknown task"):
         load_questions("quick", ["T11"])
 
 
 @pytest.fixture(scope="module")
 def t10(quick_temporal):
-    return load("temporal_questions", "quick")
+    extended = load("temporal_questions", "quick")
+    return extended[extended["task"] == "T10"].reset_index(drop=True)
 
 
 def _items(row) -> list[str]:
@@ -73,7 +75,7 @@ def test_quick_t10_set_is_balanced_and_gated(t10, quick_temporal):
     }
     assert t10["disease"].nunique() == 4  # balanced over the index diseases
     gates = load("temporal_gates", "quick")
-    assert set(gates["task"]) == {"T10"} and gates["passed"].all()
+    assert set(gates["task"]) == {"T10", "T1R"} and gates["passed"].all()
     sizes = t10.groupby("subtype")["options"].apply(lambda s: sorted({len(o) for o in s}))
     assert sizes["visit_sorting"] == [5] and sizes["joint_sorting"] == [10]
     assert set(sizes["visit_cloze"]) <= set(range(rules.T10_CLOZE_MIN, rules.T10_CLOZE_MAX + 1))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from clinlib.tasks.answers.formats import AnswerError, check_task
+from clinlib.tasks.answers.formats import AnswerError, reads_as
 from clinlib.tasks.answers.order import gold_order_problem
 from clinlib.tasks.answers.readings import _ID_RE, _norm_text
 from clinlib.tasks.answers.values import _NUM, _split_value, _units_compatible
@@ -34,7 +34,7 @@ def is_correct(task: str, parsed: str | None, gold: str) -> bool:
         True when correct. Raises :class:`AnswerError` for a gold outside the task's
         canonical vocabulary.
     """
-    check_task(task)
+    task = reads_as(task)
     problem = gold_problem(task, gold)
     if problem:
         raise AnswerError(f"{task} gold {gold!r}: {problem}")
@@ -70,7 +70,7 @@ def gold_problem(task: str, gold: object, options: list[str] | None = None) -> s
     Returns:
         A short reason, or None.
     """
-    check_task(task)
+    task = reads_as(task)
     if not isinstance(gold, str) or not gold.strip():
         return "empty or not a string"
     if gold != gold.strip():

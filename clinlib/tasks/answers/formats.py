@@ -8,7 +8,7 @@ from __future__ import annotations
 
 TASK_NAMES: tuple[str, ...] = tuple(f"T{i}" for i in range(1, 10))
 """The paper's nine tasks (the 6,271-question set, every paper-facing analysis)."""
-EXTENDED_TASK_NAMES: tuple[str, ...] = ("T10",)
+EXTENDED_TASK_NAMES: tuple[str, ...] = ("T10", "T1R")
 """Tasks beyond the paper (docs/design.md "Extended question set"): registered like T1–T9 but
 written to temporal_questions.parquet, never pooled with the paper's tasks. A new extended
 task adds its name here, its format and token cap below, and its generator module to
@@ -37,6 +37,7 @@ ANSWER_FORMATS: dict[str, str] = {
     "T7": "Reply with the letter of one option (A, B, C or D). " + ABSTAIN_CLAUSE,
     "T8": "Reply increased, decreased or similar. " + ABSTAIN_CLAUSE,
     "T9": VALUE_FORMAT,
+    "T1R": VALUE_FORMAT,  # relative-time retrieval: T1's question, named by position
     # LongMedBench "temporal reasoning": the letters of the listed items in time order.
     "T10": (
         "Reply with the letters only, in chronological order (earliest first), separated by "
@@ -55,7 +56,12 @@ MAX_TOKENS: dict[str, int] = {
     "T8": 120,
     "T9": 80,
     "T10": 80,
+    "T1R": 60,
 }
+
+# An extended task whose answers are read exactly like a paper task's: same parsers, same
+# correctness rule, same gold vocabulary (T1R asks T1's question about a position-named event).
+READS_AS: dict[str, str] = {"T1R": "T1"}
 
 
 class AnswerError(ValueError):
@@ -66,3 +72,9 @@ def check_task(task: str) -> str:
     if task not in ALL_TASK_NAMES:
         raise AnswerError(f"unknown task {task!r}; known: {', '.join(ALL_TASK_NAMES)}")
     return task
+
+
+def reads_as(task: str) -> str:
+    """The task whose parsers and correctness rule ``task`` uses (itself unless listed in
+    :data:`READS_AS`); raises AnswerError for an unknown task."""
+    return READS_AS.get(check_task(task), task)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from clinlib.tasks.answers.formats import check_task
+from clinlib.tasks.answers.formats import reads_as
 from clinlib.tasks.answers.order import parse_order_lenient, parse_order_strict
 from clinlib.tasks.answers.readings import (
     _YN_START,
@@ -70,7 +70,7 @@ def parse_strict(task: str, response: str | None, options: list[str] | None = No
     Returns:
         The canonical answer, ``ABSTAIN`` for an exact abstention, or None (parse failure).
     """
-    check_task(task)
+    task = reads_as(task)
     norm = _normalize(response)
     if not norm:
         return None
@@ -106,6 +106,7 @@ def parse_lenient(task: str, response: str | None, options: list[str] | None = N
     Returns:
         The canonical answer, ``ABSTAIN`` for a (verbose) abstention, or None (parse failure).
     """
+    task = reads_as(task)
     strict = parse_strict(task, response, options)
     if strict is not None:
         return strict

@@ -32,7 +32,9 @@ L3 no gold leakage (hard, 0 failures). The question stem — the text without th
     computed values of A or B (rule parameters such as "5%" excluded); T7 the answer option's
     text; T8 the before/after values; T9 an abstention cue (:data:`T9_CUES`); T10 see
     :mod:`clinlib.tasks.gates.ordering` (no date / ordinal in a sorting clip, no removed cloze
-    event left in the visit, items not shown in gold order).
+    event left in the visit, items not shown in gold order); T1R T1's rule, and a relative
+    stem states no number (no date, time or visit number: the position, in words, is its only
+    cue; "A1c" is a name).
 L4 distribution coverage (soft). Per task: no empty disease / tertile / subtype stratum when
     the task has at least as many questions as strata; no disease holding more than twice its
     uniform share; no patient above :data:`MAX_PATIENT_SHARE` of a task of >= 20 questions;

@@ -67,7 +67,9 @@ _RULE_PARAMS = re.compile(
 def question_stem(row: Mapping[str, Any]) -> str:
     """The question text without its format statement, abstention clause and options block."""
     text = str(row.get("question") or "")
-    fmt = ANSWER_FORMATS.get(str(row.get("task")), "")
+    task = str(row.get("task"))
+    # an extended task (T1R) states its format in the task registry
+    fmt = ANSWER_FORMATS.get(task) or (TASKS[task].answer_format if task in TASKS else "")
     for part in (fmt, ABSTAIN_CLAUSE):
         if part:
             text = text.replace(part, " ")
@@ -139,10 +141,12 @@ def _leak(row: Mapping[str, Any]) -> str | None:
     stem = question_stem(row)
     low = stem.lower()
     meta = _meta(row)
-    if task in ("T1",):
+    if task in ("T1", "T1R"):
         g = _num(gold)
         if g is not None and any(n == g for n in _numbers(stem)):
             return f"the stem states the gold value {gold!r}"
+        if task == "T1R" and row.get("subtype") == "relative" and STATED_NUMBER.search(stem):
+            return "the relative stem states a number (a date, time or visit number)"
     elif task == "T2":
         direction, _, magnitude = gold.partition(";")
         if _label_leak(stem, direction, _DIRECTION_STEMS):

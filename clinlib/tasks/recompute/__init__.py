@@ -56,6 +56,8 @@ Anchors are recomputed and compared where the rule fixes them (T1, T2, T4, T8, T
   -> gold ``insufficient information``.
 * T10 (extended set): the items' raw times / admission times, see
   :mod:`clinlib.tasks.recompute.order`.
+* T1R (extended set): T1's rule and the position in the visit, see
+  :mod:`clinlib.tasks.recompute.t1r`.
 """
 
 from __future__ import annotations
@@ -69,6 +71,10 @@ from clinlib.tasks.recompute.raw import (
     drug_words_sql,
     load_raw,
 )
+from clinlib.tasks.recompute.t1r import recompute_t1r
+
+# per_task cannot import the extended recomputations (they build on its helpers)
+RECOMPUTERS.setdefault("T1R", recompute_t1r)
 
 __all__ = [
     "RECOMPUTERS",

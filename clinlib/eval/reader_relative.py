@@ -1,0 +1,82 @@
+"""The offline readers' rule for relative-time questions (the extended T1R task, LongMedBench
+"event retrieval"): "the {ordinal} {lab} measurement of the {visit} hospital stay" (templates
+in :mod:`clinlib.tasks.templates`). An explicit T1R twin is worded exactly like T1 and
+answered by T1's rule.
+
+The reader finds the ``Visit N (date)`` header whose N is the visit ordinal, takes the lab's
+mentions inside that visit in text order (one per measurement day: a value restated on the
+same day is the same measurement) and returns the k-th. Without a header for that visit —
+a representation that drops the visit structure (timeline, summary, memories) or a window
+that does not hold the visit — the reference reader abstains; the eager reader guesses the
+visit's last measurement when it holds fewer than k, else the panel's reference midpoint.
+Like the rest of the offline readers it never sees the gold, the events or any artifact.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from clinlib.dialogue.turns import ordinal_word
+from clinlib.eval.reader_answers import _fmt_value, _labs, _value_answer, reference_midpoint
+from clinlib.eval.reader_prompt import Record, panel_lab
+
+ORDINALS: dict[str, int] = {ordinal_word(n): n for n in range(1, 100)}
+_ORD = "|".join(sorted((re.escape(w) for w in ORDINALS), key=len, reverse=True))
+_POSITION_RE = re.compile(
+    rf"\bthe (?P<ord>{_ORD}) (?P<lab>(?:(?!hospital stay)[^?.])+?) (?:measurement|result|value)\b",
+    re.IGNORECASE,
+)
+_VISIT_RE = re.compile(rf"\b(?P<visit>{_ORD}) hospital stay\b", re.IGNORECASE)
+_HEADER_RE = re.compile(r"^Visit (\d+)\b", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class RelativeQuestion:
+    """A recognised relative question: the lab label, the measurement's rank k in the visit
+    and the visit's rank N in the record (both 1-based)."""
+
+    lab: str
+    position: int
+    visit: int
+
+
+def recognise_relative(question: str) -> RelativeQuestion | None:
+    """The parts of a relative-time question, or None when it is not one."""
+    pos, visit = _POSITION_RE.search(question), _VISIT_RE.search(question)
+    if pos is None or visit is None:
+        return None
+    return RelativeQuestion(
+        lab=pos.group("lab").strip(),
+        position=ORDINALS[pos.group("ord").lower()],
+        visit=ORDINALS[visit.group("visit").lower()],
+    )
+
+
+def visit_span(text: str, number: int) -> tuple[int, int] | None:
+    """(start, end) offsets of the record's ``Visit <number>`` section, None when absent."""
+    heads = list(_HEADER_RE.finditer(text))
+    for i, m in enumerate(heads):
+        if int(m.group(1)) == number:
+            return m.start(), heads[i + 1].start() if i + 1 < len(heads) else len(text)
+    return None
+
+
+def answer_relative(rec: Record, q: RelativeQuestion, eager: bool) -> str | None:
+    """The k-th measurement of the lab in the N-th visit (module docstring), None to abstain."""
+    span = visit_span(rec.text, q.visit)
+    seen: list = []
+    if span is not None:
+        days = set()
+        for m in sorted(_labs(rec, q.lab), key=lambda m: m.pos):
+            if span[0] <= m.pos < span[1] and (m.day is None or m.day not in days):
+                days.add(m.day)
+                seen.append(m)
+    if len(seen) >= q.position:
+        return _value_answer(seen[q.position - 1])
+    if not eager:
+        return None
+    if seen:
+        return _value_answer(seen[-1])
+    lab = panel_lab(q.lab)
+    return f"{_fmt_value(reference_midpoint(lab), lab)} {lab.unit}" if lab else "1.0 mg/dL"

@@ -1,0 +1,61 @@
+"""Independent gold recomputation of the extended T1R questions (relative-time retrieval) for
+gate L2 (paper Appendix A; the spec is the docstring of :mod:`clinlib.tasks.generators.t1r`).
+
+From the raw record only (this package's SQL, never the generator or the events table):
+
+* ``explicit`` — T1's rule: the single kept value of ``meta.lab`` on ``meta.date``;
+* ``relative`` — the raw visit whose rank is ``meta.visit_idx`` (admissions ordered by
+  (admittime, hadm_id)), its kept values of ``meta.lab`` ordered by (charttime,
+  labevent_id), the ``meta.position``-th of them;
+
+and, for both subtypes, the pair must name ONE event: the date's value must be the
+position's value, the visit must hold at least two values of the lab, on distinct days,
+all ``covered`` in the dialogue (so the position counts what the dialogue shows). Gold
+``"<value_text> <unit>"``; anchor its event id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from clinlib.tasks.recompute.per_task import Recomputed, _get, _lab_key, _on
+from clinlib.tasks.recompute.raw import RawRecord
+
+
+def _by_position(meta: Mapping[str, Any], raw: RawRecord, sid: int, lab: str):
+    """(the position's raw row, the visit's raw rows) or (None, problem text)."""
+    want = int(_get(meta, "visit_idx"))
+    visits = [v for v in raw.records("visits", sid) if int(v["visit_idx"]) == want]
+    if len(visits) != 1:
+        return None, f"patient {sid} has no visit of rank {want} in the raw record"
+    hadm = int(visits[0]["hadm_id"])
+    rows = [r for r in raw.lab_series(sid, lab) if int(r["hadm_id"]) == hadm]
+    rows.sort(key=lambda r: (r["charttime"], int(r["labevent_id"])))
+    k = int(_get(meta, "position"))
+    if not 1 <= k <= len(rows):
+        return None, f"position {k} outside the visit's {len(rows)} {lab} values"
+    return rows[k - 1], rows
+
+
+def recompute_t1r(meta, q, raw: RawRecord, status: Mapping[str, str]) -> Recomputed:
+    """L2 recomputation of one T1R question (module docstring)."""
+    sid, lab, date = int(_get(meta, "subject_id")), _lab_key(meta), str(_get(meta, "date"))
+    on_date = _on(raw.lab_series(sid, lab), date)
+    if len(on_date) != 1:
+        return Recomputed(None, problem=f"{len(on_date)} {lab} values on {date} in the raw record")
+    at, rows = _by_position(meta, raw, sid, lab)
+    if at is None:
+        return Recomputed(None, problem=str(rows))
+    if at["event_id"] != on_date[0]["event_id"]:
+        return Recomputed(None, problem=f"the position names {at['event_id']}, the date "
+                                        f"{on_date[0]['event_id']}")  # fmt: skip
+    if len(rows) < 2 or len({r["date"] for r in rows}) != len(rows):
+        return Recomputed(None, problem=f"the visit's {lab} values are not >= 2 distinct days")
+    hidden = [r["event_id"] for r in rows if status.get(str(r["event_id"])) != "covered"]
+    if hidden:
+        return Recomputed(None, problem=f"visit values {hidden[:3]} are not covered")
+    chosen = at if str(q.get("subtype")) == "relative" else on_date[0]
+    if not isinstance(chosen["unit"], str) or not chosen["unit"]:
+        return Recomputed(None, problem=f"{chosen['event_id']} has no unit in the raw record")
+    return Recomputed(f"{chosen['value_text']} {chosen['unit']}", (chosen["event_id"],))
