@@ -50,7 +50,6 @@ from clinlib.core.progress import make_progress
 from clinlib.core.progress import progress as progress_bar
 from clinlib.eval import prompt_tokens
 from clinlib.eval.cells import (
-    PRE_TASKS,
     SETTINGS,
     Item,
     build_items,
@@ -92,6 +91,7 @@ from clinlib.llm import (
     default_cache_path,
     tokens,
 )
+from clinlib.tasks.settings import PRE_TASKS
 
 log = logging.getLogger("clinlib.eval.runner")
 

@@ -58,6 +58,12 @@ PREDICTION_DTYPES: dict[str, str] = {
     "from_cache": "bool",
     "error": "string",
     "context_tokens": "int64",
+    # The streaming protocol (clinlib.tasks.settings): sessions seen at the checkpoint, whether
+    # it is the patient's final one, and the representation's item count there (NA unless
+    # the setting is ``stream``).
+    "checkpoint_visit": "Int64",
+    "checkpoint_final": "boolean",
+    "memory_items": "Int64",
     "run_id": "string",
     "written_at": "datetime64[us, UTC]",
 }

@@ -7,12 +7,12 @@ package's ``__init__`` only re-exports.
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 from typing import Any
 
 from clinlib.core.config import build_dir
+from clinlib.core.labels import split_call
 from clinlib.strategies.amem import AMemMemory
 from clinlib.strategies.base import Strategy, StrategyError
 from clinlib.strategies.codebook import Codebook
@@ -64,24 +64,17 @@ def parse_label(label: str) -> tuple[str, dict[str, Any]]:
         StrategyError: the text is not ``name`` or ``name(key=value, ...)`` with Python
             literal values.
     """
-    m = _LABEL.match(str(label))
-    if not m:
+    if not _LABEL.match(str(label)):
         raise StrategyError(f"cannot read strategy {label!r}: expected name or name(k=v, ...)")
-    name, inner = m.group(1), m.group(2)
-    if not inner or not inner.strip():
-        return name, {}
-    try:
-        call = ast.parse(f"f({inner})", mode="eval").body
-        assert isinstance(call, ast.Call) and not call.args
-        params = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
-    except (SyntaxError, ValueError, AssertionError):
+    parsed = split_call(label)
+    if parsed is None:
+        if "**" in str(label):
+            raise StrategyError(f"cannot read strategy {label!r}: **kwargs are not allowed")
         raise StrategyError(
             f"cannot read the parameters of strategy {label!r}: expected key=value pairs "
             "with literal values, e.g. dense-retrieval(k=3)"
-        ) from None
-    if None in params:
-        raise StrategyError(f"cannot read strategy {label!r}: **kwargs are not allowed")
-    return name, params
+        )
+    return parsed
 
 
 def get_strategy(name: str, profile: str | None = None, **params: Any) -> Strategy:

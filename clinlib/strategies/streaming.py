@@ -1,0 +1,218 @@
+"""The streaming (evaluate-while-constructing) protocol on the strategies side (MedMemoryBench §4;
+settings in :mod:`clinlib.tasks.settings`).
+
+* :func:`answerable_visit` — the visit at which a question becomes answerable: the latest
+  visit holding one of its anchor events (``anchor_event_ids``, mapped to visits through the
+  dialogue turns' ``event_ids``) or evidence turns; when none is in the dialogue (T9: its
+  anchors are absent by construction) the visit of the question's date (``meta.date``: the
+  last visit starting on or before it); with neither, the first visit (the question is
+  answerable, or its absence is, from the start). Multi-patient questions (T6) get None:
+  the stream does not ask them (:func:`clinlib.tasks.settings.asked_questions`).
+* :func:`checkpoint_plan` — one row per (question, checkpoint t >= its answerable session):
+  t counts the sessions seen in the sequence that is streamed (the extended, noisy one under
+  ``stream+mixed``, where an original visit is found by ``source_visit_idx``).
+* :class:`Prefixes` — a patient's dialogue truncated to its first t sessions, for the
+  representation and the answer-time text alike; the construction cache keys each prefix by
+  its own hash.
+* :func:`fill_snapshots` — strategies that build visit by visit (Mem0, A-Mem) snapshot their
+  store at every checkpoint in one pass instead of rebuilding each prefix; the snapshots are
+  stored in the cache under the prefix's key, exactly where a from-scratch build would go.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from clinlib.strategies.base import (
+    Artifact,
+    Strategy,
+    dialogue_hash,
+    subject_ids_of,
+    visit_order,
+)
+from clinlib.strategies.footprints import anchor_visits
+from clinlib.tasks.settings import Setting, checkpoints
+
+PLAN_COLUMNS: tuple[str, ...] = ("qid", "setting", "checkpoint_visit", "checkpoint_final")
+
+
+def truncate(turns: pd.DataFrame, t: int) -> pd.DataFrame:
+    """The turns of a patient's first ``t`` sessions (visits in chronological order)."""
+    keep = visit_order(turns)[: int(t)]
+    return turns[turns["visit_idx"].isin(keep)].reset_index(drop=True)
+
+
+class Prefixes(Mapping):
+    """subject_id -> that patient's dialogue truncated to its first ``t`` sessions (computed
+    on first access, then kept: every strategy of a run reads the same prefixes)."""
+
+    def __init__(self, full: Mapping[int, pd.DataFrame], t: int) -> None:
+        self.full, self.t = full, int(t)
+        self._cut: dict[int, pd.DataFrame] = {}
+
+    def __getitem__(self, sid: int) -> pd.DataFrame:
+        if sid not in self._cut:
+            self._cut[sid] = truncate(self.full[sid], self.t)
+        return self._cut[sid]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.full)
+
+    def __len__(self) -> int:
+        return len(self.full)
+
+
+def _date_visit(question: Mapping[str, Any], turns: pd.DataFrame) -> int | None:
+    try:
+        date = str(json.loads(question.get("meta") or "{}").get("date") or "")
+    except (json.JSONDecodeError, TypeError):
+        return None
+    if not date or "visit_date" not in turns.columns:
+        return None
+    starts = turns.groupby("visit_idx")["visit_date"].first().astype(str).sort_index()
+    before = starts[starts <= date[:10]]
+    return int(before.index[-1]) if len(before) else None
+
+
+def answerable_visit(question: Mapping[str, Any], turns: pd.DataFrame) -> int | None:
+    """The original ``visit_idx`` from which a single-patient question is answerable (module
+    docstring); None for a multi-patient question."""
+    sids = subject_ids_of(question)
+    if len(sids) != 1:
+        return None
+    visits = anchor_visits(question, {sids[0]: turns}).get(sids[0])
+    if visits:
+        return max(visits)
+    dated = _date_visit(question, turns)
+    return dated if dated is not None else visit_order(turns)[0]
+
+
+def _positions(seq: pd.DataFrame) -> tuple[dict[int, int], int]:
+    """Original visit -> 1-based position in the streamed sequence, and its length."""
+    order = visit_order(seq)
+    pos = {v: i for i, v in enumerate(order, start=1)}
+    if "source_visit_idx" not in seq.columns:
+        return pos, len(order)
+    real = seq if "is_noise" not in seq.columns else seq[~seq["is_noise"].astype(bool)]
+    firsts = real.groupby("visit_idx")["source_visit_idx"].first()
+    return {int(src): pos[int(v)] for v, src in firsts.items()}, len(order)
+
+
+def checkpoint_plan(
+    questions: pd.DataFrame,
+    original: Mapping[int, pd.DataFrame],
+    streamed: Mapping[int, pd.DataFrame],
+    setting: Setting,
+) -> pd.DataFrame:
+    """One row per (question, checkpoint) asked: :data:`PLAN_COLUMNS` (``setting`` is the
+    prediction key's value, e.g. ``stream@6``; ``checkpoint_visit`` = sessions seen).
+
+    Args:
+        questions: the single-patient questions asked under the setting.
+        original: subject_id -> original dialogue (anchors are located there).
+        streamed: subject_id -> the dialogue whose sessions are streamed (noisy under mixed).
+        setting: a stream setting.
+    """
+    rows = []
+    maps: dict[int, tuple[dict[int, int], int]] = {}
+    for q in questions.to_dict("records"):
+        (sid,) = subject_ids_of(q)
+        visit = answerable_visit(q, original[sid])
+        if sid not in maps:
+            maps[sid] = _positions(streamed[sid])
+        pos, n = maps[sid]
+        first = pos[int(visit)]
+        for t in checkpoints(n, setting.delta):
+            if t >= first:
+                rows.append((q["qid"], setting.value(t), t, t == n))
+    out = pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
+    out["checkpoint_visit"] = out["checkpoint_visit"].astype("Int64")
+    out["checkpoint_final"] = out["checkpoint_final"].astype("boolean")
+    return out
+
+
+# One question as asked: (question, dialogue-variant key, built dialogues, answer-time
+# dialogues, plan row or None). Static settings ask each question once; ``stream`` once per
+# checkpoint, with both dialogues truncated to the sessions seen.
+Unit = tuple[dict[str, Any], str, Mapping[int, pd.DataFrame], Mapping[int, pd.DataFrame], Any]
+
+
+def question_units(
+    records: list[dict[str, Any]],
+    variants: dict[str, tuple[Mapping[int, pd.DataFrame], Mapping[int, pd.DataFrame]]],
+    plan: pd.DataFrame | None,
+) -> list[Unit]:
+    if plan is None:
+        return [(q, q["task"] if q["task"] in variants else "base",
+                 *variants.get(q["task"], variants["base"]), None) for q in records]  # fmt: skip
+    by_qid = {q["qid"]: q for q in records}
+    cut: dict[tuple[str, int], tuple[Prefixes, Prefixes]] = {}
+    units = []
+    for row in plan.itertuples(index=False):
+        q = by_qid[row.qid]
+        variant = q["task"] if q["task"] in variants else "base"
+        t = int(row.checkpoint_visit)
+        if (variant, t) not in cut:
+            built, now = variants[variant]
+            cut[(variant, t)] = (Prefixes(built, t), Prefixes(now, t))
+        units.append((q, f"{variant}@{t}", *cut[(variant, t)], row))
+    return units
+
+
+def snapshot_needs(units: list[Unit]) -> list[tuple[int, pd.DataFrame, set[int]]]:
+    """(subject_id, full built dialogue, checkpoints asked) per built dialogue of the units:
+    what :func:`fill_snapshots` snapshots."""
+    needs: dict[tuple[int, int], tuple[int, pd.DataFrame, set[int]]] = {}
+    for q, _key, built, _now, row in units:
+        if row is None or not isinstance(built, Prefixes):
+            continue
+        for sid in subject_ids_of(q):
+            # prefixes of one full dialogue share it: key by its identity, not by t
+            need = needs.setdefault((id(built.full[sid]), sid), (sid, built.full[sid], set()))
+            need[2].add(int(row.checkpoint_visit))
+    return list(needs.values())
+
+
+def fill_snapshots(
+    strategy: Strategy,
+    needs: Sequence[tuple[int, pd.DataFrame, Iterable[int]]],
+    prep: Any,
+    cache: Any,
+) -> int:
+    """Snapshot an incrementally built strategy at the checkpoints it is asked at.
+
+    Args:
+        strategy: the strategy (nothing happens unless it implements ``build_snapshots``).
+        needs: (subject_id, full built dialogue, checkpoints wanted) (:func:`snapshot_needs`).
+        prep: the prep model.
+        cache: the :class:`~clinlib.strategies.construction.ConstructionCache`.
+
+    Returns:
+        The number of snapshots stored (prefixes already cached are skipped).
+    """
+    stored = 0
+    for sid, turns, ts in needs:
+        keys = {}
+        for t in sorted(set(ts)):
+            cut = truncate(turns, t)
+            key = cache.key(strategy, sid, dialogue_hash(cut), prep)
+            if not cache.exists(strategy.name, sid, key):
+                keys[t] = (key, cut)
+        if not keys:
+            continue
+        t0 = time.perf_counter()
+        snaps = strategy.build_snapshots(sid, strategy._checked(sid, turns), prep, list(keys))
+        if snaps is None:
+            return stored  # not incremental: the caller builds each prefix
+        secs = (time.perf_counter() - t0) / len(keys)
+        for t, (key, cut) in keys.items():
+            art: Artifact = strategy._artifact(sid, cut, prep, snaps[t], secs)
+            art.key = key
+            cache.put(art)
+            stored += 1
+    return stored
