@@ -47,6 +47,7 @@ from clinlib.strategies.base import (
 from clinlib.strategies.prep import PrepModel, count_text_tokens_many, get_prep
 from clinlib.strategies.registry import EMBEDDINGS_DIR, STRATEGIES, get_strategy
 from clinlib.strategies.streaming import (
+    Prefixes,
     Unit,
     checkpoint_plan,
     fill_snapshots,
@@ -381,7 +382,7 @@ def question_contexts(
     questions: pd.DataFrame,
     strategy: str | Strategy,
     profile: str | None = None,
-    setting: str = "post",
+    setting: str | Setting = "post",
     prep: str | PrepModel | None = "rule-based",
     *,
     dialogues: pd.DataFrame | None = None,
@@ -394,17 +395,12 @@ def question_contexts(
     ``post`` (the staleness probe); T5's is always built from it (its contradictions are part
     of the record, not an update). Other tasks use the original dialogue throughout.
 
-    Args:
-        questions: questions.parquet rows.
-        strategy: name or instance.
-        profile: build profile.
-        setting: ``post`` or ``pre``.
-        prep: prep model.
-        dialogues: the turns (default: the profile's dialogues.parquet).
-        token_model: model whose tokenizer counts ``context_tokens`` (default: the prep's).
+    Args: the questions.parquet rows, a strategy name or instance, the profile, a setting spec
+    (:mod:`clinlib.tasks.settings`), the prep model, the turns (default: the profile's
+    dialogues) and the model whose tokenizer counts ``context_tokens`` (default: the prep's).
 
     Returns:
-        One row per question: :data:`CONTEXT_COLUMNS`.
+        One row per question (per checkpoint under ``stream``): :data:`CONTEXT_COLUMNS`.
     """
     return question_contexts_many(questions, [strategy], profile, setting, prep,
                                   dialogues=dialogues, token_model=token_model)[0]  # fmt: skip
@@ -417,6 +413,8 @@ def _checked_now(
     sids: Sequence[int],
 ) -> dict[int, pd.DataFrame]:
     """The question-time turns of ``sids``, each validated once per dialogue variant."""
+    if isinstance(now, Prefixes):  # prefixes of checked dialogues
+        return {sid: now[sid] for sid in sids}
     out = {}
     for sid in sids:
         if (variant, sid) not in checked:
@@ -462,7 +460,8 @@ def _artifact(
     if sid not in built:
         raise StrategyError(f"question {q.get('qid')}: no dialogue for patient {sid}")
     if (variant, sid) not in shas:
-        shas[(variant, sid)] = dialogue_hash(built[sid])
+        shas[(variant, sid)] = (built.sha(sid) if isinstance(built, Prefixes)
+                                else dialogue_hash(built[sid]))  # fmt: skip
     sha = shas[(variant, sid)]
     if (sha, sid) not in memo:
         memo[(sha, sid)] = cache.get_or_build(strat, sid, built[sid], prep_model, sha)

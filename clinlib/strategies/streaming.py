@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from clinlib.strategies.base import (
     Artifact,
     Strategy,
+    check_turns,
     dialogue_hash,
     subject_ids_of,
     visit_order,
@@ -43,28 +45,58 @@ PLAN_COLUMNS: tuple[str, ...] = ("qid", "setting", "checkpoint_visit", "checkpoi
 
 def truncate(turns: pd.DataFrame, t: int) -> pd.DataFrame:
     """The turns of a patient's first ``t`` sessions (visits in chronological order)."""
-    keep = visit_order(turns)[: int(t)]
-    return turns[turns["visit_idx"].isin(keep)].reset_index(drop=True)
+    order = visit_order(turns)
+    if int(t) >= len(order):
+        return turns
+    visits = turns["visit_idx"].to_numpy()
+    if (np.diff(visits) >= 0).all():  # turns in visit order (as stored): a row slice
+        return turns.iloc[: int(np.searchsorted(visits, order[int(t) - 1], side="right"))]
+    return turns[turns["visit_idx"].isin(order[: int(t)])].reset_index(drop=True)
 
 
-class Prefixes(Mapping):
-    """subject_id -> that patient's dialogue truncated to its first ``t`` sessions (computed
-    on first access, then kept: every strategy of a run reads the same prefixes)."""
+class Checked(Mapping):
+    """subject_id -> that patient's turns passed through :func:`check_turns` once (sorted,
+    ``text_tagged`` present), so that every prefix of them is checked too."""
 
-    def __init__(self, full: Mapping[int, pd.DataFrame], t: int) -> None:
-        self.full, self.t = full, int(t)
-        self._cut: dict[int, pd.DataFrame] = {}
+    def __init__(self, full: Mapping[int, pd.DataFrame]) -> None:
+        self.full = full
+        self._done: dict[int, pd.DataFrame] = {}
 
     def __getitem__(self, sid: int) -> pd.DataFrame:
-        if sid not in self._cut:
-            self._cut[sid] = truncate(self.full[sid], self.t)
-        return self._cut[sid]
+        if sid not in self._done:
+            self._done[sid] = check_turns(self.full[sid], f"patient {sid}")
+        return self._done[sid]
+
+    def __contains__(self, sid: object) -> bool:
+        return sid in self.full
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.full)
 
     def __len__(self) -> int:
         return len(self.full)
+
+
+class Prefixes(Checked):
+    """subject_id -> that patient's checked dialogue truncated to its first ``t`` sessions, and
+    its hash (each computed on first access, then kept: every strategy of a run reads the same
+    prefixes)."""
+
+    def __init__(self, full: Checked, t: int) -> None:
+        super().__init__(full)
+        self.t = int(t)
+        self._sha: dict[int, str] = {}
+
+    def __getitem__(self, sid: int) -> pd.DataFrame:
+        if sid not in self._done:
+            self._done[sid] = truncate(self.full[sid], self.t)
+        return self._done[sid]
+
+    def sha(self, sid: int) -> str:
+        """:func:`dialogue_hash` of the prefix (the construction cache's key input)."""
+        if sid not in self._sha:
+            self._sha[sid] = dialogue_hash(self[sid])
+        return self._sha[sid]
 
 
 def _date_visit(question: Mapping[str, Any], turns: pd.DataFrame) -> int | None:
@@ -79,13 +111,16 @@ def _date_visit(question: Mapping[str, Any], turns: pd.DataFrame) -> int | None:
     return int(before.index[-1]) if len(before) else None
 
 
-def answerable_visit(question: Mapping[str, Any], turns: pd.DataFrame) -> int | None:
+def answerable_visit(
+    question: Mapping[str, Any], turns: pd.DataFrame, maps: dict | None = None
+) -> int | None:
     """The original ``visit_idx`` from which a single-patient question is answerable (module
-    docstring); None for a multi-patient question."""
+    docstring); None for a multi-patient question. ``maps`` memoises the event -> visit maps
+    per patient across questions."""
     sids = subject_ids_of(question)
     if len(sids) != 1:
         return None
-    visits = anchor_visits(question, {sids[0]: turns}).get(sids[0])
+    visits = anchor_visits(question, {sids[0]: turns}, maps).get(sids[0])
     if visits:
         return max(visits)
     dated = _date_visit(question, turns)
@@ -120,9 +155,10 @@ def checkpoint_plan(
     """
     rows = []
     maps: dict[int, tuple[dict[int, int], int]] = {}
+    anchors: dict[int, Any] = {}
     for q in questions.to_dict("records"):
         (sid,) = subject_ids_of(q)
-        visit = answerable_visit(q, original[sid])
+        visit = answerable_visit(q, original[sid], anchors)
         if sid not in maps:
             maps[sid] = _positions(streamed[sid])
         pos, n = maps[sid]
@@ -147,10 +183,12 @@ def question_units(
     variants: dict[str, tuple[Mapping[int, pd.DataFrame], Mapping[int, pd.DataFrame]]],
     plan: pd.DataFrame | None,
 ) -> list[Unit]:
+    """The units asked: one per question (static), one per plan row (``stream``)."""
     if plan is None:
         return [(q, q["task"] if q["task"] in variants else "base",
                  *variants.get(q["task"], variants["base"]), None) for q in records]  # fmt: skip
     by_qid = {q["qid"]: q for q in records}
+    checked: dict[int, Checked] = {}  # one per distinct dialogue dict (variants share base)
     cut: dict[tuple[str, int], tuple[Prefixes, Prefixes]] = {}
     units = []
     for row in plan.itertuples(index=False):
@@ -158,29 +196,29 @@ def question_units(
         variant = q["task"] if q["task"] in variants else "base"
         t = int(row.checkpoint_visit)
         if (variant, t) not in cut:
-            built, now = variants[variant]
+            built, now = (checked.setdefault(id(d), Checked(d)) for d in variants[variant])
             cut[(variant, t)] = (Prefixes(built, t), Prefixes(now, t))
         units.append((q, f"{variant}@{t}", *cut[(variant, t)], row))
     return units
 
 
-def snapshot_needs(units: list[Unit]) -> list[tuple[int, pd.DataFrame, set[int]]]:
-    """(subject_id, full built dialogue, checkpoints asked) per built dialogue of the units:
-    what :func:`fill_snapshots` snapshots."""
-    needs: dict[tuple[int, int], tuple[int, pd.DataFrame, set[int]]] = {}
+def snapshot_needs(units: list[Unit]) -> list[tuple[int, pd.DataFrame, dict[int, Prefixes]]]:
+    """(subject_id, full built dialogue, checkpoint -> its prefixes) per built dialogue of the
+    units: what :func:`fill_snapshots` snapshots."""
+    needs: dict[tuple[int, int], tuple[int, pd.DataFrame, dict[int, Prefixes]]] = {}
     for q, _key, built, _now, row in units:
         if row is None or not isinstance(built, Prefixes):
             continue
         for sid in subject_ids_of(q):
-            # prefixes of one full dialogue share it: key by its identity, not by t
-            need = needs.setdefault((id(built.full[sid]), sid), (sid, built.full[sid], set()))
-            need[2].add(int(row.checkpoint_visit))
+            # the prefixes of one full dialogue share it: key by its identity, not by t
+            need = needs.setdefault((id(built.full), sid), (sid, built.full[sid], {}))
+            need[2][int(row.checkpoint_visit)] = built
     return list(needs.values())
 
 
 def fill_snapshots(
     strategy: Strategy,
-    needs: Sequence[tuple[int, pd.DataFrame, Iterable[int]]],
+    needs: Sequence[tuple[int, pd.DataFrame, Mapping[int, Prefixes]]],
     prep: Any,
     cache: Any,
 ) -> int:
@@ -188,27 +226,29 @@ def fill_snapshots(
 
     Args:
         strategy: the strategy (nothing happens unless it implements ``build_snapshots``).
-        needs: (subject_id, full built dialogue, checkpoints wanted) (:func:`snapshot_needs`).
+        needs: (subject_id, full built dialogue, checkpoint -> prefixes holding the
+            truncated dialogue) (:func:`snapshot_needs`).
         prep: the prep model.
         cache: the :class:`~clinlib.strategies.construction.ConstructionCache`.
 
     Returns:
         The number of snapshots stored (prefixes already cached are skipped).
     """
+    if type(strategy).build_snapshots is Strategy.build_snapshots:
+        return 0  # not incremental: each prefix is built from scratch
     stored = 0
-    for sid, turns, ts in needs:
+    for sid, turns, at in needs:
         keys = {}
-        for t in sorted(set(ts)):
-            cut = truncate(turns, t)
-            key = cache.key(strategy, sid, dialogue_hash(cut), prep)
+        for t, prefixes in sorted(at.items()):
+            key = cache.key(strategy, sid, prefixes.sha(sid), prep)
             if not cache.exists(strategy.name, sid, key):
-                keys[t] = (key, cut)
+                keys[t] = (key, prefixes[sid])
         if not keys:
             continue
         t0 = time.perf_counter()
         snaps = strategy.build_snapshots(sid, strategy._checked(sid, turns), prep, list(keys))
         if snaps is None:
-            return stored  # not incremental: the caller builds each prefix
+            return stored  # e.g. mem0's mem0ai engine: each prefix is built from scratch
         secs = (time.perf_counter() - t0) / len(keys)
         for t, (key, cut) in keys.items():
             art: Artifact = strategy._artifact(sid, cut, prep, snaps[t], secs)

@@ -13,6 +13,7 @@ from clinlib.data.build import load
 from clinlib.strategies import ConstructionCache, get_prep, get_strategy
 from clinlib.strategies.base import dialogue_hash
 from clinlib.strategies.streaming import (
+    Checked,
     Prefixes,
     answerable_visit,
     checkpoint_plan,
@@ -83,9 +84,14 @@ def test_plan_over_an_extended_sequence_uses_source_visits():
 
 
 def test_prefixes_truncate_lazily():
-    p = Prefixes({1: turns_of()}, 2)
+    p = Prefixes(Checked({1: turns_of()}), 2)
     assert sorted(p[1]["visit_idx"].unique()) == [0, 1] and list(p) == [1] and len(p) == 1
+    tagged = turns_of().assign(text_tagged=lambda d: d["text"])
+    assert p.sha(1) == dialogue_hash(tagged[tagged["visit_idx"] < 2])
     assert len(truncate(turns_of(), 9)) == 8
+    # out of visit order: the same turns by visit
+    shuffled = turns_of().iloc[::-1].reset_index(drop=True)
+    assert sorted(truncate(shuffled, 3)["turn_idx"]) == list(range(6))
 
 
 @pytest.fixture(scope="module")
@@ -109,9 +115,11 @@ def test_snapshots_equal_scratch_builds(name, quick_patient, tmp_path):
     assert snaps[1] != snaps[n]  # the store grows
     # fill_snapshots stores them under the truncated dialogue's cache key
     cache = ConstructionCache(tmp_path)
-    assert fill_snapshots(strat, [(sid, turns, at)], prep, cache) == len(at)
+    full = Checked({sid: turns})
+    needs = [(sid, full[sid], {t: Prefixes(full, t) for t in at})]
+    assert fill_snapshots(strat, needs, prep, cache) == len(at)
     key = cache.key(strat, sid, dialogue_hash(truncate(turns, 3)), prep)
     assert cache.get(strat.name, sid, key).data == json.loads(json.dumps(snaps[3]))
-    assert fill_snapshots(strat, [(sid, turns, at)], prep, cache) == 0  # all cached
+    assert fill_snapshots(strat, needs, prep, cache) == 0  # all cached
     # a strategy that does not build visit by visit takes no snapshot
-    assert fill_snapshots(get_strategy("full-context"), [(sid, turns, at)], prep, cache) == 0
+    assert fill_snapshots(get_strategy("full-context"), needs, prep, cache) == 0
