@@ -52,6 +52,12 @@ _API: dict[str, tuple[str, str | None]] = {
     "get_backbone": ("clinlib.llm.backbones", "get_backbone"),
     "target_counts": ("clinlib.tasks.build", "target_counts"),
     "injected_dialogue": ("clinlib.tasks.injections", "injected_dialogue"),
+    # noise augmentation (MedMemoryBench §3), notebook 14
+    "add_noise": ("clinlib.dialogue.noise", "add_noise"),
+    "noise_facts": ("clinlib.dialogue.noise", "noise_facts"),
+    "hide_noise_tags": ("clinlib.dialogue.noise", "hide_noise_tags"),
+    "relatives_of": ("clinlib.dialogue.noise", "relatives_of"),
+    "memory_stats": ("clinlib.analysis.memory_stats", None),  # 14: misattributed, Friedman, CV
     # the modules behind the notebooks (README "Notebook map")
     "cohort_report": ("clinlib.data.report", None),  # 01
     "dialogues": ("clinlib.dialogue.synth", None),

@@ -41,6 +41,7 @@ from clinlib.dialogue.matching import (
     tagged_sentences,
     untraced_tokens,
 )
+from clinlib.dialogue.noise import is_noise_turn
 
 MISSABLE_KINDS: tuple[str, ...] = ("lab", "medication")
 # Left out for the length budget (clinlib.dialogue.budget; coverage reason starting with
@@ -64,6 +65,12 @@ HARD_CHECKS: dict[str, str] = {
     "missed_events_unstated": "missed events are never cited, named with their date (labs) "
     "or named in their visit (medications, ICD codes)",
 }
+# HARD checks that run only on dialogues holding inserted noise sessions (MedMemoryBench §3
+# "Noise Augmentation"; clinlib.dialogue.noise), so a noise-free corpus keeps its 10 + 3 rows.
+NOISE_CHECKS: dict[str, str] = {
+    "noise_states_no_patient_fact": "no noise turn names one of the patient's own labs or "
+    "drugs together with that event's date",
+}
 SOFT_CHECKS: dict[str, str] = {
     "length_outlier": "mean characters per visit inside the corpus' Tukey fences (log, k=3)",
     "turn_alternation": "patient and clinician alternate within each visit, patient first",
@@ -71,7 +78,7 @@ SOFT_CHECKS: dict[str, str] = {
 }
 REWRITE_CHECK = "rewrite_preserved"
 CHECK_ORDER: dict[str, int] = {
-    c: i for i, c in enumerate([*HARD_CHECKS, *SOFT_CHECKS, REWRITE_CHECK])
+    c: i for i, c in enumerate([*HARD_CHECKS, *NOISE_CHECKS, *SOFT_CHECKS, REWRITE_CHECK])
 }
 
 # Default bounds (characters per visit) when no corpus is available to set the fences.
@@ -91,7 +98,7 @@ def _index(events: EventIndex | Mapping[str, Mapping[str, Any]]) -> EventIndex:
 
 def check_row(sid: int, check: str, passed: bool, detail: str = "") -> dict[str, Any]:
     """One ``dialogue_checks`` row; the severity follows from the check's name."""
-    severity = "hard" if check in HARD_CHECKS else "soft"
+    severity = "hard" if check in HARD_CHECKS or check in NOISE_CHECKS else "soft"
     return dict(subject_id=int(sid), check=check, severity=severity, passed=bool(passed),
                 detail=detail)  # fmt: skip
 
@@ -405,6 +412,44 @@ def _visit_diagnoses(
         v = int(ev["visit_idx"])
         out[v] = out.get(v, 0) + (1 if not want or st == want else 0)
     return out
+
+
+def check_noise_facts(
+    turns: Sequence[Mapping[str, Any]], events: Iterable[Mapping[str, Any]]
+) -> list[str]:
+    """``noise_states_no_patient_fact``: no turn of an inserted noise session names one of
+    the patient's own labs or drugs (its label, case-insensitive, boundary-aware) in a turn
+    that also gives that event's date — so a relative's result can never be read as, or
+    contradict, one of the patient's (MedMemoryBench §3 "Noise Augmentation").
+
+    Args:
+        turns: turn records; only noise turns (:func:`clinlib.dialogue.noise.is_noise_turn`)
+            are looked at.
+        events: the patient's source events (every lab and medication, stated or not).
+
+    Returns:
+        Problems (sorted, without repeats), empty when the check passes.
+    """
+    by_date: dict[str, list[tuple[str, str, str]]] = {}
+    for e in events:
+        if (
+            e.get("kind") in ("lab", "medication")
+            and present(e.get("time"))
+            and present(e.get("label"))
+        ):
+            by_date.setdefault(fmt_date(e["time"]), []).append(
+                (str(e["label"]), str(e["event_id"]), str(e["kind"]))
+            )
+    bad = []
+    for t in turns:
+        if not is_noise_turn(t):
+            continue
+        text = strip_tags(str(t["text_tagged"]))
+        for d in set(DATE_RE.findall(text)):
+            for label, eid, kind in by_date.get(d, []):
+                if find_spans(text, label, True):
+                    bad.append(f"turn {t['turn_idx']}: names {kind} {label} on {d} ({eid})")
+    return sorted(set(bad))
 
 
 # --- SOFT checks ---------------------------------------------------------------------------

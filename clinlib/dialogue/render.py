@@ -2,7 +2,10 @@
 dialogue" given to each strategy; docs/design.md "Layout").
 
 ``render_dialogue`` gives visits in order, each with a ``Visit N (YYYY-MM-DD)`` header and one
-``Patient:`` / ``Clinician:`` line per turn, with or without the provenance tags.
+``Patient:`` / ``Clinician:`` line per turn, with or without the provenance tags. Turns of an
+inserted noise session (``is_noise``; MedMemoryBench §3 "Noise Augmentation") are always shown
+without their ``NOISE-...`` tags, so the evaluation context does not say which sessions are
+noise; dialogues without noise render exactly as before.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ def _render(recs: list[dict[str, Any]], with_ids: bool, header: bool) -> str:
         head = VISIT_HEADER.format(number=number, date=date)
         lines.append(head if present(date) else head.split(" (")[0])
     for r in recs:
-        text = r["text_tagged"] if with_ids else r["text"]
+        noise = r.get("is_noise")
+        text = r["text_tagged"] if with_ids and not (present(noise) and bool(noise)) else r["text"]
         lines.append(f"{SPEAKER_PREFIX.get(r['speaker'], str(r['speaker']))}: {text}")
     return "\n".join(lines)
 

@@ -38,6 +38,11 @@ missed_events_unstated      a missed event is never cited, a missed lab's name i
                             with its date, a missed drug or ICD code is never named in its visit
 ==========================  ==================================================================
 
+On a dialogue with inserted noise sessions (:mod:`clinlib.dialogue.noise`) the checks above
+run on its real turns with their original numbering restored, and one more HARD row is added
+(:data:`clinlib.dialogue.checks.NOISE_CHECKS`): ``noise_states_no_patient_fact`` — no noise
+turn names one of the patient's own labs or drugs together with that event's date.
+
 SOFT checks (warnings): ``length_outlier`` (mean characters per visit outside the corpus'
 Tukey fences on a log scale, k = 3), ``turn_alternation`` (patient and clinician alternate
 within each visit, patient first), ``repeated_sentences`` (no sentence of five or more words
@@ -61,6 +66,7 @@ from clinlib.data.schema import ARTIFACTS
 from clinlib.dialogue.checks import (
     DEFAULT_CHARS_PER_VISIT,
     HARD_CHECKS,
+    NOISE_CHECKS,
     REWRITE_CHECK,
     SOFT_CHECKS,
     chars_per_visit,
@@ -68,6 +74,7 @@ from clinlib.dialogue.checks import (
     check_covered,
     check_ids_exist,
     check_missed,
+    check_noise_facts,
     check_row,
     check_time_order,
     check_turns,
@@ -78,6 +85,7 @@ from clinlib.dialogue.checks import (
 )
 from clinlib.dialogue.fields import EventIndex, group_records, present, records
 from clinlib.dialogue.matching import DRUG_LEXICON, DrugMatcher
+from clinlib.dialogue.noise import is_noise_turn, real_turns
 
 CHECK_COLUMNS = ARTIFACTS["dialogue_checks"]
 
@@ -111,7 +119,9 @@ def verify_records(
         Check rows (subject_id, check, severity, passed, detail), HARD checks first.
     """
     sid = int(subject_id)
-    turns = sorted(turns, key=lambda r: int(r["turn_idx"]))
+    noise = [t for t in turns if is_noise_turn(t)]
+    # A noisy dialogue: the stored-dialogue checks see its real turns, numbered as stored.
+    turns = real_turns(turns) if noise else sorted(turns, key=lambda r: int(r["turn_idx"]))
     events = list(events)
     index = EventIndex(events)
     events_by_id = index.by_id
@@ -138,6 +148,11 @@ def verify_records(
     bad = check_missed(turns, index, missed)
     rows.append(check_row(sid, "missed_events_unstated",
                           *_passed(bad, f"{len(missed)} missed events unstated")))  # fmt: skip
+    if noise:
+        n_sessions = len({int(t["visit_idx"]) for t in noise})
+        bad = check_noise_facts(noise, events)
+        rows.append(check_row(sid, *NOISE_CHECKS,
+                              *_passed(bad, f"{n_sessions} noise sessions checked")))  # fmt: skip
     if include_length:
         rows.append(length_row(sid, turns, length_bounds or DEFAULT_CHARS_PER_VISIT))
     rows += soft_checks(sid, turns)
@@ -293,7 +308,12 @@ def drop_decisions(checks: pd.DataFrame) -> pd.DataFrame:
 
 def drop_report(checks: pd.DataFrame) -> pd.DataFrame:
     """Failures per check: check, severity, n_patients, n_failed, description."""
-    desc = HARD_CHECKS | SOFT_CHECKS | {REWRITE_CHECK: "LLM rewrite kept every required field"}
+    desc = (
+        HARD_CHECKS
+        | NOISE_CHECKS
+        | SOFT_CHECKS
+        | {REWRITE_CHECK: "LLM rewrite kept every required field"}
+    )
     g = checks.groupby(["severity", "check"], sort=False)["passed"]
     out = g.agg(n_patients="size", n_failed=lambda s: int((~s).sum())).reset_index()
     out["description"] = out["check"].map(desc)
