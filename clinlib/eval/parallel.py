@@ -25,6 +25,7 @@ from clinlib.eval.cells import listed, select_questions
 from clinlib.eval.runner import run
 from clinlib.eval.store import cell_summary, claim_predictions, load_predictions
 from clinlib.strategies import get_strategy
+from clinlib.tasks.settings import parse_settings, value_of
 
 
 def _run_group(job: tuple[str, dict[str, Any]]) -> None:
@@ -94,6 +95,8 @@ def run_parallel(
 def _parallel_summary(
     name: str, names: Sequence[str], backbones: Sequence[str], settings: Sequence[str]
 ) -> pd.DataFrame:
-    summary = cell_summary(load_predictions(name))
+    summary = cell_summary(load_predictions(name, all_settings=True))
     wanted = summary["strategy"].isin(names) & summary["backbone"].isin(list(backbones))
-    return summary[wanted & summary["setting"].isin(list(settings))].reset_index(drop=True)
+    parsed = parse_settings(settings)
+    ours = summary["setting"].map(lambda v: any(value_of(v, s) for s in parsed)).astype(bool)
+    return summary[wanted & ours].reset_index(drop=True)

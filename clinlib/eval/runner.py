@@ -424,7 +424,9 @@ def run(
     session = _Session(name, run_id, bar, credentialed, allow_unapproved, config, opts,
                        batch_size, budget_usd)  # fmt: skip
     session.execute(plan, counted)
-    return summarize(load_predictions(name), plan, session.tally, session.stopped)
+    return summarize(
+        load_predictions(name, all_settings=True), plan, session.tally, session.stopped
+    )
 
 
 def summarize(

@@ -24,6 +24,7 @@ from clinlib.core import guards
 from clinlib.core.config import build_dir, resolve_profile
 from clinlib.core.io import write_parquet
 from clinlib.data.build import load
+from clinlib.tasks.settings import STATIC_SETTINGS
 
 log = logging.getLogger("clinlib.eval.runner")
 
@@ -132,13 +133,18 @@ def part_files(directory: Path) -> list[Path]:
     return sorted(directory.glob(f"{PART_PREFIX}*.parquet")) if directory.is_dir() else []
 
 
-def load_predictions(profile: str | None = None, *, dedupe: bool = True) -> pd.DataFrame:
-    """All predictions of a profile.
+def load_predictions(
+    profile: str | None = None, *, dedupe: bool = True, all_settings: bool = False
+) -> pd.DataFrame:
+    """The predictions of a profile under the static settings (``post``, ``pre``), or all.
 
     Args:
         profile: build profile.
         dedupe: keep only the latest row per (qid, strategy, backbone, prep_model, setting)
             (a ``retry_errors`` re-run supersedes the failed row); False returns every row.
+        all_settings: also the rows of the memory-under-accumulation settings (``stream@t``,
+            ``mixed`` ...; clinlib.tasks.settings). Off by default, so that the paper's
+            analyses, which compare ``post`` with ``pre``, read what they always read.
 
     Returns:
         DataFrame with :data:`PREDICTION_COLUMNS` (empty if nothing was predicted yet).
@@ -164,6 +170,8 @@ def load_predictions(profile: str | None = None, *, dedupe: bool = True) -> pd.D
     missing = [c for c in KEY_COLUMNS if c not in df.columns]
     if missing:
         raise RunnerError(f"predictions in {predictions_dir(profile)} lack columns {missing}")
+    if not all_settings:
+        df = df[df["setting"].isin(STATIC_SETTINGS)].reset_index(drop=True)
     if dedupe:
         df = df.drop_duplicates(list(KEY_COLUMNS), keep="last").reset_index(drop=True)
     return df
@@ -218,7 +226,7 @@ def write_part(rows: list[dict[str, Any]], profile: str | None, run_id: str, seq
 
 
 def done_keys(profile: str, retry_errors: bool, retry_empty: bool = False) -> set[tuple[str, ...]]:
-    preds = load_predictions(profile)
+    preds = load_predictions(profile, all_settings=True)
     if retry_errors:
         preds = preds[preds["error"].isna()]
     if retry_empty and len(preds):

@@ -32,13 +32,16 @@ never collide in the prediction key ``(qid, strategy, backbone, prep_model, sett
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pandas as pd
 
 from clinlib.core.labels import format_call, split_call
+from clinlib.dialogue.noise import add_noise, hide_noise_tags
 
 STATIC_SETTINGS: tuple[str, ...] = ("post", "pre")
 SETTING_KINDS: tuple[str, ...] = (*STATIC_SETTINGS, "stream", "mixed")
@@ -51,6 +54,8 @@ NOISE_DEFAULTS: dict[str, Any] = {"ratio": 1.0, "seed": 42}
 # MedMemoryBench §5 repeats every run over these seeds (cross-seed stability, Friedman).
 SEEDS: tuple[int, ...] = (42, 123, 456, 789, 2024)
 CHECKPOINT_SEP = "@"
+_NOISY: OrderedDict[tuple, pd.DataFrame] = OrderedDict()
+_NOISY_SIZE = 8
 
 
 class SettingError(ValueError):
@@ -196,6 +201,15 @@ def parse_value(value: str) -> tuple[Setting, int | None]:
     return setting, int(tail)
 
 
+def value_of(value: str, setting: str | Setting) -> bool:
+    """Whether a prediction's ``setting`` value belongs to a setting (``stream@6`` to any
+    ``stream(delta=...)``; a static value to its own label)."""
+    s = parse_setting(setting)
+    if not s.stream:
+        return str(value) == s.label
+    return str(value).startswith(s.key_label + CHECKPOINT_SEP)
+
+
 def parse_settings(specs: str | Setting | Iterable[str | Setting]) -> list[Setting]:
     """Several specs (a single spec string counts as one), de-duplicated by label, in order."""
     if isinstance(specs, str | Setting):
@@ -219,17 +233,34 @@ def checkpoints(n_sessions: int, delta: int = DEFAULT_DELTA) -> list[int]:
 
 
 def noise_transform(setting: str | Setting) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    """The dialogue transformation of a setting: :func:`clinlib.dialogue.noise.add_noise`
-    with its ratio and seed under ``mixed``, the identity otherwise."""
+    """The dialogue transformation of a setting: under ``mixed``,
+    :func:`clinlib.dialogue.noise.add_noise` with its ratio and seed, then
+    :func:`~clinlib.dialogue.noise.hide_noise_tags` (no method sees which sessions are noise);
+    the identity otherwise. Noise placement is drawn per (seed, patient), so the injected
+    variants of a dialogue get the same noise sessions as the original."""
     s = parse_setting(setting)
     if not s.mixed:
         return _identity
-    # UNFINISHED until the noise transformation (clinlib.dialogue.noise) is merged.
-    raise SettingError(f"setting {s.label!r}: the noise transformation is not available yet")
+    return partial(_noisy, ratio=s.ratio, seed=s.seed)
 
 
 def _identity(turns: pd.DataFrame) -> pd.DataFrame:
     return turns
+
+
+def _noisy(turns: pd.DataFrame, ratio: float, seed: int) -> pd.DataFrame:
+    # add_noise takes seconds per hundred patients and a run asks for the same noisy
+    # dialogue several times (its plan, then its contexts): keep the last few, keyed by
+    # content (the frame is copied out, so a caller's edit cannot reach the memo).
+    cols = [c for c in ("subject_id", "visit_idx", "turn_idx", "text") if c in turns.columns]
+    content = int(pd.util.hash_pandas_object(turns[cols], index=False).sum())
+    key = (len(turns), content, float(ratio), int(seed))
+    if key not in _NOISY:
+        _NOISY[key] = hide_noise_tags(add_noise(turns, ratio, seed))
+        while len(_NOISY) > _NOISY_SIZE:
+            _NOISY.popitem(last=False)
+    _NOISY.move_to_end(key)
+    return _NOISY[key].copy()
 
 
 def asked_questions(questions: pd.DataFrame, setting: str | Setting) -> pd.DataFrame:

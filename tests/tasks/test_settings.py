@@ -13,6 +13,7 @@ from clinlib.tasks.settings import (
     parse_setting,
     parse_settings,
     parse_value,
+    value_of,
 )
 
 
@@ -55,6 +56,12 @@ def test_bad_specs_name_the_value(spec, message):
     with pytest.raises(SettingError, match=message) as info:
         parse_setting(spec)
     assert "\n" not in str(info.value)
+
+
+def test_value_of():
+    assert value_of("stream@6", "stream(delta=3)") and not value_of("stream@6", "post")
+    assert value_of("post", "efficient") and not value_of("stream+mixed@6", "stream")
+    assert value_of("mixed(seed=7)", "mixed(seed=7)") and not value_of("mixed", "mixed(seed=7)")
 
 
 def test_bad_values():
