@@ -58,6 +58,10 @@ _API: dict[str, tuple[str, str | None]] = {
     "hide_noise_tags": ("clinlib.dialogue.noise", "hide_noise_tags"),
     "relatives_of": ("clinlib.dialogue.noise", "relatives_of"),
     "memory_stats": ("clinlib.analysis.memory_stats", None),  # 14: misattributed, Friedman, CV
+    # evaluation settings (post / pre / stream / mixed; MedMemoryBench §4), notebook 14
+    "settings": ("clinlib.tasks.settings", None),
+    "setting_plan": ("clinlib.strategies.construction", "setting_plan"),
+    "accumulation": ("clinlib.analysis.streaming", None),  # 14: accuracy vs checkpoint
     # the modules behind the notebooks (README "Notebook map")
     "cohort_report": ("clinlib.data.report", None),  # 01
     "dialogues": ("clinlib.dialogue.synth", None),

@@ -99,6 +99,11 @@ class Setting:
         return "+".join(parts)
 
     @property
+    def mode(self) -> str:
+        """``efficient`` without noise, else the mixed component's label (``mixed(seed=7)``)."""
+        return self._mixed_label() if self.mixed else "efficient"
+
+    @property
     def label(self) -> str:
         """The canonical spec (parses back to this setting)."""
         return self._label(with_delta=True)
