@@ -138,7 +138,7 @@ def final_equals_static(preds: pd.DataFrame, by: Sequence[str] = ("strategy",)) 
     equal by construction (the final prefix is the whole dialogue)."""
     rows = setting_rows(preds)
     final = rows[rows["stream"] & rows["checkpoint_final"].fillna(False).astype(bool)]
-    static = rows[~rows["stream"]]
+    static = rows[~rows["stream"] & (rows["setting"] != "pre")]  # pre: T3 built injected
     keys = ["qid", *by, "backbone", "prep_model", "mode"]
     both = final.merge(static, on=keys, suffixes=("_final", "_static"))
     out = both.groupby([*by, "mode"], sort=True).agg(
