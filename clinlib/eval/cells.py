@@ -4,7 +4,10 @@ Paper §4 ("Evaluation protocol"): every question is answered with the one fixed
 :mod:`clinlib.eval.prompts` and the task's output cap (:data:`clinlib.tasks.answers.MAX_TOKENS`),
 at temperature 0; errors and empty completions (Appendix D1) are kept and scored wrong. Under
 ``post`` every question is evaluated; under ``pre`` only T3 questions are, because T3 (the
-staleness probe) is the only task whose context differs between the two settings.
+staleness probe) is the only task whose context differs between the two settings. The
+accumulation settings of :mod:`clinlib.tasks.settings` (MedMemoryBench §4) run through the same
+cells: ``stream`` asks each single-patient question at every checkpoint (one cell per
+``stream@t`` value), ``mixed`` asks every question over noisy dialogues.
 Contexts are built offline per (setting, strategy) (:func:`prepare`). Design: docs/design.md.
 """
 
@@ -294,7 +297,7 @@ def prepare(
         if sub.empty:
             continue
         plan = setting_plan(sub, setting, profile)
-        values = list(dict.fromkeys(plan["setting"]))
+        values = list(dict.fromkeys(plan.sort_values("checkpoint_visit", kind="stable")["setting"]))
         sub_of = {v: sub[sub["qid"].isin(set(g["qid"]))] for v, g in plan.groupby("setting")}
         todo: list[tuple[int, Any]] = []
         for strategy in strategies:

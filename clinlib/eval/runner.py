@@ -6,7 +6,8 @@ tokens; empty completions D1 kept and scored wrong). Every question is answered 
 fixed prompt of :mod:`clinlib.eval.prompts` and the task's output cap
 (:data:`clinlib.tasks.answers.MAX_TOKENS`), at temperature 0.
 
-Settings: under ``post`` every question is evaluated; under ``pre`` only T3 questions are,
+Settings (:mod:`clinlib.tasks.settings`; MedMemoryBench's ``stream`` and ``mixed`` too, see
+:mod:`clinlib.eval.cells`): under ``post`` every question is evaluated; under ``pre`` only T3 questions are,
 because T3 (the staleness probe) is the only task whose context differs between the two
 settings (T5's contradictions are built into the representation in both, and the other tasks
 never see an injection), so re-asking them under ``pre`` would duplicate ``post`` exactly.
@@ -377,7 +378,10 @@ def run(
         profile: build profile.
         strategies: strategy names (or instances) from :mod:`clinlib.strategies`.
         backbones: backbone names (presets, config file, or offline readers) or objects.
-        settings: ``post`` (every question) and / or ``pre`` (T3 only).
+        settings: setting specs (:mod:`clinlib.tasks.settings`): ``post`` (every question),
+            ``pre`` (T3 only), ``stream(delta=...)`` (each single-patient question at every
+            checkpoint from the one where it is answerable; one cell per checkpoint value
+            ``stream@t``), ``mixed(ratio=..., seed=...)`` (noisy dialogues), ``stream+mixed``.
         prep: the prep model of derived strategies.
         budget_usd: stop before new spend (API calls not served from the cache) could exceed
             this; checked per batch against the batch's upper-bound cost.

@@ -287,7 +287,7 @@ class Mem0Memory(EmbedsQueries, Strategy):
         """(visits seen, store, facts extracted so far, warnings) after each visit, in order:
         the builtin engine builds visit by visit, so every prefix is a snapshot."""
         if getattr(prep, "is_llm", False):
-            yield from self._llm(subject_id, turns, prep)
+            yield from self._llm_states(subject_id, turns, prep)
             return
         store = MemoryStore()
         facts = facts_of(turns)
@@ -304,7 +304,10 @@ class Mem0Memory(EmbedsQueries, Strategy):
     def _rule_based(self, turns: pd.DataFrame) -> dict:
         return self._finish(*list(self._states(0, turns, None))[-1][1:])
 
-    def _llm(
+    def _llm(self, subject_id: int, turns: pd.DataFrame, prep: Any) -> dict:
+        return self._finish(*list(self._llm_states(subject_id, turns, prep))[-1][1:])
+
+    def _llm_states(
         self, subject_id: int, turns: pd.DataFrame, prep: Any
     ) -> Iterator[tuple[int, MemoryStore, int, list[str]]]:
         store = MemoryStore()

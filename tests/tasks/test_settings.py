@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
+from clinlib.cli import app
 from clinlib.tasks.settings import (
     Setting,
     SettingError,
@@ -92,3 +94,16 @@ def test_asked_questions():
     assert asked_questions(qs, "mixed")["qid"].tolist() == ["a", "b", "c"]
     assert asked_questions(qs, "pre")["qid"].tolist() == ["b"]
     assert asked_questions(qs, "stream")["qid"].tolist() == ["a", "b"]  # T6: no one clock
+
+
+@pytest.mark.parametrize(
+    ("specs", "named"),
+    [("post,stream(delta=0)", "delta must be an integer >= 1, got 0"),
+     ("stream+mixed(noise=2)", "mixed takes no parameter(s) ['noise']")],
+)  # fmt: skip
+def test_cli_refuses_a_bad_setting_in_one_line(specs, named, quick_built):
+    res = CliRunner().invoke(app, ["estimate", "--profile", "quick", "--strategies",
+                                   "full-context", "--backbones", "reference", "--settings",
+                                   specs])  # fmt: skip
+    assert res.exit_code == 2
+    assert named in res.output and len(res.output.strip().splitlines()) == 1
