@@ -378,10 +378,7 @@ def run(
         profile: build profile.
         strategies: strategy names (or instances) from :mod:`clinlib.strategies`.
         backbones: backbone names (presets, config file, or offline readers) or objects.
-        settings: setting specs (:mod:`clinlib.tasks.settings`): ``post`` (every question),
-            ``pre`` (T3 only), ``stream(delta=...)`` (each single-patient question at every
-            checkpoint from the one where it is answerable; one cell per checkpoint value
-            ``stream@t``), ``mixed(ratio=..., seed=...)`` (noisy dialogues), ``stream+mixed``.
+        settings: :mod:`clinlib.tasks.settings` specs (post, pre, stream, mixed, stream+mixed).
         prep: the prep model of derived strategies.
         budget_usd: stop before new spend (API calls not served from the cache) could exceed
             this; checked per batch against the batch's upper-bound cost.

@@ -207,7 +207,7 @@ def test_retry_empty_re_asks_empty_completions(monkeypatch):
         "qid": ["q1", "q2", "q3"], "strategy": "s", "backbone": "b", "prep_model": "none",
         "setting": "post", "empty": [True, False, False], "error": [None, None, "timeout"],
     })  # fmt: skip
-    monkeypatch.setattr(store, "load_predictions", lambda profile: preds)
+    monkeypatch.setattr(store, "load_predictions", lambda profile, **_: preds)
     qids = lambda keys: sorted(k[0] for k in keys)  # noqa: E731
     assert qids(store.done_keys("p", retry_errors=False)) == ["q1", "q2", "q3"]
     assert qids(store.done_keys("p", retry_errors=False, retry_empty=True)) == ["q2", "q3"]
