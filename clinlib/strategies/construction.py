@@ -508,16 +508,17 @@ def _context_rows(
 
 
 def _setting_dialogues(
-    questions: pd.DataFrame, turns: pd.DataFrame, setting: Setting
-) -> tuple[dict, dict, pd.DataFrame | None]:
-    """(original split, variants incl. ``base``, checkpoint plan or None) for a setting."""
+    questions: pd.DataFrame, turns: pd.DataFrame, setting: Setting, variants: bool = True
+) -> tuple[dict, pd.DataFrame | None]:
+    """(dialogue variants: ``base`` and, if ``variants``, T3 / T5; checkpoint plan or None)."""
     noisy = noise_transform(setting)
     original = split_dialogues(turns)
     base = split_dialogues(noisy(turns)) if setting.mixed else original
-    variants: dict[str, Any] = {"base": (base, base)}
-    variants.update(_injected_variants(turns, questions, setting, base, noisy))
+    out: dict[str, Any] = {"base": (base, base)}
+    if variants:
+        out.update(_injected_variants(turns, questions, setting, base, noisy))
     plan = checkpoint_plan(questions, original, base, setting) if setting.stream else None
-    return original, variants, plan
+    return out, plan
 
 
 def setting_plan(
@@ -539,7 +540,7 @@ def setting_plan(
     turns = dialogues if dialogues is not None else load("dialogues", resolve_profile(profile))
     wanted = {sid for q in qs.to_dict("records") for sid in subject_ids_of(q)}
     turns = turns[turns["subject_id"].isin(wanted)]
-    return _setting_dialogues(qs, turns, st)[2]
+    return _setting_dialogues(qs, turns, st, variants=False)[1]
 
 
 def question_contexts_many(
@@ -575,7 +576,7 @@ def question_contexts_many(
     turns = turns[turns["subject_id"].isin(wanted)]
     prep_model = get_prep(prep, profile=name)
     cache = ConstructionCache(constructions_dir(name))
-    _original, variants, plan = _setting_dialogues(qs, turns, st)
+    variants, plan = _setting_dialogues(qs, turns, st)
     units = question_units(records, variants, plan)
     shas: dict[tuple[str, int], str] = {}
     checked: dict[tuple[str, int], pd.DataFrame] = {}
