@@ -23,6 +23,7 @@ from clinlib.dialogue.fields import (
     KEY_LABS,
     EventIndex,
     fmt_date,
+    is_noise_turn,
     key_lab_missable,
     lab_day_bounds,
     present,
@@ -41,7 +42,6 @@ from clinlib.dialogue.matching import (
     tagged_sentences,
     untraced_tokens,
 )
-from clinlib.dialogue.noise import is_noise_turn
 
 MISSABLE_KINDS: tuple[str, ...] = ("lab", "medication")
 # Left out for the length budget (clinlib.dialogue.budget; coverage reason starting with
@@ -423,7 +423,7 @@ def check_noise_facts(
     contradict, one of the patient's (MedMemoryBench §3 "Noise Augmentation").
 
     Args:
-        turns: turn records; only noise turns (:func:`clinlib.dialogue.noise.is_noise_turn`)
+        turns: turn records; only noise turns (:func:`clinlib.dialogue.fields.is_noise_turn`)
             are looked at.
         events: the patient's source events (every lab and medication, stated or not).
 

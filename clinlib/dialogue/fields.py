@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from clinlib.dialogue.matching import DIGIT_RE, DrugMatcher
+from clinlib.dialogue.matching import DIGIT_RE, DrugMatcher, is_noise_id
 
 # Labs always verbalised (the labs the index diseases and the tasks lean on); other panel
 # labs and medications may be left unstated by the synthesis rule (clinlib.dialogue.selection).
@@ -242,3 +242,29 @@ def visit_starts(events: Iterable[Mapping[str, Any]]) -> dict[int, pd.Timestamp]
         if v not in starts or t < starts[v]:
             starts[v] = t
     return starts | adm
+
+
+# --- noise sessions (clinlib.dialogue.noise; MedMemoryBench §3 "Noise Augmentation") ----------
+
+
+def is_noise_turn(turn: Mapping[str, Any]) -> bool:
+    """A turn of an inserted session: ``is_noise`` set, or any of its ids a noise tag."""
+    flag = turn.get("is_noise")
+    if present(flag) and bool(flag):
+        return True
+    ids = turn.get("event_ids")
+    return ids is not None and not isinstance(ids, str) and any(is_noise_id(i) for i in ids)
+
+
+def real_turns(turns: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The real turns of a noisy dialogue with their original numbering restored
+    (``visit_idx`` from ``source_visit_idx``, ``turn_idx`` consecutive from the first), so
+    checks written for the stored dialogue apply unchanged."""
+    recs = sorted((dict(t) for t in turns if not is_noise_turn(t)),
+                  key=lambda r: int(r["turn_idx"]))  # fmt: skip
+    first = int(recs[0]["turn_idx"]) if recs else 0
+    for i, r in enumerate(recs):
+        if present(r.get("source_visit_idx")) and int(r["source_visit_idx"]) >= 0:
+            r["visit_idx"] = int(r["source_visit_idx"])
+        r["turn_idx"] = first + i
+    return recs

@@ -55,6 +55,11 @@ def format_tag(event_ids: Sequence[str]) -> str:
     return "[" + ", ".join(event_ids) + "]"
 
 
+def is_noise_id(event_id: object) -> bool:
+    """True for a noise session's provenance tag (``NOISE-...``, clinlib.dialogue.noise)."""
+    return str(event_id).startswith(NOISE_ID_PREFIX + "-")
+
+
 def tag_ids(text_tagged: str) -> list[str]:
     """Event ids of every tag in a tagged text, in order of first appearance."""
     seen: dict[str, None] = {}

@@ -42,9 +42,15 @@ import pandas as pd
 from clinlib.data.donors import donor_events
 from clinlib.data.vocab import NOISE_ID_PREFIX
 from clinlib.dialogue import noise_topics as nt
-from clinlib.dialogue.fields import present
-from clinlib.dialogue.matching import DATE_RE, find_spans, format_tag
+from clinlib.dialogue.fields import is_noise_turn, present, real_turns
+from clinlib.dialogue.matching import DATE_RE, find_spans, format_tag, is_noise_id
 from clinlib.dialogue.templates import MED_ITEMS
+
+# The light helpers live beside the tag format and the turn records, so the verifier does not
+# import the donor pool; they are part of this module's interface.
+__all__ = ["NoiseError", "Relative", "add_noise", "donor_profiles", "hide_noise_tags",
+           "is_noise_id", "is_noise_turn", "noise_facts", "noise_tag", "real_turns",
+           "relatives_of"]  # fmt: skip
 
 TURN_COLUMNS: tuple[str, ...] = ("subject_id", "visit_idx", "turn_idx", "speaker", "text",
                                  "event_ids", "text_tagged", "visit_date")  # fmt: skip
@@ -89,34 +95,6 @@ def noise_tag(kind: str, name: str, n: int) -> str:
     if kind not in NOISE_KINDS:
         raise NoiseError(f"noise kind {kind!r} not in {NOISE_KINDS}")
     return f"{NOISE_ID_PREFIX}-{kind}-{name}-{int(n)}"
-
-
-def is_noise_id(event_id: object) -> bool:
-    """True for a noise provenance tag (``NOISE-...``)."""
-    return str(event_id).startswith(NOISE_ID_PREFIX + "-")
-
-
-def is_noise_turn(turn: Mapping[str, Any]) -> bool:
-    """A turn of an inserted session: ``is_noise`` set, or any of its ids a noise tag."""
-    flag = turn.get("is_noise")
-    if present(flag) and bool(flag):
-        return True
-    ids = turn.get("event_ids")
-    return ids is not None and not isinstance(ids, str) and any(is_noise_id(i) for i in ids)
-
-
-def real_turns(turns: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The real turns of a noisy dialogue with their original numbering restored
-    (``visit_idx`` from ``source_visit_idx``, ``turn_idx`` consecutive from the first), so
-    checks written for the stored dialogue apply unchanged."""
-    recs = sorted((dict(t) for t in turns if not is_noise_turn(t)),
-                  key=lambda r: int(r["turn_idx"]))  # fmt: skip
-    first = int(recs[0]["turn_idx"]) if recs else 0
-    for i, r in enumerate(recs):
-        if present(r.get("source_visit_idx")) and int(r["source_visit_idx"]) >= 0:
-            r["visit_idx"] = int(r["source_visit_idx"])
-        r["turn_idx"] = first + i
-    return recs
 
 
 def hide_noise_tags(turns: pd.DataFrame) -> pd.DataFrame:
@@ -182,13 +160,14 @@ def relatives_of(
     pool = sorted(profiles)
     rng = np.random.default_rng([int(seed), int(subject_id), _REL_STREAM])
     k = min(int(rng.integers(RELATIVES[0], RELATIVES[1] + 1)), len(pool))
-    relations = rng.choice(len(nt.RELATIONS), size=k, replace=False)
+    slots = rng.choice(len(nt.RELATION_SLOTS), size=k, replace=False)
     donors = rng.choice(len(pool), size=k, replace=False)
     out = []
-    for r, d in zip(relations, donors, strict=True):
+    for r, d in zip(slots, donors, strict=True):
+        relation = _pick(rng, nt.RELATION_SLOTS[int(r)])
         conds = profiles[pool[int(d)]]["conditions"]
         cond = conds[int(rng.integers(len(conds)))]["label"] if conds else ""
-        out.append(Relative(nt.RELATIONS[int(r)], int(pool[int(d)]), cond))
+        out.append(Relative(relation, int(pool[int(d)]), cond))
     return out
 
 

@@ -197,6 +197,11 @@ RELATIONS: tuple[str, ...] = (
     "father", "mother", "husband", "wife", "son", "daughter", "brother", "sister",
     "grandfather", "grandmother",
 )  # fmt: skip
+# Relatives are drawn from these slots without replacement, so a patient has one spouse at most.
+RELATION_SLOTS: tuple[tuple[str, ...], ...] = (
+    ("father",), ("mother",), ("husband", "wife"), ("son",), ("daughter",), ("brother",),
+    ("sister",), ("grandfather",), ("grandmother",),
+)  # fmt: skip
 PRONOUN = {"father": "he", "husband": "he", "son": "he", "brother": "he", "grandfather": "he",
            "mother": "she", "wife": "she", "daughter": "she", "sister": "she",
            "grandmother": "she"}  # fmt: skip

@@ -83,9 +83,15 @@ from clinlib.dialogue.checks import (
     length_row,
     soft_checks,
 )
-from clinlib.dialogue.fields import EventIndex, group_records, present, records
+from clinlib.dialogue.fields import (
+    EventIndex,
+    group_records,
+    is_noise_turn,
+    present,
+    real_turns,
+    records,
+)
 from clinlib.dialogue.matching import DRUG_LEXICON, DrugMatcher
-from clinlib.dialogue.noise import is_noise_turn, real_turns
 
 CHECK_COLUMNS = ARTIFACTS["dialogue_checks"]
 
@@ -232,7 +238,8 @@ def verify_groups(
         meds = {e.get("label") for evs in events.values() for e in evs
                 if e.get("kind") == "medication" and present(e.get("label"))}  # fmt: skip
         drugs = DrugMatcher([*DRUG_LEXICON, *meds])
-    bounds = length_bounds_from(chars_per_visit(tr) for tr in turns.values() if tr)
+    # Fences over the real visits: noise sessions (clinlib.dialogue.noise) are not stored text.
+    bounds = length_bounds_from(chars_per_visit(real_turns(tr)) for tr in turns.values() if tr)
     rows: list[dict[str, Any]] = []
     for sid in sorted(coverage):
         rows += verify_records(

@@ -146,6 +146,10 @@ def test_relatives_do_not_depend_on_the_ratio(case):
     rels = N.relatives_of(1001, 11, profiles)
     assert len({r.relation for r in rels}) == len(rels)
     assert {r.relation for r in rels} <= set(RELATIONS)
+    for s in range(30):  # one spouse at most
+        assert (
+            len({r.relation for r in N.relatives_of(1001, s, profiles)} & {"husband", "wife"}) <= 1
+        )
     for ratio in (1.0, 2.0):
         f = N.noise_facts(turns, ratio, 11, donors=DONORS)
         assert set(zip(f["relation"], f["donor_id"], strict=True)) <= {
@@ -170,7 +174,10 @@ def test_verifier_passes_noisy_dialogue_and_adds_the_noise_row(case):
     (name,) = NOISE_CHECKS
     assert checks.loc[name, "severity"] == "hard"
     assert checks.loc[name, "detail"] == "6 noise sessions checked"
-    assert name not in V.verify_dialogue(turns, ev, cov)["check"].tolist()
+    clean = V.verify_dialogue(turns, ev, cov).set_index("check")
+    assert name not in clean.index
+    # the stored-dialogue checks see exactly the real turns: same rows, same details
+    pd.testing.assert_frame_equal(checks.drop(index=name), clean)
 
 
 @pytest.mark.parametrize(
