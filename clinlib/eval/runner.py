@@ -62,6 +62,7 @@ from clinlib.eval.cells import (
     record_counts,
     request_id,
     resolve_backbones,
+    run_settings,
     select_questions,
     setting_questions,
 )
@@ -307,7 +308,8 @@ class _Session:
                 self.stopped[cell] = "not started: " + reason
 
 
-def _check_run_args(budget_usd: Any, batch_size: Any) -> None:
+def _check_run_args(budget_usd: Any, batch_size: Any, settings: Any = ("post",)) -> None:
+    run_settings(settings)  # a bad spec is refused before anything is read
     if budget_usd is not None and (not isinstance(budget_usd, int | float) or budget_usd < 0):
         raise RunnerError(f"budget_usd must be a number >= 0, got {budget_usd!r}")
     if not isinstance(batch_size, int) or batch_size < 1:
@@ -405,7 +407,7 @@ def run(
     name = resolve_profile(profile)
     strategies, backbones, settings = listed(strategies), listed(backbones), listed(settings)
     tasks = listed(tasks) if tasks is not None else None
-    _check_run_args(budget_usd, batch_size)
+    _check_run_args(budget_usd, batch_size, settings)
     bbs = resolve_backbones(backbones, config)
     credentialed = is_credentialed(name)
     for bb in bbs:  # refuse before any context is built or any request is sent
