@@ -38,7 +38,7 @@ reproduce: install ## the main job: whole pipeline + every notebook on the paper
 	$(BIN)/clintrace reproduce --profile paper
 
 test: install lint pipeline-quick ## lint, build the quick profile, run unit + browser tests and every notebook
-	CLINTRACE_REQUIRE_BROWSER=1 CLINTRACE_PROFILE=quick $(BIN)/python -m pytest -q tests notebooks --nbmake --nbmake-timeout=$(NB_TIMEOUT) -p no:cacheprovider
+	CLINTRACE_REQUIRE_BROWSER=1 CLINTRACE_PROFILE=quick $(BIN)/python -m pytest -q -n 2 --dist loadgroup tests notebooks --nbmake --nbmake-timeout=$(NB_TIMEOUT) -p no:cacheprovider
 
 lint: install ## ruff check + ruff format --check over clinlib/ and tests/
 	$(BIN)/ruff check clinlib tests bench

@@ -50,6 +50,10 @@ _API: dict[str, tuple[str, str | None]] = {
     "load_artifacts": ("clinlib.strategies.construction", "load_artifacts"),
     "PrepError": ("clinlib.strategies.prep", "PrepError"),
     "get_backbone": ("clinlib.llm.backbones", "get_backbone"),
+    # provider batch jobs (README "Real endpoints": `run(mode="batch")`)
+    "BatchClient": ("clinlib.llm.batch", "BatchClient"),
+    "BatchPending": ("clinlib.llm.batch", "BatchPending"),
+    "BatchServer": ("clinlib.llm.batchserver", "BatchServer"),
     "target_counts": ("clinlib.tasks.build", "target_counts"),
     "injected_dialogue": ("clinlib.tasks.injections", "injected_dialogue"),
     # noise augmentation (MedMemoryBench §3), notebook 14

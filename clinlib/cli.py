@@ -32,6 +32,7 @@ from clinlib.eval.parallel import run_parallel
 from clinlib.eval.policies import register_offline_backbones
 from clinlib.eval.runner import run
 from clinlib.llm import list_backbones
+from clinlib.llm.batch import BatchPending
 from clinlib.notebooks import execute_all
 from clinlib.strategies import PAPER_STRATEGIES, build_all
 from clinlib.tasks.build import build_questions
@@ -245,7 +246,10 @@ def estimate(
     )
     typer.echo(table.to_string(index=False))
     if "cost_usd_max" in table:
-        typer.echo(f"total (upper bound): ${table['cost_usd_max'].sum():,.2f}")
+        typer.echo(
+            f"total (upper bound): ${table['cost_usd_max'].sum():,.2f} live, "
+            f"${table['batch_cost_usd_max'].sum():,.2f} as provider batch jobs (run --batch)"
+        )
 
 
 @app.command("run")
@@ -273,10 +277,52 @@ def run_cmd(
     config: ConfigOpt = None,
     tasks: TasksOpt = None,
     limit: Annotated[int | None, typer.Option(help="questions per cell")] = None,
+    batch: Annotated[
+        bool,
+        typer.Option(
+            "--batch",
+            help="send uncached requests as provider batch jobs (OpenAI files + batches API, "
+            "batch price, answered within 24 h; rerun to resume a job)",
+        ),
+    ] = False,
+    poll_interval: Annotated[
+        float, typer.Option(help="--batch: seconds between two polls of a running job")
+    ] = 30.0,
+    batch_wait: Annotated[
+        float | None,
+        typer.Option(help="--batch: stop waiting after this many seconds (rerun to collect)"),
+    ] = None,
 ) -> None:
     """Evaluate every (strategy, backbone, setting) cell; append to predictions/ (resumable)."""
-    summary = _run(
-        run,
+    batch_options = {"poll_interval_s": poll_interval, "max_wait_s": batch_wait}
+    summary = _run_cells(
+        profile, strategies_, backbones_, settings, prep, budget, retry_errors, retry_empty,
+        allow_unapproved, config, tasks, limit, "batch" if batch else "live", batch_options,
+    )  # fmt: skip
+    if isinstance(summary, BatchPending):  # not an error: the jobs run on; a rerun collects
+        typer.echo(f"pending: {summary}", err=True)
+        raise typer.Exit(code=3)
+    typer.echo(summary.to_string(index=False))
+    _run(check_run, "run", summary, allow_drops)
+
+
+def _pending_as_value(fn):
+    """``fn`` returning (not raising) a :class:`BatchPending`, which `_run` would make an error."""
+
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except BatchPending as exc:
+            return exc
+
+    return call
+
+
+def _run_cells(profile, strategies_, backbones_, settings, prep, budget, retry_errors,
+               retry_empty, allow_unapproved, config, tasks, limit, mode, batch_options):  # fmt: skip
+    """`run`'s evaluation call (one-line errors; a pending batch job is returned)."""
+    return _run(
+        _pending_as_value(run),
         profile,
         _strategies(strategies_),
         _csv(backbones_),
@@ -290,9 +336,9 @@ def run_cmd(
         tasks=_csv(tasks),
         limit=limit,
         progress=True,
+        mode=mode,
+        batch_options=batch_options,
     )
-    typer.echo(summary.to_string(index=False))
-    _run(check_run, "run", summary, allow_drops)
 
 
 # (stage, wall seconds, CPU seconds) of the stages run by this process, for reproduce's

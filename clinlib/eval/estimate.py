@@ -37,6 +37,8 @@ ESTIMATE_COLUMNS: tuple[str, ...] = (
     "cost_usd_max",
     "cost_usd_typical",
     "pending_cost_usd_max",
+    "batch_cost_usd_max",
+    "batch_cost_usd_typical",
 )
 
 
@@ -94,6 +96,9 @@ def _estimate_row(
             sum(i for i, p in zip(n_in, pending, strict=True) if p),
             sum(m for m, p in zip(n_max, pending, strict=True) if p),
         ),
+        # The same requests through the provider's batch API (`run --batch`).
+        "batch_cost_usd_max": bb.batch_cost(sum(n_in), sum(n_max)),
+        "batch_cost_usd_typical": bb.batch_cost(sum(n_in), sum(n_typ)),
     }
 
 
@@ -114,7 +119,8 @@ def estimate(
     Input tokens are counted exactly with the backbone's tokenizer over the real messages;
     output tokens are bounded by the task's cap (``MAX_TOKENS``, an upper bound) and given a
     typical value (the tokens of the gold answer: what a concise correct reply costs). Cache
-    reads are not discounted, so ``cost_usd_max`` is a true upper bound.
+    reads are not discounted, so ``cost_usd_max`` is a true upper bound. ``batch_cost_usd_*``
+    price the same tokens at the backbone's batch prices (``run(mode="batch")``).
 
     Args:
         profile: build profile.

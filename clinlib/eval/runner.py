@@ -50,6 +50,7 @@ from clinlib.core.config import resolve_profile
 from clinlib.core.progress import make_progress
 from clinlib.core.progress import progress as progress_bar
 from clinlib.eval import prompt_tokens
+from clinlib.eval.batchmode import BATCHES_DIR, PlanEntry, answer_provider_batches, upper_cost
 from clinlib.eval.cells import (
     SETTINGS,
     Item,
@@ -87,9 +88,7 @@ from clinlib.llm import (
     ChatResult,
     LLMClient,
     ResponseCache,
-    cache_key,
     check_egress,
-    count_tokens,
     default_cache_path,
     tokens,
 )
@@ -99,10 +98,11 @@ log = logging.getLogger("clinlib.eval.runner")
 
 DEFAULT_BATCH_SIZE = 32
 OFFLINE_BATCH_SIZE = 1024
-
-# One planned cell: its backbone, key (strategy, backbone, prep_model, setting), question
-# count and the items still to answer.
-PlanEntry = tuple[Backbone, tuple[str, ...], int, list[Item]]
+# How network backbones are asked: one request at a time ("live"), or as provider batch jobs
+# at the batch price (clinlib.llm.batch), whose records live in BATCHES_DIR of the profile.
+MODES: tuple[str, ...] = ("live", "batch")
+BATCH_OPTIONS: frozenset[str] = frozenset({"poll_interval_s", "max_wait_s", "max_requests",
+                                           "max_bytes"})  # fmt: skip
 
 
 @dataclass
@@ -129,22 +129,6 @@ def _run_coro(make: Callable[[], Any]) -> Any:
         return asyncio.run(make())
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(lambda: asyncio.run(make())).result()
-
-
-def _batch_upper_cost(items: list[Item], bb: Backbone, cache: ResponseCache) -> list[float]:
-    """Upper-bound new spend of each item: 0 if cached or offline, else input + output cap."""
-    if bb.kind != "openai":
-        return [0.0] * len(items)
-    out = []
-    for it in items:
-        key = cache_key(bb.base_url or "", bb.model, it.request.messages,
-                        it.request.params.to_dict())  # fmt: skip
-        if key in cache:
-            out.append(0.0)
-        else:
-            n_in = count_tokens(it.request.messages, bb.model)
-            out.append(bb.cost(n_in, int(it.request.params.max_tokens or 0)))
-    return out
 
 
 def _answer_groups(
@@ -179,6 +163,10 @@ class _Session:
     client_options: dict[str, Any]
     batch_size: int
     budget_usd: float | None
+    mode: str = "live"
+    batch_options: dict[str, Any] = field(default_factory=dict)
+    # Upper-bound spend of batch-mode requests submitted but not yet answered.
+    reserved_usd: float = 0.0
     tally: _Tally = field(default_factory=_Tally)
     stopped: dict[tuple[str, ...], str] = field(default_factory=dict)
     seq: int = 0
@@ -247,8 +235,8 @@ class _Session:
         that is not all of it, the cell is marked stopped with the reason."""
         if self.budget_usd is None:
             return batch
-        spent = self.tally.spent_usd
-        costs = np.cumsum(_batch_upper_cost(batch, bb, cache))
+        spent = self.tally.spent_usd + self.reserved_usd
+        costs = np.cumsum(upper_cost(batch, bb, cache, self.mode == "batch"))
         fits = int(np.searchsorted(costs, self.budget_usd - spent, side="right"))
         if fits < len(batch):
             self.stopped[cell] = (
@@ -273,15 +261,20 @@ class _Session:
 
     async def answer(self, plan: list[PlanEntry]) -> None:
         cache = ResponseCache(default_cache_path(self.name))
+        batched: dict[str, list[PlanEntry]] = {}
         try:
             for group in _answer_groups(plan):
                 bb, cell, _n, todo = group[0]
                 if bb.kind != "openai":
                     await self.answer_offline(group, cache)
                     continue
+                if self.mode == "batch":
+                    batched.setdefault(bb.name, []).extend(group)
+                    continue
                 await self.answer_api(bb, cell, todo, cache)
                 if cell in self.stopped:
                     return
+            await answer_provider_batches(self, list(batched.values()), cache)
         finally:
             cache.close()
 
@@ -308,12 +301,26 @@ class _Session:
                 self.stopped[cell] = "not started: " + reason
 
 
-def _check_run_args(budget_usd: Any, batch_size: Any, settings: Any = ("post",)) -> None:
+def _check_run_args(
+    budget_usd: Any,
+    batch_size: Any,
+    mode: Any = "live",
+    batch_options: Any = None,
+    settings: Any = ("post",),
+) -> None:
     run_settings(settings)  # a bad spec is refused before anything is read
     if budget_usd is not None and (not isinstance(budget_usd, int | float) or budget_usd < 0):
         raise RunnerError(f"budget_usd must be a number >= 0, got {budget_usd!r}")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise RunnerError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if mode not in MODES:
+        raise RunnerError(f"mode must be one of {MODES}, got {mode!r}")
+    unknown = sorted(set(batch_options or {}) - BATCH_OPTIONS)
+    if unknown:
+        raise RunnerError(f"unknown batch option(s) {unknown}; known: {sorted(BATCH_OPTIONS)}")
+    for name, value in (batch_options or {}).items():
+        if value is not None and (not isinstance(value, int | float) or value < 0):
+            raise RunnerError(f"batch option {name} must be a number >= 0, got {value!r}")
 
 
 def _claim(
@@ -369,12 +376,13 @@ def run(
     questions: pd.DataFrame | None = None,
     client_options: dict[str, Any] | None = None,
     progress_position: int | None = None,
+    mode: str = "live",
+    batch_options: dict[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Evaluate every (strategy, backbone, setting) cell and append its predictions.
 
-    Resumable: keys already predicted are skipped (rows with an error too, unless
-    ``retry_errors``); answers already in the response cache cost no API call. Predictions
-    are written every ``batch_size`` answers as atomic part files.
+    Resumable: predicted keys are skipped (errors too, unless ``retry_errors``) and cached
+    answers cost no API call; parts are written atomically every ``batch_size`` answers.
 
     Args:
         profile: build profile.
@@ -399,6 +407,7 @@ def run(
         client_options: extra :class:`LLMClient` arguments (timeout_s, max_retries, ...).
         progress_position: this run's row among parallel runs' bars
             (:func:`clinlib.eval.parallel.run_parallel`).
+        mode / batch_options: ``"batch"`` = provider jobs (:mod:`clinlib.eval.batchmode`).
 
     Returns:
         The cell summary: :data:`SUMMARY_COLUMNS` (accuracies over rows without a transport
@@ -407,7 +416,7 @@ def run(
     name = resolve_profile(profile)
     strategies, backbones, settings = listed(strategies), listed(backbones), listed(settings)
     tasks = listed(tasks) if tasks is not None else None
-    _check_run_args(budget_usd, batch_size, settings)
+    _check_run_args(budget_usd, batch_size, mode, batch_options, settings)
     bbs = resolve_backbones(backbones, config)
     credentialed = is_credentialed(name)
     for bb in bbs:  # refuse before any context is built or any request is sent
@@ -425,7 +434,7 @@ def run(
                         enabled=progress, position=progress_position)  # fmt: skip
     run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     session = _Session(name, run_id, bar, credentialed, allow_unapproved, config, opts,
-                       batch_size, budget_usd)  # fmt: skip
+                       batch_size, budget_usd, mode, dict(batch_options or {}))  # fmt: skip
     session.execute(plan, counted)
     return summarize(
         load_predictions(name, all_settings=True), plan, session.tally, session.stopped
@@ -471,9 +480,11 @@ def summarize(
 
 
 __all__ = [
+    "BATCHES_DIR",
     "CELL_COLUMNS",
     "ESTIMATE_COLUMNS",
     "KEY_COLUMNS",
+    "MODES",
     "PREDICTION_COLUMNS",
     "PREDICTION_DTYPES",
     "PRE_TASKS",

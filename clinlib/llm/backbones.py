@@ -115,7 +115,7 @@ def list_backbones(config: str | Path | None = None) -> pd.DataFrame:
 
     Returns:
         DataFrame with columns name, label, kind, model, base_url, api_key_env, price_input,
-        price_output, price_cache_read, context_window, max_concurrency,
+        price_output, price_cache_read, batch_price_* (effective), context_window, max_concurrency,
         approved_for_credentialed, source (sorted by name; no secrets).
     """
     rows = []
@@ -123,6 +123,9 @@ def list_backbones(config: str | Path | None = None) -> pd.DataFrame:
         row = asdict_shallow(backbone)
         row.pop("policy")
         row["label"] = backbone.display_name
+        prices = backbone.batch_prices  # the effective ones (default: discounted live prices)
+        row.update(batch_price_input=prices.price_input, batch_price_output=prices.price_output,
+                   batch_price_cache_read=prices.price_cache_read)  # fmt: skip
         rows.append(row)
     columns = [f.name for f in fields(Backbone) if f.name != "policy"]
     columns.insert(1, columns.pop(columns.index("label")))

@@ -95,6 +95,14 @@ class ChatResult:
         return self.error is None
 
 
+def request_body(model: str, request: ChatRequest) -> dict[str, Any]:
+    """The JSON body of a chat completion as sent for ``request``: the model, the messages and
+    the generation parameters (``extra`` merged). The live client's SDK call serialises to
+    exactly this body, and a provider batch line carries it verbatim, so the two paths hit
+    the same response-cache key."""
+    return {"model": model, "messages": list(request.messages), **request.params.to_dict()}
+
+
 def results_frame(results: Iterable[ChatResult]) -> pd.DataFrame:
     """Results as a DataFrame with columns :data:`RESULT_COLUMNS` (one row per request)."""
     return pd.DataFrame([asdict(r) for r in results], columns=list(RESULT_COLUMNS))

@@ -161,7 +161,8 @@ class LLMClient:
             text = text.replace(self._secret, "***")
         return KEY_PATTERN.sub(lambda m: m.group(1) + "***", text)
 
-    def _key_for(self, req: ChatRequest) -> str:
+    def key_for(self, req: ChatRequest) -> str:
+        """The response-cache key of ``req`` against this backbone."""
         return cache_key(
             self.backbone.base_url or f"offline:{self.backbone.name}",
             self.backbone.model,
@@ -169,10 +170,11 @@ class LLMClient:
             req.params.to_dict(),
         )
 
-    def _from_cache(self, req: ChatRequest) -> ChatResult | None:
+    def from_cache(self, req: ChatRequest) -> ChatResult | None:
+        """The cached result of ``req`` (counted as a cache hit), or None."""
         if self.cache is None or self.backbone.kind != "openai":
             return None
-        hit = self.cache.get(self._key_for(req))
+        hit = self.cache.get(self.key_for(req))
         if hit is None or (self.refresh_empty and not hit.response.strip()):
             return None
         self.stats.cache_hits += 1
@@ -207,7 +209,7 @@ class LLMClient:
             Its result; failures carry ``error`` and ``error_kind``.
         """
         validate_requests([request])
-        cached = self._from_cache(request)
+        cached = self.from_cache(request)
         if cached is not None:
             return cached
         if self.backbone.kind == "offline":
@@ -285,7 +287,7 @@ class LLMClient:
             result.attempts = attempt + 1
             try:
                 resp, latency = await self._attempt(req, body)
-                failure = self._accept(req, resp, latency, result)
+                failure = self.accept(req, resp, latency, result)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -330,14 +332,15 @@ class LLMClient:
             log.warning("%s request %s failed: %s", bb.name, req.request_id, result.error)
         return result
 
-    def _accept(
+    def accept(
         self,
         req: ChatRequest,
         resp: Any,
         latency: float,
         result: ChatResult,
     ) -> Failure | None:
-        """Fill ``result`` from a parsed completion, or describe why it is unusable."""
+        """Fill ``result`` from a parsed completion (live, or a batch output line's body), or
+        describe why it is unusable."""
         bb = self.backbone
         choices = getattr(resp, "choices", None)
         if not choices:
@@ -372,16 +375,28 @@ class LLMClient:
 
     def _store(self, req: ChatRequest, body: Mapping[str, Any], result: ChatResult) -> None:
         """Write a successful result to the cache; a cache failure never loses the result."""
+        self.store_result(self.key_for(req), req.messages, body, result)
+
+    def store_result(
+        self,
+        key: str,
+        messages: Sequence[Mapping[str, Any]],
+        params: Mapping[str, Any],
+        result: ChatResult,
+    ) -> None:
+        """Cache a successful result under ``key`` (also for answers obtained outside this
+        client, e.g. a provider batch); a cache failure is logged, never raised."""
         if self.cache is None:
             return
         bb = self.backbone
+        req_id = result.request_id
         try:
             self.cache.put(
-                self._key_for(req),
+                key,
                 backbone=bb.name,
                 base_url=bb.base_url or "",
                 model=bb.model,
-                request={"messages": list(req.messages), "params": dict(body)},
+                request={"messages": list(messages), "params": dict(params)},
                 response=result.response or "",
                 finish_reason=result.finish_reason,
                 input_tokens=result.input_tokens,
@@ -391,7 +406,7 @@ class LLMClient:
                 usage_estimated=result.usage_estimated,
             )
         except (sqlite3.Error, OSError, ValueError) as exc:
-            log.error("could not cache %s request %s: %s", bb.name, req.request_id, exc)
+            log.error("could not cache %s request %s: %s", bb.name, req_id, exc)
 
     # -- batches ---------------------------------------------------------------------------
     async def complete_many(
@@ -415,7 +430,7 @@ class LLMClient:
         results: list[ChatResult | None] = [None] * len(requests)
         todo: list[int] = []
         for i, req in enumerate(requests):
-            hit = self._from_cache(req)
+            hit = self.from_cache(req)
             if hit is None:
                 todo.append(i)
                 continue

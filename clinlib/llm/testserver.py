@@ -65,6 +65,7 @@ from clinlib.llm.faults import (
 REASONS: dict[int, str] = {
     200: "OK",
     400: "Bad Request",
+    409: "Conflict",
     401: "Unauthorized",
     404: "Not Found",
     429: "Too Many Requests",
@@ -328,7 +329,11 @@ class FaultServer:
             self._send(writer, 200, _canonical({"object": "list", "data": []}))
             return True
         if method != "POST" or not route.endswith("/chat/completions"):
-            self._send(writer, 404, self._error_body(404, f"no route {method} {path}", "not_found"))
+            reply = self._route(method, path, headers, body)
+            if reply is None:
+                reply = (404, self._error_body(404, f"no route {method} {path}", "not_found"))
+            self._send(writer, *reply)
+            await writer.drain()
             return True
         try:
             payload = json.loads(body)
@@ -341,6 +346,13 @@ class FaultServer:
         if "authorization" in headers:
             self.authorization_headers.append(headers["authorization"])
         return await self._chat(payload, headers.get("authorization", ""), reader, writer)
+
+    def _route(
+        self, method: str, path: str, headers: Mapping[str, str], body: bytes
+    ) -> tuple[int, bytes] | None:
+        """(status, body) of a route other than chat completions, or None for a 404; a
+        subclass serves more of the API here (:mod:`clinlib.llm.batchserver`)."""
+        return None
 
     def _prompt_cache(self, messages: list[Any], model: str) -> int:
         """Tokens of the longest previously seen message prefix, in cache blocks."""

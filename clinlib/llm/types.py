@@ -74,6 +74,25 @@ class EgressRefusedError(BackboneError):
     """Credentialed data may not be sent to a backbone not approved for it."""
 
 
+# Batch price as a share of the live one when a backbone does not set its own: OpenAI's Batch
+# API and Anthropic's Message Batches both bill 50% of the live price.
+BATCH_DISCOUNT = 0.5
+BATCH_PRICE_FIELDS: tuple[str, ...] = (
+    "batch_price_input",
+    "batch_price_output",
+    "batch_price_cache_read",
+)
+
+
+@dataclass(frozen=True)
+class BatchPrices:
+    """USD per million tokens through a provider's batch API (``tokens.Prices`` shaped)."""
+
+    price_input: float
+    price_output: float
+    price_cache_read: float
+
+
 @dataclass(frozen=True)
 class Backbone:
     """One answering model and how to reach it.
@@ -86,6 +105,9 @@ class Backbone:
         api_key_env: name of the environment variable holding the key (never the key);
             None for endpoints that need no key.
         price_input / price_output / price_cache_read: USD per million tokens.
+        batch_price_input / batch_price_output / batch_price_cache_read: USD per million
+            tokens through the provider's batch API (None: :data:`BATCH_DISCOUNT` times the
+            live price; OpenAI's and Anthropic's batch APIs bill half).
         context_window: maximum prompt + completion tokens (None if unknown).
         max_concurrency: requests in flight at once against this backbone.
         approved_for_credentialed: may receive credentialed data (e.g. real MIMIC-IV under
@@ -103,6 +125,9 @@ class Backbone:
     price_input: float = 0.0
     price_output: float = 0.0
     price_cache_read: float = 0.0
+    batch_price_input: float | None = None
+    batch_price_output: float | None = None
+    batch_price_cache_read: float | None = None
     context_window: int | None = None
     max_concurrency: int = 8
     approved_for_credentialed: bool = False
@@ -123,6 +148,26 @@ class Backbone:
     def cost(self, input_tokens: float, output_tokens: float, cached_tokens: float = 0) -> float:
         """USD cost of the given usage at this backbone's prices (see tokens.estimate_cost)."""
         return tokens.estimate_cost(self, input_tokens, output_tokens, cached_tokens)
+
+    @property
+    def batch_prices(self) -> BatchPrices:
+        """The prices billed through the provider's batch API (explicit or discounted)."""
+        return BatchPrices(
+            *(
+                explicit if explicit is not None else BATCH_DISCOUNT * live
+                for explicit, live in (
+                    (self.batch_price_input, self.price_input),
+                    (self.batch_price_output, self.price_output),
+                    (self.batch_price_cache_read, self.price_cache_read),
+                )
+            )
+        )
+
+    def batch_cost(
+        self, input_tokens: float, output_tokens: float, cached_tokens: float = 0
+    ) -> float:
+        """USD cost of the given usage at the batch prices (see :attr:`batch_prices`)."""
+        return tokens.estimate_cost(self.batch_prices, input_tokens, output_tokens, cached_tokens)
 
     def api_key(self) -> str:
         """The API key, read from the environment at call time (never stored).
@@ -184,6 +229,12 @@ def validate_backbone_fields(values: Mapping[str, Any]) -> list[str]:
         if not _is_number(value) or value < 0:
             problems.append(
                 f"{price} must be a number >= 0 (USD per million tokens), got {value!r}"
+            )
+    for price in BATCH_PRICE_FIELDS:
+        value = values.get(price)
+        if value is not None and (not _is_number(value) or value < 0):
+            problems.append(
+                f"{price} must be a number >= 0 (USD per million tokens) or unset, got {value!r}"
             )
     window = values.get("context_window")
     if window is not None and (

@@ -12,6 +12,7 @@ reader (``reference``, ``eager``), or one changing a preset's ``base_url`` / ``m
     price_input = 0.0             # USD per million tokens
     price_output = 0.0
     price_cache_read = 0.0
+    batch_price_input = 0.0       # optional: batch API prices (default: half the above)
     context_window = 32768
     max_concurrency = 16
     approved_for_credentialed = false
@@ -51,6 +52,9 @@ ALLOWED_KEYS: frozenset[str] = frozenset(
         "price_input",
         "price_output",
         "price_cache_read",
+        "batch_price_input",
+        "batch_price_output",
+        "batch_price_cache_read",
         "context_window",
         "max_concurrency",
         "approved_for_credentialed",

@@ -112,6 +112,7 @@ def test_list_backbones_frame():
     assert set(PRESETS) <= set(frame["name"])
     row = frame.set_index("name").loc["claude-haiku-4.5"]
     assert row["label"] == "Haiku 4.5" and row["price_output"] == 5.0
+    assert row["batch_price_output"] == 2.5  # half the live price unless set
 
 
 def test_issue_example_config(tmp_path):
