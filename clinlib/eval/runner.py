@@ -390,8 +390,8 @@ def run(
         backbones: backbone names (presets, config file, or offline readers) or objects.
         settings: :mod:`clinlib.tasks.settings` specs (post, pre, stream, mixed, stream+mixed).
         prep: the prep model of derived strategies.
-        budget_usd: stop before new spend (API calls not served from the cache) could exceed
-            this; checked per batch against the batch's upper-bound cost.
+        budget_usd: stop before new spend (uncached API calls) could exceed this; checked
+            per batch against the batch's upper-bound cost.
         retry_errors: re-run keys whose latest row has an error (the new row supersedes it).
         retry_empty: re-ask keys whose latest completion was empty, past the response cache
             (``LLMClient(refresh_empty=True)``, the paper's M1 pass); the new row supersedes.
@@ -405,8 +405,7 @@ def run(
             many, all cached); offline readers write at least OFFLINE_BATCH_SIZE per file.
         questions: use these rows instead of the profile's questions.parquet.
         client_options: extra :class:`LLMClient` arguments (timeout_s, max_retries, ...).
-        progress_position: this run's row among parallel runs' bars
-            (:func:`clinlib.eval.parallel.run_parallel`).
+        progress_position: this run's bar row among parallel runs' (eval.parallel).
         mode / batch_options: ``"batch"`` = provider jobs (:mod:`clinlib.eval.batchmode`).
 
     Returns:
@@ -436,9 +435,8 @@ def run(
     session = _Session(name, run_id, bar, credentialed, allow_unapproved, config, opts,
                        batch_size, budget_usd, mode, dict(batch_options or {}))  # fmt: skip
     session.execute(plan, counted)
-    return summarize(
-        load_predictions(name, all_settings=True), plan, session.tally, session.stopped
-    )
+    preds = load_predictions(name, all_settings=True)  # the stream / mixed cells too
+    return summarize(preds, plan, session.tally, session.stopped)
 
 
 def summarize(
