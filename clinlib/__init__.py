@@ -69,6 +69,10 @@ _API: dict[str, tuple[str, str | None]] = {
     "extended_counts": ("clinlib.tasks.extended", "extended_counts"),
     "kendall_tau": ("clinlib.tasks.answers.order", "kendall_tau"),
     "score_table": ("clinlib.analysis.metrics.scores", "score_table"),
+    # evaluation settings (post / pre / stream / mixed; MedMemoryBench §4), notebook 14
+    "settings": ("clinlib.tasks.settings", None),
+    "setting_plan": ("clinlib.strategies.construction", "setting_plan"),
+    "accumulation": ("clinlib.analysis.streaming", None),  # 14: accuracy vs checkpoint
     # the modules behind the notebooks (README "Notebook map")
     "cohort_report": ("clinlib.data.report", None),  # 01
     "dialogues": ("clinlib.dialogue.synth", None),

@@ -216,7 +216,12 @@ StrategiesOpt = Annotated[
 BackbonesOpt = Annotated[
     str, typer.Option("--backbones", help="comma-separated backbone names (see `backbones`)")
 ]
-SettingsOpt = Annotated[str, typer.Option("--settings", help="post and/or pre (T3 injection)")]
+SettingsOpt = Annotated[
+    str,
+    typer.Option("--settings", help="comma-separated settings: post, pre (T3 injection), "
+                 "stream (checkpoints), mixed (noisy dialogues); '+' combines, e.g. "
+                 "'stream,stream+mixed,mixed(ratio=0.5, seed=123)' (clinlib.tasks.settings)"),
+]  # fmt: skip
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", help="TOML with user backbones ($CLINTRACE_CONFIG)")
 ]

@@ -26,7 +26,10 @@ REQUIRED_ARTIFACTS: tuple[str, ...] = ("cohort", "events", "dialogues", "questio
 # Notebook -> the notebooks that must finish before it starts. Notebook 11 appends its
 # ablation variants' predictions; 04 and 06-10 summarise every offline-reader prediction, so
 # they run before it (as in the numbered order) and 13, which reads them all, after it.
-# The other notebooks read no predictions and run whenever a worker is free.
+# The other notebooks read no predictions and run whenever a worker is free; 14 reads only
+# its own setting values (stream@t, mixed...) and the pipeline's post rows of paper
+# strategies, which no notebook changes, and its rows are hidden from the others
+# (load_predictions returns post / pre unless all_settings=True), so it has no constraint.
 _READ_BEFORE_ABLATIONS = ("04_run_evaluation", "06_t3_injection_probe", "07_sp1_aggregation_tax",
                           "08_sp2_backbone_profiles", "09_sp3_abstention", "10_pareto_cost")  # fmt: skip
 AFTER: dict[str, tuple[str, ...]] = {

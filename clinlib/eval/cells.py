@@ -4,7 +4,10 @@ Paper §4 ("Evaluation protocol"): every question is answered with the one fixed
 :mod:`clinlib.eval.prompts` and the task's output cap (:data:`clinlib.tasks.answers.MAX_TOKENS`),
 at temperature 0; errors and empty completions (Appendix D1) are kept and scored wrong. Under
 ``post`` every question is evaluated; under ``pre`` only T3 questions are, because T3 (the
-staleness probe) is the only task whose context differs between the two settings.
+staleness probe) is the only task whose context differs between the two settings. The
+accumulation settings of :mod:`clinlib.tasks.settings` (MedMemoryBench §4) run through the same
+cells: ``stream`` asks each single-patient question at every checkpoint (one cell per
+``stream@t`` value), ``mixed`` asks every question over noisy dialogues.
 Contexts are built offline per (setting, strategy) (:func:`prepare`). Design: docs/design.md.
 """
 
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,35 +30,47 @@ from clinlib.eval.prompts import build_messages
 from clinlib.eval.store import RunnerError
 from clinlib.llm import Backbone, ChatRequest, ChatResult, GenerationParams, get_backbone
 from clinlib.llm.types import UnknownBackboneError
-from clinlib.strategies import get_strategy, question_contexts_many
+from clinlib.strategies import get_strategy, question_contexts_many, setting_plan
 from clinlib.strategies.prep import MATCHED, RULE_BASED, get_prep, resolve_prep
 from clinlib.tasks import score
 from clinlib.tasks.answers import MAX_TOKENS
 from clinlib.tasks.extended import load_questions
+from clinlib.tasks.settings import (
+    STATIC_SETTINGS,
+    Setting,
+    SettingError,
+    asked_questions,
+    parse_settings,
+)
 
 log = logging.getLogger("clinlib.eval.runner")
 
-SETTINGS: tuple[str, ...] = ("post", "pre")
-# Tasks whose context differs between the settings; only these are asked under "pre".
-PRE_TASKS: tuple[str, ...] = ("T3",)
+SETTINGS: tuple[str, ...] = STATIC_SETTINGS
 TEMPERATURE = 0.0
+# Prediction columns a context row carries through to its prediction (NA unless ``stream``).
+CHECKPOINT_COLUMNS: tuple[str, ...] = ("checkpoint_visit", "checkpoint_final", "memory_items")
 
 
-def setting_questions(questions: pd.DataFrame, setting: str) -> pd.DataFrame:
-    """The questions asked under a setting: all under ``post``, only T3 under ``pre``.
+def run_settings(settings: str | Setting | Iterable[str | Setting]) -> list[Setting]:
+    """Parsed settings (:mod:`clinlib.tasks.settings`); a bad spec is a RunnerError."""
+    try:
+        return parse_settings(settings)
+    except SettingError as exc:
+        raise RunnerError(str(exc)) from None
+
+
+def setting_questions(questions: pd.DataFrame, setting: str | Setting) -> pd.DataFrame:
+    """The questions asked under a setting: all under ``post`` and ``mixed``, only T3 under
+    ``pre``, the single-patient ones under ``stream`` (each at several checkpoints).
 
     Args:
         questions: questions.parquet rows.
-        setting: ``post`` or ``pre``.
+        setting: a setting spec (:func:`clinlib.tasks.settings.parse_setting`).
 
     Returns:
         The subset, in the original order.
     """
-    if setting not in SETTINGS:
-        raise RunnerError(f"unknown setting {setting!r}; expected one of {SETTINGS}")
-    if setting == "post":
-        return questions
-    return questions[questions["task"].isin(PRE_TASKS)]
+    return asked_questions(questions, run_settings(setting)[0])
 
 
 def select_questions(
@@ -114,6 +129,7 @@ class Item:
     request: ChatRequest
     question: dict[str, Any]
     context_tokens: int
+    checkpoint: dict[str, Any] = field(default_factory=dict)
 
 
 def build_items(questions: pd.DataFrame, contexts: pd.DataFrame, backbone: Backbone) -> list[Item]:
@@ -135,7 +151,8 @@ def build_items(questions: pd.DataFrame, contexts: pd.DataFrame, backbone: Backb
         req = ChatRequest(
             request_id(key), build_messages(q, ctx["context"]), generation_params(q["task"])
         )
-        items.append(Item(key, req, q, int(ctx["context_tokens"])))
+        items.append(Item(key, req, q, int(ctx["context_tokens"]),
+                          {c: ctx[c] for c in CHECKPOINT_COLUMNS if c in ctx}))  # fmt: skip
     return items
 
 
@@ -185,6 +202,7 @@ def prediction_row(item: Item, result: ChatResult, run_id: str) -> dict[str, Any
         "from_cache": result.from_cache,
         "error": result.error,
         "context_tokens": item.context_tokens,
+        **{c: item.checkpoint.get(c) for c in CHECKPOINT_COLUMNS},
         "run_id": run_id,
     }
 
@@ -245,7 +263,7 @@ def is_credentialed(profile: str | None) -> bool:
 def prepare(
     profile: str,
     strategies: Sequence[Any],
-    settings: Sequence[str],
+    settings: Sequence[str | Setting],
     prep: Any,
     tasks: Iterable[str] | None,
     limit: int | None,
@@ -255,17 +273,15 @@ def prepare(
     config: str | Path | None = None,
     bar: Any = None,
 ) -> list[tuple[str, pd.DataFrame, pd.DataFrame | tuple[str, str]]]:
-    """(setting, questions, contexts) per (setting, strategy); contexts are built offline.
+    """(setting value, questions, contexts) per (setting value, strategy); contexts are built
+    offline. A static setting has one value (its label); ``stream`` one per checkpoint
+    (``stream@6``: 6 sessions seen), so every downstream cell is one checkpoint.
 
     A (setting, strategy) whose every key is already in ``done`` for every backbone gets
     ``(strategy label, prep id)`` instead of contexts: a finished cell costs no context build.
     ``bar`` (clinlib.core.progress) counts the contexts built.
     """
-    if isinstance(settings, str):
-        settings = (settings,)
-    bad = [s for s in settings if s not in SETTINGS]
-    if bad:
-        raise RunnerError(f"unknown setting(s) {bad}; expected some of {SETTINGS}")
+    parsed = run_settings(settings)
     if not strategies:
         raise RunnerError("no strategies given")
     # load_questions: the paper's set, plus the extended set only when an extended task is named
@@ -283,20 +299,24 @@ def prepare(
         return resolved["model"]
 
     out: list[Any] = []
-    for setting in dict.fromkeys(settings):
-        sub = setting_questions(qs, setting)
+    for setting in parsed:
+        sub = asked_questions(qs, setting)
         if sub.empty:
             continue
+        plan = setting_plan(sub, setting, profile)
+        values = list(dict.fromkeys(plan.sort_values("checkpoint_visit", kind="stable")["setting"]))
+        sub_of = {v: sub[sub["qid"].isin(set(g["qid"]))] for v, g in plan.groupby("setting")}
         todo: list[tuple[int, Any]] = []
         for strategy in strategies:
             strat = (get_strategy(strategy, profile=profile)
                      if isinstance(strategy, str) else strategy)  # fmt: skip
             if done is not None and backbone_names:
                 pid = strat.prep_id(prep_for(strat))
-                keys = [(str(q), strat.label(), bb, pid, setting)
-                        for q in sub["qid"] for bb in backbone_names]  # fmt: skip
+                keys = [(str(q), strat.label(), bb, pid, v)
+                        for q, v in zip(plan["qid"], plan["setting"], strict=True)
+                        for bb in backbone_names]  # fmt: skip
                 if all(k in done for k in keys):
-                    out.append((setting, sub, (strat.label(), pid)))
+                    out.append([(v, sub_of[v], (strat.label(), pid)) for v in values])
                     continue
             todo.append((len(out), strat))
             out.append(None)
@@ -306,8 +326,9 @@ def prepare(
             prep_arg = next((prep_for(st) for st in strats if st.uses_prep), RULE_BASED)
             frames = question_contexts_many(sub, strats, profile, setting, prep_arg, bar=bar)
             for (i, _), frame in zip(todo, frames, strict=True):
-                out[i] = (setting, sub, frame)
-    return out
+                out[i] = [(v, sub_of[v], frame[frame["setting"] == v].reset_index(drop=True))
+                          for v in values]  # fmt: skip
+    return [entry for group in out for entry in group]
 
 
 def prepare_cells(

@@ -22,6 +22,7 @@ from clinlib.eval.cells import (
     prepare_cells,
     record_counts,
     resolve_backbones,
+    run_settings,
 )
 from clinlib.eval.store import CELL_COLUMNS, done_keys
 from clinlib.llm import Backbone, count_tokens, tokens
@@ -134,6 +135,7 @@ def estimate(
     name = resolve_profile(profile)
     strategies, backbones, settings = listed(strategies), listed(backbones), listed(settings)
     tasks = listed(tasks) if tasks is not None else None
+    run_settings(settings)  # a bad spec is refused before anything is read
     bbs = resolve_backbones(backbones, config)
     done = done_keys(name, retry_errors=False)
     # Cells whose every prompt was counted by an earlier run (prompt_tokens) need no context.

@@ -25,6 +25,7 @@ from clinlib.eval.runner import run, summary_predictions
 from clinlib.eval.store import cell_summary, claim_predictions
 from clinlib.strategies import get_strategy
 from clinlib.tasks.extended import load_questions
+from clinlib.tasks.settings import parse_settings, value_of
 
 
 def _run_group(job: tuple[str, dict[str, Any]]) -> None:
@@ -101,4 +102,6 @@ def _parallel_summary(
 ) -> pd.DataFrame:
     summary = cell_summary(summary_predictions(name, listed(tasks) if tasks is not None else None))
     wanted = summary["strategy"].isin(names) & summary["backbone"].isin(list(backbones))
-    return summary[wanted & summary["setting"].isin(list(settings))].reset_index(drop=True)
+    parsed = parse_settings(settings)
+    ours = summary["setting"].map(lambda v: any(value_of(v, s) for s in parsed)).astype(bool)
+    return summary[wanted & ours].reset_index(drop=True)

@@ -6,7 +6,8 @@ tokens; empty completions D1 kept and scored wrong). Every question is answered 
 fixed prompt of :mod:`clinlib.eval.prompts` and the task's output cap
 (:data:`clinlib.tasks.answers.MAX_TOKENS`), at temperature 0.
 
-Settings: under ``post`` every question is evaluated; under ``pre`` only T3 questions are,
+Settings (:mod:`clinlib.tasks.settings`; MedMemoryBench's ``stream`` and ``mixed`` too, see
+:mod:`clinlib.eval.cells`): under ``post`` every question is evaluated; under ``pre`` only T3 questions are,
 because T3 (the staleness probe) is the only task whose context differs between the two
 settings (T5's contradictions are built into the representation in both, and the other tasks
 never see an injection), so re-asking them under ``pre`` would duplicate ``post`` exactly.
@@ -51,7 +52,6 @@ from clinlib.core.progress import progress as progress_bar
 from clinlib.eval import prompt_tokens
 from clinlib.eval.batchmode import BATCHES_DIR, PlanEntry, answer_provider_batches, upper_cost
 from clinlib.eval.cells import (
-    PRE_TASKS,
     SETTINGS,
     Item,
     build_items,
@@ -63,6 +63,7 @@ from clinlib.eval.cells import (
     record_counts,
     request_id,
     resolve_backbones,
+    run_settings,
     select_questions,
     setting_questions,
 )
@@ -92,6 +93,7 @@ from clinlib.llm import (
     tokens,
 )
 from clinlib.tasks.answers import EXTENDED_TASK_NAMES
+from clinlib.tasks.settings import PRE_TASKS
 
 log = logging.getLogger("clinlib.eval.runner")
 
@@ -301,8 +303,13 @@ class _Session:
 
 
 def _check_run_args(
-    budget_usd: Any, batch_size: Any, mode: Any = "live", batch_options: Any = None
+    budget_usd: Any,
+    batch_size: Any,
+    mode: Any = "live",
+    batch_options: Any = None,
+    settings: Any = ("post",),
 ) -> None:
+    run_settings(settings)  # a bad spec is refused before anything is read
     if budget_usd is not None and (not isinstance(budget_usd, int | float) or budget_usd < 0):
         raise RunnerError(f"budget_usd must be a number >= 0, got {budget_usd!r}")
     if not isinstance(batch_size, int) or batch_size < 1:
@@ -382,10 +389,10 @@ def run(
         profile: build profile.
         strategies: strategy names (or instances) from :mod:`clinlib.strategies`.
         backbones: backbone names (presets, config file, or offline readers) or objects.
-        settings: ``post`` (every question) and / or ``pre`` (T3 only).
+        settings: :mod:`clinlib.tasks.settings` specs (post, pre, stream, mixed, stream+mixed).
         prep: the prep model of derived strategies.
-        budget_usd: stop before new spend (API calls not served from the cache) could exceed
-            this; checked per batch against the batch's upper-bound cost.
+        budget_usd: stop before new spend (uncached API calls) could exceed this; checked
+            per batch against the batch's upper-bound cost.
         retry_errors: re-run keys whose latest row has an error (the new row supersedes it).
         retry_empty: re-ask keys whose latest completion was empty, past the response cache
             (``LLMClient(refresh_empty=True)``, the paper's M1 pass); the new row supersedes.
@@ -399,8 +406,7 @@ def run(
             many, all cached); offline readers write at least OFFLINE_BATCH_SIZE per file.
         questions: use these rows instead of the profile's questions.parquet.
         client_options: extra :class:`LLMClient` arguments (timeout_s, max_retries, ...).
-        progress_position: this run's row among parallel runs' bars
-            (:func:`clinlib.eval.parallel.run_parallel`).
+        progress_position: this run's bar row among parallel runs' (eval.parallel).
         mode / batch_options: ``"batch"`` = provider jobs (:mod:`clinlib.eval.batchmode`).
 
     Returns:
@@ -410,7 +416,7 @@ def run(
     name = resolve_profile(profile)
     strategies, backbones, settings = listed(strategies), listed(backbones), listed(settings)
     tasks = listed(tasks) if tasks is not None else None
-    _check_run_args(budget_usd, batch_size, mode, batch_options)
+    _check_run_args(budget_usd, batch_size, mode, batch_options, settings)
     bbs = resolve_backbones(backbones, config)
     credentialed = is_credentialed(name)
     for bb in bbs:  # refuse before any context is built or any request is sent
@@ -438,7 +444,8 @@ def summary_predictions(name: str, tasks: Sequence[str] | None) -> pd.DataFrame:
     extended task is asked, only the asked tasks, so that T10's mean Kendall's tau is never
     pooled with T1–T9 accuracy in one cell."""
     extended = [t for t in (tasks or ()) if t in EXTENDED_TASK_NAMES]
-    preds = load_predictions(name, extended=bool(extended))
+    # the stream / mixed cells too
+    preds = load_predictions(name, extended=bool(extended), all_settings=True)
     if extended:
         preds = preds[preds["task"].isin(list(tasks or ()))].reset_index(drop=True)
     return preds

@@ -26,6 +26,7 @@ from clinlib.core.io import write_parquet
 from clinlib.data.build import load
 from clinlib.tasks.answers import TASK_NAMES
 from clinlib.tasks.extended import EXTENDED_ARTIFACT
+from clinlib.tasks.settings import STATIC_SETTINGS
 
 log = logging.getLogger("clinlib.eval.runner")
 
@@ -65,6 +66,12 @@ PREDICTION_DTYPES: dict[str, str] = {
     "from_cache": "bool",
     "error": "string",
     "context_tokens": "int64",
+    # The streaming protocol (clinlib.tasks.settings): sessions seen at the checkpoint, whether
+    # it is the patient's final one, and the representation's item count there (NA unless
+    # the setting is ``stream``).
+    "checkpoint_visit": "Int64",
+    "checkpoint_final": "boolean",
+    "memory_items": "Int64",
     "run_id": "string",
     "written_at": "datetime64[us, UTC]",
 }
@@ -136,9 +143,14 @@ def part_files(directory: Path) -> list[Path]:
 
 
 def load_predictions(
-    profile: str | None = None, *, dedupe: bool = True, extended: bool = False
+    profile: str | None = None,
+    *,
+    dedupe: bool = True,
+    extended: bool = False,
+    all_settings: bool = False,
 ) -> pd.DataFrame:
-    """All predictions of a profile (the paper's tasks only, unless ``extended``).
+    """The predictions of a profile: the paper's tasks under the static settings (``post``,
+    ``pre``) unless ``extended`` / ``all_settings`` ask for more.
 
     Args:
         profile: build profile.
@@ -147,6 +159,9 @@ def load_predictions(
         extended: also the extended tasks' predictions (T10, docs/design.md "Extended
             question set"); by default they are left out, so no paper-facing metric pools
             them with T1–T9.
+        all_settings: also the rows of the memory-under-accumulation settings (``stream@t``,
+            ``mixed`` ...; clinlib.tasks.settings). Off by default, so that the paper's
+            analyses, which compare ``post`` with ``pre``, read what they always read.
 
     Returns:
         DataFrame with :data:`PREDICTION_COLUMNS` (empty if nothing was predicted yet).
@@ -172,6 +187,8 @@ def load_predictions(
     missing = [c for c in KEY_COLUMNS if c not in df.columns]
     if missing:
         raise RunnerError(f"predictions in {predictions_dir(profile)} lack columns {missing}")
+    if not all_settings:
+        df = df[df["setting"].isin(STATIC_SETTINGS)].reset_index(drop=True)
     if dedupe:
         df = df.drop_duplicates(list(KEY_COLUMNS), keep="last").reset_index(drop=True)
     if "task" in df.columns:
@@ -250,7 +267,7 @@ def write_part(rows: list[dict[str, Any]], profile: str | None, run_id: str, seq
 
 
 def done_keys(profile: str, retry_errors: bool, retry_empty: bool = False) -> set[tuple[str, ...]]:
-    preds = load_predictions(profile, extended=True)
+    preds = load_predictions(profile, extended=True, all_settings=True)
     if retry_errors:
         preds = preds[preds["error"].isna()]
     if retry_empty and len(preds):

@@ -24,6 +24,7 @@ from clinlib.strategies.construction import (
     load_artifacts,
     question_contexts,
     question_contexts_many,
+    setting_plan,
     split_dialogues,
 )
 from clinlib.strategies.prep import (
@@ -72,6 +73,7 @@ __all__ = [
     "parse_label",
     "question_contexts",
     "question_contexts_many",
+    "setting_plan",
     "resolve_prep",
     "split_dialogues",
 ]

@@ -26,7 +26,8 @@ keywords and tags. Derived: a sentence injected after construction is in no note
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import copy
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -264,8 +265,28 @@ class AMemMemory(EmbedsQueries, Strategy):
                 for i, v in enumerate(sorted(by_visit), start=1)]  # fmt: skip
 
     def build(self, subject_id: int, turns: pd.DataFrame, prep: Any) -> dict:
-        llm = getattr(prep, "is_llm", False)
         drafts = getattr(self, "_drafts", {}).pop(subject_id, None)
+        states = list(self._states(subject_id, turns, prep, drafts))
+        _, notes, warnings = states[-1] if states else (0, [], [])
+        return {"notes": notes, "warnings": warnings}
+
+    def build_snapshots(
+        self, subject_id: int, turns: pd.DataFrame, prep: Any, at: Sequence[int]
+    ) -> dict[int, dict]:
+        """The notes after the first t visits for every t in ``at``, from one visit-by-visit
+        pass (the streaming protocol, MedMemoryBench §4); evolution rewrites earlier notes,
+        so each snapshot is a deep copy."""
+        wanted = {int(t) for t in at}
+        return {t: copy.deepcopy({"notes": notes, "warnings": warnings})
+                for t, notes, warnings in self._states(subject_id, turns, prep, None)
+                if t in wanted}  # fmt: skip
+
+    def _states(
+        self, subject_id: int, turns: pd.DataFrame, prep: Any, drafts: list[dict] | None
+    ) -> Iterator[tuple[int, list[dict], list[str]]]:
+        """(visits seen, notes, warnings) after each visit: notes are built and evolved
+        visit by visit, so every prefix is a snapshot of the store."""
+        llm = getattr(prep, "is_llm", False)
         visits = [(int(v), g) for v, g in turns.groupby("visit_idx", sort=True)]
         if drafts is None and not llm:
             drafts = self._rule_based_drafts(turns)
@@ -285,7 +306,7 @@ class AMemMemory(EmbedsQueries, Strategy):
                 apply_evolution(note, near, decision)
             notes.append(note)
             vectors.append(vec)
-        return {"notes": notes, "warnings": warnings}
+            yield i, notes, warnings
 
     def _llm_note(
         self, subject_id: int, number: int, v: int, g: pd.DataFrame, prep: Any, warnings: list

@@ -347,6 +347,16 @@ class Strategy:
         """The artifact ``data`` for one patient (subclasses implement)."""
         raise NotImplementedError
 
+    def build_snapshots(
+        self, subject_id: int, turns: pd.DataFrame, prep: PrepModel | None, at: Sequence[int]
+    ) -> dict[int, dict] | None:
+        """``data`` after the first t visits for each t in ``at``, from ONE pass over the
+        visits, or None when the strategy does not build visit by visit (the streaming
+        protocol then builds each truncated dialogue; MedMemoryBench §4). Subclasses that
+        build incrementally (Mem0, A-Mem) override it; a snapshot equals a build of the
+        truncated dialogue."""
+        return None
+
     # -- access -----------------------------------------------------------------------------
     def access(
         self, artifact: Artifact | None, question: Mapping[str, Any], turns_now: pd.DataFrame

@@ -22,7 +22,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -44,19 +44,30 @@ from clinlib.strategies.base import (
     dialogue_hash,
     subject_ids_of,
 )
-from clinlib.strategies.prep import (
-    PrepModel,
-    count_text_tokens_many,
-    get_prep,
-)
+from clinlib.strategies.prep import PrepModel, count_text_tokens_many, get_prep
 from clinlib.strategies.registry import EMBEDDINGS_DIR, STRATEGIES, get_strategy
+from clinlib.strategies.streaming import (
+    Prefixes,
+    Unit,
+    checkpoint_plan,
+    fill_snapshots,
+    question_units,
+    snapshot_needs,
+)
 from clinlib.tasks.injections import answer_dialogue, construction_dialogue
+from clinlib.tasks.settings import (
+    STATIC_SETTINGS,
+    Setting,
+    asked_questions,
+    noise_transform,
+    parse_setting,
+)
 
 log = logging.getLogger("clinlib.strategies")
 
 CACHE_VERSION = 1
 CONSTRUCTIONS_DIR = "constructions"
-SETTINGS: tuple[str, ...] = ("post", "pre")
+SETTINGS: tuple[str, ...] = STATIC_SETTINGS  # the settings build_all / construction_turns take
 INJECTION_TASKS: tuple[str, ...] = ("T3", "T5")
 ALWAYS_PRE_TASKS: tuple[str, ...] = ("T5",)  # built from the injected dialogue in every setting
 BATCH = 64
@@ -80,6 +91,9 @@ CONTEXT_COLUMNS: tuple[str, ...] = (
     "setting",
     "context",
     "context_tokens",
+    "checkpoint_visit",
+    "checkpoint_final",
+    "memory_items",
 )
 
 
@@ -227,10 +241,8 @@ def build_strategy(
     workers: int = 1,
     bar: Any = None,
 ) -> dict[str, Any]:
-    """Build (or find cached) one strategy's artifacts for many dialogues.
-
-    ``bar`` (a :func:`clinlib.core.progress.make_progress` counter) counts the dialogues done:
-    the cached ones at once, the built ones batch by batch.
+    """Build (or find cached) one strategy's artifacts for many dialogues; ``bar``
+    (:func:`clinlib.core.progress.make_progress`) counts the dialogues done.
 
     Returns:
         ``{"built", "cached", "repaired", "seconds"}`` (repaired: unreadable cached files
@@ -370,7 +382,7 @@ def question_contexts(
     questions: pd.DataFrame,
     strategy: str | Strategy,
     profile: str | None = None,
-    setting: str = "post",
+    setting: str | Setting = "post",
     prep: str | PrepModel | None = "rule-based",
     *,
     dialogues: pd.DataFrame | None = None,
@@ -383,17 +395,12 @@ def question_contexts(
     ``post`` (the staleness probe); T5's is always built from it (its contradictions are part
     of the record, not an update). Other tasks use the original dialogue throughout.
 
-    Args:
-        questions: questions.parquet rows.
-        strategy: name or instance.
-        profile: build profile.
-        setting: ``post`` or ``pre``.
-        prep: prep model.
-        dialogues: the turns (default: the profile's dialogues.parquet).
-        token_model: model whose tokenizer counts ``context_tokens`` (default: the prep's).
+    Args: the questions.parquet rows, a strategy name or instance, the profile, a setting spec
+    (:mod:`clinlib.tasks.settings`), the prep model, the turns (default: the profile's
+    dialogues) and the model whose tokenizer counts ``context_tokens`` (default: the prep's).
 
     Returns:
-        One row per question: :data:`CONTEXT_COLUMNS`.
+        One row per question (per checkpoint under ``stream``): :data:`CONTEXT_COLUMNS`.
     """
     return question_contexts_many(questions, [strategy], profile, setting, prep,
                                   dialogues=dialogues, token_model=token_model)[0]  # fmt: skip
@@ -406,6 +413,8 @@ def _checked_now(
     sids: Sequence[int],
 ) -> dict[int, pd.DataFrame]:
     """The question-time turns of ``sids``, each validated once per dialogue variant."""
+    if isinstance(now, Prefixes):  # prefixes of checked dialogues
+        return {sid: now[sid] for sid in sids}
     out = {}
     for sid in sids:
         if (variant, sid) not in checked:
@@ -415,17 +424,22 @@ def _checked_now(
 
 
 def _injected_variants(
-    turns: pd.DataFrame, questions: pd.DataFrame, setting: str, base: dict[int, pd.DataFrame]
+    turns: pd.DataFrame,
+    questions: pd.DataFrame,
+    setting: Setting,
+    base: dict[int, pd.DataFrame],
+    noisy: Callable[[pd.DataFrame], pd.DataFrame],
 ) -> dict[str, tuple[dict[int, pd.DataFrame], dict[int, pd.DataFrame]]]:
-    """Per injection task asked: (dialogues the construction sees, dialogues as of the question)."""
+    """Per injection task asked: (dialogues the construction sees, dialogues as of the question).
+    ``noisy`` transforms a dialogue after its injections (``mixed``; the identity otherwise)."""
     variants: dict[str, tuple[dict[int, pd.DataFrame], dict[int, pd.DataFrame]]] = {}
     for task in INJECTION_TASKS:
         if (questions["task"] == task).any():
-            now = split_dialogues(answer_dialogue(turns, questions, task))
+            now = split_dialogues(noisy(answer_dialogue(turns, questions, task)))
             # T5's controlled contradictions are part of the record before construction in
             # both settings (the paper's compressed strategies do see them, §B.3); only T3 is
             # the staleness probe whose injection follows construction in ``post``.
-            built = now if (setting == "pre" or task in ALWAYS_PRE_TASKS) else base
+            built = now if (setting.base == "pre" or task in ALWAYS_PRE_TASKS) else base
             variants[task] = (built, now)
     return variants
 
@@ -435,7 +449,7 @@ def _artifact(
     sid: int,
     strat: Strategy,
     variant: str,
-    built: dict[int, pd.DataFrame],
+    built: Mapping[int, pd.DataFrame],
     shas: dict[tuple[str, int], str],
     memo: dict[tuple[str, int], Artifact],
     cache: ConstructionCache,
@@ -446,18 +460,94 @@ def _artifact(
     if sid not in built:
         raise StrategyError(f"question {q.get('qid')}: no dialogue for patient {sid}")
     if (variant, sid) not in shas:
-        shas[(variant, sid)] = dialogue_hash(built[sid])
+        shas[(variant, sid)] = (built.sha(sid) if isinstance(built, Prefixes)
+                                else dialogue_hash(built[sid]))  # fmt: skip
     sha = shas[(variant, sid)]
     if (sha, sid) not in memo:
         memo[(sha, sid)] = cache.get_or_build(strat, sid, built[sid], prep_model, sha)
     return memo[(sha, sid)]
 
 
+def _context_rows(
+    strat: Strategy, units: list[Unit], cache: ConstructionCache, prep_model: PrepModel,
+    shas: dict, checked: dict, setting: Setting,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """The context row of every unit under one strategy."""
+    memo: dict[tuple[str, int], Artifact] = {}
+    # A question-independent context (full dialogue, summary, timeline ...) is the same for
+    # every question of a patient: render it once per (dialogue variant, patients).
+    shared: dict[tuple[str, tuple[int, ...]], tuple[str, Any]] = {}
+    label, pid = strat.label(), strat.prep_id(prep_model)
+    rows = []
+    for q, variant, built, now, row in units:
+        sids = subject_ids_of(q)
+        key = (variant, tuple(sids))
+        if not strat.query_dependent and key in shared:
+            ctx, size = shared[key]
+        else:
+            arts = {sid: _artifact(q, sid, strat, variant, built, shas, memo, cache, prep_model)
+                    for sid in sids}  # fmt: skip
+            ctx = context_for(q, strat, arts, _checked_now(checked, variant, now, sids),
+                              prechecked=True)  # fmt: skip
+            size = strat.footprint(arts[sids[0]]).get("n_items") if row is not None else None
+            if not strat.query_dependent:
+                shared[key] = (ctx, size)
+        rows.append({
+            "qid": q.get("qid"),
+            "task": q.get("task"),
+            "strategy": strat.name,
+            "label": label,
+            "prep_model": pid,
+            "setting": setting.value() if row is None else row.setting,
+            "context": ctx,
+            "checkpoint_visit": None if row is None else row.checkpoint_visit,
+            "checkpoint_final": None if row is None else row.checkpoint_final,
+            "memory_items": size,
+        })  # fmt: skip
+    return rows
+
+
+def _setting_dialogues(
+    questions: pd.DataFrame, turns: pd.DataFrame, setting: Setting, variants: bool = True
+) -> tuple[dict, pd.DataFrame | None]:
+    """(dialogue variants: ``base`` and, if ``variants``, T3 / T5; checkpoint plan or None)."""
+    noisy = noise_transform(setting)
+    original = split_dialogues(turns)
+    base = split_dialogues(noisy(turns)) if setting.mixed else original
+    out: dict[str, Any] = {"base": (base, base)}
+    if variants:
+        out.update(_injected_variants(turns, questions, setting, base, noisy))
+    plan = checkpoint_plan(questions, original, base, setting) if setting.stream else None
+    return out, plan
+
+
+def setting_plan(
+    questions: pd.DataFrame,
+    setting: str | Setting,
+    profile: str | None = None,
+    *,
+    dialogues: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """The (qid, setting value) pairs a setting asks, with :data:`streaming.PLAN_COLUMNS`:
+    one per question (checkpoint columns NA) for a static setting, one per (question,
+    checkpoint) for ``stream``. The keys a run needs before building any context."""
+    st = parse_setting(setting)
+    qs = asked_questions(questions, st)
+    if not st.stream:
+        return pd.DataFrame({"qid": qs["qid"].tolist(), "setting": st.value(),
+                             "checkpoint_visit": pd.array([None] * len(qs), dtype="Int64"),
+                             "checkpoint_final": pd.array([None] * len(qs), dtype="boolean")})  # fmt: skip
+    turns = dialogues if dialogues is not None else load("dialogues", resolve_profile(profile))
+    wanted = {sid for q in qs.to_dict("records") for sid in subject_ids_of(q)}
+    turns = turns[turns["subject_id"].isin(wanted)]
+    return _setting_dialogues(qs, turns, st, variants=False)[1]
+
+
 def question_contexts_many(
     questions: pd.DataFrame,
     strategies: Sequence[str | Strategy],
     profile: str | None = None,
-    setting: str = "post",
+    setting: str | Setting = "post",
     prep: str | PrepModel | None = "rule-based",
     *,
     dialogues: pd.DataFrame | None = None,
@@ -468,60 +558,42 @@ def question_contexts_many(
     and the injected variants (the costly part of a harness run's preparation). ``bar``
     (clinlib.core.progress) counts the contexts built, per strategy.
 
+    Under ``stream`` a question yields one row per checkpoint (:mod:`.streaming`), with
+    ``checkpoint_visit``, ``checkpoint_final`` and ``memory_items`` (the footprint's item
+    count at that checkpoint) filled; they are NA under static settings. Questions the
+    setting does not ask (T6 under ``stream``) yield no row.
+
     Returns:
         One :data:`CONTEXT_COLUMNS` frame per strategy, in order.
     """
-    if setting not in SETTINGS:
-        raise StrategyError(f"setting {setting!r} not in {SETTINGS}")
+    st = parse_setting(setting)
     name = resolve_profile(profile)
     strats = [_as_strategy(s, name) for s in strategies]
     turns = dialogues if dialogues is not None else load("dialogues", name)
-    records = questions.to_dict("records")
+    qs = asked_questions(questions, st) if st.stream else questions
+    records = qs.to_dict("records")
     wanted = {sid for q in records for sid in subject_ids_of(q)}
     turns = turns[turns["subject_id"].isin(wanted)]
     prep_model = get_prep(prep, profile=name)
     cache = ConstructionCache(constructions_dir(name))
-    base = split_dialogues(turns)
-    variants = _injected_variants(turns, questions, setting, base)
+    variants, plan = _setting_dialogues(qs, turns, st)
+    units = question_units(records, variants, plan)
     shas: dict[tuple[str, int], str] = {}
     checked: dict[tuple[str, int], pd.DataFrame] = {}
     tm = token_model or prep_model.token_model
     frames = []
     for strat in strats:
-        memo: dict[tuple[str, int], Artifact] = {}
-        # A question-independent context (full dialogue, summary, timeline ...) is the same
-        # for every question of a patient: render it once per (dialogue variant, patients).
-        shared: dict[tuple[str, tuple[int, ...]], str] = {}
-        label, pid = strat.label(), strat.prep_id(prep_model)
+        if plan is not None:
+            fill_snapshots(strat, snapshot_needs(units), prep_model, cache)
         if strat.query_dependent:
             strat.warm_queries(records)
-        rows = []
-        for q in records:
-            variant = q["task"] if q["task"] in variants else "base"
-            built, now = variants.get(q["task"], (base, base))
-            sids = subject_ids_of(q)
-            key = (variant, tuple(sids))
-            if not strat.query_dependent and key in shared:
-                ctx = shared[key]
-            else:
-                arts = {sid: _artifact(q, sid, strat, variant, built, shas, memo, cache, prep_model)
-                        for sid in sids}  # fmt: skip
-                ctx = context_for(q, strat, arts, _checked_now(checked, variant, now, sids),
-                                  prechecked=True)  # fmt: skip
-                if not strat.query_dependent:
-                    shared[key] = ctx
-            rows.append({
-                "qid": q.get("qid"),
-                "task": q.get("task"),
-                "strategy": strat.name,
-                "label": label,
-                "prep_model": pid,
-                "setting": setting,
-                "context": ctx,
-            })  # fmt: skip
+        rows = _context_rows(strat, units, cache, prep_model, shas, checked, st)
         if bar is not None:
             bar.update(len(rows))
         frame = pd.DataFrame(rows, columns=[c for c in CONTEXT_COLUMNS if c != "context_tokens"])
         frame["context_tokens"] = count_text_tokens_many(frame["context"].tolist(), tm)
+        frame["checkpoint_visit"] = frame["checkpoint_visit"].astype("Int64")
+        frame["checkpoint_final"] = frame["checkpoint_final"].astype("boolean")
+        frame["memory_items"] = frame["memory_items"].astype("Int64")
         frames.append(frame[list(CONTEXT_COLUMNS)])
     return frames

@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,13 @@ from clinlib.core.config import build_dir
 from clinlib.dialogue.matching import TAG_RE
 from clinlib.dialogue.render import render_visit
 from clinlib.llm import check_egress
-from clinlib.strategies.base import Artifact, Strategy, StrategyError, question_text
+from clinlib.strategies.base import (
+    Artifact,
+    Strategy,
+    StrategyError,
+    question_text,
+    visit_order,
+)
 from clinlib.strategies.embed import (
     DEFAULT_EMBEDDING_MODEL,
     TRANSFORMER_MODEL,
@@ -240,12 +246,25 @@ class Mem0Memory(EmbedsQueries, Strategy):
         if data is None:
             if self.params["engine"] == "mem0ai":
                 data = self._mem0ai(subject_id, turns, prep)
-            elif getattr(prep, "is_llm", False):
-                data = self._llm(subject_id, turns, prep)
             else:
-                data = self._rule_based(turns)
+                data = self._finish(*list(self._states(subject_id, turns, prep))[-1][1:])
             self.embedder.ensure([retrieval_text(m["text"]) for m in data["memories"]])
         return data
+
+    def build_snapshots(
+        self, subject_id: int, turns: pd.DataFrame, prep: Any, at: Sequence[int]
+    ) -> dict[int, dict] | None:
+        """The store after the first t visits for every t in ``at`` (one visit-by-visit pass;
+        the streaming protocol, MedMemoryBench §4). None for the mem0ai engine (rebuilt)."""
+        if self.params["engine"] != "builtin":
+            return None
+        wanted = {int(t) for t in at}
+        out = {t: self._finish(store, n, list(warnings))
+               for t, store, n, warnings in self._states(subject_id, turns, prep)
+               if t in wanted}  # fmt: skip
+        self.embedder.ensure([retrieval_text(m["text"]) for d in out.values()
+                              for m in d["memories"]])  # fmt: skip
+        return out
 
     def _finish(self, store: MemoryStore, n_extracted: int, warnings: list[str]) -> dict:
         memories = [
@@ -256,27 +275,45 @@ class Mem0Memory(EmbedsQueries, Strategy):
         return {
             "engine": self.params["engine"],
             "memories": memories,
-            "events": store.events,
+            "events": list(store.events),
             "event_counts": {e: int(store.counts.get(e, 0)) for e in EVENTS},
             "n_extracted": int(n_extracted),
-            "warnings": warnings,
+            "warnings": list(warnings),
         }
 
-    def _rule_based(self, turns: pd.DataFrame) -> dict:
+    def _states(
+        self, subject_id: int, turns: pd.DataFrame, prep: Any
+    ) -> Iterator[tuple[int, MemoryStore, int, list[str]]]:
+        """(visits seen, store, facts extracted so far, warnings) after each visit, in order:
+        the builtin engine builds visit by visit, so every prefix is a snapshot."""
+        if getattr(prep, "is_llm", False):
+            yield from self._llm_states(subject_id, turns, prep)
+            return
         store = MemoryStore()
         facts = facts_of(turns)
         by_visit: dict[int, list[Fact]] = {}
         for f in facts:
             by_visit.setdefault(f.visit_idx, []).append(f)
-        for v in sorted(by_visit):
-            rule_based_update(store, by_visit[v], bool(self.params["with_ids"]))
-        return self._finish(store, len(facts), [])
+        n = 0
+        for i, v in enumerate(visit_order(turns), start=1):
+            if by_visit.get(v):
+                n += len(by_visit[v])
+                rule_based_update(store, by_visit[v], bool(self.params["with_ids"]))
+            yield i, store, n, []
+
+    def _rule_based(self, turns: pd.DataFrame) -> dict:
+        return self._finish(*list(self._states(0, turns, None))[-1][1:])
 
     def _llm(self, subject_id: int, turns: pd.DataFrame, prep: Any) -> dict:
+        return self._finish(*list(self._llm_states(subject_id, turns, prep))[-1][1:])
+
+    def _llm_states(
+        self, subject_id: int, turns: pd.DataFrame, prep: Any
+    ) -> Iterator[tuple[int, MemoryStore, int, list[str]]]:
         store = MemoryStore()
         warnings: list[str] = []
         n_extracted = 0
-        for v, g in turns.groupby("visit_idx", sort=True):
+        for i, (v, g) in enumerate(turns.groupby("visit_idx", sort=True), start=1):
             v = int(v)
             convo = render_visit(g, with_ids=bool(self.params["with_ids"]), header=True)
             reply = prep.complete([PrepRequest(
@@ -289,11 +326,12 @@ class Mem0Memory(EmbedsQueries, Strategy):
                 facts = [str(x).strip() for x in parsed.get("facts", []) if str(x).strip()]
             except (PrepError, AttributeError) as exc:
                 warnings.append(str(exc))
+                yield i, store, n_extracted, warnings
                 continue
             n_extracted += len(facts)
             if facts:
                 self._llm_update(store, facts, v, subject_id, prep, warnings)
-        return self._finish(store, n_extracted, warnings)
+            yield i, store, n_extracted, warnings
 
     def _similar(self, store: MemoryStore, facts: Sequence[str]) -> list[str]:
         """Ids of the existing memories most similar to any new fact (Mem0's search step)."""

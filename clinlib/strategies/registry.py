@@ -7,13 +7,11 @@ package's ``__init__`` only re-exports.
 
 from __future__ import annotations
 
-import ast
-import math
-import re
 from pathlib import Path
 from typing import Any
 
 from clinlib.core.config import build_dir
+from clinlib.core.labels import CALL_RE, split_call
 from clinlib.strategies.amem import AMemMemory
 from clinlib.strategies.base import Strategy, StrategyError
 from clinlib.strategies.codebook import Codebook
@@ -56,16 +54,6 @@ EXTRA_STRATEGIES: tuple[str, ...] = tuple(n for n in STRATEGIES if n not in PAPE
 _PROFILE_DIRS = ("embedding_dir", "mem0ai_dir")
 
 
-_LABEL = re.compile(r"^\s*([a-z0-9-]+)\s*(?:\((.*)\))?\s*$", re.S)
-
-
-def _literal(node: ast.expr) -> Any:
-    """A Python literal, or the bare name ``inf`` (a window of every visit, ``m=inf``)."""
-    if isinstance(node, ast.Name) and node.id == "inf":
-        return math.inf
-    return ast.literal_eval(node)
-
-
 def parse_label(label: str) -> tuple[str, dict[str, Any]]:
     """Split a strategy label (:meth:`Strategy.label`, e.g. ``dense-retrieval(k=3)``) into
     its registry name and parameters, so a label round-trips to the same strategy.
@@ -74,24 +62,17 @@ def parse_label(label: str) -> tuple[str, dict[str, Any]]:
         StrategyError: the text is not ``name`` or ``name(key=value, ...)`` with Python
             literal values.
     """
-    m = _LABEL.match(str(label))
-    if not m:
+    if not CALL_RE.match(str(label)):
         raise StrategyError(f"cannot read strategy {label!r}: expected name or name(k=v, ...)")
-    name, inner = m.group(1), m.group(2)
-    if not inner or not inner.strip():
-        return name, {}
-    try:
-        call = ast.parse(f"f({inner})", mode="eval").body
-        assert isinstance(call, ast.Call) and not call.args
-        params = {kw.arg: _literal(kw.value) for kw in call.keywords}
-    except (SyntaxError, ValueError, AssertionError):
+    parsed = split_call(label)
+    if parsed is None:
+        if "**" in str(label):
+            raise StrategyError(f"cannot read strategy {label!r}: **kwargs are not allowed")
         raise StrategyError(
             f"cannot read the parameters of strategy {label!r}: expected key=value pairs "
             "with literal values, e.g. dense-retrieval(k=3)"
-        ) from None
-    if None in params:
-        raise StrategyError(f"cannot read strategy {label!r}: **kwargs are not allowed")
-    return name, params
+        )
+    return parsed
 
 
 def get_strategy(name: str, profile: str | None = None, **params: Any) -> Strategy:

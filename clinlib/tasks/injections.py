@@ -28,7 +28,9 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
-SETTINGS: tuple[str, ...] = ("pre", "post")
+from clinlib.tasks.settings import STATIC_SETTINGS
+
+SETTINGS: tuple[str, ...] = STATIC_SETTINGS  # one home: clinlib.tasks.settings
 INJECTION_KINDS: tuple[str, ...] = ("t3", "t5")
 SPEAKERS: tuple[str, ...] = ("patient", "clinician")
 TASK_KIND = {"T3": "t3", "T5": "t5"}

@@ -113,7 +113,7 @@ def test_injected_dialogue_carries_every_positive_of_the_task(turns):
 
 def test_pre_and_post_views(turns):
     q = generate_candidates(F.inputs(), ["T3"])["T3"]
-    assert SETTINGS == ("pre", "post")
+    assert SETTINGS == ("post", "pre")  # clinlib.tasks.settings.STATIC_SETTINGS
     pre = construction_dialogue(turns, q, "T3", "pre")
     post = construction_dialogue(turns, q, "T3", "post")
     assert pre["injected"].any() and not post["injected"].any()
