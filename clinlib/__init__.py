@@ -72,6 +72,11 @@ _API: dict[str, tuple[str, str | None]] = {
     "ablations": ("clinlib.analysis.ablations", None),  # 11
     "failures": ("clinlib.analysis.failures", None),  # 13, apps/failure_explorer
     "pages": ("clinlib.core.pages", None),  # the apps' paging and output budget
+    # a real local model, offline (README "A local model"): 04, 06, 11
+    "serve_local": ("clinlib.llm.local_server", "serve_local"),
+    "local_available": ("clinlib.llm.local_server", "local_available"),
+    "slice_profile": ("clinlib.eval.slices", "slice_profile"),
+    "smallest_patients": ("clinlib.eval.slices", "smallest_patients"),
 }
 
 __all__ = sorted(_API)
