@@ -321,8 +321,17 @@ def restore_local_preset() -> None:
 
 
 @contextlib.contextmanager
-def serve_local(**kwargs: Any) -> Iterator[Backbone]:
-    """Serve the local model for the ``with`` block; yields its backbone (arguments as for
-    :class:`LocalServer`)."""
-    with LocalServer(**kwargs) as server:
+def serve_local(reuse: bool = True, **kwargs: Any) -> Iterator[Backbone]:
+    """Serve the local model for the ``with`` block; yields its backbone.
+
+    Args:
+        reuse: if the local model already answers at the address (e.g. a ``clintrace
+            serve-local`` in a terminal), use it instead of starting another (left running).
+        **kwargs: as for :class:`LocalServer`.
+    """
+    server = LocalServer(**kwargs)
+    if reuse and LOCAL_MODEL_ALIAS in (models_answer(server.base_url) or []):
+        yield server.backbone
+        return
+    with server:
         yield server.backbone

@@ -64,6 +64,8 @@ def test_start_registers_the_backbone_and_stop_kills_a_stubborn_child(fake_model
         assert get_backbone(LOCAL_PRESET).max_concurrency == 3
         assert ls.models_answer(url) == ["smollm2-135m-instruct"]
         ls.check_local_reachable([LOCAL_PRESET])  # up, and serving the preset's model id
+        with ls.serve_local(port=server.port, register=False) as reused:  # starts nothing
+            assert reused.base_url == url and server.proc is proc
     assert proc.poll() is not None  # SIGTERM ignored: killed after STOP_TIMEOUT_S
     assert ls.models_answer(url, timeout_s=0.5) is None
     assert get_backbone(LOCAL_PRESET) == LOCAL_PRESETS[LOCAL_PRESET]  # default address again
