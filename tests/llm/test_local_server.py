@@ -16,8 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from clinlib import cli
-from clinlib.llm import get_backbone, load_config
+from clinlib.llm import LLMClient, get_backbone, load_config
 from clinlib.llm import local_server as ls
+from clinlib.llm.client import DEFAULT_TIMEOUT_S, LOCAL_TIMEOUT_S
 from clinlib.llm.presets import LOCAL_PRESET, LOCAL_PRESETS, is_local
 
 # Serves GET /v1/models like the real server and ignores SIGTERM, so stop() must kill it.
@@ -115,3 +116,9 @@ def test_the_preset_is_free_keyless_and_approved_only_on_this_machine(tmp_path):
     assert not moved.approved_for_credentialed and not is_local(moved)
     cfg.write_text(f'[backbones.{LOCAL_PRESET}]\nbase_url = "http://localhost:9000/v1"\n')
     assert load_config(cfg, base={LOCAL_PRESET: bb})[LOCAL_PRESET].approved_for_credentialed
+
+
+def test_a_local_model_gets_time_to_finish_a_long_generation():
+    assert LLMClient(LOCAL_PRESET).timeout_s == LOCAL_TIMEOUT_S > DEFAULT_TIMEOUT_S
+    assert LLMClient("gpt-4o-mini").timeout_s == DEFAULT_TIMEOUT_S
+    assert LLMClient(LOCAL_PRESET, timeout_s=5).timeout_s == 5.0
