@@ -300,7 +300,7 @@ def _local_note(names: list[str] | None, config: Path | None) -> None:
     """Say that a local backbone's $0 is a fact, not a missing price."""
     local = [n for n in names or [] if _run(is_local_name, n, config)]
     if local:
-        typer.echo(f"{', '.join(local)}: {LOCAL_COST_NOTE}")
+        typer.echo(f"local: $0 for {', '.join(local)} ({LOCAL_COST_NOTE})")
 
 
 def _interrupt(*_: object) -> None:

@@ -125,7 +125,7 @@ LOCAL_PRESETS: dict[str, Backbone] = {
         source="preset",
     )
 }
-LOCAL_COST_NOTE = "local: $0 (runs on this machine; tokens are the server's usage)"
+LOCAL_COST_NOTE = "served on this machine; token counts are the model's own"
 
 
 def url_host(url: str | None) -> str:
