@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import urllib.request
 
 import pandas as pd
 import pytest
@@ -46,23 +45,26 @@ def test_a_partial_run_resumes_with_only_the_rest(answered, local_profile):
     assert preds["error"].isna().all() and (preds["backbone"] == "local-smollm2").all()
 
 
-def test_usage_is_the_servers_tokenizer_and_costs_nothing(answered, local_server_running):
+def test_usage_is_the_models_own_tokenizer_and_costs_nothing(
+    answered, local_server_running, local_profile
+):
     _, _, preds = answered
+    bb = local_server_running.backbone
     assert (preds["cost_usd"] == 0.0).all() and (preds["input_tokens"] > 0).all()
     assert (preds["output_tokens"] > 0).all()
-    # SmolLM2's tokenizer, not an OpenAI encoding: the server's count of the same prompt
-    # differs from the cl100k estimate the kit would otherwise make.
-    row = preds.iloc[0]
-    with ResponseCache(default_cache_path("local"), readonly=True) as cache:
+    with ResponseCache(default_cache_path(local_profile), readonly=True) as cache:
         frame = cache.to_frame(include_request=True)
-    messages = json.loads(frame["request"].iloc[0])["messages"]
-    assert count_tokens(messages, "gpt-4") != int(frame["input_tokens"].iloc[0])
-    body = json.dumps({"input": "Creatinine 1.3 mg/dL"}).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{local_server_running.port}/extras/tokenize",
-                                 body, {"Content-Type": "application/json"})  # fmt: skip
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        assert len(json.loads(resp.read())["tokens"]) > 0
-    assert row["latency_s"] > 0
+    assert not frame["usage_estimated"].any()  # the server reported usage
+    for request, n_server in zip(frame["request"], frame["input_tokens"], strict=True):
+        messages = json.loads(request)["messages"]
+        # the GGUF tokenizer + chat template (clinlib.llm.local_tokens) counts what usage says
+        assert count_tokens(messages, bb.model) == n_server
+    cl100k = [count_tokens(json.loads(r)["messages"], "gpt-4") for r in frame["request"]]
+    assert cl100k != frame["input_tokens"].tolist()  # an OpenAI encoding would not
+    # so the estimate made before a run prices exactly the prompts the run sends
+    est = runner.estimate(local_profile, STRATEGY, [bb])
+    assert int(est["input_tokens"].sum()) == int(preds["input_tokens"].sum())
+    assert float(est["cost_usd_max"].sum()) == 0.0
 
 
 def test_a_rerun_is_served_from_the_response_cache(answered, local_server_running, local_profile):
