@@ -142,10 +142,12 @@ def models_answer(base_url: str, timeout_s: float = 2.0) -> list[str] | None:
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    # PR_SET_PDEATHSIG: the kernel sends SIGTERM to the server if this process dies, even by
-    # SIGKILL, so a killed notebook or test run never leaves an orphan holding the port.
+    # PR_SET_PDEATHSIG: the kernel kills the server if this process dies, even by SIGKILL, so
+    # a killed notebook or test run never leaves an orphan holding the port. SIGKILL, not
+    # SIGTERM: on SIGTERM uvicorn first waits for the generation in flight (minutes on busy
+    # cores), observed as an orphan that outlived its killed parent.
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
 
 
 def _tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
