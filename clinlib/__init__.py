@@ -95,6 +95,11 @@ _API: dict[str, tuple[str, str | None]] = {
     "pages": ("clinlib.core.pages", None),  # the apps' paging and output budget
     "temporal": ("clinlib.analysis.temporal", None),  # 15
     "subset_pairs": ("clinlib.tasks.relative", "subset_pairs"),  # 15
+    # a real local model, offline (README "A local model"): 04, 06, 11
+    "serve_local": ("clinlib.llm.local_server", "serve_local"),
+    "local_available": ("clinlib.llm.local_server", "local_available"),
+    "slice_profile": ("clinlib.eval.slices", "slice_profile"),
+    "smallest_patients": ("clinlib.eval.slices", "smallest_patients"),
 }
 
 __all__ = sorted(_API)

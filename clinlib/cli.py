@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import re
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -33,6 +34,8 @@ from clinlib.eval.policies import register_offline_backbones
 from clinlib.eval.runner import run
 from clinlib.llm import list_backbones
 from clinlib.llm.batch import BatchPending
+from clinlib.llm.local_server import LocalServer, check_local_reachable, is_local_name
+from clinlib.llm.presets import LOCAL_COST_NOTE, LOCAL_HOST, LOCAL_N_CTX, LOCAL_PORT
 from clinlib.notebooks import execute_all
 from clinlib.strategies import PAPER_STRATEGIES, build_all
 from clinlib.tasks.build import build_questions
@@ -264,6 +267,7 @@ def estimate(
             f"total (upper bound): ${table['cost_usd_max'].sum():,.2f} live, "
             f"${table['batch_cost_usd_max'].sum():,.2f} as provider batch jobs (run --batch)"
         )
+    _local_note(_csv(backbones_), config)
 
 
 @app.command("run")
@@ -308,6 +312,7 @@ def run_cmd(
     ] = None,
 ) -> None:
     """Evaluate every (strategy, backbone, setting) cell; append to predictions/ (resumable)."""
+    _run(check_local_reachable, _csv(backbones_), config)  # a stopped server: one line, not retries
     batch_options = {"poll_interval_s": poll_interval, "max_wait_s": batch_wait}
     summary = _run_cells(
         profile, strategies_, backbones_, settings, prep, budget, retry_errors, retry_empty,
@@ -317,6 +322,7 @@ def run_cmd(
         typer.echo(f"pending: {summary}", err=True)
         raise typer.Exit(code=3)
     typer.echo(summary.to_string(index=False))
+    _local_note(_csv(backbones_), config)
     _run(check_run, "run", summary, allow_drops)
 
 
@@ -353,6 +359,45 @@ def _run_cells(profile, strategies_, backbones_, settings, prep, budget, retry_e
         mode=mode,
         batch_options=batch_options,
     )
+
+
+def _local_note(names: list[str] | None, config: Path | None) -> None:
+    """Say that a local backbone's $0 is a fact, not a missing price."""
+    local = [n for n in names or [] if _run(is_local_name, n, config)]
+    if local:
+        typer.echo(f"local: $0 for {', '.join(local)} ({LOCAL_COST_NOTE})")
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+@app.command("serve-local")
+def serve_local_cmd(
+    port: Annotated[int, typer.Option(help="TCP port")] = LOCAL_PORT,
+    host: Annotated[
+        str, typer.Option(help="interface (loopback: nothing leaves the machine)")
+    ] = LOCAL_HOST,
+    threads: Annotated[int | None, typer.Option(help="llama.cpp threads (default: cores)")] = None,
+    n_ctx: Annotated[int, typer.Option("--n-ctx", help="context window (tokens)")] = LOCAL_N_CTX,
+) -> None:
+    """Serve the local model (SmolLM2-135M, shipped GGUF) as `local-smollm2` until Ctrl-C."""
+    server = LocalServer(port=port, host=host, threads=threads, n_ctx=n_ctx)
+    # SIGTERM (e.g. `kill`) stops the server like Ctrl-C does: the finally below runs.
+    signal.signal(signal.SIGTERM, _interrupt)
+    _run(server.start)
+    try:
+        typer.echo(f"local-smollm2 at {server.base_url} (model {server.backbone.model}, "
+                   f"{server.threads} threads, up in {server.start_seconds:.1f}s; log "
+                   f"{server.log_path}); Ctrl-C stops it")  # fmt: skip
+        while server.proc is not None and server.proc.poll() is None:
+            time.sleep(0.5)
+        typer.secho(f"error: the local server exited; its log: {server.log_path}", err=True)
+        raise typer.Exit(code=1)
+    except KeyboardInterrupt:
+        typer.echo("stopping the local server")
+    finally:
+        server.stop()
 
 
 # (stage, wall seconds, CPU seconds) of the stages run by this process, for reproduce's

@@ -54,6 +54,7 @@ DEFERRED_IMPORTS = frozenset(
         "httpx2",
         "vl_convert",
         "multiprocessing",
+        "llama_cpp",
     }
 )
 

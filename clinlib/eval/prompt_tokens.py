@@ -155,5 +155,7 @@ def load_counts(profile: str) -> pd.DataFrame:
 
 
 def encoding_of(model: str) -> str:
-    """The offline encoding that counts ``model``'s tokens."""
-    return tokens.encoding_for_model(model)
+    """The offline encoding that counts ``model``'s tokens (a model with a tokenizer of its own,
+    e.g. the local model, is named by it: no recorded OpenAI-encoding count stands for it)."""
+    own = tokens.model_tokenizer(model)
+    return own.name if own is not None else tokens.encoding_for_model(model)

@@ -20,6 +20,7 @@ from clinlib.llm.backbones import (
 )
 from clinlib.llm.chat import RESULT_COLUMNS, ChatRequest, ChatResult, results_frame
 from clinlib.llm.client import LLMClient, run_batch
+from clinlib.llm.local_tokens import load_local_tokenizer  # registers the local tokenizer
 from clinlib.llm.presets import PAPER_BACKBONES, PRESETS
 from clinlib.llm.response_cache import CacheError, ResponseCache, cache_key, default_cache_path
 from clinlib.llm.tokens import (
@@ -71,6 +72,7 @@ __all__ = [
     "get_encoding",
     "is_exact_tokenizer",
     "list_backbones",
+    "load_local_tokenizer",
     "load_config",
     "register_backbone",
     "register_with_tiktoken",

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from clinlib.llm.presets import PRESETS
+from clinlib.llm.presets import LOCAL_PRESETS, PRESETS
 from clinlib.llm.types import (
     Backbone,
     BackboneError,
@@ -41,7 +41,7 @@ from clinlib.llm.userconfig import load_config
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pandas as pd
 
-_REGISTRY: dict[str, Backbone] = dict(PRESETS)
+_REGISTRY: dict[str, Backbone] = {**PRESETS, **LOCAL_PRESETS}
 
 
 def register_backbone(backbone: Backbone, *, replace_existing: bool = False) -> Backbone:
@@ -67,8 +67,9 @@ def register_backbone(backbone: Backbone, *, replace_existing: bool = False) -> 
 
 def unregister_backbone(name: str) -> None:
     """Remove a registered backbone (presets are restored, not removed)."""
-    if name in PRESETS:
-        _REGISTRY[name] = PRESETS[name]
+    builtin = PRESETS.get(name) or LOCAL_PRESETS.get(name)
+    if builtin is not None:
+        _REGISTRY[name] = builtin
     else:
         _REGISTRY.pop(name, None)
 

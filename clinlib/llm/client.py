@@ -43,11 +43,15 @@ import openai
 from clinlib.llm import tokens
 from clinlib.llm.backbones import check_egress, get_backbone
 from clinlib.llm.chat import ChatRequest, ChatResult, validate_requests
+from clinlib.llm.presets import is_local
 from clinlib.llm.response_cache import ResponseCache, cache_key
 from clinlib.llm.retry import KEY_PATTERN, Failure, classify_failure, httpx
 from clinlib.llm.types import NO_KEY_PLACEHOLDER, Backbone, OfflineReply
 
 log = logging.getLogger("clinlib.llm")
+
+DEFAULT_TIMEOUT_S = 60.0
+LOCAL_TIMEOUT_S = 900.0
 
 
 @dataclass
@@ -68,7 +72,10 @@ class LLMClient:
     Args:
         backbone: a :class:`Backbone` or its registry name.
         cache: a :class:`ResponseCache`, a path to one, or None (no caching).
-        timeout_s: per-attempt timeout (connect capped at 10 s).
+        timeout_s: per-attempt timeout (connect capped at 10 s); default
+            :data:`DEFAULT_TIMEOUT_S`, or :data:`LOCAL_TIMEOUT_S` for a model served on this
+            machine (its latency is the machine's compute, not a stalled network: a long
+            generation on busy cores must finish, not be cut off and asked again).
         max_retries: retries after the first attempt (so at most ``max_retries + 1`` calls).
         backoff_base_s / backoff_max_s: exponential backoff ``base * 2**k`` capped at max,
             with "equal jitter" (half fixed, half uniform) so retries never synchronise.
@@ -86,7 +93,7 @@ class LLMClient:
         backbone: Backbone | str,
         *,
         cache: ResponseCache | str | Path | None = None,
-        timeout_s: float = 60.0,
+        timeout_s: float | None = None,
         max_retries: int = 6,
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 30.0,
@@ -100,6 +107,8 @@ class LLMClient:
     ) -> None:
         self.backbone = get_backbone(backbone, config) if isinstance(backbone, str) else backbone
         check_egress(self.backbone, credentialed, allow_unapproved)
+        if timeout_s is None:
+            timeout_s = LOCAL_TIMEOUT_S if is_local(self.backbone) else DEFAULT_TIMEOUT_S
         if timeout_s <= 0 or max_retries < 0 or backoff_base_s < 0 or backoff_max_s < 0:
             raise ValueError(
                 "timeout_s must be > 0 and max_retries / backoff_base_s / backoff_max_s >= 0"

@@ -20,6 +20,8 @@ can override any field of a preset in the config file (``[backbones.claude-haiku
 
 from __future__ import annotations
 
+import os
+
 from clinlib.llm.types import OPENROUTER_BASE_URL, OPENROUTER_KEY_ENV, Backbone
 
 
@@ -85,3 +87,59 @@ PAPER_BACKBONES: tuple[str, ...] = tuple(PRESETS)
 OFFLINE_READER_NAMES: tuple[str, ...] = ("reference", "eager")
 # Fields that make a preset what it is; a config overriding them would replace it silently.
 IDENTITY_FIELDS: tuple[str, ...] = ("base_url", "model")
+
+
+# -- a real local model, offline (clinlib.llm.local_server) ----------------------------------
+LOCAL_PRESET = "local-smollm2"
+# The name the server is started under (--model_alias) and the id requests send.
+LOCAL_MODEL_ALIAS = "smollm2-135m-instruct"
+LOCAL_HOST = "127.0.0.1"
+LOCAL_PORT = 8765
+LOCAL_N_CTX = 8192  # SmolLM2's training context
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (the local server's threads and concurrency)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+# Backbones served on this machine. Price 0: the only cost is local CPU time, so every cost
+# column reads $0 for them (tables say "local: $0"); token counts are the server's own
+# `usage` (the model's tokenizer), not an OpenAI encoding. Approved for credentialed data
+# because nothing leaves the machine (clinlib.llm.userconfig resets that flag when a config
+# points the preset at another host); no API key (the server asks for none).
+LOCAL_PRESETS: dict[str, Backbone] = {
+    LOCAL_PRESET: Backbone(
+        name=LOCAL_PRESET,
+        model=LOCAL_MODEL_ALIAS,
+        base_url=f"http://{LOCAL_HOST}:{LOCAL_PORT}/v1",
+        api_key_env=None,
+        context_window=LOCAL_N_CTX,
+        # llama.cpp answers one request at a time on every core; one more in flight keeps
+        # it busy between requests.
+        max_concurrency=usable_cores(),
+        approved_for_credentialed=True,
+        label="SmolLM2-135M (local)",
+        source="preset",
+    )
+}
+LOCAL_COST_NOTE = "served on this machine; token counts are the model's own"
+
+
+def url_host(url: str | None) -> str:
+    """The host of an ``http(s)://host[:port]/...`` URL (``[::1]`` keeps its brackets)."""
+    netloc = (url or "").split("//", 1)[-1].split("/", 1)[0]
+    return netloc if netloc.endswith("]") else netloc.rsplit(":", 1)[0]
+
+
+def is_local(backbone: Backbone) -> bool:
+    """A backbone served on this machine at no price: an OpenAI-compatible endpoint on a
+    loopback address with every price 0 (the local presets, a user's local server)."""
+    host = url_host(backbone.base_url)
+    free = not (backbone.price_input or backbone.price_output or backbone.price_cache_read)
+    return backbone.kind == "openai" and free and host in LOOPBACK_HOSTS
+
+
+LOOPBACK_HOSTS: frozenset[str] = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})

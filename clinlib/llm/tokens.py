@@ -23,7 +23,9 @@ anything else (DeepSeek, Claude, Qwen, Llama, ...)        cl100k_base   no
 
 Non-OpenAI models use their own tokenizers, which are not public offline; cl100k_base is an
 approximation for them (typically within ~10-20% on English clinical text), flagged by
-:func:`is_exact_tokenizer`.
+:func:`is_exact_tokenizer`. A model whose own tokenizer IS available offline registers it
+(:func:`register_tokenizer`; the local model's GGUF vocabulary, :mod:`clinlib.llm.local_tokens`)
+and is then counted exactly with it, chat template included.
 
 Chat messages are counted with OpenAI's published accounting for current chat models
 (openai-cookbook "How to count tokens with tiktoken"): 3 tokens per message, +1 if the
@@ -160,6 +162,34 @@ def _base_model(model: str) -> str:
     return model.strip().lower().rsplit("/", 1)[-1]
 
 
+class ModelTokenizer(Protocol):
+    """A model's own tokenizer (what its server's ``usage`` counts)."""
+
+    name: str
+
+    def count_text(self, text: str) -> int: ...
+
+    def count_messages(self, messages: Sequence[Mapping[str, Any]]) -> int: ...
+
+
+# base model id -> loader of its own tokenizer (None when it cannot be loaded here, e.g. an
+# optional package is missing: the model is then approximated like any other).
+_TOKENIZER_LOADERS: dict[str, Callable[[], ModelTokenizer | None]] = {}
+
+
+def register_tokenizer(model: str, loader: Callable[[], ModelTokenizer | None]) -> None:
+    """Count ``model``'s tokens with its own tokenizer, loaded on first use by ``loader``."""
+    _TOKENIZER_LOADERS[_base_model(model)] = loader
+    model_tokenizer.cache_clear()
+
+
+@cache
+def model_tokenizer(model: str) -> ModelTokenizer | None:
+    """The registered tokenizer of ``model`` (None: none registered, or not loadable here)."""
+    loader = _TOKENIZER_LOADERS.get(_base_model(model))
+    return loader() if loader is not None else None
+
+
 def encoding_for_model(model: str) -> str:
     """Encoding name used to count tokens for ``model`` (see the module table).
 
@@ -176,7 +206,10 @@ def encoding_for_model(model: str) -> str:
 
 
 def is_exact_tokenizer(model: str) -> bool:
-    """True when :func:`encoding_for_model` is the model's real tokenizer (OpenAI models)."""
+    """True when the count uses the model's real tokenizer: OpenAI models (their encoding) and
+    models with a registered tokenizer (:func:`register_tokenizer`)."""
+    if model_tokenizer(model) is not None:
+        return True
     base = _base_model(model)
     return base.startswith(O200K_PREFIXES) or base.startswith(CL100K_EXACT_PREFIXES)
 
@@ -287,6 +320,11 @@ def count_tokens(text_or_messages: str | Sequence[Mapping[str, Any]], model: str
         Number of tokens; for messages, including OpenAI's per-message overhead and the
         3 reply-priming tokens, i.e. what ``usage.prompt_tokens`` reports.
     """
+    own = model_tokenizer(model)
+    if own is not None:
+        if isinstance(text_or_messages, str):
+            return own.count_text(text_or_messages)
+        return own.count_messages(text_or_messages)
     enc = get_encoding(encoding_for_model(model))
     if isinstance(text_or_messages, str):
         return _count_text(enc, text_or_messages)
@@ -317,6 +355,9 @@ def count_texts(texts: Sequence[str], model: str, workers: int | None = None) ->
     Returns:
         One count per text, equal to ``count_tokens(text, model)``.
     """
+    own = model_tokenizer(model)
+    if own is not None:
+        return [own.count_text(str(t)) for t in texts]
     enc = get_encoding(encoding_for_model(model))
     texts = [str(t) for t in texts]
     n = workers or os.cpu_count() or 1
@@ -329,6 +370,8 @@ def count_texts(texts: Sequence[str], model: str, workers: int | None = None) ->
 def warm_message_counts(messages: Sequence[Sequence[Mapping[str, Any]]], model: str) -> None:
     """Memoise the token counts of many chat messages' contents in parallel, so that the
     per-request :func:`count_tokens` calls that follow are dictionary look-ups."""
+    if model_tokenizer(model) is not None:
+        return  # counted whole by the model's own tokenizer: nothing to memoise
     count_texts(
         [_content_text(m.get("content")) for msgs in messages for m in msgs
          if isinstance(m, Mapping)],

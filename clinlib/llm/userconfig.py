@@ -3,7 +3,9 @@
 The file is named by ``--config PATH`` or ``$CLINTRACE_CONFIG``. Each ``[backbones.NAME]``
 table defines an OpenAI-compatible endpoint, or overrides fields of a backbone that already
 exists (e.g. a preset's prices). Replacing a built-in is refused: a table named like an offline
-reader (``reference``, ``eager``), or one changing a preset's ``base_url`` / ``model``::
+reader (``reference``, ``eager``), or one changing a paper preset's ``base_url`` / ``model``.
+The local preset ``local-smollm2`` may be pointed elsewhere (e.g. a vLLM server on a GPU);
+moved off this machine it loses ``approved_for_credentialed`` unless the table sets it::
 
     [backbones.my-vllm]
     base_url = "http://localhost:8000/v1"
@@ -31,7 +33,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from clinlib.llm.presets import IDENTITY_FIELDS, OFFLINE_READER_NAMES, PRESETS
+from clinlib.llm.presets import (
+    IDENTITY_FIELDS,
+    LOCAL_PRESETS,
+    LOOPBACK_HOSTS,
+    OFFLINE_READER_NAMES,
+    PRESETS,
+    url_host,
+)
 from clinlib.llm.types import (
     ENV_VAR_NAME,
     Backbone,
@@ -133,6 +142,13 @@ def _replaces_builtin(name: str, entry: Mapping[str, Any]) -> list[tuple[str, st
     ]  # fmt: skip
 
 
+def _leaves_machine(name: str, entry: Mapping[str, Any]) -> bool:
+    """A local preset's table moves it to a non-loopback host without approving it anew."""
+    return (name in LOCAL_PRESETS and "base_url" in entry
+            and "approved_for_credentialed" not in entry
+            and url_host(str(entry["base_url"])) not in LOOPBACK_HOSTS)  # fmt: skip
+
+
 def load_config(
     config: str | Path | None = None, base: Mapping[str, Backbone] | None = None
 ) -> dict[str, Backbone]:
@@ -186,6 +202,10 @@ def load_config(
                 )
             values = {"name": name, "kind": "openai"}
         values.update(entry)
+        if _leaves_machine(name, entry):
+            # The local preset is approved only because nothing leaves the machine; pointed at
+            # another host (e.g. a vLLM server on a GPU box) it must be approved explicitly.
+            values["approved_for_credentialed"] = False
         values["source"] = str(path)
         field_problems = validate_backbone_fields(values)
         if field_problems:
