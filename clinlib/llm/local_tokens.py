@@ -11,6 +11,7 @@ cl100k approximation like any other non-OpenAI model.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -40,6 +41,9 @@ class GGUFTokenizer:
         self.name = name
         with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
             self._llama = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+        # Freed before interpreter teardown: llama.cpp's own finaliser, run after its module
+        # globals are gone, prints a TypeError traceback at exit.
+        atexit.register(self._llama.close)
         meta = self._llama.metadata
         guessed = llama_chat_format.guess_chat_format_from_gguf_metadata(meta)
         if guessed is not None:  # the server uses its built-in formatter for these

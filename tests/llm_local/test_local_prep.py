@@ -44,11 +44,14 @@ def _cache_rows(profile: str) -> pd.DataFrame:
         return cache.to_frame(include_request=True)
 
 
-def _system_prompts(frame: pd.DataFrame) -> list[str]:
+def _lead_prompts(frame: pd.DataFrame) -> list[str]:
+    """Each request's instruction: its system message, or its first message when it has none
+    (A-Mem's evolution prompt is sent as a single user message)."""
     out = []
     for request in frame["request"]:
         messages = json.loads(request)["messages"]
-        out.append(next((m["content"] for m in messages if m["role"] == "system"), ""))
+        system = [m["content"] for m in messages if m["role"] == "system"]
+        out.append(system[0] if system else messages[0]["content"])
     return out
 
 
@@ -67,7 +70,7 @@ def test_matched_prep_builds_the_construction_with_the_real_model(
     assert art.prep_model == bb.name  # never mistaken for a rule-based artifact
     made = _cache_rows(local_profile).iloc[before:]
     assert (made["backbone"] == bb.name).all()  # prep calls and the answer: the local model
-    systems = _system_prompts(made)
+    systems = _lead_prompts(made)
     for prefix, n in PREP_CALLS[strategy].items():
         assert sum(s.startswith(prefix) for s in systems) == n, prefix
     if strategy == "llm-summary":
