@@ -224,6 +224,21 @@ def panel_itemids(lab_key: str) -> list[int]:
     return list(LAB_BY_KEY[lab_key].itemids)
 
 
+def lab_event_meta(e: Mapping[str, Any]) -> dict[str, Any]:
+    """The meta fields naming one lab event (T1, T9's lab absences, T1R): who, which lab and
+    itemids, when and in which visit; the L2 recomputation reads them back."""
+    return {
+        "subject_id": int(e["subject_id"]),
+        "event_id": e["event_id"],
+        "lab": e["lab_key"],
+        "itemid": int(e["code"]),
+        "itemids": panel_itemids(e["lab_key"]),
+        "date": e["date"],
+        "hadm_id": int(e["hadm_id"]),
+        "visit_idx": int(e["visit_idx"]),
+    }
+
+
 # --------------------------------------------------------------------------- text helpers
 
 

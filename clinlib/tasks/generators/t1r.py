@@ -32,9 +32,9 @@ from clinlib.tasks.base import STATED_NUMBER
 from clinlib.tasks.generators.common import (
     NUMERIC_TEXT,
     TaskInputs,
+    lab_event_meta,
     make_qid,
     mentions_number,
-    panel_itemids,
     question_row,
     thin,
     to_frame,
@@ -94,14 +94,7 @@ def _meta(e: dict, k: int, n: int, n_visits: int) -> dict:
     value_text = str(e["value_text"]).strip()
     return {
         "pair": e["event_id"],
-        "subject_id": int(e["subject_id"]),
-        "event_id": e["event_id"],
-        "lab": e["lab_key"],
-        "itemid": int(e["code"]),
-        "itemids": panel_itemids(e["lab_key"]),
-        "date": e["date"],
-        "hadm_id": int(e["hadm_id"]),
-        "visit_idx": int(e["visit_idx"]),
+        **lab_event_meta(e),
         "n_visits": int(n_visits),
         "position": int(k),
         "n_in_visit": int(n),
