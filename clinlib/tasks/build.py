@@ -432,14 +432,39 @@ def build_questions(
             [run_validation_gates(questions, name), shortfall_gate_rows(counts, shortfalls)],
             ignore_index=True,
         )
-        write_parquet(gates, artifact_path("gates.parquet", name))
-        write_parquet(availability, artifact_path("question_availability.parquet", name))
-        failure = _hard_failure(gates)
-        if failure is not None:
-            write_parquet(questions, artifact_path("questions_rejected.parquet", name))
-            raise failure
-        write_parquet(questions, artifact_path("questions.parquet", name))
+        write_gated(name, questions, gates, availability, PAPER_FILES)
     return {"questions": questions, "gates": gates, "availability": availability}
+
+
+# (questions, gates, availability, rejected) artifact names of the paper's set.
+PAPER_FILES: tuple[str, str, str, str] = (
+    "questions", "gates", "question_availability", "questions_rejected"
+)  # fmt: skip
+
+
+def write_gated(
+    name: str,
+    questions: pd.DataFrame,
+    gates: pd.DataFrame,
+    availability: pd.DataFrame,
+    files: tuple[str, str, str, str],
+) -> None:
+    """Write a gated question set: gates and availability always; the questions only when no
+    HARD gate failed (else to the ``rejected`` file, and the GateError is raised), so a failed
+    set never sits where readers look.
+
+    Args:
+        name: profile.
+        files: the (questions, gates, availability, rejected) artifact names, without suffix.
+    """
+    q_file, gates_file, avail_file, rejected_file = files
+    write_parquet(gates, artifact_path(f"{gates_file}.parquet", name))
+    write_parquet(availability, artifact_path(f"{avail_file}.parquet", name))
+    failure = _hard_failure(gates)
+    if failure is not None:
+        write_parquet(questions, artifact_path(f"{rejected_file}.parquet", name))
+        raise failure
+    write_parquet(questions, artifact_path(f"{q_file}.parquet", name))
 
 
 def _check_nonempty(

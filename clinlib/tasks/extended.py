@@ -23,14 +23,13 @@ from collections.abc import Iterable, Mapping
 
 import pandas as pd
 
-from clinlib.core.config import PROFILES, artifact_path, resolve_profile
+from clinlib.core.config import PROFILES, resolve_profile
 from clinlib.core.guards import StageError, stage_run
-from clinlib.core.io import write_parquet
 from clinlib.data.build import load
 from clinlib.tasks import rules
 from clinlib.tasks.answers import ALL_TASK_NAMES, EXTENDED_TASK_NAMES, TASK_NAMES
 from clinlib.tasks.base import QUESTION_COLUMNS
-from clinlib.tasks.build import _hard_failure, select_task, shortfall_gate_rows
+from clinlib.tasks.build import select_task, shortfall_gate_rows, write_gated
 from clinlib.tasks.gates import run_gates
 from clinlib.tasks.generate import generate_candidates, load_inputs
 from clinlib.tasks.generators.common import INTERNAL_COLUMNS
@@ -111,13 +110,10 @@ def build_temporal_questions(
             ],
             ignore_index=True,
         )
-        write_parquet(gates, artifact_path("temporal_gates.parquet", name))
-        write_parquet(availability, artifact_path("temporal_availability.parquet", name))
-        failure = _hard_failure(gates)
-        if failure is not None:
-            write_parquet(questions, artifact_path("temporal_questions_rejected.parquet", name))
-            raise failure
-        write_parquet(questions, artifact_path(f"{EXTENDED_ARTIFACT}.parquet", name))
+        write_gated(name, questions, gates, availability, (
+            EXTENDED_ARTIFACT, "temporal_gates", "temporal_availability",
+            "temporal_questions_rejected",
+        ))  # fmt: skip
     return {"questions": questions, "gates": gates, "availability": availability}
 
 
