@@ -100,6 +100,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "local_available": ("clinlib.llm.local_server", "local_available"),
     "slice_profile": ("clinlib.eval.slices", "slice_profile"),
     "smallest_patients": ("clinlib.eval.slices", "smallest_patients"),
+    "local_slice": ("clinlib.eval.slices", "local_slice"),
 }
 
 __all__ = sorted(_API)

@@ -33,6 +33,9 @@ REQUIRED_ARTIFACTS: tuple[str, ...] = ("cohort", "events", "dialogues", "questio
 _READ_BEFORE_ABLATIONS = ("04_run_evaluation", "06_t3_injection_probe", "07_sp1_aggregation_tax",
                           "08_sp2_backbone_profiles", "09_sp3_abstention", "10_pareto_cost")  # fmt: skip
 AFTER: dict[str, tuple[str, ...]] = {
+    # 04, 06 and 11 answer the same local-model slice (local_slice) when the local extra is
+    # installed: one model server on one port and one slice folder, so one at a time.
+    "06_t3_injection_probe": ("04_run_evaluation",),
     "11_ablations": _READ_BEFORE_ABLATIONS,
     "13_failure_explorer": ("11_ablations",),
     # 15 reads the main evaluation's post predictions (by anchor position, by length quartile)

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from clinlib.core import config
 from clinlib.core.config import artifact_path, raw_hosp_dir
 
 os.environ.setdefault("CLINTRACE_PROFILE", "quick")
@@ -43,6 +44,15 @@ def quick_built():
             subprocess.run([sys.executable, "-m", "clinlib.cli", stage, "--profile", "quick"],
                            check=True)  # fmt: skip
     return "quick"
+
+
+@pytest.fixture
+def quick_in_tmp_build(tmp_path, monkeypatch, quick_built):
+    """A temporary BUILD_DIR holding (a link to) the quick profile: slices and the
+    constructions built for them are written there, not into data/build."""
+    (tmp_path / quick_built).symlink_to(config.BUILD_DIR / quick_built, target_is_directory=True)
+    monkeypatch.setattr(config, "BUILD_DIR", tmp_path)
+    return tmp_path
 
 
 @pytest.fixture(scope="session")

@@ -394,9 +394,10 @@ def artifact_inspection(
     prep: str = "rule-based",
     dialogues: pd.DataFrame | None = None,
     questions: pd.DataFrame | None = None,
+    settings: Sequence[str] = ("post", "pre"),
 ) -> pd.DataFrame:
     """For one injected-positive T3 question: what each strategy's stored artifact and
-    answer-time context keep of the injection, in both settings (§5.5, Appendix H Case 1).
+    answer-time context keep of the injection, per setting (§5.5, Appendix H Case 1).
 
     Args:
         question: a questions.parquet row (dict) with a non-empty ``injection``.
@@ -406,10 +407,13 @@ def artifact_inspection(
         dialogues: the profile's dialogues (loaded when None).
         questions: the question set (loaded when None; the ``pre`` build injects every T3
             positive of the patient).
+        settings: the settings to inspect (an LLM prep model builds each one it is asked for).
 
     Returns:
         One row per (strategy, setting): where (``stored`` artifact or ``context`` at answer
-        time) and the :func:`kept` columns.
+        time), prep_model, prep_warnings (replies the prep model got wrong, e.g. invalid
+        JSON: Mem0 then stores nothing for that visit, A-Mem the raw encounter) and the
+        :func:`kept` columns.
     """
     raw = question.get("injection")
     if not isinstance(raw, str) or not raw:
@@ -423,7 +427,7 @@ def artifact_inspection(
     rows = []
     for name in strategies:
         strat = get_strategy(name)
-        for setting in ("post", "pre"):
+        for setting in settings:
             art = load_artifacts(
                 name, profile, prep, setting=setting, subjects=[sid], questions=qs,
                 dialogues=turns,
@@ -436,7 +440,56 @@ def artifact_inspection(
                 if text is None:
                     continue  # raw-text strategies store nothing but the dialogue
                 rows.append({"strategy": name, "setting": setting, "where": where,
-                             "prep_model": art.prep_model, **kept(text, parts)})  # fmt: skip
+                             "prep_model": art.prep_model, "prep_warnings": _warnings(art),
+                             **kept(text, parts)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _warnings(art: Any) -> int:
+    return len(_data(art).get("warnings", []))
+
+
+def _data(art: Any) -> Mapping[str, Any]:
+    return art.data if isinstance(art.data, Mapping) else {}
+
+
+# Where each derived strategy keeps what its prep model wrote: (list key, item text key).
+PREP_ITEMS: dict[str, tuple[str, str]] = {
+    "llm-summary": ("summary", ""),
+    "mem0": ("memories", "text"),
+    "a-mem": ("notes", "content"),
+}
+
+
+def prep_outputs(
+    subject_id: int,
+    profile: str | None = None,
+    prep: str = "rule-based",
+    setting: str = "pre",
+    strategies: Sequence[str] = tuple(PREP_ITEMS),
+    excerpt_chars: int = 240,
+) -> pd.DataFrame:
+    """What a prep model wrote for one patient (paper §4 "Memory prep model", Appendix G.5):
+    per derived strategy the number of items (1 summary, the memories, the notes), an excerpt
+    of the first, and the prep warnings (replies it could not use) with the first of them.
+
+    Returns:
+        strategy, prep_model, setting, items, first_item, prep_warnings, first_warning.
+    """
+    rows = []
+    for name in strategies:
+        if name not in PREP_ITEMS:
+            raise ProbeError(f"prep_outputs: {name!r} is not one of {sorted(PREP_ITEMS)}")
+        art = load_artifacts(name, profile, prep, setting=setting, subjects=[subject_id])
+        data, (key, text_key) = _data(art[subject_id]), PREP_ITEMS[name]
+        got = data.get(key) or []
+        items = [got] if isinstance(got, str) else [str(it.get(text_key, "")) for it in got]
+        warnings = [str(w) for w in data.get("warnings", [])]
+        rows.append({"strategy": name, "prep_model": art[subject_id].prep_model,
+                     "setting": setting, "items": len(items),
+                     "first_item": items[0][:excerpt_chars] if items else "",
+                     "prep_warnings": len(warnings),
+                     "first_warning": warnings[0][:excerpt_chars] if warnings else ""})  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -20,13 +20,26 @@ from clinlib.core.io import write_parquet
 from clinlib.data.build import SOURCE_FILE, load
 from clinlib.eval.store import RunnerError
 
+# The slice a local model answers in the notebooks (04 beside the readers, 06 as the T3
+# probe's prep model, 11 as the matched prep model): one patient's questions of these tasks.
+LOCAL_SLICE_TASKS = ("T1", "T3", "T9")
 
-def smallest_patients(profile: str | None, tasks: Sequence[str], n: int = 2) -> list[int]:
+
+def smallest_patients(
+    profile: str | None, tasks: Sequence[str], n: int = 2, positive: str | None = None
+) -> list[int]:
     """The ``n`` patients with the shortest dialogues among those asked a single-patient
-    question of ``tasks`` (ties by subject id): the cheapest slice covering those tasks."""
+    question of ``tasks`` (ties by subject id): the cheapest slice covering those tasks.
+
+    ``positive="T3"`` keeps only patients asked a T3 question whose gold is ``yes`` (an
+    injected positive, paper §5.5), so a slice can probe recall.
+    """
     qs = load("questions", profile)
-    single = qs[qs["subject_ids"].map(len).eq(1) & qs["task"].isin(list(tasks))]
-    asked = {int(ids[0]) for ids in single["subject_ids"]}
+    single = qs[qs["subject_ids"].map(len).eq(1)]
+    asked = {int(ids[0]) for ids in single.loc[single["task"].isin(list(tasks)), "subject_ids"]}
+    if positive is not None:
+        pos = single[(single["task"] == positive) & (single["gold"] == "yes")]
+        asked &= {int(ids[0]) for ids in pos["subject_ids"]}
     turns = load("dialogues", profile).groupby("subject_id").size()
     ranked = sorted((int(n_turns), int(sid)) for sid, n_turns in turns.items() if sid in asked)
     return [sid for _, sid in ranked[:n]]
@@ -71,6 +84,18 @@ def slice_profile(
     _write_if_changed(qs[mask].reset_index(drop=True), artifact_path("questions.parquet", name))
     shutil.copyfile(artifact_path(SOURCE_FILE, src), artifact_path(SOURCE_FILE, name))
     return name
+
+
+def local_slice(profile: str | None) -> str:
+    """``<profile>-local``: the patient with the shortest dialogue asked an injected T3
+    positive, with that patient's :data:`LOCAL_SLICE_TASKS` questions — small enough for a
+    135M model on two cores, and one slice (one response and construction cache) for every
+    notebook that uses the local model."""
+    src = resolve_profile(profile)
+    chosen = smallest_patients(src, LOCAL_SLICE_TASKS, n=1, positive="T3")
+    if not chosen:
+        raise RunnerError(f"profile {src!r} has no patient asked an injected T3 positive")
+    return slice_profile(src, f"{src}-local", chosen, LOCAL_SLICE_TASKS)
 
 
 def _write_if_changed(df: pd.DataFrame, path) -> None:

@@ -122,6 +122,10 @@ def free_port(host: str = LOCAL_HOST) -> int:
 def check_port_free(host: str, port: int) -> None:
     """Raise :class:`LocalModelError` if ``host:port`` cannot be bound (taken or invalid)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As the server itself binds (uvicorn sets SO_REUSEADDR): connections of a server
+        # stopped a moment ago linger in TIME_WAIT for a minute and must not make the port
+        # look taken; a port some process still listens on is refused all the same.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError as exc:

@@ -7,6 +7,9 @@ import pytest
 from statsmodels.stats.proportion import proportion_confint
 
 from clinlib.analysis import paper, probe
+from clinlib.core import config
+from clinlib.eval.slices import local_slice
+from clinlib.strategies.base import Artifact
 from clinlib.tasks.injections import Injection, apply_injections
 
 SENTENCE = "Physician noted: Glucose of 160 mg/dL is consistent with Type 2 diabetes mellitus."
@@ -155,3 +158,48 @@ def test_probe_figure_resolves_colours():
     spec = probe.probe_figure(counts, recall, None, "t").to_dict()
     assert spec["resolve"]["scale"]["color"] == "independent"
     assert len(spec["vconcat"]) == 2
+
+
+@pytest.fixture
+def sliced(quick_in_tmp_build):
+    """The quick profile's local slice in a temporary BUILD_DIR (its constructions too)."""
+    return local_slice("quick")
+
+
+def test_artifact_inspection_of_the_rule_based_prep(sliced):
+    qs = pd.read_parquet(config.BUILD_DIR / sliced / "questions.parquet")
+    positive = qs[(qs["task"] == "T3") & (qs["gold"] == "yes")].iloc[0].to_dict()
+    got = probe.artifact_inspection(positive, sliced, ["full-context", "llm-summary"],
+                                    settings=("pre",))  # fmt: skip
+    assert set(got["setting"]) == {"pre"}  # only the settings asked for are built
+    full = got[got["strategy"] == "full-context"]
+    assert full["where"].tolist() == ["context"]  # raw text: nothing stored but the dialogue
+    assert full[["sentence", "lab_fact", "problem", "relation"]].all(axis=None)
+    summary = got[got["strategy"] == "llm-summary"]
+    assert summary["where"].tolist() == ["stored", "context"]
+    assert (summary["prep_model"] == "rule-based").all() and (summary["prep_warnings"] == 0).all()
+    # the extractive constructor has no slot for a free-text assertion (notebook 06)
+    assert not summary["sentence"].any() and not summary["relation"].any()
+
+
+def _artifact(strategy: str, data: dict) -> Artifact:
+    return Artifact(strategy, 7, {}, "some-llm", "h", data, "k", 0.0)
+
+
+def test_prep_outputs_counts_items_and_warnings(monkeypatch):
+    made = {  # what a small LLM leaves: a summary, no memory (bad JSON), raw-content notes
+        "llm-summary": _artifact("llm-summary", {"summary": "The patient was discharged."}),
+        "mem0": _artifact("mem0", {"memories": [], "warnings": ["visit 0: not JSON", "v1"]}),
+        "a-mem": _artifact("a-mem", {"notes": [{"content": "x" * 300}, {"content": "y"}],
+                                     "warnings": ["visit 0 note: not JSON"]}),
+    }  # fmt: skip
+    monkeypatch.setattr(probe, "load_artifacts", lambda name, *a, **k: {7: made[name]})
+    got = probe.prep_outputs(7, "p", prep="some-llm", excerpt_chars=10).set_index("strategy")
+    assert got["items"].to_dict() == {"llm-summary": 1, "mem0": 0, "a-mem": 2}
+    assert got["prep_warnings"].to_dict() == {"llm-summary": 0, "mem0": 2, "a-mem": 1}
+    assert got.loc["llm-summary", "first_item"] == "The patien"
+    assert got.loc["a-mem", "first_item"] == "x" * 10 and got.loc["mem0", "first_item"] == ""
+    assert got.loc["mem0", "first_warning"] == "visit 0: n"
+    assert (got["prep_model"] == "some-llm").all() and (got["setting"] == "pre").all()
+    with pytest.raises(probe.ProbeError, match="not one of"):
+        probe.prep_outputs(7, "p", strategies=["full-context"])

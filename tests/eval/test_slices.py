@@ -5,16 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from clinlib.core import config
-from clinlib.eval.slices import slice_profile, smallest_patients
+from clinlib.eval.slices import local_slice, slice_profile, smallest_patients
 from clinlib.eval.store import RunnerError
 
 
 @pytest.fixture
-def root(tmp_path, monkeypatch, quick_built):
-    (tmp_path / quick_built).symlink_to(config.BUILD_DIR / quick_built, target_is_directory=True)
-    monkeypatch.setattr(config, "BUILD_DIR", tmp_path)
-    return tmp_path
+def root(quick_in_tmp_build):
+    return quick_in_tmp_build
 
 
 def test_a_slice_holds_its_patients_single_patient_questions_only(root):
@@ -43,3 +40,18 @@ def test_a_slice_refuses_its_own_source_and_unknown_patients(root):
         slice_profile("quick", "quick", [1])
     with pytest.raises(RunnerError, match=r"no dialogue for patient\(s\) \[1\]"):
         slice_profile("quick", "sliced", [1])
+
+
+def test_the_local_slice_is_the_shortest_patient_with_an_injected_t3_positive(root):
+    qs = pd.read_parquet(root / "quick" / "questions.parquet")
+    turns = pd.read_parquet(root / "quick" / "dialogues.parquet").groupby("subject_id").size()
+    single = qs[qs["subject_ids"].map(len).eq(1)]
+    pos = single[(single["task"] == "T3") & (single["gold"] == "yes")]
+    # by hand: every T3 positive's patient is asked T3, so the pick is the shortest of them
+    want = min({int(ids[0]) for ids in pos["subject_ids"]}, key=lambda s: (turns[s], s))
+    assert smallest_patients("quick", ["T1", "T3", "T9"], n=1, positive="T3") == [want]
+    assert local_slice("quick") == "quick-local"
+    got = pd.read_parquet(root / "quick-local" / "questions.parquet")
+    mine = single[single["subject_ids"].map(lambda ids: int(ids[0]) == want)]
+    assert sorted(got["qid"]) == sorted(mine.loc[mine["task"].isin(["T1", "T3", "T9"]), "qid"])
+    assert ((got["task"] == "T3") & (got["gold"] == "yes")).sum() >= 1

@@ -84,6 +84,22 @@ def test_a_taken_port_is_refused_before_anything_starts(fake_model):
     assert result.output.count("\n") == 1 and f"port {port}" in result.output
 
 
+def test_a_port_whose_server_just_stopped_is_free_again():
+    # A server that closes its side first leaves TIME_WAIT on its port (as the local model
+    # server does when a notebook's `serve_local()` block ends, and the next one starts).
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        conn, _ = listener.accept()
+        conn.close()  # server side closes first: its end goes to TIME_WAIT
+        client.recv(1)  # sees the close
+        client.close()
+    ls.check_port_free("127.0.0.1", port)  # no listener left: free
+
+
 def test_missing_extra_or_model_is_one_line_with_the_install_command(monkeypatch):
     monkeypatch.setattr(ls.importlib.util, "find_spec", lambda name: None)
     ok, why = ls.local_available()
