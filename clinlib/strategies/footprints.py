@@ -34,6 +34,7 @@ from clinlib.strategies.base import (
     visit_order,
 )
 from clinlib.strategies.prep import DEFAULT_TOKEN_MODEL, count_text_tokens
+from clinlib.strategies.simple import VisitSubset
 
 HIT_KS: tuple[int, ...] = (1, 3, 5, 10)
 EXCLUDED_TASKS: tuple[str, ...] = ("T9",)
@@ -64,8 +65,8 @@ def _verbatim_store(strategy: Strategy, turns: pd.DataFrame) -> str:
     """What a verbatim / retrieval strategy holds: the visits it can show (ids on)."""
     if strategy.name == "no-context-blind":
         return ""
-    if hasattr(strategy, "selected_visits"):
-        return render(turns, visits=strategy.selected_visits(turns))
+    if isinstance(strategy, VisitSubset):
+        return render(turns, visits=strategy.held_visits(turns))
     return render(turns)
 
 

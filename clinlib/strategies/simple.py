@@ -66,7 +66,32 @@ class FullContext(Strategy):
         return {"n_items": artifact.data.get("n_visits", 0), "item": "visits"}
 
 
-class LastNVisits(Strategy):
+class VisitSubset(Strategy):
+    """A raw-text strategy that shows some of the visits verbatim: :meth:`access` renders
+    :meth:`selected_visits` (per question); :meth:`held_visits` is every visit it can show
+    at all, the store its footprint measures (every visit unless a subclass says fewer)."""
+
+    def selected_visits(
+        self, artifact: Artifact | None, question: Mapping[str, Any], turns_now: pd.DataFrame
+    ) -> list[int]:
+        """The visits shown for a question."""
+        raise NotImplementedError
+
+    def held_visits(self, turns: pd.DataFrame) -> list[int]:
+        """The visits the strategy can show for some question."""
+        return visit_order(turns)
+
+    def access(
+        self, artifact: Artifact | None, question: Mapping[str, Any], turns_now: pd.DataFrame
+    ) -> str:
+        return render(
+            turns_now,
+            with_ids=bool(self.params["with_ids"]),
+            visits=self.selected_visits(artifact, question, turns_now),
+        )
+
+
+class LastNVisits(VisitSubset):
     """The ``n`` most recent encounters at question time, verbatim."""
 
     name = "last-n-visits"
@@ -80,18 +105,15 @@ class LastNVisits(Strategy):
     def build(self, subject_id: int, turns: pd.DataFrame, prep: Any) -> dict:
         return _inventory(turns)
 
-    def selected_visits(self, turns_now: pd.DataFrame) -> list[int]:
-        """The visits shown (the last ``n`` of the dialogue at question time)."""
-        return visit_order(turns_now)[-int(self.params["n"]) :]
+    def held_visits(self, turns: pd.DataFrame) -> list[int]:
+        """The last ``n`` visits of the dialogue."""
+        return visit_order(turns)[-int(self.params["n"]) :]
 
-    def access(
+    def selected_visits(
         self, artifact: Artifact | None, question: Mapping[str, Any], turns_now: pd.DataFrame
-    ) -> str:
-        return render(
-            turns_now,
-            with_ids=bool(self.params["with_ids"]),
-            visits=self.selected_visits(turns_now),
-        )
+    ) -> list[int]:
+        """The last ``n`` visits of the dialogue at question time, whatever the question."""
+        return self.held_visits(turns_now)
 
     def footprint(self, artifact: Artifact) -> dict[str, Any]:
         return {"n_items": min(int(self.params["n"]), artifact.data.get("n_visits", 0)),

@@ -28,7 +28,8 @@ from typing import Any
 
 import pandas as pd
 
-from clinlib.strategies.base import Artifact, Strategy, StrategyError, render, visit_order
+from clinlib.strategies.base import Artifact, StrategyError, visit_order
+from clinlib.strategies.simple import VisitSubset
 
 INF = math.inf
 
@@ -86,7 +87,7 @@ def target_visit(index: Mapping[str, int], question: Mapping[str, Any], visits: 
     return max(int(v) for v in visits)
 
 
-class WindowVisits(Strategy):
+class WindowVisits(VisitSubset):
     """The target visit and ``m`` visits either side, verbatim (module docstring)."""
 
     name = "window-visits"
@@ -125,15 +126,6 @@ class WindowVisits(Strategy):
         visits = visit_order(turns_now)
         index = (artifact.data.get("event_visit") or {}) if artifact is not None else {}
         return window(visits, target_visit(index, question, visits), self.params["m"])
-
-    def access(
-        self, artifact: Artifact | None, question: Mapping[str, Any], turns_now: pd.DataFrame
-    ) -> str:
-        return render(
-            turns_now,
-            with_ids=bool(self.params["with_ids"]),
-            visits=self.selected_visits(artifact, question, turns_now),
-        )
 
     def footprint(self, artifact: Artifact) -> dict[str, Any]:
         n = artifact.data.get("n_visits", 0)

@@ -11,6 +11,8 @@ import pytest
 
 from clinlib.strategies import ConstructionCache, StrategyError, context_for, get_strategy
 from clinlib.strategies.base import render
+from clinlib.strategies.footprints import artifact_footprint
+from clinlib.strategies.prep import count_text_tokens
 from clinlib.strategies.registry import parse_label
 from clinlib.strategies.window import target_visit, visit_index, window
 
@@ -117,3 +119,21 @@ def test_labels_name_m_round_trip_and_reject_bad_values():
     for bad in (-1, 1.5, True, "two"):
         with pytest.raises(StrategyError, match="m must be"):
             get_strategy("window-visits", m=bad)
+
+
+def test_the_footprint_counts_every_visit_a_window_can_show(turns):
+    # A window can be centred on any visit, so its store is the whole dialogue (full-context's);
+    # last-visit-only holds one visit. (Measuring window-visits used to raise a TypeError.)
+    rows = {
+        label: artifact_footprint(
+            get_strategy(label), get_strategy(label).construct(SID, turns), turns
+        )  # fmt: skip
+        for label in ("window-visits(m=1)", "full-context", "last-visit-only")
+    }
+    tokens = {
+        label: count_text_tokens(render(turns, visits=vs))
+        for label, vs in (("all", list(range(N_VISITS))), ("last", [N_VISITS - 1]))
+    }
+    assert rows["window-visits(m=1)"]["store_tokens"] == tokens["all"]
+    assert rows["full-context"]["store_tokens"] == tokens["all"]
+    assert rows["last-visit-only"]["store_tokens"] == tokens["last"] < tokens["all"]
