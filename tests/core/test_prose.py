@@ -25,6 +25,13 @@ def test_md_renders_values_and_seed_facts():
         md("{missing}")
 
 
+def test_span():
+    assert prose.span(0.125, 0.5) == "0.12–0.50"  # format rounds half to even
+    assert prose.span(1.0, 1.0) == "1.00"
+    assert prose.span(0.9999, 1.0, ".2f") == "1.00"
+    assert prose.span(3, 17, "d") == "3–17"
+
+
 # --- claim -----------------------------------------------------------------------------------
 
 
