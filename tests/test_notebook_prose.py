@@ -25,12 +25,13 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-
 # Notebooks whose prose another helper of issue 25 rewrites on its own branch; remove a mark
 # when that branch is merged (strict: a notebook that passes while marked fails the run).
 PENDING: dict[str, str] = {
-    "07_sp1_aggregation_tax": "wt-stats (§2): 07's '~140 questions per cell', '6,272', c = 0",
-    "08_sp2_backbone_profiles": "wt-stats (§2): 08's prose gap figures",
-    "09_sp3_abstention": "wt-stats (§2): 09's prose figures",
-    "10_pareto_cost": "wt-stats (§2): 10's '~140 questions', '6,272', cost figures",
-    "11_ablations": "wt-stats (§2): 11's K / budget / encoder figures in prose",
-    "15_temporal_reasoning": "wt-audit (§3): 15's 0.993 / '−13 to −14 pp' / pair counts",
+    "07_sp1_aggregation_tax": "wt-stats: 63, 71%, '~140 questions per cell', 'c = 0', '6,272'",
+    "08_sp2_backbone_profiles": "wt-stats: '≈30–63 pp' (the paper prints 29.8 / 62.7)",
+    "09_sp3_abstention": "wt-stats: '7.5 pp' (add its seed fact, or render it)",
+    "10_pareto_cost": "wt-stats: $0.80, 3.5, $1, ±25 %, '~140 questions', 17.1%, '6,272'",
+    "11_ablations": "wt-stats: budget 500/1000 row, ~37,000, 0.5, 135M, 256, 60×, 8192",
+    "15_temporal_reasoning": "wt-audit: 2150, 300/75 pairs, 0.993 / 0.331 uncited, 0–1 scales, "
+    "10,000 / 2,000 tokens",
 }
 
 
