@@ -1,8 +1,8 @@
 """The seed-facts table (clinlib.core.seed_facts) against the seeds' text.
 
 The seeds' flattened text is not shipped with the kit; the passage tests read it from
-``$CLINTRACE_SEEDS_DIR`` (default ``/work/shared/seeds``, where the project keeps it) and skip
-with that reason when it is absent. The value-in-passage and section-citation tests need only
+``$CLINTRACE_SEEDS_DIR``, else the project's ``shared/seeds`` beside the clone (where CI lays
+it) or under ``/work``, and skip with that reason when none exists. The value-in-passage and section-citation tests need only
 the table and always run.
 """
 
@@ -17,8 +17,17 @@ import pytest
 
 from clinlib.core import seed_facts as sf
 
-SEEDS_DIR = Path(os.environ.get("CLINTRACE_SEEDS_DIR", "/work/shared/seeds"))
 REPO = Path(__file__).resolve().parents[2]
+
+
+def _seeds_dir() -> Path:
+    if os.environ.get("CLINTRACE_SEEDS_DIR"):
+        return Path(os.environ["CLINTRACE_SEEDS_DIR"])
+    candidates = [REPO.parent / "shared" / "seeds", Path("/work/shared/seeds")]
+    return next((c for c in candidates if c.is_dir()), candidates[0])
+
+
+SEEDS_DIR = _seeds_dir()
 
 
 def _ws(text: str) -> str:
