@@ -437,36 +437,11 @@ class FaultServer:
                     return False
                 answering = True  # released: answered like any other request
                 self._answering_step(1)
-            if fault == "overflow":
-                n = tokens.count_tokens(messages, model)
-                error = {"message": f"This model's maximum context length is {max(n // 2, 1)} "
-                         f"tokens. However, your messages resulted in {n} tokens.",
-                         "type": "invalid_request_error", "code": "context_length_exceeded"}  # fmt: skip
-                self._send(writer, 400, _canonical({"error": error}))
-                await writer.drain()
-                return True
             if fault == "disconnect":
                 return False
-            if fault == "401":
-                token = authorization.removeprefix("Bearer ").strip()
-                message = f"Incorrect API key provided: {token}. Check your key."
-                self._send(writer, 401, self._error_body(401, message, "invalid_api_key"))
-                await writer.drain()
-                return True
-            if fault == "429":
-                self._send(
-                    writer,
-                    429,
-                    self._error_body(429, "Rate limit reached; slow down", "rate_limit_exceeded"),
-                    extra_headers={"Retry-After": f"{self.retry_after_s:g}"},
-                )
-                await writer.drain()
-                return True
-            if fault in ("500", "503"):
-                status = int(fault)
-                self._send(
-                    writer, status, self._error_body(status, f"injected {status}", "server_error")
-                )
+            reply = self._error_reply(fault, authorization, messages, model)
+            if reply is not None:
+                self._send(writer, reply[0], reply[1], extra_headers=reply[2])
                 await writer.drain()
                 return True
             body = self._completion(payload, messages, model, empty=fault == "empty")
@@ -488,6 +463,28 @@ class FaultServer:
             self.in_flight -= 1
             if answering:
                 self._answering_step(-1)
+
+    def _error_reply(
+        self, fault: str | None, authorization: str, messages: list[Any], model: str
+    ) -> tuple[int, bytes, dict[str, str]] | None:
+        """(status, body, headers) of an injected HTTP error, or None for other faults."""
+        if fault == "401":
+            token = authorization.removeprefix("Bearer ").strip()
+            message = f"Incorrect API key provided: {token}. Check your key."
+            return 401, self._error_body(401, message, "invalid_api_key"), {}
+        if fault == "429":
+            body = self._error_body(429, "Rate limit reached; slow down", "rate_limit_exceeded")
+            return 429, body, {"Retry-After": f"{self.retry_after_s:g}"}
+        if fault in ("500", "503"):
+            status = int(fault)
+            return status, self._error_body(status, f"injected {status}", "server_error"), {}
+        if fault == "overflow":
+            n = tokens.count_tokens(messages, model)
+            error = {"message": f"This model's maximum context length is {max(n // 2, 1)} "
+                     f"tokens. However, your messages resulted in {n} tokens.",
+                     "type": "invalid_request_error", "code": "context_length_exceeded"}  # fmt: skip
+            return 400, _canonical({"error": error}), {}
+        return None
 
     async def _hang(self, reader: asyncio.StreamReader) -> bool:
         """Hang until the client gives up (EOF; False), hang_s passes (False) or

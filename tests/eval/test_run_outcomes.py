@@ -49,7 +49,10 @@ def prompt_tokens(profile: str, strategy: str) -> list[int]:
 def window_between(profile: str) -> int:
     """A window every no-context-blind prompt fits (with the 80-token cap) and no
     full-context prompt does (even with the smallest cap, 60)."""
-    small, large = prompt_tokens(profile, "no-context-blind"), prompt_tokens(profile, "full-context")
+    small, large = (
+        prompt_tokens(profile, "no-context-blind"),
+        prompt_tokens(profile, "full-context"),
+    )
     window = max(small) + 80
     assert min(large) + 60 > window, (max(small), min(large))  # the fixture allows a split
     return window
