@@ -274,7 +274,23 @@ def estimate(
             f"total (upper bound): ${table['cost_usd_max'].sum():,.2f} live, "
             f"${table['batch_cost_usd_max'].sum():,.2f} as provider batch jobs (run --batch)"
         )
+    _counter_notes(table, config)
     _local_note(_csv(backbones_), config)
+
+
+def _counter_notes(table, config: Path | None) -> None:
+    """Say which counter counted each backbone's tokens, and which questions cannot fit."""
+    for name, rows in table.groupby("backbone", sort=False):
+        counter = str(rows["counter"].iloc[0])
+        note = f"{name}: tokens counted with {counter}"
+        if "approximation" in counter and _run(is_local_name, name, config):
+            note += ("; its own GGUF tokenizer needs the local extra (make install-local), "
+                     "the server need not run")  # fmt: skip
+        over = rows["overflow"].dropna()
+        if len(over) and int(over.sum()):
+            note += (f"; {int(over.sum())} question(s) exceed its context window: `run` records "
+                     "them as context_overflow without sending them")  # fmt: skip
+        typer.echo(note)
 
 
 @app.command("run")

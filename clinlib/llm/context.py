@@ -123,8 +123,16 @@ def prompt_fits(
     if n_bytes + max_tokens <= window:
         return True, None
     n = tokens.count_tokens(messages, model)
+    return count_fits(n, max_tokens, model, window), n
+
+
+def count_fits(n_prompt: int, max_tokens: int, model: str, window: int | None) -> bool:
+    """Whether ``n_prompt`` tokens (counted for ``model``) plus the cap fit ``window``; an
+    approximate count must exceed it by more than :data:`APPROX_MARGIN` to count as not."""
+    if window is None:
+        return True
     limit = window if tokens.is_exact_tokenizer(model) else window * (1 + APPROX_MARGIN)
-    return n + max_tokens <= limit, n
+    return n_prompt + max_tokens <= limit
 
 
 def overflow_message(n_prompt: int, max_tokens: int, window: int, source: str, model: str) -> str:

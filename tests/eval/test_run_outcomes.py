@@ -260,3 +260,44 @@ def test_ctrl_c_ends_with_one_line_and_the_command_resumes(profile, tmp_path):
         preds = raw_parts(profile)
         assert len(preds) == 12 and not preds.duplicated(list(runner.KEY_COLUMNS)).any()
         assert srv.n_requests == 13  # Q5 asked again (it was never answered), nothing else
+
+
+class CharTokenizer:
+    """A model's "own" tokenizer for the test: one token per character of every content."""
+
+    name = "chars:test"
+
+    def count_text(self, text: str) -> int:
+        return len(text)
+
+    def count_messages(self, messages) -> int:
+        return sum(len(m["content"]) for m in messages)
+
+
+def test_estimate_counts_with_the_backbones_own_tokenizer_and_flags_overflow(profile, tmp_path):
+    from clinlib.llm import tokens
+
+    cfg = write_config(tmp_path / "c.toml", "http://127.0.0.1:9/v1")  # never contacted
+    text = cfg.read_text().replace('model = "gpt-4o-mini"', 'model = "char-model"')
+    cfg.write_text(text + "context_window = 400\n")
+    qs = make_questions()
+    ctx = question_contexts(qs, "full-context", profile, "post")
+    chars = [sum(len(m["content"]) for m in build_messages(q, c))
+             for q, c in zip(qs.to_dict("records"), ctx["context"], strict=True)]  # fmt: skip
+    caps = [60] * 10 + [80, 80]
+    tokens.register_tokenizer("char-model", CharTokenizer)
+    try:
+        est = runner.estimate(profile, ["full-context"], ["fault"], config=cfg)
+        assert est.loc[0, "counter"] == "chars:test" and est.loc[0, "input_tokens"] == sum(chars)
+        assert est.loc[0, "overflow"] == sum(n + m > 400 for n, m in zip(chars, caps, strict=True))
+        assert 0 < est.loc[0, "overflow"] <= 12
+        tokens.register_tokenizer("char-model", lambda: None)  # the extra is not installed
+        est = runner.estimate(profile, ["full-context"], ["fault"], config=cfg)
+        assert est.loc[0, "counter"] == "cl100k_base (approximation)"
+        assert est.loc[0, "input_tokens"] == sum(
+            count_tokens(build_messages(q, c), "char-model")
+            for q, c in zip(qs.to_dict("records"), ctx["context"], strict=True)
+        )
+    finally:
+        tokens._TOKENIZER_LOADERS.pop("char-model", None)
+        tokens.model_tokenizer.cache_clear()
