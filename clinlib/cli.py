@@ -56,6 +56,13 @@ AllowDropsOpt = Annotated[
 ]
 
 
+AcceptErrorsOpt = Annotated[
+    bool,
+    typer.Option("--allow-drops", help="exit 0 even when more than 20% of this run's rows are "
+                 "errors or none is an answer (the rows are recorded either way)"),
+]  # fmt: skip
+
+
 def _fail(exc: Exception) -> None:
     typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)
     raise typer.Exit(code=2)
@@ -311,7 +318,7 @@ def run_cmd(
             "response cache for them)"
         ),
     ] = False,
-    allow_drops: AllowDropsOpt = False,
+    allow_drops: AcceptErrorsOpt = False,
     allow_unapproved: Annotated[
         bool, typer.Option(help="send credentialed data to an unapproved backbone")
     ] = False,
@@ -527,7 +534,7 @@ def pipeline(
 
 
 @app.command("evaluate-offline")
-def evaluate_offline(profile: ProfileOpt = None, allow_drops: AllowDropsOpt = False) -> None:
+def evaluate_offline(profile: ProfileOpt = None, allow_drops: AcceptErrorsOpt = False) -> None:
     """Answer every question with the offline readers under the paper's eight strategies,
     both T3 settings (the predictions the analysis notebooks read; resumable)."""
     # The readers are CPU-bound Python: one process per core, strategies dealt between them.
