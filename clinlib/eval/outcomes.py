@@ -193,10 +193,11 @@ class RunInterrupted(KeyboardInterrupt):
         self.cache = cache
 
 
-def interrupted_line(saved: int, cache: str, command: str) -> str:
+def interrupted_line(exc: KeyboardInterrupt, command: str) -> str:
     """The one line a Ctrl-C ends a run with: what was saved, the cache, how to resume."""
-    return (
-        f"interrupted: {saved} prediction(s) of this run are saved; every answer received "
-        f"is in the response cache ({cache}), so nothing is paid twice; resume with: "
-        f"{command}"
-    )
+    if not isinstance(exc, RunInterrupted):  # still building contexts: nothing was asked
+        return (f"interrupted before any question was asked; nothing was saved (prep answers "
+                f"received are cached); run again: {command}")  # fmt: skip
+    return (f"interrupted: {exc.saved} prediction(s) of this run are saved; every answer "
+            f"received is in the response cache ({exc.cache}), so nothing is paid twice; "
+            f"resume with: {command}")  # fmt: skip

