@@ -317,3 +317,23 @@ def test_estimate_counts_with_the_backbones_own_tokenizer_and_flags_overflow(pro
     finally:
         tokens._TOKENIZER_LOADERS.pop("char-model", None)
         tokens.model_tokenizer.cache_clear()
+
+
+def test_a_batch_expiry_is_named_as_such(profile, tmp_path):
+    """An expired batch line and a refused one are 'batch expiry' and 'request refused' in
+    the run's summary and its end-of-run line, not 'transport error'."""
+    from clinlib.llm.batchserver import BatchServer
+
+    faults = {"T1-q01|no-context-blind|fault|none|post": "expired",
+              "T1-q03|no-context-blind|fault|none|post": "error"}  # fmt: skip
+    with BatchServer(answer=answer, line_faults=faults) as srv:
+        cfg = write_config(tmp_path / "c.toml", srv.base_url)
+        summary = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg,
+                             progress=False, mode="batch",
+                             batch_options={"poll_interval_s": 0.001})  # fmt: skip
+    kinds = runner.load_predictions(profile).set_index("qid")["error_kind"]
+    assert (kinds["T1-q01"], kinds["T1-q03"]) == ("batch_expired", "client_error")
+    assert summary.loc[0, "new_failures"] == {"batch expiry": 1, "request refused": 1}
+    [line] = outcomes.check_run("run", summary)
+    assert "batch expiry x1 (the provider did not answer within its batch window; re-run " in line
+    assert "request refused x1 (" in line and "transport error" not in line
