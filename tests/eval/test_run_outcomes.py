@@ -337,3 +337,40 @@ def test_a_batch_expiry_is_named_as_such(profile, tmp_path):
     [line] = outcomes.check_run("run", summary)
     assert "batch expiry x1 (the provider did not answer within its batch window; re-run " in line
     assert "request refused x1 (" in line and "transport error" not in line
+
+
+def test_every_request_failing_is_recorded_once_then_retried(profile, tmp_path):
+    """100% faults: every question gets exactly one error row (transport error, with its
+    remedy), the exit status check fails; --retry-errors on a healthy server then answers
+    each once, and the latest rows supersede the errors."""
+    with FaultServer(faults={"500": 1.0}, answer=answer) as srv:
+        cfg = write_config(tmp_path / "c.toml", srv.base_url)
+        summary = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg,
+                             progress=False, batch_size=5,
+                             client_options={**FAST, "max_retries": 1})  # fmt: skip
+        assert srv.n_requests == 24  # 12 questions x 2 attempts
+    raw = raw_parts(profile)
+    assert len(raw) == 12 and not raw.duplicated(list(runner.KEY_COLUMNS)).any()
+    assert (raw["error_kind"] == "server_error").all()
+    assert summary.loc[0, "new_failures"] == {"transport error": 12}
+    with pytest.raises(StageError, match=r"12 ended in an error .*transport error x12 .*"
+                       r"--retry-errors.*\(100% errors > 20% allowed\)"):  # fmt: skip
+        outcomes.check_run("run", summary)
+    with FaultServer(answer=answer) as srv:
+        cfg = write_config(tmp_path / "c.toml", srv.base_url)
+        again = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg, progress=False,
+                           retry_errors=True)  # fmt: skip
+        assert srv.n_requests == 12
+    assert outcomes.check_run("run", again) == []
+    assert len(raw_parts(profile)) == 24 and runner.load_predictions(profile)["error"].isna().all()
+
+
+def test_limit_help_says_first_n_per_task():
+    from typer.testing import CliRunner
+
+    from clinlib.cli import app
+
+    for command in ("run", "estimate"):
+        out = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"}).output
+        assert "the first N questions of each task" in out, command
+        assert "questions per cell" not in out
