@@ -14,11 +14,21 @@ OpenAI-compatible server, beside a bare ``openai`` loop and inspect_ai (paper §
    the server to fill a cache, then again from that cache alone; the second pass must make
    zero HTTP calls and is timed.
 
+4. Hangs: the same requests (default 256, concurrency 8, 100 ms latency), every 32nd hung
+   on its first attempt until the client's timeout (default 5 s; the retry answers it), sent
+   two ways through the same :class:`~clinlib.llm.client.LLMClient`: batch-gather (batches
+   of 32, each gathered whole before the next starts: the harness before issue 24) and the
+   harness's pool (:func:`clinlib.eval.pool.run_pool`). Reported: wall time and the server's
+   idle share (the time no request that is not hung was being answered; the server runs in
+   this process's thread here, which adds the same overhead to both ways).
+
 Targets: kit >= 0.9x bare at every concurrency, >= 6x inspect_ai at 32; cached
-re-run of 6,271 predictions <= 10 s. Prints a table; writes ``data/build/bench-harness.json``.
+re-run of 6,271 predictions <= 10 s; under hangs the pool at most half batch-gather's wall
+time. Prints a table; writes ``data/build/bench-harness.json``.
 
 Usage: ``python -m bench.llm_harness [--requests 2000] [--latency 0.1]
-[--concurrency 1,8,32,64] [--cached 6271] [--no-inspect]``
+[--concurrency 1,8,32,64] [--cached 6271] [--no-inspect] [--hang-requests 256]
+[--hang-timeout 5]``
 """
 
 from __future__ import annotations
@@ -38,12 +48,20 @@ from typing import Any
 import pandas as pd
 
 from clinlib.core.config import BUILD_DIR
+from clinlib.eval.pool import run_pool
+from clinlib.eval.session import pool_slots
+from clinlib.llm.chat import ChatRequest
+from clinlib.llm.client import LLMClient
+from clinlib.llm.testserver import FaultServer, last_user_text
 from clinlib.llm.throughput import BENCH_MODEL, _bench_bare, _bench_kit, subprocess_server
+from clinlib.llm.types import Backbone
 
 RATIO_TARGET = 0.9
 INSPECT_TARGET = 6.0
 CACHED_TARGET_S = 10.0
 PAPER_QUESTIONS = 6271
+HANG_TARGET = 0.5  # pool wall time <= this share of batch-gather's under hangs
+HANG_BATCH = 32  # the harness's former batch (runner.DEFAULT_BATCH_SIZE)
 
 
 def progress(msg: str, t0: float | None = None) -> None:
@@ -183,7 +201,46 @@ def cached_rerun(n: int, latency_s: float, concurrency: int = 64) -> dict[str, A
     }
 
 
-def report(table: pd.DataFrame, cached: dict[str, Any]) -> str:
+async def _send(mode: str, url: str, requests: list[ChatRequest], concurrency: int,
+                timeout_s: float) -> list[Any]:  # fmt: skip
+    """Answer ``requests`` by batch-gather or through the pool; one result per request."""
+    bb = Backbone(name="bench", model=BENCH_MODEL, base_url=url, max_concurrency=concurrency)
+    results: list[Any] = []
+    async with LLMClient(bb, timeout_s=timeout_s, backoff_base_s=0.05, backoff_max_s=0.1) as client:
+        if mode == "batch-gather":
+            for start in range(0, len(requests), HANG_BATCH):
+                results += await client.complete_many(requests[start : start + HANG_BATCH])
+        else:
+            await run_pool(requests, client.complete, pool_slots(client),
+                           lambda _req, res: results.append(res))  # fmt: skip
+    return results
+
+
+def hang_scenario(n: int = 256, concurrency: int = 8, latency_s: float = 0.1,
+                  timeout_s: float = 5.0, every: int = HANG_BATCH) -> pd.DataFrame:  # fmt: skip
+    """Wall time and server idle share of batch-gather vs the pool when every ``every``-th
+    request hangs on its first attempt until the client's timeout."""
+
+    def script(index: int, payload: dict, attempt: int) -> str | None:
+        i = int(last_user_text(payload["messages"]).rsplit(" ", 1)[1])
+        return "hang" if attempt == 0 and i % every == 0 else None
+
+    requests = [ChatRequest(f"h{i}", [{"role": "user", "content": f"hang question {i}"}])
+                for i in range(n)]  # fmt: skip
+    rows = []
+    for mode in ("batch-gather", "pool"):
+        with FaultServer(script=script, latency_s=latency_s, hang_s=10 * timeout_s) as srv:
+            t0 = time.perf_counter()
+            results = asyncio.run(_send(mode, srv.base_url, requests, concurrency, timeout_s))
+            wall = time.perf_counter() - t0
+            rows.append({"mode": mode, "requests": n, "answered": sum(r.ok for r in results),
+                         "hangs": srv.fault_counts["hang"], "wall_s": round(wall, 2),
+                         "idle_share": round(max(0.0, 1 - srv.busy_s / wall), 3)})  # fmt: skip
+        progress(f"hangs: {mode} {wall:.1f} s, server idle {rows[-1]['idle_share']:.0%}")
+    return pd.DataFrame(rows)
+
+
+def report(table: pd.DataFrame, cached: dict[str, Any], hangs: pd.DataFrame | None = None) -> str:
     """Human-readable summary with each target marked met / NOT met."""
     lines = [table.to_string(index=False)]
     worst = float(table["kit_vs_bare"].min())
@@ -204,6 +261,16 @@ def report(table: pd.DataFrame, cached: dict[str, Any]) -> str:
         f"{cached['rerun_api_calls']} API calls, {cached['rerun_cache_hits']:,} cache hits "
         f"(target <= {CACHED_TARGET_S:.0f} s, 0 calls) -> {'met' if ok else 'NOT met'}"
     )
+    if hangs is not None:
+        by = hangs.set_index("mode")
+        pool, gather = by.loc["pool"], by.loc["batch-gather"]
+        ratio = pool["wall_s"] / gather["wall_s"]
+        lines.append(
+            f"hangs ({int(pool['hangs'])} of {int(pool['requests'])} requests hung once): pool "
+            f"{pool['wall_s']:.1f} s, server idle {pool['idle_share']:.0%}; batch-gather "
+            f"{gather['wall_s']:.1f} s, idle {gather['idle_share']:.0%}; pool/batch-gather "
+            f"{ratio:.2f} (target <= {HANG_TARGET}) -> {'met' if ratio <= HANG_TARGET else 'NOT met'}"
+        )
     return "\n".join(lines)
 
 
@@ -214,16 +281,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", default="1,8,32,64")
     parser.add_argument("--cached", type=int, default=PAPER_QUESTIONS)
     parser.add_argument("--no-inspect", action="store_true")
+    parser.add_argument("--hang-requests", type=int, default=256)
+    parser.add_argument("--hang-timeout", type=float, default=5.0)
     args = parser.parse_args(argv)
     concs = [int(c) for c in args.concurrency.split(",") if c]
     with_inspect = not args.no_inspect and inspect_available()
     table = throughput(concs, args.requests, args.latency, with_inspect)
     cached = cached_rerun(args.cached, args.latency)
-    text = report(table, cached)
+    hangs = hang_scenario(args.hang_requests, latency_s=args.latency, timeout_s=args.hang_timeout)
+    text = report(table, cached, hangs)
     print(text)
     out = {
         "throughput": table.to_dict("records"),
         "cached_rerun": cached,
+        "hangs": hangs.to_dict("records"),
         "cpus": os.cpu_count(),
         "load_average": list(os.getloadavg()),
         "python": sys.version.split()[0],

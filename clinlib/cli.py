@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import signal
 import sys
 import time
@@ -22,13 +23,15 @@ import duckdb
 import typer
 
 from clinlib.core.config import FIGURES_DIR, NOTEBOOKS_DIR, build_dir, resolve_profile
-from clinlib.core.guards import check_constructions, check_run
+from clinlib.core.guards import check_constructions
 from clinlib.data.build import build_cohort, load
 from clinlib.data.sources.meds import write_meds
 from clinlib.data.sources.mimic import source_error
 from clinlib.data.sources.synthetic import synthesize
 from clinlib.dialogue.synth import build_dialogues
+from clinlib.eval.estimate import counter_notes
 from clinlib.eval.estimate import estimate as estimate_run
+from clinlib.eval.outcomes import check_run, interrupted_line
 from clinlib.eval.parallel import run_parallel
 from clinlib.eval.policies import register_offline_backbones
 from clinlib.eval.runner import run
@@ -52,6 +55,13 @@ AllowDropsOpt = Annotated[
     bool,
     typer.Option("--allow-drops", help="accept dropping more than 20% of the stage's input"),
 ]
+
+
+AcceptErrorsOpt = Annotated[
+    bool,
+    typer.Option("--allow-drops", help="exit 0 even when more than 20% of this run's rows are "
+                 "errors or none is an answer (the rows are recorded either way)"),
+]  # fmt: skip
 
 
 def _fail(exc: Exception) -> None:
@@ -229,6 +239,11 @@ ConfigOpt = Annotated[
     Path | None, typer.Option("--config", help="TOML with user backbones ($CLINTRACE_CONFIG)")
 ]
 TasksOpt = Annotated[str | None, typer.Option("--tasks", help="restrict to tasks, e.g. T1,T9")]
+LimitOpt = Annotated[
+    int | None,
+    typer.Option(help="the first N questions of each task (questions.parquet order), e.g. "
+                 "--limit 2 asks 2 T1, 2 T2, ... under every strategy and setting"),
+]  # fmt: skip
 
 
 @app.command()
@@ -247,7 +262,7 @@ def estimate(
     prep: Annotated[str, typer.Option(help="prep model")] = "rule-based",
     config: ConfigOpt = None,
     tasks: TasksOpt = None,
-    limit: Annotated[int | None, typer.Option(help="questions per cell")] = None,
+    limit: LimitOpt = None,
 ) -> None:
     """Print the expected cost of a planned run per cell, before anything is sent."""
     table = _run(
@@ -267,6 +282,8 @@ def estimate(
             f"total (upper bound): ${table['cost_usd_max'].sum():,.2f} live, "
             f"${table['batch_cost_usd_max'].sum():,.2f} as provider batch jobs (run --batch)"
         )
+    for line in counter_notes(table, lambda name: _run(is_local_name, name, config)):
+        typer.echo(line)
     _local_note(_csv(backbones_), config)
 
 
@@ -288,13 +305,13 @@ def run_cmd(
             "response cache for them)"
         ),
     ] = False,
-    allow_drops: AllowDropsOpt = False,
+    allow_drops: AcceptErrorsOpt = False,
     allow_unapproved: Annotated[
         bool, typer.Option(help="send credentialed data to an unapproved backbone")
     ] = False,
     config: ConfigOpt = None,
     tasks: TasksOpt = None,
-    limit: Annotated[int | None, typer.Option(help="questions per cell")] = None,
+    limit: LimitOpt = None,
     batch: Annotated[
         bool,
         typer.Option(
@@ -311,19 +328,34 @@ def run_cmd(
         typer.Option(help="--batch: stop waiting after this many seconds (rerun to collect)"),
     ] = None,
 ) -> None:
-    """Evaluate every (strategy, backbone, setting) cell; append to predictions/ (resumable)."""
+    """Evaluate every (strategy, backbone, setting) cell; append to predictions/ (resumable).
+
+    Every question asked gets a row: a request that failed is recorded with its error class
+    (context overflow, transport error, batch expiry, ...), an empty completion as empty.
+
+    Exit status: 0 the run finished (a budget stop too: see the `stopped` column); 2 bad
+    input or a refusal (one line), no prediction at all, or more than 20% of THIS run's rows
+    are errors or none is an answer (each class named with its count and remedy;
+    --allow-drops accepts them); 3 provider batch jobs still running (re-run to collect);
+    130 interrupted by Ctrl-C (one line: what was saved and the command that resumes).
+    """
     _run(check_local_reachable, _csv(backbones_), config)  # a stopped server: one line, not retries
     batch_options = {"poll_interval_s": poll_interval, "max_wait_s": batch_wait}
-    summary = _run_cells(
-        profile, strategies_, backbones_, settings, prep, budget, retry_errors, retry_empty,
-        allow_unapproved, config, tasks, limit, "batch" if batch else "live", batch_options,
-    )  # fmt: skip
+    try:
+        summary = _run_cells(
+            profile, strategies_, backbones_, settings, prep, budget, retry_errors, retry_empty,
+            allow_unapproved, config, tasks, limit, "batch" if batch else "live", batch_options,
+        )  # fmt: skip
+    except KeyboardInterrupt as exc:  # one line: saved rows, the cache, the resuming command
+        typer.echo(interrupted_line(exc, "clintrace " + shlex.join(sys.argv[1:])), err=True)
+        raise typer.Exit(code=130) from None
     if isinstance(summary, BatchPending):  # not an error: the jobs run on; a rerun collects
         typer.echo(f"pending: {summary}", err=True)
         raise typer.Exit(code=3)
     typer.echo(summary.to_string(index=False))
     _local_note(_csv(backbones_), config)
-    _run(check_run, "run", summary, allow_drops)
+    for line in _run(check_run, "run", summary, allow_drops) or []:
+        typer.echo(line, err=True)
 
 
 def _pending_as_value(fn):
@@ -478,7 +510,7 @@ def pipeline(
 
 
 @app.command("evaluate-offline")
-def evaluate_offline(profile: ProfileOpt = None, allow_drops: AllowDropsOpt = False) -> None:
+def evaluate_offline(profile: ProfileOpt = None, allow_drops: AcceptErrorsOpt = False) -> None:
     """Answer every question with the offline readers under the paper's eight strategies,
     both T3 settings (the predictions the analysis notebooks read; resumable)."""
     # The readers are CPU-bound Python: one process per core, strategies dealt between them.
@@ -491,7 +523,8 @@ def evaluate_offline(profile: ProfileOpt = None, allow_drops: AllowDropsOpt = Fa
         "rule-based",
     )
     typer.echo(summary.to_string(index=False))
-    _run(check_run, "evaluate-offline", summary, allow_drops)
+    for line in _run(check_run, "evaluate-offline", summary, allow_drops) or []:
+        typer.echo(line, err=True)
 
 
 @app.command()

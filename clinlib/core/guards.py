@@ -233,30 +233,6 @@ def check_artifact(artifact: str, profile: str | None = None) -> None:
             )
 
 
-def check_run(stage: str, summary, allow_drops: bool = False) -> None:
-    """A run (``run`` / ``evaluate-offline``) that holds 0 predictions, or whose predictions
-    are mostly transport errors or empty completions, fails with the counts.
-
-    Args:
-        stage: the command name, for the message.
-        summary: the runner's cell summary (n, n_predicted, errors, empty per cell).
-        allow_drops: accept more than MAX_DROP_SHARE errors / empty completions.
-    """
-    cells = len(summary)
-    predicted = int(summary["n_predicted"].sum()) if cells else 0
-    if predicted == 0:
-        # run's summary counts the questions asked ("n"); evaluate-offline's does not.
-        asked = f" ({int(summary['n'].sum())} questions asked)" if "n" in summary else ""
-        raise StageError(f"{stage}: 0 predictions in {cells} cell(s){asked}")
-    reasons = {
-        "transport error": int(summary["errors"].sum()),
-        "empty completion": int(summary["empty"].sum()),
-    }
-    bad = {k: v for k, v in reasons.items() if v}
-    check_kept(stage, "predictions", predicted - sum(bad.values()), predicted, bad,
-               allow_drops=allow_drops)  # fmt: skip
-
-
 def check_constructions(summary) -> None:
     """The strategies stage built from 0 dialogues: a StageError."""
     if len(summary) == 0:

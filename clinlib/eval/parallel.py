@@ -21,8 +21,9 @@ from clinlib.core import config
 from clinlib.core.config import resolve_profile
 from clinlib.eval import prompt_tokens
 from clinlib.eval.cells import listed, select_questions
+from clinlib.eval.outcomes import new_outcomes
 from clinlib.eval.runner import run, summary_predictions
-from clinlib.eval.store import cell_summary, claim_predictions
+from clinlib.eval.store import CELL_COLUMNS, cell_summary, claim_predictions
 from clinlib.strategies import get_strategy
 from clinlib.tasks.extended import load_questions
 from clinlib.tasks.settings import parse_settings, value_of
@@ -62,6 +63,7 @@ def run_parallel(
         The cell summary of every (strategy, backbone, setting) cell run.
     """
     name = resolve_profile(profile)
+    since = pd.Timestamp.now(tz="UTC")  # this call's rows are the ones written from now
     strategies, backbones, settings = listed(strategies), listed(backbones), listed(settings)
     # Canonical labels (``dense-retrieval(k=5)`` is ``dense-retrieval``): what the
     # predictions record, so the summary below finds every cell that was run.
@@ -75,7 +77,7 @@ def run_parallel(
             for i, g in enumerate(groups)]  # fmt: skip
     if n == 1:
         run(**jobs[0])
-        return _parallel_summary(name, names, backbones, settings, kwargs.get("tasks"))
+        return _parallel_summary(name, names, backbones, settings, kwargs.get("tasks"), since)
     # Embed every question once here (both cores) rather than once per child process.
     given = kwargs.get("questions")
     tasks = listed(kwargs["tasks"]) if kwargs.get("tasks") is not None else None
@@ -90,7 +92,7 @@ def run_parallel(
     ctx = mp.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(n, mp_context=ctx) as pool:
         list(pool.map(_run_group, [(str(config.BUILD_DIR), job) for job in jobs]))
-    return _parallel_summary(name, names, backbones, settings, kwargs.get("tasks"))
+    return _parallel_summary(name, names, backbones, settings, kwargs.get("tasks"), since)
 
 
 def _parallel_summary(
@@ -99,8 +101,21 @@ def _parallel_summary(
     backbones: Sequence[str],
     settings: Sequence[str],
     tasks: Sequence[str] | None = None,
+    since: pd.Timestamp | None = None,
 ) -> pd.DataFrame:
-    summary = cell_summary(summary_predictions(name, listed(tasks) if tasks is not None else None))
+    preds = summary_predictions(name, listed(tasks) if tasks is not None else None)
+    summary = cell_summary(preds)
+    # This call's own rows (written since it started): what `evaluate-offline` is judged by.
+    mine = (preds["written_at"] >= since) if since is not None else preds["qid"].isna()
+    cols = list(CELL_COLUMNS)
+    new = new_outcomes(preds, mine)
+    counts = preds[mine].groupby(cols, dropna=False).size().rename("new_predictions")
+    summary = summary.merge(new, on=cols, how="left").merge(
+        counts.reset_index(), on=cols, how="left"
+    )
+    for col in ("new_predictions", "new_errors", "new_empty"):
+        summary[col] = summary[col].fillna(0).astype("int64")
+    summary["new_failures"] = [v if isinstance(v, dict) else {} for v in summary["new_failures"]]
     wanted = summary["strategy"].isin(names) & summary["backbone"].isin(list(backbones))
     parsed = parse_settings(settings)
     ours = summary["setting"].map(lambda v: any(value_of(v, s) for s in parsed)).astype(bool)

@@ -14,7 +14,7 @@ never see an injection), so re-asking them under ``pre`` would duplicate ``post`
 
 Artifacts: predictions are APPENDED to ``data/build/<profile>/predictions/`` as small parquet
 part files (:mod:`clinlib.eval.store`), each written atomically, so a crash (even SIGKILL) loses
-at most the batch in flight, and that batch's answers are already in the response cache
+at most the ``batch_size`` answers not yet written, and those are already in the response cache
 (``llm_cache.sqlite``), so a re-run neither pays for them again nor duplicates a row. On start
 the harness reads the keys ``(qid, strategy, backbone, prep_model, setting)`` already predicted
 and skips them; ``retry_errors=True`` re-runs the rows that ended in an error, and
@@ -32,25 +32,20 @@ Usage::
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from clinlib.core.config import resolve_profile
 from clinlib.core.progress import make_progress
 from clinlib.core.progress import progress as progress_bar
 from clinlib.eval import prompt_tokens
-from clinlib.eval.batchmode import BATCHES_DIR, PlanEntry, answer_provider_batches, upper_cost
+from clinlib.eval.batchmode import BATCHES_DIR, PlanEntry
 from clinlib.eval.cells import (
     SETTINGS,
     Item,
@@ -60,7 +55,6 @@ from clinlib.eval.cells import (
     listed,
     prediction_row,
     prepare_cells,
-    record_counts,
     request_id,
     resolve_backbones,
     run_settings,
@@ -68,6 +62,8 @@ from clinlib.eval.cells import (
     setting_questions,
 )
 from clinlib.eval.estimate import ESTIMATE_COLUMNS, estimate
+from clinlib.eval.outcomes import RunInterrupted, new_outcomes, own_outcome
+from clinlib.eval.session import OFFLINE_BATCH_SIZE, Session, Tally
 from clinlib.eval.store import (
     CELL_COLUMNS,
     KEY_COLUMNS,
@@ -83,223 +79,19 @@ from clinlib.eval.store import (
     predictions_dir,
     write_part,
 )
-from clinlib.llm import (
-    Backbone,
-    ChatResult,
-    LLMClient,
-    ResponseCache,
-    check_egress,
-    default_cache_path,
-    tokens,
-)
+from clinlib.llm import Backbone, check_egress, default_cache_path
+from clinlib.llm.context import context_window
 from clinlib.tasks.answers import EXTENDED_TASK_NAMES
 from clinlib.tasks.settings import PRE_TASKS
 
 log = logging.getLogger("clinlib.eval.runner")
 
 DEFAULT_BATCH_SIZE = 32
-OFFLINE_BATCH_SIZE = 1024
 # How network backbones are asked: one request at a time ("live"), or as provider batch jobs
 # at the batch price (clinlib.llm.batch), whose records live in BATCHES_DIR of the profile.
 MODES: tuple[str, ...] = ("live", "batch")
 BATCH_OPTIONS: frozenset[str] = frozenset({"poll_interval_s", "max_wait_s", "max_requests",
                                            "max_bytes"})  # fmt: skip
-
-
-@dataclass
-class _Tally:
-    """Live counters for the progress bar and the per-cell summary."""
-
-    done: int = 0
-    cache_hits: int = 0
-    errors: int = 0
-    spent_usd: float = 0.0
-    per_cell: dict[tuple[str, ...], dict[str, float]] = field(default_factory=dict)
-
-    def cell(self, key: tuple[str, ...]) -> dict[str, float]:
-        return self.per_cell.setdefault(
-            key, {"new_predictions": 0, "api_calls": 0, "cache_hits": 0, "new_cost_usd": 0.0}
-        )
-
-
-def _run_coro(make: Callable[[], Any]) -> Any:
-    """Run a coroutine to completion, also from inside Jupyter's running event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(make())
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(lambda: asyncio.run(make())).result()
-
-
-def _answer_groups(
-    plan: list[PlanEntry],
-) -> list[list[PlanEntry]]:
-    """Cells with something to answer, in plan order; consecutive offline-reader cells of the
-    same (strategy label, prep model, setting) form one group, every other cell its own."""
-    groups: list[list[PlanEntry]] = []
-    for entry in plan:
-        bb, cell, _n, todo = entry
-        if not todo:
-            continue
-        prev = groups[-1][-1] if groups else None
-        if (prev is not None and bb.kind != "openai" and prev[0].kind != "openai"
-                and (prev[1][0], *prev[1][2:]) == (cell[0], *cell[2:])):  # fmt: skip
-            groups[-1].append(entry)
-        else:
-            groups.append([entry])
-    return groups
-
-
-@dataclass
-class _Session:
-    """One run's answering loop: clients, batches, part files, the budget and the counters."""
-
-    name: str
-    run_id: str
-    bar: Any
-    credentialed: bool
-    allow_unapproved: bool
-    config: str | Path | None
-    client_options: dict[str, Any]
-    batch_size: int
-    budget_usd: float | None
-    mode: str = "live"
-    batch_options: dict[str, Any] = field(default_factory=dict)
-    # Upper-bound spend of batch-mode requests submitted but not yet answered.
-    reserved_usd: float = 0.0
-    tally: _Tally = field(default_factory=_Tally)
-    stopped: dict[tuple[str, ...], str] = field(default_factory=dict)
-    seq: int = 0
-
-    def on_result(self, cell: tuple[str, ...], bb: Backbone) -> Callable[[ChatResult], None]:
-        tally, bar = self.tally, self.bar
-
-        def note(res: ChatResult) -> None:
-            c = tally.cell(cell)
-            tally.done += 1
-            if res.from_cache:
-                tally.cache_hits += 1
-                c["cache_hits"] += 1
-            elif res.error is None and bb.kind == "openai":
-                tally.spent_usd += res.cost_usd
-                c["new_cost_usd"] += res.cost_usd
-            tally.errors += res.error is not None
-            bar.set_postfix(done=tally.done, cache=tally.cache_hits,
-                            spent=f"${tally.spent_usd:.4f}", errors=tally.errors,
-                            refresh=False)  # fmt: skip
-            bar.update(1)
-
-        return note
-
-    def client_for(self, bb: Backbone, cache: ResponseCache) -> LLMClient:
-        return LLMClient(bb, cache=cache, credentialed=self.credentialed,
-                         allow_unapproved=self.allow_unapproved, config=self.config,
-                         **self.client_options)  # fmt: skip
-
-    async def answer_batch(
-        self, client: LLMClient, bb: Backbone, cell: tuple[str, ...], batch: list[Item]
-    ) -> None:
-        before = client.stats.api_calls
-        results = await client.complete_many(
-            [it.request for it in batch], on_result=self.on_result(cell, bb)
-        )
-        rows = [prediction_row(it, r, self.run_id) for it, r in zip(batch, results, strict=True)]
-        write_part(rows, self.name, self.run_id, self.seq)
-        self.seq += 1
-        c = self.tally.cell(cell)
-        c["new_predictions"] += len(rows)
-        c["api_calls"] += client.stats.api_calls - before
-
-    async def answer_offline(self, group: list[PlanEntry], cache: ResponseCache) -> None:
-        # The offline readers of one (strategy, prep, setting) take turns batch by batch
-        # over the same context-ordered items, so each record is parsed once for all of
-        # them (see readers.SCAN_CACHE_CHARS). Offline answers cost nothing to recompute,
-        # so their part files are larger (fewer files for every later load to open).
-        step = max(self.batch_size, OFFLINE_BATCH_SIZE)
-        async with contextlib.AsyncExitStack() as stack:
-            clients = [await stack.enter_async_context(self.client_for(bb, cache))
-                       for bb, *_ in group]  # fmt: skip
-            for bb, _cell, _n, todo in group:
-                tokens.warm_message_counts([it.request.messages for it in todo], bb.model)
-            longest = max(len(todo) for *_, todo in group)
-            for start in range(0, longest, step):
-                for client, (bb, cell, _n, todo) in zip(clients, group, strict=True):
-                    batch = todo[start : start + step]
-                    if batch:
-                        await self.answer_batch(client, bb, cell, batch)
-
-    def within_budget(
-        self, batch: list[Item], bb: Backbone, cell: tuple[str, ...], cache: ResponseCache
-    ) -> list[Item]:
-        """The leading part of ``batch`` whose upper-bound cost fits the budget left; when
-        that is not all of it, the cell is marked stopped with the reason."""
-        if self.budget_usd is None:
-            return batch
-        spent = self.tally.spent_usd + self.reserved_usd
-        costs = np.cumsum(upper_cost(batch, bb, cache, self.mode == "batch"))
-        fits = int(np.searchsorted(costs, self.budget_usd - spent, side="right"))
-        if fits < len(batch):
-            self.stopped[cell] = (
-                f"budget: ${spent:.4f} spent of "
-                f"${self.budget_usd:.4f}; the next {len(batch) - fits} "
-                f"request(s) could cost up to "
-                f"${costs[-1] - (costs[fits - 1] if fits else 0):.4f}"
-            )
-            batch = batch[:fits]
-        return batch
-
-    async def answer_api(
-        self, bb: Backbone, cell: tuple[str, ...], todo: list[Item], cache: ResponseCache
-    ) -> None:
-        async with self.client_for(bb, cache) as client:
-            for start in range(0, len(todo), self.batch_size):
-                batch = self.within_budget(todo[start : start + self.batch_size], bb, cell, cache)
-                if batch:
-                    await self.answer_batch(client, bb, cell, batch)
-                if cell in self.stopped:
-                    break
-
-    async def answer(self, plan: list[PlanEntry]) -> None:
-        cache = ResponseCache(default_cache_path(self.name))
-        batched: dict[str, list[PlanEntry]] = {}
-        try:
-            for group in _answer_groups(plan):
-                bb, cell, _n, todo = group[0]
-                if bb.kind != "openai":
-                    await self.answer_offline(group, cache)
-                    continue
-                if self.mode == "batch":
-                    batched.setdefault(bb.name, []).extend(group)
-                    continue
-                await self.answer_api(bb, cell, todo, cache)
-                if cell in self.stopped:
-                    return
-            await answer_provider_batches(self, list(batched.values()), cache)
-        finally:
-            cache.close()
-
-    def execute(self, plan: list[PlanEntry], counted: dict[tuple[str, ...], list[Item]]) -> None:
-        """Answer the plan, then record the prompt counts of ``counted`` cells' items."""
-        try:
-            _run_coro(lambda: self.answer(plan))
-        finally:
-            self.bar.close()
-        for cell_items in counted.values():
-            # The contexts were built anyway: their prompt counts spare later estimates a
-            # rebuild (after answering, so that recording never delays the first answers).
-            record_counts(self.name, cell_items)
-        self.explain_stop(plan)
-
-    def explain_stop(self, plan: list[PlanEntry]) -> None:
-        """After a stop, every cell not finished says why."""
-        if not self.stopped:
-            return
-        reason = next(iter(self.stopped.values()))
-        log.warning("run %s stopped early: %s", self.run_id, reason)
-        for _bb, cell, _n, todo in plan:
-            if cell not in self.stopped and self.tally.cell(cell)["new_predictions"] < len(todo):
-                self.stopped[cell] = "not started: " + reason
 
 
 def _check_run_args(
@@ -392,7 +184,7 @@ def run(
         settings: :mod:`clinlib.tasks.settings` specs (post, pre, stream, mixed, stream+mixed).
         prep: the prep model of derived strategies.
         budget_usd: stop before new spend (uncached API calls) could exceed this; checked
-            per batch against the batch's upper-bound cost.
+            per request against its upper-bound cost plus that of the requests in flight.
         retry_errors: re-run keys whose latest row has an error (the new row supersedes it).
         retry_empty: re-ask keys whose latest completion was empty, past the response cache
             (``LLMClient(refresh_empty=True)``, the paper's M1 pass); the new row supersedes.
@@ -400,10 +192,11 @@ def run(
         config: TOML config with user endpoints.
         progress: show progress (done, cache hits, $ spent, errors): a tqdm bar on a
             terminal, a line with counts and rate every few seconds in a log.
-        limit: first ``limit`` questions per task.
+        limit: the first ``limit`` questions of each task (in questions.parquet order).
         tasks: restrict to these tasks.
-        batch_size: answers per part file for network backbones (a crash loses at most this
-            many, all cached); offline readers write at least OFFLINE_BATCH_SIZE per file.
+        batch_size: answers per part file (a crash loses at most this many, all cached);
+            network backbones answer through a pool (a hung request holds one slot);
+            offline readers write at least OFFLINE_BATCH_SIZE per file.
         questions: use these rows instead of the profile's questions.parquet.
         client_options: extra :class:`LLMClient` arguments (timeout_s, max_retries, ...).
         progress_position: this run's bar row among parallel runs' (eval.parallel).
@@ -428,15 +221,38 @@ def run(
         prepared = prepare_cells(name, strategies, settings, prep, tasks, limit, questions,
                                  bbs, done=done, config=config, bar=ctx_bar)  # fmt: skip
     plan, counted = _plan(prepared, done, questions is None)
-    # retry_empty re-asks past the cache unless the caller's client options say otherwise
-    opts = ({"refresh_empty": True} if retry_empty else {}) | dict(client_options or {})
+    session = _session(name, plan, tag, progress, progress_position, credentialed,
+                       allow_unapproved, config, batch_size, budget_usd, mode, batch_options,
+                       ({"refresh_empty": True} if retry_empty else {})
+                       | dict(client_options or {}))  # fmt: skip
+    _execute(session, plan, counted)
+    return summarize(summary_predictions(name, tasks), plan, session.tally, session.stopped,
+                     session.run_id)  # fmt: skip
+
+
+def _session(name: str, plan: list[PlanEntry], tag: str, progress: bool,
+             position: int | None, credentialed: bool, allow_unapproved: bool,
+             config: str | Path | None, batch_size: int, budget_usd: float | None, mode: str,
+             batch_options: dict[str, Any] | None, opts: dict[str, Any]) -> Session:  # fmt: skip
+    """The answering session of a run: its progress bar, run id, client options (retry_empty
+    re-asks past the cache unless the caller's options say otherwise) and the context
+    window of every network backbone with something to send (clinlib.llm.context)."""
     bar = make_progress(sum(len(todo) for *_, todo in plan), f"run {name}{tag}", "q",
-                        enabled=progress, position=progress_position)  # fmt: skip
+                        enabled=progress, position=position)  # fmt: skip
     run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
-    session = _Session(name, run_id, bar, credentialed, allow_unapproved, config, opts,
-                       batch_size, budget_usd, mode, dict(batch_options or {}))  # fmt: skip
-    session.execute(plan, counted)
-    return summarize(summary_predictions(name, tasks), plan, session.tally, session.stopped)
+    windows = {bb.name: context_window(bb) for bb, _c, _n, todo in plan
+               if todo and bb.kind == "openai"}  # fmt: skip
+    return Session(name, run_id, bar, credentialed, allow_unapproved, config, opts, batch_size,
+                   budget_usd, mode, dict(batch_options or {}), windows)  # fmt: skip
+
+
+def _execute(session: Session, plan: list[PlanEntry], counted: dict) -> None:
+    """Answer the plan; a Ctrl-C becomes :class:`RunInterrupted` (what was saved, where)."""
+    try:
+        session.execute(plan, counted)
+    except KeyboardInterrupt:
+        raise RunInterrupted(session.tally.written, str(default_cache_path(session.name))
+                             ) from None  # fmt: skip
 
 
 def summary_predictions(name: str, tasks: Sequence[str] | None) -> pd.DataFrame:
@@ -454,11 +270,15 @@ def summary_predictions(name: str, tasks: Sequence[str] | None) -> pd.DataFrame:
 def summarize(
     preds: pd.DataFrame,
     plan: Sequence[PlanEntry],
-    tally: _Tally | None = None,
+    tally: Tally | None = None,
     stopped: dict[tuple[str, ...], str] | None = None,
+    run_id: str | None = None,
 ) -> pd.DataFrame:
-    """The per-cell summary of a run (see :func:`cell_summary` for any predictions)."""
+    """The per-cell summary of a run (see :func:`cell_summary` for any predictions); the
+    ``new_errors`` / ``new_empty`` / ``new_failures`` columns count the rows of ``run_id``."""
     base = cell_summary(preds)
+    mine = preds["run_id"] == run_id if run_id is not None else pd.Series(False, index=preds.index)
+    new = new_outcomes(preds, mine)
     rows = []
     for _bb, cell, n, _todo in plan:
         match = base[(base[list(CELL_COLUMNS)] == pd.Series(cell, index=list(CELL_COLUMNS)))
@@ -468,6 +288,7 @@ def summarize(
         counts = tally.cell(cell) if tally is not None else {}
         for col in ("new_predictions", "api_calls", "cache_hits", "new_cost_usd"):
             row[col] = counts.get(col, 0)
+        row.update(own_outcome(new, cell))
         row["stopped"] = (stopped or {}).get(cell)
         rows.append(row)
     out = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
@@ -482,6 +303,8 @@ def summarize(
         "new_predictions",
         "api_calls",
         "cache_hits",
+        "new_errors",
+        "new_empty",
     ):
         out[col] = out[col].fillna(0).astype("int64")  # fmt: skip
     for col in ("cost_usd", "new_cost_usd"):
@@ -495,11 +318,13 @@ __all__ = [
     "ESTIMATE_COLUMNS",
     "KEY_COLUMNS",
     "MODES",
+    "OFFLINE_BATCH_SIZE",
     "PREDICTION_COLUMNS",
     "PREDICTION_DTYPES",
     "PRE_TASKS",
     "SETTINGS",
     "SUMMARY_COLUMNS",
+    "RunInterrupted",
     "RunnerError",
     "cell_summary",
     "estimate",

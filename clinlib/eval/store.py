@@ -65,6 +65,9 @@ PREDICTION_DTYPES: dict[str, str] = {
     "latency_s": "float64",
     "from_cache": "bool",
     "error": "string",
+    # Why ``error`` is set (clinlib.eval.outcomes: context_overflow, timeout, batch_expired,
+    # ...); parts written before this column read back NA and are classified by message.
+    "error_kind": "string",
     "context_tokens": "int64",
     # The streaming protocol (clinlib.tasks.settings): sessions seen at the checkpoint, whether
     # it is the patient's final one, and the representation's item count there (NA unless
@@ -97,6 +100,11 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "api_calls",
     "cache_hits",
     "new_cost_usd",
+    # This run's own rows (clinlib.eval.outcomes): errors, empty completions and the errors
+    # by class ({"context overflow": 3, ...}), which `run`'s exit status judges.
+    "new_errors",
+    "new_empty",
+    "new_failures",
     "stopped",
 )
 

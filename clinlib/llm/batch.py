@@ -56,7 +56,7 @@ from clinlib.llm.batchfiles import (
 )
 from clinlib.llm.chat import ChatRequest, ChatResult, request_body, validate_requests
 from clinlib.llm.client import LLMClient
-from clinlib.llm.retry import classify_failure
+from clinlib.llm.retry import classify_failure, http_failure_kind
 
 log = logging.getLogger("clinlib.llm.batch")
 
@@ -419,13 +419,7 @@ class BatchClient:
                 line.body.get("error", {}).get("message") if isinstance(line.body, dict) else None
             )
             status = line.status_code or 0
-            kind = (
-                "rate_limit"
-                if status == 429
-                else "server_error"
-                if status >= 500
-                else "client_error"
-            )
+            kind = http_failure_kind(status, str(detail or line.body))
             return self._error(cid, kind, f"HTTP {status} in {batch_id}: {detail or line.body}")
         result = ChatResult(cid, self.backbone.name, self.backbone.model, attempts=1)
         try:

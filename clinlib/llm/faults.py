@@ -24,6 +24,7 @@ FAULT_KINDS: tuple[str, ...] = (
     "drop",
     "disconnect",
     "truncated",
+    "overflow",
 )
 # (index of the request in arrival order, parsed JSON payload, times this payload was seen
 # before) -> fault kind or None.

@@ -26,6 +26,16 @@ except ImportError:  # pragma: no cover - depends on the installed SDK generatio
 RETRY_STATUSES: frozenset[int] = frozenset({408, 409, 425, 429})
 # Anything that looks like a provider key is masked in stored / logged error messages.
 KEY_PATTERN = re.compile(r"(sk-|sk_|gsk_|hf_|xai-)[A-Za-z0-9_\-*.]{6,}")
+# How servers word "the prompt does not fit": OpenAI / vLLM ("maximum context length",
+# "context_length_exceeded", "maximum model length"), llama-cpp-python ("exceed context
+# window"), llama.cpp ("exceeds the available context size"), Anthropic via OpenRouter
+# ("prompt is too long"). Such a 400 / 413 is not a transport fault and is never retried.
+CONTEXT_OVERFLOW = re.compile(
+    r"context[ _](length|window|size)|maximum (context|model) length|prompt is too long"
+    r"|too many (input |prompt )?tokens|exceeds? (the )?(model'?s? )?(available )?context",
+    re.IGNORECASE,
+)
+CONTEXT_OVERFLOW_KIND = "context_overflow"
 
 
 @dataclass(frozen=True)
@@ -62,18 +72,25 @@ def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
     return None
 
 
+def http_failure_kind(status: int, message: str) -> str:
+    """The failure kind of an HTTP error status and its message (live calls and batch lines):
+    a 400 / 413 saying the prompt does not fit is ``context_overflow``, not a client error."""
+    if status == 429:
+        return "rate_limit"
+    if status >= 500:
+        return "server_error"
+    if status == 408:
+        return "timeout"
+    if status in (400, 413) and CONTEXT_OVERFLOW.search(message or ""):
+        return CONTEXT_OVERFLOW_KIND
+    return "client_error"
+
+
 def classify_failure(exc: BaseException) -> Failure:
     """Map an SDK / transport exception to a failure kind and whether to retry."""
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
-        if status == 429:
-            kind = "rate_limit"
-        elif status >= 500:
-            kind = "server_error"
-        elif status == 408:
-            kind = "timeout"
-        else:
-            kind = "client_error"
+        kind = http_failure_kind(status, f"{exc.message} {_body_text(exc)}")
         headers = exc.response.headers if exc.response is not None else None
         return Failure(
             kind,
@@ -95,3 +112,10 @@ def classify_failure(exc: BaseException) -> Failure:
     if isinstance(exc, httpx.TransportError):
         return Failure("connection", f"{type(exc).__name__}: {exc}", True)
     return Failure("client_error", f"{type(exc).__name__}: {exc}", False)
+
+
+def _body_text(exc: openai.APIStatusError) -> str:
+    """The error body's code and message (the SDK's message may omit the code)."""
+    body = exc.body if isinstance(exc.body, dict) else {}
+    inner = body.get("error", body) if isinstance(body.get("error", body), dict) else body
+    return f"{inner.get('code') or ''} {inner.get('message') or ''}"

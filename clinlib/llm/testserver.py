@@ -28,7 +28,15 @@ the arrival order) or by a per-request script:
 ``drop``       headers and half the body, then the connection is closed
 ``disconnect`` the connection is closed without any response
 ``truncated``  200 whose JSON body is cut in half (Content-Length matches)
+``overflow``   400 "maximum context length" (OpenAI's wording for a prompt that does
+               not fit the model's window; never retried)
 =============  ==============================================================
+
+``release_hangs()`` ends every hang at once (the hung requests are then answered): a test
+can hold a request hung until the others have been answered, with no timing involved.
+``busy_s`` is the time at least one request that is not hung was being answered, so
+``1 - busy_s / wall`` is the server's idle share (the hang scenario of bench/llm_harness.py).
+``models`` is what ``GET /models`` lists (e.g. ``[{"id": ..., "context_length": 8192}]``).
 
 Usage::
 
@@ -150,6 +158,7 @@ class FaultServer:
         hang_s: float = 300.0,
         cache_min_tokens: int = 1024,
         cache_block: int = 128,
+        models: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         self.faults = dict(faults or {})
         check_fault_config(self.faults, script)
@@ -164,6 +173,8 @@ class FaultServer:
         self.hang_s = hang_s
         self.cache_min_tokens = cache_min_tokens
         self.cache_block = cache_block
+        self.models = [dict(m) for m in models]
+        self._release: asyncio.Event | None = None
         self.port: int | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -185,6 +196,23 @@ class FaultServer:
         self.authorization_headers: list[str] = []
         self._attempts: Counter[str] = Counter()
         self._seen_prefixes: set[bytes] = set()
+        self.busy_s = 0.0
+        self._answering = 0
+        self._busy_since = 0.0
+
+    def _answering_step(self, delta: int) -> None:
+        """Count a request that is not hung in (+1) or out (-1), timing the busy spans."""
+        now = time.monotonic()
+        if self._answering == 0 and delta > 0:
+            self._busy_since = now
+        self._answering += delta
+        if self._answering == 0:
+            self.busy_s += now - self._busy_since
+
+    def release_hangs(self) -> None:
+        """End every hang now and from now on: hung requests are answered normally."""
+        if self._loop is not None and self._release is not None:
+            self._loop.call_soon_threadsafe(self._release.set)
 
     @property
     def base_url(self) -> str:
@@ -237,6 +265,7 @@ class FaultServer:
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
+        self._release = asyncio.Event()
         server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
         self.port = server.sockets[0].getsockname()[1]
         self._ready.set()
@@ -326,7 +355,7 @@ class FaultServer:
     ) -> bool:
         route = path.split("?", 1)[0].rstrip("/")
         if method == "GET" and route.endswith("/models"):
-            self._send(writer, 200, _canonical({"object": "list", "data": []}))
+            self._send(writer, 200, _canonical({"object": "list", "data": self.models}))
             return True
         if method != "POST" or not route.endswith("/chat/completions"):
             reply = self._route(method, path, headers, body)
@@ -393,6 +422,9 @@ class FaultServer:
         )
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        answering = fault != "hang"
+        if answering:
+            self._answering_step(1)
         try:
             delay = self.latency_s
             if self.latency_jitter_s:
@@ -401,33 +433,15 @@ class FaultServer:
             if delay > 0:
                 await asyncio.sleep(delay)
             if fault == "hang":
-                try:  # until the client gives up (EOF) or hang_s passes
-                    await asyncio.wait_for(reader.read(65536), self.hang_s)
-                except (TimeoutError, ConnectionError):
-                    pass
-                return False
+                if not await self._hang(reader):
+                    return False
+                answering = True  # released: answered like any other request
+                self._answering_step(1)
             if fault == "disconnect":
                 return False
-            if fault == "401":
-                token = authorization.removeprefix("Bearer ").strip()
-                message = f"Incorrect API key provided: {token}. Check your key."
-                self._send(writer, 401, self._error_body(401, message, "invalid_api_key"))
-                await writer.drain()
-                return True
-            if fault == "429":
-                self._send(
-                    writer,
-                    429,
-                    self._error_body(429, "Rate limit reached; slow down", "rate_limit_exceeded"),
-                    extra_headers={"Retry-After": f"{self.retry_after_s:g}"},
-                )
-                await writer.drain()
-                return True
-            if fault in ("500", "503"):
-                status = int(fault)
-                self._send(
-                    writer, status, self._error_body(status, f"injected {status}", "server_error")
-                )
+            reply = self._error_reply(fault, authorization, messages, model)
+            if reply is not None:
+                self._send(writer, reply[0], reply[1], extra_headers=reply[2])
                 await writer.drain()
                 return True
             body = self._completion(payload, messages, model, empty=fault == "empty")
@@ -447,6 +461,44 @@ class FaultServer:
             return True
         finally:
             self.in_flight -= 1
+            if answering:
+                self._answering_step(-1)
+
+    def _error_reply(
+        self, fault: str | None, authorization: str, messages: list[Any], model: str
+    ) -> tuple[int, bytes, dict[str, str]] | None:
+        """(status, body, headers) of an injected HTTP error, or None for other faults."""
+        if fault == "401":
+            token = authorization.removeprefix("Bearer ").strip()
+            message = f"Incorrect API key provided: {token}. Check your key."
+            return 401, self._error_body(401, message, "invalid_api_key"), {}
+        if fault == "429":
+            body = self._error_body(429, "Rate limit reached; slow down", "rate_limit_exceeded")
+            return 429, body, {"Retry-After": f"{self.retry_after_s:g}"}
+        if fault in ("500", "503"):
+            status = int(fault)
+            return status, self._error_body(status, f"injected {status}", "server_error"), {}
+        if fault == "overflow":
+            n = tokens.count_tokens(messages, model)
+            error = {"message": f"This model's maximum context length is {max(n // 2, 1)} "
+                     f"tokens. However, your messages resulted in {n} tokens.",
+                     "type": "invalid_request_error", "code": "context_length_exceeded"}  # fmt: skip
+            return 400, _canonical({"error": error}), {}
+        return None
+
+    async def _hang(self, reader: asyncio.StreamReader) -> bool:
+        """Hang until the client gives up (EOF; False), hang_s passes (False) or
+        :meth:`release_hangs` is called (True: answer after all)."""
+        assert self._release is not None
+        eof = asyncio.ensure_future(reader.read(65536))
+        released = asyncio.ensure_future(self._release.wait())
+        try:
+            await asyncio.wait({eof, released}, timeout=self.hang_s,
+                               return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+        finally:
+            for fut in (eof, released):
+                fut.cancel()
+        return released.done() and not released.cancelled()
 
     def _completion(
         self, payload: Mapping[str, Any], messages: list[Any], model: str, *, empty: bool

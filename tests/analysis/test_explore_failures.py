@@ -276,3 +276,25 @@ def test_missing_predictions_counts_absent_keys():
     # eager has only Q1 full-context and mem0: 9 - 2 missing under post
     assert F.missing_predictions(p, q, STRATS, ["eager"], ["post"]) == 7
     assert F.missing_predictions(p, q, [*STRATS, "a-mem"], ["reference"], ["pre"]) == 1
+
+
+def test_errors_are_filtered_and_shown_by_class():
+    """A context overflow (recorded without a request) and a transport error are both
+    'error' rows; only the first is 'context-overflow'; the view names each row's class."""
+    p = _preds()
+    p["error_kind"] = None
+    over = p[(p.qid == "Q2") & (p.strategy == "full-context")].copy()
+    over["backbone"], over["correct"], over["response"] = "eager", False, None
+    over["error"] = "context_overflow: not sent: prompt 9,120 tokens + output cap 60 > 8,192"
+    over["error_kind"] = "context_overflow"
+    p = pd.concat([p, over], ignore_index=True)
+    errors = F.filter_predictions(p, outcome="error")
+    assert errors[["qid", "strategy"]].values.tolist() == [["Q1", "mem0"], ["Q2", "full-context"]]
+    over_rows = F.filter_predictions(p, outcome="context-overflow")
+    assert over_rows[["qid", "strategy"]].values.tolist() == [["Q2", "full-context"]]
+    q = _questions().set_index("qid")
+    shown = F.prediction_html(over_rows.iloc[0].to_dict(), q.loc["Q2"].to_dict() | {"qid": "Q2"},
+                              None)  # fmt: skip
+    assert "context overflow:</b> context_overflow: not sent" in shown
+    timeout = F.prediction_html(errors.iloc[0].to_dict(), q.loc["Q1"].to_dict(), None)
+    assert "transport error:</b> timeout" in timeout

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from clinlib.core import config
-from clinlib.eval import cells, parallel, runner
+from clinlib.eval import cells, parallel, runner, session
 from clinlib.eval.prompts import build_messages
 from clinlib.llm import (
     Backbone,
@@ -422,7 +422,7 @@ def test_offline_readers_take_turns_and_parse_each_record_once(profile, monkeypa
     monkeypatch.setattr(readers, "_scan_record", lambda rec: scans.append(rec) or real(rec))
     monkeypatch.setattr(readers, "_SCANS", readers.OrderedDict())
     monkeypatch.setattr(readers, "SCAN_CACHE_CHARS", 1)  # only the latest record is kept
-    monkeypatch.setattr(runner, "OFFLINE_BATCH_SIZE", 1)
+    monkeypatch.setattr(session, "OFFLINE_BATCH_SIZE", 1)
     readers._parse_cached.cache_clear()
     qs = make_questions().head(N_T1)
     qs["question"] = [f"What did the Creatinine measurement of {d} show? Reply with the value "
@@ -435,7 +435,7 @@ def test_offline_readers_take_turns_and_parse_each_record_once(profile, monkeypa
     assert preds["backbone"].tolist()[:4] == ["reference", "eager"] * 2  # write order
     contexts = question_contexts(qs, "full-context", profile)["context"]
     assert len(scans) == contexts.nunique() == 2  # two patients, one full context each
-    groups = runner._answer_groups([(b, ("full-context", b.name, "rule-based", "post"), 1, [1])
+    groups = session.answer_groups([(b, ("full-context", b.name, "rule-based", "post"), 1, [1])
                                     for b in runner.resolve_backbones(["reference", "eager"],
                                                                       None)])  # fmt: skip
     assert len(groups) == 1 and len(groups[0]) == 2

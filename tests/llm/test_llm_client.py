@@ -17,6 +17,7 @@ from clinlib.llm.chat import RESULT_COLUMNS, ChatRequest, results_frame
 from clinlib.llm.client import LLMClient, run_batch
 from clinlib.llm.faults import FAULT_KINDS, FaultConfigError
 from clinlib.llm.response_cache import ResponseCache
+from clinlib.llm.retry import http_failure_kind
 from clinlib.llm.testserver import FaultServer
 from clinlib.llm.types import (
     Backbone,
@@ -44,7 +45,7 @@ def req(i, text=None, **params):
 
 
 # -- every fault kind ---------------------------------------------------------------------
-RETRYABLE = [k for k in FAULT_KINDS if k not in ("empty", "401")]
+RETRYABLE = [k for k in FAULT_KINDS if k not in ("empty", "401", "overflow")]
 EXPECTED_KIND = {
     "429": "rate_limit",
     "500": "server_error",
@@ -65,6 +66,23 @@ def test_each_fault_is_retried(fault):
         assert res.attempts == 2 and srv.n_requests == 2
         assert [r.fault for r in srv.records] == [fault, None]
         assert srv.records[1].attempt == 1  # the same payload, asked again
+
+
+def test_a_context_length_refusal_is_context_overflow_and_not_retried():
+    """A 400 saying the prompt does not fit is not a transport fault: asking again would get
+    the same answer, so it is recorded at once as context_overflow (OpenAI's wording here;
+    the llama.cpp / vLLM / Anthropic wordings are matched in classify_failure's pattern)."""
+    with FaultServer(script=["overflow"]) as srv:
+        [res] = run_batch(backbone(srv), [req(0)], **FAST)
+        assert (res.error_kind, res.attempts, srv.n_requests) == ("context_overflow", 1, 1)
+        assert "maximum context length is" in res.error
+    for text in ("Requested tokens (9120) exceed context window of 8192",
+                 "the request exceeds the available context size, try increasing it",
+                 "prompt is too long: 210000 tokens > 200000 maximum",
+                 "This model's maximum model length is 4096 tokens"):  # fmt: skip
+        assert http_failure_kind(400, text) == "context_overflow", text
+    assert http_failure_kind(400, "Invalid value for temperature") == "client_error"
+    assert http_failure_kind(404, "context window") == "client_error"  # not a 400 / 413
 
 
 @pytest.mark.parametrize("fault", RETRYABLE)

@@ -11,7 +11,11 @@ from typing import Any
 import pandas as pd
 
 FILTER_COLUMNS: tuple[str, ...] = ("task", "subtype", "strategy", "backbone", "setting")
-OUTCOMES: tuple[str, ...] = ("any", "correct", "incorrect", "parse-failed")
+# "error": the request failed (any class); "context-overflow": the prompt did not fit the
+# backbone's context window (recorded without being sent, or refused by the server).
+OUTCOMES: tuple[str, ...] = (
+    "any", "correct", "incorrect", "parse-failed", "error", "context-overflow",
+)  # fmt: skip
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "qid", "task", "subtype", "strategy", "backbone", "setting", "response", "parsed",
     "correct", "parse_failed",

@@ -16,6 +16,7 @@ from clinlib.analysis.failures.common import (
     as_list,
     require_columns,
 )
+from clinlib.eval.outcomes import CONTEXT_OVERFLOW_CLASS, failure_classes
 from clinlib.eval.runner import setting_questions
 
 
@@ -33,7 +34,8 @@ def filter_predictions(
     Args:
         preds: predictions (``runner.load_predictions``).
         task, subtype, strategy, backbone, setting: one value or several (None = all).
-        outcome: ``any``, ``correct``, ``incorrect`` or ``parse-failed``.
+        outcome: ``any``, ``correct``, ``incorrect``, ``parse-failed``, ``error`` (the
+            request failed) or ``context-overflow`` (the prompt did not fit the window).
 
     Returns:
         The matching rows (index reset), ordered by task, qid, strategy, backbone, setting.
@@ -66,6 +68,11 @@ def filter_predictions(
         mask &= ~correct
     elif outcome == "parse-failed":
         mask &= preds["parse_failed"].fillna(False).astype(bool)
+    elif outcome in ("error", "context-overflow"):
+        errors = preds["error"].notna() if "error" in preds else pd.Series(False, preds.index)
+        if outcome == "context-overflow":
+            errors &= failure_classes(preds) == CONTEXT_OVERFLOW_CLASS
+        mask &= errors.astype(bool)
     out = preds[mask.astype(bool)]
     return out.sort_values(["task", "qid", "strategy", "backbone", "setting"]).reset_index(
         drop=True

@@ -27,6 +27,7 @@ from clinlib.analysis.failures.common import (
     verdict_mark,
 )
 from clinlib.core.pages import clip_context
+from clinlib.eval.outcomes import failure_class
 from clinlib.strategies import question_contexts
 
 
@@ -140,7 +141,8 @@ def prediction_html(
     opt_html = "<br>options: " + html.escape(" | ".join(str(o) for o in opts)) if len(opts) else ""
     err = pred.get("error")
     err_html = (
-        f"<br><b class='ct-bad'>transport error:</b> {html.escape(str(err))}"
+        f"<br><b class='ct-bad'>{html.escape(failure_class(pred.get('error_kind'), err))}:</b> "
+        f"{html.escape(str(err))}"
         if err is not None and not pd.isna(err) and str(err)
         else ""
     )
