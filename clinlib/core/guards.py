@@ -28,8 +28,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from clinlib.core.config import artifact_path, resolve_profile
-from clinlib.core.io import atomic_path
+from clinlib.core.config import artifact_path, build_dir, resolve_profile
+from clinlib.core.io import Staging, atomic_path, deferred_signals
 
 log = logging.getLogger(__name__)
 
@@ -164,30 +164,57 @@ def _current_sha(artifact: str, profile: str) -> str | None:
 @contextmanager
 def stage_run(
     stage: str, profile: str | None = None, remove_on_failure: Iterable[str] = ()
-) -> Iterator[None]:
+) -> Iterator[Staging]:
     """Mark ``stage`` running, then ok (with fingerprints) or failed (with the reason).
 
-    The inputs are fingerprinted when the stage starts, i.e. the versions it is about to read.
-    ``remove_on_failure`` names artifacts deleted if the stage fails, for readers that open
-    the file directly instead of through ``pipeline.load`` (questions.parquet).
+    Yields a :class:`~clinlib.core.io.Staging`: outputs written to ``staging.path(name)`` are
+    swapped into the build folder together when the body succeeds, so a stage's outputs are
+    replaced as one unit or not at all. The inputs are fingerprinted when the stage starts,
+    i.e. the versions it is about to read.
+
+    * The body raises an ``Exception`` (bad input, a gate, a crash): the manifest says
+      failed, uncommitted staged files are dropped, and ``remove_on_failure`` artifacts are
+      deleted (for readers that open a file directly instead of through ``pipeline.load``)
+      unless the body committed them itself (a failed gate's report, for inspection).
+    * The body is interrupted (Ctrl-C, SIGTERM, SystemExit): nothing is replaced: staged
+      files are dropped and the previous manifest is put back, so the previous outputs stay
+      exactly as current as they were.
     """
     name = resolve_profile(profile)
     outputs, inputs = STAGES[stage]
     recorded_inputs = {a: _current_sha(a, name) for a in inputs}
+    previous = read_manifest(stage, name)
     _write_manifest(stage, name, {"status": "running", "started": time.time()})
+    staging = Staging(build_dir(name), stage)
     try:
-        yield
-    except BaseException as exc:
+        yield staging
+    except Exception as exc:
+        staging.discard()
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         _write_manifest(stage, name, {"status": "failed", "reason": reason})
         for artifact in remove_on_failure:
-            artifact_path(f"{artifact}.parquet", name).unlink(missing_ok=True)
+            if f"{artifact}.parquet" not in staging.committed:
+                artifact_path(f"{artifact}.parquet", name).unlink(missing_ok=True)
         raise
-    outs = {a: _fingerprint(artifact_path(f"{a}.parquet", name)) for a in outputs}
-    _write_manifest(
-        stage, name, {"status": "ok", "finished": time.time(), "outputs": outs,
-                      "inputs": recorded_inputs},
-    )  # fmt: skip
+    except BaseException:
+        staging.discard()
+        _restore_manifest(stage, name, previous)
+        raise
+    with deferred_signals():  # the swap and its manifest: both or (Ctrl-C before) neither
+        staging.commit()
+        outs = {a: _fingerprint(artifact_path(f"{a}.parquet", name)) for a in outputs}
+        _write_manifest(
+            stage, name, {"status": "ok", "finished": time.time(), "outputs": outs,
+                          "inputs": recorded_inputs},
+        )  # fmt: skip
+
+
+def _restore_manifest(stage: str, profile: str, previous: dict | None) -> None:
+    """Put back the manifest a stage had before an interrupted run (none: remove it)."""
+    if previous is None:
+        manifest_path(stage, profile).unlink(missing_ok=True)
+    else:
+        _write_manifest(stage, profile, previous)
 
 
 def check_artifact(artifact: str, profile: str | None = None) -> None:

@@ -20,7 +20,6 @@ import pandas as pd
 
 from clinlib.core.config import PROFILES, artifact_path, build_dir, resolve_profile
 from clinlib.core.guards import StageError, check_artifact, check_kept, stage_run
-from clinlib.core.io import atomic_path, write_parquet
 from clinlib.data.cohort import select_cohort
 from clinlib.data.events import extract_events
 from clinlib.data.schema import ARTIFACTS
@@ -66,9 +65,12 @@ def resolve_source(
     if mimic_dir and meds_dir:
         raise ValueError("give either --mimic-dir or --meds-dir, not both")
     if mimic_dir:
-        return resolve_profile(profile or "mimic"), SourceSpec("mimic", Path(mimic_dir), True)
+        name = resolve_profile("mimic" if profile is None else profile)
+        return name, SourceSpec("mimic", Path(mimic_dir), True)
     if meds_dir:
-        return resolve_profile(profile or "meds"), SourceSpec("meds", Path(meds_dir), True)
+        return resolve_profile("meds" if profile is None else profile), SourceSpec(
+            "meds", Path(meds_dir), True
+        )
     name = resolve_profile(profile)
     return name, SourceSpec("synthetic", build_dir(name) / "raw", False)
 
@@ -129,10 +131,10 @@ def build_cohort(
     if isinstance(per_disease, bool) or not isinstance(per_disease, int) or per_disease < 1:
         raise ValueError(f"--per-disease must be a positive integer, got {per_disease!r}")
     t0 = time.perf_counter()
-    with stage_run("cohort", name):
+    with stage_run("cohort", name) as staging:
         result, events = _select_and_extract(spec, per_disease, seed, threads)
         _check_cohort(result, events, allow_drops)
-        out = _write_cohort(name, spec, result, events, seed, per_disease)
+        out = _write_cohort(staging, spec, result, events, seed, per_disease)
     log.info(
         "cohort %s: %d patients, %d events in %.1fs",
         name,
@@ -203,7 +205,8 @@ def _check_cohort(result, events: pd.DataFrame, allow_drops: bool) -> None:
                allow_drops=allow_drops)  # fmt: skip
 
 
-def _write_cohort(name, spec, result, events, seed, per_disease) -> dict[str, pd.DataFrame]:
+def _write_cohort(staging, spec, result, events, seed, per_disease) -> dict[str, pd.DataFrame]:
+    """Write the cohort stage's files into ``staging`` (swapped in together by stage_run)."""
     cohort = result.cohort.copy()
     cohort["n_events"] = (
         cohort["subject_id"].map(events.groupby("subject_id").size()).fillna(0).astype("int64")
@@ -216,7 +219,7 @@ def _write_cohort(name, spec, result, events, seed, per_disease) -> dict[str, pd
         "events": events,
     }
     for key, df in out.items():
-        write_parquet(df, artifact_path(f"{key}.parquet", name))
+        df.to_parquet(staging.path(f"{key}.parquet"), index=False)
     info = {
         "kind": spec.kind,
         "path": str(spec.path),
@@ -225,8 +228,7 @@ def _write_cohort(name, spec, result, events, seed, per_disease) -> dict[str, pd
         "per_disease": per_disease,
         "shortfalls": result.shortfalls,
     }
-    with atomic_path(artifact_path(SOURCE_FILE, name)) as tmp:
-        tmp.write_text(json.dumps(info, indent=2))
+    staging.path(SOURCE_FILE).write_text(json.dumps(info, indent=2))
     return out
 
 
