@@ -26,6 +26,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from fractions import Fraction
 from pathlib import Path
 
 from clinlib.core.config import artifact_path, build_dir, resolve_profile
@@ -73,6 +74,29 @@ def group_reasons(reasons: Iterable[str]) -> Counter:
     return counts
 
 
+def exact_share(num: int, den: int) -> Fraction:
+    """``num / den`` as an exact fraction (0 when ``den`` is 0), for threshold comparisons
+    that must not depend on float rounding."""
+    return Fraction(int(num), int(den)) if den else Fraction(0)
+
+
+def pct_beside(value: float | Fraction, bound: float, min_decimals: int = 0) -> str:
+    """``value`` as a percentage with just enough decimals to differ from ``bound`` printed
+    the same way, so a comparison never reads "98.0% < 98%" (97/99 = 97.98%).
+
+    Args:
+        value: the share (0..1).
+        bound: the threshold it is compared with.
+        min_decimals: fewest decimals shown.
+    """
+    exact_value, exact_bound = Fraction(value), Fraction(str(bound))
+    for decimals in range(min_decimals, 7):
+        text = f"{float(value):.{decimals}%}"
+        if exact_value == exact_bound or text != f"{bound:.{decimals}%}":
+            return text
+    return f"{float(value):.6%}"
+
+
 def reasons_text(counts: Mapping[str, int]) -> str:
     """``"dose_missing" x35, "no events" x2`` (most frequent first)."""
     items = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -97,11 +121,11 @@ def check_kept(
         raise StageError(f"{stage}: 0 of {total} {what} kept{why}")
     if dropped <= 0:
         return
-    share = dropped / total
-    if share > max_share and not allow_drops:
+    share = exact_share(dropped, total)
+    if share > Fraction(str(max_share)) and not allow_drops:
         raise StageError(
-            f"{stage}: {dropped} of {total} {what} dropped ({share:.0%} > {max_share:.0%} "
-            f"allowed){why}; fix the input, or pass --allow-drops to accept"
+            f"{stage}: {dropped} of {total} {what} dropped ({pct_beside(share, max_share)} > "
+            f"{max_share:.0%} allowed){why}; fix the input, or pass --allow-drops to accept"
         )
     log.warning("%s: %d of %d %s dropped%s", stage, dropped, total, what, why)
 
