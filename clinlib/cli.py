@@ -143,15 +143,8 @@ def cohort(
     t0 = time.perf_counter()
     name, _ = _run(resolve_source, profile, mimic_dir, meds_dir)
     with _writer(name):
-        out = _run(
-            build_cohort,
-            name,
-            mimic_dir=mimic_dir,
-            meds_dir=meds_dir,
-            seed=seed,
-            per_disease=per_disease,
-            allow_drops=allow_drops,
-        )
+        out = _run(build_cohort, name, mimic_dir=mimic_dir, meds_dir=meds_dir, seed=seed,
+                   per_disease=per_disease, allow_drops=allow_drops)  # fmt: skip
     att = out["attrition"]
     for row in att.itertuples():
         typer.echo(f"  {row.step:<40} {row.n_patients:>9,}")
@@ -536,14 +529,8 @@ def evaluate_offline(profile: ProfileOpt = None, allow_drops: AllowDropsOpt = Fa
     # The readers are CPU-bound Python: one process per core, strategies dealt between them.
     name = _profile(profile)
     with _writer(name):
-        summary = _run(
-            run_parallel,
-            name,
-            list(PAPER_STRATEGIES),
-            list(OFFLINE_READERS),
-            ["post", "pre"],
-            "rule-based",
-        )
+        summary = _run(run_parallel, name, list(PAPER_STRATEGIES), list(OFFLINE_READERS),
+                       ["post", "pre"], "rule-based")  # fmt: skip
     typer.echo(summary.to_string(index=False))
     _run(check_run, "evaluate-offline", summary, allow_drops)
 
