@@ -28,6 +28,7 @@ from clinlib.core.config import NOTEBOOKS_DIR, build_dir, figures_dir, resolve_p
 from clinlib.core.guards import check_constructions, check_run
 from clinlib.core.lock import NOT_WRITABLE, not_writable, profile_lock
 from clinlib.data.build import build_cohort, load, resolve_source
+from clinlib.data.plausibility import summary_lines
 from clinlib.data.sources.meds import write_meds
 from clinlib.data.sources.mimic import source_error
 from clinlib.data.sources.synthetic import synthesize
@@ -148,6 +149,8 @@ def cohort(
     att = out["attrition"]
     for row in att.itertuples():
         typer.echo(f"  {row.step:<40} {row.n_patients:>9,}")
+    for line in summary_lines(out["exclusions"]):  # implausible source rows, never stated
+        typer.echo(f"  excluded: {line}")
     typer.echo(
         f"cohort: {len(out['cohort'])} patients, {len(out['events']):,} events "
         f"({time.perf_counter() - t0:.1f}s)"

@@ -22,6 +22,12 @@ from clinlib.core.config import PROFILES, artifact_path, build_dir, resolve_prof
 from clinlib.core.guards import StageError, check_artifact, check_kept, stage_run
 from clinlib.data.cohort import select_cohort
 from clinlib.data.events import extract_events
+from clinlib.data.plausibility import (
+    check_excluded,
+    lab_exclusions,
+    screen_admissions,
+    summary_lines,
+)
 from clinlib.data.schema import ARTIFACTS
 from clinlib.data.sources.meds import open_meds
 from clinlib.data.sources.mimic import (
@@ -132,9 +138,15 @@ def build_cohort(
         raise ValueError(f"--per-disease must be a positive integer, got {per_disease!r}")
     t0 = time.perf_counter()
     with stage_run("cohort", name) as staging:
-        result, events = _select_and_extract(spec, per_disease, seed, threads)
+        result, events, exclusions = _select_and_extract(
+            spec, per_disease, seed, threads, allow_drops
+        )
         _check_cohort(result, events, allow_drops)
         out = _write_cohort(staging, spec, result, events, seed, per_disease)
+        exclusions.to_parquet(staging.path("exclusions.parquet"), index=False)
+        out["exclusions"] = exclusions
+    for line in summary_lines(exclusions):
+        log.info("cohort: %s", line)
     log.info(
         "cohort %s: %d patients, %d events in %.1fs",
         name,
@@ -145,8 +157,10 @@ def build_cohort(
     return out
 
 
-def _select_and_extract(spec: SourceSpec, per_disease: int, seed: int, threads: int | None):
-    """Cohort selection + event extraction, with DuckDB read errors as one-line errors."""
+def _select_and_extract(spec: SourceSpec, per_disease: int, seed: int, threads: int | None,
+                        allow_drops: bool = False):  # fmt: skip
+    """Plausibility screen + cohort selection + event extraction, with DuckDB read errors as
+    one-line errors. Returns (selection result, events, exclusions)."""
     con = duckdb.connect()
     try:
         if threads:
@@ -156,16 +170,21 @@ def _select_and_extract(spec: SourceSpec, per_disease: int, seed: int, threads: 
         for table, key in PRIMARY_KEYS.items():
             if table in keyed:
                 check_unique(con, table, key, keyed[table])
+        bad_adm, n_adm = screen_admissions(con)  # before selection: no eligibility from them
+        check_excluded("admissions", n_adm, bad_adm, allow_drops)
         result = select_cohort(con, per_disease=per_disease, seed=seed)
         subjects = result.cohort["subject_id"].tolist()
         if _cheap_to_rescan(keyed.get("labevents")) and subjects:
             check_unique(con, "labevents", "labevent_id", keyed["labevents"], subjects)
         events = extract_events(con, subjects)
+        bad_lab, n_lab = lab_exclusions(con)
+        check_excluded("panel lab rows", n_lab, bad_lab, allow_drops)
     except duckdb.Error as err:  # a bad value or row past the open-time sample
         raise source_error(err, spec.path) from None
     finally:
         con.close()
-    return result, events
+    exclusions = pd.concat([bad_adm, bad_lab], ignore_index=True)
+    return result, events, exclusions.astype({"subject_id": "int64"})
 
 
 def _key_files(spec: SourceSpec) -> dict[str, Path]:
@@ -242,6 +261,7 @@ def load(artifact: str, profile: str | None = None) -> pd.DataFrame:
         "attrition": "clintrace cohort",
         "eligible": "clintrace cohort",
         "events": "clintrace cohort",
+        "exclusions": "clintrace cohort",
         "dialogues": "clintrace dialogues",
         "dialogue_checks": "clintrace dialogues",
         "event_coverage": "clintrace dialogues",
