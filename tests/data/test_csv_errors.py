@@ -5,6 +5,7 @@ that they never read the wrong way round. Tiny hand-built tables (tests/hosp_fix
 from __future__ import annotations
 
 import gzip
+import re
 from fractions import Fraction
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from typer.testing import CliRunner
 from clinlib.cli import app
 from clinlib.core import config, guards
 from clinlib.data.sources import csv_locate
+from clinlib.data.sources.mimic import UTC_OFFSET_RE
 from tests import hosp_fixture
 
 CLI = CliRunner()
@@ -121,3 +123,20 @@ def test_coverage_message_does_not_round_up_to_98(monkeypatch):
     ratio = guards.exact_share(97, 99)
     assert ratio < Fraction(str(checks.MIN_COVERAGE))
     assert guards.pct_beside(ratio, checks.MIN_COVERAGE, min_decimals=1) == "97.98%"
+
+
+def test_a_timestamp_with_a_utc_offset_is_refused_not_shifted(tmp_path, tmp_build):
+    root = hosp_fixture.write_csv_dir(tmp_path / "mimic")
+    lines = _lines(root, "admissions")
+    cols = lines[0].split(",")
+    row = lines[3].split(",")
+    i = cols.index("admittime")
+    row[i] = row[i] + "+02:00"  # DuckDB's TIMESTAMP cast would drop the offset silently
+    lines[3] = ",".join(row)
+    _rewrite(root, "admissions", lines)
+    _one_line_error(_cohort(root), "admissions.csv.gz", "'admittime'", "without a UTC offset",
+                    f"value '{row[i]}'", "line 4")  # fmt: skip
+    # dates and plain times are not mistaken for offsets
+    for plain in ("2150-01-01", "2150-01-01 08:00:00", "2150-01-01 08:00"):
+        assert not re.search(UTC_OFFSET_RE, plain)
+    assert re.search(UTC_OFFSET_RE, "2150-01-01T08:00:00Z")

@@ -194,7 +194,7 @@ def _check_csv_sample(
     as_text = dict.fromkeys(header, "VARCHAR")
     aggregates = ", ".join(
         f"first({_ident(c)}) FILTER (WHERE {_ident(c)} IS NOT NULL "
-        f"AND TRY_CAST({_ident(c)} AS {t}) IS NULL) AS {_ident(c)}"
+        f"AND (TRY_CAST({_ident(c)} AS {t}) IS NULL{_offset_sql(c, t)})) AS {_ident(c)}"
         for c, t in typed.items()
     )
     # count(*) keeps the query valid when no column is typed, and proves the sample parses.
@@ -216,13 +216,26 @@ def _check_csv_sample(
     for (column, expected), bad in zip(typed.items(), row[1:], strict=True):
         if bad is not None:
             line = value_line(path, column, bad, sample_rows)  # the aggregate names no row
+            offset = expected == "TIMESTAMP" and re.search(UTC_OFFSET_RE, bad.strip())
             raise SourceSchemaError(
                 path,
                 column=column,
-                expected=expected,
+                expected="TIMESTAMP without a UTC offset (DuckDB would drop it)"
+                if offset else expected,
                 found=f"value {bad!r}",
                 hint=f"line {line}" if line else f"first {sample_rows} rows checked",
-            )
+            )  # fmt: skip
+
+
+# A time with a UTC offset or a Z: DuckDB's TIMESTAMP cast drops the offset without a word,
+# shifting the time; MIMIC's times are local (and date-shifted), so such a value is refused.
+UTC_OFFSET_RE = r"\d:\d\d(:\d\d(\.\d+)?)?\s*(Z|[+-]\d\d(:?\d\d)?)$"
+
+
+def _offset_sql(column: str, sql_type: str) -> str:
+    if sql_type != "TIMESTAMP":
+        return ""
+    return f" OR regexp_matches(trim({_ident(column)}), '{UTC_OFFSET_RE}')"
 
 
 _CSV_LINE = re.compile(r"CSV Error on Line: (\d+)")
