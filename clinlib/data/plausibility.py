@@ -240,3 +240,21 @@ def summary_lines(exclusions: pd.DataFrame) -> list[str]:
         why = ", ".join(f"{r!r} x{n}" for r, n in sorted(counts.items(), key=lambda kv: -kv[1]))
         lines.append(f"{table}: {len(part)} rows excluded as implausible ({why})")
     return lines
+
+
+def apply_exclusions(con: duckdb.DuckDBPyConnection, exclusions: pd.DataFrame) -> None:
+    """Hide a build's excluded rows (its ``exclusions.parquet``) from the raw ``admissions``
+    and ``labevents`` views of ``con``, so that a reader of the raw source (the L2 gold
+    recompute) sees the rows the events were built from: an excluded stay is no visit there
+    either, and an impossible value is no measurement. The rules are not re-run: the recorded
+    keys are the data."""
+    for table, key in (("admissions", "hadm_id"), ("labevents", "labevent_id")):
+        keys = exclusions.loc[exclusions["table"] == table, "key"]
+        if keys.empty:
+            continue
+        con.register(f"ct_excluded_{table}", pd.DataFrame({"k": keys.astype("int64")}))
+        con.execute(f"ALTER VIEW {table} RENAME TO ct_unscreened_{table}")
+        con.execute(
+            f"CREATE TEMP VIEW {table} AS SELECT * FROM ct_unscreened_{table} "
+            f"WHERE {key} IS NULL OR {key} NOT IN (SELECT k FROM ct_excluded_{table})"
+        )

@@ -142,3 +142,30 @@ def test_meds_impossible_values_are_excluded(implausible, tmp_path, tmp_build):
     events = load("events", "m")
     assert events["time"].dt.year.max() < 2200
     assert not (events["value"].abs() > 1e6).any()
+
+
+def test_the_gold_recompute_sees_the_rows_the_events_were_built_from(implausible, tmp_build):
+    from clinlib.tasks.gates.run import _load_inputs
+    from clinlib.tasks.recompute import load_raw
+
+    args = ["cohort", "--mimic-dir", str(implausible), "--profile", "t", "--allow-drops"]
+    assert CLI.invoke(app, args).exit_code == 0
+    events = load("events", "t")
+    unscreened = duckdb.connect()
+    open_source(SourceSpec("mimic", implausible, True), con=unscreened)
+    before = load_raw(unscreened, [1, 7, 8])
+    # without the screen the recompute would number 4 stays for patient 7 (9999 and 2250 too)
+    assert set(before.visit_of(7)) == {701, 702, 709, 710}
+    # the gates' own connection (run_gates without raw_con) applies exclusions.parquet
+    _, _, con = _load_inputs("t", events, events, None)
+    raw = load_raw(con, [1, 7, 8])
+    for sid in (1, 7, 8):
+        told = events[(events["subject_id"] == sid) & (events["kind"] == "admission")]
+        assert {h: v["visit_idx"] for h, v in raw.visit_of(sid).items()} == dict(
+            zip(told["hadm_id"], told["visit_idx"], strict=True)
+        )
+    excluded = set(load("exclusions", "t").query("table == 'labevents'")["key"].astype(int))
+    assert excluded and not excluded & set(raw.labs["labevent_id"].astype(int))
+    # ... which the unscreened source does hold
+    held = set(unscreened.execute("SELECT labevent_id FROM labevents").df()["labevent_id"])
+    assert excluded <= held
