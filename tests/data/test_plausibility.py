@@ -5,6 +5,7 @@ units are converted. Expected rows and values worked out by hand in tests/hosp_f
 from __future__ import annotations
 
 import duckdb
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -169,3 +170,29 @@ def test_the_gold_recompute_sees_the_rows_the_events_were_built_from(implausible
     # ... which the unscreened source does hold
     held = set(unscreened.execute("SELECT labevent_id FROM labevents").df()["labevent_id"])
     assert excluded <= held
+
+
+def test_exclusion_table_counts_rows_and_patients_per_rule():
+    from clinlib.data.report import exclusion_table
+
+    ex = pd.DataFrame(
+        {
+            "table": ["labevents", "labevents", "labevents", "admissions"],
+            "rule": ["value_out_of_bounds", "value_out_of_bounds", "unknown_hadm_id",
+                     "admission_after_death"],
+            "key": ["1", "2", "3", "101"],
+            "subject_id": [1, 1, 2, 1],
+            "field": ["valuenum", "valuenum", "hadm_id", "admittime"],
+            "value": ["-5", "1e308", "999", "2153-03-01"],
+        }
+    )  # fmt: skip
+    got = exclusion_table(ex)
+    assert got.to_dict("records") == [
+        {"table": "admissions", "rule": "admission_after_death", "field": "admittime",
+         "rows": 1, "patients": 1},
+        {"table": "labevents", "rule": "value_out_of_bounds", "field": "valuenum", "rows": 2,
+         "patients": 1},
+        {"table": "labevents", "rule": "unknown_hadm_id", "field": "hadm_id", "rows": 1,
+         "patients": 1},
+    ]  # fmt: skip
+    assert exclusion_table(ex.iloc[:0]).empty
