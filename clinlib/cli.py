@@ -15,6 +15,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -78,17 +79,18 @@ def _run(fn, *args, **kwargs):
         _fail(not_writable(Path(exc.filename or "."), exc))
 
 
-# Seconds a writing command waits for another writer of its profile (the --wait-for-lock
-# option of the command group); 0 refuses at once.
+# Seconds a writing command waits for another writer of its profile (--wait-for-lock; 0: refuse)
 LOCK_WAIT: dict[str, float] = {"seconds": 0.0}
 
 
 @contextmanager
 def _writer(profile: str) -> Iterator[None]:
-    """Hold the profile's writer lock for a command (one line and exit 2 when another
-    process holds it, or when the build folder is not writable)."""
+    """Hold the profile's writer lock (another holder or a read-only folder: one line, exit 2)."""
     with ExitStack() as stack:
         _run(stack.enter_context, profile_lock(profile, wait=LOCK_WAIT["seconds"]))
+        if threading.current_thread() is threading.main_thread():
+            # SIGTERM (`kill`) stops a writer like Ctrl-C: the stage replaces nothing
+            stack.callback(signal.signal, signal.SIGTERM, signal.signal(signal.SIGTERM, _interrupt))
         yield
 
 

@@ -257,3 +257,28 @@ def test_staging_commits_in_order_and_discards(tmp_path):
     staging.path("c.txt").write_text("c")
     staging.discard()
     assert not (tmp_path / "c.txt").exists() and not staging.dir.exists()
+
+
+def test_sigterm_stops_a_writer_like_ctrl_c(tmp_build):
+    _stage("cohort", 1)
+    before = guards.read_manifest("cohort", "p")
+    code = textwrap.dedent(f"""
+        import os, signal, time
+        from pathlib import Path
+        import pandas as pd
+        from clinlib import cli
+        from clinlib.core import config, guards
+        config.BUILD_DIR = Path({str(tmp_build)!r})
+        with cli._writer("p"), guards.stage_run("cohort", "p") as staging:
+            pd.DataFrame({{"x": [2]}}).to_parquet(staging.path("cohort.parquet"))
+            os.kill(os.getpid(), signal.SIGTERM)  # `kill <pid>` mid-stage
+            time.sleep(30)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode != 0 and "KeyboardInterrupt" in done.stderr, done.stderr[-500:]
+    assert pd.read_parquet(config.artifact_path("cohort.parquet", "p"))["x"].tolist() == [1]
+    assert guards.read_manifest("cohort", "p") == before
+    assert not list((tmp_build / "p").glob(".staging-*"))
+    assert lock.holder("p") is None
