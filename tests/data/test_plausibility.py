@@ -196,3 +196,22 @@ def test_exclusion_table_counts_rows_and_patients_per_rule():
          "patients": 1},
     ]  # fmt: skip
     assert exclusion_table(ex.iloc[:0]).empty
+
+
+def test_the_gold_recompute_converts_known_units_as_the_events_do(implausible, tmp_build):
+    from clinlib.tasks.gates.run import _load_inputs
+    from clinlib.tasks.recompute import load_raw
+
+    args = ["cohort", "--mimic-dir", str(implausible), "--profile", "t", "--allow-drops"]
+    assert CLI.invoke(app, args).exit_code == 0
+    events = load("events", "t")
+    _, _, con = _load_inputs("t", events, events, None)
+    raw = load_raw(con, [1, 7, 8])
+    labs = raw.labs.set_index("event_id")
+    told = events[events["kind"] == "lab"].set_index("event_id")
+    # the recompute's own SQL finds the same lab events, values, texts and units
+    assert sorted(labs.index) == sorted(told.index)
+    got = labs.loc[told.index, "valuenum"].astype(float).round(6).tolist()
+    assert got == told["value"].astype(float).round(6).tolist()
+    assert labs.loc[told.index, "value_text"].tolist() == told["value_text"].tolist()
+    assert labs.loc[told.index, "unit"].tolist() == told["unit"].tolist()
