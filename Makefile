@@ -123,4 +123,4 @@ clean-build: ## remove data/build (generated artifacts)
 	rm -rf data/build
 
 clean: clean-build ## remove generated artifacts and the venv
-	rm -rf $(VENV) figures/*.png figures/*.svg
+	rm -rf $(VENV) figures/*/ figures/*.png figures/*.svg

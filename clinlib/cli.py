@@ -1,7 +1,10 @@
 """``clintrace`` command line: one command per pipeline stage (docs/design.md artifact contract).
 
 Every command takes ``--profile`` (else $CLINTRACE_PROFILE, else ``quick``). Errors from bad
-input are printed as one clear line (file, column, value) and exit with status 2.
+input are printed as one clear line (file, column, value) and exit with status 2. A command
+that writes into a profile's build folder holds that profile's writer lock
+(:mod:`clinlib.core.lock`): a second writer refuses with one line naming the holder, or waits
+(``clintrace --wait-for-lock SECONDS <command>``).
 """
 
 from __future__ import annotations
@@ -13,18 +16,21 @@ import re
 import shlex
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import duckdb
 import typer
 
-from clinlib.core.config import FIGURES_DIR, NOTEBOOKS_DIR, build_dir, resolve_profile
+from clinlib.core.config import NOTEBOOKS_DIR, build_dir, figures_dir, resolve_profile
 from clinlib.core.guards import check_constructions
-from clinlib.data.build import build_cohort, load
+from clinlib.core.lock import NOT_WRITABLE, not_writable, profile_lock
+from clinlib.data.build import build_cohort, load, resolve_source
+from clinlib.data.plausibility import summary_lines
 from clinlib.data.sources.meds import write_meds
 from clinlib.data.sources.mimic import source_error
 from clinlib.data.sources.synthetic import synthesize
@@ -77,6 +83,25 @@ def _run(fn, *args, **kwargs):
         _fail(exc)
     except duckdb.Error as exc:  # a read error a stage did not translate: still one line
         _fail(source_error(exc))
+    except OSError as exc:  # a read-only build folder (or file) mid-stage: one line, not 90
+        if exc.errno not in NOT_WRITABLE:
+            raise
+        _fail(not_writable(Path(exc.filename or "."), exc))
+
+
+# Seconds a writing command waits for another writer of its profile (--wait-for-lock; 0: refuse)
+LOCK_WAIT: dict[str, float] = {"seconds": 0.0}
+
+
+@contextmanager
+def _writer(profile: str) -> Iterator[None]:
+    """Hold the profile's writer lock (another holder or a read-only folder: one line, exit 2)."""
+    with ExitStack() as stack:
+        _run(stack.enter_context, profile_lock(profile, wait=LOCK_WAIT["seconds"]))
+        if threading.current_thread() is threading.main_thread():
+            # SIGTERM (`kill`) stops a writer like Ctrl-C: the stage replaces nothing
+            stack.callback(signal.signal, signal.SIGTERM, signal.signal(signal.SIGTERM, _interrupt))
+        yield
 
 
 def _profile(profile: str | None) -> str:
@@ -85,8 +110,18 @@ def _profile(profile: str | None) -> str:
 
 
 @app.callback()
-def main(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+def main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    wait_for_lock: Annotated[
+        float,
+        typer.Option(
+            help="seconds a writing command waits while another process writes its profile "
+            "(default: refuse at once, naming that process)"
+        ),
+    ] = 0.0,
+) -> None:
     """ClinTrace Kit: longitudinal clinical reasoning over EHR-derived dialogues."""
+    LOCK_WAIT["seconds"] = max(float(wait_for_lock), 0.0)
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s"
     )
@@ -100,7 +135,9 @@ def synth(
 ) -> None:
     """Write the synthetic MIMIC-IV-shaped hosp tables (data/build/<profile>/raw/hosp/)."""
     t0 = time.perf_counter()
-    out = _run(synthesize, _profile(profile), seed=seed, fmt=fmt)
+    name = _profile(profile)
+    with _writer(name):
+        out = _run(synthesize, name, seed=seed, fmt=fmt)
     typer.echo(f"synthetic hosp tables -> {out} ({time.perf_counter() - t0:.1f}s)")
 
 
@@ -117,18 +154,15 @@ def cohort(
 ) -> None:
     """Select the cohort and extract its events (cohort/attrition/eligible/events.parquet)."""
     t0 = time.perf_counter()
-    out = _run(
-        build_cohort,
-        profile,
-        mimic_dir=mimic_dir,
-        meds_dir=meds_dir,
-        seed=seed,
-        per_disease=per_disease,
-        allow_drops=allow_drops,
-    )
+    name, _ = _run(resolve_source, profile, mimic_dir, meds_dir)
+    with _writer(name):
+        out = _run(build_cohort, name, mimic_dir=mimic_dir, meds_dir=meds_dir, seed=seed,
+                   per_disease=per_disease, allow_drops=allow_drops)  # fmt: skip
     att = out["attrition"]
     for row in att.itertuples():
         typer.echo(f"  {row.step:<40} {row.n_patients:>9,}")
+    for line in summary_lines(out["exclusions"]):  # implausible source rows, never stated
+        typer.echo(f"  excluded: {line}")
     typer.echo(
         f"cohort: {len(out['cohort'])} patients, {len(out['events']):,} events "
         f"({time.perf_counter() - t0:.1f}s)"
@@ -152,7 +186,9 @@ def dialogues(
 ) -> None:
     """Synthesise and verify one dialogue per cohort patient (dialogues.parquet + checks)."""
     t0 = time.perf_counter()
-    out = _run(build_dialogues, _profile(profile), seed=seed, allow_drops=allow_drops)
+    name = _profile(profile)
+    with _writer(name):
+        out = _run(build_dialogues, name, seed=seed, allow_drops=allow_drops)
     summary = out["dialogue_summary"]
     kept = int(summary["kept"].sum())
     typer.echo(
@@ -171,15 +207,21 @@ def questions(
     """Generate T1–T9 questions and run the L0–L4 gates (questions.parquet + gates.parquet),
     then the extended set (T10; temporal_questions.parquet + temporal_gates.parquet; a failure
     there is reported in one line and does not fail the command)."""
+    name = _profile(profile)
+    with _writer(name):
+        _questions(name, seed, allow_drops)
+
+
+def _questions(name: str, seed: int | None, allow_drops: bool) -> None:
     t0 = time.perf_counter()
-    out = _run(build_questions, _profile(profile), seed=seed, allow_drops=allow_drops)
+    out = _run(build_questions, name, seed=seed, allow_drops=allow_drops)
     typer.echo(gate_report(out["gates"]))
     counts = out["questions"]["task"].value_counts().sort_index()
     typer.echo("questions: " + ", ".join(f"{t} {n}" for t, n in counts.items()))
     typer.echo(f"{len(out['questions']):,} questions ({time.perf_counter() - t0:.1f}s)")
     t0 = time.perf_counter()
     try:  # the extended set is an add-on: its failure must not stop the paper's pipeline
-        ext = build_temporal_questions(_profile(profile), seed=seed)
+        ext = build_temporal_questions(name, seed=seed)
     except (ValueError, FileNotFoundError) as exc:  # StageError, GateError: one line
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         typer.echo(f"extended set (T10) not built: {reason}", err=True)
@@ -202,10 +244,11 @@ def strategies(
 ) -> None:
     """Build (or re-use) every strategy's per-patient constructions."""
     chosen = [s.strip() for s in names.split(",")] if names else None
-    summary = _run(
-        build_all, _profile(profile), chosen, setting=setting, prep=prep, task=task,
-        progress=True,
-    )  # fmt: skip
+    name = _profile(profile)
+    with _writer(name):
+        summary = _run(
+            build_all, name, chosen, setting=setting, prep=prep, task=task, progress=True,
+        )  # fmt: skip
     typer.echo(summary.to_string(index=False))
     _run(check_constructions, summary)
 
@@ -341,11 +384,13 @@ def run_cmd(
     """
     _run(check_local_reachable, _csv(backbones_), config)  # a stopped server: one line, not retries
     batch_options = {"poll_interval_s": poll_interval, "max_wait_s": batch_wait}
+    name = _profile(profile)
     try:
-        summary = _run_cells(
-            profile, strategies_, backbones_, settings, prep, budget, retry_errors, retry_empty,
-            allow_unapproved, config, tasks, limit, "batch" if batch else "live", batch_options,
-        )  # fmt: skip
+        with _writer(name):  # two runs on one profile would ask every question twice
+            summary = _run_cells(
+                name, strategies_, backbones_, settings, prep, budget, retry_errors, retry_empty,
+                allow_unapproved, config, tasks, limit, "batch" if batch else "live", batch_options,
+            )  # fmt: skip
     except KeyboardInterrupt as exc:  # one line: saved rows, the cache, the resuming command
         typer.echo(interrupted_line(exc, "clintrace " + shlex.join(sys.argv[1:])), err=True)
         raise typer.Exit(code=130) from None
@@ -488,6 +533,11 @@ def pipeline(
 ) -> None:
     """Run every stage in order on the embedded synthetic default."""
     name = _profile(profile)
+    with _writer(name):
+        _pipeline(name, seed, skip_existing, allow_drops)
+
+
+def _pipeline(name: str, seed: int | None, skip_existing: bool, allow_drops: bool) -> None:
     if not (skip_existing and (build_dir(name) / "raw" / "hosp").exists()):
         with _stage("synth"):
             synth(profile=name, seed=seed)
@@ -514,14 +564,10 @@ def evaluate_offline(profile: ProfileOpt = None, allow_drops: AcceptErrorsOpt = 
     """Answer every question with the offline readers under the paper's eight strategies,
     both T3 settings (the predictions the analysis notebooks read; resumable)."""
     # The readers are CPU-bound Python: one process per core, strategies dealt between them.
-    summary = _run(
-        run_parallel,
-        profile,
-        list(PAPER_STRATEGIES),
-        list(OFFLINE_READERS),
-        ["post", "pre"],
-        "rule-based",
-    )
+    name = _profile(profile)
+    with _writer(name):
+        summary = _run(run_parallel, name, list(PAPER_STRATEGIES), list(OFFLINE_READERS),
+                       ["post", "pre"], "rule-based")  # fmt: skip
     typer.echo(summary.to_string(index=False))
     for line in _run(check_run, "evaluate-offline", summary, allow_drops) or []:
         typer.echo(line, err=True)
@@ -542,11 +588,12 @@ def notebooks(
         mark = "ok " if r["ok"] else "FAIL"
         typer.echo(f"  {mark} {r['notebook']:<40} {r['seconds']:6.1f}s {r.get('error', '')}")
 
-    results = _run(execute_all, name, timeout=timeout, workers=workers, on_done=line)
+    with _writer(name):  # the notebooks append predictions (04, 06, 11) and write figures
+        results = _run(execute_all, name, timeout=timeout, workers=workers, on_done=line)
     failed = [r for r in results if not r["ok"]]
     if failed:
         raise typer.Exit(code=1)
-    typer.echo(f"figures -> {FIGURES_DIR}")
+    typer.echo(f"figures -> {figures_dir(name)}")
 
 
 @app.command()
@@ -555,14 +602,16 @@ def reproduce(profile: ProfileOpt = "paper", seed: SeedOpt = None) -> None:
     t0 = time.perf_counter()
     name = _profile(profile)
     STAGE_TIMES.clear()
-    try:
-        pipeline(profile=name, seed=seed)
-        with _stage("notebooks"):
-            notebooks(profile=name, workers=None)
-    finally:
-        typer.echo(f"reproduce ({name}): time per stage\n{stage_table(STAGE_TIMES)}")
+    with _writer(name):
+        try:
+            pipeline(profile=name, seed=seed)
+            with _stage("notebooks"):
+                notebooks(profile=name, workers=None)
+        finally:
+            typer.echo(f"reproduce ({name}): time per stage\n{stage_table(STAGE_TIMES)}")
     typer.echo(
-        f"reproduce ({name}) done in {time.perf_counter() - t0:.0f}s; figures in {FIGURES_DIR}"
+        f"reproduce ({name}) done in {time.perf_counter() - t0:.0f}s; "
+        f"figures in {figures_dir(name)}"
     )
 
 

@@ -40,9 +40,10 @@ def quick_built():
     """The quick profile through the questions stage: `make test` builds it first; a test file
     run on its own builds it here (never skipped: a missing build is built, or the test fails)."""
     if not all(artifact_path(name, "quick").exists() for name in QUICK_ARTIFACTS):
+        # two xdist workers may get here at once: the second waits for the first's lock
         for stage in ("synth", "cohort", "dialogues", "questions"):
-            subprocess.run([sys.executable, "-m", "clinlib.cli", stage, "--profile", "quick"],
-                           check=True)  # fmt: skip
+            subprocess.run([sys.executable, "-m", "clinlib.cli", "--wait-for-lock", "3600", stage,
+                            "--profile", "quick"], check=True)  # fmt: skip
     return "quick"
 
 

@@ -12,6 +12,14 @@ Patients (subject_id: what it has -> where it leaves the funnel):
   8  I129 x2: hypertension 2, CKD 2 (tie -> INDEX_DISEASES order)  -> eligible, hypertension
 Expected funnel: 8, 7, 6, 5, 4, 3.
 Patient 1's labs also exercise de-duplication and visit attachment (see EXPECTED_LAB_IDS).
+
+``build(implausible=True)`` adds the clinically impossible shapes of issue 26 §1, each
+worked out by hand in ``out["_implausible"]`` (kind, key, rule; rule None = kept, converted):
+an admission in 9999, one at age 160, a discharge before its admission, an admission after the
+date of death; creatinine -5 and 1e308, an infinite result (a CSV cannot hold a NaN apart
+from an empty value; the MEDS test adds one), labs on an unknown or an excluded
+admission, and labs in known alternative units (creatinine 100 µmol/L = 1.131 mg/dL, glucose
+5.5 mmol/L = 99.09 mg/dL, potassium 4.2 mmol/L = 4.2 mEq/L). The funnel is unchanged.
 """
 
 from __future__ import annotations
@@ -38,8 +46,9 @@ def _adm(sid, hadm, admit, disch, atype="EW EMER.", loc="HOME"):
     )
 
 
-def build() -> dict[str, pd.DataFrame]:
-    """Return the hosp tables as DataFrames with every MIMIC column."""
+def build(implausible: bool = False) -> dict[str, pd.DataFrame]:
+    """Return the hosp tables as DataFrames with every MIMIC column (with ``implausible``,
+    also the impossible rows of the module docstring)."""
     patients = [
         dict(subject_id=s, gender="F", anchor_age=60, anchor_year=2150) for s in range(1, 9)
     ]
@@ -115,7 +124,8 @@ def build() -> dict[str, pd.DataFrame]:
     drop_ldl = lab(1, 101, 50905, "2150-01-03 06:00", 148.0, flag="abnormal", hi=130)
     attached = lab(1, None, 50931, "2150-01-31 07:00", 180.0, value="___", flag="abnormal")
     outside = lab(1, None, 50931, "2150-06-01 07:00", 95.0)  # no admission window -> left out
-    wrong_unit = lab(1, 102, 50912, "2150-02-01 07:00", 100.0, uom="umol/L")
+    # a unit that is no known alternative of creatinine's mg/dL: refused (unit_not_convertible)
+    wrong_unit = lab(1, 102, 50912, "2150-02-01 07:00", 100.0, uom="U/L")
     for t, v in (("2150-01-01", 10), ("2150-01-02", 11)):  # non-panel (magnesium)
         lab(1, 101, 50960, t + " 09:00", v)
     # Patient 5: 4 panel labs + 3 non-panel + 1 panel without valuenum
@@ -231,7 +241,13 @@ def build() -> dict[str, pd.DataFrame]:
         "procedures_icd": pd.DataFrame(px),
         "d_icd_procedures": d_px,
     }
-    out = {name: _complete(name, df) for name, df in raw.items()}
+    if implausible:
+        raw["_implausible"] = _add_implausible(patients, admissions, lab)
+        raw["patients"] = pd.DataFrame(patients)
+        raw["admissions"] = pd.DataFrame(admissions)
+        raw["labevents"] = pd.DataFrame(labs)
+    out = {name: (_complete(name, df) if not name.startswith("_") else df)
+           for name, df in raw.items()}  # fmt: skip
     out["_expected"] = pd.DataFrame(
         {
             "keep": [keep_cr, keep_ldl, attached],
@@ -240,6 +256,37 @@ def build() -> dict[str, pd.DataFrame]:
     )
     out["_wrong_unit"] = pd.DataFrame({"labevent_id": [wrong_unit]})
     return out
+
+
+def _add_implausible(patients: list, admissions: list, lab) -> pd.DataFrame:
+    """Append issue 26 §1's impossible rows; returns (kind, key, rule) worked out by hand."""
+    patients[0]["dod"] = pd.Timestamp("2152-01-01")  # patient 1 dies in 2152
+    admissions += [
+        _adm(7, 709, "9999-12-20 08:00", "9999-12-22 08:00"),  # year 9999
+        _adm(7, 710, "2250-03-01 08:00", "2250-03-04 08:00"),  # age 60 + 100 = 160
+        _adm(8, 808, "2151-11-18 08:00", "2151-11-01 08:00"),  # discharged before admitted
+        _adm(1, 109, "2153-03-01 08:00", "2153-03-03 08:00"),  # after the date of death
+    ]
+    rows = [
+        ("admission", 709, "admittime_out_of_range"),
+        ("admission", 710, "age_at_admission_out_of_range"),
+        ("admission", 808, "discharge_before_admission"),
+        ("admission", 109, "admission_after_death"),
+    ]
+    for t, v, uom, rule in (
+        ("2150-01-01 10:00", -5.0, "mg/dL", "value_out_of_bounds"),
+        ("2150-01-01 11:00", 1e308, "mg/dL", "value_out_of_bounds"),
+        ("2150-01-01 13:00", float("inf"), "mg/dL", "value_not_finite"),
+    ):
+        rows.append(("lab", lab(1, 101, 50912, t, v, value=str(v), uom=uom), rule))
+    rows.append(("lab", lab(1, 999, 50912, "2150-01-03 10:00", 1.0), "unknown_hadm_id"))
+    rows.append(("lab", lab(7, 709, 50983, "9999-12-21 10:00", 140.0, uom="mEq/L"),
+                 "admission_excluded"))  # fmt: skip
+    # known alternative units, converted (each alone on its day and lab: not de-duplicated)
+    rows.append(("lab", lab(1, 101, 50912, "2150-01-04 07:00", 100.0, uom="µmol/L"), None))
+    rows.append(("lab", lab(1, 101, 50931, "2150-01-04 08:00", 5.5, uom="mmol/L"), None))
+    rows.append(("lab", lab(1, 102, 50971, "2150-02-01 08:00", 4.2, uom="mmol/L"), None))
+    return pd.DataFrame(rows, columns=["kind", "key", "rule"])
 
 
 def _complete(table: str, df: pd.DataFrame) -> pd.DataFrame:
@@ -261,11 +308,11 @@ def _complete(table: str, df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def write_csv_dir(root: Path) -> Path:
+def write_csv_dir(root: Path, implausible: bool = False) -> Path:
     """Write the fixture as ``root/hosp/<table>.csv.gz`` (MIMIC layout); returns root."""
     hosp = Path(root) / "hosp"
     hosp.mkdir(parents=True, exist_ok=True)
-    for name, df in build().items():
+    for name, df in build(implausible).items():
         if name.startswith("_"):
             continue
         out = df.copy()

@@ -53,10 +53,14 @@ def resolve_profile(name: str | None = None) -> str:
     """Return the active profile name: ``name``, else $CLINTRACE_PROFILE, else ``quick``.
 
     Real-data profiles (``mimic``, ``meds`` or any user-chosen name) are allowed: they only
-    name a build folder. Synthetic sizes come from :data:`PROFILES`.
+    name a build folder. Synthetic sizes come from :data:`PROFILES`. An explicitly empty name
+    is refused (an empty $CLINTRACE_PROFILE counts as unset).
     """
+    if name is not None and not name.strip():
+        # `--profile ""` (an unset shell variable) must not quietly pick another profile
+        raise ValueError("--profile is empty: name a profile, e.g. --profile quick")
     chosen = name or os.environ.get(PROFILE_ENV) or DEFAULT_PROFILE
-    if not chosen or "/" in chosen or chosen.startswith("."):
+    if not chosen or "/" in chosen or chosen.startswith(".") or chosen != chosen.strip():
         raise ValueError(f"invalid profile name {chosen!r}: use a plain folder name like 'quick'")
     return chosen
 
@@ -78,6 +82,12 @@ def build_dir(profile: str | None = None) -> Path:
 def raw_hosp_dir(profile: str | None = None) -> Path:
     """Where the synthetic MIMIC-IV hosp tables of a profile live."""
     return build_dir(profile) / "raw" / "hosp"
+
+
+def figures_dir(profile: str | None = None) -> Path:
+    """``figures/<profile>/``: where a profile's notebooks write their figures and tables, so
+    that two profiles' figures never mix (not created)."""
+    return FIGURES_DIR / resolve_profile(profile)
 
 
 def artifact_path(name: str, profile: str | None = None) -> Path:

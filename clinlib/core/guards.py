@@ -26,10 +26,11 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from fractions import Fraction
 from pathlib import Path
 
-from clinlib.core.config import artifact_path, resolve_profile
-from clinlib.core.io import atomic_path
+from clinlib.core.config import artifact_path, build_dir, resolve_profile
+from clinlib.core.io import Staging, atomic_path, deferred_signals
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ MANIFEST_DIR = "manifests"
 
 # stage -> (artifacts it writes, upstream artifacts whose version it depends on).
 STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "cohort": (("cohort", "attrition", "eligible", "events"), ()),
+    "cohort": (("cohort", "attrition", "eligible", "events", "exclusions"), ()),
     "dialogues": (
         ("dialogue_summary", "dialogue_checks", "event_coverage", "dialogues"),
         ("cohort", "events"),
@@ -73,6 +74,29 @@ def group_reasons(reasons: Iterable[str]) -> Counter:
     return counts
 
 
+def exact_share(num: int, den: int) -> Fraction:
+    """``num / den`` as an exact fraction (0 when ``den`` is 0), for threshold comparisons
+    that must not depend on float rounding."""
+    return Fraction(int(num), int(den)) if den else Fraction(0)
+
+
+def pct_beside(value: float | Fraction, bound: float, min_decimals: int = 0) -> str:
+    """``value`` as a percentage with just enough decimals to differ from ``bound`` printed
+    the same way, so a comparison never reads "98.0% < 98%" (97/99 = 97.98%).
+
+    Args:
+        value: the share (0..1).
+        bound: the threshold it is compared with.
+        min_decimals: fewest decimals shown.
+    """
+    exact_value, exact_bound = Fraction(value), Fraction(str(bound))
+    for decimals in range(min_decimals, 7):
+        text = f"{float(value):.{decimals}%}"
+        if exact_value == exact_bound or text != f"{bound:.{decimals}%}":
+            return text
+    return f"{float(value):.6%}"
+
+
 def reasons_text(counts: Mapping[str, int]) -> str:
     """``"dose_missing" x35, "no events" x2`` (most frequent first)."""
     items = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -97,11 +121,11 @@ def check_kept(
         raise StageError(f"{stage}: 0 of {total} {what} kept{why}")
     if dropped <= 0:
         return
-    share = dropped / total
-    if share > max_share and not allow_drops:
+    share = exact_share(dropped, total)
+    if share > Fraction(str(max_share)) and not allow_drops:
         raise StageError(
-            f"{stage}: {dropped} of {total} {what} dropped ({share:.0%} > {max_share:.0%} "
-            f"allowed){why}; fix the input, or pass --allow-drops to accept"
+            f"{stage}: {dropped} of {total} {what} dropped ({pct_beside(share, max_share)} > "
+            f"{max_share:.0%} allowed){why}; fix the input, or pass --allow-drops to accept"
         )
     log.warning("%s: %d of %d %s dropped%s", stage, dropped, total, what, why)
 
@@ -164,30 +188,57 @@ def _current_sha(artifact: str, profile: str) -> str | None:
 @contextmanager
 def stage_run(
     stage: str, profile: str | None = None, remove_on_failure: Iterable[str] = ()
-) -> Iterator[None]:
+) -> Iterator[Staging]:
     """Mark ``stage`` running, then ok (with fingerprints) or failed (with the reason).
 
-    The inputs are fingerprinted when the stage starts, i.e. the versions it is about to read.
-    ``remove_on_failure`` names artifacts deleted if the stage fails, for readers that open
-    the file directly instead of through ``pipeline.load`` (questions.parquet).
+    Yields a :class:`~clinlib.core.io.Staging`: outputs written to ``staging.path(name)`` are
+    swapped into the build folder together when the body succeeds, so a stage's outputs are
+    replaced as one unit or not at all. The inputs are fingerprinted when the stage starts,
+    i.e. the versions it is about to read.
+
+    * The body raises an ``Exception`` (bad input, a gate, a crash): the manifest says
+      failed, uncommitted staged files are dropped, and ``remove_on_failure`` artifacts are
+      deleted (for readers that open a file directly instead of through ``pipeline.load``)
+      unless the body committed them itself (a failed gate's report, for inspection).
+    * The body is interrupted (Ctrl-C, SIGTERM, SystemExit): nothing is replaced: staged
+      files are dropped and the previous manifest is put back, so the previous outputs stay
+      exactly as current as they were.
     """
     name = resolve_profile(profile)
     outputs, inputs = STAGES[stage]
     recorded_inputs = {a: _current_sha(a, name) for a in inputs}
+    previous = read_manifest(stage, name)
     _write_manifest(stage, name, {"status": "running", "started": time.time()})
+    staging = Staging(build_dir(name), stage)
     try:
-        yield
-    except BaseException as exc:
+        yield staging
+    except Exception as exc:
+        staging.discard()
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         _write_manifest(stage, name, {"status": "failed", "reason": reason})
         for artifact in remove_on_failure:
-            artifact_path(f"{artifact}.parquet", name).unlink(missing_ok=True)
+            if f"{artifact}.parquet" not in staging.committed:
+                artifact_path(f"{artifact}.parquet", name).unlink(missing_ok=True)
         raise
-    outs = {a: _fingerprint(artifact_path(f"{a}.parquet", name)) for a in outputs}
-    _write_manifest(
-        stage, name, {"status": "ok", "finished": time.time(), "outputs": outs,
-                      "inputs": recorded_inputs},
-    )  # fmt: skip
+    except BaseException:
+        staging.discard()
+        _restore_manifest(stage, name, previous)
+        raise
+    with deferred_signals():  # the swap and its manifest: both or (Ctrl-C before) neither
+        staging.commit()
+        outs = {a: _fingerprint(artifact_path(f"{a}.parquet", name)) for a in outputs}
+        _write_manifest(
+            stage, name, {"status": "ok", "finished": time.time(), "outputs": outs,
+                          "inputs": recorded_inputs},
+        )  # fmt: skip
+
+
+def _restore_manifest(stage: str, profile: str, previous: dict | None) -> None:
+    """Put back the manifest a stage had before an interrupted run (none: remove it)."""
+    if previous is None:
+        manifest_path(stage, profile).unlink(missing_ok=True)
+    else:
+        _write_manifest(stage, profile, previous)
 
 
 def check_artifact(artifact: str, profile: str | None = None) -> None:

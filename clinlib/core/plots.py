@@ -1,7 +1,9 @@
 """One place for figure style and saving (docs/design.md principle 3, pyprobml's ``savefig``).
 
 Every notebook ends with ``savefig(chart, "NN_slug")``, which writes
-``figures/NN_slug.png`` and ``.svg`` through vl-convert (headless, offline).
+``figures/<profile>/NN_slug.png`` and ``.svg`` through vl-convert (headless, offline): each
+profile's figures in their own folder, so a MEDS run never leaves figures beside another
+profile's.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
-from clinlib.core.config import FIGURES_DIR
+from clinlib.core.config import figures_dir
 from clinlib.core.io import atomic_path
 
 # Colour-blind-safe categorical palette (Okabe–Ito) shared by every figure.
@@ -49,32 +51,40 @@ def use_theme() -> None:
     alt.theme.register("clintrace", enable=True)(theme)
 
 
-def savefig(chart: alt.TopLevelMixin, name: str, formats: tuple[str, ...] = ("png", "svg")) -> Path:
-    """Save ``chart`` as ``figures/<name>.<fmt>`` and return the PNG (or first) path.
+def savefig(
+    chart: alt.TopLevelMixin,
+    name: str,
+    formats: tuple[str, ...] = ("png", "svg"),
+    profile: str | None = None,
+) -> Path:
+    """Save ``chart`` as ``figures/<profile>/<name>.<fmt>`` and return the PNG (or first) path.
 
     Args:
         chart: an altair chart.
         name: ``NN_slug`` (two-digit notebook number, lowercase slug).
         formats: file formats to write.
+        profile: whose figures (default: the active profile, $CLINTRACE_PROFILE).
     """
     if not _SLUG.match(name):
         raise ValueError(f"figure name {name!r} must look like 'NN_slug' (e.g. '01_cohort_funnel')")
-    FIGURES_DIR.mkdir(parents=True, exist_ok=True)
+    folder = figures_dir(profile)
+    folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for fmt in formats:
-        path = FIGURES_DIR / f"{name}.{fmt}"
+        path = folder / f"{name}.{fmt}"
         chart.save(str(path), scale_factor=2 if fmt == "png" else 1)
         paths.append(path)
     return paths[0]
 
 
-def savetable(df: pd.DataFrame, name: str) -> Path:
-    """Save a tidy table as ``figures/<name>.csv`` (same ``NN_slug`` naming as :func:`savefig`)
-    and return its path."""
+def savetable(df: pd.DataFrame, name: str, profile: str | None = None) -> Path:
+    """Save a tidy table as ``figures/<profile>/<name>.csv`` (same ``NN_slug`` naming and
+    folder as :func:`savefig`) and return its path."""
     if not _SLUG.match(name):
         raise ValueError(f"table name {name!r} must look like 'NN_slug' (e.g. '05_retrieval_hits')")
-    FIGURES_DIR.mkdir(parents=True, exist_ok=True)
-    path = FIGURES_DIR / f"{name}.csv"
+    folder = figures_dir(profile)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.csv"
     with atomic_path(path) as tmp:
         df.to_csv(tmp, index=False)
     return path

@@ -20,9 +20,14 @@ import pandas as pd
 
 from clinlib.core.config import PROFILES, artifact_path, build_dir, resolve_profile
 from clinlib.core.guards import StageError, check_artifact, check_kept, stage_run
-from clinlib.core.io import atomic_path, write_parquet
 from clinlib.data.cohort import select_cohort
 from clinlib.data.events import extract_events
+from clinlib.data.plausibility import (
+    check_excluded,
+    lab_exclusions,
+    screen_admissions,
+    summary_lines,
+)
 from clinlib.data.schema import ARTIFACTS
 from clinlib.data.sources.meds import open_meds
 from clinlib.data.sources.mimic import (
@@ -66,9 +71,12 @@ def resolve_source(
     if mimic_dir and meds_dir:
         raise ValueError("give either --mimic-dir or --meds-dir, not both")
     if mimic_dir:
-        return resolve_profile(profile or "mimic"), SourceSpec("mimic", Path(mimic_dir), True)
+        name = resolve_profile("mimic" if profile is None else profile)
+        return name, SourceSpec("mimic", Path(mimic_dir), True)
     if meds_dir:
-        return resolve_profile(profile or "meds"), SourceSpec("meds", Path(meds_dir), True)
+        return resolve_profile("meds" if profile is None else profile), SourceSpec(
+            "meds", Path(meds_dir), True
+        )
     name = resolve_profile(profile)
     return name, SourceSpec("synthetic", build_dir(name) / "raw", False)
 
@@ -129,10 +137,16 @@ def build_cohort(
     if isinstance(per_disease, bool) or not isinstance(per_disease, int) or per_disease < 1:
         raise ValueError(f"--per-disease must be a positive integer, got {per_disease!r}")
     t0 = time.perf_counter()
-    with stage_run("cohort", name):
-        result, events = _select_and_extract(spec, per_disease, seed, threads)
+    with stage_run("cohort", name) as staging:
+        result, events, exclusions = _select_and_extract(
+            spec, per_disease, seed, threads, allow_drops
+        )
         _check_cohort(result, events, allow_drops)
-        out = _write_cohort(name, spec, result, events, seed, per_disease)
+        out = _write_cohort(staging, spec, result, events, seed, per_disease)
+        exclusions.to_parquet(staging.path("exclusions.parquet"), index=False)
+        out["exclusions"] = exclusions
+    for line in summary_lines(exclusions):
+        log.info("cohort: %s", line)
     log.info(
         "cohort %s: %d patients, %d events in %.1fs",
         name,
@@ -143,8 +157,10 @@ def build_cohort(
     return out
 
 
-def _select_and_extract(spec: SourceSpec, per_disease: int, seed: int, threads: int | None):
-    """Cohort selection + event extraction, with DuckDB read errors as one-line errors."""
+def _select_and_extract(spec: SourceSpec, per_disease: int, seed: int, threads: int | None,
+                        allow_drops: bool = False):  # fmt: skip
+    """Plausibility screen + cohort selection + event extraction, with DuckDB read errors as
+    one-line errors. Returns (selection result, events, exclusions)."""
     con = duckdb.connect()
     try:
         if threads:
@@ -154,16 +170,21 @@ def _select_and_extract(spec: SourceSpec, per_disease: int, seed: int, threads: 
         for table, key in PRIMARY_KEYS.items():
             if table in keyed:
                 check_unique(con, table, key, keyed[table])
+        bad_adm, n_adm = screen_admissions(con)  # before selection: no eligibility from them
+        check_excluded("admissions", n_adm, bad_adm, allow_drops)
         result = select_cohort(con, per_disease=per_disease, seed=seed)
         subjects = result.cohort["subject_id"].tolist()
         if _cheap_to_rescan(keyed.get("labevents")) and subjects:
             check_unique(con, "labevents", "labevent_id", keyed["labevents"], subjects)
         events = extract_events(con, subjects)
+        bad_lab, n_lab = lab_exclusions(con)
+        check_excluded("panel lab rows", n_lab, bad_lab, allow_drops)
     except duckdb.Error as err:  # a bad value or row past the open-time sample
         raise source_error(err, spec.path) from None
     finally:
         con.close()
-    return result, events
+    exclusions = pd.concat([bad_adm, bad_lab], ignore_index=True)
+    return result, events, exclusions.astype({"subject_id": "int64"})
 
 
 def _key_files(spec: SourceSpec) -> dict[str, Path]:
@@ -203,7 +224,8 @@ def _check_cohort(result, events: pd.DataFrame, allow_drops: bool) -> None:
                allow_drops=allow_drops)  # fmt: skip
 
 
-def _write_cohort(name, spec, result, events, seed, per_disease) -> dict[str, pd.DataFrame]:
+def _write_cohort(staging, spec, result, events, seed, per_disease) -> dict[str, pd.DataFrame]:
+    """Write the cohort stage's files into ``staging`` (swapped in together by stage_run)."""
     cohort = result.cohort.copy()
     cohort["n_events"] = (
         cohort["subject_id"].map(events.groupby("subject_id").size()).fillna(0).astype("int64")
@@ -216,7 +238,7 @@ def _write_cohort(name, spec, result, events, seed, per_disease) -> dict[str, pd
         "events": events,
     }
     for key, df in out.items():
-        write_parquet(df, artifact_path(f"{key}.parquet", name))
+        df.to_parquet(staging.path(f"{key}.parquet"), index=False)
     info = {
         "kind": spec.kind,
         "path": str(spec.path),
@@ -225,8 +247,7 @@ def _write_cohort(name, spec, result, events, seed, per_disease) -> dict[str, pd
         "per_disease": per_disease,
         "shortfalls": result.shortfalls,
     }
-    with atomic_path(artifact_path(SOURCE_FILE, name)) as tmp:
-        tmp.write_text(json.dumps(info, indent=2))
+    staging.path(SOURCE_FILE).write_text(json.dumps(info, indent=2))
     return out
 
 
@@ -240,6 +261,7 @@ def load(artifact: str, profile: str | None = None) -> pd.DataFrame:
         "attrition": "clintrace cohort",
         "eligible": "clintrace cohort",
         "events": "clintrace cohort",
+        "exclusions": "clintrace cohort",
         "dialogues": "clintrace dialogues",
         "dialogue_checks": "clintrace dialogues",
         "event_coverage": "clintrace dialogues",

@@ -32,8 +32,10 @@ Visits are admissions, numbered 0.. per patient by (admittime, hadm_id). A lab o
 without hadm_id (MIMIC's outpatient draws) joins the admission whose window
 [admittime - 1 day, dischtime] contains it, else it is not part of any visit and is left out.
 
-Labs: the fixed 18-lab panel (:data:`clinlib.data.vocab.LAB_PANEL`) in its canonical units (rows
-in another unit are left out; a missing unit is kept, for the dialogue verifier to report),
+Labs: the fixed 18-lab panel (:data:`clinlib.data.vocab.LAB_PANEL`) in its canonical units,
+after the plausibility screen (:mod:`clinlib.data.plausibility`: a known alternative unit is
+converted, an unknown one, a non-finite or physiologically impossible value, or an unknown
+``hadm_id`` is excluded and counted; a missing unit is kept, for the dialogue verifier to report),
 with clinical-priority de-duplication to one value per (visit, lab, calendar day): the
 preferred itemid first (measured LDL over calculated), then an abnormal result (the one that
 drives care), then the earliest charttime, then the lowest labevent_id. ``value_text`` is the
@@ -51,6 +53,7 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
+from clinlib.data.plausibility import screen_labs
 from clinlib.data.schema import ARTIFACTS, RX_ORDER_SQL
 from clinlib.data.vocab import LAB_PANEL, PANEL_ITEMIDS
 
@@ -93,12 +96,10 @@ WITH visits AS (
     FROM admissions a JOIN ct_subjects s USING (subject_id)
 ),
 lab_rows AS (
+    -- the cohort's panel labs with a number, screened and in canonical units (plausibility)
     SELECT l.*, p.lab_key, p.item_rank, p.panel_label, p.canon_unit, p.decimals
-    FROM labevents l
-    JOIN ct_subjects s USING (subject_id)
+    FROM ct_labs_ok l
     JOIN ct_panel_full p USING (itemid)
-    WHERE l.valuenum IS NOT NULL
-      AND (l.valueuom IS NULL OR trim(l.valueuom) = '' OR l.valueuom = p.canon_unit)
 ),
 lab_direct AS (
     SELECT r.*, v.visit_idx FROM lab_rows r
@@ -210,6 +211,7 @@ def extract_events(con: duckdb.DuckDBPyConnection, subject_ids) -> pd.DataFrame:
     """
     _register_panel(con)
     con.register("ct_subjects", pd.DataFrame({"subject_id": pd.Series(subject_ids, dtype="int64")}))
+    screen_labs(con)  # the excluded rows stay queryable: plausibility.lab_exclusions(con)
     df = con.execute(EVENTS_SQL).df()
     return normalize_events(df)
 

@@ -69,3 +69,18 @@ def summary_stats(stats: pd.DataFrame) -> pd.DataFrame:
     """Median / mean / max of visits, events and span per patient."""
     cols = ["visits", "n_events", "span_days"]
     return stats[cols].agg(["median", "mean", "max"]).round(1).T
+
+
+def exclusion_table(exclusions: pd.DataFrame) -> pd.DataFrame:
+    """Source rows the plausibility screen excluded (exclusions.parquet), counted per table,
+    rule and field: rows and patients (empty when nothing was excluded)."""
+    cols = ["table", "rule", "field"]
+    if exclusions.empty:
+        return pd.DataFrame(columns=[*cols, "rows", "patients"])
+    return (
+        exclusions.groupby(cols)
+        .agg(rows=("key", "size"), patients=("subject_id", "nunique"))
+        .reset_index()
+        .sort_values(["table", "rows"], ascending=[True, False], kind="stable")
+        .reset_index(drop=True)
+    )

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
+from clinlib.core.guards import exact_share, pct_beside
 from clinlib.data.vocab import LAB_PANEL
 from clinlib.dialogue.budget import BUDGET_REASON
 from clinlib.dialogue.fields import (
@@ -385,11 +387,12 @@ def check_coverage(
         bad.append(f"visit {v}: none of its diagnoses is told")
     must = [eid for eid, c in status.items() if c["status"] != "missed"]
     n_cov = sum(1 for eid in must if status[eid]["status"] == "covered")
-    ratio = n_cov / len(must) if must else 1.0
-    if ratio < MIN_COVERAGE:
+    ratio = exact_share(n_cov, len(must)) if must else Fraction(1)
+    if ratio < Fraction(str(MIN_COVERAGE)):  # exact: 97/99 is below 98 % however printed
         unusable = [f"{eid} ({status[eid]['reason']})" for eid in must
                     if status[eid]["status"] == "unusable"]  # fmt: skip
-        bad.insert(0, f"coverage {n_cov}/{len(must)} = {ratio:.1%} < {MIN_COVERAGE:.0%}; "
+        shown = pct_beside(ratio, MIN_COVERAGE, min_decimals=1)
+        bad.insert(0, f"coverage {n_cov}/{len(must)} = {shown} < {MIN_COVERAGE:.0%}; "
                       f"unusable: {detail_of(unusable)}")  # fmt: skip
     return bad, f"{n_cov}/{len(must)} must-cover events covered"
 

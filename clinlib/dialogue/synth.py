@@ -45,7 +45,6 @@ import os
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +52,7 @@ import pandas as pd
 
 from clinlib.core.config import PROFILES, artifact_path, resolve_profile
 from clinlib.core.guards import check_artifact, check_kept, group_reasons, stage_run
-from clinlib.core.io import atomic_path, read_artifact
+from clinlib.core.io import read_artifact
 from clinlib.core.progress import progress
 from clinlib.data.schema import ARTIFACTS
 from clinlib.dialogue.checks import CHECK_ORDER, chars_per_visit, length_bounds_from, length_row
@@ -417,25 +416,22 @@ def build_dialogues(
     check_artifact("events", name)
     cohort_path = artifact_path("cohort.parquet", name)
     cohort = read_artifact(cohort_path, hint) if cohort_path.exists() else None
-    with stage_run("dialogues", name):
+    with stage_run("dialogues", name) as staging:
         out = synthesize_corpus(events, cohort, seed=seed, rewriter=rewriter,
                                 source=str(events_path))  # fmt: skip
         summary = out["dialogue_summary"]
         dropped = summary.loc[~summary["kept"], "drop_reason"]
         check_kept("dialogues", "patients' dialogues", int(summary["kept"].sum()), len(summary),
                    group_reasons(dropped), allow_drops=allow_drops)  # fmt: skip
-        _write_build(out, name, rewriter is not None)
+        _write_build(out, staging, rewriter is not None)
     return out
 
 
-def _write_build(out: Mapping[str, pd.DataFrame], name: str, rewritten: bool) -> None:
-    names = ["dialogue_summary", "dialogue_checks", "event_coverage", "dialogues"]
+def _write_build(out: Mapping[str, pd.DataFrame], staging, rewritten: bool) -> None:
+    names = ["dialogue_checks", "event_coverage", "dialogues", "dialogue_summary"]
     if rewritten:
-        names.insert(1, "dialogue_rewrites")
-    # All files are renamed into place together after every write succeeded; the summary,
-    # entered first, is renamed last, so its presence marks a complete build.
-    with ExitStack() as stack:
-        tmps = {n: stack.enter_context(atomic_path(artifact_path(f"{n}.parquet", name)))
-                for n in names}  # fmt: skip
-        for n, tmp in tmps.items():
-            out[n].to_parquet(tmp, index=False)
+        names.insert(0, "dialogue_rewrites")
+    # Staged, then renamed into place together by stage_run after every write succeeded; the
+    # summary, staged last, is renamed last, so its presence marks a complete build.
+    for n in names:
+        out[n].to_parquet(staging.path(f"{n}.parquet"), index=False)

@@ -47,9 +47,9 @@ from fractions import Fraction
 
 import pandas as pd
 
-from clinlib.core.config import PROFILES, artifact_path, resolve_profile
+from clinlib.core.config import PROFILES, resolve_profile
 from clinlib.core.guards import StageError, stage_run
-from clinlib.core.io import write_parquet
+from clinlib.core.io import Staging
 from clinlib.tasks import rules
 from clinlib.tasks.base import QUESTION_COLUMNS
 from clinlib.tasks.gates import check_gates, run_gates
@@ -423,8 +423,9 @@ def build_questions(
         raise ValueError(f"counts: unknown task(s) {unknown}; known: {', '.join(TASK_ORDER)}")
     if seed is None:
         seed = PROFILES[name].seed if name in PROFILES else 0
-    # A failed build removes questions.parquet: no reader may pick up the previous set.
-    with stage_run("questions", name, remove_on_failure=("questions",)):
+    # A failed build removes the previous set (questions, gates, availability) as one unit:
+    # no reader may pick up the previous questions; a failed gate commits its own report.
+    with stage_run("questions", name, remove_on_failure=PAPER_FILES[:3]) as staging:
         inp = load_inputs(name, seed=seed)
         questions, availability, shortfalls = build_question_set(inp, counts, seed)
         _check_nonempty(questions, counts, availability, allow_drops)
@@ -432,7 +433,7 @@ def build_questions(
             [run_validation_gates(questions, name), shortfall_gate_rows(counts, shortfalls)],
             ignore_index=True,
         )
-        write_gated(name, questions, gates, availability, PAPER_FILES)
+        write_gated(staging, questions, gates, availability, PAPER_FILES)
     return {"questions": questions, "gates": gates, "availability": availability}
 
 
@@ -443,28 +444,30 @@ PAPER_FILES: tuple[str, str, str, str] = (
 
 
 def write_gated(
-    name: str,
+    staging: Staging,
     questions: pd.DataFrame,
     gates: pd.DataFrame,
     availability: pd.DataFrame,
     files: tuple[str, str, str, str],
 ) -> None:
-    """Write a gated question set: gates and availability always; the questions only when no
-    HARD gate failed (else to the ``rejected`` file, and the GateError is raised), so a failed
-    set never sits where readers look.
+    """Stage a gated question set: gates and availability always; the questions only when no
+    HARD gate failed (else the ``rejected`` file: the report and the rejected set are
+    committed at once and the GateError is raised), so a failed set never sits where
+    readers look.
 
     Args:
-        name: profile.
+        staging: the stage's staging folder (from :func:`clinlib.core.guards.stage_run`).
         files: the (questions, gates, availability, rejected) artifact names, without suffix.
     """
     q_file, gates_file, avail_file, rejected_file = files
-    write_parquet(gates, artifact_path(f"{gates_file}.parquet", name))
-    write_parquet(availability, artifact_path(f"{avail_file}.parquet", name))
+    gates.to_parquet(staging.path(f"{gates_file}.parquet"), index=False)
+    availability.to_parquet(staging.path(f"{avail_file}.parquet"), index=False)
     failure = _hard_failure(gates)
     if failure is not None:
-        write_parquet(questions, artifact_path(f"{rejected_file}.parquet", name))
+        questions.to_parquet(staging.path(f"{rejected_file}.parquet"), index=False)
+        staging.commit()
         raise failure
-    write_parquet(questions, artifact_path(f"{q_file}.parquet", name))
+    questions.to_parquet(staging.path(f"{q_file}.parquet"), index=False)
 
 
 def _check_nonempty(

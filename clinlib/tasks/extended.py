@@ -96,7 +96,8 @@ def build_temporal_questions(
         )
     if seed is None:
         seed = PROFILES[name].seed if name in PROFILES else 0
-    with stage_run(EXTENDED_STAGE, name, remove_on_failure=(EXTENDED_ARTIFACT,)):
+    outputs = (EXTENDED_ARTIFACT, "temporal_gates", "temporal_availability")
+    with stage_run(EXTENDED_STAGE, name, remove_on_failure=outputs) as staging:
         inp = load_inputs(name, seed=seed, with_raw=False)  # no extended task reads raw lab days
         questions, availability, shortfalls = build_extended_set(inp, counts, seed)
         if questions.empty:
@@ -110,10 +111,8 @@ def build_temporal_questions(
             ],
             ignore_index=True,
         )
-        write_gated(name, questions, gates, availability, (
-            EXTENDED_ARTIFACT, "temporal_gates", "temporal_availability",
-            "temporal_questions_rejected",
-        ))  # fmt: skip
+        write_gated(staging, questions, gates, availability,
+                    (*outputs, "temporal_questions_rejected"))  # fmt: skip
     return {"questions": questions, "gates": gates, "availability": availability}
 
 

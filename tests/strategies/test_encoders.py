@@ -189,11 +189,15 @@ def test_hit_long_and_hits_beside_paper():
 
 
 def test_savetable_writes_a_csv(tmp_path, monkeypatch):
-    from clinlib.core import plots
+    from clinlib.core import config, plots
 
-    monkeypatch.setattr(plots, "FIGURES_DIR", tmp_path)
+    monkeypatch.setattr(config, "FIGURES_DIR", tmp_path)
+    monkeypatch.setenv("CLINTRACE_PROFILE", "meds")
     path = plots.savetable(pd.DataFrame({"a": [1]}), "05_retrieval_hits")
-    assert path == tmp_path / "05_retrieval_hits.csv" and path.read_text() == "a\n1\n"
+    # each profile's tables and figures in their own folder
+    assert path == tmp_path / "meds" / "05_retrieval_hits.csv" and path.read_text() == "a\n1\n"
+    other = plots.savetable(pd.DataFrame({"a": [2]}), "05_retrieval_hits", profile="quick")
+    assert other == tmp_path / "quick" / "05_retrieval_hits.csv" and path.read_text() == "a\n1\n"
     with pytest.raises(ValueError, match="NN_slug"):
         plots.savetable(pd.DataFrame(), "hits")
 

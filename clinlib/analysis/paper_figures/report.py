@@ -1,6 +1,6 @@
 """Notebook 12's result: every audit check on the fourteen published tables
 (:func:`audit_all`) and the machine-readable summary written to
-``figures/12_paper_summary.json`` (cells, Fig. 6 frontier, §5.3 gaps, Table 2 lifts, Fig. 4
+``figures/<profile>/12_paper_summary.json`` (cells, Fig. 6 frontier, §5.3 gaps, Table 2 lifts, Fig. 4
 T9 outcomes, implied pooling weights, checks and discrepancies).
 """
 
@@ -35,7 +35,7 @@ from clinlib.analysis.paper_figures.cells import (
     t9_breakdown,
 )
 from clinlib.analysis.paper_figures.claims import audit_text_claims
-from clinlib.core.config import FIGURES_DIR
+from clinlib.core.config import figures_dir
 from clinlib.core.io import atomic_path
 
 # Keys of the JSON written by write_summary (documented in build_summary).
@@ -146,7 +146,7 @@ def write_summary(summary: Mapping, path: Path | None = None) -> Path:
 
     Args:
         summary: output of :func:`build_summary`.
-        path: target (default ``figures/12_paper_summary.json``).
+        path: target (default ``figures/<profile>/12_paper_summary.json``, active profile).
 
     Returns:
         The path written.
@@ -154,7 +154,7 @@ def write_summary(summary: Mapping, path: Path | None = None) -> Path:
     missing = [k for k in SUMMARY_KEYS if k not in summary]
     if missing:
         raise PaperFiguresError(f"write_summary: summary lacks keys {missing}")
-    path = Path(path) if path is not None else FIGURES_DIR / "12_paper_summary.json"
+    path = Path(path) if path is not None else figures_dir() / "12_paper_summary.json"
     text = json.dumps(_clean(dict(summary)), indent=1, ensure_ascii=False, allow_nan=False)
     with atomic_path(path) as tmp:
         tmp.write_text(text + "\n", encoding="utf-8")

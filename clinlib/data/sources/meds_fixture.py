@@ -78,6 +78,9 @@ DATA_SCHEMA = pa.schema(
 )
 
 
+FLOAT32_MAX = 3.4028234663852886e38
+
+
 def _c(expr: str) -> str:
     """A code component: trimmed text, ``UNK`` when missing, no embedded ``//``."""
     return f"coalesce(nullif(replace(trim(CAST({expr} AS VARCHAR)), '//', '/'), ''), 'UNK')"
@@ -88,7 +91,10 @@ def _row(subject, time, code, num="NULL", text="NULL", **extra) -> str:
         "subject_id": f"CAST({subject} AS BIGINT)",
         "time": f"CAST({time} AS TIMESTAMP)",
         "code": code,
-        "numeric_value": f"CAST({num} AS FLOAT)",
+        # float32, as MEDS stores it: a value past its range becomes +-inf (numpy's cast),
+        # as in a real export, instead of failing the write
+        "numeric_value": f"CASE WHEN abs({num}) > {FLOAT32_MAX} THEN sign({num}) * "
+        f"'inf'::FLOAT ELSE CAST({num} AS FLOAT) END",
         "text_value": f"CAST({text} AS VARCHAR)",
     }
     for name in DATA_SCHEMA.names[5:]:

@@ -33,6 +33,7 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from clinlib.data.schema import HOSP_TABLES, REQUIRED
+from clinlib.data.sources.csv_locate import locate_bad_encoding, value_line
 
 # Preference order when several copies of a table exist: parquet is the fastest to scan.
 SUFFIXES: tuple[str, ...] = (".parquet", ".csv.gz", ".csv")
@@ -152,9 +153,14 @@ def _csv_header(path: Path) -> list[str]:
     """Column names from a (possibly gzipped) CSV's first line, lower-cased."""
     opener = gzip.open if path.name.endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8", newline="") as handle:
-            header = next(csv.reader(handle), None)
-    except (OSError, EOFError, UnicodeDecodeError) as err:
+        with opener(path, "rb") as handle:  # the first line only: a bad byte later is DuckDB's
+            first = handle.readline().decode("utf-8")
+        header = next(csv.reader([first]), None)
+    except UnicodeDecodeError:
+        line, column, cause = locate_bad_encoding(path) or (1, None, "not UTF-8")
+        raise SourceSchemaError(path, column=column, expected="UTF-8 text", found=cause,
+                                hint=f"line {line}") from None  # fmt: skip
+    except (OSError, EOFError) as err:
         raise SourceSchemaError(path, expected="a readable CSV file", found=str(err)) from None
     if not header:
         raise SourceSchemaError(path, expected="a header line", found="an empty file")
@@ -188,7 +194,7 @@ def _check_csv_sample(
     as_text = dict.fromkeys(header, "VARCHAR")
     aggregates = ", ".join(
         f"first({_ident(c)}) FILTER (WHERE {_ident(c)} IS NOT NULL "
-        f"AND TRY_CAST({_ident(c)} AS {t}) IS NULL) AS {_ident(c)}"
+        f"AND (TRY_CAST({_ident(c)} AS {t}) IS NULL{_offset_sql(c, t)})) AS {_ident(c)}"
         for c, t in typed.items()
     )
     # count(*) keeps the query valid when no column is typed, and proves the sample parses.
@@ -209,13 +215,27 @@ def _check_csv_sample(
         )  # fmt: skip
     for (column, expected), bad in zip(typed.items(), row[1:], strict=True):
         if bad is not None:
+            line = value_line(path, column, bad, sample_rows)  # the aggregate names no row
+            offset = expected == "TIMESTAMP" and re.search(UTC_OFFSET_RE, bad.strip())
             raise SourceSchemaError(
                 path,
                 column=column,
-                expected=expected,
+                expected="TIMESTAMP without a UTC offset (DuckDB would drop it)"
+                if offset else expected,
                 found=f"value {bad!r}",
-                hint=f"first {sample_rows} rows checked",
-            )
+                hint=f"line {line}" if line else f"first {sample_rows} rows checked",
+            )  # fmt: skip
+
+
+# A time with a UTC offset or a Z: DuckDB's TIMESTAMP cast drops the offset without a word,
+# shifting the time; MIMIC's times are local (and date-shifted), so such a value is refused.
+UTC_OFFSET_RE = r"\d:\d\d(:\d\d(\.\d+)?)?\s*(Z|[+-]\d\d(:?\d\d)?)$"
+
+
+def _offset_sql(column: str, sql_type: str) -> str:
+    if sql_type != "TIMESTAMP":
+        return ""
+    return f" OR regexp_matches(trim({_ident(column)}), '{UTC_OFFSET_RE}')"
 
 
 _CSV_LINE = re.compile(r"CSV Error on Line: (\d+)")
@@ -244,6 +264,13 @@ def source_error(err: duckdb.Error, path: str | Path | None = None) -> SourceSch
     if "unterminated quote" in text:
         return SourceSchemaError(where, expected='a closing quote (")',
                                  found="an unterminated quote", hint=at)  # fmt: skip
+    if "Invalid unicode" in text and Path(where).is_file():
+        # DuckDB names a line (its "Original Line" is another one) but no column or byte.
+        found = locate_bad_encoding(where)
+        if found is not None:
+            line, column, cause = found
+            return SourceSchemaError(where, column=column, expected="UTF-8 text", found=cause,
+                                     hint=f"line {line}")  # fmt: skip
     if path is not None and not str(path).endswith(".parquet") and Path(path).is_file():
         # DuckDB's sniffer reports no line on a small file: find it with the csv module.
         problem = _locate_csv_problem(Path(path))

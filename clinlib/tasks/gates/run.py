@@ -12,6 +12,7 @@ import pandas as pd
 from clinlib.core.config import artifact_path
 from clinlib.core.io import read_artifact
 from clinlib.data.build import SourceSpec, open_source, read_source_info
+from clinlib.data.plausibility import apply_exclusions
 from clinlib.tasks.answers import TASK_NAMES
 from clinlib.tasks.base import QUESTION_COLUMNS
 from clinlib.tasks.gates.common import (
@@ -43,6 +44,9 @@ def _load_inputs(profile, events, coverage, raw_con):
     if raw_con is None:
         info = read_source_info(profile)
         raw_con = open_source(SourceSpec(info["kind"], Path(info["path"]), info["credentialed"]))
+        excluded = artifact_path("exclusions.parquet", profile)
+        if excluded.exists():  # the implausible rows the events left out (data.plausibility)
+            apply_exclusions(raw_con, pd.read_parquet(excluded))
     return events, coverage, raw_con
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from clinlib.data.plausibility import UNIT_FACTORS
 from clinlib.data.schema import RX_ORDER_SQL
 from clinlib.data.vocab import LAB_PANEL
 
@@ -48,13 +49,20 @@ WHERE l.subject_id IN (SELECT subject_id FROM l2_subjects)
 # clinlib.data.events (QUALIFY + arg_min instead of window-joins + UNIONs).
 LABS_SQL = f"""
 WITH cand AS (
+    -- the panel's unit or none as reported; a known alternative unit in the panel's unit
+    -- (l2_units: the factors of docs/real-data.md, applied here by this module's own SQL)
     SELECT l.labevent_id, l.subject_id, l.hadm_id AS own_hadm, l.itemid, l.charttime,
-           l.value, l.valuenum, trim(l.valueuom) AS uom, l.ref_range_lower AS ref_low,
-           l.ref_range_upper AS ref_high, l.flag, p.lab_key, p.item_rank, p.decimals
+           CASE WHEN coalesce(u.factor, 1) = 1 THEN l.value END AS value,
+           l.valuenum * coalesce(u.factor, 1) AS valuenum,
+           CASE WHEN u.factor IS NULL THEN trim(l.valueuom) ELSE p.unit END AS uom,
+           l.ref_range_lower * coalesce(u.factor, 1) AS ref_low,
+           l.ref_range_upper * coalesce(u.factor, 1) AS ref_high,
+           l.flag, p.lab_key, p.item_rank, p.decimals
     FROM l2_panel_rows l
     JOIN l2_panel p ON p.itemid = l.itemid
+    LEFT JOIN l2_units u ON u.lab_key = p.lab_key AND u.unit = trim(l.valueuom)
     WHERE l.valuenum IS NOT NULL
-      AND coalesce(trim(l.valueuom), '') IN ('', p.unit)
+      AND (coalesce(trim(l.valueuom), '') IN ('', p.unit) OR u.factor IS NOT NULL)
 ),
 own AS (
     SELECT c.labevent_id, c.own_hadm AS hadm_id FROM cand c
@@ -248,6 +256,10 @@ def load_raw(con: duckdb.DuckDBPyConnection, subject_ids: Iterable[int]) -> RawR
     )
     ids = sorted({int(s) for s in subject_ids})
     con.register("l2_panel", panel)
+    con.register("l2_units", pd.DataFrame(
+        [(k, unit, f) for k, alts in UNIT_FACTORS.items() for unit, f in alts.items()],
+        columns=["lab_key", "unit", "factor"],
+    ))  # fmt: skip
     con.register("l2_subjects", pd.DataFrame({"subject_id": pd.Series(ids, dtype="int64")}))
     try:
         visits = con.execute(VISITS_SQL).df()
@@ -264,7 +276,7 @@ def load_raw(con: duckdb.DuckDBPyConnection, subject_ids: Iterable[int]) -> RawR
         raise RecomputeError(f"L2 recompute cannot read the raw hosp tables: {exc}") from None
     finally:
         con.execute("DROP TABLE IF EXISTS l2_panel_rows")
-        for view in ("l2_panel", "l2_subjects", "l2_visits", "l2_rx"):
+        for view in ("l2_panel", "l2_units", "l2_subjects", "l2_visits", "l2_rx"):
             try:
                 con.unregister(view)
             except duckdb.Error:  # pragma: no cover - not registered after an early failure

@@ -1,0 +1,159 @@
+"""One writer per profile (docs/design.md "The artifact contract"; issue 26 §4).
+
+Every command that writes into ``data/build/<profile>/`` (synth, cohort, dialogues,
+questions, strategies, run, evaluate-offline, notebooks, and pipeline / reproduce around
+them) holds the profile's lock, a ``filelock.FileLock`` (an OS advisory lock: released by the
+kernel when its process dies, so a killed writer never leaves a stale lock). A second writer
+on the same profile refuses at once (or waits up to ``wait`` seconds) with one line naming
+the holder: its pid, its command line and since when. Readers (notebooks, the apps,
+``clintrace info``) take no lock: every stage replaces its outputs as one unit
+(:class:`clinlib.core.io.Staging`), so a reader sees the old set or the new one.
+
+The lock and its holder record sit beside the profile's folder, in ``data/build/`` (
+``.<profile>.writer.lock``, ``.<profile>.writer.json``: the record written after the lock is
+taken, removed before it is released), so taking the lock creates no profile folder: a
+command refused for a bad argument leaves nothing behind. The lock is re-entrant within a
+process, so ``pipeline`` can call each stage's command under its own lock.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from clinlib.core import config
+from clinlib.core.config import build_dir, resolve_profile
+from clinlib.core.io import atomic_path
+
+LOCK_SUFFIX = ".writer.lock"
+HOLDER_SUFFIX = ".writer.json"
+# errno values that mean "this folder cannot be written", reported as one line
+NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+# build folder -> [the FileLock this process holds, nesting depth]
+_HELD: dict[str, list] = {}
+
+
+class ProfileBusy(ValueError):
+    """Another process holds the profile's writer lock; the message names it (one line)."""
+
+
+class BuildNotWritable(ValueError):
+    """The build folder cannot be written (read-only, no permission); one line."""
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """The running command as the user typed it: ``clintrace run --profile quick``."""
+    argv = list(sys.argv if argv is None else argv)
+    if not argv:
+        return "python"
+    return " ".join([Path(argv[0]).name, *argv[1:]])
+
+
+def lock_paths(profile: str | None = None) -> tuple[Path, Path]:
+    """(lock file, holder record) of a profile: ``data/build/.<profile>.writer.{lock,json}``."""
+    name = resolve_profile(profile)
+    return (config.BUILD_DIR / f".{name}{LOCK_SUFFIX}",
+            config.BUILD_DIR / f".{name}{HOLDER_SUFFIX}")  # fmt: skip
+
+
+def holder(profile: str | None = None) -> dict | None:
+    """The recorded holder of a profile's lock (pid, command, since), or None."""
+    try:
+        return json.loads(lock_paths(profile)[1].read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def holder_text(record: dict | None) -> str:
+    """``pid 4242 (`clintrace run --profile quick`, since 2026-12-02 07:50:01 UTC)``."""
+    if not record:
+        return "another process (it has not recorded itself yet)"
+    since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(record.get("since", 0))))
+    return f"pid {record.get('pid')} (`{record.get('command')}`, since {since})"
+
+
+def not_writable(path: Path, err: OSError) -> BuildNotWritable:
+    """The one-line error for a folder or file that cannot be written."""
+    why = err.strerror or type(err).__name__
+    return BuildNotWritable(
+        f"{err.filename or path}: cannot write ({why}); a writing stage needs this build "
+        "folder writable: fix its permissions, or pick another --profile"
+    )
+
+
+@contextmanager
+def profile_lock(
+    profile: str | None, command: str | None = None, wait: float = 0.0
+) -> Iterator[Path]:
+    """Hold ``profile``'s writer lock for the body (re-entrant within this process).
+
+    Args:
+        profile: build profile.
+        command: what to record as the holder's command (default: this process's argv).
+        wait: seconds to wait for another writer to finish (0: refuse at once).
+
+    Yields:
+        The profile's build folder.
+
+    Raises:
+        ProfileBusy: another process holds the lock (after ``wait`` seconds).
+        BuildNotWritable: the build folder cannot be created or written.
+    """
+    name = resolve_profile(profile)
+    root = build_dir(name)
+    key = str(root.absolute())
+    if key in _HELD:
+        _HELD[key][1] += 1
+        try:
+            yield root
+        finally:
+            _HELD[key][1] -= 1
+        return
+    lock_file, holder_file = lock_paths(name)
+    lock = _acquire(lock_file, name, wait)
+    _HELD[key] = [lock, 1]
+    try:
+        _record(holder_file, command)
+        yield root
+    finally:
+        del _HELD[key]
+        holder_file.unlink(missing_ok=True)
+        lock.release()
+
+
+def _acquire(lock_file: Path, name: str, wait: float) -> FileLock:
+    try:
+        lock_file.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(lock_file)
+        lock.acquire(timeout=max(float(wait), 0.0))
+    except Timeout:
+        waited = f" (waited {wait:g} s)" if wait > 0 else ""
+        raise ProfileBusy(
+            f"profile {name!r} is being written by {holder_text(holder(name))}{waited}; "
+            "one writer per profile: wait for it to finish (or pass --wait-for-lock SECONDS)"
+        ) from None
+    except OSError as err:
+        if err.errno in NOT_WRITABLE:
+            raise not_writable(lock_file.parent, err) from None
+        raise
+    return lock
+
+
+def _record(path: Path, command: str | None) -> None:
+    body = {"pid": os.getpid(), "command": command or command_line(), "since": time.time()}
+    try:
+        with atomic_path(path) as tmp:
+            tmp.write_text(json.dumps(body))
+    except OSError as err:
+        if err.errno in NOT_WRITABLE:
+            raise not_writable(path.parent, err) from None
+        raise

@@ -1,0 +1,260 @@
+"""Plausibility screen of the cohort stage (issue 26 §1; paper §3 "Cohort"): a source row that
+is clinically impossible is excluded with its reason, counted and reported, never stated in a
+dialogue or asked about.
+
+One documented rule per field (the table in docs/real-data.md):
+
+Admissions (screened before cohort selection, so an impossible admission cannot make a patient
+eligible; an excluded admission takes its labs, prescriptions, diagnoses and procedures with it):
+
+* ``admittime_out_of_range`` — ``admittime`` missing, or its year outside
+  [:data:`MIN_YEAR`, :data:`MAX_YEAR`] (MIMIC-IV's per-patient date shift puts every record in
+  2100–2220; no record predates 1900).
+* ``age_at_admission_out_of_range`` — the patient's age at the admission,
+  ``anchor_age + year(admittime) - anchor_year``, outside [0, :data:`MAX_AGE`]. MIMIC-IV shifts
+  all of a patient's dates by one offset and states the age at the shifted ``anchor_year``, so
+  a stay decades away from the patient's other dates (year 9999 beside 2157) shows as an
+  impossible age.
+* ``discharge_before_admission`` — ``dischtime`` missing or earlier than ``admittime``.
+* ``admission_after_death`` — ``admittime`` after the patient's date of death
+  (``patients.dod``, when the table has it).
+
+Labs (the panel's rows of the cohort's patients with a number; comment-only results stay out as
+before, docs/real-data.md):
+
+* ``value_not_finite`` — ``valuenum`` NaN or ±infinity.
+* ``unit_not_convertible`` — a unit that is neither the panel's canonical unit nor one of its
+  known alternatives (:data:`UNIT_FACTORS`, e.g. creatinine µmol/L = mg/dL × 88.42); a known
+  alternative is converted (value, reference range; the reported text is re-formatted).
+* ``value_out_of_bounds`` — after conversion, outside the lab's physiological bounds
+  (:data:`BOUNDS`: beyond what a living patient's sample has been reported to hold, e.g.
+  creatinine (0, 40] mg/dL; much wider than the reference range).
+* ``unknown_hadm_id`` / ``admission_excluded`` — a ``hadm_id`` that is not one of the
+  patient's admissions, or names an admission excluded above.
+
+Each excluded row is one row of ``exclusions.parquet`` (table, rule, key, subject_id, field,
+value); the stage fails, as for any other drop, when a rule family removes more than
+guards.MAX_DROP_SHARE of its rows (admissions, or the cohort's panel labs).
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pandas as pd
+
+from clinlib.core.guards import check_kept, group_reasons
+from clinlib.data.vocab import LAB_PANEL
+
+MIN_YEAR, MAX_YEAR = 1900, 2300
+MAX_AGE = 125
+
+# Physiological bounds per panel lab, in its canonical unit (inclusive).
+BOUNDS: dict[str, tuple[float, float]] = {
+    "creatinine": (0.01, 40.0),
+    "potassium": (1.0, 12.0),
+    "sodium": (90.0, 200.0),
+    "glucose": (5.0, 3000.0),
+    "bun": (0.5, 500.0),
+    "bicarbonate": (1.0, 70.0),
+    "chloride": (50.0, 170.0),
+    "anion_gap": (-15.0, 80.0),
+    "calcium": (1.0, 30.0),
+    "hemoglobin": (0.5, 30.0),
+    "hematocrit": (2.0, 85.0),
+    "platelets": (0.0, 5000.0),
+    "wbc": (0.0, 1500.0),
+    "hba1c": (2.0, 25.0),
+    "ldl": (0.0, 2000.0),
+    "total_cholesterol": (10.0, 3000.0),
+    "triglycerides": (1.0, 30000.0),
+    "troponin_t": (0.0, 100.0),
+}
+# Known alternative units: canonical value = reported value * factor.
+UNIT_FACTORS: dict[str, dict[str, float]] = {
+    "creatinine": {"umol/L": 1 / 88.42, "µmol/L": 1 / 88.42, "μmol/L": 1 / 88.42},
+    "potassium": {"mmol/L": 1.0},
+    "sodium": {"mmol/L": 1.0},
+    "glucose": {"mmol/L": 18.016},
+    "bun": {"mmol/L": 2.801},
+    "bicarbonate": {"mmol/L": 1.0},
+    "chloride": {"mmol/L": 1.0},
+    "anion_gap": {"mmol/L": 1.0},
+    "calcium": {"mmol/L": 4.008},
+    "hemoglobin": {"g/L": 0.1},
+    "platelets": {"10^9/L": 1.0, "x10E9/L": 1.0},
+    "wbc": {"10^9/L": 1.0, "x10E9/L": 1.0},
+    "hba1c": {},
+    "ldl": {"mmol/L": 38.67},
+    "total_cholesterol": {"mmol/L": 38.67},
+    "triglycerides": {"mmol/L": 88.57},
+    "troponin_t": {"ng/L": 0.001},
+}
+EXCLUSION_COLUMNS = ("table", "rule", "key", "subject_id", "field", "value")
+
+
+def _admission_rules_sql(has_dod: bool) -> str:
+    dod = ("WHEN p.dod IS NOT NULL AND CAST(a.admittime AS DATE) > p.dod "
+           "THEN 'admission_after_death'") if has_dod else ""  # fmt: skip
+    return f"""
+    SELECT a.subject_id, a.hadm_id, a.admittime, a.dischtime,
+           CASE WHEN a.admittime IS NULL OR year(a.admittime) NOT BETWEEN {MIN_YEAR} AND {MAX_YEAR}
+                     THEN 'admittime_out_of_range'
+                WHEN p.anchor_age + year(a.admittime) - p.anchor_year NOT BETWEEN 0 AND {MAX_AGE}
+                     THEN 'age_at_admission_out_of_range'
+                WHEN a.dischtime IS NULL OR a.dischtime < a.admittime
+                     THEN 'discharge_before_admission'
+                {dod}
+           END AS rule
+    FROM ct_raw_admissions a LEFT JOIN patients p USING (subject_id)
+    """
+
+
+def screen_admissions(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, int]:
+    """Replace the ``admissions`` view by its plausible rows.
+
+    Returns:
+        (exclusion rows (:data:`EXCLUSION_COLUMNS`), one per excluded admission; the number
+        of admissions screened).
+    """
+    con.execute("ALTER VIEW admissions RENAME TO ct_raw_admissions")
+    cols = {r[0] for r in con.execute("DESCRIBE patients").fetchall()}
+    con.execute(f"CREATE TEMP TABLE ct_adm_rules AS {_admission_rules_sql('dod' in cols)}")
+    con.execute("""
+        CREATE TEMP VIEW admissions AS
+        SELECT a.* FROM ct_raw_admissions a
+        WHERE a.hadm_id NOT IN (SELECT hadm_id FROM ct_adm_rules WHERE rule IS NOT NULL)
+    """)
+    bad = con.execute("""
+        SELECT 'admissions' AS "table", rule, CAST(hadm_id AS VARCHAR) AS key, subject_id,
+               CASE rule WHEN 'discharge_before_admission' THEN 'dischtime'
+                         ELSE 'admittime' END AS field,
+               CASE rule WHEN 'discharge_before_admission' THEN CAST(dischtime AS VARCHAR)
+                         ELSE CAST(admittime AS VARCHAR) END AS value
+        FROM ct_adm_rules WHERE rule IS NOT NULL ORDER BY subject_id, hadm_id
+    """).df()
+    n_all = con.execute("SELECT count(*) FROM ct_adm_rules").fetchall()[0][0]  # the view reads it
+    return bad, int(n_all)
+
+
+def _units_frame() -> pd.DataFrame:
+    rows = [(lab.key, lab.unit, 1.0) for lab in LAB_PANEL]
+    rows += [(key, unit, f) for key, alts in UNIT_FACTORS.items() for unit, f in alts.items()]
+    return pd.DataFrame(rows, columns=["lab_key", "unit", "factor"])
+
+
+def _bounds_frame() -> pd.DataFrame:
+    return pd.DataFrame(
+        [(k, lo, hi) for k, (lo, hi) in BOUNDS.items()], columns=["lab_key", "lo", "hi"]
+    )
+
+
+SCREEN_LABS_SQL = """
+CREATE TEMP TABLE ct_lab_screen AS
+SELECT l.*, p.lab_key, p.canon_unit, u.factor,
+       CASE WHEN isnan(l.valuenum) OR isinf(l.valuenum) THEN 'value_not_finite'
+            WHEN nullif(trim(l.valueuom), '') IS NOT NULL AND u.factor IS NULL
+                 THEN 'unit_not_convertible'
+            WHEN l.valuenum * coalesce(u.factor, 1) NOT BETWEEN b.lo AND b.hi
+                 THEN 'value_out_of_bounds'
+            WHEN l.hadm_id IS NOT NULL AND NOT EXISTS (
+                 SELECT 1 FROM ct_raw_admissions a
+                 WHERE a.hadm_id = l.hadm_id AND a.subject_id = l.subject_id)
+                 THEN 'unknown_hadm_id'
+            WHEN l.hadm_id IS NOT NULL AND NOT EXISTS (
+                 SELECT 1 FROM admissions a WHERE a.hadm_id = l.hadm_id)
+                 THEN 'admission_excluded'
+       END AS rule
+FROM labevents l
+JOIN ct_subjects s USING (subject_id)
+JOIN ct_panel_full p USING (itemid)
+JOIN ct_bounds b USING (lab_key)
+LEFT JOIN ct_units u ON u.lab_key = p.lab_key AND u.unit = trim(l.valueuom)
+WHERE l.valuenum IS NOT NULL
+"""
+
+
+def screen_labs(con: duckdb.DuckDBPyConnection) -> None:
+    """Create ``ct_labs_ok``: the cohort's plausible panel labs with a number, in canonical
+    units, with ``labevents``' columns (the excluded rows: :func:`lab_exclusions`).
+
+    Needs ``ct_subjects`` and ``ct_panel_full`` registered (clinlib.data.events) and the
+    ``admissions`` view screened by :func:`screen_admissions` (else no admission rule).
+    """
+    if not _view_exists(con, "ct_raw_admissions"):
+        con.execute("CREATE TEMP VIEW ct_raw_admissions AS SELECT * FROM admissions")
+    con.register("ct_units", _units_frame())
+    con.register("ct_bounds", _bounds_frame())
+    con.execute("DROP TABLE IF EXISTS ct_lab_screen")
+    con.execute(SCREEN_LABS_SQL)
+    # converted rows: the number and range in canonical units, the text re-formatted from it
+    con.execute("""
+        CREATE OR REPLACE TEMP VIEW ct_labs_ok AS
+        SELECT * EXCLUDE (lab_key, canon_unit, factor, rule) REPLACE (
+            CASE WHEN factor IS NULL OR factor = 1 THEN valuenum ELSE valuenum * factor END
+                AS valuenum,
+            CASE WHEN factor IS NULL OR factor = 1 THEN value END AS value,
+            CASE WHEN factor IS NULL THEN valueuom ELSE canon_unit END AS valueuom,
+            ref_range_lower * coalesce(factor, 1) AS ref_range_lower,
+            ref_range_upper * coalesce(factor, 1) AS ref_range_upper)
+        FROM ct_lab_screen WHERE rule IS NULL
+    """)
+
+
+def lab_exclusions(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, int]:
+    """(the lab rows :func:`screen_labs` excluded, as exclusion rows; the rows screened)."""
+    bad = con.execute("""
+        SELECT 'labevents' AS "table", rule, CAST(labevent_id AS VARCHAR) AS key, subject_id,
+               CASE rule WHEN 'unit_not_convertible' THEN 'valueuom'
+                         WHEN 'unknown_hadm_id' THEN 'hadm_id'
+                         WHEN 'admission_excluded' THEN 'hadm_id'
+                         ELSE 'valuenum' END AS field,
+               CASE rule WHEN 'unit_not_convertible' THEN valueuom
+                         WHEN 'unknown_hadm_id' THEN CAST(hadm_id AS VARCHAR)
+                         WHEN 'admission_excluded' THEN CAST(hadm_id AS VARCHAR)
+                         ELSE CAST(valuenum AS VARCHAR) || ' ' || coalesce(valueuom, '')
+                         END AS value
+        FROM ct_lab_screen WHERE rule IS NOT NULL ORDER BY subject_id, labevent_id
+    """).df()
+    n_all = con.execute("SELECT count(*) FROM ct_lab_screen").fetchall()[0][0]
+    return bad, int(n_all)
+
+
+def _view_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    q = "SELECT count(*) FROM duckdb_views() WHERE view_name = ?"
+    return bool(con.execute(q, [name]).fetchall()[0][0])
+
+
+def check_excluded(what: str, total: int, bad: pd.DataFrame, allow_drops: bool) -> None:
+    """The drop guard: more than MAX_DROP_SHARE of ``what`` implausible fails the stage."""
+    if total:
+        reasons = group_reasons(bad["rule"]) if len(bad) else None
+        check_kept("cohort (plausibility)", what, total - len(bad), total, reasons,
+                   allow_drops=allow_drops)  # fmt: skip
+
+
+def summary_lines(exclusions: pd.DataFrame) -> list[str]:
+    """``labevents: 3 rows excluded ('value_out_of_bounds' x2, 'unit_not_convertible' x1)``."""
+    lines = []
+    for table, part in exclusions.groupby("table", sort=True):
+        counts = part["rule"].value_counts()
+        why = ", ".join(f"{r!r} x{n}" for r, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+        lines.append(f"{table}: {len(part)} rows excluded as implausible ({why})")
+    return lines
+
+
+def apply_exclusions(con: duckdb.DuckDBPyConnection, exclusions: pd.DataFrame) -> None:
+    """Hide a build's excluded rows (its ``exclusions.parquet``) from the raw ``admissions``
+    and ``labevents`` views of ``con``, so that a reader of the raw source (the L2 gold
+    recompute) sees the rows the events were built from: an excluded stay is no visit there
+    either, and an impossible value is no measurement. The rules are not re-run: the recorded
+    keys are the data."""
+    for table, key in (("admissions", "hadm_id"), ("labevents", "labevent_id")):
+        keys = exclusions.loc[exclusions["table"] == table, "key"]
+        if keys.empty:
+            continue
+        con.register(f"ct_excluded_{table}", pd.DataFrame({"k": keys.astype("int64")}))
+        con.execute(f"ALTER VIEW {table} RENAME TO ct_unscreened_{table}")
+        con.execute(
+            f"CREATE TEMP VIEW {table} AS SELECT * FROM ct_unscreened_{table} "
+            f"WHERE {key} IS NULL OR {key} NOT IN (SELECT k FROM ct_excluded_{table})"
+        )
