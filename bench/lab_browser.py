@@ -259,6 +259,53 @@ def check_notebook(page: Any, url: str, name: str, timeout_s: float = RUN_TIMEOU
     return out
 
 
+PROBE_URL = "https://cdn.jsdelivr.net/npm/vega@6?noext"  # what altair's default HTML loads
+
+
+def probe_offline(page: Any) -> str:
+    """Fetch :data:`PROBE_URL` from the page: ``blocked`` proves the network is unavailable."""
+    js = "u => fetch(u).then(() => 'reached', () => 'blocked')"
+    return page.evaluate(js, PROBE_URL)
+
+
+# The issue's symptom, reproduced: altair's own default renderer in the same session.
+CONTROL = "00_cdn_control"
+CONTROL_SOURCE = """import altair as alt
+import pandas as pd
+
+alt.renderers.enable("default")  # altair's HTML renderer: loads vega from a CDN
+alt.Chart(pd.DataFrame({"x": [1, 2, 3]})).mark_point().encode(x="x:Q")"""
+
+
+def write_control(work: Path) -> None:
+    """A one-cell notebook that displays a chart with altair's default renderer."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(CONTROL_SOURCE)])
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, work / f"{CONTROL}.ipynb")
+
+
+def check_control(page: Any, url: str, timeout_s: float) -> dict:
+    """Run the control notebook: its chart must fail exactly as the issue reports offline,
+    which shows that these checks would see the failure."""
+    open_notebook(page, url, CONTROL, timeout_s)
+    run_all(page, timeout_s)
+    shown = page.locator(".jp-OutputArea-output", has_text="Error loading script")
+    try:
+        shown.first.wait_for(timeout=60_000)
+    except Exception:  # playwright's TimeoutError: reported, asserted by the caller
+        return {"symptom": None, "charts_drawn": len(page.evaluate(_JS_CHARTS))}
+    return {
+        "symptom": shown.first.inner_text().strip(),
+        "charts_drawn": len(page.evaluate(_JS_CHARTS)),
+    }
+
+
 def stop_kernels(page: Any) -> None:
     """Shut down every kernel session of the server, through the page's JupyterLab."""
     page.evaluate("() => window.jupyterapp.serviceManager.sessions.shutdownAll()")
@@ -271,22 +318,32 @@ def shoot_chart(page: Any, shot: Path, index: int = -1) -> None:
     el.screenshot(path=str(shot))
 
 
-def run_lab(names: tuple[str, ...], profile: str, shots: Path,
-            timeout_s: float = RUN_TIMEOUT_S) -> dict:  # fmt: skip
+def run_lab(names: tuple[str, ...], profile: str, shots: Path, timeout_s: float = RUN_TIMEOUT_S,
+            control: bool = True) -> dict:  # fmt: skip
     """Serve a copy of the notebooks, check each of ``names`` in Chromium offline, screenshot
-    the last chart of the first one to ``shots``/lab-chart.png."""
+    the last chart of the first one to ``shots``/lab-chart.png; with ``control``, first run
+    :data:`CONTROL_SOURCE` (altair's own renderer), which must show the issue's error."""
     shots.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ct-lab-") as tmp:
         work = Path(tmp)
         for name in names:
             shutil.copy(NOTEBOOKS_DIR / f"{name}.ipynb", work)
+        if control:
+            write_control(work)
         log = work / "jupyter-lab.log"
         with serve_lab(work, profile, log) as url, chromium() as ctx:
             page = ctx.new_page()
             aborted = offline(page)
             results = []
+            out: dict[str, Any] = {"profile": profile}
             try:
+                if control:
+                    out["control"] = check_control(page, url, timeout_s)
+                    stop_kernels(page)
+                out["probe"] = probe_offline(page)
+                out["aborted_before"] = list(aborted)  # the control's and the probe's
+                del aborted[:]
                 for i, name in enumerate(names):
                     results.append(check_notebook(page, url, name, timeout_s))
                     if i == 0:
@@ -296,7 +353,7 @@ def run_lab(names: tuple[str, ...], profile: str, shots: Path,
                 page.screenshot(path=str(shots / "lab-failure.png"), full_page=True)
                 raise
             page.close()
-    return {"profile": profile, "results": results, "aborted": aborted,
+    return {**out, "results": results, "aborted": aborted,
             "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
 
 
