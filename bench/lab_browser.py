@@ -311,11 +311,34 @@ def stop_kernels(page: Any) -> None:
     page.evaluate("() => window.jupyterapp.serviceManager.sessions.shutdownAll()")
 
 
-def shoot_chart(page: Any, shot: Path, index: int = -1) -> None:
-    """Screenshot one rendered chart output (the last by default)."""
+# points of a chart's canvas (fractions of its size) tried in turn for a tooltip
+HOVER_POINTS = ((0.45, 0.35), (0.55, 0.45), (0.35, 0.25), (0.6, 0.6), (0.5, 0.2), (0.3, 0.5))
+
+
+def hover_tooltip(page: Any, chart: Any) -> str:
+    """Move the mouse over ``chart`` until Vega shows a tooltip; returns its text ('' if
+    none appeared)."""
+    canvas = chart.locator("canvas, svg.marks").first
+    box = canvas.bounding_box()
+    tip = page.locator("#vg-tooltip-element.visible")
+    for fx, fy in HOVER_POINTS:
+        page.mouse.move(box["x"] + fx * box["width"], box["y"] + fy * box["height"])
+        try:
+            tip.wait_for(timeout=1500)
+        except Exception:  # playwright's TimeoutError: no tooltip at this point
+            continue
+        return tip.inner_text().strip()
+    return ""
+
+
+def shoot_chart(page: Any, shot: Path, index: int = -1) -> str:
+    """Screenshot one rendered chart output (the last by default) with a tooltip shown;
+    returns the tooltip's text."""
     el = page.locator(".jp-OutputArea-child", has=page.locator(".jp-RenderedVega5")).nth(index)
     el.scroll_into_view_if_needed()
+    tip = hover_tooltip(page, el)
     el.screenshot(path=str(shot))
+    return tip
 
 
 def run_lab(names: tuple[str, ...], profile: str, shots: Path, timeout_s: float = RUN_TIMEOUT_S,
@@ -347,7 +370,7 @@ def run_lab(names: tuple[str, ...], profile: str, shots: Path, timeout_s: float 
                 for i, name in enumerate(names):
                     results.append(check_notebook(page, url, name, timeout_s))
                     if i == 0:
-                        shoot_chart(page, shots / "lab-chart.png")
+                        results[-1]["tooltip"] = shoot_chart(page, shots / "lab-chart.png")
                     stop_kernels(page)  # the next notebook gets both cores
             except Exception:
                 page.screenshot(path=str(shots / "lab-failure.png"), full_page=True)

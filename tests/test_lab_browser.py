@@ -33,6 +33,9 @@ if WHY and os.environ.get(REQUIRE_ENV):
 pytestmark = [
     pytest.mark.skipif(WHY is not None, reason=f"browser tests need Chromium: {WHY}"),
     pytest.mark.slow,
+    # one JupyterLab session for the whole module: on one xdist worker (make test's
+    # --dist loadgroup), beside the notebooks' own group on the other
+    pytest.mark.xdist_group("lab_browser"),
 ]
 
 
@@ -71,6 +74,9 @@ def test_the_explorer_widgets_answer_a_pick(lab_run, name):
     assert w["picker"] == lab.WIDGETS[name][0] and w["options"] >= 2 and w["picked"]
 
 
-def test_a_chart_screenshot(lab_run):
+def test_a_chart_shows_its_tooltip_and_is_screenshot(lab_run):
+    # the flips heatmap of notebook 13: its tooltip names the pair (good, bad) and the counts
+    tip = lab_run["results"][0]["tooltip"]
+    assert all(f"{k}" in tip for k in ("good", "bad", "flips", "reverse")), tip
     shot = SHOTS / "lab-chart.png"
     assert shot.stat().st_size > 10_000 and shot.read_bytes()[:4] == b"\x89PNG"
