@@ -344,8 +344,9 @@ def shoot_chart(page: Any, shot: Path, index: int = -1) -> str:
 def run_lab(names: tuple[str, ...], profile: str, shots: Path, timeout_s: float = RUN_TIMEOUT_S,
             control: bool = True) -> dict:  # fmt: skip
     """Serve a copy of the notebooks, check each of ``names`` in Chromium offline, screenshot
-    the last chart of the first one to ``shots``/lab-chart.png; with ``control``, first run
-    :data:`CONTROL_SOURCE` (altair's own renderer), which must show the issue's error."""
+    the first drawn notebook's last chart, with its tooltip, to ``shots``/lab-chart.png; with
+    ``control``, first run :data:`CONTROL_SOURCE` (altair's own renderer), which must show
+    the issue's error."""
     shots.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ct-lab-") as tmp:
@@ -367,10 +368,11 @@ def run_lab(names: tuple[str, ...], profile: str, shots: Path, timeout_s: float 
                 out["probe"] = probe_offline(page)
                 out["aborted_before"] = list(aborted)  # the control's and the probe's
                 del aborted[:]
-                for i, name in enumerate(names):
+                for name in names:
                     results.append(check_notebook(page, url, name, timeout_s))
-                    if i == 0:
-                        results[-1]["tooltip"] = shoot_chart(page, shots / "lab-chart.png")
+                    if "tooltip" not in out and results[-1]["charts_drawn"]:
+                        out["tooltip"] = shoot_chart(page, shots / "lab-chart.png")
+                        results[-1]["tooltip"] = out["tooltip"]
                     stop_kernels(page)  # the next notebook gets both cores
             except Exception:
                 page.screenshot(path=str(shots / "lab-failure.png"), full_page=True)
@@ -384,14 +386,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--profile", default="quick")
     parser.add_argument("--shots", default=str(BUILD_DIR / "quick" / "screenshots"))
+    parser.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S, help="seconds per notebook")
+    parser.add_argument("--out", help="also write the results here (JSON)")
     parser.add_argument("notebooks", nargs="*", default=list(NOTEBOOKS))
     args = parser.parse_args(argv)
     why = browser_missing()
     if why:
         print(f"lab_browser: {why}", file=sys.stderr)
         return 2
-    out = run_lab(tuple(args.notebooks), args.profile, Path(args.shots))
+    out = run_lab(tuple(args.notebooks), args.profile, Path(args.shots), args.timeout)
     print(json.dumps(out, indent=2))
+    if args.out:
+        Path(args.out).write_text(json.dumps(out, indent=2))
     bad = [r["notebook"] for r in out["results"]
            if r["error_cells"] or r["error_texts"] or r["charts_drawn"] != r["charts_expected"]]  # fmt: skip
     return 1 if bad else 0
