@@ -117,7 +117,7 @@ def offline(page: Any) -> list[str]:
     def _route(route: Any) -> None:
         url = route.request.url
         host = urllib.parse.urlsplit(url).hostname or ""
-        if url.startswith(("data:", "blob:")) or host in LOOPBACK:
+        if url.startswith(("data:", "blob:", "file:")) or host in LOOPBACK:
             route.continue_()
         else:
             aborted.append(url)
@@ -259,6 +259,43 @@ def check_notebook(page: Any, url: str, name: str, timeout_s: float = RUN_TIMEOU
     return out
 
 
+def save_notebook(page: Any, timeout_s: float = 60.0) -> None:
+    """File → Save (JupyterLab signs what it saves: trusted for this server)."""
+    page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+    page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty",
+                           timeout=timeout_s * 1000)  # fmt: skip
+
+
+_JS_TRUSTED = """() => window.jupyterapp.shell.currentWidget.content.widgets
+  .filter(c => c.model.type === 'code' && c.model.outputs.length).map(c => c.model.trusted)"""
+_JS_SVG_IMAGES = """() => Array.from(document.querySelectorAll('img[src^="data:image/svg+xml"]'))
+  .map(i => i.naturalWidth)"""
+
+
+def check_opened_later(page: Any, url: str, work: Path, name: str, timeout_s: float) -> dict:
+    """The executed ``name`` (saved by :func:`save_notebook`), changed by one metadata key so
+    that its signature no longer matches (untrusted, as a notebook executed elsewhere), opened
+    without running anything: charts drawn; then its nbconvert HTML export opened from disk:
+    every chart an SVG image that decodes."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    nb = nbformat.read(work / f"{name}.ipynb", as_version=4)
+    nb.metadata["clintrace"] = {"opened_later": True}
+    later = f"{name}-later"
+    nbformat.write(nb, work / f"{later}.ipynb")
+    open_notebook(page, url, later, timeout_s)
+    state = _state(page)
+    out = {"trusted": page.evaluate(_JS_TRUSTED), **check_charts(page, state)}
+    html = work / f"{later}.html"
+    html.write_text(HTMLExporter().from_notebook_node(nb)[0])
+    page.goto(html.as_uri())
+    page.wait_for_load_state("load")
+    out["html_svg_images"] = page.evaluate(_JS_SVG_IMAGES)
+    out["html_error_texts"] = [t for t in ERROR_TEXTS if t in page.locator("body").inner_text()]
+    return out
+
+
 PROBE_URL = "https://cdn.jsdelivr.net/npm/vega@6?noext"  # what altair's default HTML loads
 
 
@@ -370,16 +407,22 @@ def run_lab(names: tuple[str, ...], profile: str, shots: Path, timeout_s: float 
                 del aborted[:]
                 for name in names:
                     results.append(check_notebook(page, url, name, timeout_s))
+                    if name == names[0]:
+                        save_notebook(page)
                     if "tooltip" not in out and results[-1]["charts_drawn"]:
                         out["tooltip"] = shoot_chart(page, shots / "lab-chart.png")
                         results[-1]["tooltip"] = out["tooltip"]
                     stop_kernels(page)  # the next notebook gets both cores
+                out["aborted"] = list(aborted)  # while the notebooks ran
+                if names:
+                    out["later"] = check_opened_later(page, url, work, names[0], timeout_s)
+                    # nbconvert's template asks cdnjs for require.js and MathJax
+                    out["later"]["aborted"] = aborted[len(out["aborted"]) :]
             except Exception:
                 page.screenshot(path=str(shots / "lab-failure.png"), full_page=True)
                 raise
             page.close()
-    return {**out, "results": results, "aborted": aborted,
-            "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+    return {**out, "results": results, "seconds": round(time.perf_counter() - t0, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:

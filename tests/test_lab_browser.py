@@ -74,6 +74,17 @@ def test_the_explorer_widgets_answer_a_pick(lab_run, name):
     assert w["picker"] == lab.WIDGETS[name][0] and w["options"] >= 2 and w["picked"]
 
 
+def test_an_executed_notebook_opened_later_and_its_html_export_show_the_chart(lab_run):
+    later = lab_run["later"]  # notebook 13 as saved, with a signature that no longer matches
+    assert later["trusted"] and not any(later["trusted"]), later["trusted"]
+    assert later["charts_drawn"] == later["charts_expected"] == 1, later["chart_elements"]
+    # nbconvert's HTML opened from disk, offline: the chart is an SVG image that decodes
+    assert len(later["html_svg_images"]) == 1 and later["html_svg_images"][0] > 50
+    assert later["html_error_texts"] == []
+    # what the export asked the network for is nbconvert's template's (require.js, MathJax)
+    assert not [u for u in later["aborted"] if "vega" in u], later["aborted"]
+
+
 def test_a_chart_shows_its_tooltip_and_is_screenshot(lab_run):
     # the flips heatmap of notebook 13: its tooltip names the pair (good, bad) and the counts
     tip = lab_run["tooltip"]
