@@ -9,8 +9,11 @@ every request whose host is not the loopback server. For each notebook: every co
 (a number in its prompt), no output is an error, no page text says "Error loading script",
 every chart output (``application/vnd.vega.v5+json``, :mod:`clinlib.core.charts`) holds a
 drawn ``canvas`` or ``svg``; notebook 02's dialogue viewer and notebook 13's failure explorer
-appear and respond (a different patient / prediction picked changes the pane). A screenshot
-of one rendered chart goes to ``--shots``. ``tests/test_lab_browser.py`` runs it on the quick
+appear and respond (a different patient / prediction picked changes the pane). The first
+notebook, saved and made untrusted, is opened again without running (charts drawn) and its
+nbconvert HTML export opened from disk (every chart an SVG image). A control notebook using
+altair's own renderer must show the issue's "Error loading script". A screenshot of one
+rendered chart, with its tooltip, goes to ``--shots``. ``tests/test_lab_browser.py`` runs it on the quick
 profile; Debian's ``/usr/bin/chromium`` through Playwright, as ``bench.apps_browser``.
 
 Usage: ``python -m bench.lab_browser [--profile quick] [--shots docs/img] [NN_slug ...]``
