@@ -114,7 +114,7 @@ lab: install ## open JupyterLab on the notebooks, offline (PROFILE=..., default 
 	CLINTRACE_PROFILE=$(or $(PROFILE),$(CLINTRACE_PROFILE),quick) \
 	CLINTRACE_CHARTS=$(or $(CHARTS),$(CLINTRACE_CHARTS),interactive) \
 	$(BIN)/jupyter lab notebooks --LabApp.news_url=None \
-	  --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
+	  --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate $(if $(filter 0,$(shell id -u)),--allow-root)
 
 app-failures: install ## the marimo failure explorer (PROFILE=..., default quick)
 	CLINTRACE_PROFILE=$(or $(PROFILE),$(CLINTRACE_PROFILE),quick) $(BIN)/marimo run notebooks/apps/failure_explorer.py
