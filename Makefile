@@ -110,8 +110,11 @@ bench-harness: install ## harness vs bare openai SDK vs inspect_ai on a local 10
 bench-apps: install ## both marimo apps in Chromium on PROFILE (default paper): first paint, largest output, screenshots to docs/img
 	$(BIN)/python -m bench.apps_browser --profile $(or $(PROFILE),paper) --shots docs/img
 
-lab: install ## open JupyterLab on the notebooks
-	$(BIN)/jupyter lab notebooks
+lab: install ## open JupyterLab on the notebooks, offline (PROFILE=..., default quick; CHARTS=interactive|static)
+	CLINTRACE_PROFILE=$(or $(PROFILE),$(CLINTRACE_PROFILE),quick) \
+	CLINTRACE_CHARTS=$(or $(CHARTS),$(CLINTRACE_CHARTS),interactive) \
+	$(BIN)/jupyter lab notebooks --LabApp.news_url=None \
+	  --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate $(if $(filter 0,$(shell id -u)),--allow-root)
 
 app-failures: install ## the marimo failure explorer (PROFILE=..., default quick)
 	CLINTRACE_PROFILE=$(or $(PROFILE),$(CLINTRACE_PROFILE),quick) $(BIN)/marimo run notebooks/apps/failure_explorer.py

@@ -14,6 +14,7 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
+from clinlib.core import charts as charts_display
 from clinlib.core.config import figures_dir
 from clinlib.core.io import atomic_path
 
@@ -46,9 +47,19 @@ def theme() -> dict:
     }
 
 
-def use_theme() -> None:
-    """Register and enable the kit theme (idempotent)."""
+def use_theme(charts: str | None = None) -> str:
+    """Register and enable the kit theme and the kit's offline chart display (idempotent).
+
+    Args:
+        charts: ``interactive`` (default: JupyterLab's bundled Vega draws the chart, an SVG
+            for everything else) or ``static`` (SVG + PNG only); default
+            ``$CLINTRACE_CHARTS``. See :mod:`clinlib.core.charts`.
+
+    Returns:
+        the chart mode in force.
+    """
     alt.theme.register("clintrace", enable=True)(theme)
+    return charts_display.enable(charts)
 
 
 def savefig(
