@@ -43,13 +43,13 @@ import pandas as pd
 
 from clinlib.core.config import build_dir
 from clinlib.core.io import atomic_path
+from clinlib.core.seed_facts import seed_fact
 from clinlib.data.build import load
 from clinlib.data.drugnames import drug_display
 from clinlib.tasks.answers import TASK_NAMES
 
 HIGH_RISK_TASKS: tuple[str, ...] = ("T2", "T4", "T7", "T8", "T9")
 LOW_RISK_TASKS: tuple[str, ...] = ("T1", "T3", "T5", "T6")
-QUOTA: dict[str, int] = {**{t: 50 for t in HIGH_RISK_TASKS}, **{t: 30 for t in LOW_RISK_TASKS}}
 AUDIT_COLUMNS: tuple[str, ...] = (
     "qid",
     "task",
@@ -64,12 +64,17 @@ AUDIT_COLUMNS: tuple[str, ...] = (
     "auditor_note",
 )
 VERDICTS: tuple[str, ...] = ("agree", "disagree")
-FIX_THRESHOLD = 0.10  # a task whose disagreement rate reaches 10% must be fixed (Appendix A)
-PAPER_AGREEMENT = (366, 370)  # 98.92%
-# What Appendix A prints about L5: the two quotas, how many tasks get each, and the printed
-# per-task FAIL percentages (the other 7 tasks: 0%).
-PAPER_QUOTAS: dict[int, int] = {30: 4, 50: 5}  # quota -> number of tasks
-PAPER_FAIL_PCT: dict[str, int] = {"T7": 2, "T9": 6}
+# What Appendix A prints about L5 (seed facts ctb_l5_sample / ctb_l5_fails): the two quotas and
+# how many tasks get each, the agreement, the printed per-task FAIL percentages (the other 7
+# tasks: 0%) and the fix threshold.
+_L5, _L5_FAILS = seed_fact("ctb_l5_sample"), seed_fact("ctb_l5_fails")
+PAPER_AGREEMENT = (int(_L5.number(5)), int(_L5.number(0)))  # 366 of 370
+PAPER_QUOTAS: dict[int, int] = {int(_L5.number(1)): int(_L5.number(2)),
+                                int(_L5.number(3)): int(_L5.number(4))}  # fmt: skip
+PAPER_FAIL_PCT: dict[str, int] = {"T7": int(_L5_FAILS.number(1)), "T9": int(_L5_FAILS.number(2))}
+FIX_THRESHOLD = _L5_FAILS.number(3) / 100  # a task at 10% disagreement or more must be fixed
+QUOTA: dict[str, int] = {**{t: max(PAPER_QUOTAS) for t in HIGH_RISK_TASKS},
+                         **{t: min(PAPER_QUOTAS) for t in LOW_RISK_TASKS}}  # fmt: skip
 SHEET_NAME = "l5_audit_sheet.csv"
 
 
