@@ -98,6 +98,19 @@ def _f(key: str, seed: str, where: str, values: tuple[str, ...], passage: str, n
 
 _CTB, _MMB, _LMB = "clintracebench", "medmemorybench", "longmedbench"
 
+# ClinTraceBench's L5 audit (App. A; clinlib.tasks.audit) and length quartiles (Limitations)
+_CTB_AUDIT = (
+    ("ctb_l5_sample", 'App. A "L5 — Human spot-check"', ("370", "30", "4", "50", "5", "366", "98.92%"),
+     "A stratified sample of 370 questions (30/task low-risk \\times 4 + 50/task high-risk "
+     "\\times 5) was hand-audited by the authors; 366/370 = 98.92% agreement"),
+    ("ctb_l5_fails", 'App. A "L5 — Human spot-check"', ("7/9", "2%", "6%", "10%"),
+     "7/9 tasks scored 0% FAIL; T7 = 2% (distractor substring leak), T9 = 6% (Secondary-pool "
+     "textual templating). Both below the 10% fix threshold."),
+    ("ctb_length_drop", 'Limitations "Residual artifacts"', ("-13", "-14"), "Long-context "
+     "degradation is uniform across backbones (-13 to -14 pp from shortest to longest quartile)",
+     "names no strategy"),
+)  # fmt: skip
+
 _FACTS: tuple[SeedFact, ...] = (
     # --- ClinTraceBench: cohort, dialogues, question set (§3, Fig. 2, App. C) --------------
     _f(
@@ -342,36 +355,7 @@ _FACTS: tuple[SeedFact, ...] = (
         "Table 14: Complete per-task accuracy across all 32 (history representation strategy, "
         "backbone) cells, on the 6,271-question strati",
     ),
-    # --- ClinTraceBench: the L5 audit (App. A) and the length quartiles (Limitations) -------
-    _f(
-        "ctb_l5_sample",
-        _CTB,
-        'App. A "L5 — Human spot-check"',
-        ("370", "30", "4", "50", "5", "366", "98.92%"),
-        "A stratified sample of 370 questions (30/task low-risk \\times 4 + 50/task high-risk "
-        "\\times 5) was hand-audited by the authors; 366/370 = 98.92% agreement with the "
-        "automated gold.",
-        "quotas and agreement of clinlib.tasks.audit (PAPER_QUOTAS, PAPER_AGREEMENT)",
-    ),
-    _f(
-        "ctb_l5_fails",
-        _CTB,
-        'App. A "L5 — Human spot-check"',
-        ("7/9", "2%", "6%", "10%"),
-        "7/9 tasks scored 0% FAIL; T7 = 2% (distractor substring leak), T9 = 6% "
-        "(Secondary-pool textual templating). Both below the 10% fix threshold.",
-        "values: tasks at 0%, T7, T9, the fix threshold; T7 and T9 print as 1/50 and 3/50 "
-        "only (clinlib.tasks.audit.paper_quota_solutions)",
-    ),
-    _f(
-        "ctb_length_drop",
-        _CTB,
-        'Limitations "Residual artifacts"',
-        ("-13", "-14"),
-        "Long-context degradation is uniform across backbones (-13 to -14 pp from shortest to "
-        "longest quartile), but length and disease severity remain entangled.",
-        "names no strategy; the kit measures it per (strategy, reader) cell",
-    ),
+    *(_f(key, _CTB, *rest) for key, *rest in _CTB_AUDIT),  # L5 (App. A), length quartiles
     # --- MedMemoryBench (§4 construction, §5 protocol, appendix "Results Across Multiple
     #     Random Seeds") -------------------------------------------------------------------
     _f(

@@ -414,3 +414,19 @@ def score_audit_sheet(
     out["paper_n_disagree"] = out["task"].map(paper["n_disagree"])
     out["paper_agreement"] = out["task"].map(paper["agreement"])
     return out
+
+
+def sheet_summary(sheet: pd.DataFrame, questions: pd.DataFrame) -> pd.DataFrame:
+    """Per task: risk class, quota, questions available in the set and rows sampled (a task
+    with fewer questions than its quota contributes all of them).
+
+    Returns:
+        Frame: task, risk, quota, available, sampled.
+    """
+    avail = questions["task"].value_counts()
+    sampled = sheet["task"].value_counts()
+    return pd.DataFrame(
+        [{"task": t, "risk": "high" if t in HIGH_RISK_TASKS else "low", "quota": QUOTA[t],
+          "available": int(avail.get(t, 0)), "sampled": int(sampled.get(t, 0))}
+         for t in TASK_NAMES]
+    )  # fmt: skip

@@ -149,6 +149,9 @@ def test_profile_sheet_builds_and_scores_a_hand_filled_copy(quick_in_tmp_build, 
     for task, n in qs["task"].value_counts().items():
         assert (sheet["task"] == task).sum() == min(n, audit.QUOTA[task])
     assert sheet["evidence"].str.len().gt(0).all()
+    summary = audit.sheet_summary(sheet, qs).set_index("task")
+    assert (summary["sampled"] == summary[["quota", "available"]].min(axis=1)).all()
+    assert summary.loc["T7", "risk"] == "high" and summary.loc["T6", "quota"] == 30
     filled = pd.read_csv(path, dtype=str, keep_default_na=False)
     filled["auditor_verdict"] = "agree"
     t9 = filled.index[filled["task"] == "T9"]
