@@ -31,7 +31,7 @@ from clinlib.core.seed_facts import seed_fact
 # Seed values, from the seed-facts table (clinlib.core.seed_facts, each with its passage).
 # ClinTraceBench Limitations: accuracy falls 13–14 pp from the shortest to the longest
 # context-length quartile, "uniform across backbones"; the passage names no strategy.
-_DROP = seed_fact("ctb_length_drop")
+_DROP = seed_fact("ctb_length_degradation")
 CLINTRACE_LENGTH_DROP_PP: tuple[float, float] = (_DROP.number(1), _DROP.number(0))
 
 # LongMedBench "event retrieval" (Table 2; only the values its text states): qwen-turbo as a

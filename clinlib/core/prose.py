@@ -71,12 +71,15 @@ class Claim:
     holds: bool
     fmt: str = ".3g"
 
+    def _num(self, x: float) -> str:
+        return format(int(round(x)) if self.fmt.endswith("d") else x, self.fmt)
+
     def _repr_markdown_(self) -> str:
         mark = "✓ holds" if self.holds else "✗ does not hold"
-        tol = f" ± {self.tol:{self.fmt}}" if self.tol else ""
+        tol = f" ± {self._num(self.tol)}" if self.tol else ""
         return (
-            f"**Claim** ({mark}): {self.statement} — measured {self.value:{self.fmt}} "
-            f"{self.op} {self.bound:{self.fmt}}{tol}"
+            f"**Claim** ({mark}): {self.statement} — measured {self._num(self.value)} "
+            f"{self.op} {self._num(self.bound)}{tol}"
         )
 
     def __str__(self) -> str:

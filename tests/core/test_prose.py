@@ -56,6 +56,7 @@ def test_claim_shows_the_figure_and_the_tolerance():
     text = c._repr_markdown_()
     assert "✓ holds" in text and "K barely matters" in text
     assert "0.012 <= 0 ± 0.02" in text
+    assert "measured 3 <= 3" in claim("count", 3, "<=", 3, fmt="d")._repr_markdown_()
     with pytest.raises(ValueError, match="claim op"):
         claim("s", 1, "=<", 0)
 
