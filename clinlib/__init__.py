@@ -90,6 +90,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "dialogue_viewer": ("clinlib.dialogue.viewer", None),  # 02, apps/dialogue_viewer
     "corpus_shape": ("clinlib.analysis.corpus_shape", None),  # 02
     "task_report": ("clinlib.tasks.report", None),  # 03
+    "l5_audit": ("clinlib.tasks.audit", None),  # 03, `clintrace audit`
     "runner": ("clinlib.eval.runner", None),  # 04, 06-11, 13
     "strategy_views": ("clinlib.strategies.views", None),  # 05
     "probe": ("clinlib.analysis.probe", None),  # 06

@@ -47,6 +47,7 @@ from clinlib.llm.local_server import LocalServer, check_local_reachable, is_loca
 from clinlib.llm.presets import LOCAL_COST_NOTE, LOCAL_HOST, LOCAL_N_CTX, LOCAL_PORT
 from clinlib.notebooks import execute_all
 from clinlib.strategies import PAPER_STRATEGIES, build_all
+from clinlib.tasks.audit import build_audit_sheet, score_audit_sheet
 from clinlib.tasks.build import build_questions
 from clinlib.tasks.extended import build_temporal_questions
 from clinlib.tasks.gates import gate_report
@@ -571,6 +572,32 @@ def evaluate_offline(profile: ProfileOpt = None, allow_drops: AcceptErrorsOpt = 
     typer.echo(summary.to_string(index=False))
     for line in _run(check_run, "evaluate-offline", summary, allow_drops) or []:
         typer.echo(line, err=True)
+
+
+@app.command("audit")
+def audit_cmd(
+    profile: ProfileOpt = None,
+    score: Annotated[
+        Path | None, typer.Option(help="a filled L5 sheet to score (default: build the sheet)")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
+    allow_blank: Annotated[
+        bool, typer.Option("--allow-blank", help="score a partly filled sheet (blanks skipped)")
+    ] = False,
+) -> None:
+    """L5 human audit (Appendix A): write the stratified sheet a human fills (sampled question,
+    gold, anchor events and dialogue turns), or score a filled sheet against the automated gold
+    per task and overall, with the paper's figures beside."""
+    p = _profile(profile)
+    if score is None:
+        sheet, path = _run(build_audit_sheet, p, seed)
+        by_task = sheet.groupby("task", sort=True)["risk"]
+        typer.echo(", ".join(f"{t} {len(r)} ({r.iat[0]} risk)" for t, r in by_task))
+        typer.echo(f"{len(sheet)} questions to audit -> {path}")
+        typer.echo("fill auditor_verdict (agree|disagree), then: clintrace audit --score <sheet>")
+        return
+    table = _run(score_audit_sheet, score, p, allow_blank=allow_blank)
+    typer.echo(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
 
 
 @app.command()

@@ -30,8 +30,6 @@ PENDING: dict[str, str] = {
     "09_sp3_abstention": "wt-stats: '7.5 pp' (add its seed fact, or render it)",
     "10_pareto_cost": "wt-stats: $0.80, 3.5, $1, ±25 %, '~140 questions', 17.1%, '6,272'",
     "11_ablations": "wt-stats: budget 500/1000 row, ~37,000, 0.5, 135M, 256, 60×, 8192",
-    "15_temporal_reasoning": "wt-audit: 2150, 300/75 pairs, 0.993 / 0.331 uncited, 0–1 scales, "
-    "10,000 / 2,000 tokens",
 }
 
 

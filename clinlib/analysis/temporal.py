@@ -26,39 +26,50 @@ import numpy as np
 import pandas as pd
 
 from clinlib.analysis.metrics import CELL, MetricsInputError, accuracy_table
+from clinlib.core.seed_facts import seed_fact
 
-# ClinTraceBench §Limitations: full-context-style accuracy falls 13–14 pp from the shortest
-# to the longest context-length quartile, uniformly across the four backbones.
-CLINTRACE_LENGTH_DROP_PP: tuple[float, float] = (-14.0, -13.0)
+# Seed values, from the seed-facts table (clinlib.core.seed_facts, each with its passage).
+# ClinTraceBench Limitations: accuracy falls 13–14 pp from the shortest to the longest
+# context-length quartile, "uniform across backbones"; the passage names no strategy.
+_DROP = seed_fact("ctb_length_degradation")
+CLINTRACE_LENGTH_DROP_PP: tuple[float, float] = (_DROP.number(1), _DROP.number(0))
 
-# LongMedBench §"event retrieval" (Table 2; only the values its text states): qwen-turbo as
-# a naive long-context reader over windows m = 1, 2, 3 and the full history; Lab-T recall,
-# Lab-F rejection; Mem0 as the agent-memory system.
+# LongMedBench "event retrieval" (Table 2; only the values its text states): qwen-turbo as a
+# naive long-context reader over windows m = 1, 2, 3 and the full history; Lab-T recall,
+# Lab-F rejection; Mem0 as the agent-memory system (explicit LAB questions 0.993, medication
+# 0.983; the text names imaging as Mem0's weakness, seed fact lmb_mem0_imaging).
+_DECAY, _MEM0 = seed_fact("lmb_explicit_decay"), seed_fact("lmb_mem0_explicit")
 LONGMEDBENCH_TABLE2: pd.DataFrame = pd.DataFrame(
     [
-        ("qwen-turbo", "explicit", "1", "retrieval", 0.882, "smallest window (3 visits)"),
-        ("qwen-turbo", "explicit", "inf", "retrieval", 0.423, "full history"),
-        ("qwen-turbo", "any", "any", "Lab-F rejection (max)", 0.570, "<= 0.570 in every window"),
-        ("mem0", "explicit", "-", "Lab-T", 0.993, "near-optimal explicit lab recall"),
-        ("mem0", "explicit", "-", "Medication", 0.983, ""),
-        ("mem0", "relative", "-", "Overall", 0.331, "relative questions remain inferior"),
+        ("qwen-turbo", "explicit", "1", "retrieval", _DECAY.number(0),
+         "smallest window (3 visits)"),
+        ("qwen-turbo", "explicit", "inf", "retrieval", _DECAY.number(1), "full history"),
+        ("qwen-turbo", "any", "any", "Lab-F rejection (max)", _DECAY.number(2),
+         "Lab-F rejection at most this in every window"),
+        ("mem0", "explicit", "-", "Lab-T", _MEM0.number(0), "explicit lab questions"),
+        ("mem0", "explicit", "-", "Medication", _MEM0.number(1), "explicit medication questions"),
+        ("mem0", "relative", "-", "Overall", _MEM0.number(2), "relative questions remain inferior"),
     ],
     columns=["system", "question", "m", "metric", "value", "note"],
-)
+)  # fmt: skip
 
-# LongMedBench §"temporal reasoning" (Table 3; Kendall's tau, only the values its text
-# states): visit cloze, visit sorting, joint sorting.
+# LongMedBench "temporal reasoning" (Table 3; Kendall's tau, only the values its text states):
+# visit cloze (its best, a weak model, thinking on/off), and for visit sorting and joint
+# sorting only the best score. ``stated`` says which: "best" or "other".
+_CLOZE = seed_fact("lmb_tau_cloze")
 LONGMEDBENCH_TABLE3: pd.DataFrame = pd.DataFrame(
     [
-        ("visit cloze", "gpt-5-mini", 0.925, "top model"),
-        ("visit cloze", "deepseek-v3.2-thinking", 0.969, "thinking mode"),
-        ("visit cloze", "deepseek-v3.2", 0.316, ""),
-        ("visit cloze", "qwen-turbo", 0.046, "weak model"),
-        ("visit sorting", "deepseek-v3.2-thinking", 0.423, "best"),
-        ("joint sorting", "best model", 0.330, "best"),
+        ("visit cloze", "gpt-5-mini", _CLOZE.number(0), "other", "top model"),
+        ("visit cloze", "deepseek-v3.2-thinking", _CLOZE.number(2), "best", "thinking mode"),
+        ("visit cloze", "deepseek-v3.2", _CLOZE.number(3), "other", ""),
+        ("visit cloze", "qwen-turbo", _CLOZE.number(1), "other", "weak model"),
+        ("visit sorting", "deepseek-v3.2-thinking",
+         seed_fact("lmb_tau_visit_sorting").number(0), "best", "best"),
+        ("joint sorting", "best model", seed_fact("lmb_tau_joint_sorting").number(0), "best",
+         "best"),
     ],
-    columns=["subtask", "model", "tau", "note"],
-)
+    columns=["subtask", "model", "tau", "stated", "note"],
+)  # fmt: skip
 
 POSITION_BINS = 4
 LENGTH_QUARTILES = ("Q1 shortest", "Q2", "Q3", "Q4 longest")
@@ -243,7 +254,9 @@ T10_SUBTASKS: dict[str, str] = {
 def beside_table3(scores: pd.DataFrame) -> pd.DataFrame:
     """Mean Kendall's tau per T10 subtype, strategy and reader (from
     :func:`clinlib.analysis.metrics.score_table` by strategy, backbone, subtype) beside the
-    seed's Table 3 values for that subtask (best, and the range its text states)."""
+    seed's Table 3 values for that subtask: ``seed_best`` (the best its text states) and
+    ``seed_lowest_stated`` (the lowest it states beside the best — visit cloze's weak model;
+    missing for visit and joint sorting, where the text states only the best)."""
     need = ["strategy", "backbone", "subtype", "mean_score"]
     missing = [c for c in need if c not in scores.columns]
     if missing:
@@ -252,8 +265,12 @@ def beside_table3(scores: pd.DataFrame) -> pd.DataFrame:
                               values="mean_score")  # fmt: skip
     wide.columns = [f"{s} / {b}" for s, b in wide.columns]
     seed = LONGMEDBENCH_TABLE3.groupby("subtask")["tau"]
-    wide["seed_best"] = wide.index.map(lambda t: seed.max().get(T10_SUBTASKS.get(t)))
-    wide["seed_lowest_stated"] = wide.index.map(lambda t: seed.min().get(T10_SUBTASKS.get(t)))
+    best = seed.max()
+    # the lowest value the seed states BESIDE its best (visit cloze: a weak model); sorting
+    # subtasks state only their best, so they have none
+    low = LONGMEDBENCH_TABLE3[LONGMEDBENCH_TABLE3["stated"] != "best"].groupby("subtask")["tau"]
+    wide["seed_best"] = wide.index.map(lambda t: best.get(T10_SUBTASKS.get(t)))
+    wide["seed_lowest_stated"] = wide.index.map(lambda t: low.min().get(T10_SUBTASKS.get(t)))
     order = [t for t in T10_SUBTASKS if t in wide.index]
     return wide.loc[order].reset_index()
 

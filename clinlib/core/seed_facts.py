@@ -205,6 +205,16 @@ _FACTS: tuple[SeedFact, ...] = (
     _f("ctb_table_full_matrix", _CTB, "Table 14 (App. I)", ("14", "32", "6,271"),
        "Table 14: Complete per-task accuracy across all 32 (history representation "
        "strategy, backbone) cells, on the 6,271-question strati"),
+    # --- ClinTraceBench: the L5 audit (App. A; clinlib.tasks.audit) ---------------------
+    _f("ctb_l5_sample", _CTB, 'App. A "L5 — Human spot-check"',
+       ("370", "30", "4", "50", "5", "366", "98.92%"),
+       "A stratified sample of 370 questions (30/task low-risk \\times 4 + 50/task high-risk "
+       "\\times 5) was hand-audited by the authors; 366/370 = 98.92% agreement",
+       "quotas and agreement of clinlib.tasks.audit"),
+    _f("ctb_l5_fails", _CTB, 'App. A "L5 — Human spot-check"', ("7/9", "2%", "6%", "10%"),
+       "7/9 tasks scored 0% FAIL; T7 = 2% (distractor substring leak), T9 = 6% (Secondary-pool "
+       "textual templating). Both below the 10% fix threshold.",
+       "T7 and T9 print as 1/50 and 3/50 only (clinlib.tasks.audit.paper_quota_solutions)"),
     # --- MedMemoryBench (§4 construction, §5 protocol, appendix "Results Across Multiple
     #     Random Seeds") -------------------------------------------------------------------
     _f("mmb_corpus", _MMB, '§4 "Statistics"', ("20", "100", "6", "10"),

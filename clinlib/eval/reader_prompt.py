@@ -24,10 +24,18 @@ _TAG_RE = re.compile(r"\[((?:[A-Z]+-[\d-]+)(?:\s*,\s*[A-Z]+-[\d-]+)*)\]")
 _NUM = r"[<>]=?\s?\d+(?:\.\d+)?|\d+(?:\.\d+)?"
 # Sentence / item boundaries: a full stop or semicolon before a space, newlines, table cells.
 _BOUNDARY_RE = re.compile(r"(?<=[.;!?])\s+(?=\S)|\n+|\s\|\s")
-_ENCOUNTER_RES = (
-    re.compile(r"^Visit \d+ \((" + DATE + r")\)", re.MULTILINE),  # dialogue / codebook
-    re.compile(r"^\|\s*\d+\s*\|\s*(" + DATE + r")", re.MULTILINE),  # structured timeline
-    re.compile(r"^\[n\d+\s*\|\s*(" + DATE + r")\]", re.MULTILINE),  # a-mem notes
+# The encounter numbering each representation renders (group ``number``: the encounter's rank
+# in the record, 1-based; ``date``: its start date, absent when the representation has none):
+# the dialogue's ``Visit N (date)`` headers (full-context, last-visit-only, last-n-visits,
+# window-visits, dense-retrieval, bm25, codebook), the structured timeline's ``| N | date ...``
+# rows and A-Mem's ``[nN | date]`` / ``[nN (linked) | date]`` notes. llm-summary and Mem0
+# render no per-encounter numbering.
+ENCOUNTER_RES = (
+    re.compile(r"^Visit (?P<number>\d+) \((?P<date>" + DATE + r")\)", re.MULTILINE),
+    re.compile(r"^\|\s*(?P<number>\d+)\s*\|\s*(?P<date>" + DATE + r")?", re.MULTILINE),
+    re.compile(
+        r"^\[n(?P<number>\d+)(?: \(linked\))?\s*\|\s*(?P<date>" + DATE + r")?\]", re.MULTILINE
+    ),
 )
 _SECTION_RE = re.compile(r"^Patient ([A-D]):\s*$", re.MULTILINE)
 
@@ -106,13 +114,26 @@ def _encounters(text: str) -> list[tuple[str, date, int, int]]:
     out: list[tuple[str, date, int, int]] = []
     for patient, s0, s1 in _sections(text):
         heads = []
-        for rx in _ENCOUNTER_RES:
-            heads += [(m.start(), _day(m.group(1))) for m in rx.finditer(text, s0, s1)]
+        for rx in ENCOUNTER_RES:
+            heads += [(m.start(), _day(m.group("date") or "")) for m in rx.finditer(text, s0, s1)]
         heads = sorted(h for h in heads if h[1] is not None)
         for i, (pos, d) in enumerate(heads):
             end = heads[i + 1][0] if i + 1 < len(heads) else s1
             out.append((patient, d, pos, end))
     return out
+
+
+def numbered_encounters(text: str) -> list[tuple[int, int, int]]:
+    """Every numbered encounter the record renders (:data:`ENCOUNTER_RES`), dated or not, as
+    (number, start offset, end offset) in text order; an encounter ends where the next one
+    starts. Retrieved A-Mem notes come in relevance order, so numbers need not ascend."""
+    heads = sorted(
+        (m.start(), int(m.group("number"))) for rx in ENCOUNTER_RES for m in rx.finditer(text)
+    )
+    return [
+        (number, pos, heads[i + 1][0] if i + 1 < len(heads) else len(text))
+        for i, (pos, number) in enumerate(heads)
+    ]
 
 
 def _lab_regex(label: str, unit: str | None) -> re.Pattern[str]:

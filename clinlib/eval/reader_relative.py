@@ -3,13 +3,18 @@
 in :mod:`clinlib.tasks.templates`). An explicit T1R twin is worded exactly like T1 and
 answered by T1's rule.
 
-The reader finds the ``Visit N (date)`` header whose N is the visit ordinal, takes the lab's
-mentions inside that visit in text order (one per measurement day: a value restated on the
-same day is the same measurement) and returns the k-th. Without a header for that visit —
-a representation that drops the visit structure (timeline, summary, memories) or a window
-that does not hold the visit — the reference reader abstains; the eager reader guesses the
-visit's last measurement when it holds fewer than k, else the panel's reference midpoint.
-Like the rest of the offline readers it never sees the gold, the events or any artifact.
+The reader finds the encounter whose number is the visit ordinal, in whichever numbering the
+representation renders (:data:`clinlib.eval.reader_prompt.ENCOUNTER_RES`): the dialogue's
+``Visit N (date)`` headers (every verbatim strategy and the codebook), the structured
+timeline's numbered rows ``| N | date ...`` and A-Mem's notes ``[nN | date]``. It takes the
+lab's mentions inside that encounter in text order (one per measurement day: a value restated
+on the same day is the same measurement) and returns the k-th. Without that encounter — a
+representation that renders no per-encounter numbering (llm-summary, Mem0's memories), or a
+window / retrieval / last-visit view that does not hold it — the reference reader abstains; the
+eager reader guesses the encounter's last measurement when it holds fewer than k, else the
+panel's reference midpoint. A 0 on relative questions is therefore what this deterministic
+policy reads, not evidence about how an LLM would read the same text. Like the rest of the
+offline readers it never sees the gold, the events or any artifact.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from dataclasses import dataclass
 
 from clinlib.dialogue.turns import ordinal_word
 from clinlib.eval.reader_answers import _fmt_value, _labs, _value_answer, reference_midpoint
-from clinlib.eval.reader_prompt import Record, panel_lab
+from clinlib.eval.reader_prompt import Record, numbered_encounters, panel_lab
 
 ORDINALS: dict[str, int] = {ordinal_word(n): n for n in range(1, 100)}
 _ORD = "|".join(sorted((re.escape(w) for w in ORDINALS), key=len, reverse=True))
@@ -28,7 +33,6 @@ _POSITION_RE = re.compile(
     re.IGNORECASE,
 )
 _VISIT_RE = re.compile(rf"\b(?P<visit>{_ORD}) hospital stay\b", re.IGNORECASE)
-_HEADER_RE = re.compile(r"^Visit (\d+)\b", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -54,12 +58,9 @@ def recognise_relative(question: str) -> RelativeQuestion | None:
 
 
 def visit_span(text: str, number: int) -> tuple[int, int] | None:
-    """(start, end) offsets of the record's ``Visit <number>`` section, None when absent."""
-    heads = list(_HEADER_RE.finditer(text))
-    for i, m in enumerate(heads):
-        if int(m.group(1)) == number:
-            return m.start(), heads[i + 1].start() if i + 1 < len(heads) else len(text)
-    return None
+    """(start, end) offsets of the record's encounter numbered ``number`` (a ``Visit N``
+    section, a timeline row or an A-Mem note), None when the record renders no such encounter."""
+    return next(((a, b) for n, a, b in numbered_encounters(text) if n == number), None)
 
 
 def answer_relative(rec: Record, q: RelativeQuestion, eager: bool) -> str | None:

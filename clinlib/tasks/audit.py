@@ -1,14 +1,22 @@
-"""L5 human spot-check support (paper Appendix A, L5: "A stratified sample of 370 questions
-(30/task low-risk x 4 + 50/task high-risk x 5) was hand-audited by the authors; 366/370 =
-98.92% agreement with the automated gold ... Both below the 10% fix threshold").
+"""L5 human spot-check (paper Appendix A, L5: "A stratified sample of 370 questions
+(30/task low-risk × 4 + 50/task high-risk × 5) was hand-audited by the authors;
+366/370 = 98.92% agreement with the automated gold. 7/9 tasks scored 0% FAIL; T7 = 2%
+(distractor substring leak), T9 = 6% (Secondary-pool textual templating). Both below the 10%
+fix threshold").
 
-Risk classes. High risk (50 per task) are the tasks whose gold is computed from several
-events or from an absence, where one wrong field silently flips the label: T2 (trend over
-2–5 visits and three thresholds), T4 (a set of evidence events — every member must be right),
-T6 (aggregates over two patients), T8 (before/after windows around a treatment start) and T9
-(the fact must be absent from the WHOLE dialogue). Low risk (30 per task) are single-fact or
-construction-controlled tasks: T1 (one value), T3 and T5 (gold set by the injection we
-inserted) and T7 (one documented treatment; its distractors are also checked by L2).
+Risk classes, derived from that passage's arithmetic (:func:`paper_quota_solutions`). A task
+audited q times with d disagreements prints as round(100 d / q) %. T7 = 2% needs d/q = 1/50
+(1/30 prints as 3%, and no integer d gives 2% of 30); T9 = 6% needs 3/50 (2/30 prints 7%,
+1/30 3%). Their disagreements, 1 + 3 = 4, are exactly 370 − 366, so the other seven tasks
+have none ("7/9 tasks scored 0% FAIL"). Hence T7 and T9 are two of the five high-risk tasks.
+The arithmetic says nothing about which three other tasks are high risk; the kit's choice is
+the tasks whose gold is computed from several events, where one wrong field silently flips
+the label: T2 (trend over 2–5 visits and three thresholds), T4 (a set of evidence events —
+every member must be right) and T8 (before/after windows around a treatment start). Low risk
+(30 per task): T1 (one value), T3 and T5 (gold set by the injection the kit inserted) and T6
+(each patient's side is one count, maximum or difference read from structured fields).
+Before this derivation the kit sampled T7 as low risk and T6 as high; with T7 at 30 the
+paper's 2% cannot be reproduced.
 
 Sampling is stratified: within a task, questions are dealt round-robin over (subtype, disease)
 strata in a seeded hash order, so every stratum is represented before any is repeated; a task
@@ -17,7 +25,9 @@ with fewer questions than its quota contributes all of them.
 The sheet is a CSV (written atomically) with the columns in :data:`AUDIT_COLUMNS`; the auditor
 fills ``auditor_verdict`` with ``agree`` or ``disagree`` (and an optional note).
 :func:`import_audit_sheet` validates it (clear :class:`AuditSheetError` naming the file, row
-and value) and :func:`audit_agreement` gives per-task and overall agreement.
+and value) and :func:`audit_agreement` gives per-task and overall agreement;
+:func:`build_audit_sheet` / :func:`score_audit_sheet` do both for a profile
+(``clintrace audit``), the latter with the paper's figures beside.
 """
 
 from __future__ import annotations
@@ -31,13 +41,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from clinlib.core.config import build_dir
 from clinlib.core.io import atomic_path
+from clinlib.core.seed_facts import seed_fact
+from clinlib.data.build import load
 from clinlib.data.drugnames import drug_display
 from clinlib.tasks.answers import TASK_NAMES
 
-HIGH_RISK_TASKS: tuple[str, ...] = ("T2", "T4", "T6", "T8", "T9")
-LOW_RISK_TASKS: tuple[str, ...] = ("T1", "T3", "T5", "T7")
-QUOTA: dict[str, int] = {**{t: 50 for t in HIGH_RISK_TASKS}, **{t: 30 for t in LOW_RISK_TASKS}}
+HIGH_RISK_TASKS: tuple[str, ...] = ("T2", "T4", "T7", "T8", "T9")
+LOW_RISK_TASKS: tuple[str, ...] = ("T1", "T3", "T5", "T6")
 AUDIT_COLUMNS: tuple[str, ...] = (
     "qid",
     "task",
@@ -52,8 +64,18 @@ AUDIT_COLUMNS: tuple[str, ...] = (
     "auditor_note",
 )
 VERDICTS: tuple[str, ...] = ("agree", "disagree")
-FIX_THRESHOLD = 0.10  # a task whose disagreement rate reaches 10% must be fixed (Appendix A)
-PAPER_AGREEMENT = (366, 370)  # 98.92%
+# What Appendix A prints about L5 (seed facts ctb_l5_sample / ctb_l5_fails): the two quotas and
+# how many tasks get each, the agreement, the printed per-task FAIL percentages (the other 7
+# tasks: 0%) and the fix threshold.
+_L5, _L5_FAILS = seed_fact("ctb_l5_sample"), seed_fact("ctb_l5_fails")
+PAPER_AGREEMENT = (int(_L5.number(5)), int(_L5.number(0)))  # 366 of 370
+PAPER_QUOTAS: dict[int, int] = {int(_L5.number(1)): int(_L5.number(2)),
+                                int(_L5.number(3)): int(_L5.number(4))}  # fmt: skip
+PAPER_FAIL_PCT: dict[str, int] = {"T7": int(_L5_FAILS.number(1)), "T9": int(_L5_FAILS.number(2))}
+FIX_THRESHOLD = _L5_FAILS.number(3) / 100  # a task at 10% disagreement or more must be fixed
+QUOTA: dict[str, int] = {**{t: max(PAPER_QUOTAS) for t in HIGH_RISK_TASKS},
+                         **{t: min(PAPER_QUOTAS) for t in LOW_RISK_TASKS}}  # fmt: skip
+SHEET_NAME = "l5_audit_sheet.csv"
 
 
 class AuditSheetError(ValueError):
@@ -288,3 +310,123 @@ def audit_agreement(sheet: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- the paper's L5
+
+
+def _printed_pct(d: int, q: int) -> int:
+    """round(100 d / q) as a percentage is printed (half up, not Python's half-to-even)."""
+    return int(np.floor(100 * d / q + 0.5))
+
+
+def paper_quota_solutions() -> pd.DataFrame:
+    """Every (quota, disagreements) reading of the paper's printed per-task FAIL percentages
+    (module docstring). For each task with a printed FAIL and each quota q, every d in 1..q is
+    tried: a row per d that prints as the paper's percentage (``matches``), else one row with
+    the d that prints closest (to show why that quota fails). ``total_ok`` marks the matches
+    when each task has exactly one and they sum to 370 − 366.
+
+    Returns:
+        Frame: task, quota, disagreements, printed_pct, paper_pct, matches, total_ok.
+    """
+    rows = []
+    for task, pct in PAPER_FAIL_PCT.items():
+        for q in sorted(PAPER_QUOTAS):
+            ds = [d for d in range(1, q + 1) if _printed_pct(d, q) == pct]
+            if not ds:
+                ds = [min(range(1, q + 1), key=lambda d: abs(100 * d / q - pct))]
+            rows += [{"task": task, "quota": q, "disagreements": d,
+                      "printed_pct": _printed_pct(d, q), "paper_pct": pct} for d in ds]  # fmt: skip
+    out = pd.DataFrame(rows)
+    out["matches"] = out["printed_pct"] == out["paper_pct"]
+    hit = out[out["matches"]]
+    unique = set(hit["task"]) == set(PAPER_FAIL_PCT) and hit["task"].is_unique
+    total = PAPER_AGREEMENT[1] - PAPER_AGREEMENT[0]
+    out["total_ok"] = out["matches"] & bool(unique and hit["disagreements"].sum() == total)
+    return out
+
+
+def paper_l5_table() -> pd.DataFrame:
+    """The paper's L5 outcome per task under the derived risk classes: task, risk, n,
+    n_disagree, agreement (with ``all``: 370, 4, 366/370)."""
+    sol = paper_quota_solutions()
+    d = dict(zip(sol.loc[sol["total_ok"], "task"], sol.loc[sol["total_ok"], "disagreements"],
+                 strict=True))  # fmt: skip
+    rows = [{"task": t, "risk": "high" if t in HIGH_RISK_TASKS else "low", "n": QUOTA[t],
+             "n_disagree": int(d.get(t, 0))} for t in TASK_NAMES]  # fmt: skip
+    rows.append({"task": "all", "risk": "", "n": sum(r["n"] for r in rows),
+                 "n_disagree": sum(r["n_disagree"] for r in rows)})  # fmt: skip
+    out = pd.DataFrame(rows)
+    out["agreement"] = 1 - out["n_disagree"] / out["n"]
+    return out
+
+
+# --------------------------------------------------------------------------- a profile's sheet
+
+
+def sheet_path(profile: str | None = None) -> Path:
+    """``data/build/<profile>/audit/l5_audit_sheet.csv``: where :func:`build_audit_sheet`
+    writes the sheet to fill."""
+    return build_dir(profile) / "audit" / SHEET_NAME
+
+
+def build_audit_sheet(profile: str | None = None, seed: int = 0) -> tuple[pd.DataFrame, Path]:
+    """The profile's L5 sheet (sampled questions, gold, anchor events and the dialogue turns
+    that state them), written to :func:`sheet_path` for a human to fill.
+
+    Returns:
+        (sheet, path).
+    """
+    path = sheet_path(profile)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sheet = export_audit_sheet(load("questions", profile), path, seed,
+                               events=load("events", profile), turns=load("dialogues", profile))  # fmt: skip
+    return sheet, path
+
+
+def score_audit_sheet(
+    path: str | Path, profile: str | None = None, *, allow_blank: bool = False
+) -> pd.DataFrame:
+    """Agreement of a filled sheet per task and overall, with the paper's figures beside.
+
+    Every qid must be a question of the profile and carry the task and gold it has there (a
+    sheet from another build or an edited gold is refused, naming the CSV line).
+
+    Returns:
+        :func:`audit_agreement` columns plus paper_n, paper_n_disagree, paper_agreement.
+    """
+    sheet = import_audit_sheet(path, allow_blank=allow_blank)
+    qs = load("questions", profile).set_index("qid")
+    for i, r in enumerate(sheet.to_dict("records")):
+        where = f"{path}: line {i + 2} (qid {r['qid']})"
+        if r["qid"] not in qs.index:
+            raise AuditSheetError(f"{where}: not a question of this build")
+        for col in ("task", "gold"):
+            if str(qs.at[r["qid"], col]) != r[col]:
+                raise AuditSheetError(
+                    f"{where}: {col} {r[col]!r} differs from the build's "
+                    f"{str(qs.at[r['qid'], col])!r}"
+                )
+    paper = paper_l5_table().set_index("task")
+    out = audit_agreement(sheet)
+    out["paper_n"] = out["task"].map(paper["n"])
+    out["paper_n_disagree"] = out["task"].map(paper["n_disagree"])
+    out["paper_agreement"] = out["task"].map(paper["agreement"])
+    return out
+
+
+def sheet_summary(sheet: pd.DataFrame, questions: pd.DataFrame) -> pd.DataFrame:
+    """Per task: risk class, quota, questions available in the set and rows sampled (a task
+    with fewer questions than its quota contributes all of them).
+
+    Returns:
+        Frame: task, risk, quota, available, sampled.
+    """
+    avail = questions["task"].value_counts()
+    sampled = sheet["task"].value_counts()
+    return pd.DataFrame(
+        [{"task": t, "risk": "high" if t in HIGH_RISK_TASKS else "low", "quota": QUOTA[t],
+          "available": int(avail.get(t, 0)), "sampled": int(sampled.get(t, 0))}
+         for t in TASK_NAMES]
+    )  # fmt: skip

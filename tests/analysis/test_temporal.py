@@ -83,6 +83,20 @@ def test_seed_values_are_the_texts():
     t3 = T.LONGMEDBENCH_TABLE3.set_index(["subtask", "model"])["tau"]
     assert t3[("visit cloze", "gpt-5-mini")] == 0.925
     assert T.CLINTRACE_LENGTH_DROP_PP == (-14.0, -13.0)
+    mem0 = T.LONGMEDBENCH_TABLE2[T.LONGMEDBENCH_TABLE2["system"] == "mem0"]
+    assert mem0.set_index("metric")["value"].to_dict() == {"Lab-T": 0.993, "Medication": 0.983,
+                                                           "Overall": 0.331}  # fmt: skip
+
+
+def test_beside_table3_states_no_lowest_where_the_seed_gives_only_its_best():
+    scores = pd.DataFrame({"strategy": "full-context", "backbone": "r",
+                           "subtype": list(T.T10_SUBTASKS), "mean_score": [1.0, 0.1, 0.2]})  # fmt: skip
+    wide = T.beside_table3(scores).set_index("subtype")
+    # the seed's text: cloze best 0.969 (thinking), weakest stated 0.046 (qwen-turbo); visit
+    # sorting and joint sorting state only their best, 0.423 and 0.330
+    assert wide["seed_best"].tolist() == [0.969, 0.423, 0.330]
+    assert wide.loc["visit_cloze", "seed_lowest_stated"] == 0.046
+    assert wide.loc[["visit_sorting", "joint_sorting"], "seed_lowest_stated"].isna().all()
 
 
 def test_window_table_pairs_explicit_and_relative_by_m():

@@ -8,6 +8,7 @@ import pytest
 
 from clinlib.eval.policies import eager_policy, reference_policy
 from clinlib.eval.prompts import build_messages
+from clinlib.eval.reader_prompt import numbered_encounters
 from clinlib.eval.reader_relative import RelativeQuestion, recognise_relative
 from clinlib.tasks import TASKS
 from clinlib.tasks.base import ABSTAIN
@@ -57,3 +58,93 @@ def test_absent_visit_or_position_abstains_or_guesses():
 
 def test_t1_wording_is_not_taken_for_a_relative_question():
     assert recognise_relative("What was the patient's Potassium on 2150-03-04?") is None
+
+
+# --- every representation's encounter numbering ----------------------------------------------
+# Patient 7001 (tests/strategy_fixtures.py): stay 1 Potassium 4.1 (within range), Creatinine 1.3;
+# stay 2 Creatinine 1.5; stay 3 Creatinine 1.7, Hemoglobin 10.9. Each question asks the FIRST
+# measurement of a lab in the N-th stay; the expected answer is read off that table and what
+# each representation keeps: verbatim views number encounters "Visit N (date)", the timeline
+# numbers its rows "| N | date", A-Mem its notes "[nN | date]" (and keeps only abnormal labs, so
+# stay 1's within-range Potassium is gone); llm-summary and Mem0 number no encounter.
+RELATIVE_ASKS = (("Creatinine", "second"), ("Creatinine", "third"), ("Hemoglobin", "third"),
+                 ("Potassium", "first"))  # fmt: skip
+ALL = ("1.5 mg/dL", "1.7 mg/dL", "10.9 g/dL", "4.1 mEq/L")
+NONE = (ABSTAIN,) * 4
+EXPECTED_BY_REPRESENTATION = {
+    "no-context-blind": NONE,
+    "last-visit-only": (ABSTAIN, "1.7 mg/dL", "10.9 g/dL", ABSTAIN),  # only "Visit 3"
+    "full-context": ALL,
+    "dense-retrieval": ALL,  # k = 3 visits of a 3-visit record
+    "structured-timeline": ALL,
+    "llm-summary": NONE,
+    "mem0": NONE,
+    "a-mem": ("1.5 mg/dL", "1.7 mg/dL", "10.9 g/dL", ABSTAIN),
+    "last-n-visits": ALL,
+    "bm25": ALL,
+    "hybrid": ALL,
+    "codebook": ALL,
+    "window-visits": ALL,
+}
+
+
+@pytest.fixture(scope="module")
+def record_7001(tmp_path_factory):
+    from clinlib.strategies import STRATEGIES, context_for, get_strategy
+    from clinlib.strategies.prep import RuleBasedPrep
+    from tests import strategy_fixtures as F
+
+    turns = F.dialogue(F.events_7001())
+    emb = str(tmp_path_factory.mktemp("embeddings"))
+    out = {}
+    for name, cls in STRATEGIES.items():
+        strat = get_strategy(name, **({"embedding_dir": emb} if "embedding_dir" in cls.defaults
+                                      else {}))  # fmt: skip
+        art = strat.construct(7001, turns, RuleBasedPrep())
+        for lab, visit in RELATIVE_ASKS:
+            q = T1R_RELATIVE_TEMPLATES[0].format(lab=lab, ordinal="first", visit=visit)
+            row = {"qid": "q", "task": "T1R", "subject_ids": [7001], "question": q}
+            out[name, lab, visit] = context_for(row, strat, {7001: art}, {7001: turns})
+    return out
+
+
+def test_every_registered_representation_has_an_expectation():
+    from clinlib.strategies import STRATEGIES
+
+    assert set(EXPECTED_BY_REPRESENTATION) == set(STRATEGIES)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_BY_REPRESENTATION))
+def test_relative_questions_read_each_representations_numbering(record_7001, name):
+    got = tuple(
+        _ask(T1R_RELATIVE_TEMPLATES[0], lab, "first", visit, record=record_7001[name, lab, visit])
+        for lab, visit in RELATIVE_ASKS
+    )
+    assert got == EXPECTED_BY_REPRESENTATION[name]
+
+
+def test_numbered_encounters_in_timeline_rows_and_amem_notes():
+    timeline = (
+        "Structured timeline (one row per encounter)\n"
+        "| # | encounter | labs | medications | diagnoses | procedures |\n"
+        "|---|---|---|---|---|---|\n"
+        "| 1 | date not stated | Potassium 4.1 mEq/L | - | - | - |\n"
+        "| 2 | 2150-03-02 to 2150-03-05 | 2150-03-02: Potassium 5.4 mEq/L H; "
+        "2150-03-04: Potassium 4.6 mEq/L | - | - | - |"
+    )
+    rows = numbered_encounters(timeline)
+    assert [n for n, _, _ in rows] == [1, 2]  # the undated row is still encounter 1
+    assert timeline[rows[0][1] : rows[0][2]].startswith("| 1 | date not stated")
+    # relevance order, a linked note: numbers are read as written, not by position
+    notes = (
+        "Memory notes (most relevant first; linked notes follow):\n"
+        "[n3 | 2150-06-20] Potassium 3.9 mEq/L on 2150-06-20.\n"
+        "[n1 (linked) | 2150-01-10] Potassium 4.1 mEq/L on 2150-01-10."
+    )
+    assert [n for n, _, _ in numbered_encounters(notes)] == [3, 1]
+    t = T1R_RELATIVE_TEMPLATES[1]
+    assert _ask(t, "Potassium", "second", "second", record=timeline) == "4.6 mEq/L"
+    assert _ask(t, "Potassium", "first", "first", record=timeline) == "4.1 mEq/L"
+    assert _ask(t, "Potassium", "first", "first", record=notes) == "4.1 mEq/L"
+    assert _ask(t, "Potassium", "first", "third", record=notes) == "3.9 mEq/L"
+    assert _ask(t, "Potassium", "first", "second", record=notes) == ABSTAIN

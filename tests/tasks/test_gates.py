@@ -1,5 +1,5 @@
-"""Validation gates L0–L4, the independent L2 recomputation and the L5 audit sheet (paper
-Appendix A).
+"""Validation gates L0–L4, the independent L2 recomputation and the L5 audit sheet's evidence
+(paper Appendix A; L5 sampling and scoring: tests/tasks/test_audit.py).
 
 The raw data is tests/hosp_fixture.py plus a few rows for patient 1 (``EXTRA`` below). After
 the kit's documented extraction rules patient 1 has (worked out by hand):
@@ -627,91 +627,6 @@ def test_t8_bins_and_t6_similarity():
     assert recompute.compare_values(Decimal("0.3"), Decimal("0.6")) == "B"
     with pytest.raises(ZeroDivisionError):
         recompute.change_bin(0, 1)
-
-
-# --------------------------------------------------------------------------- L5 audit
-
-
-def _many(n_per_task: int) -> pd.DataFrame:
-    rows = []
-    for t in range(1, 10):
-        for i in range(n_per_task):
-            rows.append(
-                {
-                    "qid": f"T{t}-{i:04d}",
-                    "task": f"T{t}",
-                    "subtype": f"s{i % 3}",
-                    "subject_ids": [i],
-                    "question": f"q {i}",
-                    "gold": "yes",
-                    "options": [],
-                    "anchor_event_ids": [f"LAB-{i}"],
-                    "evidence_turns": [],
-                    "disease": ("diabetes", "ckd")[i % 2],
-                    "tertile": "low",
-                    "template_id": 0,
-                    "injection": "",
-                    "meta": "{}",
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def test_audit_sample_sizes_and_strata():
-    s = audit.sample_audit(_many(60), seed=0)
-    assert len(s) == 370  # 30 x 4 low-risk + 50 x 5 high-risk, as in the paper
-    counts = s["task"].value_counts()
-    assert all(counts[t] == 50 for t in audit.HIGH_RISK_TASKS)
-    assert all(counts[t] == 30 for t in audit.LOW_RISK_TASKS)
-    # 6 (subtype, disease) strata of 10 questions each: round-robin gives 5 each for T1 (30)
-    t1 = s[s["task"] == "T1"]
-    assert t1.groupby(["subtype", "disease"]).size().tolist() == [5] * 6
-    assert s.equals(audit.sample_audit(_many(60), seed=0))  # deterministic
-    assert not s.equals(audit.sample_audit(_many(60), seed=1))
-    small = audit.sample_audit(_many(7))
-    assert len(small) == 63  # fewer questions than the quota: all of them
-
-
-def test_audit_round_trip_and_agreement(tmp_path):
-    path = tmp_path / "audit.csv"
-    sheet = audit.export_audit_sheet(_many(60), path, seed=0)
-    assert list(sheet.columns) == list(audit.AUDIT_COLUMNS)
-    assert path.exists() and not list(tmp_path.glob(".*tmp*"))
-    filled = pd.read_csv(path, dtype=str, keep_default_na=False)
-    filled["auditor_verdict"] = "agree"
-    # the paper's outcome: 4 disagreements of 370 (T9 3 of 50, T7 1 of 30)
-    bad = list(filled.index[filled["task"] == "T9"][:3]) + list(
-        filled.index[filled["task"] == "T7"][:1]
-    )
-    filled.loc[bad, "auditor_verdict"] = " Disagree "
-    filled.to_csv(path, index=False)
-    back = audit.import_audit_sheet(path)
-    agree = audit.audit_agreement(back).set_index("task")
-    assert agree.loc["all", "n"] == 370 and agree.loc["all", "n_agree"] == 366
-    assert agree.loc["all", "agreement"] == pytest.approx(366 / 370)
-    assert round(100 * agree.loc["all", "agreement"], 2) == 98.92
-    assert agree.loc["T9", "fail_rate"] == pytest.approx(3 / 50)
-    assert agree.loc["T7", "fail_rate"] == pytest.approx(1 / 30)
-    assert agree["below_fix_threshold"].all()
-
-
-def test_audit_import_rejects_malformed_verdicts(tmp_path):
-    path = tmp_path / "audit.csv"
-    audit.export_audit_sheet(_many(3), path)
-    filled = pd.read_csv(path, dtype=str, keep_default_na=False)
-    filled["auditor_verdict"] = "agree"
-    filled.loc[4, "auditor_verdict"] = "agreed"
-    filled.to_csv(path, index=False)
-    with pytest.raises(audit.AuditSheetError, match=r"line 6 \(qid T2-\d+\): auditor_verdict"):
-        audit.import_audit_sheet(path)
-    filled.loc[4, "auditor_verdict"] = ""
-    filled.to_csv(path, index=False)
-    with pytest.raises(audit.AuditSheetError, match="line 6"):
-        audit.import_audit_sheet(path)
-    ok = audit.import_audit_sheet(path, allow_blank=True)
-    assert audit.audit_agreement(ok).set_index("task").loc["all", "n"] == 26
-    with pytest.raises(audit.AuditSheetError, match="no such audit sheet"):
-        audit.import_audit_sheet(tmp_path / "missing.csv")
 
 
 def test_audit_evidence_spells_out_anchors(world):
