@@ -18,7 +18,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis import metrics, stats
+from clinlib.analysis import cluster_stats, metrics, stats
 from clinlib.analysis.probe import recall_by_setting
 from clinlib.strategies import get_strategy, parse_label
 from clinlib.strategies.encoder_eval import ENCODERS
@@ -155,19 +155,34 @@ def sweep_table(
 
 
 def paired_tests(
-    preds: pd.DataFrame, labels: Sequence[str], backbone: str, alpha: float = 0.05
+    preds: pd.DataFrame,
+    labels: Sequence[str],
+    backbone: str,
+    alpha: float = 0.05,
+    questions: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """Paired McNemar tests between consecutive variants (Holm-corrected as one family),
-    paired on (qid, setting) for one reader.
+    """Paired McNemar tests between consecutive variants (Holm-corrected as one family), on
+    the ``post`` rows paired by qid for one reader (a T3 question counts once).
+
+    With ``questions`` the patient-clustered test sits beside each McNemar test
+    (:func:`clinlib.analysis.cluster_stats.pairwise_clustered`).
 
     Returns:
-        :func:`clinlib.analysis.stats.pairwise_mcnemar`'s columns (``strategy_a`` / ``strategy_b``).
+        :func:`clinlib.analysis.stats.pairwise_mcnemar`'s columns (``strategy_a`` /
+        ``strategy_b``), + the clustered columns with ``questions``.
     """
-    sub = preds[(preds["backbone"] == backbone) & preds["strategy"].isin(labels)]
+    sub = preds[
+        (preds["backbone"] == backbone)
+        & preds["strategy"].isin(labels)
+        & (preds["setting"] == "post")
+    ]
     pairs = list(zip(labels[:-1], labels[1:], strict=True))
-    return stats.pairwise_mcnemar(
-        sub, cell=["strategy"], pairs=pairs, key=["qid", "setting"], alpha=alpha
-    )
+    if questions is None:
+        return stats.pairwise_mcnemar(sub, cell=["strategy"], pairs=pairs, key=["qid"], alpha=alpha)
+    return cluster_stats.pairwise_clustered(
+        cluster_stats.with_clusters(sub, questions), cell=["strategy"], pairs=pairs,
+        key=["qid"], alpha=alpha,
+    )  # fmt: skip
 
 
 def sweep_chart(table: pd.DataFrame, param: str, title: str = "") -> alt.FacetChart:

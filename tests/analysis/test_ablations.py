@@ -75,6 +75,20 @@ def test_paired_tests_by_hand(k_preds):
     assert second["p_adj"] >= second["p_value"]
 
 
+def test_paired_tests_clustered_and_post_only(k_preds):
+    labels = ablations.variant_labels("dense-retrieval", "k", (3, 5, 10))
+    pre = preds_for("dense-retrieval", "T1", [False] * 4, setting="pre")  # ignored: not post
+    qs = pd.DataFrame({"qid": [f"T1-q{i}" for i in range(4)] + ["T2-q0", "T2-q1"],
+                       "subject_ids": [[1], [1], [2], [2], [3], [1]]})  # fmt: skip
+    res = ablations.paired_tests(pd.concat([k_preds, pre]), labels, "reference", questions=qs)
+    first = res.iloc[0]
+    # K=3 -> K=5 gains T1-q2 (patient 2) and T2-q1 (patient 1): two discordant patients in the
+    # same direction, exact sign flip p = 2 / 2^2 = 0.5.
+    assert (first["b"], first["c"], first["n"]) == (0, 2, 6)
+    assert (first["n_clusters"], first["clusters_discordant"]) == (3, 2)
+    assert first["p_cluster"] == pytest.approx(0.5)
+
+
 def test_setting_table_by_hand():
     qs = pd.DataFrame({"qid": [f"T3-q{i}" for i in range(4)],
                        "gold": ["yes", "yes", "no", "no"]})  # fmt: skip
