@@ -18,7 +18,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis import cluster_stats, metrics, stats
+from clinlib.analysis import cluster_report, cluster_stats, metrics, stats
 from clinlib.analysis.probe import recall_by_setting
 from clinlib.strategies import get_strategy, parse_label
 from clinlib.strategies.encoder_eval import ENCODERS
@@ -165,7 +165,7 @@ def paired_tests(
     the ``post`` rows paired by qid for one reader (a T3 question counts once).
 
     With ``questions`` the patient-clustered test sits beside each McNemar test
-    (:func:`clinlib.analysis.cluster_stats.pairwise_clustered`).
+    (:func:`clinlib.analysis.cluster_report.pairwise_clustered`).
 
     Returns:
         :func:`clinlib.analysis.stats.pairwise_mcnemar`'s columns (``strategy_a`` /
@@ -179,7 +179,7 @@ def paired_tests(
     pairs = list(zip(labels[:-1], labels[1:], strict=True))
     if questions is None:
         return stats.pairwise_mcnemar(sub, cell=["strategy"], pairs=pairs, key=["qid"], alpha=alpha)
-    return cluster_stats.pairwise_clustered(
+    return cluster_report.pairwise_clustered(
         cluster_stats.with_clusters(sub, questions), cell=["strategy"], pairs=pairs,
         key=["qid"], alpha=alpha,
     )  # fmt: skip

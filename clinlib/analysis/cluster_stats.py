@@ -23,9 +23,9 @@ counterparts, to be shown beside them:
   vectors of the m patients with ``D_g != 0`` when m is small, Monte Carlo otherwise.
 - :func:`paired_cluster_bootstrap` — the percentile CI of the accuracy difference resampling
   patients, and :func:`paired_cluster_robust` — its CR1 Wald test.
-- :func:`clustered_accuracy` / :func:`pairwise_clustered` — per-cell tables beside
-  :func:`clinlib.analysis.metrics.accuracy_table` and
-  :func:`clinlib.analysis.stats.pairwise_mcnemar`.
+
+The per-cell tables the notebooks show (clustered accuracy beside Wilson, the clustered test
+beside McNemar, the MDE with the design effect) are in :mod:`clinlib.analysis.cluster_report`.
 
 **How a question is clustered** (:func:`question_clusters`): on its first-named patient,
 ``subject_ids[0]``. Only T6 names two patients (A and B). T6 pairs each patient with its next
@@ -43,7 +43,7 @@ Pure functions, seeded; no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -54,12 +54,7 @@ from clinlib.analysis.stats import (
     StatsInputError,
     _as_1d_float,
     _check_boot_args,
-    _paired_correct,
     _z,
-    holm_bonferroni,
-    minimum_detectable_effect,
-    pairwise_mcnemar,
-    wilson_ci,
 )
 
 CLUSTER_COLUMN = "cluster"
@@ -436,151 +431,6 @@ def paired_cluster_robust(a: object, b: object, clusters: object) -> PairedClust
     return PairedClusterRobust(diff, se, float(z), float(2.0 * sps.norm.sf(abs(z))), g)
 
 
-# --------------------------------------------------------------------------- tables
-
-
-def clustered_accuracy(
-    frame: pd.DataFrame,
-    by: Sequence[str] = ("strategy", "backbone"),
-    cluster_col: str = CLUSTER_COLUMN,
-    correct_col: str = "correct",
-    n_boot: int = 2000,
-    alpha: float = 0.05,
-    seed: int = 0,
-) -> pd.DataFrame:
-    """Accuracy per group with the question-level Wilson CI beside the patient-clustered ones.
-
-    Args:
-        frame: predictions with ``by``, ``cluster_col`` (:func:`with_clusters`) and
-            ``correct_col``.
-        by: grouping columns (one interval per group).
-        n_boot, alpha, seed: the cluster bootstrap's resamples, level and seed (the same seed in
-            every group).
-
-    Returns:
-        ``by`` + n, n_clusters, accuracy, wilson_low, wilson_high, boot_low, boot_high (cluster
-        bootstrap), cr_low, cr_high (CR1), icc, deff (empirical), deff_icc, and the half-widths
-        in pp: half_wilson_pp, half_boot_pp.
-    """
-    by = list(by)
-    missing = [c for c in [*by, cluster_col, correct_col] if c not in frame.columns]
-    if missing:
-        raise StatsInputError(f"clustered_accuracy: frame lacks column(s) {missing}")
-    if frame.empty:
-        raise StatsInputError("clustered_accuracy: frame is empty")
-    rows = []
-    for keys, grp in frame.groupby(by, sort=True, dropna=False):
-        y = grp[correct_col].astype(float).to_numpy()
-        cl = grp[cluster_col].to_numpy()
-        boot = cluster_bootstrap_ci(y, cl, n_boot, alpha, seed)
-        cr = cluster_robust_ci(y, cl, alpha)
-        de = design_effect(y, cl)
-        w_lo, w_hi = wilson_ci(float(y.sum()), float(y.size), alpha)
-        row = dict(zip(by, keys if isinstance(keys, tuple) else (keys,), strict=True))
-        row.update(
-            n=boot.n, n_clusters=boot.n_clusters, accuracy=boot.estimate,
-            wilson_low=w_lo, wilson_high=w_hi, boot_low=boot.low, boot_high=boot.high,
-            cr_low=cr.low, cr_high=cr.high, icc=de.icc, deff=de.deff, deff_icc=de.deff_icc,
-        )  # fmt: skip
-        rows.append(row)
-    out = pd.DataFrame(rows)
-    out["half_wilson_pp"] = 50 * (out["wilson_high"] - out["wilson_low"])
-    out["half_boot_pp"] = 50 * (out["boot_high"] - out["boot_low"])
-    return out
-
-
-def _key_clusters(frame: pd.DataFrame, key: list[str], cluster_col: str) -> pd.Series:
-    """One cluster per question key; a key mapped to two clusters is an error."""
-    pairs = frame[[*key, cluster_col]].drop_duplicates()
-    dup = pairs.duplicated(subset=key, keep=False)
-    if dup.any():
-        raise StatsInputError(
-            f"pairwise_clustered: question {pairs.loc[dup, key].iloc[0].to_dict()} has more "
-            f"than one {cluster_col!r}"
-        )
-    return pairs.set_index(key)[cluster_col]
-
-
-def pairwise_clustered(
-    frame: pd.DataFrame,
-    cell: Sequence[str] = ("strategy",),
-    pairs: Sequence[tuple[Hashable, Hashable]] | None = None,
-    key: Sequence[str] = ("qid",),
-    cluster_col: str = CLUSTER_COLUMN,
-    correct_col: str = "correct",
-    alpha: float = 0.05,
-    n_boot: int = 2000,
-    n_perm: int = 20_000,
-    seed: int = 0,
-) -> pd.DataFrame:
-    """:func:`clinlib.analysis.stats.pairwise_mcnemar` with the patient-clustered test beside it.
-
-    Each pair gets McNemar (question level, Holm over the family: p_adj, reject) and the
-    patient-level sign-flip test (:func:`cluster_sign_flip_test`, Holm over the same family:
-    p_cluster_adj, reject_cluster), plus the cluster-bootstrap CI of the difference.
-
-    Returns:
-        pairwise_mcnemar's columns + n_clusters, clusters_discordant (patients whose summed
-        difference is non-zero), diff_low, diff_high, p_cluster, cluster_method, p_cluster_adj,
-        reject_cluster, survives (reject and reject_cluster).
-    """
-    cell, key = list(cell), list(key)
-    if cluster_col not in frame.columns:
-        raise StatsInputError(
-            f"pairwise_clustered: frame lacks column {cluster_col!r}; add it with with_clusters"
-        )
-    out = pairwise_mcnemar(frame, cell=cell, pairs=pairs, key=key, correct_col=correct_col,
-                           alpha=alpha)  # fmt: skip
-    wide = _paired_correct(frame, cell, key, correct_col)
-    clusters = _key_clusters(frame, key, cluster_col).reindex(wide.index)
-    lookup = {c if isinstance(c, tuple) else (c,): c for c in wide.columns}
-    extra = []
-    for _, row in out.iterrows():
-        la = tuple(row[f"{c}_a"] for c in cell)
-        lb = tuple(row[f"{c}_b"] for c in cell)
-        both = wide[[lookup[la], lookup[lb]]].dropna()
-        a = both.iloc[:, 0].astype(float).to_numpy()
-        b = both.iloc[:, 1].astype(float).to_numpy()
-        cl = clusters.loc[both.index].to_numpy()
-        flip = cluster_sign_flip_test(a, b, cl, n_perm=n_perm, seed=seed)
-        ci = paired_cluster_bootstrap(a, b, cl, n_boot=n_boot, alpha=alpha, seed=seed)
-        extra.append({
-            "n_clusters": ci.n_clusters, "clusters_discordant": flip.n_nonzero,
-            "diff_low": ci.low, "diff_high": ci.high, "p_cluster": flip.p_value,
-            "cluster_method": flip.method,
-        })  # fmt: skip
-    out = pd.concat([out, pd.DataFrame(extra, index=out.index)], axis=1)
-    holm = holm_bonferroni(out["p_cluster"].to_numpy(), alpha=alpha)
-    out["p_cluster_adj"] = holm["p_adj"].to_numpy()
-    out["reject_cluster"] = holm["reject"].to_numpy()
-    out["survives"] = out["reject"] & out["reject_cluster"]
-    return out
-
-
-def mde_with_design_effect(
-    n: pd.Series, deff: pd.Series, p0: float = 0.5, alpha: float = 0.05, power: float = 0.8
-) -> pd.DataFrame:
-    """Table 7's two-proportion MDE beside the same MDE at the effective sample size n / deff.
-
-    Args:
-        n: questions per cell, indexed by task.
-        deff: design effect per task (same index); values below 1 are kept (a negative ICC
-            narrows the interval), NaN falls back to 1.
-
-    Returns:
-        task, n, deff, n_effective, mde_pp, mde_clustered_pp.
-    """
-    d = deff.reindex(n.index).astype(float).fillna(1.0)
-    n_arr = n.astype(float).to_numpy()
-    out = pd.DataFrame({"task": n.index, "n": n.to_numpy(), "deff": d.to_numpy()})
-    out["n_effective"] = n_arr / d.to_numpy()
-    out["mde_pp"] = 100 * np.asarray(minimum_detectable_effect(n_arr, p0, alpha, power))
-    out["mde_clustered_pp"] = 100 * np.asarray(
-        minimum_detectable_effect(n_arr, p0, alpha, power, design_effect=d.to_numpy())
-    )
-    return out.reset_index(drop=True)
-
-
 __all__ = [
     "CLUSTER_COLUMN",
     "ClusterCI",
@@ -591,13 +441,10 @@ __all__ = [
     "cluster_bootstrap_ci",
     "cluster_robust_ci",
     "cluster_sign_flip_test",
-    "clustered_accuracy",
     "design_effect",
     "icc_anova",
-    "mde_with_design_effect",
     "paired_cluster_bootstrap",
     "paired_cluster_robust",
-    "pairwise_clustered",
     "question_clusters",
     "with_clusters",
 ]

@@ -19,7 +19,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis import cluster_stats, metrics, stats
+from clinlib.analysis import cluster_report, cluster_stats, metrics, stats
 from clinlib.analysis.paper import STRATEGIES as PAPER_STRATEGIES  # light import; same names/order
 
 OFFLINE_READERS: tuple[str, ...] = ("reference", "eager")
@@ -35,7 +35,7 @@ T9_LABELS: dict[str, str] = {
     "over_answer": "over-answer",
     "empty": "empty response",
 }
-# What the patient-clustered test adds beside McNemar (cluster_stats.pairwise_clustered).
+# What the patient-clustered test adds beside McNemar (cluster_report.pairwise_clustered).
 CLUSTER_TEST_COLUMNS: tuple[str, ...] = (
     "n_clusters", "clusters_discordant", "diff_low", "diff_high", "p_cluster",
     "p_cluster_adj", "reject_cluster", "survives",
@@ -239,7 +239,7 @@ def mcnemar_vs_full(
     comparison family. Only the ``setting`` rows are used (default ``post``: every task once;
     T3's ``pre`` rows are the §5.5 probe), paired on qid, so a T3 question is counted once.
     With ``questions``, the patient-clustered test sits beside McNemar
-    (:func:`clinlib.analysis.cluster_stats.pairwise_clustered`, questions clustered by
+    (:func:`clinlib.analysis.cluster_report.pairwise_clustered`, questions clustered by
     :func:`clinlib.analysis.cluster_stats.question_clusters`).
 
     Args:
@@ -270,7 +270,7 @@ def mcnemar_vs_full(
         pairs = [(reference, s) for s in present if s != reference]
         if not pairs:
             continue
-        test = stats.pairwise_mcnemar if questions is None else cluster_stats.pairwise_clustered
+        test = stats.pairwise_mcnemar if questions is None else cluster_report.pairwise_clustered
         res = test(sub, cell=["strategy"], pairs=pairs, key=["qid"], alpha=alpha)
         frames.append(
             res.assign(backbone=bb).rename(

@@ -10,6 +10,7 @@ import pytest
 import statsmodels.api as sm
 from scipy import stats as sps
 
+from clinlib.analysis import cluster_report as cr
 from clinlib.analysis import cluster_stats as cs
 from clinlib.analysis import stats
 from clinlib.analysis.stats import StatsInputError
@@ -252,17 +253,17 @@ def _frame() -> pd.DataFrame:
 
 
 def test_clustered_accuracy_beside_wilson():
-    out = cs.clustered_accuracy(_frame(), by=["strategy"], n_boot=200).set_index("strategy")
+    out = cr.clustered_accuracy(_frame(), by=["strategy"], n_boot=200).set_index("strategy")
     row = out.loc["last-visit-only"]
     assert (row["n"], row["n_clusters"], row["accuracy"]) == (6, 3, pytest.approx(2 / 6))
     assert (row["wilson_low"], row["wilson_high"]) == pytest.approx(stats.wilson_ci(2, 6))
-    cr = cs.cluster_robust_ci([0, 0, 1, 1, 0, 0], [10, 10, 10, 20, 20, 30])
-    assert (row["cr_low"], row["cr_high"]) == pytest.approx((cr.low, cr.high))
+    robust = cs.cluster_robust_ci([0, 0, 1, 1, 0, 0], [10, 10, 10, 20, 20, 30])
+    assert (row["cr_low"], row["cr_high"]) == pytest.approx((robust.low, robust.high))
     assert row["half_wilson_pp"] == pytest.approx(50 * (row["wilson_high"] - row["wilson_low"]))
 
 
 def test_pairwise_clustered_adds_patient_test_to_mcnemar():
-    out = cs.pairwise_clustered(_frame(), pairs=[("full-context", "last-visit-only")])
+    out = cr.pairwise_clustered(_frame(), pairs=[("full-context", "last-visit-only")])
     row = out.iloc[0]
     ref = stats.pairwise_mcnemar(_frame(), cell=["strategy"]).iloc[0]
     assert (row["b"], row["c"], row["p_value"]) == (ref["b"], ref["c"], ref["p_value"])
@@ -272,12 +273,12 @@ def test_pairwise_clustered_adds_patient_test_to_mcnemar():
     assert row["p_cluster"] == pytest.approx(0.5)
     assert row["survives"] == (row["reject"] and row["reject_cluster"])
     with pytest.raises(StatsInputError, match="lacks column 'cluster'"):
-        cs.pairwise_clustered(_frame().drop(columns="cluster"))
+        cr.pairwise_clustered(_frame().drop(columns="cluster"))
 
 
 def test_mde_with_design_effect():
     n = pd.Series({"T1": 1500, "T4": 53})
-    out = cs.mde_with_design_effect(n, pd.Series({"T1": 2.0})).set_index("task")
+    out = cr.mde_with_design_effect(n, pd.Series({"T1": 2.0})).set_index("task")
     assert out.loc["T1", "mde_pp"] == pytest.approx(5.1, abs=0.05)  # Table 7
     assert out.loc["T1", "mde_clustered_pp"] == pytest.approx(
         100 * stats.minimum_detectable_effect(750)
@@ -286,3 +287,37 @@ def test_mde_with_design_effect():
     assert out.loc["T4", "mde_clustered_pp"] == pytest.approx(out.loc["T4", "mde_pp"])
     with pytest.raises(StatsInputError, match="design_effect must be positive"):
         stats.minimum_detectable_effect(100, design_effect=0)
+
+
+def test_task_design_effects_median_over_cells():
+    cells = pd.DataFrame({"task": ["T1", "T1", "T1", "T2"], "deff": [1.0, 2.0, np.nan, 0.5],
+                          "icc": [0.1, 0.3, np.nan, -0.2]})  # fmt: skip
+    out = cr.task_design_effects(cells).set_index("task")
+    assert out.loc["T1", "deff_median"] == 1.5 and out.loc["T1", "n_cells"] == 2
+    assert out.loc["T2", "deff_max"] == 0.5 and out.loc["T1", "icc_median"] == pytest.approx(0.2)
+
+
+def test_paired_gap_has_both_intervals():
+    frame = _frame().assign(backbone="reference")
+    out = cr.paired_gap(frame, "full-context", "last-visit-only", n_boot=500).iloc[0]
+    assert out["gap_pp"] == pytest.approx(100 * 3 / 6) and out["n_clusters"] == 3
+    q = stats.paired_bootstrap_diff([1, 1, 1, 1, 0, 1], [0, 0, 1, 1, 0, 0], n_boot=500)
+    assert (out["q_low_pp"], out["q_high_pp"]) == pytest.approx((100 * q.low, 100 * q.high))
+    c = cs.paired_cluster_bootstrap([1, 1, 1, 1, 0, 1], [0, 0, 1, 1, 0, 0],
+                                    [10, 10, 10, 20, 20, 30], n_boot=500)  # fmt: skip
+    assert (out["c_low_pp"], out["c_high_pp"]) == pytest.approx((100 * c.low, 100 * c.high))
+    assert out["p_cluster"] == pytest.approx(0.5)
+
+
+def test_survival_summary_and_text():
+    tests = pd.DataFrame({
+        "strategy": ["a", "b", "c", "d"], "reject": [True, True, False, False],
+        "reject_cluster": [True, False, False, True],
+    })  # fmt: skip
+    s = cr.survival_summary(tests, ["strategy"])
+    assert (s["n"], s["n_reject"], s["n_survive"]) == (4, 2, 1)
+    assert s["lost"] == ["b"] and s["gained"] == ["d"]
+    text = cr.survival_text(tests, ["strategy"], "K sweep")
+    assert "2 of 4 comparisons" in text and "Lost once patients are clustered: b." in text
+    all_ok = cr.survival_text(tests.assign(reject_cluster=tests["reject"]), ["strategy"], "x")
+    assert "Every question-level conclusion survives clustering." in all_ok
