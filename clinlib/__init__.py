@@ -36,6 +36,9 @@ _API: dict[str, tuple[str, str | None]] = {
     "load": ("clinlib.data.build", "load"),
     "read_source_info": ("clinlib.data.build", "read_source_info"),
     "evaluable_patients": ("clinlib.core.guards", "evaluable_patients"),
+    # prose that cannot drift (issue 25): seed facts with their passages
+    "SEED_FACTS": ("clinlib.core.seed_facts", "SEED_FACTS"),
+    "seed_fact": ("clinlib.core.seed_facts", "seed_fact"),
     # figure style
     "savefig": ("clinlib.core.plots", "savefig"),
     "savetable": ("clinlib.core.plots", "savetable"),
@@ -56,7 +59,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "BatchServer": ("clinlib.llm.batchserver", "BatchServer"),
     "target_counts": ("clinlib.tasks.build", "target_counts"),
     "injected_dialogue": ("clinlib.tasks.injections", "injected_dialogue"),
-    # noise augmentation (MedMemoryBench §3), notebook 14
+    # noise augmentation (MedMemoryBench §4 "Noise Augmentation"), notebook 14
     "add_noise": ("clinlib.dialogue.noise", "add_noise"),
     "noise_facts": ("clinlib.dialogue.noise", "noise_facts"),
     "hide_noise_tags": ("clinlib.dialogue.noise", "hide_noise_tags"),
@@ -69,7 +72,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "extended_counts": ("clinlib.tasks.extended", "extended_counts"),
     "kendall_tau": ("clinlib.tasks.answers.order", "kendall_tau"),
     "score_table": ("clinlib.analysis.metrics.scores", "score_table"),
-    # evaluation settings (post / pre / stream / mixed; MedMemoryBench §4), notebook 14
+    # evaluation settings (post / pre / stream / mixed; MedMemoryBench §5 "Evaluation Protocol"), 14
     "settings": ("clinlib.tasks.settings", None),
     "setting_plan": ("clinlib.strategies.construction", "setting_plan"),
     "accumulation": ("clinlib.analysis.streaming", None),  # 14: accuracy vs checkpoint

@@ -1,5 +1,5 @@
-"""Memory under accumulation: the metrics MedMemoryBench reports (§3 "Noise Augmentation";
-Table 3 "Hallucination"; Appendix C "Results Across Multiple Random Seeds": mean, Std, CV and
+"""Memory under accumulation: the metrics MedMemoryBench reports (§4 "Noise Augmentation";
+Table 3 "Hallucination"; the appendix "Results Across Multiple Random Seeds": mean, Std, CV and
 the Friedman test), and the misattributed-memory count of the noise setting.
 
 * :func:`misattributed_memories` — stored memory entries that hold a relative's lab or drug
@@ -93,7 +93,7 @@ def _count_patient(entries: Sequence[str], facts: list[dict]) -> tuple[int, int,
 def misattributed_memories(
     entries: Mapping[str, Mapping[int, Sequence[str]]], facts: pd.DataFrame
 ) -> pd.DataFrame:
-    """Count stored memories that hold a relative's fact as the patient's (MedMemoryBench §3
+    """Count stored memories that hold a relative's fact as the patient's (MedMemoryBench §4
     "Noise Augmentation": proxy consultations; a constructor without speaker attribution
     stores the relative's labs as the patient's).
 
@@ -216,8 +216,9 @@ def seed_stability(
     scores: pd.DataFrame, value: str = "accuracy", treatment: str = "strategy",
     block: str = "seed", ddof: int = 1,
 ) -> pd.DataFrame:  # fmt: skip
-    """Cross-seed stability per strategy (MedMemoryBench Appendix C, Tables 12-13: Mean, Std
-    and CV = 100 x Std / Mean over the seeds 42, 123, 456, 789, 2024).
+    """Cross-seed stability per strategy (MedMemoryBench's appendix "Results Across Multiple Random
+    Seeds", Tables 12–13: Mean, Std and CV = 100 x Std / Mean over its five seeds, seed fact
+    mmb_seeds).
 
     Args:
         scores: one row per (strategy, seed) with its score (e.g. accuracy on 0-1).
@@ -258,8 +259,9 @@ def friedman(
     scores: pd.DataFrame, value: str = "accuracy", treatment: str = "strategy",
     block: str = "seed",
 ) -> FriedmanResult:  # fmt: skip
-    """Friedman test with strategies as treatments and seeds as blocks (MedMemoryBench
-    Appendix C: χ²_F = 42.47 and 39.20, 9 df, over ten methods x five seeds).
+    """Friedman test with strategies as treatments and seeds as blocks (MedMemoryBench's
+    appendix "Results Across Multiple Random Seeds", seed fact mmb_friedman: χ²_F = 42.47 and
+    39.20, 9 df, over ten methods x five seeds).
 
     Scores are ranked within each block (average ranks for ties, higher score = higher rank);
     χ²_F = 12 / (n k (k + 1)) Σ R_j² - 3 n (k + 1), divided by the tie correction

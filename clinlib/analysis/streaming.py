@@ -1,5 +1,5 @@
-"""Memory under accumulation: results of the ``stream`` and ``mixed`` settings (MedMemoryBench §4
-evaluate-while-constructing protocol, §5 "memory saturation"; settings in
+"""Memory under accumulation: results of the ``stream`` and ``mixed`` settings (MedMemoryBench §5
+"Evaluation Protocol", the evaluate-while-constructing protocol; §3 "memory saturation"; settings in
 :mod:`clinlib.tasks.settings`).
 
 * :func:`stream_subset` — a small stratified question subset (patients drawn across

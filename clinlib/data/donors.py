@@ -1,4 +1,4 @@
-"""Donor patients for proxy noise sessions (MedMemoryBench §3 "Noise Augmentation": each
+"""Donor patients for proxy noise sessions (MedMemoryBench §4 "Noise Augmentation": each
 patient's relatives have "independent health profiles, including disease history, medication
 records"; ClinTraceBench §3 "Cohort" event table).
 

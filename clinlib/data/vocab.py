@@ -108,6 +108,6 @@ EVENT_ID_PREFIX: dict[str, str] = {
     "diagnosis": "DX",
     "procedure": "PX",
 }
-# Provenance prefix of noise turns (MedMemoryBench §3 "Noise Augmentation"): ``NOISE-GH-<topic>-<n>``
+# Provenance prefix of noise turns (MedMemoryBench §4 "Noise Augmentation"): ``NOISE-GH-<topic>-<n>``
 # and ``NOISE-PROXY-<relation>-<n>`` tag sentences of inserted sessions; no event has this prefix.
 NOISE_ID_PREFIX = "NOISE"

@@ -65,7 +65,7 @@ HARD_CHECKS: dict[str, str] = {
     "missed_events_unstated": "missed events are never cited, named with their date (labs) "
     "or named in their visit (medications, ICD codes)",
 }
-# HARD checks that run only on dialogues holding inserted noise sessions (MedMemoryBench §3
+# HARD checks that run only on dialogues holding inserted noise sessions (MedMemoryBench §4
 # "Noise Augmentation"; clinlib.dialogue.noise), so a noise-free corpus keeps its 10 + 3 rows.
 NOISE_CHECKS: dict[str, str] = {
     "noise_states_no_patient_fact": "no noise turn names one of the patient's own labs or "
@@ -420,7 +420,7 @@ def check_noise_facts(
     """``noise_states_no_patient_fact``: no turn of an inserted noise session names one of
     the patient's own labs or drugs (its label, case-insensitive, boundary-aware) in a turn
     that also gives that event's date — so a relative's result can never be read as, or
-    contradict, one of the patient's (MedMemoryBench §3 "Noise Augmentation").
+    contradict, one of the patient's (MedMemoryBench §4 "Noise Augmentation").
 
     Args:
         turns: turn records; only noise turns (:func:`clinlib.dialogue.fields.is_noise_turn`)

@@ -244,7 +244,7 @@ def visit_starts(events: Iterable[Mapping[str, Any]]) -> dict[int, pd.Timestamp]
     return starts | adm
 
 
-# --- noise sessions (clinlib.dialogue.noise; MedMemoryBench §3 "Noise Augmentation") ----------
+# --- noise sessions (clinlib.dialogue.noise; MedMemoryBench §4 "Noise Augmentation") ----------
 
 
 def is_noise_turn(turn: Mapping[str, Any]) -> bool:

@@ -1,5 +1,6 @@
-"""Noise augmentation of the dialogues (MedMemoryBench §3 "Noise Augmentation", the Mixed mode;
-§5 streaming protocol's extended sequence S~; Appendix C seeds).
+"""Noise augmentation of the dialogues (MedMemoryBench §4 "Noise Augmentation", the Mixed mode;
+§5 "Evaluation Protocol": the streaming protocol's extended sequence S~; the seeds of its appendix
+"Results Across Multiple Random Seeds"; seed facts in :mod:`clinlib.core.seed_facts`).
 
 :func:`add_noise` inserts NEW sessions between a patient's real visits (never before the
 first; possibly after the last), about ``round(ratio x real visits)`` per patient:
@@ -57,7 +58,7 @@ TURN_COLUMNS: tuple[str, ...] = ("subject_id", "visit_idx", "turn_idx", "speaker
 NOISE_COLUMNS: tuple[str, ...] = ("is_noise", "source_visit_idx")
 NOISE_KINDS: tuple[str, ...] = ("GH", "PROXY")
 PROXY_SHARE = 0.5  # share of noise sessions that are proxy consultations
-RELATIVES = (2, 4)  # relatives per patient (inclusive), MedMemoryBench §3
+RELATIVES = (2, 4)  # relatives per patient (inclusive): seed fact mmb_relatives
 AFTER_LAST_DAYS = 365  # free days after the last real visit a session may fall on
 MAX_FACT_LAG_DAYS = 14  # a relative's result is at most this many days older than the session
 LABS_PER_SESSION = 2
@@ -148,8 +149,8 @@ def relatives_of(
     subject_id: int, seed: int = 42, profiles: Mapping[int, Mapping[str, list]] | None = None
 ) -> list[Relative]:
     """The 2-4 relatives of a patient: relation and donor fixed by (patient, seed), the same
-    at every noise ratio (MedMemoryBench §3: "2-4 virtual family members who have independent
-    health profiles").
+    at every noise ratio (MedMemoryBench §4 "Noise Augmentation", seed fact mmb_relatives: "2–4 virtual family
+    members who have independent health profiles").
 
     Args:
         subject_id: the patient.
@@ -498,7 +499,8 @@ def add_noise(
     turns: pd.DataFrame, ratio: float = 1.0, seed: int = 42, *, donors: pd.DataFrame | None = None
 ) -> pd.DataFrame:
     """Insert general-health and proxy noise sessions between each patient's real visits
-    (MedMemoryBench §3 "Noise Augmentation"; Mixed mode ~ ratio 1.0-2.0).
+    (MedMemoryBench §4 "Noise Augmentation"; its Mixed mode adds about 200 sessions to about 100
+    real ones, a ratio of about 2: seed facts mmb_mixed_sessions and mmb_corpus).
 
     Args:
         turns: dialogues.parquet rows (any number of patients; extra columns such as the

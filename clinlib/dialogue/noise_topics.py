@@ -1,4 +1,4 @@
-"""Phrasing of the noise sessions (MedMemoryBench §3 "Noise Augmentation": general health
+"""Phrasing of the noise sessions (MedMemoryBench §4 "Noise Augmentation": general health
 knowledge consultations on preset topic categories — symptom checks, common medical knowledge,
 preventive care, lifestyle advice — and proxy consultations about relatives).
 

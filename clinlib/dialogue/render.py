@@ -3,7 +3,7 @@ dialogue" given to each strategy; docs/design.md "Layout").
 
 ``render_dialogue`` gives visits in order, each with a ``Visit N (YYYY-MM-DD)`` header and one
 ``Patient:`` / ``Clinician:`` line per turn, with or without the provenance tags. Turns of an
-inserted noise session (``is_noise``; MedMemoryBench §3 "Noise Augmentation") are always shown
+inserted noise session (``is_noise``; MedMemoryBench §4 "Noise Augmentation") are always shown
 without their ``NOISE-...`` tags, so the evaluation context does not say which sessions are
 noise; dialogues without noise render exactly as before.
 """

@@ -5,7 +5,7 @@ Paper §4 ("Evaluation protocol"): every question is answered with the one fixed
 at temperature 0; errors and empty completions (Appendix D1) are kept and scored wrong. Under
 ``post`` every question is evaluated; under ``pre`` only T3 questions are, because T3 (the
 staleness probe) is the only task whose context differs between the two settings. The
-accumulation settings of :mod:`clinlib.tasks.settings` (MedMemoryBench §4) run through the same
+accumulation settings of :mod:`clinlib.tasks.settings` (MedMemoryBench §5 "Evaluation Protocol") run through the same
 cells: ``stream`` asks each single-patient question at every checkpoint (one cell per
 ``stream@t`` value), ``mixed`` asks every question over noisy dialogues.
 Contexts are built offline per (setting, strategy) (:func:`prepare`). Design: docs/design.md.

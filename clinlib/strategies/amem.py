@@ -274,7 +274,7 @@ class AMemMemory(EmbedsQueries, Strategy):
         self, subject_id: int, turns: pd.DataFrame, prep: Any, at: Sequence[int]
     ) -> dict[int, dict]:
         """The notes after the first t visits for every t in ``at``, from one visit-by-visit
-        pass (the streaming protocol, MedMemoryBench §4); evolution rewrites earlier notes,
+        pass (the streaming protocol, MedMemoryBench §5 "Evaluation Protocol"); evolution rewrites earlier notes,
         so each snapshot is a deep copy."""
         wanted = {int(t) for t in at}
         return {t: copy.deepcopy({"notes": notes, "warnings": warnings})

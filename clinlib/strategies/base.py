@@ -352,7 +352,7 @@ class Strategy:
     ) -> dict[int, dict] | None:
         """``data`` after the first t visits for each t in ``at``, from ONE pass over the
         visits, or None when the strategy does not build visit by visit (the streaming
-        protocol then builds each truncated dialogue; MedMemoryBench §4). Subclasses that
+        protocol then builds each truncated dialogue; MedMemoryBench §5 "Evaluation Protocol"). Subclasses that
         build incrementally (Mem0, A-Mem) override it; a snapshot equals a build of the
         truncated dialogue."""
         return None

@@ -255,7 +255,7 @@ class Mem0Memory(EmbedsQueries, Strategy):
         self, subject_id: int, turns: pd.DataFrame, prep: Any, at: Sequence[int]
     ) -> dict[int, dict] | None:
         """The store after the first t visits for every t in ``at`` (one visit-by-visit pass;
-        the streaming protocol, MedMemoryBench §4). None for the mem0ai engine (rebuilt)."""
+        the streaming protocol, MedMemoryBench §5 "Evaluation Protocol"). None for the mem0ai engine (rebuilt)."""
         if self.params["engine"] != "builtin":
             return None
         wanted = {int(t) for t in at}

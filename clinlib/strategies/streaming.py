@@ -1,5 +1,5 @@
-"""The streaming (evaluate-while-constructing) protocol on the strategies side (MedMemoryBench §4;
-settings in :mod:`clinlib.tasks.settings`).
+"""The streaming (evaluate-while-constructing) protocol on the strategies side (MedMemoryBench §5
+"Evaluation Protocol"; settings in :mod:`clinlib.tasks.settings`).
 
 * :func:`answerable_visit` — the visit at which a question becomes answerable: the latest
   visit holding one of its anchor events (``anchor_event_ids``, mapped to visits through the

@@ -5,20 +5,20 @@ dialogue (every question is asked; the T3 sentence exists only at answer time) a
 builds from the T3-injected dialogue (only T3 is asked: the only task whose context differs).
 ``efficient`` is accepted as an alias of ``post`` (MedMemoryBench's name for noise-free runs).
 
-MedMemoryBench §4 adds two, which combine with ``+``:
+MedMemoryBench §5 "Evaluation Protocol" and §4 "Noise Augmentation" add two, which combine with ``+``:
 
 * ``stream`` — the evaluate-while-constructing protocol: a patient's sessions (visits) arrive
   in order and every question is asked at every checkpoint t (t = sessions seen) from the
   one at which it becomes answerable, using only visits 1..t — for the representation and for
   the answer-time text alike. Checkpoints are every ``delta`` sessions plus the final one
-  (:func:`checkpoints`). The seed uses delta = 10 over ~100 sessions per patient (about ten
-  checkpoints each). The kit's default is delta = 1: the paper profile has patients with only
-  2 visits (55 of 400; 22 more have 3; median 9, max 92) and the quick profile likewise
-  (min 2, median 8), so delta = 1 is the only value that gives EVERY patient >= 2 checkpoints,
-  and at the median (9 visits) it gives about the seed's ten. The prediction at checkpoint t
+  (:func:`checkpoints`). The seed uses delta = 10 over about 100 sessions per patient (seed facts
+  mmb_delta, mmb_corpus: about ten checkpoints each). The kit's default is delta = 1: both
+  profiles have patients with only two visits (notebook 14 renders how many), and delta = 1
+  is the only value that gives EVERY patient two or more checkpoints; a patient with about
+  ten visits gets about the seed's ten. The prediction at checkpoint t
   does not depend on delta, so the per-row setting value omits it (``stream@6``): runs with
   different deltas share the checkpoints they have in common instead of re-asking them.
-* ``mixed`` — static evaluation over noisy dialogues (MedMemoryBench §3 "Mixed"):
+* ``mixed`` — static evaluation over noisy dialogues (MedMemoryBench §4 "Mixed Mode"):
   construction AND answer-time text are :func:`clinlib.dialogue.noise.add_noise` of the
   dialogue (after any T3/T5 injection, which use the original indices); gold answers do not
   change. Parameters ``ratio`` (extra sessions per real visit) and ``seed``.
@@ -41,6 +41,7 @@ from typing import Any
 import pandas as pd
 
 from clinlib.core.labels import format_call, split_call
+from clinlib.core.seed_facts import seed_fact
 from clinlib.dialogue.noise import add_noise, hide_noise_tags
 
 STATIC_SETTINGS: tuple[str, ...] = ("post", "pre")
@@ -51,8 +52,9 @@ PRE_TASKS: tuple[str, ...] = ("T3",)
 DEFAULT_DELTA = 1
 STREAM_DEFAULTS: dict[str, Any] = {"delta": DEFAULT_DELTA}
 NOISE_DEFAULTS: dict[str, Any] = {"ratio": 1.0, "seed": 42}
-# MedMemoryBench §5 repeats every run over these seeds (cross-seed stability, Friedman).
-SEEDS: tuple[int, ...] = (42, 123, 456, 789, 2024)
+# MedMemoryBench repeats every run over these seeds (its appendix "Results Across Multiple
+# Random Seeds": cross-seed stability, Friedman); from the seed-facts table.
+SEEDS: tuple[int, ...] = tuple(int(v) for v in seed_fact("mmb_seeds").values)
 CHECKPOINT_SEP = "@"
 _NOISY: OrderedDict[tuple, pd.DataFrame] = OrderedDict()
 _NOISY_SIZE = 8
@@ -228,7 +230,7 @@ def parse_settings(specs: str | Setting | Iterable[str | Setting]) -> list[Setti
 
 def checkpoints(n_sessions: int, delta: int = DEFAULT_DELTA) -> list[int]:
     """Checkpoints of a patient with ``n_sessions`` sessions: every ``delta`` sessions plus
-    the final one (MedMemoryBench §4: t in {k*delta <= N}, here with N added)."""
+    the final one (MedMemoryBench §5 "Evaluation Protocol": t in {k*delta <= N}, here with N added)."""
     n = int(n_sessions)
     if n < 1:
         raise SettingError(f"a patient needs at least one session, got {n_sessions!r}")

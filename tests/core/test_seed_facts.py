@@ -1,0 +1,130 @@
+"""The seed-facts table (clinlib.core.seed_facts) against the seeds' text.
+
+The seeds' flattened text is not shipped with the kit; the passage tests read it from
+``$CLINTRACE_SEEDS_DIR`` (default ``/work/shared/seeds``, where the project keeps it) and skip
+with that reason when it is absent. The value-in-passage and section-citation tests need only
+the table and always run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from clinlib.core import seed_facts as sf
+
+SEEDS_DIR = Path(os.environ.get("CLINTRACE_SEEDS_DIR", "/work/shared/seeds"))
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _ws(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _compact(text: str) -> str:
+    """What a value is looked up in: no whitespace, no LaTeX braces, ASCII minus."""
+    return re.sub(r"[\s{}]", "", text).replace("−", "-").replace("\\%", "%")
+
+
+def _seed_text(stem: str) -> str:
+    path = SEEDS_DIR / f"{stem}.txt"
+    if not path.exists():
+        pytest.skip(f"seed text {path} not present (set CLINTRACE_SEEDS_DIR)")
+    return _ws(path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("key", sorted(sf.SEED_FACTS))
+def test_passage_is_in_the_seed(key):
+    fact = sf.SEED_FACTS[key]
+    assert _ws(fact.passage) in _seed_text(fact.seed), f"{key}: passage not in {fact.seed}"
+
+
+@pytest.mark.parametrize("key", sorted(sf.SEED_FACTS))
+def test_every_value_is_in_its_passage(key):
+    fact = sf.SEED_FACTS[key]
+    assert fact.seed in sf.SEEDS
+    for value in fact.values:
+        assert _compact(value) in _compact(fact.passage), f"{key}: {value!r} not in passage"
+
+
+def test_value_check_fails_on_a_wrong_value():
+    # the check the table relies on is not vacuous: 6,272 is not in the 6,271 passage
+    fact = sf.seed_fact("ctb_questions")
+    assert _compact("6,272") not in _compact(fact.passage)
+
+
+def test_a_planted_passage_is_not_found():
+    text = _seed_text("clintracebench")
+    assert _ws("yields a 6,272-question stratified set") not in text
+
+
+def test_rendering_and_numbers():
+    q = sf.seed_fact("ctb_questions")
+    assert str(q) == "6,271" and f"{q}" == "6,271" and q.number() == 6271.0
+    assert q.cite == '6,271 (ClinTraceBench §3 "Evaluation set")'
+    chars = sf.seed_fact("ctb_dialogue_chars")
+    assert chars.value == "13.7k / 15.0k / 30.7k" and chars.number(2) == 30700.0
+    assert sf.seed_fact("ctb_mem0_size_r").number() == -0.129
+    template = "{seed[ctb_questions]} questions"  # how clinlib.md templates name a fact
+    assert template.format(seed=sf.SEED_FACTS) == "6,271 questions"
+    with pytest.raises(KeyError, match="ctb_questions"):
+        sf.seed_fact("ctb_question")
+
+
+def test_sum_of_task_sizes_is_the_question_count():
+    sizes = sf.seed_fact("ctb_task_sizes")
+    total = sum(sizes.number(i) for i in range(len(sizes.values)))
+    assert total == sf.seed_fact("ctb_questions").number()
+
+
+def test_mixed_noise_ratio_from_the_seed_is_two():
+    # issue 25: "the seed adds about 200 noise sessions to about 100 real ones: ≈ 2"
+    ratio = sf.seed_fact("mmb_mixed_sessions").number() / sf.seed_fact("mmb_corpus").number(1)
+    assert ratio == 2.0
+
+
+@pytest.mark.parametrize("section", sf._SECTIONS, ids=lambda s: f"{s.seed}-{s.number}")
+def test_sections_and_their_subheadings_are_in_the_seed(section):
+    path = SEEDS_DIR / f"{section.seed}.txt"
+    if not path.exists():
+        pytest.skip(f"seed text {path} not present (set CLINTRACE_SEEDS_DIR)")
+    lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
+    starts = {s.number: lines.index(s.heading) for s in sf._SECTIONS if s.seed == section.seed}
+    begin = starts[section.number]
+    later = [i for i in starts.values() if i > begin]
+    body = _ws(" ".join(lines[begin : min(later) if later else len(lines)]))
+    for sub in section.subsections:
+        assert sub.lower() in body.lower(), f"§{section.number} lacks {sub!r}"
+
+
+def test_section_citation_check():
+    ok = 'MedMemoryBench §4 "Noise Augmentation" and MedMemoryBench §5 "Evaluation Protocol"'
+    assert sf.check_section_citations(ok) == []
+    bad = sf.check_section_citations('(MedMemoryBench §3 "Noise Augmentation"; x)')
+    assert bad == ["'MedMemoryBench §3 \"Noise Augmentation\"': 'Noise Augmentation' is in §4, "
+                   "not §3"]  # fmt: skip
+    assert sf.check_section_citations("MedMemoryBench §9") == ["'MedMemoryBench §9': "
+                                                              "MedMemoryBench has no §9"]  # fmt: skip
+    assert sf.check_section_citations('LongMedBench §"event retrieval"') == []
+    assert sf.check_section_citations("MedMemoryBench §5 repeats") == [
+        "'MedMemoryBench §5': name the sub-heading, e.g. §5 \"Query Design\""
+    ]
+
+
+def _cited_texts():
+    for path in [*REPO.glob("clinlib/**/*.py"), *REPO.glob("docs/*.md"), REPO / "README.md",
+                 *REPO.glob("notebooks/*.ipynb")]:  # fmt: skip
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".ipynb":  # the cells' text, not the JSON's escaped quotes
+            text = "\n".join("".join(c["source"]) for c in json.loads(text)["cells"])
+        yield path.relative_to(REPO), text
+
+
+def test_section_citations_in_the_kit_match_the_seed():
+    bad = [f"{path}: {msg}" for path, text in _cited_texts()
+           for msg in sf.check_section_citations(text)]  # fmt: skip
+    assert not bad, "\n".join(bad)
