@@ -39,6 +39,10 @@ _API: dict[str, tuple[str, str | None]] = {
     # prose that cannot drift (issue 25): seed facts with their passages
     "SEED_FACTS": ("clinlib.core.seed_facts", "SEED_FACTS"),
     "seed_fact": ("clinlib.core.seed_facts", "seed_fact"),
+    # ... and notebook prose rendered from values, claims checked where they are made
+    "md": ("clinlib.core.prose", "md"),
+    "claim": ("clinlib.core.prose", "claim"),
+    "ClaimFailed": ("clinlib.core.prose", "ClaimFailed"),
     # figure style
     "savefig": ("clinlib.core.plots", "savefig"),
     "savetable": ("clinlib.core.plots", "savetable"),

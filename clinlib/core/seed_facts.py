@@ -108,6 +108,24 @@ _FACTS: tuple[SeedFact, ...] = (
         "The L0–L4 + L5 pipeline yields a 6,271-question stratified set",
     ),
     _f(
+        "ctb_pooled_order",
+        _CTB,
+        "§5.1",
+        ("58.4", "59.6", "50.8", "55.9", "41.6", "49.5"),
+        "structured-timeline sits third (58.4–59.6) and is strikingly backbone-invariant "
+        r"(\pm 0.6 pp). Mem0 and A-Mem cluster at 50.8–55.9; llm-summary and last-visit-only "
+        "trail at 41.6–49.5.",
+        "pooled accuracy (%) over the four LLM backbones",
+    ),
+    _f(
+        "ctb_scale",
+        _CTB,
+        '§7 "Conclusion"',
+        ("9", "385", "8", "4", "6,271", "200,672"),
+        "9 tasks, 385 verified dialogues, 8 history representation strategies, 4 frontier "
+        "backbones, 6,271 questions, and 200,672 predictions",
+    ),
+    _f(
         "ctb_task_sizes",
         _CTB,
         '§3 "Evaluation set"',

@@ -66,6 +66,7 @@ from clinlib.data.schema import ARTIFACTS
 from clinlib.dialogue.checks import (
     DEFAULT_CHARS_PER_VISIT,
     HARD_CHECKS,
+    MIN_COVERAGE,  # noqa: F401  (re-exported: notebook 02 renders the threshold)
     NOISE_CHECKS,
     REWRITE_CHECK,
     SOFT_CHECKS,

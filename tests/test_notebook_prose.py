@@ -1,0 +1,57 @@
+"""Every notebook's hand-written Markdown states no number the kit computes (issue 25 §1).
+
+A number in a Markdown cell must be structural (an id of a notebook, task, table, figure,
+section or step; a parameter the code sets) or a seed citation matching the seed-facts table
+(clinlib.core.seed_facts) in a sentence that names its source; the kit's own results appear
+only in output rendered by code (``clinlib.md``) or in checked claims (``clinlib.claim``),
+which run on the profile the notebook runs on: nbmake on quick (``make test``) and
+``make reproduce`` on paper. The rule is ``clinlib.core.prose.prose_numbers``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from clinlib.core.prose import prose_numbers
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+# Notebooks whose prose another helper of issue 25 rewrites on its own branch; remove a mark
+# when that branch is merged (strict: a notebook that passes while marked fails the run).
+PENDING: dict[str, str] = {
+    "07_sp1_aggregation_tax": "wt-stats (§2): 07's '~140 questions per cell', '6,272', c = 0",
+    "08_sp2_backbone_profiles": "wt-stats (§2): 08's prose gap figures",
+    "09_sp3_abstention": "wt-stats (§2): 09's prose figures",
+    "10_pareto_cost": "wt-stats (§2): 10's '~140 questions', '6,272', cost figures",
+    "11_ablations": "wt-stats (§2): 11's K / budget / encoder figures in prose",
+    "15_temporal_reasoning": "wt-audit (§3): 15's 0.993 / '−13 to −14 pp' / pair counts",
+}
+
+
+def _params():
+    for path in NOTEBOOKS:
+        reason = PENDING.get(path.stem)
+        marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+        yield pytest.param(path, id=path.stem, marks=marks)
+
+
+def test_all_fifteen_notebooks_are_checked():
+    assert len(NOTEBOOKS) == 15
+    assert set(PENDING) <= {p.stem for p in NOTEBOOKS}
+
+
+@pytest.mark.parametrize("path", list(_params()))
+def test_markdown_states_no_uncomputed_number(path):
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    found = [
+        f"cell {cell.get('id', i)}: {number}"
+        for i, cell in enumerate(cells)
+        if cell["cell_type"] == "markdown"
+        for number in prose_numbers("".join(cell["source"]))
+    ]
+    assert not found, f"{path.name}: numbers in prose nothing renders or cites:\n" + "\n".join(
+        found
+    )
