@@ -22,10 +22,6 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-
 # Notebooks whose prose another helper of issue 25 rewrites on its own branch; remove a mark
 # when that branch is merged (strict: a notebook that passes while marked fails the run).
 PENDING: dict[str, str] = {
-    "07_sp1_aggregation_tax": "wt-stats (§2): 07's '~140 questions per cell', '6,272', c = 0",
-    "08_sp2_backbone_profiles": "wt-stats (§2): 08's prose gap figures",
-    "09_sp3_abstention": "wt-stats (§2): 09's prose figures",
-    "10_pareto_cost": "wt-stats (§2): 10's '~140 questions', '6,272', cost figures",
     "11_ablations": "wt-stats (§2): 11's K / budget / encoder figures in prose",
     "15_temporal_reasoning": "wt-audit (§3): 15's 0.993 / '−13 to −14 pp' / pair counts",
 }
