@@ -22,7 +22,6 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-
 # Notebooks whose prose another helper of issue 25 rewrites on its own branch; remove a mark
 # when that branch is merged (strict: a notebook that passes while marked fails the run).
 PENDING: dict[str, str] = {
-    "11_ablations": "wt-stats (§2): 11's K / budget / encoder figures in prose",
     "15_temporal_reasoning": "wt-audit (§3): 15's 0.993 / '−13 to −14 pp' / pair counts",
 }
 

@@ -185,6 +185,27 @@ def paired_tests(
     )  # fmt: skip
 
 
+def clustered_sweep(
+    preds: pd.DataFrame, labels: Sequence[str], questions: pd.DataFrame
+) -> pd.DataFrame:
+    """Pooled accuracy per variant and reader (``post`` rows) with the question-level Wilson
+    interval beside the patient-clustered ones and the design effect
+    (:func:`clinlib.analysis.cluster_report.clustered_accuracy`).
+
+    Returns:
+        label, backbone + clustered_accuracy's columns, variants in the order of ``labels``.
+    """
+    sub = preds[preds["strategy"].isin(labels) & (preds["setting"] == "post")]
+    missing = [lab for lab in labels if lab not in set(sub["strategy"])]
+    if missing:
+        raise AblationInputError(f"clustered_sweep: no post predictions for {missing}")
+    out = cluster_report.clustered_accuracy(
+        cluster_stats.with_clusters(sub, questions), by=("strategy", "backbone")
+    ).rename(columns={"strategy": "label"})
+    out["_order"] = out["label"].map({lab: i for i, lab in enumerate(labels)})
+    return out.sort_values(["backbone", "_order"]).drop(columns="_order").reset_index(drop=True)
+
+
 def sweep_chart(table: pd.DataFrame, param: str, title: str = "") -> alt.FacetChart:
     """Accuracy vs the swept value per task (pooled first), one line per reader, with CIs."""
     tasks = ["pooled", *sorted(t for t in table["task"].unique() if t != "pooled")]

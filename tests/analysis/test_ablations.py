@@ -89,6 +89,21 @@ def test_paired_tests_clustered_and_post_only(k_preds):
     assert first["p_cluster"] == pytest.approx(0.5)
 
 
+def test_clustered_sweep_orders_variants_and_matches_wilson(k_preds):
+    labels = ablations.variant_labels("dense-retrieval", "k", (3, 5, 10))
+    qs = pd.DataFrame({"qid": [f"T1-q{i}" for i in range(4)] + ["T2-q0", "T2-q1"],
+                       "subject_ids": [[1], [1], [2], [2], [3], [1]]})  # fmt: skip
+    out = ablations.clustered_sweep(k_preds, labels, qs)
+    assert out["label"].tolist() == labels
+    k3 = out.iloc[0]
+    assert (k3["n"], k3["n_clusters"], k3["accuracy"]) == (6, 3, pytest.approx(0.5))
+    assert (k3["wilson_low"], k3["wilson_high"]) == pytest.approx(
+        proportion_confint(3, 6, method="wilson")
+    )
+    with pytest.raises(ablations.AblationInputError, match=r"dense-retrieval\(k=20\)"):
+        ablations.clustered_sweep(k_preds, [*labels, "dense-retrieval(k=20)"], qs)
+
+
 def test_setting_table_by_hand():
     qs = pd.DataFrame({"qid": [f"T3-q{i}" for i in range(4)],
                        "gold": ["yes", "yes", "no", "no"]})  # fmt: skip
