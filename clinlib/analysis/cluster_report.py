@@ -235,7 +235,10 @@ def paired_gap(
 
 
 def _pair_name(row: pd.Series, label_cols: Sequence[str]) -> str:
-    return " vs ".join(str(row[c]) for c in label_cols)
+    """``a vs b`` from the last two label columns, prefixed ``x, y: `` by the others."""
+    names = [str(row[c]) for c in label_cols]
+    pair = " vs ".join(names[-2:])
+    return f"{', '.join(names[:-2])}: {pair}" if len(names) > 2 else pair
 
 
 def survival_summary(tests: pd.DataFrame, label_cols: Sequence[str]) -> dict[str, object]:

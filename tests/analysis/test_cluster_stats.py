@@ -319,5 +319,9 @@ def test_survival_summary_and_text():
     assert s["lost"] == ["b"] and s["gained"] == ["d"]
     text = cr.survival_text(tests, ["strategy"], "K sweep")
     assert "2 of 4 comparisons" in text and "Lost once patients are clustered: b." in text
+    three = tests.assign(backbone="eager", other="z")
+    assert cr.survival_summary(three, ["backbone", "strategy", "other"])["lost"] == [
+        "eager: b vs z"
+    ]
     all_ok = cr.survival_text(tests.assign(reject_cluster=tests["reject"]), ["strategy"], "x")
     assert "Every question-level conclusion survives clustering." in all_ok
