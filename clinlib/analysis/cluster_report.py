@@ -24,6 +24,7 @@ from clinlib.analysis.cluster_stats import (
 )
 from clinlib.analysis.stats import (
     StatsInputError,
+    _as_bool_array,
     _paired_correct,
     holm_bonferroni,
     minimum_detectable_effect,
@@ -64,7 +65,7 @@ def clustered_accuracy(
         raise StatsInputError("clustered_accuracy: frame is empty")
     rows = []
     for keys, grp in frame.groupby(by, sort=True, dropna=False):
-        y = grp[correct_col].astype(float).to_numpy()
+        y = _as_bool_array(grp[correct_col], correct_col).astype(float)
         cl = grp[cluster_col].to_numpy()
         boot = cluster_bootstrap_ci(y, cl, n_boot, alpha, seed)
         cr = cluster_robust_ci(y, cl, alpha)

@@ -262,6 +262,12 @@ def test_clustered_accuracy_beside_wilson():
     assert row["half_wilson_pp"] == pytest.approx(50 * (row["wilson_high"] - row["wilson_low"]))
 
 
+def test_clustered_accuracy_names_bad_correctness():
+    bad = _frame().assign(correct=[1, 0, 2, 1, 1, 1, 0, 0, 1, 1, 0, 0])
+    with pytest.raises(StatsInputError, match="correct must be boolean"):
+        cr.clustered_accuracy(bad, by=["strategy"])
+
+
 def test_pairwise_clustered_adds_patient_test_to_mcnemar():
     out = cr.pairwise_clustered(_frame(), pairs=[("full-context", "last-visit-only")])
     row = out.iloc[0]
