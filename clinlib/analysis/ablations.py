@@ -117,8 +117,10 @@ def sweep_table(
     param: str,
     values: Sequence[Any],
     by: Sequence[str] = ("backbone", "task"),
+    questions: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """Accuracy (Wilson 95% CI) of each variant of one parameter, per task and reader.
+    """Accuracy (Wilson 95% CI) of each variant of one parameter, per task and reader, on the
+    ``post`` rows (the default variant's T3 ``pre`` rows belong to the injection probe).
 
     Args:
         preds: predictions (``strategy`` holds labels).
@@ -126,16 +128,20 @@ def sweep_table(
         param: the parameter swept.
         values: its values, in plot order.
         by: grouping columns besides the variant.
+        questions: questions (qid, subject_ids); when given, each row also gets the
+            patient-clustered bootstrap CI (boot_low, boot_high;
+            :func:`clinlib.analysis.cluster_report.clustered_accuracy`).
 
     Returns:
-        label, param (its name), value, ``by``, n, k (correct), accuracy, ci_low, ci_high; plus a
-        ``task == "pooled"`` row per reader and variant (all tasks, weighted by size).
+        label, param (its name), value, ``by``, n, k (correct), accuracy, ci_low, ci_high
+        (+ boot_low, boot_high); plus a ``task == "pooled"`` row per reader and variant (all
+        tasks, weighted by size).
 
     Raises:
         AblationInputError: a variant has no predictions.
     """
     labels = variant_labels(strategy, param, values)
-    sub = preds[preds["strategy"].isin(labels)]
+    sub = preds[preds["strategy"].isin(labels) & (preds["setting"] == "post")]
     missing = [lab for lab in labels if lab not in set(sub["strategy"])]
     if missing:
         raise AblationInputError(
@@ -148,10 +154,22 @@ def sweep_table(
     pooled_by = [c for c in by if c != "task"]
     pooled = metrics.accuracy_table(sub, by=["strategy", *pooled_by]).assign(task="pooled")
     out = pd.concat([per_task, pooled], ignore_index=True)
+    if questions is not None:
+        out = out.merge(_clustered_bounds(sub, questions, by), on=["strategy", *by], how="left")
     out = out.rename(columns={"strategy": "label"})
     out.insert(1, "param", param)
     out.insert(2, "value", out["label"].map(value_of))
     return out.sort_values([*pooled_by, "task", "value"], kind="stable").reset_index(drop=True)
+
+
+def _clustered_bounds(sub: pd.DataFrame, questions: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Patient-clustered bootstrap bounds per (variant, ``by``) row and per pooled row."""
+    with_cl = cluster_stats.with_clusters(sub, questions)
+    pooled_by = [c for c in by if c != "task"]
+    per_task = cluster_report.clustered_accuracy(with_cl, by=["strategy", *by])
+    pooled = cluster_report.clustered_accuracy(with_cl, by=["strategy", *pooled_by])
+    both = pd.concat([per_task, pooled.assign(task="pooled")], ignore_index=True)
+    return both[["strategy", *by, "boot_low", "boot_high"]]
 
 
 def paired_tests(
@@ -207,7 +225,8 @@ def clustered_sweep(
 
 
 def sweep_chart(table: pd.DataFrame, param: str, title: str = "") -> alt.FacetChart:
-    """Accuracy vs the swept value per task (pooled first), one line per reader, with CIs."""
+    """Accuracy vs the swept value per task (pooled first), one line per reader, with the Wilson
+    CI (thin bar) and, when the table has them, the patient-clustered CI (thick faint bar)."""
     tasks = ["pooled", *sorted(t for t in table["task"].unique() if t != "pooled")]
     base = alt.Chart(table).encode(
         x=alt.X("value:O", title=param),
@@ -219,6 +238,10 @@ def sweep_chart(table: pd.DataFrame, param: str, title: str = "") -> alt.FacetCh
                  alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f")],
     )  # fmt: skip
     band = base.mark_errorbar().encode(y=alt.Y("ci_low:Q", title="accuracy"), y2="ci_high:Q")
+    if {"boot_low", "boot_high"} <= set(table.columns):  # patient-clustered, drawn thick and faint
+        band = band + base.mark_errorbar(thickness=6, opacity=0.3).encode(
+            y=alt.Y("boot_low:Q", title="accuracy"), y2="boot_high:Q"
+        )
     return (
         (band + line)
         .properties(width=110, height=110)

@@ -10,6 +10,7 @@ from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
 from clinlib.analysis import ablations
+from clinlib.analysis import cluster_stats as cs
 
 
 def preds_for(label: str, task: str, correct: list[bool], setting: str = "post") -> pd.DataFrame:
@@ -55,6 +56,21 @@ def test_sweep_table_by_hand(k_preds):
     lo, hi = proportion_confint(5, 6, alpha=0.05, method="wilson")
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((lo, hi))
     assert set(t["param"]) == {"k"} and "full-context" not in set(t["label"])
+
+
+def test_sweep_table_post_only_with_clustered_bounds(k_preds):
+    qs = pd.DataFrame({"qid": [f"T1-q{i}" for i in range(4)] + ["T2-q0", "T2-q1"],
+                       "subject_ids": [[1], [1], [2], [2], [3], [1]]})  # fmt: skip
+    pre = preds_for("dense-retrieval", "T1", [False] * 4, setting="pre")  # not counted
+    t = ablations.sweep_table(pd.concat([k_preds, pre]), "dense-retrieval", "k", (3, 5, 10),
+                              questions=qs)  # fmt: skip
+    row = t[(t["task"] == "pooled") & (t["value"] == 5)].iloc[0]
+    assert (row["n"], row["accuracy"]) == (6, pytest.approx(5 / 6))
+    k5 = k_preds[k_preds["strategy"] == "dense-retrieval"].sort_values("qid")
+    cl = cs.with_clusters(k5, qs)
+    ref = cs.cluster_bootstrap_ci(cl["correct"].astype(float), cl["cluster"])
+    assert (row["boot_low"], row["boot_high"]) == pytest.approx((ref.low, ref.high))
+    ablations.sweep_chart(t, "k").to_dict()
 
 
 def test_sweep_table_names_a_missing_variant(k_preds):
