@@ -331,3 +331,18 @@ def test_survival_summary_and_text():
     ]
     all_ok = cr.survival_text(tests.assign(reject_cluster=tests["reject"]), ["strategy"], "x")
     assert "Every question-level conclusion survives clustering." in all_ok
+
+
+@pytest.mark.parametrize("seed", [12, 13])
+def test_cr1_is_gee_sandwich_with_small_sample_factor(seed):
+    # statsmodels GEE (independence working correlation, robust covariance) gives the CR0
+    # sandwich; CR1 multiplies its variance by G / (G - 1).
+    y, cl = _random_clustered(seed)
+    codes = pd.factorize(cl)[0]
+    gee = sm.GEE(y, np.ones((y.size, 1)), groups=codes, cov_struct=sm.cov_struct.Independence(),
+                 family=sm.families.Binomial()).fit()  # fmt: skip
+    # Binomial GEE's robust se is on the logit scale; the delta method maps it to p.
+    p = y.mean()
+    se_p = float(gee.bse[0]) * p * (1 - p)
+    g = codes.max() + 1
+    assert cs.cluster_robust_ci(y, cl).se == pytest.approx(se_p * np.sqrt(g / (g - 1)), rel=1e-6)
