@@ -267,7 +267,9 @@ def icc_anova(values: object, clusters: object) -> float:
 
     ``ICC = (MSB - MSW) / (MSB + (n0 - 1) MSW)`` with ``MSB = sum n_g (p_g - p)^2 / (G - 1)``,
     ``MSW = sum n_g p_g (1 - p_g) / (N - G)`` and ``n0 = (N - sum n_g^2 / N) / (G - 1)``.
-    It can be negative (clusters more alike than chance allows, down to -1/(n0 - 1)).
+    It can be negative (clusters more alike than chance allows, down to -1/(n0 - 1), which is
+    far below -1 when clusters hold about one value each, n0 close to 1: then the ICC says
+    little and the design effect is about 1).
 
     Returns:
         The ICC; NaN with fewer than two clusters, when every cluster has one value
