@@ -42,6 +42,7 @@ _API: dict[str, tuple[str, str | None]] = {
     # ... and notebook prose rendered from values, claims checked where they are made
     "md": ("clinlib.core.prose", "md"),
     "claim": ("clinlib.core.prose", "claim"),
+    "span": ("clinlib.core.prose", "span"),
     "ClaimFailed": ("clinlib.core.prose", "ClaimFailed"),
     # figure style
     "savefig": ("clinlib.core.plots", "savefig"),

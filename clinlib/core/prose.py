@@ -7,6 +7,7 @@ hand-written prose.
   {seed[ctb_questions]}", n=len(questions))``. ``seed`` is the seed-facts table
   (:data:`clinlib.core.seed_facts.SEED_FACTS`): ``{seed[key]}`` is a seed's value as printed,
   ``{seed[key].cite}`` the value with its source. The result displays as Markdown.
+  :func:`span` renders a computed range ("0.12–0.50", or one value when both ends agree).
 - :func:`claim` states a qualitative claim as a computed predicate with a stated tolerance
   (``claim("full-context is never wrong where another strategy is right", c_max, "<=", 0)``),
   shows it with the figure it rests on, and raises :class:`ClaimFailed` when it does not
@@ -50,6 +51,12 @@ def md(template: str, /, **values: object) -> Markdown:
     return Markdown(template.format(seed=SEED_FACTS, **values))
 
 
+def span(low: float, high: float, fmt: str = ".2f") -> str:
+    """A computed range as prose: "0.12–0.50", or one value when both ends print alike."""
+    lo, hi = format(low, fmt), format(high, fmt)
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
 class ClaimFailed(AssertionError):
     """A claim stated in a notebook does not hold on the data it was run on."""
 
@@ -71,12 +78,15 @@ class Claim:
     holds: bool
     fmt: str = ".3g"
 
+    def _num(self, x: float) -> str:
+        return format(int(round(x)) if self.fmt.endswith("d") else x, self.fmt)
+
     def _repr_markdown_(self) -> str:
         mark = "✓ holds" if self.holds else "✗ does not hold"
-        tol = f" ± {self.tol:{self.fmt}}" if self.tol else ""
+        tol = f" ± {self._num(self.tol)}" if self.tol else ""
         return (
-            f"**Claim** ({mark}): {self.statement} — measured {self.value:{self.fmt}} "
-            f"{self.op} {self.bound:{self.fmt}}{tol}"
+            f"**Claim** ({mark}): {self.statement} — measured {self._num(self.value)} "
+            f"{self.op} {self._num(self.bound)}{tol}"
         )
 
     def __str__(self) -> str:

@@ -98,408 +98,173 @@ def _f(key: str, seed: str, where: str, values: tuple[str, ...], passage: str, n
 
 _CTB, _MMB, _LMB = "clintracebench", "medmemorybench", "longmedbench"
 
+# fmt: off
 _FACTS: tuple[SeedFact, ...] = (
     # --- ClinTraceBench: cohort, dialogues, question set (§3, Fig. 2, App. C) --------------
-    _f(
-        "ctb_questions",
-        _CTB,
-        '§3 "Evaluation set"',
-        ("6,271",),
-        "The L0–L4 + L5 pipeline yields a 6,271-question stratified set",
-    ),
-    _f(
-        "ctb_pooled_order",
-        _CTB,
-        "§5.1",
-        ("58.4", "59.6", "50.8", "55.9", "41.6", "49.5"),
-        "structured-timeline sits third (58.4–59.6) and is strikingly backbone-invariant "
-        r"(\pm 0.6 pp). Mem0 and A-Mem cluster at 50.8–55.9; llm-summary and last-visit-only "
-        "trail at 41.6–49.5.",
-        "pooled accuracy (%) over the four LLM backbones",
-    ),
-    _f(
-        "ctb_scale",
-        _CTB,
-        '§7 "Conclusion"',
-        ("9", "385", "8", "4", "6,271", "200,672"),
-        "9 tasks, 385 verified dialogues, 8 history representation strategies, 4 frontier "
-        "backbones, 6,271 questions, and 200,672 predictions",
-    ),
-    _f(
-        "ctb_task_sizes",
-        _CTB,
-        '§3 "Evaluation set"',
-        ("1500", "889", "600", "53", "495", "700", "400", "134", "1500"),
-        "(T1 = 1500, T2 = 889, T3 = 600, T4 = 53, T5 = 495, T6 = 700, T7 = 400, T8 = 134, "
-        "T9 = 1500",
-        "T1 … T9 in order (clinlib.tasks.rules.PAPER_COUNTS)",
-    ),
-    _f(
-        "ctb_cohort_funnel",
-        _CTB,
-        "Fig. 2",
-        ("364,627", "400"),
-        r"1. Cohort: MIMIC-IV 364{,}627\to 400",
-    ),
-    _f(
-        "ctb_diseases",
-        _CTB,
-        '§3 "Cohort"',
-        ("100",),
-        "(diabetes, hypertension, CKD, CAD; 100 each)",
-    ),
-    _f(
-        "ctb_tertiles",
-        _CTB,
-        '§3 "Cohort"',
-        ("33/34/33",),
-        "low / medium / high complexity tertiles (33/34/33)",
-    ),
-    _f(
-        "ctb_inclusion",
-        _CTB,
-        '§3 "Cohort"',
-        ("2", "7", "5", "2", "2"),
-        r"Inclusion requires \geq 2 admissions >7 days apart, \geq 5 labs, \geq 2 prescriptions,"
-        r" and \geq 2 ICD codes in the index disease",
-        "admissions, days apart, labs, prescriptions, index-disease codes",
-    ),
-    _f(
-        "ctb_lab_panel",
-        _CTB,
-        '§3 "Cohort"',
-        ("18",),
-        "Lab extraction uses a fixed 18-lab panel with canonical units",
-    ),
-    _f(
-        "ctb_verified",
-        _CTB,
-        "Fig. 2",
-        ("400", "385"),
-        "400 patients yielding 385 verified dialogues",
-    ),
-    _f(
-        "ctb_dropped",
-        _CTB,
-        '§3 "Cohort"',
-        ("15", "385"),
-        "15 patients fail dialogue invariants during synthesis and are dropped, yielding 385 "
-        "verified dialogues",
-    ),
-    _f(
-        "ctb_verifier_checks",
-        _CTB,
-        "Fig. 2",
-        ("10", "3", "385/400"),
-        "verifier v3.2 (10 HARD + 3 SOFT); 385/400 pass",
-    ),
-    _f(
-        "ctb_visits_per_patient",
-        _CTB,
-        "App. C.1",
-        ("10", "16.0", "93"),
-        "visits per patient (median 10, mean 16.0, max 93)",
-        "median / mean / max",
-    ),
-    _f(
-        "ctb_dialogue_chars",
-        _CTB,
-        "App. C.1",
-        ("13.7k", "15.0k", "30.7k"),
-        "dialogue length in thousands of characters (median 13.7 k, mean 15.0 k, max 30.7 k)",
-        "median / mean / max",
-    ),
-    _f(
-        "ctb_questions_per_patient",
-        _CTB,
-        "App. C.1",
-        ("4", "4.3", "12"),
-        "stratified-eval questions per patient (median 4, mean 4.3, max 12)",
-        "median / mean / max",
-    ),
-    _f(
-        "ctb_fig13_n",
-        _CTB,
-        "Fig. 13 caption",
-        ("385",),
-        "Figure 13: Cohort statistics for the n=385 verified dialogues.",
-    ),
-    _f(
-        "ctb_t9_pool_split",
-        _CTB,
-        "§5.4",
-        ("1,147", "353", "76", "24"),
-        r"The T9 pool splits 1{,}147 lab-anchored vs. 353 other-anchored, an \approx 76\%/24\% "
-        "ratio.",
-    ),
-    _f(
-        "ctb_t9_n",
-        _CTB,
-        "§5.4",
-        ("1,500",),
-        "all 1,500 gold answers are “insufficient information”",
-        "T9 answers per cell",
-    ),
-    _f(
-        "ctb_mem0_size_r",
-        _CTB,
-        "App. C.3",
-        ("−0.129", "210"),
-        r"Pearson r(\text{{Mem0} size},\text{{Mem0} T1 accuracy})=-0.129 on n=210 patients",
-    ),
-    _f(
-        "ctb_dense_k",
-        _CTB,
-        '§4 "Retrieval"',
-        ("5",),
-        r"BGE-M3 chunk embeddings per patient, top-K{=}5",
-    ),
+    _f("ctb_questions", _CTB, '§3 "Evaluation set"', ("6,271",),
+       "The L0–L4 + L5 pipeline yields a 6,271-question stratified set"),
+    _f("ctb_scale", _CTB, '§7 "Conclusion"', ("9", "385", "8", "4", "6,271", "200,672"),
+       "9 tasks, 385 verified dialogues, 8 history representation strategies, 4 "
+       "frontier backbones, 6,271 questions, and 200,672 predictions"),
+    _f("ctb_task_sizes", _CTB, '§3 "Evaluation set"',
+       ("1500", "889", "600", "53", "495", "700", "400", "134", "1500"),
+       "(T1 = 1500, T2 = 889, T3 = 600, T4 = 53, T5 = 495, T6 = 700, T7 = 400, T8 = "
+       "134, T9 = 1500",
+       "T1 … T9 in order (clinlib.tasks.rules.PAPER_COUNTS)"),
+    _f("ctb_cohort_funnel", _CTB, "Fig. 2", ("364,627", "400"),
+       r"1. Cohort: MIMIC-IV 364{,}627\to 400"),
+    _f("ctb_diseases", _CTB, '§3 "Cohort"', ("100",),
+       "(diabetes, hypertension, CKD, CAD; 100 each)"),
+    _f("ctb_tertiles", _CTB, '§3 "Cohort"', ("33/34/33",),
+       "low / medium / high complexity tertiles (33/34/33)"),
+    _f("ctb_inclusion", _CTB, '§3 "Cohort"', ("2", "7", "5", "2", "2"),
+       r"Inclusion requires \geq 2 admissions >7 days apart, \geq 5 labs, \geq 2 "
+       r"prescriptions, and \geq 2 ICD codes in the index disease",
+       "admissions, days apart, labs, prescriptions, index-disease codes"),
+    _f("ctb_lab_panel", _CTB, '§3 "Cohort"', ("18",),
+       "Lab extraction uses a fixed 18-lab panel with canonical units"),
+    _f("ctb_verified", _CTB, "Fig. 2", ("400", "385"),
+       "400 patients yielding 385 verified dialogues"),
+    _f("ctb_dropped", _CTB, '§3 "Cohort"', ("15", "385"),
+       "15 patients fail dialogue invariants during synthesis and are dropped, "
+       "yielding 385 verified dialogues"),
+    _f("ctb_verifier_checks", _CTB, "Fig. 2", ("10", "3", "385/400"),
+       "verifier v3.2 (10 HARD + 3 SOFT); 385/400 pass"),
+    _f("ctb_visits_per_patient", _CTB, "App. C.1", ("10", "16.0", "93"),
+       "visits per patient (median 10, mean 16.0, max 93)",
+       "median / mean / max"),
+    _f("ctb_dialogue_chars", _CTB, "App. C.1", ("13.7k", "15.0k", "30.7k"),
+       "dialogue length in thousands of characters (median 13.7 k, mean 15.0 k, max "
+       "30.7 k)",
+       "median / mean / max"),
+    _f("ctb_questions_per_patient", _CTB, "App. C.1", ("4", "4.3", "12"),
+       "stratified-eval questions per patient (median 4, mean 4.3, max 12)",
+       "median / mean / max"),
+    _f("ctb_fig13_n", _CTB, "Fig. 13 caption", ("385",),
+       "Figure 13: Cohort statistics for the n=385 verified dialogues."),
+    _f("ctb_t9_pool_split", _CTB, "§5.4", ("1,147", "353", "76", "24"),
+       r"The T9 pool splits 1{,}147 lab-anchored vs. 353 other-anchored, an \approx "
+       r"76\%/24\% ratio."),
+    _f("ctb_t9_n", _CTB, "§5.4", ("1,500",),
+       "all 1,500 gold answers are “insufficient information”",
+       "T9 answers per cell"),
+    _f("ctb_mem0_size_r", _CTB, "App. C.3", ("−0.129", "210"),
+       r"Pearson r(\text{{Mem0} size},\text{{Mem0} T1 accuracy})=-0.129 on n=210 "
+       "patients"),
+    _f("ctb_dense_k", _CTB, '§4 "Retrieval"', ("5",),
+       "BGE-M3 chunk embeddings per patient, top-K{=}5"),
     # --- ClinTraceBench: evaluation, SP4 probe, costs (§4–§5, tables' captions) -----------
-    _f(
-        "ctb_cells",
-        _CTB,
-        "Fig. 2",
-        ("8", "4", "32", "200,672"),
-        r"8\times 4=32 cells, 200,672 predictions",
-        "strategies × backbones = cells",
-    ),
-    _f(
-        "ctb_spend",
-        _CTB,
-        "§1",
-        ("6,271", "32", "200,672", "527.85"),
-        "on a fixed 6,271-question set: 32 cells, 200,672 predictions, $527.85",
-    ),
-    _f(
-        "ctb_t3_subset",
-        _CTB,
-        "§5.5",
-        ("20", "47", "19", "28"),
-        "On a stratified 20-patient subset of the cohort—47 T3 questions, 19 injected-positive "
-        "and 28 negative",
-    ),
-    _f(
-        "ctb_t3_recall",
-        _CTB,
-        "abstract",
-        ("0", "5.3"),
-        "Mem0, A-Mem and llm-summary still recover only 0–5.3% of the injected positives",
-    ),
-    _f(
-        "ctb_t3_best_recall",
-        _CTB,
-        "§5.5",
-        ("1/19", "5.3", "0/19"),
-        r"at best 1/19 (5.3\%) for Mem0 and A-Mem, and 0/19 for every llm-summary cell",
-    ),
-    _f(
-        "ctb_t3_post_retained",
-        _CTB,
-        "§5.5",
-        ("0.869", "0.938", "0.769", "0.869"),
-        "leaves full-context (0.869–0.938), last-visit-only and dense-retrieval (0.769–0.869) "
-        "intact",
-        "T3 accuracy after injection, LLM backbones",
-    ),
-    _f(
-        "ctb_t3_constant_no",
-        _CTB,
-        "§5.5",
-        ("600", "16", "0.500"),
-        "all four upstream-built strategies answer “No” on all 600 T3 questions in all 16 "
-        "cells, giving exactly 0.500",
-    ),
-    _f(
-        "ctb_constant_no_flag",
-        _CTB,
-        "Fig. 5 caption",
-        ("575/600",),
-        r"red triangles flag cells with pred=no \geq 575/600",
-    ),
-    _f(
-        "ctb_frontier", _CTB, "Fig. 6 caption", ("11/32",), "Dashed curve: Pareto frontier (11/32)."
-    ),
-    _f(
-        "ctb_haiku_sonnet",
-        _CTB,
-        "abstract",
-        ("25.76", "106.21"),
-        "Haiku dominates Sonnet under full-context ($25.76 vs. $106.21)",
-    ),
-    _f("ctb_table1_bins", _CTB, "Table 1 caption", ("30", "45", "60", "70"), "30–45 45–60 60–70"),
-    _f(
-        "ctb_table_matched_prep",
-        _CTB,
-        "Table 10 (App. G.5)",
-        ("10",),
-        "Table 10: Overall accuracy with DeepSeek-V3–prepared versus backbone-matched agentic "
-        "memory on the stratified 20-patient subset.",
-        "matched-vs-fixed prep",
-    ),
-    _f(
-        "ctb_table_summary_budget",
-        _CTB,
-        "Table 12 (App. G.6)",
-        ("12", "500", "1,000"),
-        "Table 12: llm-summary accuracy at a 500- versus 1,000-token budget",
-        "the summary budget",
-    ),
-    _f(
-        "ctb_table_t3_probe",
-        _CTB,
-        "Table 3 (§5.5)",
-        ("3", "19", "20"),
-        "Table 3: SP4 equal-input preservation probe: positive-class recall on the 19 "
-        "injected-positive T3 instances (stratified 20-patient subset)",
-    ),
-    _f(
-        "ctb_table_full_matrix",
-        _CTB,
-        "Table 14 (App. I)",
-        ("14", "32", "6,271"),
-        "Table 14: Complete per-task accuracy across all 32 (history representation strategy, "
-        "backbone) cells, on the 6,271-question strati",
-    ),
+    _f("ctb_cells", _CTB, "Fig. 2", ("8", "4", "32", "200,672"),
+       r"8\times 4=32 cells, 200,672 predictions",
+       "strategies × backbones = cells"),
+    _f("ctb_spend", _CTB, "§1", ("6,271", "32", "200,672", "527.85"),
+       "on a fixed 6,271-question set: 32 cells, 200,672 predictions, $527.85"),
+    _f("ctb_pooled_order", _CTB, "§5.1", ("58.4", "59.6", "50.8", "55.9", "41.6", "49.5"),
+       "structured-timeline sits third (58.4–59.6) and is strikingly "
+       r"backbone-invariant (\pm 0.6 pp). Mem0 and A-Mem cluster at 50.8–55.9; "
+       "llm-summary and last-visit-only trail at 41.6–49.5.",
+       "pooled accuracy (%) over the four LLM backbones"),
+    _f("ctb_length_degradation", _CTB, 'section "Limitations"', ("−13", "−14"),
+       "Long-context degradation is uniform across backbones (-13 to -14 pp from "
+       "shortest to longest quartile), but length and disease severity remain "
+       "entangled.",
+       "names no strategy"),
+    _f("ctb_t3_subset", _CTB, "§5.5", ("20", "47", "19", "28"),
+       "On a stratified 20-patient subset of the cohort—47 T3 questions, 19 "
+       "injected-positive and 28 negative"),
+    _f("ctb_t3_recall", _CTB, "abstract", ("0", "5.3"),
+       "Mem0, A-Mem and llm-summary still recover only 0–5.3% of the injected "
+       "positives"),
+    _f("ctb_t3_best_recall", _CTB, "§5.5", ("1/19", "5.3", "0/19"),
+       r"at best 1/19 (5.3\%) for Mem0 and A-Mem, and 0/19 for every llm-summary cell"),
+    _f("ctb_t3_post_retained", _CTB, "§5.5", ("0.869", "0.938", "0.769", "0.869"),
+       "leaves full-context (0.869–0.938), last-visit-only and dense-retrieval "
+       "(0.769–0.869) intact",
+       "T3 accuracy after injection, LLM backbones"),
+    _f("ctb_t3_constant_no", _CTB, "§5.5", ("600", "16", "0.500"),
+       "all four upstream-built strategies answer “No” on all 600 T3 questions in all "
+       "16 cells, giving exactly 0.500"),
+    _f("ctb_constant_no_flag", _CTB, "Fig. 5 caption", ("575/600",),
+       r"red triangles flag cells with pred=no \geq 575/600"),
+    _f("ctb_frontier", _CTB, "Fig. 6 caption", ("11/32",),
+       "Dashed curve: Pareto frontier (11/32)."),
+    _f("ctb_haiku_sonnet", _CTB, "abstract", ("25.76", "106.21"),
+       "Haiku dominates Sonnet under full-context ($25.76 vs. $106.21)"),
+    _f("ctb_table1_bins", _CTB, "Table 1 caption", ("30", "45", "60", "70"),
+       "30–45 45–60 60–70"),
+    _f("ctb_table_matched_prep", _CTB, "Table 10 (App. G.5)", ("10",),
+       "Table 10: Overall accuracy with DeepSeek-V3–prepared versus backbone-matched "
+       "agentic memory on the stratified 20-patient subset.",
+       "matched-vs-fixed prep"),
+    _f("ctb_table_summary_budget", _CTB, "Table 12 (App. G.6)", ("12", "500", "1,000"),
+       "Table 12: llm-summary accuracy at a 500- versus 1,000-token budget",
+       "the summary budget"),
+    _f("ctb_table_t3_probe", _CTB, "Table 3 (§5.5)", ("3", "19", "20"),
+       "Table 3: SP4 equal-input preservation probe: positive-class recall on the 19 "
+       "injected-positive T3 instances (stratified 20-patient subset)"),
+    _f("ctb_table_full_matrix", _CTB, "Table 14 (App. I)", ("14", "32", "6,271"),
+       "Table 14: Complete per-task accuracy across all 32 (history representation "
+       "strategy, backbone) cells, on the 6,271-question strati"),
     # --- MedMemoryBench (§4 construction, §5 protocol, appendix "Results Across Multiple
     #     Random Seeds") -------------------------------------------------------------------
-    _f(
-        "mmb_corpus",
-        _MMB,
-        '§4 "Statistics"',
-        ("20", "100", "6", "10"),
-        "MedMemoryBench contains 20 chronic-disease patients, each with approximately 100 "
-        "physician–patient sessions of 6–10 turns",
-        "patients, sessions per patient, turns",
-    ),
-    _f(
-        "mmb_mixed_sessions",
-        _MMB,
-        '§4 "Statistics"',
-        ("200",),
-        "The Mixed setting further appends roughly 200 additional sessions per patient",
-        "with mmb_corpus's ~100 real sessions: Mixed ≈ 2 noise sessions per real one",
-    ),
-    _f(
-        "mmb_relatives",
-        _MMB,
-        '§4 "Noise Augmentation"',
-        ("2", "4"),
-        "Each patient is associated with 2–4 virtual family members who have independent "
-        "health profiles",
-    ),
-    _f(
-        "mmb_delta",
-        _MMB,
-        '§5 "Evaluation Protocol"',
-        ("10",),
-        r"We evaluate every $\Delta$ sessions, with $\Delta =10$",
-    ),
-    _f(
-        "mmb_seeds",
-        _MMB,
-        'appendix "Results Across Multiple Random Seeds"',
-        ("42", "123", "456", "789", "2024"),
-        "we repeat the experiments with five random seeds: 42, 123, 456, 789, and 2024",
-    ),
-    _f(
-        "mmb_friedman",
-        _MMB,
-        'appendix "Results Across Multiple Random Seeds"',
-        ("42.47", "9", "39.20"),
-        r"${\chi }_F^2=42.47$ with 9 degrees of freedom under the Efficient setting"
-        r" ($p\approx 2.70\times 10^{-6}$), and ${\chi }_F^2=39.20$",
-        "Efficient, df, Mixed",
-    ),
-    _f(
-        "mmb_cv",
-        _MMB,
-        'appendix "Results Across Multiple Random Seeds"',
-        ("6", "9"),
-        "All evaluated methods have CV below 6% in the Efficient setting and below 9% in the "
-        "Mixed setting",
-    ),
-    _f(
-        "mmb_table_seeds",
-        _MMB,
-        "Tables 12–13",
-        ("12", "13"),
-        "Tables 12 and 13 report the response accuracy of each of the ten evaluated methods "
-        "for every seed",
-    ),
-    _f(
-        "mmb_table_hallucination",
-        _MMB,
-        "Table 3",
-        ("3",),
-        "Table 3: Response quality and safety metrics.",
-    ),
+    _f("mmb_corpus", _MMB, '§4 "Statistics"', ("20", "100", "6", "10"),
+       "MedMemoryBench contains 20 chronic-disease patients, each with approximately "
+       "100 physician–patient sessions of 6–10 turns",
+       "patients, sessions per patient, turns"),
+    _f("mmb_mixed_sessions", _MMB, '§4 "Statistics"', ("200",),
+       "The Mixed setting further appends roughly 200 additional sessions per patient",
+       "with mmb_corpus's ~100 real sessions: Mixed ≈ 2 noise sessions per real one"),
+    _f("mmb_relatives", _MMB, '§4 "Noise Augmentation"', ("2", "4"),
+       "Each patient is associated with 2–4 virtual family members who have "
+       "independent health profiles"),
+    _f("mmb_delta", _MMB, '§5 "Evaluation Protocol"', ("10",),
+       r"We evaluate every $\Delta$ sessions, with $\Delta =10$"),
+    _f("mmb_seeds", _MMB, 'appendix "Results Across Multiple Random Seeds"',
+       ("42", "123", "456", "789", "2024"),
+       "we repeat the experiments with five random seeds: 42, 123, 456, 789, and 2024"),
+    _f("mmb_friedman", _MMB, 'appendix "Results Across Multiple Random Seeds"',
+       ("42.47", "9", "39.20"),
+       r"${\chi }_F^2=42.47$ with 9 degrees of freedom under the Efficient setting "
+       r"($p\approx 2.70\times 10^{-6}$), and ${\chi }_F^2=39.20$",
+       "Efficient, df, Mixed"),
+    _f("mmb_cv", _MMB, 'appendix "Results Across Multiple Random Seeds"', ("6", "9"),
+       "All evaluated methods have CV below 6% in the Efficient setting and below 9% "
+       "in the Mixed setting"),
+    _f("mmb_table_seeds", _MMB, "Tables 12–13", ("12", "13"),
+       "Tables 12 and 13 report the response accuracy of each of the ten evaluated "
+       "methods for every seed"),
+    _f("mmb_table_hallucination", _MMB, "Table 3", ("3",),
+       "Table 3: Response quality and safety metrics."),
     # --- LongMedBench ("event retrieval" Table 2, "temporal reasoning" Table 3) ------------
-    _f(
-        "lmb_cohort",
-        _LMB,
-        "data",
-        ("15", "355", "6,999", "19.72"),
-        r"Filtering for patients with $\geq 15$ hospitalizations yields 355 patients and 6,999 "
-        "visits. With an average of 19.72 visits per patient",
-    ),
-    _f(
-        "lmb_windows",
-        _LMB,
-        '"event retrieval"',
-        ("3", "5", "7", "1", "2", "3"),
-        r"comparing window sizes $\{3,5,7\}$ (i.e., $m\in\{1,2,3\}$ in $\mathcal{M}_{E}$)",
-    ),
-    _f(
-        "lmb_explicit_decay",
-        _LMB,
-        "Table 2",
-        ("0.882", "0.423", "0.570"),
-        "dropping from 0.882 to 0.423 in explicit retrieval, with low Lab-F scores "
-        r"($\leq$0.570)",
-    ),
-    _f(
-        "lmb_mem0_explicit",
-        _LMB,
-        "Table 2",
-        ("0.993", "0.983", "0.331"),
-        "while Mem0 achieves near-optimal results in explicit Lab-T (0.993) and Medication "
-        "(0.983), its relative performance (Overall 0.331) remains inferior",
-        "0.993 is explicit *lab* (Lab-T), 0.983 medication; imaging is named as a weakness",
-    ),
-    _f(
-        "lmb_mem0_imaging",
-        _LMB,
-        "Table 2",
-        (),
-        "agents struggle to generate precise queries for imaging reports even with few-shot "
-        "prompting",
-    ),
-    _f(
-        "lmb_tau_cloze",
-        _LMB,
-        "Table 3",
-        ("0.925", "0.046", "0.969", "0.316"),
-        "top models achieve near-perfect performance (gpt-5-mini: 0.925), while weaker models "
-        "struggle (qwen-turbo: 0.046). Enabling thinking mode substantially boosts reasoning "
-        "(deepseek-v3.2-thinking: 0.969 vs. deepseek-v3.2: 0.316)",
-    ),
-    _f(
-        "lmb_tau_visit_sorting",
-        _LMB,
-        "Table 3",
-        ("0.423",),
-        "performance drops sharply (best: deepseek-v3.2-thinking 0.423)",
-        "the seed's best Visit Sorting score",
-    ),
-    _f(
-        "lmb_tau_joint_sorting",
-        _LMB,
-        "Table 3",
-        ("0.330",),
-        "Performance declines to 0.330",
-        "the seed's best Joint Sorting score",
-    ),
+    _f("lmb_cohort", _LMB, "data", ("15", "355", "6,999", "19.72"),
+       r"Filtering for patients with $\geq 15$ hospitalizations yields 355 patients and "
+       "6,999 visits. With an average of 19.72 visits per patient"),
+    _f("lmb_windows", _LMB, '"event retrieval"', ("3", "5", "7", "1", "2", "3"),
+       r"comparing window sizes $\{3,5,7\}$ (i.e., $m\in\{1,2,3\}$ in "
+       r"$\mathcal{M}_{E}$)"),
+    _f("lmb_explicit_decay", _LMB, "Table 2", ("0.882", "0.423", "0.570"),
+       "dropping from 0.882 to 0.423 in explicit retrieval, with low Lab-F scores "
+       r"($\leq$0.570)"),
+    _f("lmb_mem0_explicit", _LMB, "Table 2", ("0.993", "0.983", "0.331"),
+       "while Mem0 achieves near-optimal results in explicit Lab-T (0.993) and "
+       "Medication (0.983), its relative performance (Overall 0.331) remains inferior",
+       "0.993 is explicit *lab* (Lab-T), 0.983 medication; imaging is named as a "
+       "weakness"),
+    _f("lmb_mem0_imaging", _LMB, "Table 2", (),
+       "agents struggle to generate precise queries for imaging reports even with "
+       "few-shot prompting"),
+    _f("lmb_tau_cloze", _LMB, "Table 3", ("0.925", "0.046", "0.969", "0.316"),
+       "top models achieve near-perfect performance (gpt-5-mini: 0.925), while weaker "
+       "models struggle (qwen-turbo: 0.046). Enabling thinking mode substantially "
+       "boosts reasoning (deepseek-v3.2-thinking: 0.969 vs. deepseek-v3.2: 0.316)"),
+    _f("lmb_tau_visit_sorting", _LMB, "Table 3", ("0.423",),
+       "performance drops sharply (best: deepseek-v3.2-thinking 0.423)",
+       "the seed's best Visit Sorting score"),
+    _f("lmb_tau_joint_sorting", _LMB, "Table 3", ("0.330",),
+       "Performance declines to 0.330",
+       "the seed's best Joint Sorting score"),
 )
+# fmt: on
 
 SEED_FACTS: dict[str, SeedFact] = {f.key: f for f in _FACTS}
 assert len(SEED_FACTS) == len(_FACTS), "duplicate seed-fact key"

@@ -25,6 +25,13 @@ def test_md_renders_values_and_seed_facts():
         md("{missing}")
 
 
+def test_span():
+    assert prose.span(0.125, 0.5) == "0.12–0.50"  # format rounds half to even
+    assert prose.span(1.0, 1.0) == "1.00"
+    assert prose.span(0.9999, 1.0, ".2f") == "1.00"
+    assert prose.span(3, 17, "d") == "3–17"
+
+
 # --- claim -----------------------------------------------------------------------------------
 
 
@@ -56,6 +63,7 @@ def test_claim_shows_the_figure_and_the_tolerance():
     text = c._repr_markdown_()
     assert "✓ holds" in text and "K barely matters" in text
     assert "0.012 <= 0 ± 0.02" in text
+    assert "measured 3 <= 3" in claim("count", 3, "<=", 3, fmt="d")._repr_markdown_()
     with pytest.raises(ValueError, match="claim op"):
         claim("s", 1, "=<", 0)
 

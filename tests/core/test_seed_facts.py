@@ -128,3 +128,36 @@ def test_section_citations_in_the_kit_match_the_seed():
     bad = [f"{path}: {msg}" for path, text in _cited_texts()
            for msg in sf.check_section_citations(text)]  # fmt: skip
     assert not bad, "\n".join(bad)
+
+
+def _text_numbers_of_paper_claims() -> list[tuple[str, float]]:
+    """The numbers clinlib.analysis.paper_figures.claims transcribes from the paper's text."""
+    from clinlib.analysis.paper_figures import claims as c
+    from clinlib.analysis.paper_figures.cells import SP2_TEXT
+
+    out = [(f"§5.1 full-context × {b}", v) for b, v in c.TEXT_FULL_POOLED_PP.items()]
+    for src, strategy, task, _, low, high in c.TEXT_TASK_RANGES:
+        out += [(f"{src} {strategy} {task}", low), (f"{src} {strategy} {task}", high)]
+    for src, strategies, low, high, _ in c.TEXT_POOLED_RANGES:
+        out += [(f"{src} {'/'.join(strategies)}", low), (f"{src} {'/'.join(strategies)}", high)]
+    for strategy, values in c.TEXT_T9.items():
+        out += [(f"§5.4 T9 {strategy}", v) for v in values]
+    out += [(f"§5.3 SP2 {b}", v) for b, values in SP2_TEXT.items() for v in values]
+    return [*out, ("Table 5 caption majority macro-F1", c.T5_MAJORITY_F1)]
+
+
+def test_paper_text_numbers_in_claims_are_in_the_seed():
+    # claims.py checks the paper's text against its tables; here its transcription of the
+    # text is checked against the text itself (as printed: fraction or percent, 1-3 decimals)
+    text = _seed_text("clintracebench").replace("{,}", ",")
+    missing = []
+    for where, v in _text_numbers_of_paper_claims():
+        forms = {f"{v:.3f}", f"{v:.2f}", f"{100 * v:.1f}"} if v < 1 else {f"{v:.1f}"}
+        if not any(re.search(rf"(?<![\d.]){re.escape(f)}(?!\d)", text) for f in forms):
+            missing.append(f"{where}: {v}")
+    assert not missing, missing
+    assert len(_text_numbers_of_paper_claims()) > 50
+    # the forms are strict enough that near misses are not found
+    for planted in (0.271, 0.703, 0.357):
+        forms = {f"{planted:.3f}", f"{planted:.2f}", f"{100 * planted:.1f}"}
+        assert not any(re.search(rf"(?<![\d.]){re.escape(f)}(?!\d)", text) for f in forms)
