@@ -100,6 +100,8 @@ _API: dict[str, tuple[str, str | None]] = {
     "paper_figures": ("clinlib.analysis.paper_figures", None),  # 08-10, 12
     "token_totals": ("clinlib.analysis.token_totals", None),  # 10
     "ablations": ("clinlib.analysis.ablations", None),  # 11
+    "cluster_stats": ("clinlib.analysis.cluster_stats", None),  # 07-11: patient-clustered stats
+    "cluster_report": ("clinlib.analysis.cluster_report", None),  # 07-11: their tables
     "failures": ("clinlib.analysis.failures", None),  # 13, apps/failure_explorer
     "pages": ("clinlib.core.pages", None),  # the apps' paging and output budget
     "temporal": ("clinlib.analysis.temporal", None),  # 15

@@ -22,27 +22,15 @@ from clinlib.core.prose import prose_numbers
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
-# Notebooks whose prose another helper of issue 25 rewrites on its own branch; remove a mark
-# when that branch is merged (strict: a notebook that passes while marked fails the run).
-PENDING: dict[str, str] = {
-    "07_sp1_aggregation_tax": "wt-stats: 63, 71%, '~140 questions per cell', 'c = 0', '6,272'",
-    "08_sp2_backbone_profiles": "wt-stats: '≈30–63 pp' (the paper prints 29.8 / 62.7)",
-    "09_sp3_abstention": "wt-stats: '7.5 pp' (add its seed fact, or render it)",
-    "10_pareto_cost": "wt-stats: $0.80, 3.5, $1, ±25 %, '~140 questions', 17.1%, '6,272'",
-    "11_ablations": "wt-stats: budget 500/1000 row, ~37,000, 0.5, 135M, 256, 60×, 8192",
-}
 
 
 def _params():
     for path in NOTEBOOKS:
-        reason = PENDING.get(path.stem)
-        marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
-        yield pytest.param(path, id=path.stem, marks=marks)
+        yield pytest.param(path, id=path.stem)
 
 
 def test_all_fifteen_notebooks_are_checked():
     assert len(NOTEBOOKS) == 15
-    assert set(PENDING) <= {p.stem for p in NOTEBOOKS}
 
 
 def _templates(source: str) -> list[str]:

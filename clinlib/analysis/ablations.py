@@ -18,7 +18,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis import metrics, stats
+from clinlib.analysis import cluster_report, cluster_stats, metrics, stats
 from clinlib.analysis.probe import recall_by_setting
 from clinlib.strategies import get_strategy, parse_label
 from clinlib.strategies.encoder_eval import ENCODERS
@@ -117,8 +117,10 @@ def sweep_table(
     param: str,
     values: Sequence[Any],
     by: Sequence[str] = ("backbone", "task"),
+    questions: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """Accuracy (Wilson 95% CI) of each variant of one parameter, per task and reader.
+    """Accuracy (Wilson 95% CI) of each variant of one parameter, per task and reader, on the
+    ``post`` rows (the default variant's T3 ``pre`` rows belong to the injection probe).
 
     Args:
         preds: predictions (``strategy`` holds labels).
@@ -126,16 +128,20 @@ def sweep_table(
         param: the parameter swept.
         values: its values, in plot order.
         by: grouping columns besides the variant.
+        questions: questions (qid, subject_ids); when given, each row also gets the
+            patient-clustered bootstrap CI (boot_low, boot_high;
+            :func:`clinlib.analysis.cluster_report.clustered_accuracy`).
 
     Returns:
-        label, param (its name), value, ``by``, n, k (correct), accuracy, ci_low, ci_high; plus a
-        ``task == "pooled"`` row per reader and variant (all tasks, weighted by size).
+        label, param (its name), value, ``by``, n, k (correct), accuracy, ci_low, ci_high
+        (+ boot_low, boot_high); plus a ``task == "pooled"`` row per reader and variant (all
+        tasks, weighted by size).
 
     Raises:
         AblationInputError: a variant has no predictions.
     """
     labels = variant_labels(strategy, param, values)
-    sub = preds[preds["strategy"].isin(labels)]
+    sub = preds[preds["strategy"].isin(labels) & (preds["setting"] == "post")]
     missing = [lab for lab in labels if lab not in set(sub["strategy"])]
     if missing:
         raise AblationInputError(
@@ -148,30 +154,79 @@ def sweep_table(
     pooled_by = [c for c in by if c != "task"]
     pooled = metrics.accuracy_table(sub, by=["strategy", *pooled_by]).assign(task="pooled")
     out = pd.concat([per_task, pooled], ignore_index=True)
+    if questions is not None:
+        out = out.merge(_clustered_bounds(sub, questions, by), on=["strategy", *by], how="left")
     out = out.rename(columns={"strategy": "label"})
     out.insert(1, "param", param)
     out.insert(2, "value", out["label"].map(value_of))
     return out.sort_values([*pooled_by, "task", "value"], kind="stable").reset_index(drop=True)
 
 
+def _clustered_bounds(sub: pd.DataFrame, questions: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Patient-clustered bootstrap bounds per (variant, ``by``) row and per pooled row."""
+    with_cl = cluster_stats.with_clusters(sub, questions)
+    pooled_by = [c for c in by if c != "task"]
+    per_task = cluster_report.clustered_accuracy(with_cl, by=["strategy", *by])
+    pooled = cluster_report.clustered_accuracy(with_cl, by=["strategy", *pooled_by])
+    both = pd.concat([per_task, pooled.assign(task="pooled")], ignore_index=True)
+    return both[["strategy", *by, "boot_low", "boot_high"]]
+
+
 def paired_tests(
-    preds: pd.DataFrame, labels: Sequence[str], backbone: str, alpha: float = 0.05
+    preds: pd.DataFrame,
+    labels: Sequence[str],
+    backbone: str,
+    alpha: float = 0.05,
+    questions: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """Paired McNemar tests between consecutive variants (Holm-corrected as one family),
-    paired on (qid, setting) for one reader.
+    """Paired McNemar tests between consecutive variants (Holm-corrected as one family), on
+    the ``post`` rows paired by qid for one reader (a T3 question counts once).
+
+    With ``questions`` the patient-clustered test sits beside each McNemar test
+    (:func:`clinlib.analysis.cluster_report.pairwise_clustered`).
 
     Returns:
-        :func:`clinlib.analysis.stats.pairwise_mcnemar`'s columns (``strategy_a`` / ``strategy_b``).
+        :func:`clinlib.analysis.stats.pairwise_mcnemar`'s columns (``strategy_a`` /
+        ``strategy_b``), + the clustered columns with ``questions``.
     """
-    sub = preds[(preds["backbone"] == backbone) & preds["strategy"].isin(labels)]
+    sub = preds[
+        (preds["backbone"] == backbone)
+        & preds["strategy"].isin(labels)
+        & (preds["setting"] == "post")
+    ]
     pairs = list(zip(labels[:-1], labels[1:], strict=True))
-    return stats.pairwise_mcnemar(
-        sub, cell=["strategy"], pairs=pairs, key=["qid", "setting"], alpha=alpha
-    )
+    if questions is None:
+        return stats.pairwise_mcnemar(sub, cell=["strategy"], pairs=pairs, key=["qid"], alpha=alpha)
+    return cluster_report.pairwise_clustered(
+        cluster_stats.with_clusters(sub, questions), cell=["strategy"], pairs=pairs,
+        key=["qid"], alpha=alpha,
+    )  # fmt: skip
+
+
+def clustered_sweep(
+    preds: pd.DataFrame, labels: Sequence[str], questions: pd.DataFrame
+) -> pd.DataFrame:
+    """Pooled accuracy per variant and reader (``post`` rows) with the question-level Wilson
+    interval beside the patient-clustered ones and the design effect
+    (:func:`clinlib.analysis.cluster_report.clustered_accuracy`).
+
+    Returns:
+        label, backbone + clustered_accuracy's columns, variants in the order of ``labels``.
+    """
+    sub = preds[preds["strategy"].isin(labels) & (preds["setting"] == "post")]
+    missing = [lab for lab in labels if lab not in set(sub["strategy"])]
+    if missing:
+        raise AblationInputError(f"clustered_sweep: no post predictions for {missing}")
+    out = cluster_report.clustered_accuracy(
+        cluster_stats.with_clusters(sub, questions), by=("strategy", "backbone")
+    ).rename(columns={"strategy": "label"})
+    out["_order"] = out["label"].map({lab: i for i, lab in enumerate(labels)})
+    return out.sort_values(["backbone", "_order"]).drop(columns="_order").reset_index(drop=True)
 
 
 def sweep_chart(table: pd.DataFrame, param: str, title: str = "") -> alt.FacetChart:
-    """Accuracy vs the swept value per task (pooled first), one line per reader, with CIs."""
+    """Accuracy vs the swept value per task (pooled first), one line per reader, with the Wilson
+    CI (thin bar) and, when the table has them, the patient-clustered CI (thick faint bar)."""
     tasks = ["pooled", *sorted(t for t in table["task"].unique() if t != "pooled")]
     base = alt.Chart(table).encode(
         x=alt.X("value:O", title=param),
@@ -183,6 +238,10 @@ def sweep_chart(table: pd.DataFrame, param: str, title: str = "") -> alt.FacetCh
                  alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f")],
     )  # fmt: skip
     band = base.mark_errorbar().encode(y=alt.Y("ci_low:Q", title="accuracy"), y2="ci_high:Q")
+    if {"boot_low", "boot_high"} <= set(table.columns):  # patient-clustered, drawn thick and faint
+        band = band + base.mark_errorbar(thickness=6, opacity=0.3).encode(
+            y=alt.Y("boot_low:Q", title="accuracy"), y2="boot_high:Q"
+        )
     return (
         (band + line)
         .properties(width=110, height=110)

@@ -19,7 +19,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis import metrics, stats
+from clinlib.analysis import cluster_report, cluster_stats, metrics, stats
 from clinlib.analysis.paper import STRATEGIES as PAPER_STRATEGIES  # light import; same names/order
 
 OFFLINE_READERS: tuple[str, ...] = ("reference", "eager")
@@ -35,6 +35,13 @@ T9_LABELS: dict[str, str] = {
     "over_answer": "over-answer",
     "empty": "empty response",
 }
+# What the patient-clustered test adds beside McNemar (cluster_report.pairwise_clustered).
+CLUSTER_TEST_COLUMNS: tuple[str, ...] = (
+    "n_clusters", "clusters_discordant", "diff_low", "diff_high", "p_cluster",
+    "p_cluster_adj", "reject_cluster", "survives",
+)  # fmt: skip
+# Monotone tolerance (notebook 09): a step against the trend smaller than this is noise.
+MONOTONE_TOL = 0.01
 # Table 1's colour bins (<30, 30–45, 45–60, 60–70, >=70 %).
 ACC_BINS: tuple[float, ...] = (0.30, 0.45, 0.60, 0.70)
 
@@ -223,23 +230,37 @@ def mcnemar_vs_full(
     reference: str = FULL,
     backbones: Sequence[str] | None = None,
     alpha: float = 0.05,
+    questions: pd.DataFrame | None = None,
+    setting: str = "post",
 ) -> pd.DataFrame:
     """Paired McNemar tests: ``reference`` strategy vs each other strategy, per reader.
 
     One Holm family per reader (m = number of other strategies), as §3 corrects per
-    comparison family. Rows are paired on (qid, setting), so T3 pre and post stay apart.
+    comparison family. Only the ``setting`` rows are used (default ``post``: every task once;
+    T3's ``pre`` rows are the §5.5 probe), paired on qid, so a T3 question is counted once.
+    With ``questions``, the patient-clustered test sits beside McNemar
+    (:func:`clinlib.analysis.cluster_report.pairwise_clustered`, questions clustered by
+    :func:`clinlib.analysis.cluster_stats.question_clusters`).
 
     Args:
         preds: predictions.
         reference: the strategy every other is compared with.
         backbones: readers to test (default every backbone present).
         alpha: family-wise level.
+        questions: questions.parquet rows (qid, subject_ids) to cluster on; None: McNemar only.
+        setting: the setting compared.
 
     Returns:
         backbone, strategy, n, acc_reference, acc_strategy, diff (reference - strategy), b, c,
-        p_value, method, p_adj, reject.
+        p_value, method, p_adj, reject (+ with ``questions``: n_clusters, clusters_discordant,
+        diff_low, diff_high, p_cluster, p_cluster_adj, reject_cluster, survives).
     """
     _need(preds, ["qid", "setting", "strategy", "backbone", "correct"], "mcnemar_vs_full")
+    preds = preds[preds["setting"] == setting]
+    if preds.empty:
+        raise AnalysisInputError(f"mcnemar_vs_full: no {setting!r} rows")
+    if questions is not None:
+        preds = cluster_stats.with_clusters(preds, questions)
     frames = []
     for bb in backbones or _order(preds["backbone"], OFFLINE_READERS):
         sub = preds[preds["backbone"] == bb]
@@ -249,9 +270,8 @@ def mcnemar_vs_full(
         pairs = [(reference, s) for s in present if s != reference]
         if not pairs:
             continue
-        res = stats.pairwise_mcnemar(
-            sub, cell=["strategy"], pairs=pairs, key=["qid", "setting"], alpha=alpha
-        )
+        test = stats.pairwise_mcnemar if questions is None else cluster_report.pairwise_clustered
+        res = test(sub, cell=["strategy"], pairs=pairs, key=["qid"], alpha=alpha)
         frames.append(
             res.assign(backbone=bb).rename(
                 columns={
@@ -265,7 +285,10 @@ def mcnemar_vs_full(
         raise AnalysisInputError("mcnemar_vs_full: nothing to compare")
     out = pd.concat(frames, ignore_index=True)
     cols = ["backbone", "strategy", "n", "acc_reference", "acc_strategy", "diff", "b", "c"]
-    return out[[*cols, "p_value", "method", "p_adj", "reject"]]
+    cols += ["p_value", "method", "p_adj", "reject"]
+    if questions is not None:
+        cols += list(CLUSTER_TEST_COLUMNS)
+    return out[cols]
 
 
 # --------------------------------------------------------------------------- 08 · SP2
@@ -388,13 +411,29 @@ def t9_chart(long: pd.DataFrame, facet: str = "backbone") -> alt.FacetChart:
     )
 
 
+def max_reversal(values: Sequence[float]) -> float:
+    """How far a sequence goes against its best monotone direction: the smaller of its largest
+    drop below an earlier value and its largest rise above an earlier value (0 when monotone).
+    """
+    v = np.asarray(values, dtype=float)
+    if v.size < 2:
+        return 0.0
+    drop = float(np.max(np.maximum.accumulate(v) - v))
+    rise = float(np.max(v - np.minimum.accumulate(v)))
+    return min(drop, rise)
+
+
 def abstention_vs_context(
-    preds: pd.DataFrame, decomp: pd.DataFrame, cell: Sequence[str] = ("strategy", "backbone")
+    preds: pd.DataFrame,
+    decomp: pd.DataFrame,
+    cell: Sequence[str] = ("strategy", "backbone"),
+    tol: float = MONOTONE_TOL,
 ) -> pd.DataFrame:
     """T9 abstention per strategy against the mean context length it gave the reader.
 
     Monotone means: ordering the strategies of one backbone by mean context tokens, abstention
-    never rises (or never falls) along the order. The paper (§5.4) finds it non-monotone.
+    never rises (or never falls) along the order by more than ``tol`` below (above) any earlier
+    value (:func:`max_reversal` <= tol). The paper (§5.4) finds it non-monotone.
 
     Args:
         preds: predictions with ``context_tokens``.
@@ -403,7 +442,8 @@ def abstention_vs_context(
 
     Returns:
         ``cell``, mean_context_tokens, abstention_total, rank_context (1 = shortest),
-        plus ``monotone`` per backbone (same value on each of its rows).
+        plus per backbone (same value on each of its rows) ``max_reversal`` and
+        ``monotone`` (max_reversal <= tol).
     """
     cell = list(cell)
     _need(preds, [*cell, "task", "context_tokens"], "abstention_vs_context")
@@ -416,12 +456,11 @@ def abstention_vs_context(
     out = out.sort_values(["backbone", "mean_context_tokens", "strategy"], kind="mergesort")
     out["rank_context"] = out.groupby("backbone").cumcount() + 1
 
-    def _monotone(s: pd.Series) -> bool:
-        d = np.diff(s.to_numpy(float))
-        return bool((d >= -1e-12).all() or (d <= 1e-12).all())
-
-    mono = out.groupby("backbone")["abstention_total"].apply(_monotone).rename("monotone")
-    out = out.merge(mono.reset_index(), on="backbone", how="left")
+    if not 0.0 <= float(tol) < 1.0:
+        raise AnalysisInputError(f"abstention_vs_context: tol must be in [0, 1), got {tol!r}")
+    rev = out.groupby("backbone")["abstention_total"].apply(max_reversal).rename("max_reversal")
+    out = out.merge(rev.reset_index(), on="backbone", how="left")
+    out["monotone"] = out["max_reversal"] <= float(tol) + 1e-12
     return out.reset_index(drop=True)
 
 

@@ -339,6 +339,7 @@ def minimum_detectable_effect(
     power: float = 0.8,
     paired: bool = False,
     discordance: float | None = None,
+    design_effect: object = 1.0,
 ) -> object:
     """Minimum detectable accuracy difference between two cells of n questions (Table 7).
 
@@ -358,6 +359,9 @@ def minimum_detectable_effect(
         power: desired power, in [0.5, 1).
         paired: use the McNemar formula instead of the two-proportion one.
         discordance: psi for ``paired=True``.
+        design_effect: variance inflation from clustering (scalar or like ``n``); the MDE is
+            computed at the effective size ``n / design_effect`` (patient-clustered questions,
+            :mod:`clinlib.analysis.cluster_stats`). 1 = independent questions.
 
     Returns:
         The MDE as a proportion (multiply by 100 for pp): float or array like ``n``.
@@ -371,6 +375,10 @@ def minimum_detectable_effect(
     n_arr = np.asarray(n, dtype=float)
     if np.isnan(n_arr).any() or (n_arr <= 0).any():
         raise StatsInputError("n must be positive")
+    deff = np.asarray(design_effect, dtype=float)
+    if np.isnan(deff).any() or (deff <= 0).any():
+        raise StatsInputError(f"design_effect must be positive, got {design_effect!r}")
+    n_arr = n_arr / deff
     if not paired:
         if discordance is not None:
             raise StatsInputError("discordance applies only with paired=True")

@@ -10,6 +10,7 @@ from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
 from clinlib.analysis import ablations
+from clinlib.analysis import cluster_stats as cs
 
 
 def preds_for(label: str, task: str, correct: list[bool], setting: str = "post") -> pd.DataFrame:
@@ -57,6 +58,21 @@ def test_sweep_table_by_hand(k_preds):
     assert set(t["param"]) == {"k"} and "full-context" not in set(t["label"])
 
 
+def test_sweep_table_post_only_with_clustered_bounds(k_preds):
+    qs = pd.DataFrame({"qid": [f"T1-q{i}" for i in range(4)] + ["T2-q0", "T2-q1"],
+                       "subject_ids": [[1], [1], [2], [2], [3], [1]]})  # fmt: skip
+    pre = preds_for("dense-retrieval", "T1", [False] * 4, setting="pre")  # not counted
+    t = ablations.sweep_table(pd.concat([k_preds, pre]), "dense-retrieval", "k", (3, 5, 10),
+                              questions=qs)  # fmt: skip
+    row = t[(t["task"] == "pooled") & (t["value"] == 5)].iloc[0]
+    assert (row["n"], row["accuracy"]) == (6, pytest.approx(5 / 6))
+    k5 = k_preds[k_preds["strategy"] == "dense-retrieval"].sort_values("qid")
+    cl = cs.with_clusters(k5, qs)
+    ref = cs.cluster_bootstrap_ci(cl["correct"].astype(float), cl["cluster"])
+    assert (row["boot_low"], row["boot_high"]) == pytest.approx((ref.low, ref.high))
+    ablations.sweep_chart(t, "k").to_dict()
+
+
 def test_sweep_table_names_a_missing_variant(k_preds):
     with pytest.raises(ablations.AblationInputError, match=r"dense-retrieval\(k=20\)"):
         ablations.sweep_table(k_preds, "dense-retrieval", "k", (3, 20))
@@ -73,6 +89,35 @@ def test_paired_tests_by_hand(k_preds):
     second = res.iloc[1]
     assert (second["b"], second["c"]) == (0, 1)
     assert second["p_adj"] >= second["p_value"]
+
+
+def test_paired_tests_clustered_and_post_only(k_preds):
+    labels = ablations.variant_labels("dense-retrieval", "k", (3, 5, 10))
+    pre = preds_for("dense-retrieval", "T1", [False] * 4, setting="pre")  # ignored: not post
+    qs = pd.DataFrame({"qid": [f"T1-q{i}" for i in range(4)] + ["T2-q0", "T2-q1"],
+                       "subject_ids": [[1], [1], [2], [2], [3], [1]]})  # fmt: skip
+    res = ablations.paired_tests(pd.concat([k_preds, pre]), labels, "reference", questions=qs)
+    first = res.iloc[0]
+    # K=3 -> K=5 gains T1-q2 (patient 2) and T2-q1 (patient 1): two discordant patients in the
+    # same direction, exact sign flip p = 2 / 2^2 = 0.5.
+    assert (first["b"], first["c"], first["n"]) == (0, 2, 6)
+    assert (first["n_clusters"], first["clusters_discordant"]) == (3, 2)
+    assert first["p_cluster"] == pytest.approx(0.5)
+
+
+def test_clustered_sweep_orders_variants_and_matches_wilson(k_preds):
+    labels = ablations.variant_labels("dense-retrieval", "k", (3, 5, 10))
+    qs = pd.DataFrame({"qid": [f"T1-q{i}" for i in range(4)] + ["T2-q0", "T2-q1"],
+                       "subject_ids": [[1], [1], [2], [2], [3], [1]]})  # fmt: skip
+    out = ablations.clustered_sweep(k_preds, labels, qs)
+    assert out["label"].tolist() == labels
+    k3 = out.iloc[0]
+    assert (k3["n"], k3["n_clusters"], k3["accuracy"]) == (6, 3, pytest.approx(0.5))
+    assert (k3["wilson_low"], k3["wilson_high"]) == pytest.approx(
+        proportion_confint(3, 6, method="wilson")
+    )
+    with pytest.raises(ablations.AblationInputError, match=r"dense-retrieval\(k=20\)"):
+        ablations.clustered_sweep(k_preds, [*labels, "dense-retrieval(k=20)"], qs)
 
 
 def test_setting_table_by_hand():

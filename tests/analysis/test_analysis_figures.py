@@ -47,6 +47,34 @@ def test_mcnemar_vs_full_counts_discordant_pairs_and_holm():
     )
 
 
+def test_mcnemar_vs_full_counts_a_t3_question_once():
+    # T3 q1 is answered in both settings; only the post row is paired (it was counted twice).
+    rows = [
+        ("q1", "T3", s, "reference", setting, ok)
+        for setting in ("post", "pre")
+        for s, ok in (("full-context", True), ("last-visit-only", False))
+    ]
+    rows += [("q2", "T1", "full-context", "reference", "post", True),
+             ("q2", "T1", "last-visit-only", "reference", "post", False)]  # fmt: skip
+    row = af.mcnemar_vs_full(_preds(rows)).iloc[0]
+    assert (row["n"], row["b"], row["c"]) == (2, 2, 0)
+
+
+def test_mcnemar_vs_full_with_patient_clusters():
+    # Six questions of two patients; full-context right everywhere, last-visit wrong on the
+    # three questions of patient 1: McNemar b = 3 (p = 0.25), sign flip over 1 patient p = 1.
+    rows = []
+    for i in range(6):
+        rows.append((f"q{i}", "T1", "full-context", "reference", "post", True))
+        rows.append((f"q{i}", "T1", "last-visit-only", "reference", "post", i >= 3))
+    qs = pd.DataFrame({"qid": [f"q{i}" for i in range(6)],
+                       "subject_ids": [[1]] * 3 + [[2]] * 3})  # fmt: skip
+    row = af.mcnemar_vs_full(_preds(rows), questions=qs).iloc[0]
+    assert (row["b"], row["c"], row["p_value"]) == (3, 0, pytest.approx(0.25))
+    assert (row["n_clusters"], row["clusters_discordant"]) == (2, 1)
+    assert row["p_cluster"] == pytest.approx(1.0) and not row["survives"]
+
+
 def test_mcnemar_vs_full_needs_reference():
     rows = [("q1", "T1", "last-visit-only", "eager", "post", True),
             ("q1", "T1", "no-context-blind", "eager", "post", False)]  # fmt: skip
@@ -156,7 +184,26 @@ def test_abstention_monotone_flag_detects_a_dip():
     })  # fmt: skip
     out = af.abstention_vs_context(preds, decomp)
     assert not out["monotone"].any()
+    assert out["max_reversal"].iloc[0] == pytest.approx(0.4)  # min(drop 0.4, rise 0.7)
     assert out["strategy"].tolist() == ["a", "b", "c"]
+
+
+def test_abstention_monotone_tolerates_a_small_reversal():
+    # One wrong answer in 1,500 (a 1/1500 dip) stays monotone at the 1 pp tolerance; a 2 pp
+    # dip does not; tol=0 restores the strict test.
+    preds = pd.DataFrame({
+        "strategy": ["a", "b", "c"], "backbone": ["r"] * 3, "task": ["T9"] * 3,
+        "context_tokens": [10, 20, 30],
+    })  # fmt: skip
+    for dip, tol, expect in ((1 / 1500, af.MONOTONE_TOL, True), (0.02, af.MONOTONE_TOL, False),
+                             (1 / 1500, 0.0, False)):  # fmt: skip
+        decomp = pd.DataFrame({"strategy": ["a", "b", "c"], "backbone": ["r"] * 3,
+                               "abstention_total": [0.5, 0.9, 0.9 - dip]})  # fmt: skip
+        out = af.abstention_vs_context(preds, decomp, tol=tol)
+        assert out["monotone"].all() == expect
+        assert out["max_reversal"].iloc[0] == pytest.approx(dip)
+    assert af.max_reversal([0.3, 0.2, 0.25, 0.1]) == pytest.approx(0.05)
+    assert af.max_reversal([1.0]) == 0.0
 
 
 def test_parser_table_puts_paper_beside_kit():
