@@ -258,6 +258,7 @@ class LocalServer:
         self.use_extra_bufts: bool | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.returncode: int | None = None
+        self.death: str | None = None
         self.start_seconds: float | None = None
         self.started_at: float | None = None
         self.backbone = replace(
@@ -313,7 +314,7 @@ class LocalServer:
         self.decide_extra_bufts()
         command = self.command(model)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.returncode = None
+        self.returncode = self.death = None
         t0 = time.perf_counter()
         with self.log_path.open("wb") as log:
             log.write(f"clintrace: {self.describe_extra_bufts()}\n".encode())
@@ -381,8 +382,9 @@ class LocalServer:
                     f"restart with {extra_bufts_hint(self.hints)}")  # fmt: skip
         line = served.died_line(self.backbone.name, self.base_url, self.returncode,
                                 self.log_path, hint)  # fmt: skip
-        if self.record_path is not None:
+        if self.record_path is not None and self.death is None:
             served.write_record(self._record(death=line), self.record_path)
+        self.death = line
         return line
 
     def stop(self) -> None:
@@ -398,7 +400,8 @@ class LocalServer:
                 proc.wait()
         if proc is not None:
             self.returncode = proc.returncode
-        if self.record_path is not None:
+        if self.record_path is not None and self.death is None:
+            # a clean stop leaves no record; a death leaves its report for runs to read
             served.remove_record(self.record_path, os.getpid())
         if self.register:
             restore_local_preset()
@@ -421,7 +424,8 @@ def is_local_name(name: str, config: str | Path | None = None) -> bool:
 
 
 def follow_recorded(bb: Backbone, profile: str | None = None) -> tuple[Backbone, str | None]:
-    """The kit's local preset at the address a live ``serve-local`` record names.
+    """The kit's local preset at the address a live ``serve-local`` record names (watched, so
+    a run asking it stops when it dies; not registered: the caller decides).
 
     Only the preset at its default address follows (an address set in a config, or a server
     started in this process, wins); a stale record is ignored.
@@ -439,7 +443,6 @@ def follow_recorded(bb: Backbone, profile: str | None = None) -> tuple[Backbone,
     if served.live_record(path, models_answer) is None:
         return bb, f"the record {path} names {record.base_url}, whose server is gone: ignored"
     followed = replace(bb, base_url=record.base_url, max_concurrency=record.threads)
-    register_backbone(followed, replace_existing=True)
     served.watch_record(path)
     return followed, f"{bb.name}: the server started by serve-local at {record.base_url}"
 
@@ -503,6 +506,8 @@ def check_local_reachable(
         if not is_local_name(name, config):
             continue
         bb, note = follow_recorded(get_backbone(name, config), profile)
+        if bb.base_url != get_backbone(name, config).base_url:
+            register_backbone(bb, replace_existing=True)  # what the run resolves by name
         try:
             check_model_served(bb, hints, profile or "quick")
         except LocalModelError as exc:
@@ -535,7 +540,13 @@ def serve_local(reuse: bool = True, **kwargs: Any) -> Iterator[Backbone]:
             candidates.insert(0, followed)
         for bb in candidates:
             if LOCAL_MODEL_ALIAS in (models_answer(str(bb.base_url)) or []):
-                yield bb
+                if server.register:
+                    register_backbone(bb, replace_existing=True)
+                try:
+                    yield bb
+                finally:
+                    if server.register:
+                        restore_local_preset()
                 return
     with server:
         yield server.backbone

@@ -123,7 +123,8 @@ def read_record(path: Path) -> ServerRecord | None:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether a process of that id exists (signal 0 probes without sending anything)."""
+    """Whether a process of that id runs (signal 0 probes without sending anything; a zombie,
+    exited but not yet reaped by its parent, does not run)."""
     if pid <= 0:
         return False
     try:
@@ -132,6 +133,9 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
+    with contextlib.suppress(OSError, IndexError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
     return True
 
 
