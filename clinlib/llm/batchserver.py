@@ -32,6 +32,7 @@ import email.parser
 import email.policy
 import json
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -332,6 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     server = BatchServer(host=args.host, port=args.port, polls_to_finish=args.polls_to_finish)
     try:
+        with socket.socket() as probe:  # before the vocabularies load: fail in a moment
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((args.host, args.port))
         server.start()
     except (RuntimeError, ValueError, OSError) as exc:
         print(f"error: cannot serve on {args.host}:{args.port}: {exc}; pass another --port",

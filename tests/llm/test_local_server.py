@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
+import signal
 import socket
+import subprocess
 import sys
 import textwrap
 import threading
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -262,6 +266,36 @@ def test_the_kits_batch_server_which_lists_no_models_is_not_refused(tmp_path):
         cfg.write_text(USER_TOML.format(url=srv.base_url) + "local = true\n")
         assert ls.models_answer(srv.base_url) == []
         assert ls.check_local_reachable(["my-vllm"], cfg) == []
+
+
+def test_the_batch_server_launcher_serves_on_the_asked_port_and_stops_on_sigterm(tmp_path):
+    port = ls.free_port()
+    cmd = [sys.executable, "-m", "clinlib.llm.batchserver", "--host", "127.0.0.1",
+           "--port", str(port), "--name", "mine"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)  # fmt: skip
+    try:
+        first = proc.stdout.readline()
+        url = f"http://127.0.0.1:{port}/v1"
+        assert first.startswith(f"batch server at {url}; Ctrl-C stops it")
+        table = "".join(proc.stdout.readline() for _ in range(5))
+        assert table.startswith(f'[backbones.mine]\nbase_url = "{url}"\nmodel = "echo"')
+        cfg = tmp_path / "c.toml"
+        cfg.write_text(table + "local = true\n")  # the printed table works as a config
+        assert get_backbone("mine", cfg).base_url == url
+        assert ls.check_local_reachable(["mine"], cfg) == []  # lists no models: not refused
+        taken = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+        assert taken.returncode == 2 and taken.stderr.count("\n") == 1
+        assert taken.stderr.startswith(f"error: cannot serve on 127.0.0.1:{port}")
+        assert taken.stderr.rstrip().endswith("pass another --port")
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and "stopping the batch server" in out
 
 
 def test_a_local_model_gets_time_to_finish_a_long_generation():
