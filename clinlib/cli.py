@@ -34,7 +34,7 @@ from clinlib.eval.policies import register_offline_backbones
 from clinlib.eval.runner import run
 from clinlib.llm import get_backbone, list_backbones
 from clinlib.llm.batch import BatchPending
-from clinlib.llm.local_server import EXTRA_BUFTS, LocalServer, check_local_reachable, is_local_name
+from clinlib.llm.local_server import LocalServer, check_local_reachable, is_local_name
 from clinlib.llm.presets import LOCAL_COST_NOTE, LOCAL_HOST, LOCAL_N_CTX, LOCAL_PORT
 from clinlib.notebooks import execute_all
 from clinlib.strategies import PAPER_STRATEGIES, build_all
@@ -406,12 +406,9 @@ def serve_local_cmd(
 
     Its log and its address (which `run --backbones local-smollm2 --profile P` follows) go
     under data/build/<profile>/local-server/."""
-    if extra_bufts not in EXTRA_BUFTS:
-        _fail(ValueError(f"--extra-bufts must be one of {', '.join(EXTRA_BUFTS)}, "
-                         f"got {extra_bufts!r}"))  # fmt: skip
-    server = LocalServer(port=port, host=host, threads=threads, n_ctx=n_ctx,
-                         extra_bufts=extra_bufts, profile=_profile(profile), record=True,
-                         hints=_hints())  # fmt: skip
+    server = _run(LocalServer, port=port, host=host, threads=threads, n_ctx=n_ctx,
+                  extra_bufts=extra_bufts, profile=_profile(profile), record=True,
+                  hints=_hints())  # fmt: skip
     # SIGTERM (e.g. `kill`) stops the server like Ctrl-C does: the finally below runs.
     signal.signal(signal.SIGTERM, _interrupt)
     _run(server.start)

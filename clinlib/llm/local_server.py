@@ -240,7 +240,10 @@ class LocalServer:
         amx_probe: Callable[[], amx.AmxStatus] = amx.probe,
     ) -> None:
         if extra_bufts not in EXTRA_BUFTS:
-            raise LocalModelError(f"extra_bufts must be one of {EXTRA_BUFTS}, got {extra_bufts!r}")
+            raise LocalModelError(
+                f"extra_bufts (--extra-bufts) must be one of {', '.join(EXTRA_BUFTS)}, "
+                f"got {extra_bufts!r}"
+            )
         self.host = host
         self.port = int(port) or free_port(host)
         self.threads = int(threads or default_threads())

@@ -107,7 +107,9 @@ def test_extra_bufts_on_and_off_override_the_probe(fake_model):
     assert "--no-extra-bufts" in off.command(fake_model)
     granted = ls.LocalServer(port=0, amx_probe=lambda: amx.AmxStatus(("amx_tile",), True))
     assert "--no-extra-bufts" not in granted.command(fake_model)
-    with pytest.raises(ls.LocalModelError, match="extra_bufts must be one of"):
+    with pytest.raises(
+        ls.LocalModelError, match=r"extra_bufts \(--extra-bufts\) must be one of auto, on, off"
+    ):
         ls.LocalServer(extra_bufts="maybe")
 
 
