@@ -42,7 +42,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-from clinlib.core.config import build_dir
+from clinlib.core.config import DEFAULT_PROFILE, build_dir, resolve_profile
 from clinlib.llm import amx, served
 from clinlib.llm.backbones import get_backbone, register_backbone
 from clinlib.llm.presets import (
@@ -464,7 +464,9 @@ def _model_fix(bb: Backbone, served_ids: list[str], hints: Hints) -> str:
             f"another port ({other})")  # fmt: skip
 
 
-def check_model_served(bb: Backbone, hints: Hints = "python", profile: str = "quick") -> None:
+def check_model_served(
+    bb: Backbone, hints: Hints = "python", profile: str = DEFAULT_PROFILE
+) -> None:
     """Refuse a local backbone whose server is down or serves another model.
 
     A server that lists no models (the kit's batch server) cannot be checked and passes.
@@ -505,6 +507,7 @@ def check_local_reachable(
         LocalModelError: see :func:`check_model_served`.
     """
     notes: list[str] = []
+    profile = resolve_profile(profile)
     for name in names or []:
         if not is_local_name(name, config):
             continue
@@ -512,7 +515,7 @@ def check_local_reachable(
         if bb.base_url != get_backbone(name, config).base_url:
             register_backbone(bb, replace_existing=True)  # what the run resolves by name
         try:
-            check_model_served(bb, hints, profile or "quick")
+            check_model_served(bb, hints, profile)
         except LocalModelError as exc:
             raise LocalModelError(f"{exc} ({note})" if note else str(exc)) from None
         if note:
