@@ -19,6 +19,7 @@ Usage: ``python -m bench.local_bufts [--rounds 3] [--tokens 1000,3500]``
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from clinlib.core.config import BUILD_DIR, REPO_ROOT
 from clinlib.llm import amx
-from clinlib.llm.local_server import default_threads, local_available
+from clinlib.llm.local_server import INSTALL_HINT, LocalModelError, default_threads, model_path
 
 # One child: load the model (extra buffer types on or off), then time eval of each length.
 CHILD = """
@@ -56,7 +57,8 @@ print("RESULT " + json.dumps(out), flush=True)
 
 
 def _one(mode: str, threads: int, lengths: list[int]) -> tuple[dict[int, float], list[str]]:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
     done = subprocess.run(
         [sys.executable, "-c", CHILD, mode, str(threads), ",".join(map(str, lengths))],
         capture_output=True, text=True, env=env, check=False,
@@ -76,9 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tokens", default="1000,3500", help="prompt lengths, comma-separated")
     args = parser.parse_args(argv)
-    ok, why = local_available()
-    if not ok:
-        print(f"error: {why}", file=sys.stderr)
+    try:  # the model and llama_cpp itself (the server's own modules are not needed here)
+        model_path()
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise LocalModelError(f"llama_cpp is not installed; {INSTALL_HINT}")
+    except LocalModelError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     lengths = [int(n) for n in args.tokens.split(",")]
     threads = default_threads()
