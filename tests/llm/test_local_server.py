@@ -19,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ from typer.testing import CliRunner
 
 from clinlib import cli
 from clinlib.core import config
-from clinlib.llm import LLMClient, amx, get_backbone, load_config
+from clinlib.llm import LLMClient, amx, get_backbone, load_config, register_backbone
 from clinlib.llm import local_server as ls
 from clinlib.llm.client import DEFAULT_TIMEOUT_S, LOCAL_TIMEOUT_S
 from clinlib.llm.presets import LOCAL_PRESET, LOCAL_PRESETS, is_local
@@ -147,9 +148,12 @@ def test_missing_extra_or_model_is_one_line_with_the_install_command(monkeypatch
 
 
 def test_run_refuses_a_local_backbone_whose_server_is_down(fake_model):
+    # the preset at a port nothing listens on (8765 itself may be served on a shared machine)
+    url = f"http://127.0.0.1:{ls.free_port()}/v1"
+    register_backbone(replace(LOCAL_PRESETS[LOCAL_PRESET], base_url=url), replace_existing=True)
     with pytest.raises(ls.LocalModelError) as info:
         ls.check_local_reachable(["no-such-name", LOCAL_PRESET])
-    assert "nothing answers at http://127.0.0.1:8765/v1" in str(info.value)
+    assert f"nothing answers at {url}" in str(info.value)
     assert "clinlib.serve_local()" in str(info.value)  # the Python way, in Python
     result = CliRunner().invoke(cli.app, ["run", "--backbones", LOCAL_PRESET, "--limit", "1"])
     assert result.exit_code == 2 and result.output.count("\n") == 1
