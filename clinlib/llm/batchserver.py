@@ -27,9 +27,13 @@ one model per file and unique custom_ids (a bad file fails the batch, naming the
 
 from __future__ import annotations
 
+import argparse
 import email.parser
 import email.policy
 import json
+import signal
+import socket
+import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -295,3 +299,62 @@ class BatchServer(FaultServer):
     def n_batches(self) -> int:
         """Batches created so far."""
         return len(self.batches)
+
+
+BATCH_PORT = 8800
+TOML_TEMPLATE = """[backbones.{name}]
+base_url = "{url}"
+model = "echo"          # any id: the test server answers every model
+price_input = 0.15      # priced like a provider, so `estimate` shows live vs batch cost
+price_output = 0.60"""
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m clinlib.llm.batchserver [--host H] [--port P]``: serve the kit's batch test
+    server until Ctrl-C, printing its address and a config table for it.
+
+    Returns:
+        The exit status (2 with one line when the address cannot be bound).
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m clinlib.llm.batchserver",
+        description="The kit's loopback provider batch API (files + batches + chat "
+        "completions), for trying `clintrace run --batch` offline.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="interface (default: loopback)")
+    parser.add_argument("--port", type=int, default=BATCH_PORT, help=f"default {BATCH_PORT}")
+    parser.add_argument("--polls-to-finish", type=int, default=1,
+                        help="retrieves before a batch is done (default 1)")  # fmt: skip
+    parser.add_argument("--name", default="batch-local", help="backbone name in the printed TOML")
+    args = parser.parse_args(argv)
+    server = BatchServer(host=args.host, port=args.port, polls_to_finish=args.polls_to_finish)
+    try:
+        with socket.socket() as probe:  # before the vocabularies load: fail in a moment
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((args.host, args.port))
+        server.start()
+    except (RuntimeError, ValueError, OSError) as exc:
+        print(f"error: cannot serve on {args.host}:{args.port}: {exc}; pass another --port",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it like Ctrl-C
+    print(f"batch server at {server.base_url}; Ctrl-C stops it. A backbone for it "
+          "(--config FILE, then `clintrace run --batch --backbones "
+          f"{args.name} --config FILE`):\n" + TOML_TEMPLATE.format(name=args.name,
+          url=server.base_url), flush=True)  # fmt: skip
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print("stopping the batch server", flush=True)
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - the launcher
+    raise SystemExit(main())

@@ -40,7 +40,7 @@ from typing import Any
 
 import openai
 
-from clinlib.llm import tokens
+from clinlib.llm import served, tokens
 from clinlib.llm.backbones import check_egress, get_backbone
 from clinlib.llm.chat import ChatRequest, ChatResult, validate_requests
 from clinlib.llm.presets import is_local
@@ -303,6 +303,12 @@ class LLMClient:
                 failure = classify_failure(exc)
             if failure is None:
                 break
+            if failure.kind == "connection" and is_local(bb):
+                # A local server the kit started may have died: stop the run with one line
+                # (how it died, its log) instead of retrying every request at a closed port.
+                line = await asyncio.to_thread(served.death_report, bb.base_url)
+                if line is not None:
+                    raise served.LocalServerDied(line)
             failure = Failure(
                 failure.kind, self._scrub(failure.message), failure.retryable, failure.retry_after
             )

@@ -108,8 +108,8 @@ def usable_cores() -> int:
 # Backbones served on this machine. Price 0: the only cost is local CPU time, so every cost
 # column reads $0 for them (tables say "local: $0"); token counts are the server's own
 # `usage` (the model's tokenizer), not an OpenAI encoding. Approved for credentialed data
-# because nothing leaves the machine (clinlib.llm.userconfig resets that flag when a config
-# points the preset at another host); no API key (the server asks for none).
+# because nothing leaves the machine (clinlib.llm.userconfig resets that flag, and `local`,
+# when a config points the preset at another host); no API key (the server asks for none).
 LOCAL_PRESETS: dict[str, Backbone] = {
     LOCAL_PRESET: Backbone(
         name=LOCAL_PRESET,
@@ -123,9 +123,10 @@ LOCAL_PRESETS: dict[str, Backbone] = {
         approved_for_credentialed=True,
         label="SmolLM2-135M (local)",
         source="preset",
+        local=True,
     )
 }
-LOCAL_COST_NOTE = "served on this machine; token counts are the model's own"
+LOCAL_COST_NOTE = "served locally, not billed; token counts are the server's own"
 
 
 def url_host(url: str | None) -> str:
@@ -135,11 +136,9 @@ def url_host(url: str | None) -> str:
 
 
 def is_local(backbone: Backbone) -> bool:
-    """A backbone served on this machine at no price: an OpenAI-compatible endpoint on a
-    loopback address with every price 0 (the local presets, a user's local server)."""
-    host = url_host(backbone.base_url)
-    free = not (backbone.price_input or backbone.price_output or backbone.price_cache_read)
-    return backbone.kind == "openai" and free and host in LOOPBACK_HOSTS
+    """A backbone declared local (``Backbone.local``: the kit's local preset, or ``local =
+    true`` in the config), never inferred from a loopback address or a price of 0."""
+    return backbone.kind == "openai" and backbone.local
 
 
 LOOPBACK_HOSTS: frozenset[str] = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})

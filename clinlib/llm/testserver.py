@@ -143,6 +143,7 @@ class FaultServer:
         hang_s: how long a ``hang`` waits if the client never gives up.
         cache_min_tokens / cache_block: prompt-prefix cache simulation (OpenAI caches
             prefixes of >= 1024 tokens in 128-token blocks).
+        host / port: where to listen (default: loopback, a free port).
     """
 
     def __init__(
@@ -159,8 +160,11 @@ class FaultServer:
         cache_min_tokens: int = 1024,
         cache_block: int = 128,
         models: Sequence[Mapping[str, Any]] = (),
+        host: str = "127.0.0.1",
+        port: int = 0,
     ) -> None:
         self.faults = dict(faults or {})
+        self.host, self.bind_port = host, int(port)
         check_fault_config(self.faults, script)
         if cache_block < 1 or cache_min_tokens < 0:
             raise FaultConfigError("cache_block must be >= 1 and cache_min_tokens >= 0")
@@ -216,10 +220,10 @@ class FaultServer:
 
     @property
     def base_url(self) -> str:
-        """``http://127.0.0.1:<port>/v1`` (only while running)."""
+        """``http://<host>:<port>/v1`` (only while running)."""
         if self.port is None:
             raise RuntimeError("FaultServer is not running; use it as a context manager")
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"http://{self.host}:{self.port}/v1"
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> FaultServer:
@@ -266,7 +270,7 @@ class FaultServer:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         self._release = asyncio.Event()
-        server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        server = await asyncio.start_server(self._handle, self.host, self.bind_port)
         self.port = server.sockets[0].getsockname()[1]
         self._ready.set()
         try:

@@ -115,6 +115,10 @@ class Backbone:
         label: display name in tables and figures (the paper's naming).
         policy: the offline answering function (``kind="offline"`` only).
         source: where the definition came from ("preset", "registered" or a config path).
+        local: served by the user's own machine or server, said explicitly (the kit's local
+            preset, ``local = true`` in the config): a 900 s timeout (its latency is that
+            machine's compute), the served model checked against ``/v1/models`` before a
+            run, and a price of 0 reported as "local: $0". Never inferred from the address.
     """
 
     name: str
@@ -134,6 +138,7 @@ class Backbone:
     label: str | None = None
     policy: OfflinePolicy | None = field(default=None, compare=False, repr=False)
     source: str = "registered"
+    local: bool = False
 
     def __post_init__(self) -> None:
         problems = validate_backbone_fields(asdict_shallow(self))
@@ -247,6 +252,9 @@ def validate_backbone_fields(values: Mapping[str, Any]) -> list[str]:
     approved = values.get("approved_for_credentialed", False)
     if not isinstance(approved, bool):
         problems.append(f"approved_for_credentialed must be true or false, got {approved!r}")
+    local = values.get("local", False)
+    if not isinstance(local, bool):
+        problems.append(f"local must be true or false, got {local!r}")
     return problems
 
 

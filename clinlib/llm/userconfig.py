@@ -5,11 +5,15 @@ table defines an OpenAI-compatible endpoint, or overrides fields of a backbone t
 exists (e.g. a preset's prices). Replacing a built-in is refused: a table named like an offline
 reader (``reference``, ``eager``), or one changing a paper preset's ``base_url`` / ``model``.
 The local preset ``local-smollm2`` may be pointed elsewhere (e.g. a vLLM server on a GPU);
-moved off this machine it loses ``approved_for_credentialed`` unless the table sets it::
+moved off this machine it loses ``approved_for_credentialed`` and ``local`` unless the table
+sets them. ``local = true`` declares an endpoint the user serves (a 900 s timeout, its model
+checked against ``/v1/models`` before a run, "local: $0"); it is never inferred from a
+loopback address or a price of 0::
 
     [backbones.my-vllm]
     base_url = "http://localhost:8000/v1"
     model = "Qwen/Qwen3-8B"
+    local = true                  # served by you: long timeout, model checked before a run
     api_key_env = "MY_VLLM_KEY"   # name of the variable, never the key
     price_input = 0.0             # USD per million tokens
     price_output = 0.0
@@ -68,6 +72,7 @@ ALLOWED_KEYS: frozenset[str] = frozenset(
         "max_concurrency",
         "approved_for_credentialed",
         "label",
+        "local",
     }
 )
 REQUIRED_NEW_KEYS: tuple[str, ...] = ("base_url", "model")
@@ -143,9 +148,8 @@ def _replaces_builtin(name: str, entry: Mapping[str, Any]) -> list[tuple[str, st
 
 
 def _leaves_machine(name: str, entry: Mapping[str, Any]) -> bool:
-    """A local preset's table moves it to a non-loopback host without approving it anew."""
+    """A local preset's table moves it to a non-loopback host."""
     return (name in LOCAL_PRESETS and "base_url" in entry
-            and "approved_for_credentialed" not in entry
             and url_host(str(entry["base_url"])) not in LOOPBACK_HOSTS)  # fmt: skip
 
 
@@ -204,8 +208,10 @@ def load_config(
         values.update(entry)
         if _leaves_machine(name, entry):
             # The local preset is approved only because nothing leaves the machine; pointed at
-            # another host (e.g. a vLLM server on a GPU box) it must be approved explicitly.
-            values["approved_for_credentialed"] = False
+            # another host (e.g. a vLLM server on a GPU box) it must be approved, and declared
+            # local, explicitly.
+            for key in ("approved_for_credentialed", "local"):
+                values[key] = entry.get(key, False)
         values["source"] = str(path)
         field_problems = validate_backbone_fields(values)
         if field_problems:

@@ -29,7 +29,10 @@ def local_server_running():
         if os.environ.get(REQUIRE_ENV) == "1":
             pytest.fail(f"{REQUIRE_ENV}=1 but the local model is unavailable: {why}")
         pytest.skip(why)
-    with local_server.LocalServer(port=0) as server:
+    # The log is kept in the quick profile's build folder, so a failed `make test-local` (CI)
+    # leaves the server's own account of it.
+    log = config.build_dir("quick") / "local-server" / "test-local.log"
+    with local_server.LocalServer(port=0, log_path=log) as server:
         yield server
 
 
