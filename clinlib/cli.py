@@ -10,122 +10,42 @@ that writes into a profile's build folder holds that profile's writer lock
 from __future__ import annotations
 
 import json
-import logging
 import os
-import re
-import shlex
-import signal
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
-import duckdb
 import typer
 
-from clinlib.core.config import NOTEBOOKS_DIR, build_dir, figures_dir, resolve_profile
+from clinlib import cli_endpoints  # noqa: F401  (registers its commands on app)
+from clinlib.cli_common import (
+    AcceptErrorsOpt,
+    AllowDropsOpt,
+    ProfileOpt,
+    SeedOpt,
+    _profile,
+    _run,
+    _writer,
+    app,
+)
+from clinlib.core.config import NOTEBOOKS_DIR, build_dir, figures_dir
 from clinlib.core.guards import check_constructions
-from clinlib.core.lock import NOT_WRITABLE, not_writable, profile_lock
 from clinlib.data.build import build_cohort, load, resolve_source
 from clinlib.data.plausibility import summary_lines
 from clinlib.data.sources.meds import write_meds
-from clinlib.data.sources.mimic import source_error
 from clinlib.data.sources.synthetic import synthesize
 from clinlib.dialogue.synth import build_dialogues
-from clinlib.eval.estimate import counter_notes
-from clinlib.eval.estimate import estimate as estimate_run
-from clinlib.eval.outcomes import check_run, interrupted_line
+from clinlib.eval.outcomes import check_run
 from clinlib.eval.parallel import run_parallel
-from clinlib.eval.policies import register_offline_backbones
-from clinlib.eval.runner import run
-from clinlib.llm import get_backbone, list_backbones
-from clinlib.llm.batch import BatchPending
-from clinlib.llm.local_server import LocalServer, check_local_reachable, is_local_name
-from clinlib.llm.presets import LOCAL_COST_NOTE, LOCAL_HOST, LOCAL_N_CTX, LOCAL_PORT
 from clinlib.notebooks import execute_all
 from clinlib.strategies import PAPER_STRATEGIES, build_all
 from clinlib.tasks.audit import build_audit_sheet, score_audit_sheet
 from clinlib.tasks.build import build_questions
 from clinlib.tasks.extended import build_temporal_questions
 from clinlib.tasks.gates import gate_report
-
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
-
-ProfileOpt = Annotated[
-    str | None, typer.Option("--profile", "-p", help="build profile (quick|paper|mimic|...)")
-]
-SeedOpt = Annotated[int | None, typer.Option(help="seed (default: the profile's)")]
-AllowDropsOpt = Annotated[
-    bool,
-    typer.Option("--allow-drops", help="accept dropping more than 20% of the stage's input"),
-]
-
-
-AcceptErrorsOpt = Annotated[
-    bool,
-    typer.Option("--allow-drops", help="exit 0 even when more than 20% of this run's rows are "
-                 "errors or none is an answer (the rows are recorded either way)"),
-]  # fmt: skip
-
-
-def _fail(exc: Exception) -> None:
-    typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)
-    raise typer.Exit(code=2)
-
-
-def _run(fn, *args, **kwargs):
-    try:
-        return fn(*args, **kwargs)
-    except (ValueError, FileNotFoundError, KeyError) as exc:
-        # SourceSchemaError, StageError, GateError, RunnerError ... are ValueErrors.
-        _fail(exc)
-    except duckdb.Error as exc:  # a read error a stage did not translate: still one line
-        _fail(source_error(exc))
-    except OSError as exc:  # a read-only build folder (or file) mid-stage: one line, not 90
-        if exc.errno not in NOT_WRITABLE:
-            raise
-        _fail(not_writable(Path(exc.filename or "."), exc))
-
-
-# Seconds a writing command waits for another writer of its profile (--wait-for-lock; 0: refuse)
-LOCK_WAIT: dict[str, float] = {"seconds": 0.0}
-
-
-@contextmanager
-def _writer(profile: str) -> Iterator[None]:
-    """Hold the profile's writer lock (another holder or a read-only folder: one line, exit 2)."""
-    with ExitStack() as stack:
-        _run(stack.enter_context, profile_lock(profile, wait=LOCK_WAIT["seconds"]))
-        if threading.current_thread() is threading.main_thread():
-            # SIGTERM (`kill`) stops a writer like Ctrl-C: the stage replaces nothing
-            stack.callback(signal.signal, signal.SIGTERM, signal.signal(signal.SIGTERM, _interrupt))
-        yield
-
-
-def _profile(profile: str | None) -> str:
-    """The resolved profile name, or a one-line error (e.g. CLINTRACE_PROFILE=../x)."""
-    return _run(resolve_profile, profile)
-
-
-@app.callback()
-def main(
-    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
-    wait_for_lock: Annotated[
-        float,
-        typer.Option(
-            help="seconds a writing command waits while another process writes its profile "
-            "(default: refuse at once, naming that process)"
-        ),
-    ] = 0.0,
-) -> None:
-    """ClinTrace Kit: longitudinal clinical reasoning over EHR-derived dialogues."""
-    LOCK_WAIT["seconds"] = max(float(wait_for_lock), 0.0)
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s"
-    )
 
 
 @app.command()
@@ -252,257 +172,6 @@ def strategies(
         )  # fmt: skip
     typer.echo(summary.to_string(index=False))
     _run(check_constructions, summary)
-
-
-def _csv(value: str | None) -> list[str] | None:
-    # Commas inside parentheses belong to a strategy label: "dense-retrieval(k=3, ...)".
-    return [v.strip() for v in re.split(r",(?![^()]*\))", value) if v.strip()] if value else None
-
-
-def _strategies(value: str | None) -> list[str] | None:
-    """``paper`` is the paper's eight (:data:`clinlib.strategies.names.PAPER_STRATEGIES`)."""
-    names = _csv(value)
-    return list(PAPER_STRATEGIES) if names == ["paper"] else names
-
-
-StrategiesOpt = Annotated[
-    str,
-    typer.Option("--strategies", help="comma-separated strategy names or labels, e.g. "
-                 "'dense-retrieval(k=3)', or 'paper' for the paper's eight"),
-]  # fmt: skip
-BackbonesOpt = Annotated[
-    str, typer.Option("--backbones", help="comma-separated backbone names (see `backbones`)")
-]
-SettingsOpt = Annotated[
-    str,
-    typer.Option("--settings", help="comma-separated settings: post, pre (T3 injection), "
-                 "stream (checkpoints), mixed (noisy dialogues); '+' combines, e.g. "
-                 "'stream,stream+mixed,mixed(ratio=0.5, seed=123)' (clinlib.tasks.settings)"),
-]  # fmt: skip
-ConfigOpt = Annotated[
-    Path | None, typer.Option("--config", help="TOML with user backbones ($CLINTRACE_CONFIG)")
-]
-TasksOpt = Annotated[str | None, typer.Option("--tasks", help="restrict to tasks, e.g. T1,T9")]
-LimitOpt = Annotated[
-    int | None,
-    typer.Option(help="the first N questions of each task (questions.parquet order), e.g. "
-                 "--limit 2 asks 2 T1, 2 T2, ... under every strategy and setting"),
-]  # fmt: skip
-
-
-@app.command()
-def backbones(config: ConfigOpt = None) -> None:
-    """List the registered backbones (presets, offline readers, your config's endpoints)."""
-    register_offline_backbones()
-    typer.echo(_run(list_backbones, config).to_string(index=False))
-
-
-@app.command()
-def estimate(
-    profile: ProfileOpt = None,
-    strategies_: StrategiesOpt = "full-context",
-    backbones_: BackbonesOpt = "gpt-4o-mini",
-    settings: SettingsOpt = "post",
-    prep: Annotated[str, typer.Option(help="prep model")] = "rule-based",
-    config: ConfigOpt = None,
-    tasks: TasksOpt = None,
-    limit: LimitOpt = None,
-) -> None:
-    """Print the expected cost of a planned run per cell, before anything is sent."""
-    table = _run(
-        estimate_run,
-        profile,
-        _strategies(strategies_),
-        _csv(backbones_),
-        _csv(settings),
-        prep,
-        config=config,
-        tasks=_csv(tasks),
-        limit=limit,
-    )
-    typer.echo(table.to_string(index=False))
-    if "cost_usd_max" in table:
-        typer.echo(
-            f"total (upper bound): ${table['cost_usd_max'].sum():,.2f} live, "
-            f"${table['batch_cost_usd_max'].sum():,.2f} as provider batch jobs (run --batch)"
-        )
-    for line in counter_notes(table, lambda name: _run(is_local_name, name, config)):
-        typer.echo(line)
-    _local_note(_csv(backbones_), config)
-
-
-@app.command("run")
-def run_cmd(
-    profile: ProfileOpt = None,
-    strategies_: StrategiesOpt = "no-context-blind,full-context",
-    backbones_: BackbonesOpt = "reference",
-    settings: SettingsOpt = "post",
-    prep: Annotated[str, typer.Option(help="prep model")] = "rule-based",
-    budget: Annotated[
-        float | None, typer.Option("--budget", help="stop before spending more (USD)")
-    ] = None,
-    retry_errors: Annotated[bool, typer.Option(help="re-run predictions that failed")] = False,
-    retry_empty: Annotated[
-        bool,
-        typer.Option(
-            help="re-ask predictions whose completion was empty (bypasses the "
-            "response cache for them)"
-        ),
-    ] = False,
-    allow_drops: AcceptErrorsOpt = False,
-    allow_unapproved: Annotated[
-        bool, typer.Option(help="send credentialed data to an unapproved backbone")
-    ] = False,
-    config: ConfigOpt = None,
-    tasks: TasksOpt = None,
-    limit: LimitOpt = None,
-    batch: Annotated[
-        bool,
-        typer.Option(
-            "--batch",
-            help="send uncached requests as provider batch jobs (OpenAI files + batches API, "
-            "batch price, answered within 24 h; rerun to resume a job)",
-        ),
-    ] = False,
-    poll_interval: Annotated[
-        float, typer.Option(help="--batch: seconds between two polls of a running job")
-    ] = 30.0,
-    batch_wait: Annotated[
-        float | None,
-        typer.Option(help="--batch: stop waiting after this many seconds (rerun to collect)"),
-    ] = None,
-) -> None:
-    """Evaluate every (strategy, backbone, setting) cell; append to predictions/ (resumable).
-
-    Every question asked gets a row: a request that failed is recorded with its error class
-    (context overflow, transport error, batch expiry, ...), an empty completion as empty.
-
-    Exit status: 0 the run finished (a budget stop too: see the `stopped` column); 2 bad
-    input or a refusal (one line), no prediction at all, or more than 20% of THIS run's rows
-    are errors or none is an answer (each class named with its count and remedy;
-    --allow-drops accepts them); 3 provider batch jobs still running (re-run to collect);
-    130 interrupted by Ctrl-C (one line: what was saved and the command that resumes).
-    """
-    _check_local(profile, backbones_, config)  # a stopped server: one line, not retries
-    batch_options = {"poll_interval_s": poll_interval, "max_wait_s": batch_wait}
-    name = _profile(profile)
-    try:
-        with _writer(name):  # two runs on one profile would ask every question twice
-            summary = _run_cells(
-                name, strategies_, backbones_, settings, prep, budget, retry_errors, retry_empty,
-                allow_unapproved, config, tasks, limit, "batch" if batch else "live", batch_options,
-            )  # fmt: skip
-    except KeyboardInterrupt as exc:  # one line: saved rows, the cache, the resuming command
-        typer.echo(interrupted_line(exc, "clintrace " + shlex.join(sys.argv[1:])), err=True)
-        raise typer.Exit(code=130) from None
-    if isinstance(summary, BatchPending):  # not an error: the jobs run on; a rerun collects
-        typer.echo(f"pending: {summary}", err=True)
-        raise typer.Exit(code=3)
-    typer.echo(summary.to_string(index=False))
-    _local_note(_csv(backbones_), config)
-    for line in _run(check_run, "run", summary, allow_drops) or []:
-        typer.echo(line, err=True)
-
-
-def _pending_as_value(fn):
-    """``fn`` returning (not raising) a :class:`BatchPending`, which `_run` would make an error."""
-
-    def call(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except BatchPending as exc:
-            return exc
-
-    return call
-
-
-def _run_cells(profile, strategies_, backbones_, settings, prep, budget, retry_errors,
-               retry_empty, allow_unapproved, config, tasks, limit, mode, batch_options):  # fmt: skip
-    """`run`'s evaluation call (one-line errors; a pending batch job is returned)."""
-    return _run(
-        _pending_as_value(run),
-        profile,
-        _strategies(strategies_),
-        _csv(backbones_),
-        _csv(settings),
-        prep,
-        budget_usd=budget,
-        retry_errors=retry_errors,
-        retry_empty=retry_empty,
-        allow_unapproved=allow_unapproved,
-        config=config,
-        tasks=_csv(tasks),
-        limit=limit,
-        progress=True,
-        mode=mode,
-        batch_options=batch_options,
-    )
-
-
-def _local_note(names: list[str] | None, config: Path | None) -> None:
-    """Say that a local backbone's $0 is a fact, not a missing price."""
-    local = [n for n in names or [] if _run(is_local_name, n, config)
-             and _run(get_backbone, n, config).cost(1e6, 1e6, 1e6) == 0.0]  # fmt: skip
-    if local:
-        typer.echo(f"local: $0 for {', '.join(local)} ({LOCAL_COST_NOTE})")
-
-
-def _hints() -> str:
-    """Where messages are read: under `make serve-local` (PORT=...) or the plain CLI."""
-    return "make" if os.environ.get("CLINTRACE_VIA_MAKE") else "cli"
-
-
-def _check_local(profile: str | None, backbones_: str, config: Path | None) -> None:
-    """Follow a `serve-local` record and refuse a local backbone nobody serves (one line)."""
-    notes = _run(check_local_reachable, _csv(backbones_), config, _profile(profile), _hints())
-    for note in notes:
-        typer.echo(f"local: {note}")
-
-
-def _interrupt(*_: object) -> None:
-    raise KeyboardInterrupt
-
-
-@app.command("serve-local")
-def serve_local_cmd(
-    port: Annotated[int, typer.Option(help="TCP port")] = LOCAL_PORT,
-    host: Annotated[
-        str, typer.Option(help="interface (loopback: nothing leaves the machine)")
-    ] = LOCAL_HOST,
-    threads: Annotated[int | None, typer.Option(help="llama.cpp threads (default: cores)")] = None,
-    n_ctx: Annotated[int, typer.Option("--n-ctx", help="context window (tokens)")] = LOCAL_N_CTX,
-    extra_bufts: Annotated[
-        str,
-        typer.Option(
-            help="llama.cpp's extra buffer types (weight repacking, AMX): auto = on only if "
-            "the CPU's AMX is advertised and runs; on; off"
-        ),
-    ] = "auto",
-    profile: ProfileOpt = None,
-) -> None:
-    """Serve the local model (SmolLM2-135M, shipped GGUF) as `local-smollm2` until Ctrl-C.
-
-    Its log and its address (which `run --backbones local-smollm2 --profile P` follows) go
-    under data/build/<profile>/local-server/."""
-    server = _run(LocalServer, port=port, host=host, threads=threads, n_ctx=n_ctx,
-                  extra_bufts=extra_bufts, profile=_profile(profile), record=True,
-                  hints=_hints())  # fmt: skip
-    # SIGTERM (e.g. `kill`) stops the server like Ctrl-C does: the finally below runs.
-    signal.signal(signal.SIGTERM, _interrupt)
-    _run(server.start)
-    try:
-        typer.echo(f"local-smollm2 at {server.base_url} (model {server.backbone.model}, "
-                   f"{server.threads} threads, up in {server.start_seconds:.1f}s; "
-                   f"{server.describe_extra_bufts()}; log {server.log_path}); "
-                   "Ctrl-C stops it")  # fmt: skip
-        while (died := server.death_report()) is None:
-            time.sleep(0.5)
-        typer.secho(f"error: {died}", err=True, fg=typer.colors.RED)
-        raise typer.Exit(code=1)
-    except KeyboardInterrupt:
-        typer.echo("stopping the local server")
-    finally:
-        server.stop()
 
 
 # (stage, wall seconds, CPU seconds) of the stages run by this process, for reproduce's

@@ -1,0 +1,147 @@
+"""The ``clintrace`` app and what its commands share: profile and run options, one-line
+errors (:func:`_run`), the profile's writer lock (:func:`_writer`). Commands live in
+:mod:`clinlib.cli` (pipeline stages) and :mod:`clinlib.cli_endpoints` (backbones, runs, the
+local server).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import duckdb
+import typer
+
+from clinlib.core.config import resolve_profile
+from clinlib.core.lock import NOT_WRITABLE, not_writable, profile_lock
+from clinlib.data.sources.mimic import source_error
+from clinlib.strategies import PAPER_STRATEGIES
+
+HELP = """``clintrace`` command line: one command per pipeline stage (docs/design.md artifact contract).
+
+Every command takes ``--profile`` (else $CLINTRACE_PROFILE, else ``quick``). Errors from bad
+input are printed as one clear line (file, column, value) and exit with status 2. A command
+that writes into a profile's build folder holds that profile's writer lock
+(:mod:`clinlib.core.lock`): a second writer refuses with one line naming the holder, or waits
+(``clintrace --wait-for-lock SECONDS <command>``).
+"""
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP)
+
+ProfileOpt = Annotated[
+    str | None, typer.Option("--profile", "-p", help="build profile (quick|paper|mimic|...)")
+]
+SeedOpt = Annotated[int | None, typer.Option(help="seed (default: the profile's)")]
+AllowDropsOpt = Annotated[
+    bool,
+    typer.Option("--allow-drops", help="accept dropping more than 20% of the stage's input"),
+]
+
+
+AcceptErrorsOpt = Annotated[
+    bool,
+    typer.Option("--allow-drops", help="exit 0 even when more than 20% of this run's rows are "
+                 "errors or none is an answer (the rows are recorded either way)"),
+]  # fmt: skip
+
+
+def _fail(exc: Exception) -> None:
+    typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)
+    raise typer.Exit(code=2)
+
+
+def _run(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except (ValueError, FileNotFoundError, KeyError) as exc:
+        # SourceSchemaError, StageError, GateError, RunnerError ... are ValueErrors.
+        _fail(exc)
+    except duckdb.Error as exc:  # a read error a stage did not translate: still one line
+        _fail(source_error(exc))
+    except OSError as exc:  # a read-only build folder (or file) mid-stage: one line, not 90
+        if exc.errno not in NOT_WRITABLE:
+            raise
+        _fail(not_writable(Path(exc.filename or "."), exc))
+
+
+# Seconds a writing command waits for another writer of its profile (--wait-for-lock; 0: refuse)
+LOCK_WAIT: dict[str, float] = {"seconds": 0.0}
+
+
+@contextmanager
+def _writer(profile: str) -> Iterator[None]:
+    """Hold the profile's writer lock (another holder or a read-only folder: one line, exit 2)."""
+    with ExitStack() as stack:
+        _run(stack.enter_context, profile_lock(profile, wait=LOCK_WAIT["seconds"]))
+        if threading.current_thread() is threading.main_thread():
+            # SIGTERM (`kill`) stops a writer like Ctrl-C: the stage replaces nothing
+            stack.callback(signal.signal, signal.SIGTERM, signal.signal(signal.SIGTERM, _interrupt))
+        yield
+
+
+def _profile(profile: str | None) -> str:
+    """The resolved profile name, or a one-line error (e.g. CLINTRACE_PROFILE=../x)."""
+    return _run(resolve_profile, profile)
+
+
+@app.callback()
+def main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    wait_for_lock: Annotated[
+        float,
+        typer.Option(
+            help="seconds a writing command waits while another process writes its profile "
+            "(default: refuse at once, naming that process)"
+        ),
+    ] = 0.0,
+) -> None:
+    """ClinTrace Kit: longitudinal clinical reasoning over EHR-derived dialogues."""
+    LOCK_WAIT["seconds"] = max(float(wait_for_lock), 0.0)
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s"
+    )
+
+
+def _csv(value: str | None) -> list[str] | None:
+    # Commas inside parentheses belong to a strategy label: "dense-retrieval(k=3, ...)".
+    return [v.strip() for v in re.split(r",(?![^()]*\))", value) if v.strip()] if value else None
+
+
+def _strategies(value: str | None) -> list[str] | None:
+    """``paper`` is the paper's eight (:data:`clinlib.strategies.names.PAPER_STRATEGIES`)."""
+    names = _csv(value)
+    return list(PAPER_STRATEGIES) if names == ["paper"] else names
+
+
+StrategiesOpt = Annotated[
+    str,
+    typer.Option("--strategies", help="comma-separated strategy names or labels, e.g. "
+                 "'dense-retrieval(k=3)', or 'paper' for the paper's eight"),
+]  # fmt: skip
+BackbonesOpt = Annotated[
+    str, typer.Option("--backbones", help="comma-separated backbone names (see `backbones`)")
+]
+SettingsOpt = Annotated[
+    str,
+    typer.Option("--settings", help="comma-separated settings: post, pre (T3 injection), "
+                 "stream (checkpoints), mixed (noisy dialogues); '+' combines, e.g. "
+                 "'stream,stream+mixed,mixed(ratio=0.5, seed=123)' (clinlib.tasks.settings)"),
+]  # fmt: skip
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", help="TOML with user backbones ($CLINTRACE_CONFIG)")
+]
+TasksOpt = Annotated[str | None, typer.Option("--tasks", help="restrict to tasks, e.g. T1,T9")]
+LimitOpt = Annotated[
+    int | None,
+    typer.Option(help="the first N questions of each task (questions.parquet order), e.g. "
+                 "--limit 2 asks 2 T1, 2 T2, ... under every strategy and setting"),
+]  # fmt: skip
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt

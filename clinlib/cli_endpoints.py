@@ -1,0 +1,252 @@
+"""``clintrace`` commands that talk to backbones: ``backbones``, ``estimate``, ``run`` and
+``serve-local`` (paper §4, App. D; README "Real endpoints")."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from clinlib.cli_common import (
+    AcceptErrorsOpt,
+    BackbonesOpt,
+    ConfigOpt,
+    LimitOpt,
+    ProfileOpt,
+    SettingsOpt,
+    StrategiesOpt,
+    TasksOpt,
+    _csv,
+    _interrupt,
+    _profile,
+    _run,
+    _strategies,
+    _writer,
+    app,
+)
+from clinlib.eval.estimate import counter_notes
+from clinlib.eval.estimate import estimate as estimate_run
+from clinlib.eval.outcomes import check_run, interrupted_line
+from clinlib.eval.policies import register_offline_backbones
+from clinlib.eval.runner import run
+from clinlib.llm import get_backbone, list_backbones
+from clinlib.llm.batch import BatchPending
+from clinlib.llm.local_server import LocalServer, check_local_reachable, is_local_name
+from clinlib.llm.presets import LOCAL_COST_NOTE, LOCAL_HOST, LOCAL_N_CTX, LOCAL_PORT
+
+
+@app.command()
+def backbones(config: ConfigOpt = None) -> None:
+    """List the registered backbones (presets, offline readers, your config's endpoints)."""
+    register_offline_backbones()
+    typer.echo(_run(list_backbones, config).to_string(index=False))
+
+
+@app.command()
+def estimate(
+    profile: ProfileOpt = None,
+    strategies_: StrategiesOpt = "full-context",
+    backbones_: BackbonesOpt = "gpt-4o-mini",
+    settings: SettingsOpt = "post",
+    prep: Annotated[str, typer.Option(help="prep model")] = "rule-based",
+    config: ConfigOpt = None,
+    tasks: TasksOpt = None,
+    limit: LimitOpt = None,
+) -> None:
+    """Print the expected cost of a planned run per cell, before anything is sent."""
+    table = _run(
+        estimate_run,
+        profile,
+        _strategies(strategies_),
+        _csv(backbones_),
+        _csv(settings),
+        prep,
+        config=config,
+        tasks=_csv(tasks),
+        limit=limit,
+    )
+    typer.echo(table.to_string(index=False))
+    if "cost_usd_max" in table:
+        typer.echo(
+            f"total (upper bound): ${table['cost_usd_max'].sum():,.2f} live, "
+            f"${table['batch_cost_usd_max'].sum():,.2f} as provider batch jobs (run --batch)"
+        )
+    for line in counter_notes(table, lambda name: _run(is_local_name, name, config)):
+        typer.echo(line)
+    _local_note(_csv(backbones_), config)
+
+
+@app.command("run")
+def run_cmd(
+    profile: ProfileOpt = None,
+    strategies_: StrategiesOpt = "no-context-blind,full-context",
+    backbones_: BackbonesOpt = "reference",
+    settings: SettingsOpt = "post",
+    prep: Annotated[str, typer.Option(help="prep model")] = "rule-based",
+    budget: Annotated[
+        float | None, typer.Option("--budget", help="stop before spending more (USD)")
+    ] = None,
+    retry_errors: Annotated[bool, typer.Option(help="re-run predictions that failed")] = False,
+    retry_empty: Annotated[
+        bool,
+        typer.Option(
+            help="re-ask predictions whose completion was empty (bypasses the "
+            "response cache for them)"
+        ),
+    ] = False,
+    allow_drops: AcceptErrorsOpt = False,
+    allow_unapproved: Annotated[
+        bool, typer.Option(help="send credentialed data to an unapproved backbone")
+    ] = False,
+    config: ConfigOpt = None,
+    tasks: TasksOpt = None,
+    limit: LimitOpt = None,
+    batch: Annotated[
+        bool,
+        typer.Option(
+            "--batch",
+            help="send uncached requests as provider batch jobs (OpenAI files + batches API, "
+            "batch price, answered within 24 h; rerun to resume a job)",
+        ),
+    ] = False,
+    poll_interval: Annotated[
+        float, typer.Option(help="--batch: seconds between two polls of a running job")
+    ] = 30.0,
+    batch_wait: Annotated[
+        float | None,
+        typer.Option(help="--batch: stop waiting after this many seconds (rerun to collect)"),
+    ] = None,
+) -> None:
+    """Evaluate every (strategy, backbone, setting) cell; append to predictions/ (resumable).
+
+    Every question asked gets a row: a request that failed is recorded with its error class
+    (context overflow, transport error, batch expiry, ...), an empty completion as empty.
+
+    Exit status: 0 the run finished (a budget stop too: see the `stopped` column); 2 bad
+    input or a refusal (one line), no prediction at all, or more than 20% of THIS run's rows
+    are errors or none is an answer (each class named with its count and remedy;
+    --allow-drops accepts them); 3 provider batch jobs still running (re-run to collect);
+    130 interrupted by Ctrl-C (one line: what was saved and the command that resumes).
+    """
+    _check_local(profile, backbones_, config)  # a stopped server: one line, not retries
+    batch_options = {"poll_interval_s": poll_interval, "max_wait_s": batch_wait}
+    name = _profile(profile)
+    try:
+        with _writer(name):  # two runs on one profile would ask every question twice
+            summary = _run_cells(
+                name, strategies_, backbones_, settings, prep, budget, retry_errors, retry_empty,
+                allow_unapproved, config, tasks, limit, "batch" if batch else "live", batch_options,
+            )  # fmt: skip
+    except KeyboardInterrupt as exc:  # one line: saved rows, the cache, the resuming command
+        typer.echo(interrupted_line(exc, "clintrace " + shlex.join(sys.argv[1:])), err=True)
+        raise typer.Exit(code=130) from None
+    if isinstance(summary, BatchPending):  # not an error: the jobs run on; a rerun collects
+        typer.echo(f"pending: {summary}", err=True)
+        raise typer.Exit(code=3)
+    typer.echo(summary.to_string(index=False))
+    _local_note(_csv(backbones_), config)
+    for line in _run(check_run, "run", summary, allow_drops) or []:
+        typer.echo(line, err=True)
+
+
+def _pending_as_value(fn):
+    """``fn`` returning (not raising) a :class:`BatchPending`, which `_run` would make an error."""
+
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except BatchPending as exc:
+            return exc
+
+    return call
+
+
+def _run_cells(profile, strategies_, backbones_, settings, prep, budget, retry_errors,
+               retry_empty, allow_unapproved, config, tasks, limit, mode, batch_options):  # fmt: skip
+    """`run`'s evaluation call (one-line errors; a pending batch job is returned)."""
+    return _run(
+        _pending_as_value(run),
+        profile,
+        _strategies(strategies_),
+        _csv(backbones_),
+        _csv(settings),
+        prep,
+        budget_usd=budget,
+        retry_errors=retry_errors,
+        retry_empty=retry_empty,
+        allow_unapproved=allow_unapproved,
+        config=config,
+        tasks=_csv(tasks),
+        limit=limit,
+        progress=True,
+        mode=mode,
+        batch_options=batch_options,
+    )
+
+
+def _local_note(names: list[str] | None, config: Path | None) -> None:
+    """Say that a local backbone's $0 is a fact, not a missing price."""
+    local = [n for n in names or [] if _run(is_local_name, n, config)
+             and _run(get_backbone, n, config).cost(1e6, 1e6, 1e6) == 0.0]  # fmt: skip
+    if local:
+        typer.echo(f"local: $0 for {', '.join(local)} ({LOCAL_COST_NOTE})")
+
+
+def _hints() -> str:
+    """Where messages are read: under `make serve-local` (PORT=...) or the plain CLI."""
+    return "make" if os.environ.get("CLINTRACE_VIA_MAKE") else "cli"
+
+
+def _check_local(profile: str | None, backbones_: str, config: Path | None) -> None:
+    """Follow a `serve-local` record and refuse a local backbone nobody serves (one line)."""
+    notes = _run(check_local_reachable, _csv(backbones_), config, _profile(profile), _hints())
+    for note in notes:
+        typer.echo(f"local: {note}")
+
+
+@app.command("serve-local")
+def serve_local_cmd(
+    port: Annotated[int, typer.Option(help="TCP port")] = LOCAL_PORT,
+    host: Annotated[
+        str, typer.Option(help="interface (loopback: nothing leaves the machine)")
+    ] = LOCAL_HOST,
+    threads: Annotated[int | None, typer.Option(help="llama.cpp threads (default: cores)")] = None,
+    n_ctx: Annotated[int, typer.Option("--n-ctx", help="context window (tokens)")] = LOCAL_N_CTX,
+    extra_bufts: Annotated[
+        str,
+        typer.Option(
+            help="llama.cpp's extra buffer types (weight repacking, AMX): auto = on only if "
+            "the CPU's AMX is advertised and runs; on; off"
+        ),
+    ] = "auto",
+    profile: ProfileOpt = None,
+) -> None:
+    """Serve the local model (SmolLM2-135M, shipped GGUF) as `local-smollm2` until Ctrl-C.
+
+    Its log and its address (which `run --backbones local-smollm2 --profile P` follows) go
+    under data/build/<profile>/local-server/."""
+    server = _run(LocalServer, port=port, host=host, threads=threads, n_ctx=n_ctx,
+                  extra_bufts=extra_bufts, profile=_profile(profile), record=True,
+                  hints=_hints())  # fmt: skip
+    # SIGTERM (e.g. `kill`) stops the server like Ctrl-C does: the finally below runs.
+    signal.signal(signal.SIGTERM, _interrupt)
+    _run(server.start)
+    try:
+        typer.echo(f"local-smollm2 at {server.base_url} (model {server.backbone.model}, "
+                   f"{server.threads} threads, up in {server.start_seconds:.1f}s; "
+                   f"{server.describe_extra_bufts()}; log {server.log_path}); "
+                   "Ctrl-C stops it")  # fmt: skip
+        while (died := server.death_report()) is None:
+            time.sleep(0.5)
+        typer.secho(f"error: {died}", err=True, fg=typer.colors.RED)
+        raise typer.Exit(code=1)
+    except KeyboardInterrupt:
+        typer.echo("stopping the local server")
+    finally:
+        server.stop()
