@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from clinlib import cli
+from clinlib import cli, cli_endpoints
 from clinlib.core import config
 from clinlib.llm import LLMClient, amx, get_backbone, load_config, register_backbone
 from clinlib.llm import local_server as ls
@@ -213,7 +213,7 @@ def test_the_local_cost_note_is_printed_only_for_a_declared_local_free_backbone(
         ("local = true\nprice_output = 0.5\n", ""),  # local but priced: its cost is real
     ]:  # fmt: skip
         cfg.write_text(USER_TOML.format(url=url).replace("price_output = 0.0\n", "") + extra)
-        cli._local_note(["my-vllm", "gpt-4o-mini"], cfg)
+        cli_endpoints._local_note(["my-vllm", "gpt-4o-mini"], cfg)
         assert capsys.readouterr().out == expected
 
 
