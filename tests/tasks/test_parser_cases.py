@@ -110,3 +110,30 @@ def test_generated_golds_cover_every_answer_of_the_closed_vocabularies(generated
     assert golds["T8"] == {"increased", "decreased", "similar"}
     assert golds["T9"] == {ABSTAIN}
     assert {g.split(";")[0] for g in golds["T2"]} == {"increased", "decreased", "stable"}
+
+
+# --------------------------------------------------------------------------- T1 tolerance
+
+
+# A value is correct when it lies strictly within half a unit of the gold's last decimal
+# (clinlib.tasks.answers.correct.is_correct): gold 1.3 -> |x - 1.3| < 0.05; gold 140 -> < 0.5;
+# gold 0.50 -> < 0.005. Decimal arithmetic, so the edges are exact.
+@pytest.mark.parametrize(
+    ("parsed", "gold", "correct"),
+    [
+        ("1.3499", "1.3 mg/dL", True),
+        ("1.35", "1.3 mg/dL", False),
+        ("1.2501", "1.3 mg/dL", True),
+        ("1.25", "1.3 mg/dL", False),
+        ("140.49 mEq/L", "140 mEq/L", True),
+        ("140.5 mEq/L", "140 mEq/L", False),
+        ("139.51", "140 mEq/L", True),
+        ("0.5049 ng/mL", "0.50 ng/mL", True),
+        ("0.505 ng/mL", "0.50 ng/mL", False),
+        ("0.4951", "0.50 ng/mL", True),
+        ("<0.01 ng/mL", "<0.01 ng/mL", True),
+        ("0.01 ng/mL", "<0.01 ng/mL", False),  # the comparator is part of the value
+    ],
+)
+def test_t1_tolerance_is_half_a_unit_of_the_golds_precision(parsed, gold, correct):
+    assert A.is_correct("T1", parsed, gold) is correct
