@@ -333,3 +333,26 @@ def test_l1_raw_branch_end_to_end(world):  # noqa: F811 - the fixture of tests/t
     assert row["detail"] == (
         "T9-t9b: never-measured lab glucose has a raw labevents row on 2150-06-01"
     )
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "expected"),
+    [
+        (100, 104.99, (0, "none")),
+        (100, 95.01, (0, "none")),
+        (100, 105, (1, "weak")),
+        (100, 95, (-1, "weak")),
+        (100, 115, (1, "moderate")),
+        (100, 70, (-1, "strong")),
+    ],
+)
+def test_change_bin_returns_a_unit_sign_and_its_bin(first, last, expected):
+    # the recompute's contract: sign in {-1, 0, 1}, "none" only in the stable band
+    assert recompute.change_bin(first, last) == expected
+
+
+def test_change_bin_refuses_a_zero_first_value_by_name():
+    with pytest.raises(
+        ZeroDivisionError, match="^first value is 0: the relative change is undefined$"
+    ):
+        recompute.change_bin(0, 1)
