@@ -66,7 +66,11 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "stats": (("clinlib/analysis/stats.py",), ("tests/analysis/test_stats.py",)),
     "checks": (
         ("clinlib/dialogue/checks.py",),
-        ("tests/dialogue/test_verify.py", "tests/dialogue/test_check_boundaries.py"),
+        (
+            "tests/dialogue/test_verify.py",
+            "tests/dialogue/test_check_boundaries.py",
+            "tests/dialogue/test_noise.py",  # check_noise_facts
+        ),
     ),
     "guards": (
         ("clinlib/core/guards.py",),
