@@ -168,8 +168,46 @@ def run_group(group: str, out: Path) -> tuple[list[dict], dict[str, str], float]
     _mutmut(scratch, "run", log=out / f"{group}.log")
     seconds = time.perf_counter() - t0
     statuses = parse_results(_mutmut(scratch, "results", "--all", "true"))
-    survivors = {m: _mutmut(scratch, "show", m) for m, s in statuses.items() if s == "survived"}
+    survivors = diffs(scratch, [m for m, s in statuses.items() if s == "survived"])
     return score_table(statuses), survivors, seconds
+
+
+# One interpreter prints every survivor's diff (``mutmut show`` would start one per mutant).
+_DIFFS = """
+import sys
+from mutmut.__main__ import find_mutant
+from mutmut.mutation.diff_apply import get_diff_for_mutant
+for name in sys.argv[1:]:
+    print("=== " + name)
+    print(get_diff_for_mutant(name, path=find_mutant(name).path))
+"""
+
+
+def diffs(scratch: Path, names: list[str]) -> dict[str, str]:
+    """{mutant: its diff} for ``names`` (mutmut 3's own diff of each mutant)."""
+    if not names:
+        return {}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if os.environ.get("MUTMUT_PATH"):
+        env["PYTHONPATH"] = os.environ["MUTMUT_PATH"]
+    text = subprocess.run([sys.executable, "-c", _DIFFS, *names], cwd=scratch, env=env,
+                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return split_diffs(text)
+
+
+def split_diffs(text: str) -> dict[str, str]:
+    """The ``=== name`` sections of :data:`_DIFFS`' output."""
+    out, name, body = {}, None, []
+    for line in text.splitlines():
+        if line.startswith("=== "):
+            if name is not None:
+                out[name] = "\n".join(body).strip()
+            name, body = line[4:].strip(), []
+        else:
+            body.append(line)
+    if name is not None:
+        out[name] = "\n".join(body).strip()
+    return out
 
 
 def render(results: dict[str, tuple[list[dict], dict[str, str], float]]) -> str:
@@ -184,8 +222,8 @@ def render(results: dict[str, tuple[list[dict], dict[str, str], float]]) -> str:
     for group, (_, survivors, _) in results.items():
         if survivors:
             lines.append(f"\n## surviving mutants: {group} ({len(survivors)})\n")
-        for diff in survivors.values():
-            lines.append(f"```diff\n{diff.strip()}\n```")
+        for name, diff in survivors.items():
+            lines.append(f"```diff\n# {name}\n{diff.strip()}\n```")
     return "\n".join(lines) + "\n"
 
 

@@ -59,3 +59,12 @@ def test_every_group_names_existing_modules_and_tests():
 def test_unknown_group_is_refused(capsys):
     assert M.main(["--groups", "nope"]) == 2
     assert "unknown group(s) nope" in capsys.readouterr().err
+
+
+def test_split_diffs_keeps_each_mutants_section():
+    text = "=== a.x_f__mutmut_1\n--- f.py\n+++ f.py\n-x = 1\n+x = 2\n=== a.x_g__mutmut_2\n-y\n+z\n"
+    assert M.split_diffs(text) == {
+        "a.x_f__mutmut_1": "--- f.py\n+++ f.py\n-x = 1\n+x = 2",
+        "a.x_g__mutmut_2": "-y\n+z",
+    }
+    assert M.split_diffs("") == {}
