@@ -17,7 +17,7 @@ NB_TIMEOUT ?= 900
 
 .DEFAULT_GOAL := help
 .PHONY: help install reproduce test lint format unit pipeline-quick synth cohort dialogues \
-        questions strategies run pipeline notebooks install-local test-local serve-local bench-cohort bench-strategies bench-harness bench-apps \
+        questions strategies run pipeline notebooks install-local test-local serve-local bench-cohort bench-strategies bench-harness bench-apps bench-mutation \
         lab app-failures app-dialogues clean clean-build
 
 help: ## list every target with a one-line description
@@ -106,6 +106,10 @@ bench-harness: install ## harness vs bare openai SDK vs inspect_ai on a local 10
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python -m bench.llm_harness
 	$(BIN)/python -m pytest -q bench/test_client_overhead.py -p no:cacheprovider
+
+bench-mutation: install ## mutmut over the pure core (answers, gates, bins, stats, checks, guards, cost): score per module + survivors (GROUPS=a,b)
+	$(BIN)/python -m pip install --quiet 'mutmut>=3.8.1,<4'
+	$(BIN)/python -m bench.mutation $(if $(GROUPS),--groups $(GROUPS),)
 
 bench-apps: install ## both marimo apps in Chromium on PROFILE (default paper): first paint, largest output, screenshots to docs/img
 	$(BIN)/python -m bench.apps_browser --profile $(or $(PROFILE),paper) --shots docs/img

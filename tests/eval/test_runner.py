@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -291,15 +292,25 @@ runner.run("tiny", {strats!r}, ["fault"], config=sys.argv[2], progress=False, ba
 def test_resume_after_sigkill(profile, tmp_path):
     env = {**os.environ, KEY_ENV: FAKE_KEY, "PYTHONPATH": str(config.REPO_ROOT)}
     code = CHILD.format(strats=STRATS)
-    with FaultServer(answer=answer, latency_s=0.05) as srv:
+    # The child's first 4 requests (two batches of 2) are answered; every later one hangs
+    # until the child dies, so the kill always lands mid-run, however slow the machine (no
+    # time window to hit). After the kill nothing hangs.
+    killed_flag = threading.Event()
+
+    def script(index, payload, attempt):
+        return "hang" if index >= 4 and not killed_flag.is_set() else None
+
+    with FaultServer(answer=answer, script=script) as srv:
         cfg = write_config(tmp_path / "c.toml", srv.base_url)
         child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(cfg)], env=env)
         pdir = runner.predictions_dir(profile)
-        deadline = time.monotonic() + 40
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline and len(list(pdir.glob("part-*.parquet"))) < 2:
             assert child.poll() is None, "the child finished before it could be killed"
-            time.sleep(0.01)
+            time.sleep(0.05)
+        assert child.poll() is None, "the child finished before it could be killed"
         child.send_signal(signal.SIGKILL)
+        killed_flag.set()
         child.wait()
         killed = raw_parts(profile)
         assert 0 < len(killed) < N_KEYS

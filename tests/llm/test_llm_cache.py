@@ -81,46 +81,66 @@ def test_public_base_url_strips_credentials():
 
 
 def test_concurrent_reader_while_writing(tmp_path):
+    """A reader open while another connection writes sees every committed row, complete, and
+    never sees rows vanish. The overlap is forced, not hoped for: the writer stops at each of
+    CHECKPOINTS until the reader (open since before the first write) has counted exactly the
+    rows committed so far; between checkpoints both run freely."""
     path = tmp_path / "cache.sqlite"
     writer = ResponseCache(path)
-    n = 300
+    reader = ResponseCache(path, readonly=True)  # opened before anything is written
+    n, every = 300, 50
+    checkpoints = list(range(every, n + 1, every))
+    at_checkpoint = threading.Barrier(2, timeout=60)  # generous: only a deadlock trips it
     seen: list[int] = []
+    exact: list[tuple[int, int]] = []
     errors: list[BaseException] = []
-    done = threading.Event()
+    finished = threading.Event()
 
     def write_all():
         try:
             for i in range(n):
                 put(writer, f"k{i}", text=f"answer {i}")
+                if i + 1 in checkpoints:
+                    at_checkpoint.wait()  # the reader may count now
+                    at_checkpoint.wait()  # ... and has counted
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
+            at_checkpoint.abort()
         finally:
-            done.set()
+            finished.set()
+
+    def observe() -> int:
+        count = len(reader)
+        seen.append(count)
+        if count:  # every visible row is complete (committed atomically)
+            assert reader.get(f"k{count - 1}").response == f"answer {count - 1}"
+        return count
 
     def read_all():
         try:
-            reader = ResponseCache(path, readonly=True)
-            while not done.is_set():
-                count = len(reader)
-                seen.append(count)
-                if count:
-                    # Every visible row is complete (committed atomically).
-                    assert reader.get(f"k{count - 1}").response == f"answer {count - 1}"
-            seen.append(len(reader))
-            reader.close()
+            for mark in checkpoints:
+                at_checkpoint.wait()
+                exact.append((mark, observe()))
+                at_checkpoint.wait()
+                if mark < n:
+                    observe()  # racing the writer's next rows: any count, never fewer
+            finished.wait(60)
+            observe()
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
+            at_checkpoint.abort()
 
     threads = [threading.Thread(target=write_all), threading.Thread(target=read_all)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(120)
+    reader.close()
     writer.close()
     assert not errors, errors
+    assert exact == [(m, m) for m in checkpoints]  # the open reader saw each commit point
     assert seen == sorted(seen)  # monotonic: readers never see rows vanish
     assert seen[-1] == n
-    assert len(set(seen)) > 2  # the reader really overlapped the writer
 
 
 def test_survives_a_crash_mid_run(tmp_path):

@@ -83,7 +83,9 @@ def test_a_rerun_is_served_from_the_response_cache(answered, local_server_runnin
 
 def test_parse_failures_are_diagnosed(answered):
     """The scorer's verdicts re-derived row by row; the 135M model's failures on this slice
-    are named (no parse, or the prompt's example value copied instead of the record's)."""
+    are counted (no parse, or the prompt's example value copied instead of the record's) and
+    printed, not required: whether a small model gets something wrong is not the harness's
+    behaviour."""
     _, _, preds = answered
     qs = pd.read_parquet(runner.predictions_dir("local").parent / "questions.parquet")
     rows = preds.merge(qs[["qid", "gold", "options"]], on="qid")
@@ -95,8 +97,8 @@ def test_parse_failures_are_diagnosed(answered):
         strict = score(row.task, row.response, str(row.gold), opts, lenient=False)
         assert strict.parse_failed == row.parse_failed and strict.correct == row.correct
     assert not rows.loc[copied, "correct"].any()  # a copied example is never right
-    failed = rows["parse_failed"] | copied
-    assert failed.any(), "the 135M model answered every question of the slice cleanly"
+    # How often the 135M model fails is a property of the model and its build, not of the
+    # harness: it is reported, never asserted (a better model or build must not fail this).
     print(
         f"\nlocal slice: {len(rows)} questions, strict {rows['correct'].mean():.1%}, "
         f"lenient {rows['correct_lenient'].mean():.1%}, parse failures "

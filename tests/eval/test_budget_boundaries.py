@@ -1,0 +1,89 @@
+"""The run budget at its exact edge and the pending cost of an interrupted run, on the tiny
+profile of tests/eval/test_runner.py over loopback HTTP (FaultServer).
+
+Prices of $1,000,000 per million tokens make every upper-bound cost an integer number of
+dollars (input tokens + the task's output cap), so sums are exact in floating point and the
+budget can sit exactly on the cumulative cost: a request whose upper cost reaches the budget
+exactly still fits (``searchsorted(..., side="right")``); one dollar less and it does not.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clinlib.eval import runner
+from clinlib.eval.cells import generation_params
+from clinlib.eval.prompts import build_messages
+from clinlib.llm import count_tokens
+from clinlib.llm.testserver import FaultServer
+from clinlib.strategies import question_contexts
+from tests.eval.test_runner import (  # the tiny profile and its fixtures
+    KEY_ENV,
+    answer,
+    dialogues,  # noqa: F401
+    make_questions,
+    profile,  # noqa: F401
+)
+
+DOLLAR_PER_TOKEN = 1_000_000.0
+STRATEGY = "no-context-blind"
+
+
+def _config(path: Path, base_url: str) -> Path:
+    path.write_text(
+        "[backbones.fault]\n"
+        f'base_url = "{base_url}"\nmodel = "gpt-4o-mini"\napi_key_env = "{KEY_ENV}"\n'
+        f"price_input = {DOLLAR_PER_TOKEN}\nprice_output = {DOLLAR_PER_TOKEN}\n"
+        "price_cache_read = 0.0\nmax_concurrency = 4\n"
+    )
+    return path
+
+
+def _upper_costs(profile_name: str) -> dict[str, int]:
+    """Each question's upper-bound cost in dollars, worked out independently of the runner:
+    its prompt's tokens plus its task's output cap."""
+    qs = make_questions()
+    ctx = question_contexts(qs, STRATEGY, profile_name, "post")
+    return {
+        q["qid"]: count_tokens(build_messages(q, c), "gpt-4o-mini")
+        + int(generation_params(q["task"]).max_tokens)
+        for q, c in zip(qs.to_dict("records"), ctx["context"], strict=True)
+    }
+
+
+def test_a_budget_equal_to_the_upper_cost_lets_every_request_through(profile, tmp_path):  # noqa: F811
+    costs = _upper_costs(profile)
+    total = sum(costs.values())
+    with FaultServer(answer=answer) as srv:
+        cfg = _config(tmp_path / "c.toml", srv.base_url)
+        est = runner.estimate(profile, [STRATEGY], ["fault"], config=cfg)
+        assert est.loc[0, "cost_usd_max"] == total  # the estimate agrees, to the dollar
+        cells = runner.run(profile, [STRATEGY], ["fault"], config=cfg, progress=False,
+                           budget_usd=float(total), batch_size=len(costs))  # fmt: skip
+        row = cells.iloc[0]
+        assert (row["n_predicted"], row["stopped"]) == (len(costs), None)
+        assert srv.n_requests == len(costs)
+
+
+def test_one_dollar_less_stops_before_the_last_request_and_prices_what_is_pending(
+    profile,  # noqa: F811
+    tmp_path,
+):
+    costs = _upper_costs(profile)
+    total = sum(costs.values())
+    with FaultServer(answer=answer) as srv:
+        cfg = _config(tmp_path / "c.toml", srv.base_url)
+        cells = runner.run(profile, [STRATEGY], ["fault"], config=cfg, progress=False,
+                           budget_usd=float(total - 1), batch_size=len(costs))  # fmt: skip
+        row = cells.iloc[0]
+        assert row["stopped"].startswith("budget")
+        assert row["n_predicted"] == len(costs) - 1 and srv.n_requests == len(costs) - 1
+        done = set(runner.load_predictions(profile)["qid"])
+        (left,) = set(costs) - done
+        # the interrupted cell's estimate: one question pending, priced alone
+        est = runner.estimate(profile, [STRATEGY], ["fault"], config=cfg).iloc[0]
+        assert (est["questions"], est["pending"]) == (len(costs), 1)
+        assert est["pending_cost_usd_max"] == pytest.approx(costs[left], abs=1e-9)
+        assert est["cost_usd_max"] == total
