@@ -23,7 +23,6 @@ from clinlib.core.prose import prose_numbers
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
-
 def _params():
     for path in NOTEBOOKS:
         yield pytest.param(path, id=path.stem)
