@@ -83,12 +83,15 @@ WINDOW_RX = [
     (9204, "Lisinopril", "2150-01-30 08:59:59", None),
 ]
 UNITS = {50931: "mg/dL", 50971: "mEq/L", 50983: "mEq/L", 51006: "mg/dL"}
+# Physiologically plausible values, so the cohort stage's plausibility screen
+# (clinlib.data.plausibility) keeps every row and only the window decides.
+VALUES = {50931: 100.0, 50971: 4.0, 50983: 140.0, 51006: 15.0}
 
 
 @pytest.fixture(scope="module")
 def window_tables() -> dict[str, pd.DataFrame]:
     tables = _fixture_tables()
-    _append(tables, "labevents", [_lab(i, item, t, 5.0, UNITS[item])
+    _append(tables, "labevents", [_lab(i, item, t, VALUES[item], UNITS[item])
                                   for i, item, t, _ in WINDOW_LABS])  # fmt: skip
     _append(tables, "prescriptions", [_rx(p, d, t) for p, d, t, _ in WINDOW_RX])
     return tables

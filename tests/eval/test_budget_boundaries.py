@@ -32,11 +32,15 @@ STRATEGY = "no-context-blind"
 
 
 def _config(path: Path, base_url: str) -> Path:
+    # max_concurrency 8: the pool's 16 slots each admit their first question before any answer
+    # returns, so every admission is judged against upper-bound reservations alone (a question
+    # admitted after an answer came back would see that answer's actual, smaller cost instead:
+    # the pool's budget is spent + what the requests in flight could still cost).
     path.write_text(
         "[backbones.fault]\n"
         f'base_url = "{base_url}"\nmodel = "gpt-4o-mini"\napi_key_env = "{KEY_ENV}"\n'
         f"price_input = {DOLLAR_PER_TOKEN}\nprice_output = {DOLLAR_PER_TOKEN}\n"
-        "price_cache_read = 0.0\nmax_concurrency = 4\n"
+        "price_cache_read = 0.0\nmax_concurrency = 8\n"
     )
     return path
 
