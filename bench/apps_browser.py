@@ -69,30 +69,27 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(app: Path, profile: str, log: Path, timeout_s: float = 120.0) -> Iterator[str]:
-    """``marimo run --headless`` on a free port with $CLINTRACE_PROFILE=profile; yields the URL
-    once the server answers, and stops the server (its process group) afterwards."""
-    port = _free_port()
-    env = {**os.environ, PROFILE_ENV: profile}
-    cmd = [sys.executable, "-m", "marimo", "run", "--headless", "--no-token", "--port",
-           str(port), "--host", "127.0.0.1", str(app)]  # fmt: skip
+def served(cmd: list[str], env: dict[str, str], log: Path, url: str, what: str,
+           probe: str | None = None, cwd: Path | None = None,
+           timeout_s: float = 120.0) -> Iterator[str]:  # fmt: skip
+    """Start ``cmd`` in its own process group (output to ``log``), yield ``url`` once ``probe``
+    (default ``url``) answers 200, and stop the group afterwards (SIGTERM, then SIGKILL)."""
     with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)  # fmt: skip
-    url = f"http://127.0.0.1:{port}/"
     try:
         deadline = time.monotonic() + timeout_s
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"marimo run exited {proc.returncode}: {log.read_text()[-800:]}")
+                raise RuntimeError(f"{what} exited {proc.returncode}: {log.read_text()[-800:]}")
             try:
-                with urllib.request.urlopen(url, timeout=5) as resp:
+                with urllib.request.urlopen(probe or url, timeout=5) as resp:
                     if resp.status == 200:
                         break
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise TimeoutError(f"marimo run did not answer on {url} in {timeout_s:.0f} s")
+                raise TimeoutError(f"{what} did not answer on {url} in {timeout_s:.0f} s")
             time.sleep(0.5)
         yield url
     finally:
@@ -103,6 +100,19 @@ def serve(app: Path, profile: str, log: Path, timeout_s: float = 120.0) -> Itera
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, 9)
             proc.wait()
+
+
+@contextlib.contextmanager
+def serve(app: Path, profile: str, log: Path, timeout_s: float = 120.0) -> Iterator[str]:
+    """``marimo run --headless`` on a free port with $CLINTRACE_PROFILE=profile; yields the URL
+    once the server answers, and stops the server (its process group) afterwards."""
+    port = _free_port()
+    env = {**os.environ, PROFILE_ENV: profile}
+    cmd = [sys.executable, "-m", "marimo", "run", "--headless", "--no-token", "--port",
+           str(port), "--host", "127.0.0.1", str(app)]  # fmt: skip
+    with served(cmd, env, log, f"http://127.0.0.1:{port}/", "marimo run",
+                timeout_s=timeout_s) as url:  # fmt: skip
+        yield url
 
 
 @contextlib.contextmanager

@@ -26,7 +26,6 @@ import contextlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,7 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.apps_browser import _free_port, browser_missing, chromium
+from bench.apps_browser import _free_port, browser_missing, chromium, served
 from clinlib.core.charts import VEGA5_MIME
 from clinlib.core.config import BUILD_DIR, NOTEBOOKS_DIR, PROFILE_ENV, REPO_ROOT
 
@@ -81,35 +80,10 @@ def serve_lab(work: Path, profile: str, log: Path, timeout_s: float = 120.0) -> 
            "--LabApp.expose_app_in_browser=True"]  # fmt: skip
     if os.geteuid() == 0:  # CI and this container run as root
         cmd.append("--allow-root")
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, env=env, cwd=work, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)  # fmt: skip
     url = f"http://127.0.0.1:{port}/lab"
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(
-                    f"jupyter lab exited {proc.returncode}: {log.read_text()[-800:]}"
-                )
-            try:
-                with urllib.request.urlopen(f"{url}/api/settings", timeout=5) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"jupyter lab did not answer on {url} in {timeout_s:.0f} s")
-            time.sleep(0.5)
-        yield url
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, 15)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
+    with served(cmd, env, log, url, "jupyter lab", probe=f"{url}/api/settings", cwd=work,
+                timeout_s=timeout_s) as ready:  # fmt: skip
+        yield ready
 
 
 def offline(page: Any) -> list[str]:
