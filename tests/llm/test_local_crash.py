@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from clinlib.core import config
 from clinlib.llm import amx, get_backbone, served
 from clinlib.llm import llama_serve as launcher
 from clinlib.llm import local_server as ls
@@ -55,18 +54,6 @@ REFUSED = (False, "ARCH_REQ_XCOMP_PERM(XTILEDATA) refused: Invalid argument")
 
 def _never() -> tuple[bool, str]:
     raise AssertionError("the AMX probe must not run when the CPU advertises no AMX")
-
-
-@pytest.fixture
-def fake_model(tmp_path, monkeypatch):
-    """The extra and a dummy model file 'present'; the build folder a temporary one."""
-    gguf = tmp_path / ls.MODEL_FILE
-    gguf.write_bytes(b"GGUF")
-    monkeypatch.setattr(ls, "local_available", lambda: (True, ""))
-    monkeypatch.setattr(ls, "model_path", lambda: gguf)
-    monkeypatch.setattr(config, "BUILD_DIR", tmp_path / "build")
-    yield gguf
-    ls.restore_local_preset()
 
 
 # -- the AMX decision --------------------------------------------------------------------------

@@ -26,7 +26,6 @@ import pytest
 from typer.testing import CliRunner
 
 from clinlib import cli, cli_endpoints
-from clinlib.core import config
 from clinlib.llm import LLMClient, amx, get_backbone, load_config, register_backbone
 from clinlib.llm import local_server as ls
 from clinlib.llm.client import DEFAULT_TIMEOUT_S, LOCAL_TIMEOUT_S
@@ -48,19 +47,6 @@ STUBBORN = textwrap.dedent("""
 
 def NO_AMX() -> amx.AmxStatus:  # noqa: N802 - a constant-like probe
     return amx.AmxStatus(advertised=(), granted=None)
-
-
-@pytest.fixture
-def fake_model(tmp_path, monkeypatch):
-    """The extra and the model file 'present' (a dummy file): only the command is real. The
-    build folder is a temporary one (the server's log and record go there)."""
-    gguf = tmp_path / ls.MODEL_FILE
-    gguf.write_bytes(b"GGUF")
-    monkeypatch.setattr(ls, "local_available", lambda: (True, ""))
-    monkeypatch.setattr(ls, "model_path", lambda: gguf)
-    monkeypatch.setattr(config, "BUILD_DIR", tmp_path / "build")
-    yield gguf
-    ls.restore_local_preset()
 
 
 def test_a_server_that_dies_is_reported_with_its_log_tail(fake_model, monkeypatch, tmp_path):
