@@ -30,6 +30,7 @@ from clinlib.tasks import rules
 from clinlib.tasks.answers import ALL_TASK_NAMES, EXTENDED_TASK_NAMES, TASK_NAMES
 from clinlib.tasks.base import QUESTION_COLUMNS
 from clinlib.tasks.build import select_task, shortfall_gate_rows, write_gated
+from clinlib.tasks.decisions import select_t11
 from clinlib.tasks.gates import run_gates
 from clinlib.tasks.generate import generate_candidates, load_inputs
 from clinlib.tasks.generators.common import INTERNAL_COLUMNS
@@ -38,9 +39,10 @@ from clinlib.tasks.relative import select_t1r
 EXTENDED_STAGE = "temporal_questions"
 EXTENDED_ARTIFACT = "temporal_questions"
 # Quick profile: a few per subtype, so unit tests stay fast (the paper profile: rules).
-QUICK_EXTENDED_COUNTS: dict[str, int] = {"T10": 24, "T1R": 24}
-# Tasks selected by their own rule (default: select_task): T1R picks events, asked both ways.
-SELECTORS = {"T1R": select_t1r}
+QUICK_EXTENDED_COUNTS: dict[str, int] = {"T10": 24, "T1R": 24, "T11": 24}
+# Tasks selected by their own rule (default: select_task): T1R picks events, asked both ways;
+# T11 balances its discharge answers (clinlib.tasks.decisions).
+SELECTORS = {"T1R": select_t1r, "T11": select_t11}
 
 
 def extended_counts(profile: str | None = None) -> dict[str, int]:

@@ -121,5 +121,21 @@ T10_MAX_VISIT_EVENTS = 150  # cloze visits longer than this are skipped (prompt 
 T10_HALVES = ("admission", "discharge")
 
 # Extended tasks' counts on the paper-sized profiles (300 per T10 subtype; T1R 300 events asked
-# both ways); never part of PAPER_COUNTS, so the paper's 6,271-question set is unaffected.
-EXTENDED_COUNTS: dict[str, int] = {"T10": 900, "T1R": 600}
+# both ways; T11 300 per subtype); never part of PAPER_COUNTS, so the paper's 6,271-question set is unaffected.
+EXTENDED_COUNTS: dict[str, int] = {"T10": 900, "T1R": 600, "T11": 900}
+
+# T11 decisions (LongMedBench "Task 3" long-horizon decisions, T3-N / T3-A / T3-D;
+# docs/design.md "T11"; the spec is clinlib.tasks.generators.t11's docstring). A visit's event
+# stream is cut at a sampled ground-truth action; the working context is the visit before the
+# cut, the memory the visits before the current one. Next action / argument are scored with
+# the time decay of clinlib.tasks.answers.decision: an option matching an action at the cut's
+# minute scores 1, one matching an action T11_HORIZON_MIN later at most scores
+# 1 - delta / T11_HORIZON_MIN (linear, 0 beyond the horizon; the seed's "E_24h").
+T11_SUBTYPES = ("next_action", "argument", "discharge")
+T11_ACTION_KINDS = ("lab", "medication", "procedure")
+T11_CUT_KINDS = ("lab", "medication")  # minute-resolution times (procedures: a date only)
+T11_HORIZON_MIN = 24 * 60
+T11_DISCHARGE_MIN = 6 * 60
+T11_ARGUMENT_OPTIONS = 4
+T11_MIN_CONTEXT_EVENTS = 3  # the working context holds at least this many events
+T11_DECAY_DECIMALS = 4

@@ -198,3 +198,28 @@ T1R_RELATIVE_TEMPLATES: tuple[str, ...] = (
     "Report the {ordinal} {lab} result recorded during the {visit} hospital stay.",
     "In the {visit} hospital stay, what was the {ordinal} {lab} value measured?",
 )
+
+# --- T11 decisions (extended set; LongMedBench "Task 3": next action, argument, discharge) ---
+# {stream} is the current stay up to the cut (clinlib.tasks.generators.t10_text.visit_stream),
+# {now} the cut's minute; the options follow as "A. ..." lines. Readers recognise the subtype
+# by T11_MARKERS, which every template of the subtype contains.
+T11_MARKERS: dict[str, str] = {
+    "next_action": "which kind of action comes next",
+    "argument": "the next action is",
+    "discharge": "discharged within the next six hours",
+}
+T11_STAY = "The patient is in hospital. The current stay so far, in time order:\n{stream}\n"
+T11_TEMPLATES: dict[str, tuple[str, ...]] = {
+    "next_action": (
+        T11_STAY + "It is now {now}. Given this stay and the patient's earlier stays, "
+        "which kind of action comes next?",
+    ),
+    "argument": (
+        T11_STAY + "It is now {now}, and the next action is a {action}. Given this stay and "
+        "the patient's earlier stays, which {what} is it?",
+    ),
+    "discharge": (
+        T11_STAY + "It is now {now}. Given this stay and the patient's earlier stays, will the "
+        "patient be discharged within the next six hours?",
+    ),
+}

@@ -253,14 +253,14 @@ def test_gold_problem(task, gold, options, ok):
 
 
 def test_bad_input_errors():
-    with pytest.raises(A.AnswerError, match="unknown task 'T11'"):
-        A.parse_strict("T11", "yes")
+    with pytest.raises(A.AnswerError, match="unknown task 'T12'"):
+        A.parse_strict("T12", "yes")
     with pytest.raises(A.AnswerError, match="T2 gold 'up;weak'"):
         A.is_correct("T2", "increased;weak", "up;weak")
 
 
 def test_formats_and_caps():
-    # the paper's nine plus the extended tasks (T10, T1R), each with a format and a cap
+    # the paper's nine plus the extended tasks (T10, T1R, T11), each with a format and a cap
     assert set(A.ANSWER_FORMATS) == set(A.ALL_TASK_NAMES) == set(A.MAX_TOKENS)
     assert A.ALL_TASK_NAMES == (*A.TASK_NAMES, *A.EXTENDED_TASK_NAMES)
     assert A.ANSWER_FORMATS["T1"] == A.ANSWER_FORMATS["T9"]  # T9 must read like T1
@@ -277,5 +277,6 @@ def test_formats_and_caps():
         "T9": 80,
         "T10": 80,
         "T1R": 60,
+        "T11": 60,
     }
     assert A.ANSWER_FORMATS["T1R"] == A.ANSWER_FORMATS["T1"]  # T1R asks T1's question

@@ -106,11 +106,16 @@ T10 (extended set, LongMedBench temporal reasoning; gold the item letters in tim
     permutation of the question's letters is a parse failure with a diagnostic
     (:data:`DIAGNOSERS`); the graded score is Kendall's tau (:data:`GRADERS`), ``correct`` the
     exact order.
+
+T11 (extended set, LongMedBench "Task 3" decisions; gold the ground-truth option letter with
+    the other options' time-decay credits, ``"B|A=0.8750"``): rules in
+    :mod:`clinlib.tasks.answers.decision`; the graded score is the answered option's credit.
 """
 
 from __future__ import annotations
 
 from clinlib.tasks.answers.correct import gold_problem, is_correct
+from clinlib.tasks.answers.decision import decay, decision_gold, decision_score, split_gold
 from clinlib.tasks.answers.formats import (
     ABSTAIN_CLAUSE,
     ALL_TASK_NAMES,
@@ -132,7 +137,7 @@ def _order_diagnosis(response: str, options: list[str] | None) -> str | None:
 
 # Tasks with a graded score other than 1/0 for correct / wrong, and tasks whose parse failures
 # carry a diagnostic (clinlib.tasks.base.score).
-GRADERS = {"T10": order_score}
+GRADERS = {"T10": order_score, "T11": decision_score}
 DIAGNOSERS = {"T10": _order_diagnosis}
 
 __all__ = [
@@ -148,6 +153,9 @@ __all__ = [
     "VALUE_FORMAT",
     "AnswerError",
     "canonical_unit",
+    "decay",
+    "decision_gold",
+    "decision_score",
     "gold_problem",
     "is_correct",
     "kendall_tau",
@@ -155,4 +163,5 @@ __all__ = [
     "order_score",
     "parse_lenient",
     "parse_strict",
+    "split_gold",
 ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
+from clinlib.tasks.answers.decision import decision_correct, gold_decision_problem
 from clinlib.tasks.answers.formats import AnswerError, reads_as
 from clinlib.tasks.answers.order import gold_order_problem
 from clinlib.tasks.answers.readings import _ID_RE, _norm_text
@@ -56,6 +57,8 @@ def is_correct(task: str, parsed: str | None, gold: str) -> bool:
         return parsed.strip().upper() == gold.strip().upper()
     if task == "T10":  # the exact order (its graded score is Kendall's tau)
         return parsed == gold
+    if task == "T11":  # full credit (its graded score is the time-decay credit)
+        return decision_correct(parsed, gold)
     return parsed.strip().lower() == gold.strip().lower()
 
 
@@ -110,4 +113,6 @@ def gold_problem(task: str, gold: object, options: list[str] | None = None) -> s
         return None if gold in T8_DIRECTIONS else "not 'increased', 'decreased' or 'similar'"
     if task == "T10":
         return gold_order_problem(gold, len(options) if options is not None else None)
+    if task == "T11":
+        return gold_decision_problem(gold, len(options) if options is not None else None)
     return None if gold == ABSTAIN else f"not {ABSTAIN!r}"

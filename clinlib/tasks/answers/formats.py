@@ -8,7 +8,7 @@ from __future__ import annotations
 
 TASK_NAMES: tuple[str, ...] = tuple(f"T{i}" for i in range(1, 10))
 """The paper's nine tasks (the 6,271-question set, every paper-facing analysis)."""
-EXTENDED_TASK_NAMES: tuple[str, ...] = ("T10", "T1R")
+EXTENDED_TASK_NAMES: tuple[str, ...] = ("T10", "T1R", "T11")
 """Tasks beyond the paper (docs/design.md "Extended question set"): registered like T1–T9 but
 written to temporal_questions.parquet, never pooled with the paper's tasks. A new extended
 task adds its name here, its format and token cap below, and its generator module to
@@ -43,6 +43,8 @@ ANSWER_FORMATS: dict[str, str] = {
         "Reply with the letters only, in chronological order (earliest first), separated by "
         "commas (for example: C, A, B). " + ABSTAIN_CLAUSE
     ),
+    # LongMedBench "Task 3" decisions: one option letter (next action, argument, discharge).
+    "T11": "Reply with the letter of one option only. " + ABSTAIN_CLAUSE,
 }
 
 MAX_TOKENS: dict[str, int] = {
@@ -57,6 +59,7 @@ MAX_TOKENS: dict[str, int] = {
     "T9": 80,
     "T10": 80,
     "T1R": 60,
+    "T11": 60,
 }
 
 # An extended task whose answers are read exactly like a paper task's: same parsers, same

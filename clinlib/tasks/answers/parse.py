@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from clinlib.tasks.answers.decision import decision_letter
 from clinlib.tasks.answers.formats import reads_as
 from clinlib.tasks.answers.order import parse_order_lenient, parse_order_strict
 from clinlib.tasks.answers.readings import (
@@ -92,6 +93,8 @@ def parse_strict(task: str, response: str | None, options: list[str] | None = No
         return _t8_strict(norm)
     if task == "T10":
         return parse_order_strict(norm, len(options)) if options else None
+    if task == "T11":
+        return decision_letter(_t7_strict(norm, options), len(options or ()))
     return _concrete_strict(norm)  # T9: an over-answer in the requested format
 
 
@@ -145,4 +148,6 @@ def _lenient_reading(task: str, text: str, options: list[str] | None) -> str | N
         return _t8_lenient(text)
     if task == "T10":
         return parse_order_lenient(text, len(options)) if options else None
+    if task == "T11":
+        return decision_letter(_t7_lenient(text, options), len(options or ()))
     return _concrete_lenient(text)

@@ -26,7 +26,7 @@ from clinlib.tasks.gates.common import (
     _meta,
     _per_task,
 )
-from clinlib.tasks.gates.ordering import t10_leak
+from clinlib.tasks.gates.ordering import t10_leak, t11_leak
 
 T9_CUES: tuple[str, ...] = (
     "insufficient",
@@ -189,6 +189,8 @@ def _leak(row: Mapping[str, Any]) -> str | None:
             return f"the stem carries abstention cue(s) {cues}"
     elif task == "T10":
         return t10_leak(row)
+    elif task == "T11":
+        return t11_leak(row)
     return None
 
 

@@ -1,5 +1,6 @@
 """Gate L3 for the ordering task T10 (LongMedBench "Temporal reasoning"; docs/design.md
-"T10"): what a T10 question must not give away.
+"T10") and the decision task T11 (LongMedBench "Task 3"; :mod:`clinlib.tasks.decisions`):
+what a T10 / T11 question must not give away.
 
 * every subtype: the items are not shown in their gold order (a reader that keeps the shown
   order would score tau = 1);
@@ -11,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -20,6 +22,8 @@ from clinlib.tasks.gates.common import _as_list
 from clinlib.tasks.order_leaks import clip_leak
 
 _ITEM_LINE = re.compile(r"^[A-J]\. .*$", re.MULTILINE)
+_LINE_STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}) (\S+?):", re.MULTILINE)
+_NOW = re.compile(r"It is now (\d{4}-\d{2}-\d{2} \d{2}:\d{2})")
 
 
 def order_stem(question: str) -> str:
@@ -42,4 +46,22 @@ def t10_leak(row: Mapping[str, Any]) -> str | None:
         why = clip_leak(item)
         if why:
             return f"clip {letter} states a {why}"
+    return None
+
+
+def t11_leak(row: Mapping[str, Any]) -> str | None:
+    """Why a T11 question leaks what happens at or after its cut (module docstring), or None."""
+    try:
+        cut = str(json.loads(str(row.get("meta") or "{}"))["cut_time"])
+    except (ValueError, KeyError, TypeError):
+        return "meta lacks cut_time"
+    text = str(row.get("question") or "")
+    now = _NOW.search(text)
+    if now is None or now.group(1) != cut:
+        return f"the stem does not state the cut's minute {cut} as now"
+    for stamp, kind in _LINE_STAMP.findall(text):
+        if stamp >= cut:
+            return f"the stated stay holds a {kind} line at {stamp}, not before the cut {cut}"
+        if kind == "discharge":
+            return "the stated stay holds the discharge"
     return None

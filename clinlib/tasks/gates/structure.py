@@ -17,9 +17,11 @@ from clinlib.tasks.answers import ALL_TASK_NAMES, gold_problem
 from clinlib.tasks.base import QUESTION_COLUMNS
 from clinlib.tasks.gates.common import TERTILES, _as_list, _int_like, _is_str, _meta, _per_task
 
-# T10 (extended set) anchors: events the dialogue stage classified; an ordering question does
-# not need the dialogue to state its items (the question lists them).
+# T10 / T11 (extended set) anchors: events the dialogue stage classified; an ordering question
+# lists its items and a decision question states its stay, so neither needs the dialogue to
+# state its anchor.
 T10_ANCHOR_STATUSES = ("covered", "missed")
+CLASSIFIED_ANCHOR_TASKS = ("T10", "T11")
 
 # T1–T8 subtypes whose questions legitimately have no anchor event.
 ANCHORLESS_SUBTYPES: frozenset[tuple[str, str]] = frozenset({("T5", "controlled_control")})
@@ -73,11 +75,11 @@ def _l0_row(row: Mapping[str, Any], dup_qids: set[str]) -> str | None:
     if row["tertile"] not in TERTILES:
         return f"tertile {row['tertile']!r} is not low/medium/high"
     options = lists["options"]
-    if task in ("T7", "T10"):
+    if task in ("T7", "T10", "T11"):
         if not all(_is_str(o) and o.strip() for o in options):
             return "options hold a non-string or an empty text"
-        if task == "T10" and len(set(options)) != len(options):
-            return "T10 items repeat"
+        if task in ("T10", "T11") and len(set(options)) != len(options):
+            return f"{task} items repeat"
         problem = gold_problem(task, row["gold"], options)
     else:
         if options:
@@ -119,7 +121,7 @@ def _l1_row(
     anchors = _as_list(row.get("anchor_event_ids")) or []
     sids = {int(s) for s in (_as_list(row.get("subject_ids")) or [])}
     want = "missed" if task == "T9" else "covered"
-    allowed = T10_ANCHOR_STATUSES if task == "T10" else (want,)
+    allowed = T10_ANCHOR_STATUSES if task in CLASSIFIED_ANCHOR_TASKS else (want,)
     if not anchors:
         if task != "T9":
             if (task, str(row.get("subtype"))) in ANCHORLESS_SUBTYPES:

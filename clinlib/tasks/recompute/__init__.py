@@ -58,6 +58,8 @@ Anchors are recomputed and compared where the rule fixes them (T1, T2, T4, T8, T
   :mod:`clinlib.tasks.recompute.order`.
 * T1R (extended set): T1's rule and the position in the visit, see
   :mod:`clinlib.tasks.recompute.t1r`.
+* T11 (extended set): the cut, the gold letter and the time-decay credits from the raw
+  admission's labs, orders and procedures, see :mod:`clinlib.tasks.recompute.t11`.
 """
 
 from __future__ import annotations
@@ -72,9 +74,11 @@ from clinlib.tasks.recompute.raw import (
     load_raw,
 )
 from clinlib.tasks.recompute.t1r import recompute_t1r
+from clinlib.tasks.recompute.t11 import recompute_t11
 
 # per_task cannot import the extended recomputations (they build on its helpers)
 RECOMPUTERS.setdefault("T1R", recompute_t1r)
+RECOMPUTERS.setdefault("T11", recompute_t11)
 
 __all__ = [
     "RECOMPUTERS",

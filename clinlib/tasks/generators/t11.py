@@ -1,0 +1,208 @@
+"""T11 long-horizon decisions, an extended task (LongMedBench "Task 3": "From V_n, we sample a
+ground-truth event E^GT, and define the agent's contextual memory as its working context S. The
+long-horizon note or event memory is also provided as a reference M"; its T3-N next action,
+T3-A argument and T3-D discharge within 6 h; docs/design.md "T11"). Not part of the paper's
+6,271 questions.
+
+The cut. A visit of rank >= 1 (so that a history exists) with an admission and a discharge
+event and at most T10_MAX_VISIT_EVENTS events; a CUT event: a lab or medication
+(rules.T11_CUT_KINDS, minute-resolution times) strictly between admission and discharge,
+classified by the dialogue stage (covered or missed). The cut time T is its minute. The
+working context S = the visit's events before T (no discharge, no diagnosis: both carry the
+discharge time), rendered as T10's timestamped stream and stated in the question with
+"It is now T"; S must hold at least T11_MIN_CONTEXT_EVENTS events. The memory M is the
+history representation the harness adds (``history-visits(m=...)``: the m visits before the
+current one, verbatim; never the current visit or a later one).
+
+Actions (rules.T11_ACTION_KINDS) are the visit's labs (one value per lab and day, as the events
+table keeps them), medication orders (start time) and procedures (their chartdate at 00:00).
+An action's ARGUMENT is the lab's panel name, the order's "drug dose unit route"
+(:func:`clinlib.tasks.generators.t10_text.med_text`) or the procedure's title.
+
+* ``next_action``: options = the action kinds of the patient's whole record (``lab test``,
+  ``medication order``, ``procedure``; at least two), gold = the cut event's kind;
+* ``argument``: "the next action is a <kind>"; options = the cut event's argument and
+  T11_ARGUMENT_OPTIONS - 1 other arguments of that kind from the patient's whole record,
+  none of them an action at the cut's minute (a stable-hash pick); gold = the cut event's;
+* ``discharge``: options yes / no; gold yes iff the discharge is at most T11_DISCHARGE_MIN after
+  T. Each visit offers one cut within that window and one before it, when it has them.
+
+Credits (next action, argument): an option earns the time decay
+(:func:`clinlib.tasks.answers.decision.decay`) of the earliest action of the CURRENT visit
+at or after T that it matches; the gold string carries them. Options are shown in a
+stable-hash order. One candidate per (visit, subtype) (discharge: per answer), at most
+MAX_PER_PATIENT per (patient, subtype), the first in a stable-hash order of the visits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from fractions import Fraction
+
+import pandas as pd
+
+from clinlib.data.vocab import LAB_BY_KEY
+from clinlib.tasks import rules
+from clinlib.tasks.answers import ANSWER_FORMATS
+from clinlib.tasks.answers.decision import decay, decision_gold
+from clinlib.tasks.answers.order import ORDER_LETTERS
+from clinlib.tasks.generators.common import TaskInputs, question_row, stable_hash, to_frame
+from clinlib.tasks.generators.t10_text import med_text, options_block, stamp, visit_stream
+from clinlib.tasks.templates import T11_TEMPLATES
+
+TASK = "T11"
+SUBTYPES = rules.T11_SUBTYPES
+MAX_PER_PATIENT = 4
+CUT_STATUSES = ("covered", "missed")
+ACTION_NAMES = {"lab": "lab test", "medication": "medication order", "procedure": "procedure"}
+ARGUMENT_WHAT = {"lab": "lab test", "medication": "medication (drug, dose and route)"}
+_US_PER_MIN = 60_000_000
+
+
+def argument(r: dict) -> str | None:
+    """The argument of an action record (module docstring); None for a non-action."""
+    if r["kind"] == "lab":
+        lab = LAB_BY_KEY.get(str(r["lab_key"]))
+        return lab.label if lab is not None else None
+    if r["kind"] == "medication":
+        return med_text(r) or None
+    if r["kind"] == "procedure":
+        return str(r["label"]).strip() if r["label"] is not None else None
+    return None
+
+
+def credits_after(recs: list[dict], t_cut: int, match) -> Fraction:
+    """The decay credit of the earliest action in ``recs`` at or after ``t_cut`` for which
+    ``match(record)`` holds (0 when none lies within the horizon)."""
+    deltas = [Fraction(r["t"] - t_cut, _US_PER_MIN) for r in recs
+              if r["kind"] in rules.T11_ACTION_KINDS and r["t"] >= t_cut and match(r)]  # fmt: skip
+    return decay(min(deltas)) if deltas else Fraction(0)
+
+
+def _shown(values: list[str], salt: str) -> list[str]:
+    return sorted(values, key=lambda x: stable_hash(salt, x))
+
+
+def _context(recs: list[dict], t_cut: int) -> list[dict]:
+    return [r for r in recs if r["t"] < t_cut and r["kind"] not in ("discharge", "diagnosis")]
+
+
+def _row(inp: TaskInputs, subtype: str, cut: dict, recs: list[dict], options: list[str],
+         letter: str, credits: dict[str, Fraction], fields: dict, meta: dict) -> dict:  # fmt: skip
+    gold = decision_gold(letter, credits)
+    fields = {"stream": visit_stream(_context(recs, cut["t"])), "now": stamp(cut), **fields}
+    content = json.dumps([options, fields, meta, T11_TEMPLATES[subtype], ANSWER_FORMATS[TASK]],
+                         sort_keys=True, default=str)  # fmt: skip
+    return question_row(
+        inp, task=TASK, subtype=subtype, subject_ids=[cut["subject_id"]],
+        anchors=[cut["event_id"]], templates=T11_TEMPLATES[subtype], fields=fields, gold=gold,
+        meta=meta, options=options, suffix=options_block(options),
+        extra_key=[hashlib.sha1(content.encode()).hexdigest()[:12]],
+    )  # fmt: skip
+
+
+def _meta(cut: dict, recs: list[dict], n_prior: int, **extra) -> dict:
+    return {"subject_id": int(cut["subject_id"]), "hadm_id": int(cut["hadm_id"]),
+            "visit_idx": int(cut["visit_idx"]), "cut_event_id": cut["event_id"],
+            "cut_time": stamp(cut), "n_prior_visits": int(n_prior), **extra}  # fmt: skip
+
+
+def _next_action(inp, cut, recs, kinds, n_prior) -> dict | None:
+    names = [ACTION_NAMES[k] for k in kinds]
+    if len(names) < 2:
+        return None
+    shown = _shown(names, f"T11-N|{cut['event_id']}")
+    by_name = {ACTION_NAMES[k]: k for k in kinds}
+    credits = {ORDER_LETTERS[i]: credits_after(recs, cut["t"], lambda r, k=by_name[n]: r["kind"] == k)
+               for i, n in enumerate(shown)}  # fmt: skip
+    letter = ORDER_LETTERS[shown.index(ACTION_NAMES[cut["kind"]])]
+    meta = _meta(cut, recs, n_prior, kind=cut["kind"], options=[by_name[n] for n in shown])
+    return _row(inp, "next_action", cut, recs, shown, letter, credits, {}, meta)
+
+
+def _argument(inp, cut, recs, pool, n_prior) -> dict | None:
+    if cut["kind"] not in ARGUMENT_WHAT:
+        return None
+    gold_arg = argument(cut)
+    at_cut = {argument(r) for r in recs if r["t"] == cut["t"] and r["kind"] == cut["kind"]}
+    others = sorted({a for a in pool.get(cut["kind"], ()) if a not in at_cut and a})
+    others.sort(key=lambda a: stable_hash("T11-A-pick", cut["event_id"], a))
+    if gold_arg is None or len(others) < rules.T11_ARGUMENT_OPTIONS - 1:
+        return None
+    shown = _shown(
+        [gold_arg, *others[: rules.T11_ARGUMENT_OPTIONS - 1]], f"T11-A|{cut['event_id']}"
+    )
+    credits = {ORDER_LETTERS[i]: credits_after(
+        recs, cut["t"], lambda r, a=a: r["kind"] == cut["kind"] and argument(r) == a)
+        for i, a in enumerate(shown)}  # fmt: skip
+    meta = _meta(cut, recs, n_prior, kind=cut["kind"])
+    fields = {"action": ACTION_NAMES[cut["kind"]], "what": ARGUMENT_WHAT[cut["kind"]]}
+    return _row(inp, "argument", cut, recs, shown, ORDER_LETTERS[shown.index(gold_arg)], credits,
+                fields, meta)  # fmt: skip
+
+
+def _discharge(inp, cut, recs, dis, n_prior) -> dict:
+    left = Fraction(dis["t"] - cut["t"], _US_PER_MIN)
+    letter = "A" if left <= rules.T11_DISCHARGE_MIN else "B"
+    meta = _meta(cut, recs, n_prior, discharge_event_id=dis["event_id"],
+                 discharge_time=stamp(dis))  # fmt: skip
+    return _row(inp, "discharge", cut, recs, ["yes", "no"], letter, {}, {}, meta)
+
+
+def _cuts(recs: list[dict]) -> tuple[list[dict], dict | None]:
+    adm = next((r for r in recs if r["kind"] == "admission"), None)
+    dis = next((r for r in recs if r["kind"] == "discharge"), None)
+    if adm is None or dis is None or len(recs) > rules.T10_MAX_VISIT_EVENTS:
+        return [], None
+    ok = [r for r in recs if r["kind"] in rules.T11_CUT_KINDS and adm["t"] < r["t"] < dis["t"]
+          and r["status"] in CUT_STATUSES
+          and len(_context(recs, r["t"])) >= rules.T11_MIN_CONTEXT_EVENTS]  # fmt: skip
+    return ok, dis
+
+
+def _visit_rows(inp: TaskInputs, sid: int, v: int, n_prior: int, kinds, pool) -> dict:
+    recs = inp.by_visit[(sid, v)]
+    cuts, dis = _cuts(recs)
+    out: dict[str, list[dict]] = {s: [] for s in SUBTYPES}
+    if not cuts:
+        return out
+    salt = f"{sid}|{v}"
+    pick = sorted(cuts, key=lambda r: stable_hash("T11-cut", salt, r["event_id"]))
+    row = _next_action(inp, pick[0], recs, kinds, n_prior)
+    out["next_action"] += [row] if row else []
+    for cut in sorted(cuts, key=lambda r: stable_hash("T11-A", salt, r["event_id"]))[:3]:
+        row = _argument(inp, cut, recs, pool, n_prior)
+        if row:
+            out["argument"].append(row)
+            break
+    near = [r for r in cuts if dis["t"] - r["t"] <= rules.T11_DISCHARGE_MIN * _US_PER_MIN]
+    far = [r for r in cuts if dis["t"] - r["t"] > rules.T11_DISCHARGE_MIN * _US_PER_MIN]
+    for group in (near, far):
+        if group:
+            cut = min(group, key=lambda r: stable_hash("T11-D", salt, r["event_id"]))
+            out["discharge"].append(_discharge(inp, cut, recs, dis, n_prior))
+    return out
+
+
+def generate(inp: TaskInputs) -> pd.DataFrame:
+    """All T11 candidates (QUESTION_COLUMNS + conflicts), sorted by qid."""
+    visits: dict[int, list[int]] = {}
+    for s, v in inp.visit_info:
+        visits.setdefault(s, []).append(v)
+    rows: list[dict] = []
+    for sid in sorted(visits):
+        own = inp.by_subject[sid]
+        kinds = [k for k in rules.T11_ACTION_KINDS if any(r["kind"] == k for r in own)]
+        pool: dict[str, set[str]] = {}
+        for r in own:
+            a = argument(r)
+            if a:
+                pool.setdefault(r["kind"], set()).add(a)
+        order = sorted(visits[sid])
+        per: dict[str, list[dict]] = {s: [] for s in SUBTYPES}
+        for v in sorted(order[1:], key=lambda v: stable_hash("T11-visit", sid, v)):
+            for s, found in _visit_rows(inp, sid, v, order.index(v), kinds, pool).items():
+                per[s] += found[: max(0, MAX_PER_PATIENT - len(per[s]))]
+        rows += [r for found in per.values() for r in found]
+    return to_frame(rows)

@@ -1,0 +1,114 @@
+"""Gate L2 for T11 (LongMedBench "Task 3" decisions; the spec is the docstring of
+:mod:`clinlib.tasks.generators.t11` and the decay of :mod:`clinlib.tasks.answers.decision`):
+the gold and its time-decay credits recomputed from the raw hosp tables (this package's own
+SQL, :mod:`clinlib.tasks.recompute.raw`), never from the events table or the generator.
+
+From ``meta`` (subject_id, hadm_id, visit_idx, cut_event_id, cut_time; next action: the
+options' kinds) and the question's ``options``:
+
+* the cut event is a raw lab value (``LAB-``: its charttime) or order (``RX-``: its
+  starttime) of that admission, at ``cut_time``'s minute, strictly inside (admittime,
+  dischtime), and the admission is the patient's visit of rank ``visit_idx``;
+* the visit's actions: its kept lab values (panel name), its orders ("drug dose unit route"
+  of the raw row's non-empty fields) and its procedures (long title, at chartdate 00:00);
+* next action: the gold letter is the cut's kind; each option's credit is
+  ``1 - seconds / 86,400`` of the earliest action of its kind at or after the cut (0 beyond
+  24 h), in :class:`decimal.Decimal`, rounded half-up to the gold's places;
+* argument: the gold letter is the option equal to the cut's argument; credits as above over
+  actions of the cut's kind with that argument;
+* discharge: ``A`` (yes) iff dischtime - cut <= 6 h, else ``B``.
+
+Anchors: the cut event.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+import pandas as pd
+
+from clinlib.data.vocab import LAB_BY_KEY
+from clinlib.tasks import rules
+from clinlib.tasks.recompute.per_task import Recomputed, _get
+from clinlib.tasks.recompute.raw import RawRecord
+
+_LETTERS = "ABCDEFGHIJ"
+_KIND_NAMES = {"lab": "lab test", "medication": "medication order", "procedure": "procedure"}
+_HORIZON_S = Decimal(rules.T11_HORIZON_MIN * 60)
+_Q = Decimal(1).scaleb(-rules.T11_DECAY_DECIMALS)
+
+
+def _text(x: Any) -> str:
+    return "" if x is None or (isinstance(x, float) and pd.isna(x)) else str(x).strip()
+
+
+def _actions(raw: RawRecord, sid: int, hadm: int) -> list[tuple[pd.Timestamp, str, str, str]]:
+    """(time, kind, argument, event id) of every action of one admission."""
+    out = []
+    for r in raw.records("labs", sid):
+        if int(r["hadm_id"]) == hadm and str(r["lab_key"]) in LAB_BY_KEY:
+            out.append((pd.Timestamp(r["charttime"]), "lab", LAB_BY_KEY[str(r["lab_key"])].label,
+                        str(r["event_id"])))  # fmt: skip
+    for r in raw.records("rx", sid):
+        if int(r["hadm_id"]) == hadm:
+            parts = (_text(r[c]) for c in ("drug", "dose_val_rx", "dose_unit_rx", "route"))
+            out.append((pd.Timestamp(r["starttime"]), "medication",
+                        " ".join(p for p in parts if p), str(r["event_id"])))  # fmt: skip
+    for r in raw.records("px", sid):
+        if int(r["hadm_id"]) == hadm:
+            out.append((pd.Timestamp(str(r["date"])), "procedure", _text(r["long_title"]),
+                        str(r["event_id"])))  # fmt: skip
+    return out
+
+
+def _credit(actions, cut: pd.Timestamp, match) -> Decimal:
+    secs = [Decimal(int((t - cut).total_seconds())) for t, k, a, _ in actions
+            if t >= cut and match(k, a)]  # fmt: skip
+    if not secs or min(secs) > _HORIZON_S:
+        return Decimal(0)
+    return ((_HORIZON_S - min(secs)) / _HORIZON_S).quantize(_Q, rounding=ROUND_HALF_UP)
+
+
+def _gold(letter: str, credits: dict[str, Decimal]) -> str:
+    extra = [f"{k}={v}" for k, v in sorted(credits.items()) if k != letter and v > 0]
+    return "|".join([letter, *extra])
+
+
+def recompute_t11(meta: Mapping[str, Any], q: Mapping[str, Any], raw: RawRecord,
+                  status: Mapping[str, str]) -> Recomputed:  # fmt: skip
+    """L2 recomputation of one T11 question (module docstring)."""
+    sid, hadm = int(_get(meta, "subject_id")), int(_get(meta, "hadm_id"))
+    visit = raw.visit_of(sid).get(hadm)
+    if visit is None or int(visit["visit_idx"]) != int(_get(meta, "visit_idx")):
+        return Recomputed(None, problem=f"admission {hadm} is not visit {meta['visit_idx']}")
+    actions = _actions(raw, sid, hadm)
+    cut_id = str(_get(meta, "cut_event_id"))
+    cut = next((a for a in actions if a[3] == cut_id and a[1] != "procedure"), None)
+    if cut is None:
+        return Recomputed(None, problem=f"{cut_id} is no lab value or order of admission {hadm}")
+    t_cut, kind, arg, _ = cut
+    if t_cut.strftime("%Y-%m-%d %H:%M") != str(_get(meta, "cut_time")):
+        return Recomputed(None, problem=f"{cut_id} is at {t_cut}, not {meta['cut_time']}")
+    adm, dis = pd.Timestamp(visit["admittime"]), pd.Timestamp(visit["dischtime"])
+    if not adm < t_cut < dis:
+        return Recomputed(None, problem=f"the cut {t_cut} is not inside the stay {adm}..{dis}")
+    options = [str(o) for o in (q.get("options") if q.get("options") is not None else [])]
+    subtype = str(q.get("subtype"))
+    if subtype == "discharge":
+        left = Decimal(int((dis - t_cut).total_seconds()))
+        return Recomputed("A" if left <= rules.T11_DISCHARGE_MIN * 60 else "B", (cut_id,))
+    if subtype == "next_action":
+        kinds = [str(k) for k in json.loads(json.dumps(_get(meta, "options")))]
+        if [_KIND_NAMES.get(k) for k in kinds] != options or kind not in kinds:
+            return Recomputed(None, problem=f"options {options} are not the kinds {kinds}")
+        credits = {_LETTERS[i]: _credit(actions, t_cut, lambda k2, a2, k=k: k2 == k)
+                   for i, k in enumerate(kinds)}  # fmt: skip
+        return Recomputed(_gold(_LETTERS[kinds.index(kind)], credits), (cut_id,))
+    if arg not in options:
+        return Recomputed(None, problem=f"the cut's argument {arg!r} is not an option")
+    credits = {_LETTERS[i]: _credit(actions, t_cut, lambda k2, a2, o=o: k2 == kind and a2 == o)
+               for i, o in enumerate(options)}  # fmt: skip
+    return Recomputed(_gold(_LETTERS[options.index(arg)], credits), (cut_id,))
