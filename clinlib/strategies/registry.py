@@ -21,7 +21,7 @@ from clinlib.strategies.retrieval import BM25Retrieval, DenseRetrieval, HybridRe
 from clinlib.strategies.simple import FullContext, LastNVisits, LastVisitOnly, NoContextBlind
 from clinlib.strategies.summary import LLMSummary
 from clinlib.strategies.timeline import StructuredTimeline
-from clinlib.strategies.window import WindowVisits
+from clinlib.strategies.window import HistoryVisits, WindowVisits
 
 EMBEDDINGS_DIR = "embeddings"
 
@@ -47,6 +47,7 @@ STRATEGIES: dict[str, type[Strategy]] = {
         HybridRetrieval,
         Codebook,
         WindowVisits,
+        HistoryVisits,
     )
 }
 EXTRA_STRATEGIES: tuple[str, ...] = tuple(n for n in STRATEGIES if n not in PAPER_STRATEGIES)

@@ -131,3 +131,41 @@ class WindowVisits(VisitSubset):
         n = artifact.data.get("n_visits", 0)
         m = self.params["m"]
         return {"n_items": n if math.isinf(m) else min(n, 2 * int(m) + 1), "item": "visits"}
+
+
+def history(visits: Sequence[int], target: int, m: float) -> list[int]:
+    """The up to ``m`` visits strictly BEFORE ``target`` in ``visits`` (sorted), the latest
+    last; ``m = inf`` is every earlier visit. A target absent from ``visits`` keeps the
+    visits before it."""
+    earlier = sorted(int(v) for v in visits if int(v) < int(target))
+    if math.isinf(m):
+        return earlier
+    return earlier[len(earlier) - int(m) :] if int(m) > 0 else []
+
+
+class HistoryVisits(WindowVisits):
+    """``history-visits(m=...)``: the m visits BEFORE the question's target visit, verbatim —
+    the memory of a decision question (LongMedBench "Task 3": the long-horizon event memory
+    M_E^(j-m, j) of the visits before the current visit V_j; T11, whose working context, the
+    current visit up to the cut, is in the question). It never shows the target visit or a
+    later one, so nothing after the cut reaches the context; ``m = inf`` is the whole history
+    before the target, ``m = 0`` none. Target and construction as for ``window-visits``."""
+
+    name = "history-visits"
+
+    def label(self) -> str:
+        return super().label().replace(WindowVisits.name, self.name, 1)
+
+    def selected_visits(
+        self, artifact: Artifact | None, question: Mapping[str, Any], turns_now: pd.DataFrame
+    ) -> list[int]:
+        """The visits shown for a question (the target's history only)."""
+        visits = visit_order(turns_now)
+        index = (artifact.data.get("event_visit") or {}) if artifact is not None else {}
+        return history(visits, target_visit(index, question, visits), self.params["m"])
+
+    def footprint(self, artifact: Artifact) -> dict[str, Any]:
+        n = artifact.data.get("n_visits", 0)
+        m = self.params["m"]
+        return {"n_items": max(0, n - 1) if math.isinf(m) else min(max(0, n - 1), int(m)),
+                "item": "visits"}  # fmt: skip

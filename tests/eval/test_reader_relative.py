@@ -85,6 +85,8 @@ EXPECTED_BY_REPRESENTATION = {
     "hybrid": ALL,
     "codebook": ALL,
     "window-visits": ALL,
+    # no anchor: the target is the last stay, and only the two stays before it are shown
+    "history-visits": ("1.5 mg/dL", ABSTAIN, ABSTAIN, "4.1 mEq/L"),
 }
 
 

@@ -137,3 +137,21 @@ def test_the_footprint_counts_every_visit_a_window_can_show(turns):
     assert rows["window-visits(m=1)"]["store_tokens"] == tokens["all"]
     assert rows["full-context"]["store_tokens"] == tokens["all"]
     assert rows["last-visit-only"]["store_tokens"] == tokens["last"] < tokens["all"]
+
+
+def test_history_visits_shows_only_visits_before_the_target(turns):
+    """history-visits (T11's memory): the m visits before the anchor's visit, never the
+    anchor's visit or a later one (visit numbers are 1-based headers: LAB-3 is Visit 4)."""
+    assert _shown(_ctx(turns, "history-visits(m=1)", _q("LAB-3"))) == [3]
+    assert _shown(_ctx(turns, "history-visits(m=2)", _q("LAB-3"))) == [2, 3]
+    assert _shown(_ctx(turns, "history-visits(m=inf)", _q("LAB-3"))) == [1, 2, 3]
+    assert _shown(_ctx(turns, "history-visits(m=3)", _q("LAB-1"))) == [1]  # clipped
+    assert _ctx(turns, "history-visits(m=2)", _q("LAB-0")) == ""  # no history
+    assert _ctx(turns, "history-visits(m=0)", _q("LAB-5")) == ""
+    ctx = _ctx(turns, "history-visits(m=inf)", _q("LAB-5"))
+    assert "LAB-5" not in ctx and "LAB-6" not in ctx and "LAB-4" in ctx
+    # without an anchor in the dialogue, meta.visit_idx names the current visit
+    assert _shown(_ctx(turns, "history-visits(m=1)", _q("LAB-99", '{"visit_idx": 2}'))) == [2]
+    strat = get_strategy("history-visits(m=2)")
+    assert strat.label() == "history-visits(m=2)"
+    assert parse_label(strat.label()) == ("history-visits", {"m": 2})
