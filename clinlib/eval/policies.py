@@ -17,7 +17,8 @@ PRESERVES.
   an over-answering policy for the abstention analyses (SP3);
 * ``replay`` answers from a recorded predictions table (see :func:`replay_policy_from`).
 
-T10 ordering questions (extended set) are answered by :mod:`clinlib.eval.reader_order`.
+T10 ordering questions (extended set) are answered by :mod:`clinlib.eval.reader_order`, T11
+decision questions by :mod:`clinlib.eval.reader_decision`.
 
 Static knowledge a clinician would bring (the lab panel's units and reference ranges, the T4
 evidence families, the rule thresholds) comes from :mod:`clinlib.data.vocab` and
@@ -49,6 +50,7 @@ from clinlib.eval.reader_answers import (
     _answer_t9_other,
     _answer_value,
 )
+from clinlib.eval.reader_decision import answer_decision, decision_subtype
 from clinlib.eval.reader_order import answer_order, order_subtype
 from clinlib.eval.reader_prompt import (
     _PANEL_RES,
@@ -182,6 +184,8 @@ def answer(messages: Sequence[Mapping[str, Any]], eager: bool = False) -> str:
     record, question = split_user_message(list(messages))
     if order_subtype(question) is not None:  # T10: the question carries its items
         return answer_order(question, eager)
+    if decision_subtype(question) is not None:  # T11: the stay in the question, memory as context
+        return answer_decision(record, question, eager)
     relative = recognise_relative(question)
     if relative is not None:  # the extended T1R task's positional wording
         rec = _parse_cached(
