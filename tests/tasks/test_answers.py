@@ -278,5 +278,6 @@ def test_formats_and_caps():
         "T10": 80,
         "T1R": 60,
         "T11": 60,
+        "T1F": 60,
     }
     assert A.ANSWER_FORMATS["T1R"] == A.ANSWER_FORMATS["T1"]  # T1R asks T1's question

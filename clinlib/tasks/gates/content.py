@@ -147,6 +147,9 @@ def _leak(row: Mapping[str, Any]) -> str | None:
             return f"the stem states the gold value {gold!r}"
         if task == "T1R" and row.get("subtype") == "relative" and STATED_NUMBER.search(stem):
             return "the relative stem states a number (a date, time or visit number)"
+    elif task == "T1F":
+        if STATED_NUMBER.search(stem):
+            return "the rejection stem states a number (a date, time or visit number)"
     elif task == "T2":
         direction, _, magnitude = gold.partition(";")
         if _label_leak(stem, direction, _DIRECTION_STEMS):

@@ -73,12 +73,13 @@ from clinlib.tasks.recompute.raw import (
     drug_words_sql,
     load_raw,
 )
-from clinlib.tasks.recompute.t1r import recompute_t1r
+from clinlib.tasks.recompute.t1r import recompute_t1f, recompute_t1r
 from clinlib.tasks.recompute.t11 import recompute_t11
 
 # per_task cannot import the extended recomputations (they build on its helpers)
 RECOMPUTERS.setdefault("T1R", recompute_t1r)
 RECOMPUTERS.setdefault("T11", recompute_t11)
+RECOMPUTERS.setdefault("T1F", recompute_t1f)
 
 __all__ = [
     "RECOMPUTERS",

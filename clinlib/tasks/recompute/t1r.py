@@ -12,6 +12,9 @@ and, for both subtypes, the pair must name ONE event: the date's value must be t
 position's value, the visit must hold at least two values of the lab, on distinct days,
 all ``covered`` in the dialogue (so the position counts what the dialogue shows). Gold
 ``"<value_text> <unit>"``; anchor its event id.
+
+T1F (the Lab-F rejection twin, :func:`recompute_t1f`): the same visit and lab hold fewer
+values than the asked position.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from clinlib.tasks.base import ABSTAIN
 from clinlib.tasks.recompute.per_task import Recomputed, _get, _lab_key, _on
 from clinlib.tasks.recompute.raw import RawRecord
 
@@ -59,3 +63,30 @@ def recompute_t1r(meta, q, raw: RawRecord, status: Mapping[str, str]) -> Recompu
     if not isinstance(chosen["unit"], str) or not chosen["unit"]:
         return Recomputed(None, problem=f"{chosen['event_id']} has no unit in the raw record")
     return Recomputed(f"{chosen['value_text']} {chosen['unit']}", (chosen["event_id"],))
+
+
+def recompute_t1f(meta, q, raw: RawRecord, status: Mapping[str, str]) -> Recomputed:
+    """L2 recomputation of one T1F rejection question (the spec is the docstring of
+    :mod:`clinlib.tasks.generators.t1f`): the raw visit of rank ``meta.visit_idx`` holds
+    exactly ``meta.n_in_visit`` kept values of the lab, all covered, on distinct days, and
+    ``meta.position`` lies beyond them -> gold ``insufficient information``; anchors = those
+    values."""
+    sid, lab = int(_get(meta, "subject_id")), _lab_key(meta)
+    want = int(_get(meta, "visit_idx"))
+    visits = [v for v in raw.records("visits", sid) if int(v["visit_idx"]) == want]
+    if len(visits) != 1:
+        return Recomputed(
+            None, problem=f"patient {sid} has no visit of rank {want} in the raw record"
+        )
+    hadm = int(visits[0]["hadm_id"])
+    rows = [r for r in raw.lab_series(sid, lab) if int(r["hadm_id"]) == hadm]
+    n, k = int(_get(meta, "n_in_visit")), int(_get(meta, "position"))
+    if len(rows) != n or k <= n:
+        return Recomputed(None, problem=f"the visit holds {len(rows)} {lab} values; asked "
+                                        f"the {k}-th of {n}")  # fmt: skip
+    if len({r["date"] for r in rows}) != len(rows):
+        return Recomputed(None, problem=f"the visit's {lab} values are not on distinct days")
+    hidden = [r["event_id"] for r in rows if status.get(str(r["event_id"])) != "covered"]
+    if hidden:
+        return Recomputed(None, problem=f"visit values {hidden[:3]} are not covered")
+    return Recomputed(ABSTAIN, tuple(str(r["event_id"]) for r in rows))

@@ -1,0 +1,81 @@
+"""T1F Lab-F rejection questions (clinlib.tasks.generators.t1f) on a hand-built patient.
+
+Patient 9002, two visits. v1 (hadm 9201) holds Potassium 4.1 (02-01 06:00) and 4.6 (02-02
+06:00), both covered, and one Sodium (a single measurement: no T1R series, no question);
+v0 holds Potassium 3.9 and 4.0 on two days but the second is missed by the dialogue (not
+eligible). So exactly one question: "the third Potassium measurement of the second hospital
+stay", gold insufficient information, anchors the two v1 values. The reference reader
+abstains on the full dialogue (correct); the eager reader answers v1's last value, 4.6 mEq/L,
+an over-answer scored wrong.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from clinlib.data.schema import ARTIFACTS
+from clinlib.tasks import score
+from clinlib.tasks.base import ABSTAIN
+from clinlib.tasks.gates.content import _leak
+from clinlib.tasks.generators import t1f
+from clinlib.tasks.generators.inputs import make_inputs
+
+SID = 9002
+
+
+def _ev(eid, v, t, kind, **kw):
+    row = dict.fromkeys(ARTIFACTS["events"])
+    row.update(event_id=eid, subject_id=SID, hadm_id=9200 + v, visit_idx=v, time=t, kind=kind, **kw)
+    return row
+
+
+def _k(eid, v, t, value, code="50971", label="Potassium"):
+    return _ev(eid, v, t, "lab", code=code, label=label, value=value, value_text=str(value),
+               unit="mEq/L")  # fmt: skip
+
+
+def _events() -> pd.DataFrame:
+    rows = [
+        _ev("ADM-9200", 0, "2150-01-01 08:00", "admission", code="URGENT"),
+        _k("LAB-1", 0, "2150-01-01 06:00", 3.9),
+        _k("LAB-2", 0, "2150-01-02 06:00", 4.0),
+        _ev("ADM-9201", 1, "2150-02-01 05:00", "admission", code="URGENT"),
+        _k("LAB-3", 1, "2150-02-01 06:00", 4.1),
+        _k("LAB-4", 1, "2150-02-02 06:00", 4.6),
+        _k("LAB-5", 1, "2150-02-01 07:00", 139.0, code="50983", label="Sodium"),
+    ]
+    df = pd.DataFrame(rows, columns=list(ARTIFACTS["events"]))
+    df["time"] = pd.to_datetime(df["time"])
+    return df
+
+
+def test_one_rejection_question_by_hand():
+    ev = _events()
+    status = ["missed" if e == "LAB-2" else "covered" for e in ev["event_id"]]
+    cov = pd.DataFrame({"subject_id": SID, "event_id": ev["event_id"], "status": status,
+                        "turn_idx": pd.array(range(len(ev)), dtype="Int64")})  # fmt: skip
+    turns = pd.DataFrame({"subject_id": SID, "visit_idx": ev["visit_idx"],
+                          "turn_idx": range(len(ev)), "speaker": "clinician", "text": "Noted.",
+                          "event_ids": [[e] for e in ev["event_id"]]})  # fmt: skip
+    cohort = pd.DataFrame({"subject_id": [SID], "disease": ["ckd"], "tertile": ["low"]})
+    q = t1f.generate(make_inputs(ev, cov, turns, cohort))
+    assert len(q) == 1
+    row = q.iloc[0]
+    assert "third Potassium" in row["question"] and "second hospital stay" in row["question"]
+    assert row["gold"] == ABSTAIN and list(row["anchor_event_ids"]) == ["LAB-3", "LAB-4"]
+    meta = json.loads(row["meta"])
+    assert (meta["position"], meta["n_in_visit"], meta["visit_idx"]) == (3, 2, 1)
+    assert _leak(row.to_dict()) is None
+    assert "states a number" in _leak(
+        {**row.to_dict(), "question": "The third Potassium of visit 2?"}
+    )
+
+
+def test_rejection_is_scored_like_t9():
+    assert score("T1F", "insufficient information", ABSTAIN).correct
+    over = score("T1F", "4.6 mEq/L", ABSTAIN)
+    assert not over.correct and over.parsed == "4.6 mEq/L"  # a hallucinated value
+    assert score("T1F", "The record does not mention a third measurement.", ABSTAIN,
+                 lenient=True).correct  # fmt: skip
