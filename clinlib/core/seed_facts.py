@@ -273,6 +273,43 @@ _FACTS: tuple[SeedFact, ...] = (
     _f("lmb_tau_joint_sorting", _LMB, "Table 3", ("0.330",),
        "Performance declines to 0.330",
        "the seed's best Joint Sorting score"),
+    # --- LongMedBench "Task 3" decisions (T11), its cohort and Fig. 3(a) (issue 31) ----------
+    _f("lmb_decision_decay", _LMB, '"Task 3" decisions', ("3", "3", "3", "6", "24", "24"),
+       "Next Action Prediction (T3-N) requires the agent to predict $a_{i}^{GT}$, Argument "
+       "Prediction (T3-A) evaluates inference for $p_{i}^{GT}$, and Discharge Decision (T3-D) "
+       "queries if the patient can be discharged within $6$h. For two prediction tasks, as "
+       "shown in Figure 2, a time-decay scoring mechanism is applied to recognize actions "
+       r"$\mathcal{E}_{24h}$, events that occur within $24h$ after $t_{i}^{GT}$.",
+       "T3-N / T3-A / T3-D (the kit's T11 subtypes), the discharge window in hours, the "
+       "credit horizon in hours; the decay's form is in Figure 2, not in the text: the kit's "
+       "is linear (clinlib.tasks.answers.decision)"),
+    _f("lmb_decision_memory", _LMB, "Table 4", ("4",),
+       "As shown in Table 4, structured event memory outperforms note memory in most models "
+       "in decision making.",
+       "qualitative: event memory beats note memory for decisions"),
+    _f("lmb_decision_length", _LMB, "Table 5", ("5",),
+       "As shown in Table 5, although the difference is subtle, close to that under full "
+       "memory conditions, increasing the context length makes the agent perform worse.",
+       "qualitative: more injected history, slightly worse decisions"),
+    _f("lmb_decision_not_history", _LMB, "conclusion", (),
+       "decision quality is not strongly correlated with the amount of retrieved historical "
+       "information, while the agent performance depends more on the model’s clinical "
+       "reasoning capacity within the immediate context"),
+    _f("lmb_cohort_rule", _LMB, "data", ("15", "355", "6,999", "19.72", "18.00", "5.72"),
+       "we retain only abnormal lab results and patients with complete admission/discharge "
+       r"records. Filtering for patients with $\geq 15$ hospitalizations yields 355 patients "
+       "and 6,999 visits. With an average of 19.72 visits per patient (median=18.00, SD=5.72)",
+       "the cohort option clinlib.data.long_cohort reproduces (rule, not the MIMIC counts)"),
+    _f("lmb_visit_events", _LMB, "data", ("44.91", "25.00", "70.32"),
+       r"each visit $\mathcal{V}_{i}$ contains 44.91 medical events (median=25.00, SD=70.32)"),
+    _f("lmb_fig3a_options", _LMB, "Fig. 3(a)", ("3",),
+       "regradless of the option numbers (the length of the event stream), as illustrated in "
+       "Figure 3(a)",
+       "the seed's spelling; qualitative: cloze tau does not fall with the number of items"),
+    _f("lmb_labf", _LMB, "Table 2", ("2",),
+       "Results in Table 2 report Lab-T (recall) and Lab-F (rejection) to assess "
+       "hallucination impact.",
+       "Lab-F = the kit's T1F rejection questions"),
 )
 # fmt: on
 
