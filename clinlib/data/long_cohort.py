@@ -22,11 +22,13 @@ can be measured on any source. It does not replace the kit's ClinTraceBench coho
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 import pandas as pd
 
 from clinlib.core.seed_facts import seed_fact
+from clinlib.data.build import SourceSpec, open_source, read_source_info
 
 MIN_HOSPITALISATIONS = int(seed_fact("lmb_cohort_rule").number(0))
 
@@ -106,3 +108,18 @@ def seed_summary() -> dict[str, float]:
             "visits_mean": rule.number(3), "visits_median": rule.number(4),
             "visits_sd": rule.number(5), "events_mean": ev.number(0),
             "events_median": ev.number(1), "events_sd": ev.number(2)}  # fmt: skip
+
+
+def profile_long_cohort(profile: str | None = None, min_visits: int = MIN_HOSPITALISATIONS):
+    """:func:`long_cohort` over a profile's raw source (the synthetic hosp tables, MIMIC-IV or
+    MEDS, as recorded by its cohort stage).
+
+    Raises:
+        FileNotFoundError: the profile has no recorded source (run ``clintrace cohort``).
+    """
+    info = read_source_info(profile)
+    con = open_source(SourceSpec(info["kind"], Path(info["path"]), bool(info["credentialed"])))
+    try:
+        return long_cohort(con, min_visits)
+    finally:
+        con.close()
