@@ -25,6 +25,7 @@ import pandas as pd
 from clinlib.analysis.cluster_stats import cluster_bootstrap_ci, with_clusters
 from clinlib.analysis.metrics import MetricsInputError, accuracy_table
 from clinlib.analysis.temporal import WINDOW_ORDER, window_of
+from clinlib.tasks.answers.decision import split_gold
 from clinlib.tasks.base import ABSTAIN
 
 MEMORY_ORDER = ("none", *WINDOW_ORDER)
@@ -205,3 +206,13 @@ def tau_options_chart(table: pd.DataFrame) -> alt.FacetChart:
     )
     return chart.facet(column=alt.Column("backbone:N", title="reader"), data=table,
                        title="T10: tau by number of items (LongMedBench Fig. 3(a))")  # fmt: skip
+
+
+def option_credits(question: pd.Series | dict) -> pd.DataFrame:
+    """A T11 question's options with the credit each earns (read from its gold): letter,
+    option, credit, gold (the ground-truth letter)."""
+    letter, credits = split_gold(str(question["gold"]))
+    opts = [str(o) for o in question["options"]]
+    return pd.DataFrame({"letter": [chr(65 + i) for i in range(len(opts))], "option": opts,
+                         "credit": [credits.get(chr(65 + i), 0.0) for i in range(len(opts))],
+                         "gold": [chr(65 + i) == letter for i in range(len(opts))]})  # fmt: skip
