@@ -8,8 +8,8 @@ and question tables.
   context alone) and subtype: the mean time-decay score with a patient-clustered bootstrap
   interval (:func:`clinlib.analysis.cluster_stats.cluster_bootstrap_ci`) beside exact
   accuracy with its question-level Wilson interval.
-* :func:`rejection_table` — Lab-T recall (T1R explicit and relative) beside Lab-F rejection
-  (T1F) per reader and window m (``window-visits(m=...)``), with the hallucination rate:
+* :func:`rejection_table` — Lab-T recall (T1R explicit and relative) and medication recall
+  (T7R explicit and relative) beside Lab-F rejection (T1F) per reader and window m (``window-visits(m=...)``), with the hallucination rate:
   the share of T1F answers that state a value.
 * :func:`tau_by_options` — mean Kendall's tau of T10 per reader, strategy, subtype and
   number of items (Fig. 3(a)), with :func:`tau_option_slope`: the least-squares slope of tau
@@ -93,18 +93,20 @@ def rejection_table(preds: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     """Lab-T recall beside Lab-F rejection per reader and window (module docstring).
 
     Returns:
-        backbone, m, question (``Lab-T explicit`` / ``Lab-T relative`` / ``Lab-F``), n, k,
+        backbone, m, question (``Lab-T explicit`` / ``Lab-T relative`` / ``Lab-F`` /
+        ``Medication explicit`` / ``Medication relative``, from T7R), n, k,
         accuracy, ci_low, ci_high, hallucination_rate (Lab-F rows: answers stating a value;
         NaN elsewhere).
     """
     _need(preds, ["task", "strategy", "backbone", "subtype", "correct", "parsed"],
           "rejection_table")  # fmt: skip
-    rows = preds[preds["task"].isin(["T1R", "T1F"])]
+    rows = preds[preds["task"].isin(["T1R", "T1F", "T7R"])]
     rows = rows.assign(m=rows["strategy"].map(window_of))
     rows = rows[rows["m"].notna()]
     if rows.empty or not (rows["task"] == "T1F").any():
         raise MetricsInputError("rejection_table: no T1F prediction under window-visits(m=...)")
-    label = np.where(rows["task"] == "T1F", "Lab-F", "Lab-T " + rows["subtype"].astype(str))
+    kind = rows["task"].map({"T1R": "Lab-T ", "T7R": "Medication "}).fillna("")
+    label = np.where(rows["task"] == "T1F", "Lab-F", kind + rows["subtype"].astype(str))
     rows = rows.assign(question=label)
     out = accuracy_table(rows, by=["backbone", "m", "question"], alpha=alpha)
     f = rows[rows["task"] == "T1F"]

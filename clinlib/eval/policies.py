@@ -67,7 +67,12 @@ from clinlib.eval.reader_prompt import (
     _sections,
     recognise,
 )
-from clinlib.eval.reader_relative import answer_relative, recognise_relative
+from clinlib.eval.reader_relative import (
+    answer_relative,
+    answer_relative_option,
+    recognise_relative,
+    recognise_relative_option,
+)
 from clinlib.llm.backbones import get_backbone, register_backbone
 from clinlib.llm.types import OFFLINE_READER_MODEL_PREFIX, Backbone, BackboneError, OfflineReply
 from clinlib.tasks.base import ABSTAIN
@@ -192,6 +197,10 @@ def answer(messages: Sequence[Mapping[str, Any]], eager: bool = False) -> str:
             record, tuple({relative.lab} if relative.lab.lower() not in _PANEL_RES else ())
         )
         out = answer_relative(rec, relative, eager)
+        return out if out is not None else ABSTAIN
+    rel_option = recognise_relative_option(question)
+    if rel_option is not None:  # the extended T7R task's relative wording (a stay's rank)
+        out = answer_relative_option(_parse_cached(record, ()), rel_option, eager)
         return out if out is not None else ABSTAIN
     q = recognise(question)
     extra = [q.fields[k] for k in ("lab",) if q.fields.get(k)] + list(q.fields.get("labs", []))

@@ -23,8 +23,15 @@ import re
 from dataclasses import dataclass
 
 from clinlib.dialogue.turns import ordinal_word
-from clinlib.eval.reader_answers import _fmt_value, _labs, _value_answer, reference_midpoint
+from clinlib.eval.reader_answers import (
+    _fmt_value,
+    _labs,
+    _option_hits,
+    _value_answer,
+    reference_midpoint,
+)
 from clinlib.eval.reader_prompt import Record, numbered_encounters, panel_lab
+from clinlib.tasks.rules import OPTION_LETTERS
 
 ORDINALS: dict[str, int] = {ordinal_word(n): n for n in range(1, 100)}
 _ORD = "|".join(sorted((re.escape(w) for w in ORDINALS), key=len, reverse=True))
@@ -81,3 +88,39 @@ def answer_relative(rec: Record, q: RelativeQuestion, eager: bool) -> str | None
         return _value_answer(seen[-1])
     lab = panel_lab(q.lab)
     return f"{_fmt_value(reference_midpoint(lab), lab)} {lab.unit}" if lab else "1.0 mg/dL"
+
+
+# --- T7R: a medication question whose encounter is named by its rank (the Medication column)
+_OPTIONS_RE = re.compile(r"\nOptions:\n((?:[A-D]\. .+\n?)+)")
+
+
+@dataclass(frozen=True)
+class RelativeOptionQuestion:
+    """A recognised relative T7R question: the visit's rank N and the option texts."""
+
+    visit: int
+    options: tuple[str, ...]
+
+
+def recognise_relative_option(question: str) -> RelativeOptionQuestion | None:
+    """The parts of a relative multiple-choice question ("... during the patient's third
+    hospital stay?" + an ``Options:`` block), or None."""
+    visit, opts = _VISIT_RE.search(question), _OPTIONS_RE.search(question)
+    if visit is None or opts is None or _POSITION_RE.search(question):
+        return None
+    lines = [re.sub(r"^[A-D]\.\s*", "", x).strip() for x in opts.group(1).strip().splitlines()]
+    return RelativeOptionQuestion(ORDINALS[visit.group("visit").lower()], tuple(lines))
+
+
+def answer_relative_option(rec: Record, q: RelativeOptionQuestion, eager: bool) -> str | None:
+    """T7's rule inside the N-th encounter: the one option named there (module docstring of
+    :mod:`clinlib.eval.reader_answers` for T7); None to abstain when the encounter is not
+    rendered or names none or several (``eager``: the first option named anywhere, else A)."""
+    span = visit_span(rec.text, q.visit)
+    hits = _option_hits(rec.text[span[0] : span[1]], list(q.options)) if span else []
+    if len({i for _p, i in hits}) == 1:
+        return OPTION_LETTERS[hits[0][1]]
+    if not eager:
+        return None
+    anywhere = _option_hits(rec.text, list(q.options))
+    return OPTION_LETTERS[(hits or anywhere or [(0, 0)])[0][1]]

@@ -95,6 +95,7 @@ SUBTYPE_WEIGHTS: dict[str, dict[str, tuple[float, str]]] = {
     # Extended T1R: pairs are selected on their relative row; the explicit twin follows
     # (clinlib.tasks.relative).
     "T1R": {"relative": (1, "relative")},
+    "T7R": {"relative": (1, "relative")},  # T7R pairs, selected the same way
 }
 
 # Fig. 13C: eval questions per patient, max 12 (median 4, mean 4.3).

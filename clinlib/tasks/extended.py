@@ -39,10 +39,10 @@ from clinlib.tasks.relative import select_t1r
 EXTENDED_STAGE = "temporal_questions"
 EXTENDED_ARTIFACT = "temporal_questions"
 # Quick profile: a few per subtype, so unit tests stay fast (the paper profile: rules).
-QUICK_EXTENDED_COUNTS: dict[str, int] = {"T10": 24, "T1R": 24, "T11": 24, "T1F": 12}
+QUICK_EXTENDED_COUNTS: dict[str, int] = {"T10": 24, "T1R": 24, "T11": 24, "T1F": 12, "T7R": 16}
 # Tasks selected by their own rule (default: select_task): T1R picks events, asked both ways;
 # T11 balances its discharge answers (clinlib.tasks.decisions).
-SELECTORS = {"T1R": select_t1r, "T11": select_t11}
+SELECTORS = {"T1R": select_t1r, "T11": select_t11, "T7R": select_t1r}
 
 
 def extended_counts(profile: str | None = None) -> dict[str, int]:

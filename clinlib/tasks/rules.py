@@ -121,8 +121,8 @@ T10_MAX_VISIT_EVENTS = 150  # cloze visits longer than this are skipped (prompt 
 T10_HALVES = ("admission", "discharge")
 
 # Extended tasks' counts on the paper-sized profiles (300 per T10 subtype; T1R 300 events asked
-# both ways; T11 300 per subtype; T1F 300 rejections); never part of PAPER_COUNTS, so the paper's 6,271-question set is unaffected.
-EXTENDED_COUNTS: dict[str, int] = {"T10": 900, "T1R": 600, "T11": 900, "T1F": 300}
+# both ways; T11 300 per subtype; T1F 300 rejections; T7R 200 drugs asked both ways); never part of PAPER_COUNTS, so the paper's 6,271-question set is unaffected.
+EXTENDED_COUNTS: dict[str, int] = {"T10": 900, "T1R": 600, "T11": 900, "T1F": 300, "T7R": 400}
 
 # T11 decisions (LongMedBench "Task 3" long-horizon decisions, T3-N / T3-A / T3-D;
 # docs/design.md "T11"; the spec is clinlib.tasks.generators.t11's docstring). A visit's event

@@ -223,3 +223,13 @@ T11_TEMPLATES: dict[str, tuple[str, ...]] = {
         "patient be discharged within the next six hours?",
     ),
 }
+
+# --- T7R medication retrieval, explicit vs relative (extended; LongMedBench "event
+# retrieval", Table 2's Medication column). The explicit twin is T7's medication question
+# verbatim (by the encounter's date); the relative twin names the encounter by its rank in
+# words, as T1R does ("the third hospital stay"), and states no number.
+T7R_RELATIVE_TEMPLATES: tuple[str, ...] = (
+    "Which medication was started during the patient's {visit} hospital stay?",
+    "During the patient's {visit} hospital stay, which of these medications was ordered?",
+    "Which drug did the patient receive during the {visit} hospital stay?",
+)

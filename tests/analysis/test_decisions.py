@@ -57,7 +57,8 @@ def test_rejection_table_by_hand():
                                      ("b", "T1R", "explicit", "4.1 mEq/L", True),
                                      ("c", "T1F", "relative", ABSTAIN, True),
                                      ("d", "T1F", "relative", "4.6 mEq/L", False),
-                                     ("e", "T1F", "relative", None, False)):  # fmt: skip
+                                     ("e", "T1F", "relative", None, False),
+                                     ("f", "T7R", "relative", "B", False)):  # fmt: skip
         rows.append(dict(qid=q, task=task, strategy="window-visits(m=1)", backbone="eager",
                          subtype=sub, parsed=parsed, correct=ok))  # fmt: skip
     t = rejection_table(pd.DataFrame(rows)).set_index("question")
@@ -65,6 +66,7 @@ def test_rejection_table_by_hand():
     assert t.loc["Lab-F", "hallucination_rate"] == pytest.approx(1 / 3)  # one stated value
     assert t.loc["Lab-T relative", "accuracy"] == 1.0
     assert math.isnan(t.loc["Lab-T explicit", "hallucination_rate"])
+    assert t.loc["Medication relative", "accuracy"] == 0.0
 
 
 def test_tau_by_options_and_slope_by_hand():

@@ -279,5 +279,6 @@ def test_formats_and_caps():
         "T1R": 60,
         "T11": 60,
         "T1F": 60,
+        "T7R": 80,
     }
     assert A.ANSWER_FORMATS["T1R"] == A.ANSWER_FORMATS["T1"]  # T1R asks T1's question

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 TASK_NAMES: tuple[str, ...] = tuple(f"T{i}" for i in range(1, 10))
 """The paper's nine tasks (the 6,271-question set, every paper-facing analysis)."""
-EXTENDED_TASK_NAMES: tuple[str, ...] = ("T10", "T1R", "T11", "T1F")
+EXTENDED_TASK_NAMES: tuple[str, ...] = ("T10", "T1R", "T11", "T1F", "T7R")
 """Tasks beyond the paper (docs/design.md "Extended question set"): registered like T1–T9 but
 written to temporal_questions.parquet, never pooled with the paper's tasks. A new extended
 task adds its name here, its format and token cap below, and its generator module to
@@ -39,6 +39,7 @@ ANSWER_FORMATS: dict[str, str] = {
     "T9": VALUE_FORMAT,
     "T1R": VALUE_FORMAT,  # relative-time retrieval: T1's question, named by position
     "T1F": VALUE_FORMAT,  # Lab-F rejection: worded like T1R, the measurement does not exist
+    "T7R": "Reply with the letter of one option (A, B, C or D). " + ABSTAIN_CLAUSE,  # = T7's
     # LongMedBench "temporal reasoning": the letters of the listed items in time order.
     "T10": (
         "Reply with the letters only, in chronological order (earliest first), separated by "
@@ -62,12 +63,13 @@ MAX_TOKENS: dict[str, int] = {
     "T1R": 60,
     "T11": 60,
     "T1F": 60,
+    "T7R": 80,
 }
 
 # An extended task whose answers are read exactly like a paper task's: same parsers, same
 # correctness rule, same gold vocabulary (T1R asks T1's question about a position-named event).
 # T1F asks for a measurement that does not exist: read like T9 (an abstention is correct).
-READS_AS: dict[str, str] = {"T1R": "T1", "T1F": "T9"}
+READS_AS: dict[str, str] = {"T1R": "T1", "T1F": "T9", "T7R": "T7"}
 
 
 class AnswerError(ValueError):

@@ -73,7 +73,7 @@ def question_stem(row: Mapping[str, Any]) -> str:
     for part in (fmt, ABSTAIN_CLAUSE):
         if part:
             text = text.replace(part, " ")
-    if row.get("task") == "T7":
+    if row.get("task") in ("T7", "T7R"):
         text = _OPTION_LINE.sub(" ", text).replace("Options:", " ")
     return text
 
@@ -172,7 +172,9 @@ def _leak(row: Mapping[str, Any]) -> str | None:
         hit = [format(v, "f") for v in values if v in nums]
         if hit:
             return f"the stem states the computed value(s) {hit}"
-    elif task == "T7":
+    elif task in ("T7", "T7R"):
+        if task == "T7R" and row.get("subtype") == "relative" and STATED_NUMBER.search(stem):
+            return "the relative stem states a number (a date, time or visit number)"
         options = _as_list(row.get("options")) or []
         if gold in rules.OPTION_LETTERS and len(options) == 4:
             answer = str(options[rules.OPTION_LETTERS.index(gold)]).strip().lower()

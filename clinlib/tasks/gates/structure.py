@@ -75,7 +75,7 @@ def _l0_row(row: Mapping[str, Any], dup_qids: set[str]) -> str | None:
     if row["tertile"] not in TERTILES:
         return f"tertile {row['tertile']!r} is not low/medium/high"
     options = lists["options"]
-    if task in ("T7", "T10", "T11"):
+    if task in ("T7", "T7R", "T10", "T11"):
         if not all(_is_str(o) and o.strip() for o in options):
             return "options hold a non-string or an empty text"
         if task in ("T10", "T11") and len(set(options)) != len(options):

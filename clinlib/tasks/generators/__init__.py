@@ -15,11 +15,11 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from clinlib.tasks.generators import t1, t1f, t1r, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11
+from clinlib.tasks.generators import t1, t1f, t1r, t2, t3, t4, t5, t6, t7, t7r, t8, t9, t10, t11
 from clinlib.tasks.generators.inputs import TaskInputs
 
 _MODULES = {"T1": t1, "T2": t2, "T3": t3, "T4": t4, "T5": t5, "T6": t6, "T7": t7, "T8": t8,
-            "T9": t9, "T10": t10, "T1R": t1r, "T11": t11, "T1F": t1f}  # fmt: skip
+            "T9": t9, "T10": t10, "T1R": t1r, "T11": t11, "T1F": t1f, "T7R": t7r}  # fmt: skip
 
 GENERATORS: dict[str, Callable[[TaskInputs], pd.DataFrame]] = {
     name: mod.generate for name, mod in _MODULES.items()
@@ -39,6 +39,7 @@ TITLES: dict[str, str] = {
     "T1R": "Relative-time retrieval (extended set)",
     "T11": "Long-horizon decisions (extended set)",
     "T1F": "Rejection of an absent measurement (extended set)",
+    "T7R": "Medication retrieval, explicit vs relative (extended set)",
 }
 
 __all__ = ["GENERATORS", "SUBTYPES", "TITLES", "TaskInputs"]

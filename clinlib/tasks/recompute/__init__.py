@@ -58,6 +58,7 @@ Anchors are recomputed and compared where the rule fixes them (T1, T2, T4, T8, T
   :mod:`clinlib.tasks.recompute.order`.
 * T1R (extended set): T1's rule and the position in the visit, see
   :mod:`clinlib.tasks.recompute.t1r`.
+* T7R (extended set): T7's medication rule, both twins (they share meta and options).
 * T11 (extended set): the cut, the gold letter and the time-decay credits from the raw
   admission's labs, orders and procedures, see :mod:`clinlib.tasks.recompute.t11`.
 """
@@ -80,6 +81,15 @@ from clinlib.tasks.recompute.t11 import recompute_t11
 RECOMPUTERS.setdefault("T1R", recompute_t1r)
 RECOMPUTERS.setdefault("T11", recompute_t11)
 RECOMPUTERS.setdefault("T1F", recompute_t1f)
+_T7 = RECOMPUTERS["T7"]
+
+
+def _recompute_t7r(meta, q, raw, status):
+    """T7R (both twins): T7's medication rule on the shared meta and options."""
+    return _T7(meta, {**dict(q), "subtype": "medication"}, raw, status)
+
+
+RECOMPUTERS.setdefault("T7R", _recompute_t7r)
 
 __all__ = [
     "RECOMPUTERS",
