@@ -7,7 +7,9 @@ what a T10 / T11 question must not give away.
 * visit / joint sorting: no item states a date, a time or a visit ordinal
   (:func:`clinlib.tasks.order_leaks.clip_leak`) — the clips must be ordered from the clinical
   course alone;
-* visit cloze: no removed event's line is still in the shown visit text.
+* visit cloze: no removed event's line is still in the shown visit text;
+* T11: every timestamped line of the stated stay lies before the cut (``meta.cut_time``), none
+  is the discharge, and "It is now" states the cut's minute (:func:`t11_leak`).
 """
 
 from __future__ import annotations
