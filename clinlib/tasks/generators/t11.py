@@ -30,7 +30,8 @@ An action's ARGUMENT is the lab's panel name, the order's "drug dose unit route"
 Credits (next action, argument): an option earns the time decay
 (:func:`clinlib.tasks.answers.decision.decay`) of the earliest action of the CURRENT visit
 at or after T that it matches; the gold string carries them. Options are shown in a
-stable-hash order. One candidate per (visit, subtype) (discharge: per answer), at most
+stable-hash order. One candidate per (visit, subtype) (discharge: per answer; argument: the
+first of up to three cuts, in a stable-hash order, that has enough distractors), at most
 MAX_PER_PATIENT per (patient, subtype), the first in a stable-hash order of the visits.
 """
 
