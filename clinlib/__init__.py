@@ -105,6 +105,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "failures": ("clinlib.analysis.failures", None),  # 13, apps/failure_explorer
     "pages": ("clinlib.core.pages", None),  # the apps' paging and output budget
     "temporal": ("clinlib.analysis.temporal", None),  # 15
+    "appendix": ("clinlib.analysis.appendix", None),  # 16: the paper's appendix diagnostics
     "subset_pairs": ("clinlib.tasks.relative", "subset_pairs"),  # 15
     # a real local model, offline (README "A local model"): 04, 06, 11
     "serve_local": ("clinlib.llm.local_server", "serve_local"),

@@ -264,3 +264,32 @@ def test_size_vs_accuracy_pearson_matches_scipy():
     assert r.r == pytest.approx(ref.statistic) and r.p == pytest.approx(ref.pvalue)
     ci = ref.confidence_interval(0.95)  # scipy's Fisher-z interval
     assert (r.ci_low, r.ci_high) == pytest.approx((ci.low, ci.high))
+
+
+# --- from the paper's printed tables (notebook 12) ---------------------------------------------
+
+
+def test_fig16_cells_recompute_cost_per_question():
+    from clinlib.analysis.appendix import from_paper as fp
+
+    t4 = pd.DataFrame({"strategy": ["s", "s", "total"], "backbone": ["b", "b", "total"],
+                       "metric": ["cost_usd", "cache_hit_rate", "cost_usd"],
+                       "value": [0.19, 2.2, 527.87]})  # fmt: skip
+    out = fp.fig16_cells(t4, n_questions=6271).set_index("metric")["value"]
+    assert out["cost_per_question"] == pytest.approx(0.19 / 6271)  # ~$0.00003, Fig. 16's low end
+    assert out["cache_hit_rate"] == 2.2 and len(out) == 2
+
+
+def test_wilson_widths_match_statsmodels():
+    from statsmodels.stats.proportion import proportion_confint
+
+    from clinlib.analysis.appendix import from_paper as fp
+
+    t14 = pd.DataFrame({"task": ["T4", "T1"], "strategy": "s", "backbone": "b",
+                        "value": [0.132, 0.5], "n": [53, 1500]})  # fmt: skip
+    out = fp.wilson_widths(t14)
+    lo, hi = proportion_confint(7, 53, alpha=0.05, method="wilson")  # 0.132 x 53 = 7
+    assert out.loc[0, "wilson_width"] == pytest.approx(hi - lo)
+    assert out.loc[1, "wilson_width"] < out.loc[0, "wilson_width"]
+    t4 = fp.t4_cells(t14)
+    assert t4["t4_score"].tolist() == [0.132]

@@ -9,16 +9,26 @@ B–G; issue 27; notebook 16).
   lengths, truncation, per-patient spread, disease / tertile strata, bootstrap CI widths;
 - :mod:`.sensitivity` — G.4 over-answer makeup, Table 13 recomputed, empty-response
   sensitivity;
+- :mod:`.from_paper` — Fig. 16, Fig. 10B–C and a Fig. 24 stand-in from the printed tables;
 - :mod:`.charts` — their altair charts.
 """
 
-from clinlib.analysis.appendix import charts, cost, diagnostics, memory_size, sensitivity, subtypes
+from clinlib.analysis.appendix import (
+    charts,
+    cost,
+    diagnostics,
+    from_paper,
+    memory_size,
+    sensitivity,
+    subtypes,
+)
 from clinlib.analysis.metrics import parse_failure_rate
 
 __all__ = [
     "charts",
     "cost",
     "diagnostics",
+    "from_paper",
     "memory_size",
     "parse_failure_rate",
     "sensitivity",

@@ -36,7 +36,7 @@ def bars(
     title: str = "",
     y_title: str | None = None,
     domain: tuple[float, float] | None = (0.0, 1.0),
-    width: int = PANEL_W,
+    step: int = 14,
 ) -> alt.TopLevelMixin:
     """Grouped bars of ``y`` per ``x`` (offset by ``color``), Wilson CIs when ``ci`` and the
     frame has ci_low / ci_high, one panel per ``column`` value."""
@@ -44,18 +44,22 @@ def bars(
     enc = {
         "x": alt.X(f"{x}:N", sort=_sort(df[x]), title=None),
         "y": alt.Y(f"{y}:Q", scale=scale, title=y_title or y),
-        "tooltip": [c for c in df.columns if df[c].dtype != object or c in (x, color, column)],
+        "tooltip": [c for c in (x, color, column, y, "n") if c and c in df.columns],
     }
     if color:
         enc["color"] = alt.Color(f"{color}:N", sort=_sort(df[color]))
-        enc["xOffset"] = alt.XOffset(f"{color}:N", sort=_sort(df[color]))
+        enc["xOffset"] = alt.XOffset(f"{color}:N")
     layers = [alt.Chart().mark_bar().encode(**enc)]
     if ci and {"ci_low", "ci_high"} <= set(df.columns):
-        err = {"x": enc["x"], "y": alt.Y("ci_low:Q", scale=scale), "y2": "ci_high:Q"}
+        err = {
+            "x": enc["x"],
+            "y": alt.Y("ci_low:Q", scale=scale, title=y_title or y),
+            "y2": "ci_high:Q",
+        }
         if color:
             err["xOffset"] = enc["xOffset"]
         layers.append(alt.Chart().mark_rule(color="black").encode(**err))
-    chart = alt.layer(*layers, data=df).properties(width=width, height=PANEL_H)
+    chart = alt.layer(*layers, data=df).properties(width=alt.Step(step), height=PANEL_H)
     if column:
         chart = chart.facet(column=alt.Column(f"{column}:N", sort=_sort(df[column]), title=None))
         chart = chart.resolve_scale(x="independent")
