@@ -81,8 +81,11 @@ def test_cost_beside_puts_sources_in_table4_units():
     est = pd.DataFrame({"strategy": ["s", "s"], "backbone": ["b", "b"], "questions": [2, 2],
                         "input_tokens": [1e6, 1e6], "output_tokens_typical": [10, 30],
                         "cost_usd_typical": [1.0, 3.0]})  # fmt: skip
-    t4 = pd.DataFrame({"strategy": ["s", "total"], "backbone": ["b", "total"],
-                       "metric": ["input_tokens", "input_tokens"], "value": [5.0, 9.0]})  # fmt: skip
+    t4 = pd.DataFrame({"strategy": ["s", "s", "s", "s", "total"],
+                       "backbone": ["b", "b", "b", "b", "total"],
+                       "metric": ["input_tokens", "cost_usd", "cost_per_question",
+                                  "cache_hit_rate", "input_tokens"],
+                       "value": [5.0, 0.19, 0.0, 2.2, 9.0]})  # fmt: skip
     out = co.cost_beside(measured, est, t4).set_index(["source", "metric"])["value"]
     assert out[("measured", "input_tokens")] == 3.0  # millions
     assert out[("measured", "output_tokens")] == 4.0  # thousands
@@ -90,7 +93,10 @@ def test_cost_beside_puts_sources_in_table4_units():
     assert (
         out[("estimate", "input_tokens")] == 2.0 and out[("estimate", "cost_per_question")] == 1.0
     )
-    assert out[("paper", "input_tokens")] == 5.0 and len(out.loc["paper"]) == 1  # no total row
+    assert out[("paper", "input_tokens")] == 5.0 and out[("paper", "cache_hit_rate")] == 2.2
+    # the printed "$/q" 0.0000 is replaced by cost / 6,271 (Table 4 rounds cheap cells to zero)
+    assert out[("paper", "cost_per_question")] == pytest.approx(0.19 / 6271)
+    assert len(out.loc["paper"]) == 4  # no total row
 
 
 def test_pareto_views_add_construction_cost():

@@ -85,9 +85,10 @@ def heat(
         tooltip=[x, y, alt.Tooltip(f"{value}:Q", format=fmt)],
     )
     text = base.mark_text(fontSize=9).encode(text="_label:N")
-    chart = alt.layer(rect, text, data=data).properties(width=PANEL_W, height=PANEL_H)
+    chart = alt.layer(rect, text, data=data).properties(width=alt.Step(34), height=PANEL_H)
     if column:
         chart = chart.facet(column=alt.Column(f"{column}:N", sort=_sort(df[column]), title=None))
+        chart = chart.resolve_scale(x="independent")
     return chart.properties(title=title)
 
 
@@ -128,8 +129,12 @@ def patient_strip(per_patient: pd.DataFrame, title: str = "") -> alt.TopLevelMix
     return chart.facet(row=alt.Row("backbone:N", title=None)).properties(title=title)
 
 
-def pareto_views_chart(views: pd.DataFrame, acc: str = "pooled") -> alt.HConcatChart:
-    """The frontier per view (answer-only | answer + construction) side by side."""
-    panels = [pareto_chart(views[views["view"] == v], cost="total_cost", acc=acc, title=v)
+def pareto_views_chart(
+    views: pd.DataFrame, acc: str = "pooled", unit: str = "USD"
+) -> alt.HConcatChart:
+    """The frontier per view (answer-only | answer + construction) side by side; ``unit``
+    names what ``total_cost`` counts (USD, seconds)."""
+    panels = [pareto_chart(views[views["view"] == v], cost="total_cost", acc=acc,
+                           title=f"{v} ({unit})")
               for v in pd.unique(views["view"])]  # fmt: skip
     return alt.hconcat(*panels)

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from clinlib.analysis import metrics
+from clinlib.analysis.appendix.from_paper import fig16_cells
 from clinlib.analysis.metrics.common import CELL, MetricsInputError, _num_col, _require
 from clinlib.strategies.build_cost import build_cost_rows
 from clinlib.strategies.construction import load_artifacts
@@ -66,7 +67,8 @@ def cost_beside(
         measured: :func:`measured_cost` output.
         estimate: ``runner.estimate`` output (input_tokens, output_tokens_typical,
             cost_usd_typical, questions per cell and setting) or None.
-        table4: ``paper.load_table(4)`` or None.
+        table4: ``paper.load_table(4)`` or None (its cost per question recomputed as cost /
+            6,271, :func:`clinlib.analysis.appendix.from_paper.fig16_cells`).
 
     Returns:
         strategy, backbone, source ("measured" / "estimate" / "paper"), metric, value.
@@ -84,7 +86,11 @@ def cost_beside(
                                               "output_tokens"]))  # fmt: skip
     if table4 is not None:
         _require(table4, ["strategy", "backbone", "metric", "value"], "cost_beside (table4)")
-        paper = table4[table4["strategy"] != "total"][["strategy", "backbone", "metric", "value"]]
+        # "$/q" is printed to four decimals (cheap cells read 0.0000): recomputed as Fig. 16 does.
+        paper = fig16_cells(table4)
+        paper = paper[paper["metric"] == "cost_per_question"]
+        rest = table4[(table4["strategy"] != "total") & (table4["metric"] != "cost_per_question")]
+        paper = pd.concat([rest[["strategy", "backbone", "metric", "value"]], paper])
         frames.append(paper.assign(value=paper["value"].astype(float), source="paper"))
     out = pd.concat(frames, ignore_index=True)
     return out[["strategy", "backbone", "source", "metric", "value"]]
