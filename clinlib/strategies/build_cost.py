@@ -41,6 +41,8 @@ def metered(prep: Any) -> tuple[Any, list | None]:
     any other prep model is returned as is with no sink."""
     if not getattr(prep, "is_llm", False) or not dataclasses.is_dataclass(prep):
         return prep, None
+    if "usage" not in {f.name for f in dataclasses.fields(prep)}:
+        return prep, None  # a prep model that cannot report its usage
     sink: list = []
     return dataclasses.replace(prep, usage=sink), sink
 

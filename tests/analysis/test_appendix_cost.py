@@ -160,3 +160,18 @@ def test_rule_based_artifacts_report_zero_prep_usage():
                                                                 {}, build_seconds=0.25)]))  # fmt: skip
     r = rows.iloc[0]
     assert (r["n_patients"], r["build_seconds"], r["prep_input_tokens"]) == (2, 0.75, 0.0)
+
+
+def test_get_or_build_meters_an_llm_prep_too(tmp_path):
+    """The single-patient path (load_artifacts -> ConstructionCache.get_or_build) records the
+    same usage as the batch build."""
+    turns = dialogue(events_7001())
+    strat = get_strategy("llm-summary")
+    with FaultServer(answer=lambda m: "A short summary.", cache_min_tokens=10**9) as srv:
+        bb = Backbone(name="test", model=MODEL, base_url=srv.base_url, **PRICES)
+        prep = LLMPrep(name="test", model_id="test:gpt-4o-mini", backbone=bb, cache=None)
+        art = ConstructionCache(tmp_path).get_or_build(strat, 7001, turns, prep)
+        n = srv.n_requests
+    assert n >= 1 and art.prep_usage["requests"] == n
+    assert art.prep_usage["output_tokens"] == n * count_tokens("A short summary.", MODEL)
+    assert prep.usage is None  # the caller's prep model is not mutated
