@@ -18,7 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis import metrics
+from clinlib.analysis import metrics, stats
+from clinlib.analysis.figures import FULL
 from clinlib.analysis.metrics.common import (
     CELL,
     MetricsInputError,
@@ -28,10 +29,9 @@ from clinlib.analysis.metrics.common import (
 )
 from clinlib.tasks.answers.formats import MAX_TOKENS
 
-FULL = "full-context"
 TRUNCATED = "length"  # the OpenAI-style finish_reason of a reply cut at max_tokens
-BOOT_N = 100  # Appendix F.4: "100 resamples per cell, seed 20260519"
-BOOT_SEED = 20260519
+BOOT_N = stats.PAPER_N_BOOT  # Appendix F.4: "100 resamples per cell, seed 20260519"
+BOOT_SEED = stats.PAPER_BOOT_SEED
 LENGTH_BIN = 4  # output-token histogram bin width (D3)
 
 

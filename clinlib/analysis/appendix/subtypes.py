@@ -15,10 +15,10 @@ from collections.abc import Sequence
 import pandas as pd
 
 from clinlib.analysis import metrics
+from clinlib.analysis.figures import FULL
 from clinlib.analysis.metrics.common import MetricsInputError, _norm_label, _require
 from clinlib.tasks.generators.t9 import SUBTYPE_GROUP as T9_KIND
 
-FULL = "full-context"
 # Fig. 7's six panels (T2 / T4 / T9 have their own figures, Appendix B.1).
 FIG7_TASKS: tuple[str, ...] = ("T1", "T3", "T5", "T6", "T7", "T8")
 T5_NATURAL_PREFIX = "natural"
