@@ -16,11 +16,14 @@ import pandas as pd
 from clinlib.analysis.figures import pareto_chart
 from clinlib.analysis.paper import STRATEGIES as PAPER_STRATEGIES
 from clinlib.analysis.stats import PearsonResult
+from clinlib.tasks.rules import T8_BINS
 
 PANEL_W, PANEL_H = 200, 140
+# Axis orders that are not alphabetical: the paper's strategies, T8's bins from L- to L+.
+CANONICAL: tuple[str, ...] = (*PAPER_STRATEGIES, *T8_BINS)
 
 
-def _sort(values: Sequence[object], canonical: Sequence[str] = PAPER_STRATEGIES) -> list:
+def _sort(values: Sequence[object], canonical: Sequence[str] = CANONICAL) -> list:
     vals = [str(v) for v in pd.unique(pd.Series(list(values), dtype=object))]
     known = [c for c in canonical if c in vals]
     return known + sorted(v for v in vals if v not in known)
