@@ -105,6 +105,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "failures": ("clinlib.analysis.failures", None),  # 13, apps/failure_explorer
     "pages": ("clinlib.core.pages", None),  # the apps' paging and output budget
     "temporal": ("clinlib.analysis.temporal", None),  # 15
+    "appendix": ("clinlib.analysis.appendix", None),  # 16: the paper's appendix diagnostics
     "subset_pairs": ("clinlib.tasks.relative", "subset_pairs"),  # 15
     "decisions": ("clinlib.analysis.decisions", None),  # 15: T11, Lab-F, tau by items
     "long_cohort": ("clinlib.data.long_cohort", None),  # 15: LongMedBench's cohort rule

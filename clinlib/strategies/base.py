@@ -23,7 +23,7 @@ import hashlib
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -58,6 +58,9 @@ class Artifact:
         data: the representation itself (strategy-specific, JSON types only).
         key: the construction-cache key.
         build_seconds: wall time of the construction.
+        prep_usage: what an LLM prep model spent on this patient, as its endpoint reported
+            it (requests, input_tokens, output_tokens, cached_tokens, cost_usd); empty for
+            rule-based prep, which sends nothing (Appendix D, issue 27).
         version: artifact format version.
     """
 
@@ -70,6 +73,7 @@ class Artifact:
     key: str = ""
     build_seconds: float = 0.0
     version: int = ARTIFACT_VERSION
+    prep_usage: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (JSON types only)."""
@@ -93,6 +97,7 @@ class Artifact:
                 key=str(d.get("key", "")),
                 build_seconds=float(d.get("build_seconds", 0.0)),
                 version=int(d.get("version", ARTIFACT_VERSION)),
+                prep_usage={str(k): float(v) for k, v in dict(d.get("prep_usage", {})).items()},
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise StrategyError(f"malformed artifact: {exc!r}") from None
@@ -305,12 +310,15 @@ class Strategy:
             One artifact per job, in order.
         """
         checked = [(int(s), self._checked(s, t)) for s, t in jobs]
+        t0 = time.perf_counter()
         self.prepare(checked, prep)
+        # The batch's shared preparation (e.g. embedding every text) is split evenly.
+        shared = (time.perf_counter() - t0) / max(len(checked), 1)
         out = []
         for sid, turns in checked:
             t0 = time.perf_counter()
             data = self.build(sid, turns, prep)
-            out.append(self._artifact(sid, turns, prep, data, time.perf_counter() - t0))
+            out.append(self._artifact(sid, turns, prep, data, shared + time.perf_counter() - t0))
         return out
 
     def _checked(self, subject_id: int, turns: pd.DataFrame) -> pd.DataFrame:

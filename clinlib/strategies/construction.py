@@ -44,6 +44,7 @@ from clinlib.strategies.base import (
     dialogue_hash,
     subject_ids_of,
 )
+from clinlib.strategies.build_cost import attach_usage, metered
 from clinlib.strategies.prep import PrepModel, count_text_tokens_many, get_prep
 from clinlib.strategies.registry import EMBEDDINGS_DIR, STRATEGIES, get_strategy
 from clinlib.strategies.streaming import (
@@ -71,17 +72,8 @@ SETTINGS: tuple[str, ...] = STATIC_SETTINGS  # the settings build_all / construc
 INJECTION_TASKS: tuple[str, ...] = ("T3", "T5")
 ALWAYS_PRE_TASKS: tuple[str, ...] = ("T5",)  # built from the injected dialogue in every setting
 BATCH = 64
-SUMMARY_COLUMNS: tuple[str, ...] = (
-    "strategy",
-    "label",
-    "prep_model",
-    "setting",
-    "n_dialogues",
-    "built",
-    "cached",
-    "repaired",
-    "seconds",
-)
+SUMMARY_COLUMNS: tuple[str, ...] = ("strategy", "label", "prep_model", "setting", "n_dialogues",
+                                    "built", "cached", "repaired", "seconds")  # fmt: skip
 CONTEXT_COLUMNS: tuple[str, ...] = (
     "qid",
     "task",
@@ -168,7 +160,9 @@ class ConstructionCache:
         hit = self.get(strategy.name, subject_id, key)
         if hit is not None:
             return hit
-        artifact = strategy.construct(subject_id, turns, prep)
+        metered_prep, sink = metered(prep) if strategy.uses_prep else (prep, None)
+        artifact = strategy.construct(subject_id, turns, metered_prep)
+        attach_usage([artifact], sink)
         artifact.key = key
         self.put(artifact)
         return artifact
@@ -264,6 +258,7 @@ def build_strategy(
     cached = set(present) - corrupt
     missing = [sid for sid in dialogues if sid not in cached]
     llm = bool(getattr(prep, "is_llm", False)) and strategy.uses_prep
+    prep, sink = metered(prep) if llm else (prep, None)  # records each patient's prep usage
     batches = [missing[i : i + BATCH] for i in range(0, len(missing), BATCH)]
     if bar is not None:
         bar.update(len(dialogues) - len(missing))
@@ -275,6 +270,7 @@ def build_strategy(
                 arts = list(pool.map(lambda j: strategy.construct(j[0], j[1], prep), jobs))
         else:
             arts = strategy.construct_many(jobs, prep)
+        attach_usage(arts, sink)
         for art in arts:
             art.key = keys[art.subject_id]
             cache.put(art)

@@ -118,6 +118,8 @@ class LLMPrep(PrepModel):
         credentialed: the dialogues are credentialed data (checked against the backbone).
         temperature: sampling temperature (0: the paper's construction is deterministic).
         concurrency: requests in flight (default: the backbone's).
+        usage: a list each completed request's (request_id, ChatResult) is appended to, or
+            None (:mod:`clinlib.strategies.build_cost` meters a construction with it).
     """
 
     backbone: Any = None
@@ -126,6 +128,7 @@ class LLMPrep(PrepModel):
     temperature: float = 0.0
     concurrency: int | None = None
     is_llm: bool = True
+    usage: list | None = field(default=None, compare=False, repr=False)
 
     @property
     def token_model(self) -> str:
@@ -159,6 +162,8 @@ class LLMPrep(PrepModel):
                     f"({res.error_kind}): {res.error}"
                 )
             out.append(res.response or "")
+            if self.usage is not None:
+                self.usage.append((req.request_id, res))
         return out
 
 

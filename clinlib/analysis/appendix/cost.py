@@ -1,0 +1,152 @@
+"""Table 4 *measured* and Fig. 16 (paper Appendix D), and the cost of building each memory.
+
+- :func:`measured_cost` — per cell, from what the run recorded (not an estimate): input,
+  output and cache-read tokens, cache-hit rate, cost, and latency p50 / p95
+  (:func:`clinlib.analysis.metrics.cost_table` plus the latency quantiles);
+- :func:`cost_beside` — the measured cells, the offline estimate
+  (:func:`clinlib.eval.runner.estimate`) and the paper's Table 4 in one long table, in
+  Table 4's units (input in millions, output in thousands of tokens, cache hits in %);
+- :func:`build_cost_table` / :func:`construction_cost` — prep tokens, cost and seconds of
+  every memory, recorded at construction (``Artifact.build_seconds`` / ``prep_usage``);
+- :func:`pareto_views` — the cost-accuracy frontier twice: answer-only and answer +
+  construction (issue 27).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from clinlib.analysis import metrics
+from clinlib.analysis.appendix.from_paper import fig16_cells
+from clinlib.analysis.metrics.common import CELL, MetricsInputError, _num_col, _require
+from clinlib.strategies.build_cost import build_cost_rows
+from clinlib.strategies.construction import load_artifacts
+
+# Table 4's units for each metric (data/paper/README.md).
+TABLE4_SCALE: dict[str, float] = {
+    "cost_usd": 1.0,
+    "cost_per_question": 1.0,
+    "input_tokens": 1e-6,
+    "output_tokens": 1e-3,
+    "cache_hit_rate": 100.0,
+}
+VIEWS: tuple[str, ...] = ("answer only", "answer + construction")
+
+
+def measured_cost(preds: pd.DataFrame, cell: Sequence[str] = CELL) -> pd.DataFrame:
+    """Per cell, what the run recorded (Table 4 measured; Fig. 16).
+
+    Returns:
+        :func:`clinlib.analysis.metrics.cost_table` columns + latency_p50_s, latency_p95_s.
+    """
+    cell = list(cell)
+    table = metrics.cost_table(preds, cell=cell)
+    lat = _num_col(preds, "latency_s", "measured_cost")
+    q = (preds[cell].assign(_lat=lat.to_numpy()).groupby(cell, sort=True, dropna=False)["_lat"]
+         .quantile([0.5, 0.95]).unstack().reset_index())  # fmt: skip
+    q = q.rename(columns={0.5: "latency_p50_s", 0.95: "latency_p95_s"})
+    return table.merge(q, on=cell, how="left")
+
+
+def _long(df: pd.DataFrame, source: str, metrics_: Sequence[str]) -> pd.DataFrame:
+    out = df.melt(id_vars=["strategy", "backbone"], value_vars=list(metrics_),
+                  var_name="metric", value_name="value")  # fmt: skip
+    out["value"] = out["value"].astype(float) * out["metric"].map(TABLE4_SCALE)
+    return out.assign(source=source)
+
+
+def cost_beside(
+    measured: pd.DataFrame, estimate: pd.DataFrame | None, table4: pd.DataFrame | None
+) -> pd.DataFrame:
+    """Measured cells, the estimate and the paper's Table 4 in Table 4's units.
+
+    Args:
+        measured: :func:`measured_cost` output.
+        estimate: ``runner.estimate`` output (input_tokens, output_tokens_typical,
+            cost_usd_typical, questions per cell and setting) or None.
+        table4: ``paper.load_table(4)`` or None (its cost per question recomputed as cost /
+            6,271, :func:`clinlib.analysis.appendix.from_paper.fig16_cells`).
+
+    Returns:
+        strategy, backbone, source ("measured" / "estimate" / "paper"), metric, value.
+    """
+    frames = [_long(measured, "measured", list(TABLE4_SCALE))]
+    if estimate is not None:
+        need = ["strategy", "backbone", "questions", "input_tokens", "output_tokens_typical",
+                "cost_usd_typical"]  # fmt: skip
+        _require(estimate, need, "cost_beside (estimate)")
+        est = estimate.groupby(["strategy", "backbone"], sort=False)[need[2:]].sum().reset_index()
+        est = est.rename(columns={"output_tokens_typical": "output_tokens",
+                                  "cost_usd_typical": "cost_usd"})  # fmt: skip
+        est["cost_per_question"] = est["cost_usd"] / est["questions"]
+        frames.append(_long(est, "estimate", ["cost_usd", "cost_per_question", "input_tokens",
+                                              "output_tokens"]))  # fmt: skip
+    if table4 is not None:
+        _require(table4, ["strategy", "backbone", "metric", "value"], "cost_beside (table4)")
+        # "$/q" is printed to four decimals (cheap cells read 0.0000): recomputed as Fig. 16 does.
+        paper = fig16_cells(table4)
+        paper = paper[paper["metric"] == "cost_per_question"]
+        rest = table4[(table4["strategy"] != "total") & (table4["metric"] != "cost_per_question")]
+        paper = pd.concat([rest[["strategy", "backbone", "metric", "value"]], paper])
+        frames.append(paper.assign(value=paper["value"].astype(float), source="paper"))
+    out = pd.concat(frames, ignore_index=True)
+    return out[["strategy", "backbone", "source", "metric", "value"]]
+
+
+def build_cost_table(
+    profile: str | None, strategies: Sequence[str], prep: str = "rule-based", setting: str = "post"
+) -> pd.DataFrame:
+    """The recorded construction cost of every patient's artifact (built and cached first
+    where missing), one row per (strategy, patient): ``clinlib.strategies.build_cost``
+    columns."""
+    if not strategies:
+        raise MetricsInputError("build_cost_table: name at least one strategy")
+    frames = [build_cost_rows(load_artifacts(s, profile, prep, setting=setting).values())
+              for s in strategies]  # fmt: skip
+    return pd.concat(frames, ignore_index=True)
+
+
+def construction_cost(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per strategy: patients, total build seconds, prep tokens and cost (Appendix D).
+
+    Returns:
+        strategy, prep_model, n_patients, build_seconds, prep_requests, prep_input_tokens,
+        prep_output_tokens, prep_cost_usd.
+    """
+    cols = ["build_seconds", "prep_requests", "prep_input_tokens", "prep_output_tokens",
+            "prep_cost_usd"]  # fmt: skip
+    _require(rows, ["strategy", "prep_model", "subject_id", *cols], "construction_cost")
+    g = rows.groupby(["strategy", "prep_model"], sort=False)
+    out = g[cols].sum(min_count=1).reset_index()
+    out.insert(2, "n_patients", g["subject_id"].nunique().to_numpy())
+    return out
+
+
+def pareto_views(
+    cells: pd.DataFrame, construction: pd.DataFrame, cost: str = "cost_usd", acc: str = "pooled"
+) -> pd.DataFrame:
+    """The frontier twice (issue 27): answer-only cost, and answer + the strategy's
+    construction cost (``construction[["strategy", cost]]``; strategies that build nothing
+    add 0).
+
+    Returns:
+        ``cells`` columns + view, total_cost, pareto (per view).
+    """
+    _require(cells, ["strategy", "backbone", cost, acc], "pareto_views")
+    _require(construction, ["strategy", cost], "pareto_views (construction)")
+    if construction["strategy"].duplicated().any():
+        raise MetricsInputError("pareto_views: one construction row per strategy")
+    known = cells["strategy"].isin(construction["strategy"])
+    add = cells["strategy"].map(construction.set_index("strategy")[cost]).where(known, 0.0)
+    if np.isnan(add.to_numpy(float)).any():
+        raise MetricsInputError("pareto_views: a construction cost is unknown (NaN)")
+    frames = []
+    for view, extra in zip(VIEWS, (0.0 * add, add), strict=True):
+        df = cells.drop(columns=[c for c in ("pareto",) if c in cells.columns])
+        df = df.assign(view=view, total_cost=pd.to_numeric(df[cost]) + extra.to_numpy())
+        df["pareto"] = metrics.pareto_frontier(df, cost="total_cost", acc=acc).to_numpy()
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
