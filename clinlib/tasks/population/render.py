@@ -58,11 +58,11 @@ def description(kind: str, code: str, label: str) -> str:
 
 def _value(row: Mapping) -> str:
     v = row.get("value")
-    if v is None or pd.isna(v):
+    if v is None or v != v:
         return ""
     num = f"{float(v):g}"
     unit = row.get("unit")
-    unit = "" if unit is None or pd.isna(unit) else str(unit).replace(" ", "")
+    unit = "" if unit is None or unit != unit else str(unit).replace(" ", "")
     return f" {num} {unit}" if unit else f" {num}"
 
 
@@ -78,32 +78,29 @@ class Rendered:
     n_codes: int
 
 
-def _event_lines(events: pd.DataFrame, rendering: str, ids: Mapping[str, str]) -> list[str]:
-    lines: list[str] = []
-    day = None
-    for row in events.to_dict("records"):
-        d = pd.Timestamp(row["time"]).strftime("%Y-%m-%d")
-        if d != day:
-            lines.append(f"Time: {d}")
-            day = d
-        key = concept_key(row["code_system"], row["code"])
-        if rendering == "descriptions":
-            concept = description(row["kind"], row["code"], row["label"])
-        elif rendering == "codes":
-            concept = key
-        else:
-            concept = ids[key]
-        lines.append(concept + _value(row))
-    return lines
+def _plain(events: pd.DataFrame) -> dict[str, list]:
+    """The columns rendering needs, as Python lists (arrow-backed iteration is slow)."""
+    cols = ["subject_id", "kind", "code", "code_system", "label", "unit"]
+    out = {c: events[c].astype(object).where(events[c].notna(), None).tolist() for c in cols}
+    out["day"] = events["time"].dt.strftime("%Y-%m-%d").tolist()
+    out["value"] = events["value"].astype(float).tolist()
+    out["key"] = [concept_key(s, c) for s, c in zip(out["code_system"], out["code"], strict=True)]
+    out["desc"] = [
+        description(k, c, lab)
+        for k, c, lab in zip(out["kind"], out["code"], out["label"], strict=True)
+    ]
+    out["val"] = [
+        _value({"value": v, "unit": u}) for v, u in zip(out["value"], out["unit"], strict=True)
+    ]
+    return out
 
 
 def codebook_entries(events: pd.DataFrame) -> dict[str, str]:
     """Unique ``system//code`` -> description, in order of first appearance over the group."""
+    p = _plain(events)
     out: dict[str, str] = {}
-    for row in events[["code_system", "code", "kind", "label"]].to_dict("records"):
-        key = concept_key(row["code_system"], row["code"])
-        if key not in out:
-            out[key] = description(row["kind"], row["code"], row["label"])
+    for key, desc in zip(p["key"], p["desc"], strict=True):
+        out.setdefault(key, desc)
     return out
 
 
@@ -117,29 +114,37 @@ def render_group(
     """
     if rendering not in RENDERINGS:
         raise ValueError(f"unknown rendering {rendering!r}; known: {', '.join(RENDERINGS)}")
-    events = events.sort_values(["subject_id", "time", "event_id"], kind="stable")
-    by_subject = dict(tuple(events.groupby("subject_id", sort=False)))
-    ordered = pd.concat([by_subject[s] for _, s in order if s in by_subject])
-    entries = codebook_entries(ordered)
+    rank = {int(s): i for i, (_, s) in enumerate(order)}
+    ev = events[events["subject_id"].isin(rank)]
+    ev = ev.assign(_r=ev["subject_id"].map(rank)).sort_values(
+        ["_r", "time", "event_id"], kind="stable"
+    )
+    p = _plain(ev)
+    entries: dict[str, str] = {}
+    for key, desc in zip(p["key"], p["desc"], strict=True):
+        entries.setdefault(key, desc)
     ids = {k: f"{ID_PREFIX}{i}" for i, k in enumerate(entries, start=1)}
-    sections: list[str] = []
+    shown = {"descriptions": p["desc"], "codes": p["key"], "codebook": [ids[k] for k in p["key"]]}[
+        rendering
+    ]
     concepts: dict[str, int] = {}
+    sections: list[str] = []
     if rendering == "codebook":
-        head = [CODEBOOK_TITLE] + [f"{ids[k]}: ({k}) {d}" for k, d in entries.items()]
-        sections.append("\n".join(head))
-        for line in head[1:]:
-            concepts[line] = 1
+        head = [f"{ids[k]}: ({k}) {d}" for k, d in entries.items()]
+        sections.append("\n".join([CODEBOOK_TITLE, *head]))
+        concepts.update(dict.fromkeys(head, 1))
+    by_pid: dict[int, list[str]] = {int(s): [] for _, s in order}
+    last: dict[int, str] = {}
+    for sid, day, concept, val in zip(p["subject_id"], p["day"], shown, p["val"], strict=True):
+        lines = by_pid[int(sid)]
+        if last.get(int(sid)) != day:
+            lines.append(f"Time: {day}")
+            last[int(sid)] = day
+        lines.append(concept + val)
+        concepts[concept] = concepts.get(concept, 0) + 1
     for pid, sid in order:
-        rec = by_subject.get(sid, events.iloc[0:0])
-        body = _event_lines(rec, rendering, ids)
-        sections.append("\n".join([PATIENT_HEADER.format(pid=pid), *body]))
-        for row in rec.to_dict("records"):
-            key = concept_key(row["code_system"], row["code"])
-            shown = {"codes": key, "codebook": ids[key]}.get(
-                rendering, description(row["kind"], row["code"], row["label"])
-            )
-            concepts[shown] = concepts.get(shown, 0) + 1
-    return Rendered(rendering, "\n\n".join(sections), concepts, int(len(ordered)))
+        sections.append("\n".join([PATIENT_HEADER.format(pid=pid), *by_pid[int(sid)]]))
+    return Rendered(rendering, "\n\n".join(sections), concepts, len(shown))
 
 
 @dataclass(frozen=True)
