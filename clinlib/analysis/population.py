@@ -18,15 +18,11 @@ from collections.abc import Sequence
 import pandas as pd
 
 from clinlib.llm.tokens import count_tokens, encoding_for_model
+from clinlib.tasks.population.questions import prompt_text
 
 TOKENIZER_MODELS: tuple[str, ...] = ("gpt-4", "gpt-4o")
 VERBOSITY_COLUMNS = ["qid", "task", "bin_tokens", "rendering", "tokenizer", "N", "M", "M_over_N",
                      "n_codes", "tokens_per_code", "saving_vs_descriptions"]  # fmt: skip
-
-
-def prompt_text(question: str, context: str) -> str:
-    """The population prompt body: the records, then the question (the seed's order)."""
-    return f"{context}\n\n{question}"
 
 
 def _count(text: str, model: str) -> int:

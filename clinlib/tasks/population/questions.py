@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -30,6 +31,29 @@ PAPER_BINS: tuple[int, ...] = (32_000, 64_000, 128_000, 256_000)
 SEED_BINS: tuple[int, ...] = (64_000, 128_000, 256_000)  # PopMedQA §2 "64K, 128K, or 256K"
 BIN_TOLERANCE: tuple[float, float] = (0.5, 1.5)  # measured / target tokens kept in a bin
 SRT_RANK = {"high": 3, "medium": 2, "low": 1}
+
+
+def prompt_text(question: str, context: str) -> str:
+    """The population prompt body: the group's records, then the question (the seed's order)."""
+    return f"{context}\n\n{question}"
+
+
+def split_prompt(text: str) -> tuple[str, str]:
+    """(context, question) of a :func:`prompt_text`: the question is the text after the last
+    record's final line (records and the codebook are blocks separated by a blank line)."""
+    blocks = text.split("\n\n")
+    i = max(j for j, b in enumerate(blocks) if b.startswith("=== Patient ID:"))
+    return "\n\n".join(blocks[: i + 1]), "\n\n".join(blocks[i + 1 :])
+
+
+def task_of(question: str, specs: Sequence[TaskSpec]) -> str | None:
+    """The task whose template ``question`` was rendered from (None if none matches)."""
+    for spec in specs:
+        parts = re.split(r"\{[a-z_]+\}", spec.question)
+        rx = "(?s)" + ".*?".join(re.escape(p) for p in parts)
+        if re.fullmatch(rx, question):
+            return spec.task
+    return None
 
 
 def qid_of(spec: TaskSpec, n: int, bin_tokens: int, variant: Mapping, seed: int) -> str:
