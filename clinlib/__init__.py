@@ -106,6 +106,8 @@ _API: dict[str, tuple[str, str | None]] = {
     "pages": ("clinlib.core.pages", None),  # the apps' paging and output budget
     "temporal": ("clinlib.analysis.temporal", None),  # 15
     "subset_pairs": ("clinlib.tasks.relative", "subset_pairs"),  # 15
+    "population": ("clinlib.analysis.population", None),  # 17
+    "population_eval": ("clinlib.eval.population", None),  # 17
     # a real local model, offline (README "A local model"): 04, 06, 11
     "serve_local": ("clinlib.llm.local_server", "serve_local"),
     "local_available": ("clinlib.llm.local_server", "local_available"),

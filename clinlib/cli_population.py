@@ -10,13 +10,11 @@ from typing import Annotated
 
 import typer
 
-from clinlib.analysis.population import verbosity, verbosity_table
+from clinlib.analysis.population import BIN_MODEL, verbosity, verbosity_table
 from clinlib.cli_common import ProfileOpt, SeedOpt, _csv, _profile, _run, _writer, app
 from clinlib.eval.population import answer_population, estimate_population
 from clinlib.llm.tokens import count_tokens
 from clinlib.tasks.population.build import build_population
-
-BIN_MODEL = "gpt-4"  # bins are measured with cl100k_base
 
 
 @app.command("population")

@@ -15,12 +15,17 @@ import functools
 import json
 from collections.abc import Sequence
 
+import altair as alt
 import pandas as pd
 
+from clinlib.core.config import build_dir
 from clinlib.llm.tokens import count_tokens, encoding_for_model
+from clinlib.tasks.population.build import QUESTIONS_FILE, build_population
 from clinlib.tasks.population.questions import prompt_text
+from clinlib.tasks.population.render import RENDERINGS
 
 TOKENIZER_MODELS: tuple[str, ...] = ("gpt-4", "gpt-4o")
+BIN_MODEL = "gpt-4"  # length bins are measured with cl100k_base
 VERBOSITY_COLUMNS = ["qid", "task", "bin_tokens", "rendering", "tokenizer", "N", "M", "M_over_N",
                      "n_codes", "tokens_per_code", "saving_vs_descriptions"]  # fmt: skip
 
@@ -55,4 +60,79 @@ def verbosity_table(v: pd.DataFrame) -> pd.DataFrame:
         v.groupby(["tokenizer", "rendering"], sort=False)[
             ["N", "M", "M_over_N", "tokens_per_code", "saving_vs_descriptions"]
         ].median().reset_index()
+    )  # fmt: skip
+
+
+# --- notebook 17 helpers -------------------------------------------------------------------
+
+
+def ensure_questions(profile: str, per_cell: int = 1) -> pd.DataFrame:
+    """``population_questions.parquet`` of ``profile``, built (``per_cell`` per task and bin)
+    when the stage has not run yet."""
+    path = build_dir(profile) / QUESTIONS_FILE
+    if not path.exists():
+        build_population(
+            profile, count=functools.partial(_count, model=BIN_MODEL), per_cell=per_cell
+        )
+    return pd.read_parquet(path)
+
+
+def one_per_task(questions: pd.DataFrame) -> pd.DataFrame:
+    """The first question of each task (descriptions rendering): size, bin, stem and gold."""
+    one = questions[questions["rendering"] == "descriptions"].drop_duplicates("task")
+    return one[["task", "qid", "n_patients", "bin_tokens", "question", "gold"]].reset_index(
+        drop=True
+    )
+
+
+def side_by_side(questions: pd.DataFrame, qid: str, n_lines: int = 12) -> pd.DataFrame:
+    """The first ``n_lines`` lines of one question's first record in each rendering."""
+    out = {}
+    for r in questions[questions["qid"] == qid].itertuples():
+        text = r.context
+        start = text.index("=== Patient ID:")
+        out[r.rendering] = text[start:].splitlines()[:n_lines]
+    return pd.DataFrame(out)
+
+
+def codebook_head(questions: pd.DataFrame, qid: str, n_lines: int = 6) -> list[str]:
+    row = questions[(questions["qid"] == qid) & (questions["rendering"] == "codebook")].iloc[0]
+    return row["context"].splitlines()[:n_lines]
+
+
+def scoreboard(preds: pd.DataFrame) -> pd.DataFrame:
+    """Mean score per (task, backbone, rendering) with the parse-failure share (PopMedQA
+    Fig. 6's per-task scoreboards; the IPW score is an absolute error, lower is better)."""
+    return (
+        preds.groupby(["task", "backbone", "rendering"])
+        .agg(n=("qid", "size"), score=("score", "mean"), score_lenient=("score_lenient", "mean"),
+             parse_failed=("parse_failed", "mean"))
+        .reset_index()
+    )  # fmt: skip
+
+
+def verbosity_chart(v: pd.DataFrame) -> alt.FacetChart:
+    """N and M per question by rendering, one panel per tokenizer (App. B)."""
+    data = v.melt(id_vars=["qid", "rendering", "tokenizer", "bin_tokens"], value_vars=["N", "M"],
+                  var_name="measure", value_name="tokens")  # fmt: skip
+    return (
+        alt.Chart()
+        .mark_boxplot()
+        .encode(x=alt.X("rendering:N", sort=list(RENDERINGS)), y=alt.Y("tokens:Q"),
+                color="measure:N", xOffset="measure:N")
+        .facet(column=alt.Column("tokenizer:N"), data=data,
+               title="prompt tokens N and coded-concept tokens M per rendering (App. B)")
+    )  # fmt: skip
+
+
+def scoreboard_chart(board: pd.DataFrame) -> alt.FacetChart:
+    """Per-task score by reader and rendering (the IPW panel is absolute error)."""
+    return (
+        alt.Chart()
+        .mark_bar()
+        .encode(x=alt.X("rendering:N", sort=list(RENDERINGS)), y=alt.Y("score:Q"),
+                color="backbone:N", xOffset="backbone:N",
+                tooltip=["task", "backbone", "rendering", alt.Tooltip("score:Q", format=".3f")])
+        .facet(facet=alt.Facet("task:N"), columns=5, data=board,
+               title="offline readers per task (not LLMs); P-IPW: absolute ATE error")
     )  # fmt: skip
