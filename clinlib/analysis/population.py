@@ -19,6 +19,7 @@ import altair as alt
 import pandas as pd
 
 from clinlib.core.config import build_dir
+from clinlib.core.seed_facts import seed_fact
 from clinlib.llm.tokens import count_tokens, encoding_for_model
 from clinlib.tasks.population.build import QUESTIONS_FILE, build_population
 from clinlib.tasks.population.questions import prompt_text
@@ -135,4 +136,23 @@ def scoreboard_chart(board: pd.DataFrame) -> alt.FacetChart:
                 tooltip=["task", "backbone", "rendering", alt.Tooltip("score:Q", format=".3f")])
         .facet(facet=alt.Facet("task:N"), columns=5, data=board,
                title="offline readers per task (not LLMs); P-IPW: absolute ATE error")
+        .resolve_scale(y="independent")
     )  # fmt: skip
+
+
+def tokens_per_code_chart(v: pd.DataFrame) -> alt.LayerChart:
+    """Tokens per coded event by rendering, beside the seed's 8-20 tokens per code as text
+    (seed fact ``pmq_tokens_per_code``)."""
+    lo, hi = (float(x) for x in seed_fact("pmq_tokens_per_code").values)
+    band = pd.DataFrame({"lo": [lo], "hi": [hi], "label": ["PopMedQA: tokens per code as text"]})
+    boxes = alt.Chart(v).mark_boxplot().encode(
+        x=alt.X("rendering:N", sort=list(RENDERINGS)), y=alt.Y("tokens_per_code:Q", title="tokens per coded event"),
+        color="tokenizer:N", xOffset="tokenizer:N")  # fmt: skip
+    seed = (
+        alt.Chart(band)
+        .mark_rect(opacity=0.15, color="gray")
+        .encode(y="lo:Q", y2="hi:Q", tooltip=["label", "lo", "hi"])
+    )
+    return alt.layer(seed, boxes).properties(
+        title="tokens per coded event vs PopMedQA's tokens per code as text (grey band)"
+    )
