@@ -16,6 +16,7 @@ import json
 from collections.abc import Sequence
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 from clinlib.core.config import build_dir
@@ -156,3 +157,35 @@ def tokens_per_code_chart(v: pd.DataFrame) -> alt.LayerChart:
     return alt.layer(seed, boxes).properties(
         title="tokens per coded event vs PopMedQA's tokens per code as text (grey band)"
     )
+
+
+def _better(task: str, a: float, b: float) -> float:
+    """1 if score a beats b, 0.5 on a tie (or an unscored side on both), else 0."""
+    a = -a if task == "P-IPW" else a  # absolute error: lower is better
+    b = -b if task == "P-IPW" else b
+    a = -np.inf if np.isnan(a) else a
+    b = -np.inf if np.isnan(b) else b
+    return 1.0 if a > b else 0.5 if a == b else 0.0
+
+
+def win_rates(preds: pd.DataFrame, lengths: pd.Series, thresholds: Sequence[int]) -> pd.DataFrame:
+    """PopMedQA Fig. 3: each backbone's share of head-to-head comparisons won against every
+    other backbone, over the (question, rendering) pairs both answered whose prompt has at most
+    L tokens (``lengths``: qid -> tokens), for each L in ``thresholds``. A tie counts half."""
+    wide = preds.pivot_table(
+        index=["qid", "rendering", "task"], columns="backbone", values="score", aggfunc="last"
+    )
+    names = list(wide.columns)
+    rows = []
+    for limit in thresholds:
+        sub = wide[wide.index.get_level_values("qid").map(lengths) <= limit]
+        for a in names:
+            wins = n = 0.0
+            for (_, _, task), r in sub.iterrows():
+                for b in names:
+                    if b != a:
+                        wins += _better(task, r[a], r[b])
+                        n += 1
+            rows.append({"backbone": a, "max_tokens": limit, "comparisons": int(n),
+                         "win_rate": wins / n if n else np.nan})  # fmt: skip
+    return pd.DataFrame(rows)

@@ -62,3 +62,24 @@ def test_estimate_256k_set_for_a_paper_backbone():
     assert row["input_tokens"] == 2_560_000
     assert row["usd_upper"] == pytest.approx(round(10 * bb.cost(256_000, 512), 2))
     assert row["fits_context"] == (bb.context_window is not None and 256_512 <= bb.context_window)
+
+
+def test_win_rates_by_hand():
+    import pandas as pd
+
+    from clinlib.analysis.population import win_rates
+
+    preds = pd.DataFrame(
+        [  # q1 (short): A beats B, ties C; q2 (long, IPW: lower error wins): B beats A and C
+            ("q1", "codes", "P-CLQ", "A", 1.0), ("q1", "codes", "P-CLQ", "B", 0.0), ("q1", "codes", "P-CLQ", "C", 1.0),
+            ("q2", "codes", "P-IPW", "A", 3.0), ("q2", "codes", "P-IPW", "B", 0.5), ("q2", "codes", "P-IPW", "C", float("nan")),
+        ],
+        columns=["qid", "rendering", "task", "backbone", "score"],
+    )  # fmt: skip
+    lengths = pd.Series({"q1": 1000, "q2": 9000})
+    w = win_rates(preds, lengths, [1000, 10_000]).set_index(["backbone", "max_tokens"])["win_rate"]
+    assert w["A", 1000] == pytest.approx((1 + 0.5) / 2)  # beats B, ties C
+    assert w["B", 1000] == 0.0
+    # q2: A (3.0) beats C (unscored), loses to B -> A total (1 + 0.5 + 0 + 1) / 4
+    assert w["A", 10_000] == pytest.approx(2.5 / 4)
+    assert w["B", 10_000] == pytest.approx((0 + 0 + 1 + 1) / 4)
