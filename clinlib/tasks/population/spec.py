@@ -159,22 +159,31 @@ def _task(raw: Mapping[str, Any], where: str) -> TaskSpec:
                     tuple(cohorts), plant, dict(raw.get("params", {})))  # fmt: skip
 
 
-def load_specs(path: str | Path | None = None) -> list[TaskSpec]:
-    """Parse and validate a spec file; raises :class:`SpecError` naming file, task and key."""
-    path = Path(path or SPEC_PATH)
+def parse_specs(text: str, origin: str = "<spec>") -> list[TaskSpec]:
+    """Parse and validate spec TOML text; errors name ``origin``, the task and the key."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such spec file") from None
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: not valid TOML ({exc})") from None
+        raise SpecError(f"{origin}: not valid TOML ({exc})") from None
     tasks = raw.get("task")
-    if not tasks:
-        raise SpecError(f"{path}: no [[task]] entries")
+    if not tasks or not isinstance(tasks, list):
+        raise SpecError(f"{origin}: no [[task]] entries")
     out = []
     for i, t in enumerate(tasks):
         try:
             out.append(_task(t, f"task[{i}] ({t.get('task', '?')})"))
         except SpecError as exc:
-            raise SpecError(f"{path}: {exc}") from None
+            raise SpecError(f"{origin}: {exc}") from None
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise SpecError(f"{origin}: task[{i}]: malformed ({exc})") from None
     return out
+
+
+def load_specs(path: str | Path | None = None) -> list[TaskSpec]:
+    """Parse and validate a spec file; raises :class:`SpecError` naming file, task and key."""
+    path = Path(path or SPEC_PATH)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such spec file") from None
+    return parse_specs(text, str(path))
