@@ -24,7 +24,7 @@ from clinlib.core.seed_facts import seed_fact
 from clinlib.llm.tokens import count_tokens, encoding_for_model
 from clinlib.tasks.population.build import QUESTIONS_FILE, build_population
 from clinlib.tasks.population.questions import prompt_text
-from clinlib.tasks.population.render import RENDERINGS
+from clinlib.tasks.population.render import DESC_CHARS, RENDERINGS  # noqa: F401 (DESC_CHARS: notebook 17)
 
 TOKENIZER_MODELS: tuple[str, ...] = ("gpt-4", "gpt-4o")
 BIN_MODEL = "gpt-4"  # length bins are measured with cl100k_base
