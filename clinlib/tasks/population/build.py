@@ -48,6 +48,7 @@ GATES_FILE = "population_gates.parquet"
 PLANTED_TASKS: tuple[str, ...] = ("P-CLQ", "P-IPW")
 PER_CELL = {"quick": 2, "paper": 6}
 MAX_ATTEMPTS = 12
+TOKENS_PER_PATIENT = 5_000  # a typical full record as descriptions (cl100k_base), for sizes_for
 MIN_DISTRIBUTION = 6  # yes/no golds checked for one-sidedness from this many on
 LEAK_WORDS: tuple[str, ...] = ("clique", "outlier", "planted", "PLANT-", "subject_id", "tertile")
 GATE_COLUMNS = ["gate", "task", "bin_tokens", "n_checked", "n_failed", "detail"]
@@ -105,7 +106,7 @@ def _cell(spec: TaskSpec, attrs, events, bin_tokens, want, seed, kb, count, gate
     rows: list[dict[str, Any]] = []
     vs = spec.params.get("variants") or [{}]
     variants = cycle(vs[offset % len(vs) :] + vs[: offset % len(vs)])
-    sizes = cycle(spec.sizes)
+    sizes = cycle(sizes_for(spec.sizes, bin_tokens))
     attempt = 0
     reasons: dict[str, int] = {}
     while len(rows) < want * len(RENDERINGS) and attempt < MAX_ATTEMPTS * want:
@@ -126,6 +127,13 @@ def _cell(spec: TaskSpec, attrs, events, bin_tokens, want, seed, kb, count, gate
         if failed is None:
             rows += _rows(q, s)
     return rows, reasons
+
+
+def sizes_for(sizes: Sequence[int], bin_tokens: int) -> list[int]:
+    """The spec's group sizes, those nearest ``bin_tokens / TOKENS_PER_PATIENT`` first (a
+    256K-token bin needs a large group, an 8K one a small group)."""
+    want = bin_tokens / TOKENS_PER_PATIENT
+    return sorted(sizes, key=lambda n: (abs(n - want), n))
 
 
 def hash_task(task: str) -> int:

@@ -142,3 +142,11 @@ def test_spec_file_loads_and_names_errors(tmp_path):
         match=r"s\.toml: task\[0\] \(P-CLQ\)\.cohort\[0\]\.positive\[0\]: unknown field 'age'",
     ):
         load_specs(bad)
+
+
+def test_sizes_for_puts_the_fitting_group_size_first():
+    from clinlib.tasks.population.build import TOKENS_PER_PATIENT, sizes_for
+
+    assert sizes_for([10, 16, 30, 50], 8_000)[0] == 10
+    assert sizes_for([10, 16, 30, 50], 256_000)[0] == 50  # 256000 / 5000 = 51.2
+    assert sizes_for([10, 16, 30, 50], 30 * TOKENS_PER_PATIENT)[0] == 30
