@@ -106,15 +106,18 @@ def _cell(spec: TaskSpec, attrs, events, bin_tokens, want, seed, kb, count, gate
     rows: list[dict[str, Any]] = []
     vs = spec.params.get("variants") or [{}]
     variants = cycle(vs[offset % len(vs) :] + vs[: offset % len(vs)])
-    sizes = cycle(sizes_for(spec.sizes, bin_tokens))
+    sizes = sizes_for(spec.sizes, bin_tokens)
     attempt = 0
     reasons: dict[str, int] = {}
     while len(rows) < want * len(RENDERINGS) and attempt < MAX_ATTEMPTS * want:
         s = seed * 100_003 + hash_task(spec.task) * 1_009 + bin_tokens + attempt
         attempt += 1
-        q = make_question(spec, attrs, events, next(sizes), bin_tokens, next(variants), s, count)
+        n = sizes[(attempt - 1) % len(sizes)]
+        q = make_question(spec, attrs, events, n, bin_tokens, next(variants), s, count)
         if isinstance(q, str):
             reasons[q] = reasons.get(q, 0) + 1
+            if q.startswith("cohort ") and len(sizes) > 1 and n == max(sizes):
+                sizes.remove(n)  # the pool cannot fill this size: stop asking for it
             continue
         failed = check_question(q, kb, count)
         for g in ("structure", "gold", "leakage", "length"):
