@@ -109,6 +109,8 @@ _API: dict[str, tuple[str, str | None]] = {
     "subset_pairs": ("clinlib.tasks.relative", "subset_pairs"),  # 15
     "decisions": ("clinlib.analysis.decisions", None),  # 15: T11, Lab-F, tau by items
     "long_cohort": ("clinlib.data.long_cohort", None),  # 15: LongMedBench's cohort rule
+    "population": ("clinlib.analysis.population", None),  # 17
+    "population_eval": ("clinlib.eval.population", None),  # 17
     # a real local model, offline (README "A local model"): 04, 06, 11
     "serve_local": ("clinlib.llm.local_server", "serve_local"),
     "local_available": ("clinlib.llm.local_server", "local_available"),

@@ -20,7 +20,10 @@ from typing import Annotated
 
 import typer
 
-from clinlib import cli_endpoints  # noqa: F401  (registers its commands on app)
+from clinlib import (
+    cli_endpoints,  # noqa: F401  (registers its commands on app)
+    cli_population,  # noqa: F401  (registers `population` on app)
+)
 from clinlib.cli_common import (
     AcceptErrorsOpt,
     AllowDropsOpt,

@@ -97,6 +97,7 @@ def _f(key: str, seed: str, where: str, values: tuple[str, ...], passage: str, n
 
 
 _CTB, _MMB, _LMB = "clintracebench", "medmemorybench", "longmedbench"
+_PMQ = "popmedqa-neopatient"
 
 # fmt: off
 _FACTS: tuple[SeedFact, ...] = (
@@ -347,6 +348,32 @@ _FACTS: tuple[SeedFact, ...] = (
        "Results in Table 2 report Lab-T (recall) and Lab-F (rejection) to assess "
        "hallucination impact.",
        "Lab-F = the kit's T1F rejection questions"),
+    # --- PopMedQA / neopatient: the verbose context problem (§2, Fig. 1, App. B-C) ----------
+    _f("pmq_group_size", _PMQ, '§2 "PopMedQA: Verbosity in Medical Records"', ("10", "50"),
+       "PopMedQA consists of questions about groups (of size between 10 and 50) of "
+       "longitudinal patient records"),
+    _f("pmq_tokens_per_code", _PMQ, '§2 "PopMedQA: Verbosity in Medical Records"',
+       ("8", "20"),
+       "When a typical code is conveyed as text, it uses between 8 and 20 tokens",
+       "the seed's tokens per code as text; the kit measures its own (App. B M / codes)"),
+    _f("pmq_length_bins", _PMQ, '§2 "PopMedQA: Verbosity in Medical Records"',
+       ("64K", "128K", "256K"),
+       "This makes most of PopMedQA’s questions approximately 64K, 128K, or 256K tokens in "
+       "length, when represented as text",
+       "the seed's length bins; clinlib.tasks.population.questions.SEED_BINS"),
+    _f("pmq_corpus", _PMQ, '§2 "PopMedQA: Verbosity in Medical Records"', ("25", "14M"),
+       "These records are drawn from over 25 thousand synthetic patients generated "
+       "specifically for the benchmark. These records comprise over 14M medically-coded "
+       "events"),
+    _f("pmq_fig1_axes", _PMQ, "Fig. 1 (statistics of all questions)",
+       ("100K", "400K", "5K", "25K", "1K"),
+       "100K200K300K400K Token Counts(as Text) 5K10K15K20K25K Total Patient Events "
+       "1015202530 Number of Patients 1K2K3K4K5K Number of Unique Codes",
+       "Fig. 1's histogram axes (tokens as text up to ~400K, events up to ~25K, 10-30 "
+       "patients, up to ~5K unique codes per question); the bars' heights are not printed"),
+    _f("pmq_nine_tasks", _PMQ, '§2 "PopMedQA: Verbosity in Medical Records"', ("nine",),
+       "Each question poses one of nine computational tasks",
+       "the prose says nine; App. C's scoring table lists ten rows (the kit builds all ten)"),
 )
 # fmt: on
 

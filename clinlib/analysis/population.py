@@ -1,0 +1,191 @@
+"""Verbosity of population prompts, measured (PopMedQA App. B "Formalization of the Verbose
+Context Problem": N is the prompt's context length, M the part that originates from coded
+concepts; the problem is M/N large).
+
+Per question and rendering, under each exact tokenizer (:mod:`clinlib.llm.tokens`;
+``cl100k_base`` via ``gpt-4``, ``o200k_base`` via ``gpt-4o``): N (tokens of the stem and the
+rendered group), M (the sum over printed concept occurrences of that concept string's tokens,
+the codebook's definition lines included), M/N, tokens per code (M / coded events), and the
+saving of each rendering against the descriptions baseline (1 - N / N_descriptions).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from clinlib.core.config import build_dir
+from clinlib.core.seed_facts import seed_fact
+from clinlib.llm.tokens import count_tokens, encoding_for_model
+from clinlib.tasks.population.build import QUESTIONS_FILE, build_population
+from clinlib.tasks.population.questions import prompt_text
+from clinlib.tasks.population.render import DESC_CHARS, RENDERINGS  # noqa: F401 (DESC_CHARS: notebook 17)
+
+TOKENIZER_MODELS: tuple[str, ...] = ("gpt-4", "gpt-4o")
+BIN_MODEL = "gpt-4"  # length bins are measured with cl100k_base
+VERBOSITY_COLUMNS = ["qid", "task", "bin_tokens", "rendering", "tokenizer", "N", "M", "M_over_N",
+                     "n_codes", "tokens_per_code", "saving_vs_descriptions"]  # fmt: skip
+
+
+def _count(text: str, model: str) -> int:
+    return count_tokens(text, model)
+
+
+def verbosity(questions: pd.DataFrame, models: Sequence[str] = TOKENIZER_MODELS) -> pd.DataFrame:
+    """One row per (question, rendering, tokenizer) with N, M, M/N and tokens per code."""
+    rows = []
+    for model in models:
+        tok = functools.lru_cache(maxsize=None)(functools.partial(_count, model=model))
+        for q in questions.itertuples(index=False):
+            concepts = json.loads(q.concepts)
+            n = count_tokens(prompt_text(q.question, q.context), model)
+            m = sum(tok(c) * k for c, k in concepts.items())
+            rows.append({"qid": q.qid, "task": q.task, "bin_tokens": q.bin_tokens,
+                         "rendering": q.rendering, "tokenizer": encoding_for_model(model),
+                         "N": n, "M": m, "M_over_N": m / n, "n_codes": q.n_codes,
+                         "tokens_per_code": m / max(q.n_codes, 1)})  # fmt: skip
+    out = pd.DataFrame(rows)
+    base = out[out["rendering"] == "descriptions"].set_index(["qid", "tokenizer"])["N"]
+    key = pd.MultiIndex.from_frame(out[["qid", "tokenizer"]])
+    out["saving_vs_descriptions"] = 1.0 - out["N"].to_numpy() / base.reindex(key).to_numpy()
+    return out[VERBOSITY_COLUMNS]
+
+
+def verbosity_table(v: pd.DataFrame) -> pd.DataFrame:
+    """Medians per (tokenizer, rendering): the table beside the seed's Fig. 1 statistics."""
+    return (
+        v.groupby(["tokenizer", "rendering"], sort=False)[
+            ["N", "M", "M_over_N", "tokens_per_code", "saving_vs_descriptions"]
+        ].median().reset_index()
+    )  # fmt: skip
+
+
+# --- notebook 17 helpers -------------------------------------------------------------------
+
+
+def ensure_questions(profile: str, per_cell: int = 1) -> pd.DataFrame:
+    """``population_questions.parquet`` of ``profile``, built (``per_cell`` per task and bin)
+    when the stage has not run yet."""
+    path = build_dir(profile) / QUESTIONS_FILE
+    if not path.exists():
+        build_population(
+            profile, count=functools.partial(_count, model=BIN_MODEL), per_cell=per_cell
+        )
+    return pd.read_parquet(path)
+
+
+def one_per_task(questions: pd.DataFrame) -> pd.DataFrame:
+    """The first question of each task (descriptions rendering): size, bin, stem and gold."""
+    one = questions[questions["rendering"] == "descriptions"].drop_duplicates("task")
+    return one[["task", "qid", "n_patients", "bin_tokens", "question", "gold"]].reset_index(
+        drop=True
+    )
+
+
+def side_by_side(questions: pd.DataFrame, qid: str, n_lines: int = 12) -> pd.DataFrame:
+    """The first ``n_lines`` lines of one question's first record in each rendering."""
+    out = {}
+    for r in questions[questions["qid"] == qid].itertuples():
+        text = r.context
+        start = text.index("=== Patient ID:")
+        out[r.rendering] = text[start:].splitlines()[:n_lines]
+    return pd.DataFrame(out)
+
+
+def codebook_head(questions: pd.DataFrame, qid: str, n_lines: int = 6) -> list[str]:
+    row = questions[(questions["qid"] == qid) & (questions["rendering"] == "codebook")].iloc[0]
+    return row["context"].splitlines()[:n_lines]
+
+
+def scoreboard(preds: pd.DataFrame) -> pd.DataFrame:
+    """Mean score per (task, backbone, rendering) with the parse-failure share (PopMedQA
+    Fig. 6's per-task scoreboards; the IPW score is an absolute error, lower is better)."""
+    return (
+        preds.groupby(["task", "backbone", "rendering"])
+        .agg(n=("qid", "size"), score=("score", "mean"), score_lenient=("score_lenient", "mean"),
+             parse_failed=("parse_failed", "mean"))
+        .reset_index()
+    )  # fmt: skip
+
+
+def verbosity_chart(v: pd.DataFrame) -> alt.FacetChart:
+    """N and M per question by rendering, one panel per tokenizer (App. B)."""
+    data = v.melt(id_vars=["qid", "rendering", "tokenizer", "bin_tokens"], value_vars=["N", "M"],
+                  var_name="measure", value_name="tokens")  # fmt: skip
+    return (
+        alt.Chart()
+        .mark_boxplot()
+        .encode(x=alt.X("rendering:N", sort=list(RENDERINGS)), y=alt.Y("tokens:Q"),
+                color="measure:N", xOffset="measure:N")
+        .facet(column=alt.Column("tokenizer:N"), data=data,
+               title="prompt tokens N and coded-concept tokens M per rendering (App. B)")
+    )  # fmt: skip
+
+
+def scoreboard_chart(board: pd.DataFrame) -> alt.FacetChart:
+    """Per-task score by reader and rendering (the IPW panel is absolute error)."""
+    return (
+        alt.Chart()
+        .mark_bar()
+        .encode(x=alt.X("rendering:N", sort=list(RENDERINGS)), y=alt.Y("score:Q"),
+                color="backbone:N", xOffset="backbone:N",
+                tooltip=["task", "backbone", "rendering", alt.Tooltip("score:Q", format=".3f")])
+        .facet(facet=alt.Facet("task:N"), columns=5, data=board,
+               title="offline readers per task (not LLMs); P-IPW: absolute ATE error")
+        .resolve_scale(y="independent")
+    )  # fmt: skip
+
+
+def tokens_per_code_chart(v: pd.DataFrame) -> alt.LayerChart:
+    """Tokens per coded event by rendering, beside the seed's 8-20 tokens per code as text
+    (seed fact ``pmq_tokens_per_code``)."""
+    lo, hi = (float(x) for x in seed_fact("pmq_tokens_per_code").values)
+    band = pd.DataFrame({"lo": [lo], "hi": [hi], "label": ["PopMedQA: tokens per code as text"]})
+    boxes = alt.Chart(v).mark_boxplot().encode(
+        x=alt.X("rendering:N", sort=list(RENDERINGS)), y=alt.Y("tokens_per_code:Q", title="tokens per coded event"),
+        color="tokenizer:N", xOffset="tokenizer:N")  # fmt: skip
+    seed = (
+        alt.Chart(band)
+        .mark_rect(opacity=0.15, color="gray")
+        .encode(y="lo:Q", y2="hi:Q", tooltip=["label", "lo", "hi"])
+    )
+    return alt.layer(seed, boxes).properties(
+        title="tokens per coded event vs PopMedQA's tokens per code as text (grey band)"
+    )
+
+
+def _better(task: str, a: float, b: float) -> float:
+    """1 if score a beats b, 0.5 on a tie (or an unscored side on both), else 0."""
+    a = -a if task == "P-IPW" else a  # absolute error: lower is better
+    b = -b if task == "P-IPW" else b
+    a = -np.inf if np.isnan(a) else a
+    b = -np.inf if np.isnan(b) else b
+    return 1.0 if a > b else 0.5 if a == b else 0.0
+
+
+def win_rates(preds: pd.DataFrame, lengths: pd.Series, thresholds: Sequence[int]) -> pd.DataFrame:
+    """PopMedQA Fig. 3: each backbone's share of head-to-head comparisons won against every
+    other backbone, over the (question, rendering) pairs both answered whose prompt has at most
+    L tokens (``lengths``: qid -> tokens), for each L in ``thresholds``. A tie counts half."""
+    wide = preds.pivot_table(
+        index=["qid", "rendering", "task"], columns="backbone", values="score", aggfunc="last"
+    )
+    names = list(wide.columns)
+    rows = []
+    for limit in thresholds:
+        sub = wide[wide.index.get_level_values("qid").map(lengths) <= limit]
+        for a in names:
+            wins = n = 0.0
+            for (_, _, task), r in sub.iterrows():
+                for b in names:
+                    if b != a:
+                        wins += _better(task, r[a], r[b])
+                        n += 1
+            rows.append({"backbone": a, "max_tokens": limit, "comparisons": int(n),
+                         "win_rate": wins / n if n else np.nan})  # fmt: skip
+    return pd.DataFrame(rows)

@@ -1,0 +1,179 @@
+"""Offline readers for population questions (issue 29 §3 "Offline"): deterministic policies,
+not language models, registered as offline backbones so the population harness runs them like
+any other backbone.
+
+- ``population-solver`` (ceiling reader): the task's deterministic solver
+  (:mod:`clinlib.tasks.population.solve`) over the prompt it is sent. It is the gate's solver,
+  so on a kept question it scores the best value by construction; it shows what the prompt
+  determines, not what a model can do.
+- ``population-overlap`` (non-LLM baseline): code-overlap similarity only, no clinical
+  knowledge: Jaccard similarity of the concept sets each record prints; agglomerative
+  clustering (scikit-learn, average linkage on 1 - Jaccard) for clustering; 1-nearest-neighbour
+  for in-context classification; the unadjusted difference in mean outcome for the ATE; the
+  least similar records as outliers; within- vs between-group similarity for the two-sample
+  test; record length for top-k and sorting; the majority program for classification.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.cluster import AgglomerativeClustering
+
+from clinlib.core.config import artifact_path
+from clinlib.core.io import read_artifact
+from clinlib.llm import Backbone, register_backbone
+from clinlib.llm.types import OFFLINE_READER_MODEL_PREFIX
+from clinlib.tasks.population.questions import split_prompt, task_of
+from clinlib.tasks.population.render import Line, parse_group
+from clinlib.tasks.population.solve import Knowledge, solve
+from clinlib.tasks.population.spec import load_specs
+
+SOLVER_READER = "population-solver"
+OVERLAP_READER = "population-overlap"
+READER_LABELS = {
+    SOLVER_READER: "Population solver (deterministic ceiling reader, not an LLM)",
+    OVERLAP_READER: "Code-overlap baseline (Jaccard + scikit-learn clustering, not an LLM)",
+}
+_IDS = r"((?:\d+(?:,\s*)?)+)"
+
+
+def _user(messages: Sequence[Mapping[str, Any]]) -> str:
+    return next(m["content"] for m in reversed(messages) if m.get("role") == "user")
+
+
+@cache
+def _specs():
+    return tuple(load_specs())
+
+
+def _read(messages) -> tuple[str, str, dict[str, list[Line]]]:
+    context, question = split_prompt(_user(messages))
+    task = task_of(question, _specs())
+    if task is None:
+        raise ValueError("not a population question")
+    return task, question, parse_group(context)
+
+
+def _jaccard(sets: Mapping[str, set[str]]) -> tuple[list[str], np.ndarray]:
+    pids = list(sets)
+    sim = np.eye(len(pids))
+    for i, a in enumerate(pids):
+        for j in range(i + 1, len(pids)):
+            u = sets[a] | sets[pids[j]]
+            sim[i, j] = sim[j, i] = len(sets[a] & sets[pids[j]]) / len(u) if u else 0.0
+    return pids, sim
+
+
+def _ids(q: str, label: str) -> list[str]:
+    m = re.search(rf"{re.escape(label)}:\s*{_IDS}", q)
+    return re.findall(r"\d+", m.group(1)) if m else []
+
+
+def _k(q: str, default: int = 2) -> int:
+    m = re.search(r"k=(\d+)|the (\d+) (?:patients|whose)|into (\d+) groups", q)
+    return int(next(g for g in m.groups() if g)) if m else default
+
+
+def overlap_answer(task: str, q: str, recs: dict[str, list[Line]]) -> Any:
+    """The code-overlap baseline's answer (see the module docstring)."""
+    sets = {p: {ln.concept for ln in lines} for p, lines in recs.items()}
+    pids, sim = _jaccard(sets)
+    at = {p: i for i, p in enumerate(pids)}
+    if task == "P-CLQ":
+        k = _k(q)
+        off = sim - np.eye(len(pids))
+        i, j = np.unravel_index(np.argmax(off), off.shape)
+        chosen = [int(i), int(j)]
+        while len(chosen) < k:
+            rest = [x for x in range(len(pids)) if x not in chosen]
+            chosen.append(max(rest, key=lambda x: off[x, chosen].sum()))
+        return sorted((pids[c] for c in chosen), key=int)
+    if task == "P-ICC":
+        pos, neg, test = (
+            _ids(q, s)
+            for s in ("Positive training examples", "Negative training examples", "Test examples")
+        )
+        lab = {p: True for p in pos} | {p: False for p in neg}
+        return {t: lab[max(lab, key=lambda p: (sim[at[t], at[p]], p))] for t in test}
+    if task == "P-CLU":
+        k = min(_k(q, 3), len(pids))
+        fit = AgglomerativeClustering(n_clusters=k, metric="precomputed", linkage="average").fit(
+            1 - sim
+        )
+        groups: dict[int, list[str]] = {}
+        for p, c in zip(pids, fit.labels_, strict=True):
+            groups.setdefault(int(c), []).append(p)
+        return list(groups.values())
+    if task == "P-IPW":
+        return _naive_effect(q, recs)
+    if task == "P-OUT":
+        mean = (sim.sum(axis=1) - 1) / max(len(pids) - 1, 1)
+        cut = mean.mean() - mean.std()
+        out = [p for p, m in zip(pids, mean, strict=True) if m < cut]
+        return out or [pids[int(np.argmin(mean))]]
+    if task == "P-TST":
+        a, b = _ids(q, "Group A"), _ids(q, "Group B")
+        within = np.mean([sim[at[x], at[y]] for g in (a, b) for x in g for y in g if x < y])
+        between = np.mean([sim[at[x], at[y]] for x in a for y in b])
+        return bool(within > 1.1 * between)
+    if task == "P-SIM":
+        (query,) = _ids(q, "Query patient")
+        others = [p for p in pids if p != query]
+        return sorted(others, key=lambda p: (-sim[at[query], at[p]], p))[: _k(q)]
+    if task in ("P-TOP", "P-SRT"):
+        ranked = sorted(pids, key=lambda p: (-len(recs[p]), p))
+        return ranked[: _k(q)] if task == "P-TOP" else ranked
+    return dict.fromkeys(pids, "hypertension")  # P-CLS: the majority program, no knowledge
+
+
+def _naive_effect(q: str, recs: dict[str, list[Line]]) -> float | None:
+    m = re.search(r"received (.+?);.*last (.+?) \((\S+)\) in each", q)
+    if not m:
+        return None
+    t_name, y_label, y_key = m.groups()
+    arms: dict[int, list[float]] = {0: [], 1: []}
+    for lines in recs.values():
+        t = int(any(ln.concept in (t_name, f"drug//{t_name}") for ln in lines))
+        ys = [ln.value for ln in lines if ln.concept in (y_label, y_key) and ln.value is not None]
+        if ys:
+            arms[t].append(ys[-1])
+    if not arms[0] or not arms[1]:
+        return None
+    return round(float(np.mean(arms[1]) - np.mean(arms[0])), 3)
+
+
+def _knowledge(profile: str) -> Knowledge:
+    return _kb_cached(str(artifact_path("events.parquet", profile)))
+
+
+@cache
+def _kb_cached(path: str) -> Knowledge:
+    return Knowledge.from_events(read_artifact(Path(path), "cohort"))
+
+
+def _policy(kind: str, profile: str):
+    def policy(messages, params=None) -> str:
+        task, q, recs = _read(messages)
+        if kind == OVERLAP_READER:
+            return json.dumps(overlap_answer(task, q, recs))
+        context, _ = split_prompt(_user(messages))
+        return json.dumps(solve(task, q, context, _knowledge(profile)))
+
+    return policy
+
+
+def register_population_readers(profile: str) -> list[Backbone]:
+    """Register the two population readers (kind="offline", price 0) for ``profile``."""
+    out = []
+    for name in (SOLVER_READER, OVERLAP_READER):
+        bb = Backbone(name=name, model=f"{OFFLINE_READER_MODEL_PREFIX}{name}", kind="offline", label=READER_LABELS[name],
+                      policy=_policy(name, profile))  # fmt: skip
+        out.append(register_backbone(bb, replace_existing=True))
+    return out

@@ -1,0 +1,229 @@
+"""The population stage: questions, their three renderings, the solver gate and the other gates
+(issue 29 §1), written to ``population_questions.parquet`` and ``population_gates.parquet``.
+
+Gates (as for T1-T9, seeded and reproducible):
+
+- ``structure``: every record of the group is printed in every rendering and parses back;
+- ``gold``: the solver recovers the gold from every rendering (:mod:`.solve`); a question it
+  cannot solve is dropped, not kept;
+- ``leakage``: no subject id, cohort role name or planted-pattern word in any prompt;
+- ``length``: the descriptions rendering's measured length lies within ``BIN_TOLERANCE`` of its
+  bin (the seed bins lengths "as text");
+- ``distribution``: yes/no golds of P-TST and P-ICC are not one-sided, and every (task, bin)
+  cell holds at least one question (else a ``shortfall`` row says why).
+
+A question that fails a gate is retried with the next seed (``MAX_ATTEMPTS``). Planted tasks
+(P-CLQ, P-IPW) run on the synthetic default only: real records are never edited.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Sequence
+from itertools import cycle
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from clinlib.core.config import artifact_path, build_dir, resolve_profile
+from clinlib.core.guards import StageError
+from clinlib.core.io import read_artifact, write_parquet
+from clinlib.tasks.population.groups import attributes
+from clinlib.tasks.population.questions import (
+    BIN_TOLERANCE,
+    PAPER_BINS,
+    QUICK_BINS,
+    is_perfect,
+    make_question,
+    score,
+)
+from clinlib.tasks.population.render import RENDERINGS, parse_group
+from clinlib.tasks.population.solve import Knowledge, solve
+from clinlib.tasks.population.spec import TaskSpec, load_specs
+
+QUESTIONS_FILE = "population_questions.parquet"
+GATES_FILE = "population_gates.parquet"
+PLANTED_TASKS: tuple[str, ...] = ("P-CLQ", "P-IPW")
+PER_CELL = {"quick": 2, "paper": 6}
+MAX_ATTEMPTS = 12
+TOKENS_PER_PATIENT = 5_000  # a typical full record as descriptions (cl100k_base), for sizes_for
+MIN_DISTRIBUTION = 6  # yes/no golds checked for one-sidedness from this many on
+LEAK_WORDS: tuple[str, ...] = ("clique", "outlier", "planted", "PLANT-", "subject_id", "tertile")
+GATE_COLUMNS = ["gate", "task", "bin_tokens", "n_checked", "n_failed", "detail"]
+
+
+def bins_for(profile: str) -> tuple[int, ...]:
+    return QUICK_BINS if profile == "quick" else PAPER_BINS
+
+
+def _leaks(q: dict[str, Any]) -> list[str]:
+    contexts = [r.text for r in q["rendered"].values()]
+    bad = [w for w in LEAK_WORDS if any(w in t for t in contexts)]
+    bad += [
+        str(s) for s in q["subject_ids"] if any(str(s) in t for t in [q["question"], *contexts])
+    ]
+    return bad
+
+
+def check_question(
+    q: dict[str, Any], kb: Knowledge, count: Callable[[str], int]
+) -> tuple[str, str] | None:
+    """The first gate the question fails, as (gate, detail), or None."""
+    for r in q["rendered"].values():
+        try:
+            recs = parse_group(r.text)
+        except ValueError as exc:
+            return "structure", f"{r.rendering}: {exc}"
+        if sorted(recs) != sorted(q["pids"]):
+            return "structure", f"{r.rendering}: records {len(recs)} != patients {len(q['pids'])}"
+    gold = json.loads(q["gold"])
+    for r in q["rendered"].values():
+        ans = solve(q["task"], q["question"], r.text, kb)
+        if ans is None or not is_perfect(q["task"], score(q["task"], ans, gold)):
+            return "gold", f"{r.rendering}: solver answer {str(ans)[:80]} != gold"
+    if _leaks(q):
+        return "leakage", ", ".join(_leaks(q))[:120]
+    n = count(q["rendered"]["descriptions"].text)
+    lo, hi = BIN_TOLERANCE
+    if not lo * q["bin_tokens"] <= n <= hi * q["bin_tokens"]:
+        return "length", f"{n} tokens for a {q['bin_tokens']} bin"
+    return None
+
+
+def _rows(q: dict[str, Any], seed: int) -> list[dict[str, Any]]:
+    base = {k: v for k, v in q.items() if k != "rendered"}
+    return [
+        dict(base, rendering=r.rendering, context=r.text, n_codes=r.n_codes,
+             concepts=json.dumps(r.concepts, sort_keys=True), seed=seed)
+        for r in q["rendered"].values()
+    ]  # fmt: skip
+
+
+def _cell(spec: TaskSpec, attrs, events, bin_tokens, want, seed, kb, count, gates, offset=0):
+    """Up to ``want`` questions of one (spec, bin); tallies the gates in ``gates``."""
+    rows: list[dict[str, Any]] = []
+    vs = spec.params.get("variants") or [{}]
+    variants = cycle(vs[offset % len(vs) :] + vs[: offset % len(vs)])
+    sizes = sizes_for(spec.sizes, bin_tokens)
+    attempt = 0
+    reasons: dict[str, int] = {}
+    while len(rows) < want * len(RENDERINGS) and attempt < MAX_ATTEMPTS * want:
+        s = seed * 100_003 + hash_task(spec.task) * 1_009 + bin_tokens + attempt
+        attempt += 1
+        n = sizes[(attempt - 1) % len(sizes)]
+        q = make_question(spec, attrs, events, n, bin_tokens, next(variants), s, count)
+        if isinstance(q, str):
+            reasons[q] = reasons.get(q, 0) + 1
+            if q.startswith("cohort ") and len(sizes) > 1 and n == max(sizes):
+                sizes.remove(n)  # the pool cannot fill this size: stop asking for it
+            continue
+        failed = check_question(q, kb, count)
+        for g in ("structure", "gold", "leakage", "length"):
+            gates.setdefault((g, spec.task, bin_tokens), [0, 0, {}])[0] += 1
+            if failed and failed[0] == g:
+                tally = gates[(g, spec.task, bin_tokens)]
+                tally[1] += 1
+                tally[2][failed[1][:60]] = tally[2].get(failed[1][:60], 0) + 1
+                break
+        if failed is None:
+            rows += _rows(q, s)
+    return rows, reasons
+
+
+def sizes_for(sizes: Sequence[int], bin_tokens: int) -> list[int]:
+    """The spec's group sizes, those nearest ``bin_tokens / TOKENS_PER_PATIENT`` first (a
+    256K-token bin needs a large group, an 8K one a small group)."""
+    want = bin_tokens / TOKENS_PER_PATIENT
+    return sorted(sizes, key=lambda n: (abs(n - want), n))
+
+
+def hash_task(task: str) -> int:
+    return sum(ord(c) * (i + 1) for i, c in enumerate(task))
+
+
+def _distribution(df: pd.DataFrame) -> list[dict[str, Any]]:
+    out = []
+    one = df[df["rendering"] == "descriptions"]
+    for task in ("P-TST", "P-ICC"):
+        sub = one[one["task"] == task]
+        if sub.empty:
+            continue
+        vals = [
+            v
+            for g in sub["gold"]
+            for v in (json.loads(g).values() if task == "P-ICC" else [json.loads(g)])
+        ]
+        share = sum(bool(v) for v in vals) / len(vals)
+        out.append({"gate": "distribution", "task": task, "bin_tokens": 0, "n_checked": len(vals),
+                    "n_failed": int(len(vals) >= MIN_DISTRIBUTION and not 0.2 <= share <= 0.8), "detail": f"true share {share:.2f}"})  # fmt: skip
+    return out
+
+
+def build_population(
+    profile: str | None = None,
+    count: Callable[[str], int] | None = None,
+    specs: str | Path | None = None,
+    seed: int = 0,
+    per_cell: int | None = None,
+    bins: Sequence[int] | None = None,
+    tasks: Sequence[str] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Build, gate and write the population set; returns (questions, gates)."""
+    name = resolve_profile(profile)
+    if count is None:
+        raise StageError("build_population: pass a token counter (clinlib.llm.tokens.count_tokens)")
+    cohort = read_artifact(artifact_path("cohort.parquet", name), "cohort")
+    events = read_artifact(artifact_path("events.parquet", name), "cohort")
+    source = json.loads((build_dir(name) / "source.json").read_text()).get("kind", "unknown")
+    attrs, kb = attributes(cohort, events), Knowledge.from_events(events)
+    count = functools.lru_cache(maxsize=None)(count)
+    want = per_cell or PER_CELL.get(name, PER_CELL["paper"])
+    rows: list[dict[str, Any]] = []
+    gates: dict[tuple, list] = {}
+    shortfalls: list[dict[str, Any]] = []
+    for spec in load_specs(specs):
+        if tasks and spec.task not in tasks:
+            continue
+        for i, b in enumerate(bins or bins_for(name)):
+            if spec.task in PLANTED_TASKS and source != "synthetic":
+                shortfalls.append(
+                    _short(spec.task, b, f"planted task skipped on a {source} source")
+                )
+                continue
+            got, reasons = _cell(spec, attrs, events, b, want, seed, kb, count, gates, offset=i)
+            rows += got
+            if len(got) < want * len(RENDERINGS):
+                shortfalls.append(_short(spec.task, b, f"{len(got) // 3}/{want} made; " + "; ".join(
+                    f"{k} x{v}" for k, v in sorted(reasons.items())) if reasons else "gates"))  # fmt: skip
+    return _finish(name, rows, gates, shortfalls)
+
+
+def _short(task: str, b: int, detail: str) -> dict[str, Any]:
+    return {
+        "gate": "shortfall",
+        "task": task,
+        "bin_tokens": b,
+        "n_checked": 0,
+        "n_failed": 0,
+        "detail": detail,
+    }
+
+
+def _finish(name, rows, gates, shortfalls) -> tuple[pd.DataFrame, pd.DataFrame]:
+    if not rows:
+        raise StageError(f"population: no question passed the gates on profile {name!r}; "
+                         f"shortfalls: {[s['detail'] for s in shortfalls][:3]}")  # fmt: skip
+    df = pd.DataFrame(rows)
+    g = [{"gate": k[0], "task": k[1], "bin_tokens": k[2], "n_checked": v[0], "n_failed": v[1],
+          "detail": "; ".join(f"{d} x{c}" for d, c in sorted(v[2].items()))} for k, v in gates.items()]  # fmt: skip
+    gates_df = pd.DataFrame(g + _distribution(df) + shortfalls, columns=GATE_COLUMNS)
+    bad = gates_df[(gates_df["gate"] == "distribution") & (gates_df["n_failed"] > 0)]
+    if not bad.empty:
+        raise StageError(
+            f"population: one-sided gold in {', '.join(bad['task'])} ({bad['detail'].iloc[0]})"
+        )
+    write_parquet(gates_df, build_dir(name) / GATES_FILE)
+    write_parquet(df, build_dir(name) / QUESTIONS_FILE)
+    return df, gates_df

@@ -1,0 +1,181 @@
+"""Groups of patients drawn from cohorts with known properties, planted patterns, and the fit
+of each record to a target prompt length (PopMedQA §2.1 steps 1 and 3: cohorts specified with
+the task, "subsampled at the specified value of N").
+
+Patient attributes come from the kit's cohort (index disease, complexity tertile) and from the
+record itself (index diseases with an ICD code, admission count), so a question's gold is
+computed from the same events the prompt prints. Planting (the patterns the kit's records lack)
+adds events to a copy of the group's synthetic records, never to the artifacts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from clinlib.data.vocab import INDEX_DISEASES, index_diseases_for
+from clinlib.tasks.population.render import concept_key, description
+from clinlib.tasks.population.spec import Cohort, Criterion, TaskSpec
+
+MUST_KINDS: tuple[str, ...] = ("admission", "discharge", "diagnosis", "procedure")
+PLANT_SOURCE = "planted"
+
+
+def icd_version(code_system: str) -> int:
+    return 9 if "9" in str(code_system) else 10
+
+
+def attributes(cohort: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
+    """One row per cohort patient: subject_id, disease, tertile, index_dx (sorted list of index
+    diseases with an ICD code in the record), n_admissions (admission events)."""
+    dx = events[events["kind"] == "diagnosis"]
+    found: dict[int, set[str]] = {}
+    for sid, code, system in zip(dx["subject_id"], dx["code"], dx["code_system"], strict=True):
+        found.setdefault(int(sid), set()).update(index_diseases_for(code, icd_version(system)))
+    adm = events[events["kind"] == "admission"].groupby("subject_id").size()
+    out = cohort[["subject_id", "disease", "tertile"]].copy()
+    out["subject_id"] = out["subject_id"].astype(int)
+    out["index_dx"] = [sorted(found.get(s, set())) for s in out["subject_id"]]
+    out["n_admissions"] = [int(adm.get(s, 0)) for s in out["subject_id"]]
+    return out.sort_values("subject_id").reset_index(drop=True)
+
+
+def primary_disease(counts: Mapping[str, int]) -> str | None:
+    """The cohort's rule (clinlib.data.cohort): the index disease with most code rows, ties in
+    the order of INDEX_DISEASES; None without any."""
+    best = [d for d in INDEX_DISEASES if counts.get(d, 0) > 0]
+    return max(best, key=lambda d: (counts[d], -INDEX_DISEASES.index(d))) if best else None
+
+
+def _fill(value: Any, variant: Mapping[str, Any]) -> Any:
+    if isinstance(value, str) and value.startswith("$"):
+        return variant[value[1:]]
+    if isinstance(value, list):
+        return [_fill(v, variant) for v in value]
+    return value
+
+
+def bind(cohort: Cohort, variant: Mapping[str, Any]) -> Cohort:
+    """The cohort with ``$name`` values filled from one variant."""
+
+    def f(cs: Sequence[Criterion]) -> tuple[Criterion, ...]:
+        return tuple(Criterion(c.field, c.op, _fill(c.value, variant)) for c in cs)
+
+    return Cohort(cohort.role, cohort.size, f(cohort.positive), f(cohort.negative))
+
+
+def sample_group(
+    spec: TaskSpec,
+    attrs: pd.DataFrame,
+    n: int,
+    variant: Mapping[str, Any],
+    rng: np.random.Generator,
+) -> dict[str, list[int]] | str:
+    """Draw each cohort's patients without replacement; returns role -> subject_ids, or the
+    reason the pool is too small."""
+    taken: set[int] = set()
+    out: dict[str, list[int]] = {}
+    rows = attrs.to_dict("records")
+    for cohort in (bind(c, variant) for c in spec.cohorts):
+        want = cohort.n(n, spec.k)
+        pool = [r["subject_id"] for r in rows if r["subject_id"] not in taken and cohort.admits(r)]
+        if len(pool) < want:
+            return f"cohort {cohort.role!r}: {len(pool)} patients meet its criteria < {want}"
+        pick = sorted(int(s) for s in rng.choice(pool, size=want, replace=False)) if want else []
+        out[cohort.role] = pick
+        taken.update(pick)
+    return out
+
+
+def _event(sid: int, t: pd.Timestamp, ev: Mapping[str, Any], n: int, kind: str) -> dict:
+    return {
+        "event_id": f"PLANT-{sid}-{n}", "subject_id": sid, "time": t, "kind": kind,
+        "code": str(ev["code"]), "code_system": ev.get("code_system", "drug"),
+        "label": str(ev["label"]), "value": float(ev["value"]) if "value" in ev else np.nan,
+        "unit": ev.get("unit"), "source": PLANT_SOURCE,
+    }  # fmt: skip
+
+
+def plant(
+    spec: TaskSpec,
+    events: pd.DataFrame,
+    roles: Mapping[str, list[int]],
+    attrs: pd.DataFrame,
+    rng: np.random.Generator,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Add the spec's planted events to the group's records; returns the events and what was
+    planted (for the gold)."""
+    p = spec.plant
+    if not p:
+        return events, {}
+    first = events.groupby("subject_id")["time"].min()
+    last = events.groupby("subject_id")["time"].max()
+    new: list[dict] = []
+    info: dict[str, Any] = {}
+    if p["pattern"] == "pathway":
+        for sid in roles["clique"]:
+            for j, ev in enumerate(p["events"]):
+                t = first[sid] + pd.Timedelta(days=1 + 30 * j)
+                new.append(_event(sid, min(t, last[sid]), ev, j, "medication"))
+        info = {"clique": list(roles["clique"])}
+    else:
+        info = _plant_confounded(p, roles, attrs, first, last, rng, new)
+    planted = pd.DataFrame(new).astype({"time": events["time"].dtype})
+    return pd.concat([events, planted], ignore_index=True), info
+
+
+def _plant_confounded(p, roles, attrs, first, last, rng, new) -> dict[str, Any]:
+    has = {
+        int(s): p["confounder"] in dx
+        for s, dx in zip(attrs["subject_id"], attrs["index_dx"], strict=True)
+    }
+    m = p["outcome_model"]
+    sids = sorted(s for r in roles.values() for s in r)
+    treated, outcome, conf = {}, {}, {}
+    for sid in sids:
+        x = int(has[sid])
+        t = int(rng.random() < p["p_treat"][x])
+        y = round(m["base"] + m["confounder"] * x + m["effect"] * t + rng.normal(0, m["sd"]))
+        treated[sid], outcome[sid], conf[sid] = t, float(y), x
+        if t:
+            new.append(
+                _event(sid, first[sid] + pd.Timedelta(days=1), p["treatment"], 0, "medication")
+            )
+        ev = dict(p["outcome"], value=y)
+        new.append(_event(sid, last[sid] + pd.Timedelta(days=1), ev, 1, "lab"))
+    return {"treated": treated, "outcome": outcome, "confounder": conf}
+
+
+def fit_records(
+    events: pd.DataFrame, sids: Sequence[int], target_tokens: int, count: Callable[[str], int]
+) -> pd.DataFrame:
+    """Each record cut to about ``target_tokens / len(sids)`` tokens of its descriptions
+    rendering: admissions, discharges, diagnoses, procedures and planted events are always
+    kept; then medications and labs in time order while the budget lasts."""
+    budget = target_tokens / max(len(sids), 1)
+    keep: list[pd.DataFrame] = []
+    for sid in sids:
+        rec = events[events["subject_id"] == sid].sort_values(["time", "event_id"], kind="stable")
+        must = rec["kind"].isin(MUST_KINDS) | (rec["source"] == PLANT_SOURCE)
+        lines = [
+            description(k, c, lab)
+            for k, c, lab in zip(rec["kind"], rec["code"], rec["label"], strict=True)
+        ]
+        cost = np.array([count(x) + 3 for x in lines], dtype=float)  # + value, unit, newline
+        spent = cost[must.to_numpy()].sum() + 8 * rec["time"].dt.date.nunique()
+        optional = np.cumsum(np.where(must.to_numpy(), 0.0, cost))
+        chosen = must.to_numpy() | (optional + spent <= budget)
+        keep.append(rec[chosen])
+    return pd.concat(keep, ignore_index=True)
+
+
+def concept_sets(events: pd.DataFrame, kinds: Sequence[str] | None = None) -> dict[int, set[str]]:
+    """subject_id -> set of ``system//code`` concepts (optionally of some kinds only)."""
+    ev = events if kinds is None else events[events["kind"].isin(kinds)]
+    out: dict[int, set[str]] = {}
+    for sid, system, code in zip(ev["subject_id"], ev["code_system"], ev["code"], strict=True):
+        out.setdefault(int(sid), set()).add(concept_key(system, code))
+    return out

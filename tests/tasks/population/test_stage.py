@@ -1,0 +1,88 @@
+"""The population stage on the quick cohort, in a temporary build folder: one task end to end
+(reproducible, every kept question solved from each rendering), and the CLI's one-line exit 2
+on a bad spec and on an empty result."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from clinlib.core import config
+from clinlib.llm.tokens import count_tokens
+from clinlib.tasks.population.build import GATES_FILE, QUESTIONS_FILE, build_population
+from clinlib.tasks.population.questions import score
+from clinlib.tasks.population.solve import Knowledge, solve
+
+SPEC_TOP = """
+[[task]]
+task = "P-TOP"
+name = "t"
+sizes = [6]
+k = 2
+question = "Offer them to the {k} patients with the most admissions among these {n}. Answer with a JSON list of {k} patient IDs."
+cohort = [
+  { role = "frequent", size = "k", positive = [{ field = "n_admissions", op = ">=", value = 6 }] },
+  { role = "rest", size = "n - k", positive = [{ field = "n_admissions", op = "<=", value = 4 }] },
+]
+"""
+
+
+@pytest.fixture
+def tmp_quick(tmp_path, monkeypatch, quick_cohort):
+    src = config.BUILD_DIR / quick_cohort
+    dst = tmp_path / quick_cohort
+    dst.mkdir()
+    for name in ("cohort.parquet", "events.parquet", "source.json"):
+        (dst / name).symlink_to(src / name)
+    monkeypatch.setattr(config, "BUILD_DIR", tmp_path)
+    return dst
+
+
+def _count(s: str) -> int:
+    return count_tokens(s, "gpt-4")
+
+
+def test_stage_writes_solved_reproducible_questions(tmp_quick, tmp_path):
+    spec = tmp_path / "top.toml"
+    spec.write_text(SPEC_TOP)
+    df, gates = build_population("quick", count=_count, specs=spec, per_cell=2, bins=[8000])
+    assert (tmp_quick / QUESTIONS_FILE).exists() and (tmp_quick / GATES_FILE).exists()
+    assert set(df["rendering"]) == {"descriptions", "codes", "codebook"}
+    assert df.groupby("qid").size().eq(3).all() and df["qid"].nunique() == 2
+    events = pd.read_parquet(tmp_quick / "events.parquet")
+    kb = Knowledge.from_events(events)
+    for q in df.itertuples():
+        assert score(q.task, solve(q.task, q.question, q.context, kb), json.loads(q.gold)) == 1.0
+        assert not any(str(s) in q.context for s in q.subject_ids)
+    again, _ = build_population("quick", count=_count, specs=spec, per_cell=2, bins=[8000])
+    assert again[["qid", "context", "gold"]].equals(df[["qid", "context", "gold"]])
+    checked = gates[gates["gate"] == "gold"]["n_checked"].sum()
+    assert checked >= 2
+
+
+def test_cli_bad_spec_and_empty_result_exit_2(tmp_quick, tmp_path):
+    from clinlib import cli
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[[task]]\ntask = 'P-NOPE'\n")
+    out = CliRunner().invoke(cli.app, ["population", "--profile", "quick", "--specs", str(bad)])
+    assert out.exit_code == 2 and "bad.toml" in out.output and "Traceback" not in out.output
+    empty = tmp_path / "empty.toml"
+    empty.write_text(SPEC_TOP.replace("value = 6", "value = 100000"))
+    out = CliRunner().invoke(
+        cli.app, ["population", "--profile", "quick", "--specs", str(empty), "--bins", "8000"]
+    )
+    assert out.exit_code == 2 and "no question passed" in out.output
+    assert not (tmp_quick / QUESTIONS_FILE).exists()
+
+
+def test_real_data_profiles_skip_planted_tasks(tmp_quick):
+    from clinlib.core.guards import StageError
+
+    (tmp_quick / "source.json").unlink()
+    (tmp_quick / "source.json").write_text(json.dumps({"kind": "mimic"}))
+    with pytest.raises(StageError, match="planted task skipped on a mimic source"):
+        build_population("quick", count=_count, tasks=["P-CLQ", "P-IPW"], bins=[8000], per_cell=1)
