@@ -1,0 +1,217 @@
+"""Dialogues rewritten by any backbone, kept only when verified (paper §3 "Cohort"; Fig. 2
+stage 3: "LLM synthesis (Sonnet) + verifier ... rescued by other models"; Appendix C.1).
+
+``rewrite_dialogues(profile, "claude-sonnet-4.6", rescue=["gpt-4o-mini"])`` (``clintrace
+dialogues --rewrite B --rescue R``) writes the variant profile ``<profile>+rw-B+R``
+(:mod:`clinlib.eval.variants`): the cohort's events, and dialogues in which each visit's
+template draft was rewritten by ``B``; a visit whose rewrite fails a per-turn check
+(:data:`clinlib.dialogue.rewrite.REWRITE_CHECKS`) goes to each rescue backbone in order, then
+keeps its template text. ``dialogue_rewrites.parquet`` records every visit's outcome
+(accepted / rescued / template), who wrote the kept text and the failing check of every
+rejected attempt. The template corpus of ``<profile>`` and its predictions stay untouched.
+
+The calls go through :class:`clinlib.eval.synth_calls.Calls` (response cache: a rerun or a
+killed run started again asks nothing twice; budget cap; egress guard; live or batch mode).
+They are made in rounds, one per backbone: round k synthesises the corpus with the replies
+fetched so far and asks backbone k for exactly the visits that reach it; the last pass, with
+every reply at hand, is the dialogues stage itself (:func:`clinlib.dialogue.synth.
+build_dialogues`: the verifier, drop guards and manifest as for the template corpus).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from clinlib.core.config import PROFILES, base_profile, resolve_profile
+from clinlib.data.build import load
+from clinlib.dialogue.rewrite import rewrite_messages
+from clinlib.dialogue.synth import build_dialogues, rewrite_log
+from clinlib.eval.cells import is_credentialed, resolve_backbones
+from clinlib.eval.rule_writers import RULE_WRITERS, register_rule_writers
+from clinlib.eval.store import RunnerError
+from clinlib.eval.synth_calls import PRICE_COLUMNS, Calls, price_requests
+from clinlib.eval.variants import derive_profile, variant_name
+from clinlib.llm import (
+    Backbone,
+    ChatRequest,
+    ChatResult,
+    GenerationParams,
+    ResponseCache,
+    count_tokens,
+    default_cache_path,
+)
+
+# The output cap of a rewrite: twice the draft's tokens (a rewrite is about as long as its
+# draft; the margin lets a model add words), at least this many.
+MIN_REWRITE_TOKENS = 256
+
+
+class NotFetched(LookupError):
+    """A round asked for a reply that has not been fetched yet (internal to the rounds)."""
+
+
+def draft_key(draft: str, required: Sequence[str]) -> str:
+    """A visit's request id: a hash of its draft and required strings."""
+    blob = json.dumps([draft, list(required)], ensure_ascii=False).encode()
+    return "rw-" + hashlib.sha1(blob).hexdigest()[:20]
+
+
+def rewrite_request(bb: Backbone, draft: str, required: Sequence[str]) -> ChatRequest:
+    """The chat request for one visit (temperature 0, output cap from the draft's length)."""
+    cap = max(MIN_REWRITE_TOKENS, 2 * count_tokens(draft, bb.model))
+    return ChatRequest(draft_key(draft, required), rewrite_messages(draft, required),
+                       GenerationParams(temperature=0.0, max_tokens=cap))  # fmt: skip
+
+
+class Fetched:
+    """A :class:`~clinlib.dialogue.rewrite.Rewriter` answering from one backbone's fetched
+    replies; a draft without a reply is noted in ``needed`` (if given) and refused."""
+
+    def __init__(self, replies: dict[str, ChatResult], needed: dict | None = None) -> None:
+        self.replies, self.needed = replies, needed
+
+    def rewrite(self, draft: str, required: list[str]) -> str:
+        key = draft_key(draft, required)
+        res = self.replies.get(key)
+        if res is None:
+            if self.needed is not None:
+                self.needed[key] = (draft, list(required))
+            raise NotFetched(key)
+        if res.error:
+            raise RuntimeError(f"{res.error_kind}: {res.error}")
+        return res.response or ""
+
+
+class Collector:
+    """A :class:`~clinlib.dialogue.rewrite.Rewriter` that notes every draft and returns it."""
+
+    def __init__(self) -> None:
+        self.drafts: dict[str, tuple[str, list[str]]] = {}
+
+    def rewrite(self, draft: str, required: list[str]) -> str:
+        self.drafts[draft_key(draft, required)] = (draft, list(required))
+        return draft
+
+
+def _inputs(profile: str) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    name = resolve_profile(profile)
+    base = base_profile(name)
+    seed = PROFILES[base].seed if base in PROFILES else 0
+    return load("events", name), load("cohort", name), seed
+
+
+def resolve_writers(names: Sequence[str], config: str | Path | None) -> list[Backbone]:
+    """Backbones by name (the rule-based writers registered on demand)."""
+    if any(n in RULE_WRITERS for n in names):
+        register_rule_writers()
+    return resolve_backbones(list(names), config)
+
+
+def fetch_rounds(
+    profile: str, backbones: Sequence[Backbone], calls: Calls
+) -> list[tuple[str, Fetched]]:
+    """Ask each backbone, in order, for the visits that reach it; the final chain."""
+    events, cohort, seed = _inputs(profile)
+    replies: dict[str, dict[str, ChatResult]] = {bb.name: {} for bb in backbones}
+    for k, bb in enumerate(backbones):
+        needed: dict[str, tuple[str, list[str]]] = {}
+        chain = [(b.name, Fetched(replies[b.name], needed if i == k else None))
+                 for i, b in enumerate(backbones[: k + 1])]  # fmt: skip
+        rewrite_log(events, cohort, seed, chain)
+        if not needed:
+            break
+        reqs = [rewrite_request(bb, d, r) for d, r in needed.values()]
+        replies[bb.name].update(calls.send(bb, reqs))
+    return [(b.name, Fetched(replies[b.name])) for b in backbones]
+
+
+def rewrite_dialogues(
+    profile: str | None,
+    backbone: str,
+    rescue: Sequence[str] = (),
+    *,
+    into: str | None = None,
+    budget_usd: float | None = None,
+    mode: str = "live",
+    config: str | Path | None = None,
+    allow_unapproved: bool = False,
+    allow_drops: bool = False,
+    concurrency: int | None = None,
+    on_result: Callable[[ChatResult], None] | None = None,
+) -> dict[str, Any]:
+    """Rewrite a profile's dialogues with ``backbone`` (rescued by ``rescue``) into a variant.
+
+    Args:
+        profile: the template profile (built through the dialogues stage).
+        backbone / rescue: the rewriting backbone and the rescue backbones, in order.
+        into: the variant's profile name (default :func:`~clinlib.eval.variants.variant_name`).
+        budget_usd: cap on new spend (:class:`~clinlib.eval.synth_calls.BudgetStop`).
+        mode: ``live`` or ``batch`` (provider batch jobs at the batch price).
+        config: TOML config with user backbones.
+        allow_unapproved: send credentialed records to a backbone not approved for them.
+        allow_drops: as for the dialogues stage.
+        concurrency: requests in flight per backbone.
+        on_result: called with each result as it arrives.
+
+    Returns:
+        ``{"profile": variant, "frames": the dialogues stage's frames (with
+        dialogue_rewrites), "calls": per-backbone API calls and cache hits, "spent_usd"}``.
+    """
+    name = resolve_profile(profile)
+    names = [backbone, *rescue]
+    if len(set(names)) != len(names):
+        raise RunnerError(f"--rewrite and --rescue repeat a backbone: {names}")
+    bbs = resolve_writers(names, config)
+    calls = Calls(name, is_credentialed(name), allow_unapproved, budget_usd, mode, config,
+                  concurrency, on_result=on_result)  # fmt: skip
+    calls.guard(bbs)  # before anything is copied or sent
+    dst = into or variant_name(name, "rewrite", names)
+    derive_profile(name, dst, ["cohort"], {"kind": "rewrite", "backbones": names})
+    calls.profile = dst  # its own response cache and batch records
+    chain = fetch_rounds(dst, bbs, calls)
+    frames = build_dialogues(dst, rewriter=chain, allow_drops=allow_drops)
+    stray = frames["dialogue_rewrites"]["attempts"].map(lambda a: any("NotFetched" in x for x in a))
+    if stray.any():  # pragma: no cover - the rounds fetch every reply the final pass needs
+        raise RuntimeError("a visit reached a backbone whose reply was never fetched")
+    return {"profile": dst, "frames": frames, "calls": calls, "spent_usd": calls.spent_usd}
+
+
+def estimate_rewrite(
+    profile: str | None, backbones: Sequence[str], config: str | Path | None = None,
+    into: str | None = None,
+) -> pd.DataFrame:  # fmt: skip
+    """What rewriting every visit of ``profile`` would cost each backbone, before sending.
+
+    Input tokens are counted with each backbone's tokenizer over the real requests; output at
+    the cap (max) or at the draft's own length (typical: a faithful rewrite is about as long).
+    The first backbone rewrites every visit; a rescue backbone's row is its cost if it had to
+    rewrite every visit (an upper bound: it gets only the visits the others fail).
+
+    Returns:
+        One row per backbone: ``role`` (primary / rescue) and :data:`PRICE_COLUMNS`.
+    """
+    name = resolve_profile(profile)
+    bbs = resolve_writers(list(backbones), config)
+    events, cohort, seed = _inputs(name)
+    collect = Collector()
+    rewrite_log(events, cohort, seed, collect)
+    drafts = list(collect.drafts.values())
+    dst = into or variant_name(name, "rewrite", list(backbones))
+    rows = []
+    path = default_cache_path(dst)
+    for i, bb in enumerate(bbs):
+        reqs = [rewrite_request(bb, d, r) for d, r in drafts]
+        typical = [count_tokens(d, bb.model) for d, _ in drafts]
+        if path.exists():
+            with ResponseCache(path, readonly=True) as cache:
+                row = price_requests(bb, reqs, typical, cache)
+        else:
+            row = price_requests(bb, reqs, typical, {})
+        rows.append({"role": "primary" if i == 0 else "rescue", **row})
+    return pd.DataFrame(rows, columns=["role", *PRICE_COLUMNS])
