@@ -31,7 +31,7 @@ import pandas as pd
 from clinlib.core.config import PROFILES, base_profile, resolve_profile
 from clinlib.data.build import load
 from clinlib.dialogue.rewrite import rewrite_messages
-from clinlib.dialogue.synth import build_dialogues, rewrite_log
+from clinlib.dialogue.synth import build_dialogues, rewrite_log, synthesize_corpus
 from clinlib.eval.cells import is_credentialed, resolve_backbones
 from clinlib.eval.rule_writers import RULE_WRITERS, register_rule_writers
 from clinlib.eval.store import RunnerError
@@ -88,6 +88,18 @@ class Fetched:
         return res.response or ""
 
 
+class Recorded:
+    """A rewriter that notes each reply of ``inner`` under its draft and backbone name."""
+
+    def __init__(self, name: str, inner: Fetched, sink: dict[str, dict[str, str]]) -> None:
+        self.name, self.inner, self.sink = name, inner, sink
+
+    def rewrite(self, draft: str, required: list[str]) -> str:
+        reply = self.inner.rewrite(draft, required)
+        self.sink.setdefault(draft, {})[self.name] = reply
+        return reply
+
+
 class Collector:
     """A :class:`~clinlib.dialogue.rewrite.Rewriter` that notes every draft and returns it."""
 
@@ -114,10 +126,13 @@ def resolve_writers(names: Sequence[str], config: str | Path | None) -> list[Bac
 
 
 def fetch_rounds(
-    profile: str, backbones: Sequence[Backbone], calls: Calls
+    events: pd.DataFrame,
+    cohort: pd.DataFrame | None,
+    seed: int,
+    backbones: Sequence[Backbone],
+    calls: Calls,
 ) -> list[tuple[str, Fetched]]:
     """Ask each backbone, in order, for the visits that reach it; the final chain."""
-    events, cohort, seed = _inputs(profile)
     replies: dict[str, dict[str, ChatResult]] = {bb.name: {} for bb in backbones}
     for k, bb in enumerate(backbones):
         needed: dict[str, tuple[str, list[str]]] = {}
@@ -129,6 +144,36 @@ def fetch_rounds(
         reqs = [rewrite_request(bb, d, r) for d, r in needed.values()]
         replies[bb.name].update(calls.send(bb, reqs))
     return [(b.name, Fetched(replies[b.name])) for b in backbones]
+
+
+def rewrite_corpus(
+    events: pd.DataFrame,
+    backbones: Sequence[str],
+    cohort: pd.DataFrame | None = None,
+    seed: int = 0,
+    calls: Calls | None = None,
+    config: str | Path | None = None,
+) -> dict[str, Any]:
+    """Rewrite and verify the dialogues of an events table in memory (no profile written):
+    the notebooks' path, e.g. on a few patients with the rule-based writers.
+
+    Args:
+        events: events rows (one or more patients).
+        backbones: the rewriting backbone, then the rescues, in order.
+        cohort / seed: as for :func:`clinlib.dialogue.synth.synthesize_corpus`.
+        calls: how requests are sent (default: no cache, no budget, not credentialed).
+
+    Returns:
+        The frames of :func:`~clinlib.dialogue.synth.synthesize_corpus` (with
+        ``dialogue_rewrites``) and ``"replies"``: ``{draft: {backbone: reply}}`` for every
+        attempt (the draft is :func:`clinlib.dialogue.rewrite.visit_draft` of the template).
+    """
+    bbs = resolve_writers(list(backbones), config)
+    calls = calls or Calls("", cache=False)
+    replies: dict[str, dict[str, str]] = {}
+    chain = [(n, Recorded(n, rw, replies)) for n, rw in fetch_rounds(events, cohort, seed, bbs,
+                                                                      calls)]  # fmt: skip
+    return {**synthesize_corpus(events, cohort, seed=seed, rewriter=chain), "replies": replies}
 
 
 def rewrite_dialogues(
@@ -174,7 +219,8 @@ def rewrite_dialogues(
     dst = into or variant_name(name, "rewrite", names)
     derive_profile(name, dst, ["cohort"], {"kind": "rewrite", "backbones": names})
     calls.profile = dst  # its own response cache and batch records
-    chain = fetch_rounds(dst, bbs, calls)
+    events, cohort, seed = _inputs(dst)
+    chain = fetch_rounds(events, cohort, seed, bbs, calls)
     frames = build_dialogues(dst, rewriter=chain, allow_drops=allow_drops)
     stray = frames["dialogue_rewrites"]["attempts"].map(lambda a: any("NotFetched" in x for x in a))
     if stray.any():  # pragma: no cover - the rounds fetch every reply the final pass needs

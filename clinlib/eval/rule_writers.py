@@ -29,7 +29,7 @@ RULE_MODEL_PREFIX = "rule-based/"
 REWRITER, DATES, PARAPHRASER = "rule-based-rewriter", "rule-based-dates", "rule-based-paraphraser"
 OPENERS: dict[str, tuple[str, ...]] = {
     "Clinician": ("Right.", "Okay.", "I see.", "Thank you."),
-    "Patient": ("Well,", "Okay.", "Hmm."),
+    "Patient": ("Well.", "Okay.", "Hmm."),
 }
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
           "September", "October", "November", "December")  # fmt: skip

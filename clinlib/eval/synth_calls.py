@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,7 @@ class Calls:
         concurrency: requests in flight (default: the backbone's).
         batch_options: options of :class:`~clinlib.llm.batch.BatchClient`.
         on_result: called with every result as it arrives (progress; tests).
+        cache: use the profile's response cache (False: none, e.g. in-memory notebook runs).
     """
 
     profile: str
@@ -101,6 +103,7 @@ class Calls:
     concurrency: int | None = None
     batch_options: dict[str, Any] = field(default_factory=dict)
     on_result: Callable[[ChatResult], None] | None = None
+    cache: bool = True
     spent_usd: float = 0.0
     api_calls: dict[str, int] = field(default_factory=dict)
     cache_hits: dict[str, int] = field(default_factory=dict)
@@ -136,10 +139,8 @@ class Calls:
         ``error``). Raises :class:`BudgetStop` after answering the part that fit."""
         self.guard([bb])
         requests = list(requests)
-        path = default_cache_path(self.profile)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with ResponseCache(path) as cache:
-            n = self._fits(bb, requests, cache)
+        with self._cache() as cache:
+            n = self._fits(bb, requests, cache if cache is not None else {})
             results = run_coro(lambda: self._send(bb, requests[:n], cache)) if n else []
         fresh = [r for r in results if not r.from_cache]
         self.spent_usd += sum(r.cost_usd for r in fresh)
@@ -153,8 +154,15 @@ class Calls:
             )
         return {r.request_id: r for r in results}
 
+    def _cache(self) -> AbstractContextManager[ResponseCache | None]:
+        if not self.cache:
+            return nullcontext(None)
+        path = default_cache_path(self.profile)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return ResponseCache(path)
+
     async def _send(
-        self, bb: Backbone, requests: list[ChatRequest], cache: ResponseCache
+        self, bb: Backbone, requests: list[ChatRequest], cache: ResponseCache | None
     ) -> list[ChatResult]:
         async with LLMClient(bb, cache=cache, credentialed=self.credentialed,
                              allow_unapproved=self.allow_unapproved,
