@@ -97,6 +97,10 @@ _API: dict[str, tuple[str, str | None]] = {
     "visit_draft": ("clinlib.dialogue.rewrite", "visit_draft"),  # 02
     "paraphrase_questions": ("clinlib.eval.paraphrase_run", "paraphrase_questions"),  # 03
     "estimate_paraphrase": ("clinlib.eval.paraphrase_run", "estimate_paraphrase"),
+    "paraphrase_frame": ("clinlib.eval.paraphrase_run", "paraphrase_frame"),  # 03
+    "answer_in_memory": ("clinlib.eval.paraphrase_run", "answer_in_memory"),  # 03
+    "paraphrase_checks": ("clinlib.tasks.paraphrase", None),  # 03
+    "question_gates": ("clinlib.tasks.gates", None),  # 03: L3 on a reworded set
     "paraphrase_robustness": ("clinlib.analysis.paraphrase_robustness", None),  # 03
     "task_report": ("clinlib.tasks.report", None),  # 03
     "l5_audit": ("clinlib.tasks.audit", None),  # 03, `clintrace audit`

@@ -23,8 +23,15 @@ import pandas as pd
 from clinlib.core.config import resolve_profile
 from clinlib.core.guards import stage_run
 from clinlib.data.build import load
-from clinlib.eval.cells import is_credentialed
+from clinlib.eval.cells import (
+    build_items,
+    is_credentialed,
+    prediction_row,
+    prepare,
+    resolve_backbones,
+)
 from clinlib.eval.rewrite_dialogues import resolve_writers
+from clinlib.eval.session import run_coro
 from clinlib.eval.store import RunnerError
 from clinlib.eval.synth_calls import PRICE_COLUMNS, Calls, price_requests
 from clinlib.eval.variants import derive_profile, variant_name
@@ -33,10 +40,12 @@ from clinlib.llm import (
     ChatRequest,
     ChatResult,
     GenerationParams,
+    LLMClient,
     ResponseCache,
     count_tokens,
     default_cache_path,
 )
+from clinlib.strategies.prep import RULE_BASED
 from clinlib.tasks.build import PAPER_FILES, write_gated
 from clinlib.tasks.gates import run_gates
 from clinlib.tasks.paraphrase import check_paraphrase, first_problem, paraphrase_messages
@@ -154,3 +163,42 @@ def estimate_paraphrase(
     else:
         row = price_requests(bb, reqs, typical, {})
     return pd.DataFrame([row], columns=list(PRICE_COLUMNS))
+
+
+def paraphrase_frame(
+    questions: pd.DataFrame,
+    backbone: str,
+    calls: Calls | None = None,
+    config: str | Path | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Paraphrase and check a question table in memory (no profile written): the notebooks'
+    path. Returns (questions with the kept wording, the per-question record)."""
+    (bb,) = resolve_writers([backbone], config)
+    calls = calls or Calls("", cache=False)
+    reqs = [paraphrase_request(bb, str(q), str(t))
+            for q, t in zip(questions["qid"], questions["question"], strict=True)]  # fmt: skip
+    return judge_paraphrases(questions, calls.send(bb, reqs), bb.name)
+
+
+def answer_in_memory(
+    profile: str | None,
+    questions: pd.DataFrame,
+    strategy: str = "full-context",
+    backbone: str = "reference",
+) -> pd.DataFrame:
+    """Answer ``questions`` (any wording) under one strategy with one backbone, ``post``
+    setting, without writing predictions: prediction rows as the harness scores them. For an
+    offline reader or a cached backbone; a paid backbone belongs in ``runner.run`` on the
+    variant profile (its own predictions folder)."""
+    name = resolve_profile(profile)
+    (bb,) = resolve_backbones([backbone], None)
+    entries = prepare(name, [strategy], ["post"], RULE_BASED, None, None, questions)
+    items = [it for _v, sub, ctx in entries for it in build_items(sub, ctx, bb)]
+
+    async def go() -> list[ChatResult]:
+        async with LLMClient(bb, credentialed=is_credentialed(name)) as client:
+            return await client.complete_many([it.request for it in items])
+
+    results = run_coro(go)
+    return pd.DataFrame([prediction_row(it, r, "in-memory")
+                         for it, r in zip(items, results, strict=True)])  # fmt: skip
