@@ -62,9 +62,12 @@ def draft_key(draft: str, required: Sequence[str]) -> str:
     return "rw-" + hashlib.sha1(blob).hexdigest()[:20]
 
 
-def rewrite_request(bb: Backbone, draft: str, required: Sequence[str]) -> ChatRequest:
-    """The chat request for one visit (temperature 0, output cap from the draft's length)."""
-    cap = max(MIN_REWRITE_TOKENS, 2 * count_tokens(draft, bb.model))
+def rewrite_request(
+    bb: Backbone, draft: str, required: Sequence[str], max_tokens: int | None = None
+) -> ChatRequest:
+    """The chat request for one visit (temperature 0; output cap ``max_tokens``, else from
+    the draft's length)."""
+    cap = max_tokens or max(MIN_REWRITE_TOKENS, 2 * count_tokens(draft, bb.model))
     return ChatRequest(draft_key(draft, required), rewrite_messages(draft, required),
                        GenerationParams(temperature=0.0, max_tokens=cap))  # fmt: skip
 
@@ -131,6 +134,7 @@ def fetch_rounds(
     seed: int,
     backbones: Sequence[Backbone],
     calls: Calls,
+    max_tokens: int | None = None,
 ) -> list[tuple[str, Fetched]]:
     """Ask each backbone, in order, for the visits that reach it; the final chain."""
     replies: dict[str, dict[str, ChatResult]] = {bb.name: {} for bb in backbones}
@@ -141,7 +145,7 @@ def fetch_rounds(
         rewrite_log(events, cohort, seed, chain)
         if not needed:
             break
-        reqs = [rewrite_request(bb, d, r) for d, r in needed.values()]
+        reqs = [rewrite_request(bb, d, r, max_tokens) for d, r in needed.values()]
         replies[bb.name].update(calls.send(bb, reqs))
     return [(b.name, Fetched(replies[b.name])) for b in backbones]
 
@@ -189,6 +193,7 @@ def rewrite_dialogues(
     allow_drops: bool = False,
     concurrency: int | None = None,
     on_result: Callable[[ChatResult], None] | None = None,
+    max_tokens: int | None = None,
 ) -> dict[str, Any]:
     """Rewrite a profile's dialogues with ``backbone`` (rescued by ``rescue``) into a variant.
 
@@ -203,6 +208,8 @@ def rewrite_dialogues(
         allow_drops: as for the dialogues stage.
         concurrency: requests in flight per backbone.
         on_result: called with each result as it arrives.
+        max_tokens: output cap per visit (default: twice the draft's tokens, at least
+            :data:`MIN_REWRITE_TOKENS`).
 
     Returns:
         ``{"profile": variant, "frames": the dialogues stage's frames (with
@@ -220,7 +227,7 @@ def rewrite_dialogues(
     derive_profile(name, dst, ["cohort"], {"kind": "rewrite", "backbones": names})
     calls.profile = dst  # its own response cache and batch records
     events, cohort, seed = _inputs(dst)
-    chain = fetch_rounds(events, cohort, seed, bbs, calls)
+    chain = fetch_rounds(events, cohort, seed, bbs, calls, max_tokens)
     frames = build_dialogues(dst, rewriter=chain, allow_drops=allow_drops)
     stray = frames["dialogue_rewrites"]["attempts"].map(lambda a: any("NotFetched" in x for x in a))
     if stray.any():  # pragma: no cover - the rounds fetch every reply the final pass needs
