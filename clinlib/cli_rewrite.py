@@ -18,6 +18,7 @@ from clinlib.eval.paraphrase_run import estimate_paraphrase, paraphrase_question
 from clinlib.eval.rewrite_dialogues import estimate_rewrite, rewrite_dialogues
 from clinlib.eval.synth_calls import calls_frame
 from clinlib.eval.variants import variant_name
+from clinlib.llm.batch import BatchPending
 from clinlib.tasks.build import build_questions
 from clinlib.tasks.gates import gate_report
 
@@ -60,6 +61,20 @@ def _names(values: list[str] | None) -> list[str]:
     return [v.strip() for raw in values or [] for v in raw.split(",") if v.strip()]
 
 
+def _sending(fn, *args, **kwargs):
+    """Run a sending stage: provider batch jobs still running exit 3 (rerun to collect, as
+    ``clintrace run --batch``); other refusals one line and exit 2 (:func:`_run`)."""
+
+    def guarded():
+        try:
+            return fn(*args, **kwargs)
+        except BatchPending as exc:  # a ValueError: caught before _run turns it into exit 2
+            typer.echo(f"batch jobs still running: {exc} (rerun the command to collect)", err=True)
+            raise typer.Exit(code=3) from None
+
+    return _run(guarded)
+
+
 def _echo_table(df: pd.DataFrame) -> None:
     typer.echo(df.to_string(index=False))
 
@@ -75,7 +90,7 @@ def rewrite_command(name: str, backbone: str, rescue: list[str] | None, *, into:
     t0 = time.perf_counter()
     dst = into or _run(variant_name, name, "rewrite", chain)
     with _writer(name), _writer(dst):
-        out = _run(rewrite_dialogues, name, backbone, chain[1:], into=dst, budget_usd=budget,
+        out = _sending(rewrite_dialogues, name, backbone, chain[1:], into=dst, budget_usd=budget,
                    mode="batch" if batch else "live", config=config,
                    allow_unapproved=allow_unapproved, allow_drops=allow_drops)  # fmt: skip
         log = out["frames"]["dialogue_rewrites"]
@@ -98,7 +113,7 @@ def paraphrase_command(name: str, backbone: str, *, into: str | None, budget: fl
         return
     dst = into or _run(variant_name, name, "paraphrase", [backbone])
     with _writer(name), _writer(dst):
-        out = _run(paraphrase_questions, name, backbone, into=dst, budget_usd=budget,
+        out = _sending(paraphrase_questions, name, backbone, into=dst, budget_usd=budget,
                    mode="batch" if batch else "live", config=config,
                    allow_unapproved=allow_unapproved)  # fmt: skip
     log = out["paraphrases"]

@@ -106,14 +106,15 @@ def paraphrase_questions(
     allow_unapproved: bool = False,
     concurrency: int | None = None,
     on_result: Callable[[ChatResult], None] | None = None,
+    batch_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Paraphrase a profile's questions with ``backbone`` into a variant profile.
 
     Args:
         profile: the profile whose questions.parquet is paraphrased (a rewrite variant too).
         backbone: the paraphrasing backbone.
-        into / budget_usd / mode / config / allow_unapproved / concurrency / on_result: as
-            for :func:`clinlib.eval.rewrite_dialogues.rewrite_dialogues`.
+        into / budget_usd / mode / config / allow_unapproved / concurrency / on_result /
+            batch_options: as for :func:`clinlib.eval.rewrite_dialogues.rewrite_dialogues`.
 
     Returns:
         ``{"profile", "questions", "paraphrases", "gates", "calls", "spent_usd"}``.
@@ -125,7 +126,7 @@ def paraphrase_questions(
     questions = load("questions", name)
     (bb,) = resolve_writers([backbone], config)
     calls = Calls(name, is_credentialed(name), allow_unapproved, budget_usd, mode, config,
-                  concurrency, on_result=on_result)  # fmt: skip
+                  concurrency, dict(batch_options or {}), on_result)  # fmt: skip
     calls.guard([bb])
     dst = into or variant_name(name, "paraphrase", [backbone])
     derive_profile(name, dst, ["cohort", "dialogues"], {"kind": "paraphrase",

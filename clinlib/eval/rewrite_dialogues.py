@@ -194,6 +194,7 @@ def rewrite_dialogues(
     concurrency: int | None = None,
     on_result: Callable[[ChatResult], None] | None = None,
     max_tokens: int | None = None,
+    batch_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Rewrite a profile's dialogues with ``backbone`` (rescued by ``rescue``) into a variant.
 
@@ -208,6 +209,8 @@ def rewrite_dialogues(
         allow_drops: as for the dialogues stage.
         concurrency: requests in flight per backbone.
         on_result: called with each result as it arrives.
+        batch_options: options of :class:`~clinlib.llm.batch.BatchClient` (poll_interval_s,
+            max_wait_s, ...) in batch mode.
         max_tokens: output cap per visit (default: twice the draft's tokens, at least
             :data:`MIN_REWRITE_TOKENS`).
 
@@ -221,7 +224,7 @@ def rewrite_dialogues(
         raise RunnerError(f"--rewrite and --rescue repeat a backbone: {names}")
     bbs = resolve_writers(names, config)
     calls = Calls(name, is_credentialed(name), allow_unapproved, budget_usd, mode, config,
-                  concurrency, on_result=on_result)  # fmt: skip
+                  concurrency, dict(batch_options or {}), on_result)  # fmt: skip
     calls.guard(bbs)  # before anything is copied or sent
     dst = into or variant_name(name, "rewrite", names)
     derive_profile(name, dst, ["cohort"], {"kind": "rewrite", "backbones": names})

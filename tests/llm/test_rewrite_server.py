@@ -267,3 +267,49 @@ def test_rewrites_frame_has_every_visit_once(profile, servers):
     want = (ev[ev["subject_id"].isin(PATIENTS)][["subject_id", "visit_idx"]].drop_duplicates()
             .sort_values(["subject_id", "visit_idx"]).astype("int64").reset_index(drop=True))  # fmt: skip
     pd.testing.assert_frame_equal(log[["subject_id", "visit_idx"]].reset_index(drop=True), want)
+
+
+def test_batch_mode_sends_one_job_and_a_rerun_collects_it(profile):
+    from clinlib.llm.batch import BatchPending
+    from clinlib.llm.batchserver import BatchServer
+
+    with BatchServer(answer=faithful, polls_to_finish=2) as srv:
+        register_backbone(Backbone(name="bulk", model=MODEL, base_url=srv.base_url,
+                                   price_input=1.0, price_output=2.0), replace_existing=True)  # fmt: skip
+        try:
+            with pytest.raises(BatchPending):  # still running when the wait ends
+                rewrite_dialogues(
+                    profile,
+                    "bulk",
+                    mode="batch",
+                    batch_options={"poll_interval_s": 0, "max_wait_s": 0},
+                )
+            assert not config.artifact_path("dialogues.parquet", "tiny+rw-bulk").exists()
+            out = rewrite_dialogues(
+                profile, "bulk", mode="batch", batch_options={"poll_interval_s": 0}
+            )
+        finally:
+            unregister_backbone("bulk")
+        assert srv.n_batches == 1  # the rerun collected the job it had submitted
+        assert len(srv.lines_run) == _n_visits()
+    log = out["frames"]["dialogue_rewrites"]
+    assert (log["outcome"] == "accepted").all()
+    assert out["spent_usd"] > 0  # priced at the batch prices
+
+
+def test_cli_estimate_and_one_line_refusals(profile, servers):
+    from typer.testing import CliRunner
+
+    from clinlib import cli
+
+    servers(price_in=1.0, price_out=2.0, paid=faithful)
+    runner = CliRunner()
+    est = runner.invoke(cli.app, ["dialogues", "--profile", profile, "--rewrite", "paid",
+                                  "--estimate"])  # fmt: skip
+    assert est.exit_code == 0, est.output
+    assert "primary" in est.output and "paid" in est.output
+    bad = runner.invoke(cli.app, ["dialogues", "--profile", profile, "--rewrite", "nobody"])
+    assert bad.exit_code == 2 and bad.output.count("\n") == 1 and "nobody" in bad.output
+    cut = runner.invoke(cli.app, ["dialogues", "--profile", profile, "--rewrite", "paid",
+                                  "--budget", "0"])  # fmt: skip
+    assert cut.exit_code == 2 and "budget:" in cut.output and cut.output.count("\n") == 1
