@@ -29,8 +29,10 @@ from typing import Any
 import pandas as pd
 
 from clinlib.core.config import PROFILES, base_profile, resolve_profile
+from clinlib.core.guards import check_artifact
 from clinlib.data.build import load
-from clinlib.dialogue.rewrite import rewrite_messages
+from clinlib.dialogue.fields import records
+from clinlib.dialogue.rewrite import draft_required, rewrite_messages, visit_draft
 from clinlib.dialogue.synth import build_dialogues, rewrite_log, synthesize_corpus
 from clinlib.eval.cells import is_credentialed, resolve_backbones
 from clinlib.eval.rule_writers import RULE_WRITERS, register_rule_writers
@@ -238,6 +240,33 @@ def rewrite_dialogues(
     return {"profile": dst, "frames": frames, "calls": calls, "spent_usd": calls.spent_usd}
 
 
+def collect_drafts(profile: str) -> dict[str, tuple[str, list[str]]]:
+    """Every visit's (draft, required strings) of a profile, keyed by :func:`draft_key`.
+
+    From the profile's current template dialogues where they exist (a kept patient's stored
+    turns are its drafts), synthesising only the patients the verifier dropped (they are
+    rewritten too); else from a synthesis pass over every patient.
+    """
+    events, cohort, seed = _inputs(profile)
+    collect = Collector()
+    try:
+        check_artifact("dialogues", profile)
+        turns, summary = load("dialogues", profile), load("dialogue_summary", profile)
+    except (FileNotFoundError, ValueError):
+        rewrite_log(events, cohort, seed, collect)
+        return collect.drafts
+    by_id = {str(e["event_id"]): e for e in records(events)}
+    for (_sid, _v), g in turns.sort_values(["subject_id", "turn_idx"]).groupby(
+        ["subject_id", "visit_idx"], sort=True
+    ):
+        recs = records(g)
+        collect.rewrite(visit_draft(recs), draft_required(recs, by_id))
+    dropped = set(summary.loc[~summary["kept"], "subject_id"])
+    if dropped:
+        rewrite_log(events[events["subject_id"].isin(dropped)], None, seed, collect)
+    return collect.drafts
+
+
 def estimate_rewrite(
     profile: str | None, backbones: Sequence[str], config: str | Path | None = None,
     into: str | None = None,
@@ -254,10 +283,7 @@ def estimate_rewrite(
     """
     name = resolve_profile(profile)
     bbs = resolve_writers(list(backbones), config)
-    events, cohort, seed = _inputs(name)
-    collect = Collector()
-    rewrite_log(events, cohort, seed, collect)
-    drafts = list(collect.drafts.values())
+    drafts = list(collect_drafts(name).values())
     dst = into or variant_name(name, "rewrite", list(backbones))
     rows = []
     path = default_cache_path(dst)

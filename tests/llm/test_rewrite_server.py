@@ -313,3 +313,15 @@ def test_cli_estimate_and_one_line_refusals(profile, servers):
     cut = runner.invoke(cli.app, ["dialogues", "--profile", profile, "--rewrite", "paid",
                                   "--budget", "0"])  # fmt: skip
     assert cut.exit_code == 2 and "budget:" in cut.output and cut.output.count("\n") == 1
+
+
+def test_drafts_from_stored_dialogues_equal_a_synthesis_pass(profile):
+    from clinlib.dialogue.synth import build_dialogues, rewrite_log
+    from clinlib.eval.rewrite_dialogues import Collector, collect_drafts
+
+    synthesised = collect_drafts(profile)  # no dialogues yet: a synthesis pass
+    build_dialogues(profile)
+    assert collect_drafts(profile) == synthesised  # from the stored turns
+    again = Collector()
+    rewrite_log(load("events", profile), load("cohort", profile), 0, again)
+    assert again.drafts == synthesised and len(synthesised) == _n_visits()
