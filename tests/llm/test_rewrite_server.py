@@ -325,3 +325,17 @@ def test_drafts_from_stored_dialogues_equal_a_synthesis_pass(profile):
     again = Collector()
     rewrite_log(load("events", profile), load("cohort", profile), 0, again)
     assert again.drafts == synthesised and len(synthesised) == _n_visits()
+
+
+def test_a_variant_keeps_its_bases_sizes():
+    from clinlib.core.config import base_profile
+    from clinlib.eval.variants import variant_name
+    from clinlib.tasks import rules
+    from clinlib.tasks.build import QUICK_COUNTS, target_counts
+
+    name = variant_name("quick", "rewrite", ["claude-sonnet-4.6", "gpt-4o-mini"])
+    assert name == "quick+rw-claude-sonnet-4.6+gpt-4o-mini"
+    assert base_profile(name) == "quick" and base_profile(f"{name}+pp-x") == "quick"
+    assert target_counts(name) == QUICK_COUNTS
+    assert target_counts(variant_name("paper", "paraphrase", ["a/b"])) == rules.PAPER_COUNTS
+    assert variant_name("paper", "paraphrase", ["a/b"]) == "paper+pp-a_b"
