@@ -175,7 +175,8 @@ def paraphrase_frame(
     """Paraphrase and check a question table in memory (no profile written): the notebooks'
     path. Returns (questions with the kept wording, the per-question record)."""
     (bb,) = resolve_writers([backbone], config)
-    calls = calls or Calls("", cache=False)
+    # without a profile to say where the questions come from, they count as credentialed
+    calls = calls or Calls("", credentialed=True, cache=False)
     reqs = [paraphrase_request(bb, str(q), str(t))
             for q, t in zip(questions["qid"], questions["question"], strict=True)]  # fmt: skip
     return judge_paraphrases(questions, calls.send(bb, reqs), bb.name)

@@ -167,7 +167,8 @@ def rewrite_corpus(
         events: events rows (one or more patients).
         backbones: the rewriting backbone, then the rescues, in order.
         cohort / seed: as for :func:`clinlib.dialogue.synth.synthesize_corpus`.
-        calls: how requests are sent (default: no cache, no budget, not credentialed).
+        calls: how requests are sent (default: no cache, no budget, and the records treated as
+            credentialed: only offline or approved backbones receive them).
 
     Returns:
         The frames of :func:`~clinlib.dialogue.synth.synthesize_corpus` (with
@@ -175,7 +176,7 @@ def rewrite_corpus(
         attempt (the draft is :func:`clinlib.dialogue.rewrite.visit_draft` of the template).
     """
     bbs = resolve_writers(list(backbones), config)
-    calls = calls or Calls("", cache=False)
+    calls = calls or Calls("", credentialed=True, cache=False)
     replies: dict[str, dict[str, str]] = {}
     chain = [(n, Recorded(n, rw, replies)) for n, rw in fetch_rounds(events, cohort, seed, bbs,
                                                                       calls)]  # fmt: skip
