@@ -339,3 +339,18 @@ def test_a_variant_keeps_its_bases_sizes():
     assert target_counts(name) == QUICK_COUNTS
     assert target_counts(variant_name("paper", "paraphrase", ["a/b"])) == rules.PAPER_COUNTS
     assert variant_name("paper", "paraphrase", ["a/b"]) == "paper+pp-a_b"
+
+
+def test_in_memory_rewrites_refuse_unapproved_backbones(servers):
+    from clinlib.eval.rewrite_dialogues import rewrite_corpus
+    from clinlib.eval.synth_calls import Calls
+
+    srv = servers(open_=faithful)["open_"]
+    ev = make_events()
+    ev = ev[ev["subject_id"] == 1001]
+    with pytest.raises(EgressRefusedError):
+        rewrite_corpus(ev, ["open_"])  # no source.json: the records count as credentialed
+    assert srv.n_requests == 0
+    out = rewrite_corpus(ev, ["open_"], calls=Calls("", credentialed=False, cache=False))
+    assert (out["dialogue_rewrites"]["outcome"] == "accepted").all()
+    assert srv.n_requests == ev["visit_idx"].nunique()
