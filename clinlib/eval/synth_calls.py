@@ -40,12 +40,13 @@ from clinlib.llm import (
     default_cache_path,
 )
 from clinlib.llm.batch import BatchClient
+from clinlib.llm.context import counter_name
 
 MODES: tuple[str, ...] = ("live", "batch")
 PRICE_COLUMNS: tuple[str, ...] = (
     "backbone", "requests", "cached", "input_tokens", "output_tokens_max",
     "output_tokens_typical", "cost_usd_max", "cost_usd_typical", "batch_cost_usd_max",
-    "batch_cost_usd_typical", "pending_cost_usd_max",
+    "batch_cost_usd_typical", "pending_cost_usd_max", "counter",
 )  # fmt: skip
 
 
@@ -57,7 +58,7 @@ def price_requests(
     bb: Backbone, requests: Sequence[ChatRequest], typical: Sequence[int], cache: ResponseCache
 ) -> dict[str, Any]:
     """What ``requests`` cost ``bb`` (one :data:`PRICE_COLUMNS` row): input tokens counted with
-    the backbone's tokenizer, output at its cap (max) or ``typical`` tokens; ``cached`` and
+    the backbone's tokenizer (``counter`` says which, and when it approximates), output at its cap (max) or ``typical`` tokens; ``cached`` and
     ``pending_cost_usd_max`` say what a run would still send."""
     n_in = [count_tokens(r.messages, bb.model) for r in requests]
     n_max = [int(r.params.max_tokens or 0) for r in requests]
@@ -74,6 +75,8 @@ def price_requests(
         "batch_cost_usd_max": bb.batch_cost(sum(n_in), sum(n_max)),
         "batch_cost_usd_typical": bb.batch_cost(sum(n_in), sum(typical)),
         "pending_cost_usd_max": bb.cost(pend_in, pend_out),
+        # what counted the tokens: the backbone's own tokenizer, or an approximation
+        "counter": counter_name(bb.model),
     }  # fmt: skip
 
 
