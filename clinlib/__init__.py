@@ -89,6 +89,19 @@ _API: dict[str, tuple[str, str | None]] = {
     "verify": ("clinlib.dialogue.verify", None),  # 02
     "dialogue_viewer": ("clinlib.dialogue.viewer", None),  # 02, apps/dialogue_viewer
     "corpus_shape": ("clinlib.analysis.corpus_shape", None),  # 02
+    # dialogues and questions written by a backbone, verified (Fig. 2 stages 3-4): 02, 03
+    "rewrite_corpus": ("clinlib.eval.rewrite_dialogues", "rewrite_corpus"),  # 02
+    "rewrite_dialogues": ("clinlib.eval.rewrite_dialogues", "rewrite_dialogues"),
+    "estimate_rewrite": ("clinlib.eval.rewrite_dialogues", "estimate_rewrite"),
+    "rewrite_report": ("clinlib.dialogue.rewrite_report", None),  # 02
+    "visit_draft": ("clinlib.dialogue.rewrite", "visit_draft"),  # 02
+    "paraphrase_questions": ("clinlib.eval.paraphrase_run", "paraphrase_questions"),  # 03
+    "estimate_paraphrase": ("clinlib.eval.paraphrase_run", "estimate_paraphrase"),
+    "paraphrase_frame": ("clinlib.eval.paraphrase_run", "paraphrase_frame"),  # 03
+    "answer_in_memory": ("clinlib.eval.paraphrase_run", "answer_in_memory"),  # 03
+    "paraphrase_checks": ("clinlib.tasks.paraphrase", None),  # 03
+    "question_gates": ("clinlib.tasks.gates", None),  # 03: L3 on a reworded set
+    "paraphrase_robustness": ("clinlib.analysis.paraphrase_robustness", None),  # 03
     "task_report": ("clinlib.tasks.report", None),  # 03
     "l5_audit": ("clinlib.tasks.audit", None),  # 03, `clintrace audit`
     "runner": ("clinlib.eval.runner", None),  # 04, 06-11, 13

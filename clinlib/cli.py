@@ -24,6 +24,7 @@ from clinlib import (
     cli_endpoints,  # noqa: F401  (registers its commands on app)
     cli_population,  # noqa: F401  (registers `population` on app)
 )
+from clinlib import cli_rewrite as cr
 from clinlib.cli_common import (
     AcceptErrorsOpt,
     AllowDropsOpt,
@@ -106,11 +107,27 @@ def export_meds(
 
 @app.command()
 def dialogues(
-    profile: ProfileOpt = None, seed: SeedOpt = None, allow_drops: AllowDropsOpt = False
+    profile: ProfileOpt = None,
+    seed: SeedOpt = None,
+    allow_drops: AllowDropsOpt = False,
+    rewrite: cr.RewriteOpt = None,
+    rescue: cr.RescueOpt = None,
+    into: cr.IntoOpt = None,
+    budget: cr.BudgetOpt = None,
+    batch: cr.BatchOpt = False,
+    estimate: cr.EstimateOpt = False,
+    config: cr.WriterConfigOpt = None,
+    allow_unapproved: cr.UnapprovedOpt = False,
 ) -> None:
-    """Synthesise and verify one dialogue per cohort patient (dialogues.parquet + checks)."""
+    """Synthesise and verify one dialogue per cohort patient (dialogues.parquet + checks);
+    with --rewrite, each visit rewritten by a backbone into a variant profile (clinlib.cli_rewrite)."""
     t0 = time.perf_counter()
     name = _profile(profile)
+    if rewrite:
+        cr.rewrite_command(name, rewrite, rescue, into=into, budget=budget, batch=batch,
+                           estimate_only=estimate, config=config,
+                           allow_unapproved=allow_unapproved, allow_drops=allow_drops)  # fmt: skip
+        return
     with _writer(name):
         out = _run(build_dialogues, name, seed=seed, allow_drops=allow_drops)
     summary = out["dialogue_summary"]
@@ -126,12 +143,27 @@ def dialogues(
 
 @app.command()
 def questions(
-    profile: ProfileOpt = None, seed: SeedOpt = None, allow_drops: AllowDropsOpt = False
+    profile: ProfileOpt = None,
+    seed: SeedOpt = None,
+    allow_drops: AllowDropsOpt = False,
+    paraphrase: cr.ParaphraseOpt = None,
+    into: cr.IntoOpt = None,
+    budget: cr.BudgetOpt = None,
+    batch: cr.BatchOpt = False,
+    estimate: cr.EstimateOpt = False,
+    config: cr.WriterConfigOpt = None,
+    allow_unapproved: cr.UnapprovedOpt = False,
 ) -> None:
     """Generate T1–T9 questions and run the L0–L4 gates (questions.parquet + gates.parquet),
     then the extended set (T10; temporal_questions.parquet + temporal_gates.parquet; a failure
-    there is reported in one line and does not fail the command)."""
+    there is reported in one line and does not fail the command). With --paraphrase, the
+    questions reworded by a backbone into a variant profile (clinlib.cli_rewrite)."""
     name = _profile(profile)
+    if paraphrase:
+        cr.paraphrase_command(name, paraphrase, into=into, budget=budget, batch=batch,
+                              estimate_only=estimate, config=config,
+                              allow_unapproved=allow_unapproved)  # fmt: skip
+        return
     with _writer(name):
         _questions(name, seed, allow_drops)
 

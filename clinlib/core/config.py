@@ -65,6 +65,18 @@ def resolve_profile(name: str | None = None) -> str:
     return chosen
 
 
+# A variant profile (LLM-rewritten dialogues, paraphrased questions: clinlib.eval.rewrite_dialogues)
+# is named "<base>+<variant>", e.g. "quick+rw-gpt-4o-mini": its own build folder, so the base
+# corpus and its predictions are never replaced, but the base's sizes, seed and counts.
+VARIANT_SEP = "+"
+
+
+def base_profile(name: str) -> str:
+    """The profile a variant derives from (``quick+rw-x`` -> ``quick``; a plain name is its
+    own base)."""
+    return resolve_profile(name).split(VARIANT_SEP, 1)[0]
+
+
 def profile_sizes(name: str) -> Profile:
     """Sizes of a synthetic profile; raises a clear error for an unknown one."""
     try:

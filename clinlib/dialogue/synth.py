@@ -33,8 +33,10 @@ The verifier (clinlib.dialogue.verify) checks every dialogue; a patient failing 
 dropped and the reason reported (the paper keeps 385 of 400). Large corpora run in two
 processes (:data:`PARALLEL_MIN_EVENTS`); the result does not depend on it.
 
-LLM rewriting is an optional seam (:class:`clinlib.dialogue.rewrite.Rewriter`): a visit whose
-rewrite loses or invents a fact keeps its template text, and the fallback is recorded.
+LLM rewriting (:class:`clinlib.dialogue.rewrite.Rewriter`, or a chain: primary then rescues) is
+driven from the command line by :mod:`clinlib.eval.rewrite_dialogues` (``clintrace dialogues
+--rewrite``): a visit whose every rewrite fails a per-turn check keeps its template text, and
+each visit's outcome is recorded (``dialogue_rewrites.parquet``).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -50,7 +52,7 @@ from typing import Any
 
 import pandas as pd
 
-from clinlib.core.config import PROFILES, artifact_path, resolve_profile
+from clinlib.core.config import PROFILES, artifact_path, base_profile, resolve_profile
 from clinlib.core.guards import check_artifact, check_kept, group_reasons, stage_run
 from clinlib.core.io import read_artifact
 from clinlib.core.progress import progress
@@ -60,7 +62,7 @@ from clinlib.dialogue.fields import fmt_date, group_records, present, records, v
 from clinlib.dialogue.fitting import fit_budget
 from clinlib.dialogue.matching import DRUG_LEXICON, DrugMatcher
 from clinlib.dialogue.render import render_dialogue
-from clinlib.dialogue.rewrite import Rewriter, try_rewrite
+from clinlib.dialogue.rewrite import REWRITE_COLUMNS, Rewriter, as_chain, try_rewrites
 from clinlib.dialogue.selection import (
     DialogueInputError,
     event_problem,
@@ -100,12 +102,8 @@ SUMMARY_COLUMNS: dict[str, str] = {
     "drop_reason": "string",
 }
 _COVERAGE_BASE = {k: t for k, t in COVERAGE_COLUMNS.items() if k != "kept"}
-REWRITE_COLUMNS: dict[str, str] = {
-    "subject_id": "int64",
-    "visit_idx": "int64",
-    "accepted": "bool",
-    "reason": "string",
-}
+# A rewriter, or a chain of (backbone name, rewriter): the primary, then rescues in order.
+RewriterArg = Rewriter | Sequence[tuple[str, Rewriter]] | None
 
 
 @dataclass(frozen=True)
@@ -135,7 +133,7 @@ def _synthesize_records(
     sid: int,
     events: list[dict[str, Any]],
     seed: int,
-    rewriter: Rewriter | None,
+    rewriter: RewriterArg,
     drugs: DrugMatcher | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """One patient's (turn records, coverage records, rewrite records)."""
@@ -185,9 +183,9 @@ def _synthesize_records(
                 for e in in_visit
                 if status[str(e["event_id"])]["status"] == "missed"
             ]
-            new, why = try_rewrite(rewriter, recs, v, events_by_id, missed_v, drugs)
-            rewrites.append(dict(subject_id=sid, visit_idx=v, accepted=new is not None,
-                                 reason=why))  # fmt: skip
+            new, log_row = try_rewrites(as_chain(rewriter), recs, v, events_by_id, missed_v,
+                                        drugs)  # fmt: skip
+            rewrites.append({"subject_id": sid, **log_row})
             recs = new or recs
         vdate = fmt_date(starts[v]) if v in starts else None
         for r in recs:
@@ -202,15 +200,16 @@ def _synthesize_records(
 
 
 def synthesize_dialogue(
-    events: pd.DataFrame, seed: int = 0, rewriter: Rewriter | None = None
+    events: pd.DataFrame, seed: int = 0, rewriter: RewriterArg = None
 ) -> DialogueResult:
     """Turn one patient's events into a dialogue.
 
     Args:
         events: the patient's rows of the events table.
         seed: template and missed-event seed.
-        rewriter: optional :class:`Rewriter` applied visit by visit (template text is kept
-            for a visit whose rewrite loses or invents a fact).
+        rewriter: optional :class:`Rewriter`, or a chain of (name, rewriter) tried in order,
+            applied visit by visit (template text is kept for a visit whose every rewrite
+            fails a check).
 
     Returns:
         :class:`DialogueResult` with turns, coverage and the rewrite log.
@@ -238,7 +237,7 @@ def synthesize_corpus(
     events: pd.DataFrame,
     cohort: pd.DataFrame | None = None,
     seed: int = 0,
-    rewriter: Rewriter | None = None,
+    rewriter: RewriterArg = None,
     source: str = "events",
     workers: int | None = None,
 ) -> dict[str, pd.DataFrame]:
@@ -249,7 +248,7 @@ def synthesize_corpus(
         cohort: optional cohort table; restricts patients to it and reports cohort patients
             without events as dropped.
         seed: template and missed-event seed.
-        rewriter: optional LLM rewriter.
+        rewriter: optional rewriter or (name, rewriter) chain (:mod:`clinlib.dialogue.rewrite`).
         source: name of the events table for error messages.
         workers: processes (default: 2 for tables of at least :data:`PARALLEL_MIN_EVENTS`
             events, else 1; always 1 with a rewriter). Results do not depend on it.
@@ -306,6 +305,27 @@ def synthesize_corpus(
     }
 
 
+def rewrite_log(
+    events: pd.DataFrame,
+    cohort: pd.DataFrame | None = None,
+    seed: int = 0,
+    rewriter: RewriterArg = None,
+) -> pd.DataFrame:
+    """Synthesise every patient's dialogue with ``rewriter`` and return only the rewrite log
+    (:data:`REWRITE_COLUMNS`, one row per visit), without verifying the dialogues: the
+    rounds of :mod:`clinlib.eval.rewrite_dialogues` need only which visits each backbone kept.
+    """
+    df = validate_events(events)
+    if cohort is not None:
+        df = df[df["subject_id"].isin(set(cohort["subject_id"].astype("int64")))]
+    meds = sorted(set(df.loc[df["kind"] == "medication", "label"].dropna()))
+    drugs = DrugMatcher([*DRUG_LEXICON, *meds])
+    rows: list[dict[str, Any]] = []
+    for sid, recs in sorted(group_records(df).items()):
+        rows += _synthesize_records(sid, recs, seed, rewriter, drugs)[2]
+    return _frame(rows, REWRITE_COLUMNS)
+
+
 _Part = list[tuple[int, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]],
                    list[dict[str, Any]]]]  # fmt: skip
 
@@ -314,7 +334,7 @@ def _synthesize_verify(
     df: pd.DataFrame,
     seed: int,
     drug_names: list[str],
-    rewriter: Rewriter | None = None,
+    rewriter: RewriterArg = None,
     label: str = "dialogues",
 ) -> _Part:
     """Synthesise and verify (all checks but length_outlier) every patient of ``df``,
@@ -390,7 +410,7 @@ def _summary(
 def build_dialogues(
     profile: str | None = None,
     seed: int | None = None,
-    rewriter: Rewriter | None = None,
+    rewriter: RewriterArg = None,
     allow_drops: bool = False,
 ) -> dict[str, pd.DataFrame]:
     """Read events (+ cohort) of a profile, synthesise and verify every dialogue, and write
@@ -409,7 +429,7 @@ def build_dialogues(
     """
     name = resolve_profile(profile)
     if seed is None:
-        seed = PROFILES[name].seed if name in PROFILES else 0
+        seed = PROFILES[base].seed if (base := base_profile(name)) in PROFILES else 0
     hint = f"clintrace cohort --profile {name}"
     events_path = artifact_path("events.parquet", name)
     events = read_artifact(events_path, hint)

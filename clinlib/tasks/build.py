@@ -47,7 +47,7 @@ from fractions import Fraction
 
 import pandas as pd
 
-from clinlib.core.config import PROFILES, resolve_profile
+from clinlib.core.config import PROFILES, base_profile, resolve_profile
 from clinlib.core.guards import StageError, stage_run
 from clinlib.core.io import Staging
 from clinlib.tasks import rules
@@ -117,7 +117,7 @@ GATE_COLUMNS = (
 def target_counts(profile: str | None = None) -> dict[str, int]:
     """Per-task question counts of a profile: QUICK_COUNTS for ``quick``, else the paper's."""
     name = resolve_profile(profile)
-    return dict(QUICK_COUNTS if name == "quick" else rules.PAPER_COUNTS)
+    return dict(QUICK_COUNTS if base_profile(name) == "quick" else rules.PAPER_COUNTS)
 
 
 def subtype_plan(task: str) -> dict[str, tuple[float, str]]:
@@ -423,7 +423,7 @@ def build_questions(
     if unknown:
         raise ValueError(f"counts: unknown task(s) {unknown}; known: {', '.join(TASK_ORDER)}")
     if seed is None:
-        seed = PROFILES[name].seed if name in PROFILES else 0
+        seed = PROFILES[base].seed if (base := base_profile(name)) in PROFILES else 0
     # A failed build removes the previous set (questions, gates, availability) as one unit:
     # no reader may pick up the previous questions; a failed gate commits its own report.
     with stage_run("questions", name, remove_on_failure=PAPER_FILES[:3]) as staging:

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 
 import pandas as pd
 
-from clinlib.core.config import PROFILES, resolve_profile
+from clinlib.core.config import PROFILES, base_profile, resolve_profile
 from clinlib.core.guards import StageError, stage_run
 from clinlib.data.build import load
 from clinlib.tasks import rules
@@ -49,7 +49,7 @@ def extended_counts(profile: str | None = None) -> dict[str, int]:
     """Per-task counts of the extended set: QUICK_EXTENDED_COUNTS on ``quick``, else
     rules.EXTENDED_COUNTS (300 per T10 subtype)."""
     name = resolve_profile(profile)
-    return dict(QUICK_EXTENDED_COUNTS if name == "quick" else rules.EXTENDED_COUNTS)
+    return dict(QUICK_EXTENDED_COUNTS if base_profile(name) == "quick" else rules.EXTENDED_COUNTS)
 
 
 def build_extended_set(inp, counts: Mapping[str, int], seed: int = 0):
@@ -97,7 +97,7 @@ def build_temporal_questions(
             f"counts: unknown extended task(s) {unknown}; known: {EXTENDED_TASK_NAMES}"
         )
     if seed is None:
-        seed = PROFILES[name].seed if name in PROFILES else 0
+        seed = PROFILES[base].seed if (base := base_profile(name)) in PROFILES else 0
     outputs = (EXTENDED_ARTIFACT, "temporal_gates", "temporal_availability")
     with stage_run(EXTENDED_STAGE, name, remove_on_failure=outputs) as staging:
         inp = load_inputs(name, seed=seed, with_raw=False)  # no extended task reads raw lab days

@@ -487,8 +487,8 @@ def test_faithful_rewriter_is_used_and_verified(events):
 
 @pytest.mark.parametrize(
     "rewriter, reason",
-    [(Lossy(), "required field(s) lost"), (Inventive(), "rewrite fails verification"),
-     (Broken(), "rewriter failed: TimeoutError: endpoint down")],
+    [(Lossy(), "covered_fields_verbatim: "), (Inventive(), "no_untraced_numbers: "),
+     (Broken(), "rewriter_error: TimeoutError: endpoint down")],
 )  # fmt: skip
 def test_bad_rewrites_fall_back_to_the_template(events, rewriter, reason):
     ev = events[events["subject_id"] == 1001]
@@ -496,6 +496,8 @@ def test_bad_rewrites_fall_back_to_the_template(events, rewriter, reason):
     res = D.synthesize_dialogue(ev, rewriter=rewriter)
     assert not res.rewrites["accepted"].any()
     assert res.rewrites["reason"].str.startswith(reason).all(), res.rewrites["reason"].tolist()
+    assert (res.rewrites["check"] == reason.split(":")[0]).all()
+    assert (res.rewrites["outcome"] == "template").all()
     pd.testing.assert_frame_equal(res.turns, template.turns)
     checks = V.verify_dialogue(res.turns, ev, res.coverage, rewrites=res.rewrites)
     c = checks.set_index("check")
