@@ -172,3 +172,32 @@ def paper_pooled_checks(
         claim("macro of Table 1's cells vs their plain mean (largest gap)",
               _largest_gap(own["table1_cells_macro"], wide[tasks].mean(axis=1)), "<=", EXACT),
     ]  # fmt: skip
+
+
+def hit_checks(hits: pd.DataFrame, rates: pd.DataFrame) -> list[Claim]:
+    """Retrieval hit@k (Appendix C.2) recounted from each question's anchor rank, per
+    strategy and task and overall; and never falling as k grows."""
+    kcols = sorted((c for c in rates.columns if c.startswith("hit@")), key=lambda c: int(c[4:]))
+    keyed = hits.assign(task=hits["task"].astype(str))
+    recount = {c: keyed["rank"] <= int(c[4:]) for c in kcols}
+    frame = keyed[["strategy", "task"]].assign(**recount)
+    per = frame.groupby(["strategy", "task"])[kcols].mean()
+    overall = frame.groupby("strategy")[kcols].mean().assign(task="overall")
+    truth = pd.concat([per, overall.set_index("task", append=True)])
+    got = rates.assign(task=rates["task"].astype(str)).set_index(["strategy", "task"])[kcols]
+    gap = max(_largest_gap(got[c], truth[c]) for c in kcols)
+    fall = float((got[kcols].diff(axis=1).iloc[:, 1:] < 0).sum().sum())
+    return [
+        claim("hit@k equals a recount of the anchor ranks (largest gap)", gap, "<=", EXACT),
+        claim("rows whose hit@k falls as k grows", fall, "==", 0, fmt="d"),
+    ]
+
+
+def streaming_checks(final_vs_static: pd.DataFrame) -> list[Claim]:
+    """The last checkpoint of a stream sees the whole dialogue, so its accuracy equals the
+    static setting's for every cell (notebook 14, MedMemoryBench's streaming protocol)."""
+    gap = (final_vs_static["accuracy_final"] - final_vs_static["accuracy_static"]).abs()
+    return [
+        claim("cells compared at the final checkpoint", len(final_vs_static), ">", 0, fmt="d"),
+        claim("final-checkpoint accuracy minus static (largest |gap|)", float(gap.max()), "<=", 0),
+    ]

@@ -170,3 +170,32 @@ def test_require_local(monkeypatch, env, available, holds):
     else:
         with pytest.raises(ClaimFailed, match="no server"):
             headline.require_local(available, "no server")
+
+
+def _hits() -> tuple[pd.DataFrame, pd.DataFrame]:
+    # ranks 1, 2, 4 on T1 and 3 on T2: hit@1 = 1/3 (T1), 0 (T2), 1/4 overall;
+    # hit@3 = 2/3, 1, 3/4
+    hits = pd.DataFrame({"strategy": "dense-retrieval", "task": ["T1", "T1", "T1", "T2"],
+                         "rank": [1, 2, 4, 3]})  # fmt: skip
+    rates = pd.DataFrame({"strategy": "dense-retrieval", "task": ["T1", "T2", "overall"],
+                          "hit@1": [1 / 3, 0.0, 0.25], "hit@3": [2 / 3, 1.0, 0.75]})  # fmt: skip
+    return hits, rates
+
+
+def test_hit_checks():
+    hits, rates = _hits()
+    assert all(c.holds for c in headline.hit_checks(hits, rates))
+    with pytest.raises(ClaimFailed, match="recount of the anchor ranks"):
+        headline.hit_checks(hits, rates.assign(**{"hit@1": [1 / 3, 0.0, 1 / 6]}))
+    swapped = rates.rename(columns={"hit@1": "hit@3", "hit@3": "hit@1"})
+    with pytest.raises(ClaimFailed):
+        headline.hit_checks(hits, swapped)
+
+
+def test_streaming_checks():
+    fes = pd.DataFrame({"strategy": ["mem0"], "accuracy_final": [0.5], "accuracy_static": [0.5]})
+    assert all(c.holds for c in headline.streaming_checks(fes))
+    with pytest.raises(ClaimFailed, match="final-checkpoint accuracy minus static"):
+        headline.streaming_checks(fes.assign(accuracy_final=0.4))
+    with pytest.raises(ClaimFailed, match="cells compared"):
+        headline.streaming_checks(fes.iloc[:0])

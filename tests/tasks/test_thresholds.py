@@ -356,3 +356,45 @@ def test_change_bin_refuses_a_zero_first_value_by_name():
         ZeroDivisionError, match="^first value is 0: the relative change is undefined$"
     ):
         recompute.change_bin(0, 1)
+
+
+# --------------------------------------------------------------------------- L1 anchors
+# (survivors of bench-mutation's gates group: the anchor statuses each task allows, the
+# anchorless subtypes and the reasons L1 prints)
+
+COVERAGE = pd.DataFrame({"event_id": ["E1", "E2"], "subject_id": [1, 1],
+                         "status": ["covered", "missed"]})  # fmt: skip
+
+
+def _anchored(task: str, anchors: list[str], subtype: str = "x", sids=(1,)) -> pd.DataFrame:
+    return pd.DataFrame([{"qid": f"{task}-q", "task": task, "subtype": subtype,
+                          "subject_ids": list(sids), "anchor_event_ids": anchors,
+                          "meta": "{}", "gold": "g"}])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("task", "anchors", "subtype", "reason"),
+    [
+        ("T1", ["E1"], "x", None),  # covered: what T1-T8 need
+        ("T1", ["E2"], "x", "anchor E2 is missed, not covered"),
+        ("T9", ["E2"], "x", None),  # T9 asks about what the dialogue missed
+        ("T9", ["E1"], "x", "anchor E1 is covered, not missed"),
+        ("T10", ["E1", "E2"], "x", None),  # T10 orders covered and missed events alike
+        ("T1", ["E9"], "x", "anchor E9 is absent, not covered"),
+        ("T10", ["E9"], "x", "anchor E9 is absent, not covered or missed"),
+        ("T1", [], "x", "no anchor event"),
+        ("T5", [], "controlled_control", None),  # the one anchorless subtype
+        ("T5", [], "x", "no anchor event"),
+        ("T9", [], "x", "T9 question without anchors lacks meta subject_id / lab / date"),
+    ],
+)
+def test_l1_anchor_status_per_task(task, anchors, subtype, reason):
+    n, fails = gate_l1(_anchored(task, anchors, subtype), _sodium_event("2150-01-01"),
+                       COVERAGE, None)[task]  # fmt: skip
+    assert n == 1 and fails == ([] if reason is None else [(f"{task}-q", reason)])
+
+
+def test_l1_anchor_of_another_patient():
+    n, fails = gate_l1(_anchored("T1", ["E1"], sids=(2,)), _sodium_event("2150-01-01"),
+                       COVERAGE, None)["T1"]  # fmt: skip
+    assert fails == [("T1-q", "anchor E1 belongs to subject 1, not [2]")]
