@@ -16,8 +16,8 @@ import pytest
 from clinlib.data.vocab import INDEX_DISEASES
 from clinlib.tasks import gates, recompute, rules
 from clinlib.tasks.base import ABSTAIN, TASKS
-from clinlib.tasks.gates.common import _passed, _rows_for
-from clinlib.tasks.gates.content import MIN_N_FOR_PATIENT_SHARE
+from clinlib.tasks.gates.common import DETAIL_EXAMPLES, _detail, _passed, _rows_for
+from clinlib.tasks.gates.content import MIN_N_FOR_PATIENT_SHARE, _leak
 from clinlib.tasks.gates.structure import gate_l1
 from clinlib.tasks.generators import common
 from clinlib.tasks.generators.t8 import before_after
@@ -398,3 +398,40 @@ def test_l1_anchor_of_another_patient():
     n, fails = gate_l1(_anchored("T1", ["E1"], sids=(2,)), _sodium_event("2150-01-01"),
                        COVERAGE, None)["T1"]  # fmt: skip
     assert fails == [("T1-q", "anchor E1 belongs to subject 1, not [2]")]
+
+
+# --------------------------------------------------------------------------- L3 injected text
+SENTENCE = "Physician suspects early heart failure."
+
+
+@pytest.mark.parametrize(
+    ("injection", "stem", "leaks"),
+    [
+        (json.dumps([{"text": SENTENCE}]), f"Does the record say '{SENTENCE.upper()}'?", True),
+        (json.dumps({"text": SENTENCE}), f"Is '{SENTENCE}' consistent?", True),  # one object
+        (json.dumps([{"text": "Other."}, {"text": SENTENCE}]), f"Was {SENTENCE}", True),
+        (json.dumps([{"text": SENTENCE}]), "Is heart failure consistent with the codes?", False),
+        (json.dumps([{"note": SENTENCE}, "x", {"text": ""}]), f"Was {SENTENCE}", False),
+        (None, f"Was {SENTENCE}", False),
+        ("  ", f"Was {SENTENCE}", False),
+    ],
+)
+@pytest.mark.parametrize("task", ["T3", "T5"])
+def test_l3_stem_quoting_the_injected_sentence(task, injection, stem, leaks):
+    row = {"task": task, "gold": "yes", "question": stem, "injection": injection}
+    assert _leak(row) == ("the stem quotes the injected sentence" if leaks else None)
+
+
+# --------------------------------------------------------------------------- report rows
+def test_a_task_without_questions_is_checked_zero_times():
+    (row,) = _rows_for("L1", {}, ["T4"])
+    assert (row["n_checked"], row["n_failed"], row["passed"], row["detail"]) == (0, 0, True, "")
+
+
+def test_detail_shows_three_examples_then_counts_the_rest():
+    assert DETAIL_EXAMPLES == 3
+    three = [(f"q{i}", "bad") for i in range(3)]
+    assert _detail(three) == "q0: bad; q1: bad; q2: bad"  # exactly three: no "more"
+    assert _detail([*three, ("q3", "bad"), ("q4", "bad")]) == "q0: bad; q1: bad; q2: bad (+2 more)"
+    assert _detail(three[:1], extra="n=5") == "n=5 | q0: bad"
+    assert _detail([], extra="n=5") == "n=5"
