@@ -435,3 +435,14 @@ def test_detail_shows_three_examples_then_counts_the_rest():
     assert _detail([*three, ("q3", "bad"), ("q4", "bad")]) == "q0: bad; q1: bad; q2: bad (+2 more)"
     assert _detail(three[:1], extra="n=5") == "n=5 | q0: bad"
     assert _detail([], extra="n=5") == "n=5"
+
+
+def test_l1_never_measured_ignores_lab_codes_outside_the_panel():
+    # a non-numeric code and an item id outside the panel on the same day are not sodium
+    events = pd.DataFrame(
+        [["LAB-6", 1, "lab", "LOINC-2951-2", pd.Timestamp("2150-01-02 08:00")],
+         ["LAB-7", 1, "lab", "99999999", pd.Timestamp("2150-01-02 09:00")]],
+        columns=EVENT_COLS,
+    )  # fmt: skip
+    n, fails = gate_l1(_t9_unmeasured(), events, NO_COVERAGE, None)["T9"]
+    assert (n, fails) == (1, [])
