@@ -70,7 +70,10 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "tests/tasks/test_task_generators.py",
         ),
     ),
-    "stats": (("clinlib/analysis/stats.py",), ("tests/analysis/test_stats.py",)),
+    "stats": (
+        ("clinlib/analysis/stats.py",),
+        ("tests/analysis/test_stats.py", "tests/analysis/test_stats_edges.py"),
+    ),
     "checks": (
         ("clinlib/dialogue/checks.py",),
         (
