@@ -96,13 +96,20 @@ def test_notebooks_are_committed_without_outputs():
                 assert cell.get("execution_count") is None, f"{path.name} has execution counts"
 
 
+CHECKS_CELL = "# Checks of this notebook's headline results"
+
+
 def test_notebooks_are_numbered_and_end_by_writing_their_figure():
     for path in sorted((REPO_ROOT / "notebooks").glob("*.ipynb")):
         assert re.match(r"^\d{2}_[a-z0-9_]+\.ipynb$", path.name), path.name
         cells = json.loads(path.read_text())["cells"]
-        last = "".join([c for c in cells if c["cell_type"] == "code"][-1]["source"])
-        # the last code cell saves figures/<its own stem>.png
-        assert re.search(rf'savefig\([^\n]*"{path.stem}"', last), f"{path.name} ends without it"
+        code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+        # a final cell of checks of the headline results (clinlib.headline) may follow
+        if code[-1].startswith(CHECKS_CELL):
+            code = code[:-1]
+        # the last other code cell saves figures/<its own stem>.png
+        assert re.search(rf'savefig\([^\n]*"{path.stem}"', code[-1]), f"{path.name} ends without it"
+        assert not any(c.startswith(CHECKS_CELL) for c in code), f"{path.name}: checks not last"
 
 
 def test_test_local_runs_every_notebook_with_a_local_model_section():
