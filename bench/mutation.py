@@ -52,7 +52,11 @@ DEFAULT_OUT = REPO / "data" / "build" / "_mutation"
 GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "answers": (
         ("clinlib/tasks/answers/*",),
-        ("tests/tasks/test_answers.py", "tests/tasks/test_parser_cases.py"),
+        (
+            "tests/tasks/test_answers.py",
+            "tests/tasks/test_parser_cases.py",
+            "tests/tasks/test_order.py",  # T10's order parser (answers/order.py)
+        ),
     ),
     "gates": (
         (

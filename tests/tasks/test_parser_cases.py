@@ -38,6 +38,9 @@ T5_CASES: list[tuple[str, str | None, str | None]] = [
     ("The answer is yes", None, "yes"),
     ("So no.", None, "no"),
     ("I would not say yes", None, None),  # a negated yes is discarded, never flipped
+    # ... and the reading goes on past it (a discarded word does not end the search)
+    ("I would not say yes; the answer is no.", None, "no"),
+    ("Not no, I would say the answer is yes.", None, "yes"),
     ("Maybe yes, maybe no.", None, None),
     ("Insufficient information.", ABSTAIN, ABSTAIN),
     ("It cannot be determined from the record.", None, ABSTAIN),
