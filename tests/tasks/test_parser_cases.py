@@ -172,3 +172,26 @@ GOLD_REASONS = [
 @pytest.mark.parametrize(("task", "gold", "options", "reason"), GOLD_REASONS)
 def test_gold_problem_names_the_reason(task, gold, options, reason):
     assert A.gold_problem(task, gold, options) == reason
+
+
+# The negation windows of the lenient yes/no readings, at their edges: a negator within the
+# window (in words, counted back from the cue) flips the cue's reading, one word further it
+# does not. T3's attribution cue and T5's contradiction cue look 8 words back, T5's
+# consistency cue 6 (the filler words are number words: no negator, no clause break).
+FILL = "one two three four five six seven eight".split()
+
+
+@pytest.mark.parametrize(
+    ("task", "cue", "n_within", "negated", "plain"),
+    [
+        ("T3", "linked to the diagnosis", 7, "no", "yes"),  # not + 7 words = 8
+        ("T5", "contradicts the codes", 7, "no", "yes"),  # not + 7 words = 8
+        ("T5", "is consistent with the codes", 4, "yes", "no"),  # not + 4 + "is" = 6
+    ],
+)
+def test_negation_window_edges(task, cue, n_within, negated, plain):
+    def say(k: int) -> str:
+        return "It is not " + " ".join(FILL[:k]) + " " + cue + "."
+
+    assert A.parse_lenient(task, say(n_within)) == negated
+    assert A.parse_lenient(task, say(n_within + 1)) == plain
