@@ -115,6 +115,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "ablations": ("clinlib.analysis.ablations", None),  # 11
     "cluster_stats": ("clinlib.analysis.cluster_stats", None),  # 07-11: patient-clustered stats
     "cluster_report": ("clinlib.analysis.cluster_report", None),  # 07-11: their tables
+    "headline": ("clinlib.analysis.headline", None),  # every notebook's last cell: its checks
     "failures": ("clinlib.analysis.failures", None),  # 13, apps/failure_explorer
     "pages": ("clinlib.core.pages", None),  # the apps' paging and output budget
     "temporal": ("clinlib.analysis.temporal", None),  # 15

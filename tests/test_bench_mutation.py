@@ -68,3 +68,18 @@ def test_split_diffs_keeps_each_mutants_section():
         "a.x_g__mutmut_2": "-y\n+z",
     }
     assert M.split_diffs("") == {}
+
+
+def test_mutants_globs_select_the_scored_mutants():
+    statuses = {
+        "clinlib.analysis.stats.x_holm_bonferroni__mutmut_1": "killed",
+        "clinlib.analysis.stats.x_holm_bonferroni__mutmut_2": "survived",
+        "clinlib.analysis.stats.x_wilson_ci__mutmut_1": "not checked",
+        "clinlib.analysis.stats.x_pearson__mutmut_1": "killed",
+    }
+    got = M.selected(statuses, ["clinlib.analysis.stats.x_holm*", "*x_wilson_ci__*"])
+    assert sorted(got) == sorted(list(statuses)[:3])
+    assert M.selected(statuses, []) == statuses  # no globs: every mutant
+    # only the selected are scored: 1 killed of 3
+    (row,) = M.score_table(got)
+    assert (row["mutants"], row["killed"], row["survived"], row["other"]) == (3, 1, 1, 1)

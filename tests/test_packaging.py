@@ -96,10 +96,35 @@ def test_notebooks_are_committed_without_outputs():
                 assert cell.get("execution_count") is None, f"{path.name} has execution counts"
 
 
+CHECKS_CELL = "# Checks of this notebook's headline results"
+
+
 def test_notebooks_are_numbered_and_end_by_writing_their_figure():
     for path in sorted((REPO_ROOT / "notebooks").glob("*.ipynb")):
         assert re.match(r"^\d{2}_[a-z0-9_]+\.ipynb$", path.name), path.name
         cells = json.loads(path.read_text())["cells"]
-        last = "".join([c for c in cells if c["cell_type"] == "code"][-1]["source"])
-        # the last code cell saves figures/<its own stem>.png
-        assert re.search(rf'savefig\([^\n]*"{path.stem}"', last), f"{path.name} ends without it"
+        code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+        # a final cell of checks of the headline results (clinlib.headline) may follow
+        if code[-1].startswith(CHECKS_CELL):
+            code = code[:-1]
+        # the last other code cell saves figures/<its own stem>.png
+        assert re.search(rf'savefig\([^\n]*"{path.stem}"', code[-1]), f"{path.name} ends without it"
+        assert not any(c.startswith(CHECKS_CELL) for c in code), f"{path.name}: checks not last"
+
+
+def test_test_local_runs_every_notebook_with_a_local_model_section():
+    # make test runs before the local model is installed, so a notebook's local-model section
+    # only prints "skipped" there; make test-local runs those notebooks again with the model
+    # required, and their last cell fails when the section did not run
+    makefile = (REPO_ROOT / "Makefile").read_text().replace("\\\n", " ")
+    listed = re.search(r"^LOCAL_NOTEBOOKS\s*:=\s*(.+)$", makefile, re.M).group(1).split()
+    recipe = makefile.split("\ntest-local:", 1)[1].split("\n\n", 1)[0]
+    assert "--nbmake" in recipe and "$(LOCAL_NOTEBOOKS)" in recipe
+    assert recipe.count("CLINTRACE_REQUIRE_LOCAL_MODEL=1") == 2
+    with_local = []
+    for path in sorted((REPO_ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        if any("local_available()" in "".join(c["source"]) for c in cells):
+            with_local.append(f"notebooks/{path.name}")
+            assert "headline.require_local(" in "".join(cells[-1]["source"]), path.name
+    assert listed == with_local

@@ -321,7 +321,7 @@ def holm_bonferroni(p_values: object, alpha: float = 0.05) -> pd.DataFrame:
     if p.size == 0:
         raise StatsInputError("holm_bonferroni needs at least one p-value")
     if np.isnan(p).any() or (p < 0).any() or (p > 1).any():
-        bad = p[np.isnan(p) | (p < 0) | (p > 1)][0]
+        bad = float(p[np.isnan(p) | (p < 0) | (p > 1)][0])
         raise StatsInputError(f"p-values must lie in [0, 1]; got {bad!r}")
     m = p.size
     order = np.argsort(p, kind="mergesort")

@@ -502,6 +502,9 @@ class FaultServer:
         finally:
             for fut in (eof, released):
                 fut.cancel()
+            # let the cancellations land: a pending read would make the connection's next
+            # readuntil() fail ("another coroutine is already waiting for incoming data")
+            await asyncio.gather(eof, released, return_exceptions=True)
         return released.done() and not released.cancelled()
 
     def _completion(

@@ -17,6 +17,7 @@ from clinlib.eval import runner
 from clinlib.eval.cells import generation_params
 from clinlib.eval.prompts import build_messages
 from clinlib.llm import count_tokens
+from clinlib.llm.batchserver import BatchServer
 from clinlib.llm.testserver import FaultServer
 from clinlib.strategies import question_contexts
 from tests.eval.test_runner import (  # the tiny profile and its fixtures
@@ -91,3 +92,20 @@ def test_one_dollar_less_stops_before_the_last_request_and_prices_what_is_pendin
         assert (est["questions"], est["pending"]) == (len(costs), 1)
         assert est["pending_cost_usd_max"] == pytest.approx(costs[left], abs=1e-9)
         assert est["cost_usd_max"] == total
+
+
+@pytest.mark.parametrize(("below", "n_cut"), [(0.0, 0), (0.5, 1)])
+def test_batch_mode_budget_edge(profile, tmp_path, below, n_cut):  # noqa: F811
+    # Batch mode checks the whole cell up front (np.searchsorted over the cumulative upper
+    # costs, at the batch price: half of $1 per token, so every cost is a multiple of $0.5 and
+    # every sum exact). A budget equal to the cell's total keeps every request (side="right");
+    # half a dollar less cuts exactly the last one.
+    half = {q: c / 2 for q, c in _upper_costs(profile).items()}
+    total = sum(half.values())
+    with BatchServer(answer=answer) as srv:
+        cfg = _config(tmp_path / "c.toml", srv.base_url)
+        row = runner.run(profile, [STRATEGY], ["fault"], config=cfg, progress=False,
+                         budget_usd=total - below, mode="batch",
+                         batch_options={"poll_interval_s": 0.001}).iloc[0]  # fmt: skip
+        assert row["n_predicted"] == len(half) - n_cut and len(srv.lines_run) == len(half) - n_cut
+        assert (row["stopped"] is None) == (n_cut == 0)

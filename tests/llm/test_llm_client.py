@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 
 import pytest
@@ -29,9 +30,13 @@ from clinlib.llm.types import (
 )
 
 MODEL = "gpt-4o-mini"
-# Fast retry policy for tests: tiny backoff; the 1 s timeout (what a "hang" costs) leaves
-# room for a loaded CI machine, so a healthy request never times out.
-FAST = dict(timeout_s=1.0, backoff_base_s=0.01, backoff_max_s=0.05, seed=0)
+# Fast retry policy for tests: tiny backoff. The timeout only bounds a hang: no loaded machine
+# makes a loopback answer take 30 s, so a healthy request never times out. A test whose hang
+# must time out sets its own (and no healthy request of it depends on that one).
+FAST = dict(timeout_s=30.0, backoff_base_s=0.01, backoff_max_s=0.05, seed=0)
+# A hang followed by a healthy retry: the client waits this long for the hang, and the healthy
+# retry has as long to answer (a loopback echo; seconds of slack on a loaded 2-core machine).
+HANG_THEN_OK_S = 5.0
 
 
 def backbone(srv, **kw):
@@ -59,8 +64,10 @@ EXPECTED_KIND = {
 
 @pytest.mark.parametrize("fault", RETRYABLE)
 def test_each_fault_is_retried(fault):
+    # Only "hang" waits for the client's timeout; every other fault answers at once.
+    policy = {**FAST, "timeout_s": HANG_THEN_OK_S} if fault == "hang" else FAST
     with FaultServer(script=[fault], retry_after_s=0.05) as srv:
-        [res] = run_batch(backbone(srv), [req(0)], **FAST)
+        [res] = run_batch(backbone(srv), [req(0)], **policy)
         assert res.ok, res.error
         assert res.response == "echo: question 0"
         assert res.attempts == 2 and srv.n_requests == 2
@@ -133,24 +140,24 @@ def test_null_content_counts_as_empty():
 
 # -- batches under mixed faults ---------------------------------------------------------------
 def test_mixed_faults_every_request_answered_once_with_bounded_concurrency():
-    rates = {"429": 0.05, "500": 0.04, "503": 0.04, "hang": 0.02, "drop": 0.03,
-             "disconnect": 0.03, "truncated": 0.04}  # fmt: skip
+    # No "hang" here: a hang needs a timeout, and "one extra attempt per injected fault" holds
+    # only if no healthy request ever times out, i.e. with a timeout that only bounds a hang
+    # (FAST's 30 s). Hangs are covered one by one above.
+    rates = {"429": 0.05, "500": 0.05, "503": 0.05, "drop": 0.03, "disconnect": 0.03,
+             "truncated": 0.04}  # fmt: skip
     assert sum(rates.values()) == pytest.approx(0.25)
     n, conc = 150, 8
     requests = [req(i) for i in range(n)]
     seen = []
-    # "one extra attempt per injected fault" holds only if no healthy request times out: the
-    # timeout is far above any loopback answer under load (a hang then costs 5 s; its ~3
-    # hangs overlap across the 8 slots)
-    patient = {**FAST, "timeout_s": 5.0}
     with FaultServer(faults=rates, seed=7, latency_s=0.01, retry_after_s=0.02) as srv:
         results = run_batch(
-            backbone(srv, max_concurrency=conc), requests, on_result=seen.append, **patient
+            backbone(srv, max_concurrency=conc), requests, on_result=seen.append, **FAST
         )
         faults_injected = sum(v for k, v in srv.fault_counts.items() if k != "ok")
         assert faults_injected >= 20  # ~25% of first attempts, plus retries
         assert len(srv.fault_counts) >= 6
-        assert 1 < srv.max_in_flight <= conc
+        # that the slots are used at all is test_concurrency_is_used_but_never_exceeded's
+        assert srv.max_in_flight <= conc
         assert srv.n_requests == n + faults_injected  # one extra attempt per injected fault
     assert len(results) == n and len(seen) == n
     assert [r.request_id for r in results] == [r.request_id for r in requests]
@@ -163,13 +170,26 @@ def test_mixed_faults_every_request_answered_once_with_bounded_concurrency():
 
 
 def test_concurrency_is_used_but_never_exceeded():
-    with FaultServer(latency_s=0.2) as srv:
-        started = time.perf_counter()
+    # Counting, not timing: the first four requests hang until four are in flight at once,
+    # then every hang is released; a client that sent more than four at a time would have
+    # had more in flight by then (it never waits for an answer before sending).
+    with FaultServer(script=["hang"] * 4) as srv:
+        filled = threading.Event()
+
+        def release_when_four_in_flight():
+            deadline = time.monotonic() + 60  # bounds a client that never fills its slots
+            while srv.in_flight < 4 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            filled.set()
+            srv.release_hangs()
+
+        watcher = threading.Thread(target=release_when_four_in_flight, daemon=True)
+        watcher.start()
         results = run_batch(backbone(srv, max_concurrency=4), [req(i) for i in range(16)], **FAST)
-        elapsed = time.perf_counter() - started
-    assert all(r.ok for r in results)
+        watcher.join()
+    assert filled.is_set() and all(r.ok for r in results)
+    assert [r.attempts for r in results] == [1] * 16  # the hung four answered, not retried
     assert srv.max_in_flight == 4
-    assert elapsed >= 4 * 0.2  # 16 requests, 4 at a time, 200 ms each
 
 
 def test_faults_are_deterministic_whatever_the_arrival_order():
@@ -193,10 +213,13 @@ def test_retry_after_is_honoured():
 
 
 def test_retry_after_beyond_the_cap_fails_instead_of_waiting():
-    with FaultServer(script=["429"], retry_after_s=30) as srv:
+    # counting, not timing: one request and no retry; the elapsed bound only catches a client
+    # that waited out the 120 s
+    with FaultServer(script=["429"], retry_after_s=120) as srv:
         started = time.perf_counter()
-        [res] = run_batch(backbone(srv), [req(0)], max_retry_after_s=5, **FAST)
-    assert time.perf_counter() - started < 5
+        [res] = run_batch(backbone(srv), [req(0)], max_retry_after_s=60, **FAST)
+        assert srv.n_requests == 1 and res.attempts == 1
+    assert time.perf_counter() - started < 60
     assert res.error_kind == "rate_limit" and "exceeds max_retry_after_s" in res.error
 
 

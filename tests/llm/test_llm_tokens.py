@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import tiktoken
 import tiktoken.load
@@ -148,6 +150,11 @@ def test_estimate_cost_by_hand():
     assert tokens.estimate_cost(haiku, 10_000, 200, 4_000) == pytest.approx(0.0074)
     assert haiku.cost(10_000, 200, 4_000) == pytest.approx(0.0074)
     assert tokens.estimate_cost(haiku, 0, 0) == 0.0
+    # exact, not approx (a divisor of 1,000,001 is within pytest.approx's 1e-6): at $2 / $3 /
+    # $0.5 per million, 1,000,000 prompt tokens (400,000 cached) and 2,000,000 output cost
+    # 600,000 * 2 + 400,000 * 0.5 + 2,000,000 * 3 = 7,400,000 micro-dollars = $7.40
+    prices = SimpleNamespace(price_input=2.0, price_output=3.0, price_cache_read=0.5)
+    assert tokens.estimate_cost(prices, 1_000_000, 2_000_000, 400_000) == 7.4
 
 
 def test_estimate_cost_rejects_impossible_usage():
@@ -156,6 +163,17 @@ def test_estimate_cost_rejects_impossible_usage():
         tokens.estimate_cost(bb, 10, 5, 11)
     with pytest.raises(ValueError, match="output_tokens must be >= 0"):
         tokens.estimate_cost(bb, 10, -1)
+    # each message names its field (a bad row is found by its column)
+    with pytest.raises(ValueError, match=r"^input_tokens must be >= 0, got -1$"):
+        tokens.estimate_cost(bb, -1, 5)
+    with pytest.raises(ValueError, match=r"^cached_tokens must be >= 0, got -2$"):
+        tokens.estimate_cost(bb, 10, 5, -2)
+    with pytest.raises(
+        ValueError,
+        match=r"\(11\) cannot exceed input_tokens \(10\): "
+        r"prompt_tokens already includes cache reads$",
+    ):
+        tokens.estimate_cost(bb, 10, 5, 11)
 
 
 @pytest.mark.parametrize(

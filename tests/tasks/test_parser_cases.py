@@ -38,6 +38,9 @@ T5_CASES: list[tuple[str, str | None, str | None]] = [
     ("The answer is yes", None, "yes"),
     ("So no.", None, "no"),
     ("I would not say yes", None, None),  # a negated yes is discarded, never flipped
+    # ... and the reading goes on past it (a discarded word does not end the search)
+    ("I would not say yes; the answer is no.", None, "no"),
+    ("Not no, I would say the answer is yes.", None, "yes"),
     ("Maybe yes, maybe no.", None, None),
     ("Insufficient information.", ABSTAIN, ABSTAIN),
     ("It cannot be determined from the record.", None, ABSTAIN),
@@ -137,3 +140,58 @@ def test_generated_golds_cover_every_answer_of_the_closed_vocabularies(generated
 )
 def test_t1_tolerance_is_half_a_unit_of_the_golds_precision(parsed, gold, correct):
     assert A.is_correct("T1", parsed, gold) is correct
+
+
+# Each way a gold can be malformed, with the reason gold_problem gives (the audit and the
+# question builder print it; survivors of bench-mutation's answers group).
+GOLD_REASONS = [
+    ("T1", None, None, "empty or not a string"),
+    ("T1", "  ", None, "empty or not a string"),
+    ("T1", " 1.3 mg/dL", None, "surrounding whitespace"),
+    ("T1", "1.3", None, "not '<value_text> <unit>'"),
+    ("T1", "<0.5 mg/dL", None, None),
+    ("T2", "increased", None, "not '<increased|decreased|stable>;<none|weak|moderate|strong>'"),
+    ("T2", "stable;weak", None, "stable pairs with none and only with none"),
+    ("T2", "increased;none", None, "stable pairs with none and only with none"),
+    ("T3", "maybe", None, "not 'yes' or 'no'"),
+    ("T5", "Yes", None, "not 'yes' or 'no'"),
+    ("T4", "LAB-1;lab-2", None, "not event ids joined by ';'"),
+    ("T4", "LAB-2;LAB-1", None, "ids not sorted and unique"),
+    ("T4", "LAB-1;LAB-1", None, "ids not sorted and unique"),
+    ("T6", "C", None, "not 'A', 'B' or 'similar'"),
+    ("T7", "E", None, "not an option letter A-D"),
+    ("T7", "A", ["a", "b", "c"], "needs four non-empty options"),
+    ("T7", "A", ["a", " ", "b", "c"], "needs four non-empty options"),
+    ("T7", "A", ["a", "A ", "b", "c"], "options are not distinct"),
+    ("T7", "A", ["a", "d", "b", "c"], None),
+    ("T8", "up", None, "not 'increased', 'decreased' or 'similar'"),
+    ("T9", "1.3 mg/dL", None, "not 'insufficient information'"),
+]
+
+
+@pytest.mark.parametrize(("task", "gold", "options", "reason"), GOLD_REASONS)
+def test_gold_problem_names_the_reason(task, gold, options, reason):
+    assert A.gold_problem(task, gold, options) == reason
+
+
+# The negation windows of the lenient yes/no readings, at their edges: a negator within the
+# window (in words, counted back from the cue) flips the cue's reading, one word further it
+# does not. T3's attribution cue and T5's contradiction cue look 8 words back, T5's
+# consistency cue 6 (the filler words are number words: no negator, no clause break).
+FILL = "one two three four five six seven eight".split()
+
+
+@pytest.mark.parametrize(
+    ("task", "cue", "n_within", "negated", "plain"),
+    [
+        ("T3", "linked to the diagnosis", 7, "no", "yes"),  # not + 7 words = 8
+        ("T5", "contradicts the codes", 7, "no", "yes"),  # not + 7 words = 8
+        ("T5", "is consistent with the codes", 4, "yes", "no"),  # not + 4 + "is" = 6
+    ],
+)
+def test_negation_window_edges(task, cue, n_within, negated, plain):
+    def say(k: int) -> str:
+        return "It is not " + " ".join(FILL[:k]) + " " + cue + "."
+
+    assert A.parse_lenient(task, say(n_within)) == negated
+    assert A.parse_lenient(task, say(n_within + 1)) == plain

@@ -16,8 +16,8 @@ import pytest
 from clinlib.data.vocab import INDEX_DISEASES
 from clinlib.tasks import gates, recompute, rules
 from clinlib.tasks.base import ABSTAIN, TASKS
-from clinlib.tasks.gates.common import _passed, _rows_for
-from clinlib.tasks.gates.content import MIN_N_FOR_PATIENT_SHARE
+from clinlib.tasks.gates.common import DETAIL_EXAMPLES, _detail, _passed, _rows_for
+from clinlib.tasks.gates.content import MIN_N_FOR_PATIENT_SHARE, _leak
 from clinlib.tasks.gates.structure import gate_l1
 from clinlib.tasks.generators import common
 from clinlib.tasks.generators.t8 import before_after
@@ -356,3 +356,93 @@ def test_change_bin_refuses_a_zero_first_value_by_name():
         ZeroDivisionError, match="^first value is 0: the relative change is undefined$"
     ):
         recompute.change_bin(0, 1)
+
+
+# --------------------------------------------------------------------------- L1 anchors
+# (survivors of bench-mutation's gates group: the anchor statuses each task allows, the
+# anchorless subtypes and the reasons L1 prints)
+
+COVERAGE = pd.DataFrame({"event_id": ["E1", "E2"], "subject_id": [1, 1],
+                         "status": ["covered", "missed"]})  # fmt: skip
+
+
+def _anchored(task: str, anchors: list[str], subtype: str = "x", sids=(1,)) -> pd.DataFrame:
+    return pd.DataFrame([{"qid": f"{task}-q", "task": task, "subtype": subtype,
+                          "subject_ids": list(sids), "anchor_event_ids": anchors,
+                          "meta": "{}", "gold": "g"}])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("task", "anchors", "subtype", "reason"),
+    [
+        ("T1", ["E1"], "x", None),  # covered: what T1-T8 need
+        ("T1", ["E2"], "x", "anchor E2 is missed, not covered"),
+        ("T9", ["E2"], "x", None),  # T9 asks about what the dialogue missed
+        ("T9", ["E1"], "x", "anchor E1 is covered, not missed"),
+        ("T10", ["E1", "E2"], "x", None),  # T10 orders covered and missed events alike
+        ("T1", ["E9"], "x", "anchor E9 is absent, not covered"),
+        ("T10", ["E9"], "x", "anchor E9 is absent, not covered or missed"),
+        ("T1", [], "x", "no anchor event"),
+        ("T5", [], "controlled_control", None),  # the one anchorless subtype
+        ("T5", [], "x", "no anchor event"),
+        ("T9", [], "x", "T9 question without anchors lacks meta subject_id / lab / date"),
+    ],
+)
+def test_l1_anchor_status_per_task(task, anchors, subtype, reason):
+    n, fails = gate_l1(_anchored(task, anchors, subtype), _sodium_event("2150-01-01"),
+                       COVERAGE, None)[task]  # fmt: skip
+    assert n == 1 and fails == ([] if reason is None else [(f"{task}-q", reason)])
+
+
+def test_l1_anchor_of_another_patient():
+    n, fails = gate_l1(_anchored("T1", ["E1"], sids=(2,)), _sodium_event("2150-01-01"),
+                       COVERAGE, None)["T1"]  # fmt: skip
+    assert fails == [("T1-q", "anchor E1 belongs to subject 1, not [2]")]
+
+
+# --------------------------------------------------------------------------- L3 injected text
+SENTENCE = "Physician suspects early heart failure."
+
+
+@pytest.mark.parametrize(
+    ("injection", "stem", "leaks"),
+    [
+        (json.dumps([{"text": SENTENCE}]), f"Does the record say '{SENTENCE.upper()}'?", True),
+        (json.dumps({"text": SENTENCE}), f"Is '{SENTENCE}' consistent?", True),  # one object
+        (json.dumps([{"text": "Other."}, {"text": SENTENCE}]), f"Was {SENTENCE}", True),
+        (json.dumps([{"text": SENTENCE}]), "Is heart failure consistent with the codes?", False),
+        (json.dumps([{"note": SENTENCE}, "x", {"text": ""}]), f"Was {SENTENCE}", False),
+        (None, f"Was {SENTENCE}", False),
+        ("  ", f"Was {SENTENCE}", False),
+    ],
+)
+@pytest.mark.parametrize("task", ["T3", "T5"])
+def test_l3_stem_quoting_the_injected_sentence(task, injection, stem, leaks):
+    row = {"task": task, "gold": "yes", "question": stem, "injection": injection}
+    assert _leak(row) == ("the stem quotes the injected sentence" if leaks else None)
+
+
+# --------------------------------------------------------------------------- report rows
+def test_a_task_without_questions_is_checked_zero_times():
+    (row,) = _rows_for("L1", {}, ["T4"])
+    assert (row["n_checked"], row["n_failed"], row["passed"], row["detail"]) == (0, 0, True, "")
+
+
+def test_detail_shows_three_examples_then_counts_the_rest():
+    assert DETAIL_EXAMPLES == 3
+    three = [(f"q{i}", "bad") for i in range(3)]
+    assert _detail(three) == "q0: bad; q1: bad; q2: bad"  # exactly three: no "more"
+    assert _detail([*three, ("q3", "bad"), ("q4", "bad")]) == "q0: bad; q1: bad; q2: bad (+2 more)"
+    assert _detail(three[:1], extra="n=5") == "n=5 | q0: bad"
+    assert _detail([], extra="n=5") == "n=5"
+
+
+def test_l1_never_measured_ignores_lab_codes_outside_the_panel():
+    # a non-numeric code and an item id outside the panel on the same day are not sodium
+    events = pd.DataFrame(
+        [["LAB-6", 1, "lab", "LOINC-2951-2", pd.Timestamp("2150-01-02 08:00")],
+         ["LAB-7", 1, "lab", "99999999", pd.Timestamp("2150-01-02 09:00")]],
+        columns=EVENT_COLS,
+    )  # fmt: skip
+    n, fails = gate_l1(_t9_unmeasured(), events, NO_COVERAGE, None)["T9"]
+    assert (n, fails) == (1, [])
