@@ -51,6 +51,8 @@ _API: dict[str, tuple[str, str | None]] = {
     "PALETTE": ("clinlib.core.plots", "PALETTE"),
     # registries
     "PAPER_STRATEGIES": ("clinlib.strategies.registry", "PAPER_STRATEGIES"),
+    "DIAGNOSTIC_STRATEGIES": ("clinlib.strategies.registry", "DIAGNOSTIC_STRATEGIES"),
+    "EVALUATION_STRATEGIES": ("clinlib.strategies.registry", "EVALUATION_STRATEGIES"),
     "PAPER_BACKBONES": ("clinlib.llm.presets", "PAPER_BACKBONES"),
     "get_strategy": ("clinlib.strategies.registry", "get_strategy"),
     "list_strategies": ("clinlib.strategies.registry", "list_strategies"),
@@ -103,6 +105,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "cluster_stats": ("clinlib.analysis.cluster_stats", None),  # 07-11: patient-clustered stats
     "cluster_report": ("clinlib.analysis.cluster_report", None),  # 07-11: their tables
     "failures": ("clinlib.analysis.failures", None),  # 13, apps/failure_explorer
+    "evidence": ("clinlib.analysis.evidence", None),  # 05, 13, 16: evidence recall, loss split
     "pages": ("clinlib.core.pages", None),  # the apps' paging and output budget
     "temporal": ("clinlib.analysis.temporal", None),  # 15
     "subset_pairs": ("clinlib.tasks.relative", "subset_pairs"),  # 15
