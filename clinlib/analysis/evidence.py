@@ -34,6 +34,8 @@ says how the kit's representations lose evidence, never how an LLM reads.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Sequence
 
 import altair as alt
@@ -47,12 +49,18 @@ from clinlib.analysis.cluster_stats import (
     question_clusters,
 )
 from clinlib.analysis.stats import StatsInputError, bootstrap_ci
+from clinlib.core.config import build_dir
+from clinlib.core.guards import predictions_basis
+from clinlib.core.io import atomic_path
 from clinlib.strategies.construction import question_contexts_many
 from clinlib.strategies.evidence import anchor_ids, context_ids, has_tags, injection_of
 from clinlib.strategies.footprints import EXCLUDED_TASKS
+from clinlib.strategies.registry import STRATEGIES, parse_label
 from clinlib.tasks.settings import asked_questions
 
 ORACLE = "oracle"
+CACHE_DIR = "evidence"
+CACHE_VERSION = 1  # bump when recall_of_contexts changes
 ALL = "all"
 LOST = ("correct", "representation", "reading", "not measured")
 RECALL_COLUMNS: tuple[str, ...] = (
@@ -113,9 +121,27 @@ def evidence_recall(
     settings: Iterable[str] = ("post",),
     prep: str = "rule-based",
     dialogues: pd.DataFrame | None = None,
+    cache: bool = True,
 ) -> pd.DataFrame:
     """Per-question evidence recall of several strategies, building their contexts (cached
-    constructions) exactly as the harness does for each setting (T3 only under ``pre``)."""
+    constructions) exactly as the harness does for each setting (T3 only under ``pre``).
+
+    With ``cache`` (and the profile's own dialogues) the table is kept under
+    ``data/build/<profile>/evidence/``, keyed by the predictions basis (the artifacts the
+    contexts are built from), the question ids, the strategies with their code versions, the
+    settings, the prep model and :data:`CACHE_VERSION`, so notebooks 05 and 13 (and 16) build
+    the contexts once.
+    """
+    settings = list(settings)
+    path = None
+    if cache and dialogues is None:
+        key = {"v": CACHE_VERSION, "basis": predictions_basis(profile), "prep": prep,
+               "strategies": {n: STRATEGIES[parse_label(n)[0]].code_version for n in strategies}, "settings": settings,
+               "qids": hashlib.sha256("|".join(map(str, questions["qid"])).encode()).hexdigest()}  # fmt: skip
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+        path = build_dir(profile) / CACHE_DIR / f"recall-{digest}.parquet"
+        if path.exists():
+            return pd.read_parquet(path)
     frames = []
     for setting in settings:
         qs = asked_questions(questions, setting)
@@ -124,9 +150,13 @@ def evidence_recall(
         ctx = question_contexts_many(qs, list(strategies), profile, setting, prep,
                                      dialogues=dialogues)  # fmt: skip
         frames.extend(recall_of_contexts(questions, c) for c in ctx)
-    if not frames:
-        return pd.DataFrame(columns=list(RECALL_COLUMNS))
-    return pd.concat(frames, ignore_index=True)
+    out = (pd.concat(frames, ignore_index=True) if frames
+           else pd.DataFrame(columns=list(RECALL_COLUMNS)))  # fmt: skip
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp:
+            out.to_parquet(tmp)
+    return out
 
 
 def _shares(values: np.ndarray, clusters: np.ndarray, n_boot: int, seed: int) -> dict:
@@ -213,6 +243,32 @@ def lost_in(preds: pd.DataFrame, per_question: pd.DataFrame) -> pd.DataFrame:
     out["lost_in"] = lost
     out.index = preds.index
     return out
+
+
+def label_losses(
+    preds: pd.DataFrame,
+    questions: pd.DataFrame,
+    profile: str | None = None,
+    prep: str = "rule-based",
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`lost_in` for a run's predictions, measuring recall for the strategies and static
+    settings they hold (the failure explorer's "lost in" filter; notebook 13).
+
+    Only predictions whose contexts this prep model builds (``prep_model`` ``prep`` or
+    ``none``) are matched; the others are ``not measured``.
+
+    Returns:
+        (predictions with ``lost_in``, the per-question recall it used).
+    """
+    settings = [s for s in ("post", "pre") if s in set(preds["setting"])]
+    strategies = sorted(set(preds["strategy"]))
+    per_q = evidence_recall(questions, strategies, profile, settings, prep)
+    out = lost_in(preds, per_q)
+    if "prep_model" in out.columns:
+        other = ~out["prep_model"].astype(str).isin([prep, "none"])
+        out.loc[other, ["recall", "all_present"]] = np.nan
+        out.loc[other, "lost_in"] = "not measured"
+    return out, per_q
 
 
 SPLIT_SHARES = ("lost_representation", "lost_reading")

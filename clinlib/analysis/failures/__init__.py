@@ -22,6 +22,8 @@ from clinlib.analysis.failures.common import (
     ANCHOR_COLOR,
     FILTER_COLUMNS,
     FLIP_COLUMNS,
+    LOSS_LABELS,
+    LOSSES,
     NO_ANCHOR_TEXT,
     NO_CONTEXT_TEXT,
     OUTCOMES,
@@ -65,7 +67,8 @@ from clinlib.analysis.failures.view import (
 from clinlib.analysis.failures.widget import failure_explorer, show_failure_explorer, static_view
 
 __all__ = [
-    "ABSENT_TEXT", "ANCHOR_COLOR", "FILTER_COLUMNS", "FLIP_COLUMNS", "NO_ANCHOR_TEXT",
+    "ABSENT_TEXT", "ANCHOR_COLOR", "FILTER_COLUMNS", "FLIP_COLUMNS", "LOSSES", "LOSS_LABELS",
+    "NO_ANCHOR_TEXT",
     "NO_CONTEXT_TEXT", "OUTCOMES", "PRESENT_TEXT", "REQUIRED_COLUMNS", "STATIC_ENV", "TAG_RE",
     "ContextFn", "FailureExplorerError", "anchor_ids", "anchor_message", "anchor_presence",
     "anchors_in_context", "context_fn_for", "context_of", "evidence_turns_html", "explain",

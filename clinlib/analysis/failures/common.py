@@ -17,6 +17,10 @@ FILTER_COLUMNS: tuple[str, ...] = ("task", "subtype", "strategy", "backbone", "s
 OUTCOMES: tuple[str, ...] = (
     "any", "correct", "incorrect", "parse-failed", "error", "context-overflow",
 )  # fmt: skip
+# Where a wrong answer was lost (clinlib.analysis.evidence.lost_in): needs a ``lost_in`` column.
+LOSSES: tuple[str, ...] = ("any", "representation", "reading")
+LOSS_LABELS: dict[str, str] = {"any": "any", "representation": "lost in representation",
+                               "reading": "lost in reading"}  # fmt: skip
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "qid", "task", "subtype", "strategy", "backbone", "setting", "response", "parsed",
     "correct", "parse_failed",
