@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import altair as alt
 import numpy as np
@@ -111,7 +112,22 @@ def recall_of_contexts(questions: pd.DataFrame, contexts: pd.DataFrame) -> pd.Da
             "measurable": measurable,
             "injection_in_context": pd.NA if inj is None else str(inj.get("text", "")) in text,
         })  # fmt: skip
-    return pd.DataFrame(rows, columns=list(RECALL_COLUMNS))
+    out = pd.DataFrame(rows, columns=list(RECALL_COLUMNS))
+    return out.astype({"n_anchors": "int64", "n_present": "float64", "recall": "float64",
+                       "all_present": "boolean", "measurable": "bool",
+                       "injection_in_context": "boolean"})  # fmt: skip
+
+
+def _cache_path(
+    questions: pd.DataFrame, strategy: str, setting: str, profile: str | None, prep: str,
+    basis: dict,
+) -> Path:  # fmt: skip
+    """Where one (strategy, setting)'s recall is kept (see :func:`evidence_recall`)."""
+    key = {"v": CACHE_VERSION, "basis": basis, "prep": prep, "setting": setting,
+           "strategy": strategy, "code": STRATEGIES[parse_label(strategy)[0]].code_version,
+           "qids": hashlib.sha256("|".join(map(str, questions["qid"])).encode()).hexdigest()}  # fmt: skip
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+    return build_dir(profile) / CACHE_DIR / f"recall-{digest}.parquet"
 
 
 def evidence_recall(
@@ -126,37 +142,37 @@ def evidence_recall(
     """Per-question evidence recall of several strategies, building their contexts (cached
     constructions) exactly as the harness does for each setting (T3 only under ``pre``).
 
-    With ``cache`` (and the profile's own dialogues) the table is kept under
-    ``data/build/<profile>/evidence/``, keyed by the predictions basis (the artifacts the
-    contexts are built from), the question ids, the strategies with their code versions, the
-    settings, the prep model and :data:`CACHE_VERSION`, so notebooks 05 and 13 (and 16) build
-    the contexts once.
+    With ``cache`` (and the profile's own dialogues) each (strategy, setting) table is kept
+    under ``data/build/<profile>/evidence/``, keyed by the predictions basis (the artifacts
+    the contexts are built from), the question ids, the strategy and its code version, the
+    setting, the prep model and :data:`CACHE_VERSION`, so notebooks 05, 13 and 16 build each
+    context once.
     """
-    settings = list(settings)
-    path = None
-    if cache and dialogues is None:
-        key = {"v": CACHE_VERSION, "basis": predictions_basis(profile), "prep": prep,
-               "strategies": {n: STRATEGIES[parse_label(n)[0]].code_version for n in strategies}, "settings": settings,
-               "qids": hashlib.sha256("|".join(map(str, questions["qid"])).encode()).hexdigest()}  # fmt: skip
-        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
-        path = build_dir(profile) / CACHE_DIR / f"recall-{digest}.parquet"
-        if path.exists():
-            return pd.read_parquet(path)
+    use_cache = cache and dialogues is None
+    basis = predictions_basis(profile) if use_cache else {}
     frames = []
     for setting in settings:
         qs = asked_questions(questions, setting)
         if qs.empty:
             continue
-        ctx = question_contexts_many(qs, list(strategies), profile, setting, prep,
-                                     dialogues=dialogues)  # fmt: skip
-        frames.extend(recall_of_contexts(questions, c) for c in ctx)
-    out = (pd.concat(frames, ignore_index=True) if frames
-           else pd.DataFrame(columns=list(RECALL_COLUMNS)))  # fmt: skip
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_path(path) as tmp:
-            out.to_parquet(tmp)
-    return out
+        paths = {s: _cache_path(questions, s, setting, profile, prep, basis) for s in strategies}
+        todo = [s for s in strategies if not (use_cache and paths[s].exists())]
+        built = {}
+        if todo:
+            ctx = question_contexts_many(qs, todo, profile, setting, prep, dialogues=dialogues)
+            built = {s: recall_of_contexts(questions, c) for s, c in zip(todo, ctx, strict=True)}
+        for s in strategies:
+            if s in built:
+                if use_cache:
+                    with atomic_path(paths[s]) as tmp:
+                        built[s].to_parquet(tmp)
+                frames.append(built[s])
+            else:
+                frames.append(pd.read_parquet(paths[s]))
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return pd.DataFrame(columns=list(RECALL_COLUMNS))
+    return pd.concat(frames, ignore_index=True)
 
 
 def _shares(values: np.ndarray, clusters: np.ndarray, n_boot: int, seed: int) -> dict:
