@@ -65,6 +65,23 @@ def static_view(
     return "\n".join(parts)
 
 
+def _filter_widgets(preds: pd.DataFrame) -> tuple[dict[str, Any], Any, Any]:
+    """The column dropdowns, the outcome picker and the "lost in" picker (enabled only when
+    ``preds`` carries :func:`clinlib.analysis.evidence.lost_in`'s ``lost_in`` column)."""
+    dd = {
+        col: W.Dropdown(
+            options=[("(all)", "")] + [(v, v) for v in options_of(preds, col)],
+            value="",
+            description=col,
+        )  # fmt: skip
+        for col in FILTER_COLUMNS
+    }
+    outcome = W.Dropdown(options=list(OUTCOMES), value="incorrect", description="outcome")
+    lost = W.Dropdown(options=[(LOSS_LABELS[v], v) for v in LOSSES], value="any",
+                      description="lost in", disabled="lost_in" not in preds.columns)  # fmt: skip
+    return dd, outcome, lost
+
+
 def failure_explorer(
     preds: pd.DataFrame,
     questions: pd.DataFrame,
@@ -79,22 +96,11 @@ def failure_explorer(
     Returns:
         ``ipywidgets.VBox`` with a ``controls`` dict (task, subtype, strategy, backbone,
         setting, outcome, lost — enabled when ``preds`` has a ``lost_in`` column
-        (:func:`clinlib.analysis.evidence.lost_in`) — flips, page, pick, count, body); the picker lists one page of
-        :data:`clinlib.core.pages.PAGE_SIZE` matches.
+        (:func:`clinlib.analysis.evidence.lost_in`) — flips, page, pick, count, body); the
+        picker lists one page of :data:`clinlib.core.pages.PAGE_SIZE` matches.
     """
     require_columns(preds, REQUIRED_COLUMNS, "predictions")
-    dd = {
-        col: W.Dropdown(
-            options=[("(all)", "")] + [(v, v) for v in options_of(preds, col)],
-            value="",
-            description=col,
-        )  # fmt: skip
-        for col in FILTER_COLUMNS
-    }
-    outcome = W.Dropdown(options=list(OUTCOMES), value="incorrect", description="outcome")
-    # "lost in representation / reading" needs predictions labelled by evidence.lost_in.
-    lost = W.Dropdown(options=[(LOSS_LABELS[v], v) for v in LOSSES], value="any",
-                      description="lost in", disabled="lost_in" not in preds.columns)  # fmt: skip
+    dd, outcome, lost = _filter_widgets(preds)
     only_flips = W.Checkbox(value=False, description=f"only {good}→{bad} flips")
     pick = W.Dropdown(description="prediction", layout=W.Layout(width="80%"))
     # The picker holds one page of rows: 111,658 options would be megabytes of widget state.
@@ -143,8 +149,7 @@ def failure_explorer(
     row2 = W.HBox([dd["backbone"], dd["setting"], outcome, lost, only_flips])
     box = W.VBox([row1, row2, count, W.HBox([page, pick]), body])
     box.controls = {**dd, "outcome": outcome, "lost": lost, "flips": only_flips,  # type: ignore
-                    "pick": pick,
-                    "page": page, "count": count, "body": body}  # fmt: skip
+                    "pick": pick, "page": page, "count": count, "body": body}  # fmt: skip
     _filter()
     return box
 
