@@ -106,6 +106,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "cluster_report": ("clinlib.analysis.cluster_report", None),  # 07-11: their tables
     "failures": ("clinlib.analysis.failures", None),  # 13, apps/failure_explorer
     "evidence": ("clinlib.analysis.evidence", None),  # 05, 13, 16: evidence recall, loss split
+    "substrate": ("clinlib.analysis.substrate", None),  # 16: App. G.8 dialogue vs event table
     "pages": ("clinlib.core.pages", None),  # the apps' paging and output budget
     "temporal": ("clinlib.analysis.temporal", None),  # 15
     "subset_pairs": ("clinlib.tasks.relative", "subset_pairs"),  # 15
