@@ -277,8 +277,15 @@ def label_losses(
         (predictions with ``lost_in``, the per-question recall it used).
     """
     settings = [s for s in ("post", "pre") if s in set(preds["setting"])]
-    strategies = sorted(set(preds["strategy"]))
-    per_q = evidence_recall(questions, strategies, profile, settings, prep)
+    # Strategies answered on the same questions share one context build; a variant asked on a
+    # subset (notebook 11's K sweep) is measured on that subset only.
+    groups: dict[tuple, list[str]] = {}
+    for name, qids in preds.groupby("strategy")["qid"]:
+        groups.setdefault(tuple(sorted(set(qids))), []).append(str(name))
+    frames = [evidence_recall(questions[questions["qid"].isin(qids)], names, profile, settings,
+                              prep) for qids, names in groups.items()]  # fmt: skip
+    per_q = pd.concat(frames, ignore_index=True) if frames else recall_of_contexts(
+        questions, pd.DataFrame(columns=["qid", "strategy", "setting", "context"]))  # fmt: skip
     out = lost_in(preds, per_q)
     if "prep_model" in out.columns:
         other = ~out["prep_model"].astype(str).isin([prep, "none"])

@@ -1,7 +1,9 @@
 """Failure explorer: filter predictions, open one, and see why it failed — the question, gold,
 raw response, parsed answer, the exact context the model saw with the anchor event ids
 highlighted (or marked absent from that representation), the same question under the other
-strategies, and the paired "flips" (right under one strategy, wrong under another). Implements
+strategies, and the paired "flips" (right under one strategy, wrong under another); predictions
+labelled by :func:`clinlib.analysis.evidence.lost_in` filter by where a wrong answer was lost
+("lost in representation" vs "lost in reading"). Implements
 the paper's failure analysis (§5 "Where do representations fail", the compression-loss
 discussion behind Table 2 / Fig. 3, and the McNemar pairing of §3).
 
