@@ -189,3 +189,38 @@ def test_registered_and_selectable_from_the_command_line():
     assert _strategies("paper,oracle,bm25") == [*PAPER_STRATEGIES, "oracle", "bm25"]
     assert _strategies("event-table") == ["event-table"]
     assert get_strategy("event-table").label() == "event-table"
+
+
+def test_runnable_from_the_command_line(tmp_path, monkeypatch):
+    """`clintrace run --strategies event-table,oracle` on a tiny hand-built profile: both
+    cells answered by the offline reader, their prompts token-counted (the cost views)."""
+    from typer.testing import CliRunner
+
+    from clinlib.cli import app
+    from clinlib.core import config
+    from clinlib.eval import runner
+    from tests import strategy_fixtures as sf
+
+    monkeypatch.setattr(config, "BUILD_DIR", tmp_path)
+    d = tmp_path / "tiny"
+    d.mkdir()
+    events = sf.events_7001()
+    turns = sf.dialogue(events)
+    turns.to_parquet(d / "dialogues.parquet", index=False)
+    events.to_parquet(d / "events.parquet", index=False)
+    lab = events[(events["kind"] == "lab") & (events["label"] == "Creatinine")].iloc[0]
+    q = {"qid": "T1-a", "task": "T1", "subtype": "abnormal", "subject_ids": [7001],
+         "question": f"Report the patient's Creatinine result from {lab['time']:%Y-%m-%d}. "
+                     "Reply with the value and its unit only (for example: 1.3 mg/dL).",
+         "gold": f"{lab['value_text']} {lab['unit']}", "options": [],
+         "anchor_event_ids": [lab["event_id"]], "evidence_turns": [], "disease": "diabetes",
+         "tertile": "low", "template_id": 0, "injection": "", "meta": "{}"}  # fmt: skip
+    pd.DataFrame([q]).to_parquet(d / "questions.parquet", index=False)
+    (d / "source.json").write_text(json.dumps({"kind": "synthetic", "credentialed": False}))
+    res = CliRunner().invoke(app, ["run", "--profile", "tiny", "--strategies",
+                                   "event-table,oracle", "--backbones", "reference"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    preds = runner.load_predictions("tiny").set_index("strategy")
+    assert sorted(preds.index) == ["event-table", "oracle"]
+    assert (preds["input_tokens"] > 0).all()
+    assert bool(preds.loc["oracle", "correct"])  # the evidence visit holds the value
