@@ -151,3 +151,35 @@ def test_lost_in_names_missing_columns():
     preds, per_q, _ = _split_case()
     with pytest.raises(StatsInputError, match="correct"):
         lost_in(preds.drop(columns="correct"), per_q)
+
+
+def test_evidence_recall_builds_contexts_once_and_caches_per_strategy(tmp_path, monkeypatch):
+    """On a tiny hand-built profile: full-context names the anchor, no-context-blind does
+    not; a second call reads the cache (one file per strategy and setting) and returns the
+    same table; a changed question set is a different key."""
+    from clinlib.analysis import evidence
+    from clinlib.core import config
+    from tests import strategy_fixtures as sf
+
+    monkeypatch.setattr(config, "BUILD_DIR", tmp_path)
+    d = tmp_path / "tiny"
+    d.mkdir()
+    events = sf.events_7001()
+    sf.dialogue(events).to_parquet(d / "dialogues.parquet", index=False)
+    (d / "source.json").write_text(json.dumps({"kind": "synthetic", "credentialed": False}))
+    lab = events[events["kind"] == "lab"].iloc[0]
+    qs = pd.DataFrame({"qid": ["a", "b"], "task": ["T1", "T1"], "subject_ids": [[7001], [7001]],
+                       "question": ["Creatinine?", "Potassium?"], "gold": ["x", "y"],
+                       "anchor_event_ids": [[lab["event_id"]], ["LAB-404"]], "injection": "",
+                       "evidence_turns": [[], []], "meta": "{}"})  # fmt: skip
+    strategies = ["full-context", "no-context-blind"]
+    first = evidence.evidence_recall(qs, strategies, "tiny")
+    got = first.set_index(["strategy", "qid"])["recall"].to_dict()
+    assert got == {("full-context", "a"): 1.0, ("full-context", "b"): 0.0,
+                   ("no-context-blind", "a"): 0.0, ("no-context-blind", "b"): 0.0}  # fmt: skip
+    cached = sorted((d / evidence.CACHE_DIR).glob("recall-*.parquet"))
+    assert len(cached) == 2
+    again = evidence.evidence_recall(qs, strategies, "tiny")
+    pd.testing.assert_frame_equal(first, again)
+    evidence.evidence_recall(qs.head(1), ["full-context"], "tiny")
+    assert len(list((d / evidence.CACHE_DIR).glob("recall-*.parquet"))) == 3
