@@ -85,15 +85,15 @@ def recall_of_contexts(questions: pd.DataFrame, contexts: pd.DataFrame) -> pd.Da
     need = [c for c in ("qid", "strategy", "setting", "context") if c not in contexts.columns]
     if need:
         raise StatsInputError(f"recall_of_contexts: contexts lack column(s) {need}")
-    qs = questions.set_index("qid")
+    qs = {r["qid"]: r for r in questions.to_dict("records")}
     rows = []
     memo: dict[str, tuple[set[str], bool]] = {}
     names = contexts["label"] if "label" in contexts.columns else contexts["strategy"]
     for qid, name, setting, ctx in zip(contexts["qid"], names, contexts["setting"],
                                        contexts["context"], strict=True):  # fmt: skip
-        if qid not in qs.index:
+        if qid not in qs:
             raise StatsInputError(f"recall_of_contexts: qid {qid!r} is not in questions")
-        q = qs.loc[qid]
+        q = qs[qid]
         anchors = anchor_ids(q)
         if q["task"] in EXCLUDED_TASKS or not anchors:
             continue
