@@ -95,7 +95,7 @@ strategies: install ## build every history representation (PROFILE=...)
 	$(BIN)/clintrace strategies --profile $(or $(PROFILE),quick)
 
 run: install ## evaluate the offline readers over every strategy (PROFILE=...)
-	$(BIN)/clintrace run --profile $(or $(PROFILE),quick) --backbones reference,eager --settings post,pre --strategies paper
+	$(BIN)/clintrace run --profile $(or $(PROFILE),quick) --backbones reference,eager --settings post,pre --strategies evaluation
 
 pipeline: install ## every stage (PROFILE=...)
 	$(BIN)/clintrace pipeline --profile $(or $(PROFILE),quick)

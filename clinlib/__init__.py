@@ -51,6 +51,8 @@ _API: dict[str, tuple[str, str | None]] = {
     "PALETTE": ("clinlib.core.plots", "PALETTE"),
     # registries
     "PAPER_STRATEGIES": ("clinlib.strategies.registry", "PAPER_STRATEGIES"),
+    "DIAGNOSTIC_STRATEGIES": ("clinlib.strategies.registry", "DIAGNOSTIC_STRATEGIES"),
+    "EVALUATION_STRATEGIES": ("clinlib.strategies.registry", "EVALUATION_STRATEGIES"),
     "PAPER_BACKBONES": ("clinlib.llm.presets", "PAPER_BACKBONES"),
     "get_strategy": ("clinlib.strategies.registry", "get_strategy"),
     "list_strategies": ("clinlib.strategies.registry", "list_strategies"),
@@ -117,6 +119,8 @@ _API: dict[str, tuple[str, str | None]] = {
     "cluster_report": ("clinlib.analysis.cluster_report", None),  # 07-11: their tables
     "headline": ("clinlib.analysis.headline", None),  # every notebook's last cell: its checks
     "failures": ("clinlib.analysis.failures", None),  # 13, apps/failure_explorer
+    "evidence": ("clinlib.analysis.evidence", None),  # 05, 13, 16: evidence recall, loss split
+    "substrate": ("clinlib.analysis.substrate", None),  # 16: App. G.8 dialogue vs event table
     "pages": ("clinlib.core.pages", None),  # the apps' paging and output budget
     "temporal": ("clinlib.analysis.temporal", None),  # 15
     "appendix": ("clinlib.analysis.appendix", None),  # 16: the paper's appendix diagnostics

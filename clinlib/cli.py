@@ -45,7 +45,7 @@ from clinlib.dialogue.synth import build_dialogues
 from clinlib.eval.outcomes import check_run
 from clinlib.eval.parallel import run_parallel
 from clinlib.notebooks import execute_all
-from clinlib.strategies import PAPER_STRATEGIES, build_all
+from clinlib.strategies import EVALUATION_STRATEGIES, build_all
 from clinlib.tasks.audit import build_audit_sheet, score_audit_sheet
 from clinlib.tasks.build import build_questions
 from clinlib.tasks.extended import build_temporal_questions
@@ -283,22 +283,24 @@ def _pipeline(name: str, seed: int | None, skip_existing: bool, allow_drops: boo
         strategies(profile=name, setting="post")  # the original dialogues
     with _stage("strategies (pre, T3-injected)"):
         # The equal-input probe. Only the harness reads `pre` constructions, and only the
-        # paper's eight (evaluate-offline), so the extras are not built on injected dialogues
+        # paper's eight + the diagnostic controls (evaluate-offline: EVALUATION_STRATEGIES),
+        # so the extras are not built on injected dialogues
         # (`strategies --setting pre` builds them all); nor are T5-injected constructions
         # (the harness's `pre` setting is the T3 probe): `strategies --setting pre --task T5`.
-        strategies(profile=name, names=",".join(PAPER_STRATEGIES), setting="pre")
+        strategies(profile=name, names=",".join(EVALUATION_STRATEGIES), setting="pre")
     with _stage("evaluate-offline"):
         evaluate_offline(profile=name, allow_drops=allow_drops)
 
 
 @app.command("evaluate-offline")
 def evaluate_offline(profile: ProfileOpt = None, allow_drops: AcceptErrorsOpt = False) -> None:
-    """Answer every question with the offline readers under the paper's eight strategies,
-    both T3 settings (the predictions the analysis notebooks read; resumable)."""
+    """Answer every question with the offline readers under the paper's eight strategies and
+    the diagnostic controls event-table and oracle, both T3 settings (the predictions the
+    analysis notebooks read; resumable)."""
     # The readers are CPU-bound Python: one process per core, strategies dealt between them.
     name = _profile(profile)
     with _writer(name):
-        summary = _run(run_parallel, name, list(PAPER_STRATEGIES), list(OFFLINE_READERS),
+        summary = _run(run_parallel, name, list(EVALUATION_STRATEGIES), list(OFFLINE_READERS),
                        ["post", "pre"], "rule-based")  # fmt: skip
     typer.echo(summary.to_string(index=False))
     for line in _run(check_run, "evaluate-offline", summary, allow_drops) or []:

@@ -21,7 +21,7 @@ import typer
 from clinlib.core.config import resolve_profile
 from clinlib.core.lock import NOT_WRITABLE, not_writable, profile_lock
 from clinlib.data.sources.mimic import source_error
-from clinlib.strategies import PAPER_STRATEGIES
+from clinlib.strategies import EVALUATION_STRATEGIES, PAPER_STRATEGIES
 
 HELP = """``clintrace`` command line: one command per pipeline stage (docs/design.md artifact contract).
 
@@ -112,16 +112,24 @@ def _csv(value: str | None) -> list[str] | None:
     return [v.strip() for v in re.split(r",(?![^()]*\))", value) if v.strip()] if value else None
 
 
+STRATEGY_SETS = {"paper": PAPER_STRATEGIES, "evaluation": EVALUATION_STRATEGIES}
+
+
 def _strategies(value: str | None) -> list[str] | None:
-    """``paper`` is the paper's eight (:data:`clinlib.strategies.names.PAPER_STRATEGIES`)."""
+    """Names with ``paper`` expanded to the paper's eight and ``evaluation`` to the default
+    evaluation set (the eight + event-table + oracle; :mod:`clinlib.strategies.names`)."""
     names = _csv(value)
-    return list(PAPER_STRATEGIES) if names == ["paper"] else names
+    if names is None:
+        return None
+    out = [n for name in names for n in STRATEGY_SETS.get(name, (name,))]
+    return list(dict.fromkeys(out))
 
 
 StrategiesOpt = Annotated[
     str,
     typer.Option("--strategies", help="comma-separated strategy names or labels, e.g. "
-                 "'dense-retrieval(k=3)', or 'paper' for the paper's eight"),
+                 "'dense-retrieval(k=3)'; 'paper' = the paper's eight, 'evaluation' = the eight + "
+                 "event-table + oracle"),
 ]  # fmt: skip
 BackbonesOpt = Annotated[
     str, typer.Option("--backbones", help="comma-separated backbone names (see `backbones`)")

@@ -5,6 +5,8 @@ docs/design.md principle 4: an ablation is a one-string change).
 The paper's eight: ``no-context-blind``, ``last-visit-only``, ``full-context``,
 ``dense-retrieval``, ``structured-timeline``, ``llm-summary``, ``mem0``, ``a-mem``.
 Extras: ``last-n-visits``, ``bm25``, ``hybrid``, ``codebook``, ``window-visits(m=...)``.
+Diagnostic controls (evaluated by default, never ranked with the eight): ``event-table`` (App.
+G.8's bare event table) and ``oracle`` (the question's evidence visits only).
 
 Usage::
 
@@ -38,6 +40,8 @@ from clinlib.strategies.prep import (
     resolve_prep,
 )
 from clinlib.strategies.registry import (
+    DIAGNOSTIC_STRATEGIES,
+    EVALUATION_STRATEGIES,
     EXTRA_STRATEGIES,
     PAPER_STRATEGIES,
     STRATEGIES,
@@ -48,6 +52,8 @@ from clinlib.strategies.registry import (
 )
 
 __all__ = [
+    "DIAGNOSTIC_STRATEGIES",
+    "EVALUATION_STRATEGIES",
     "EXTRA_STRATEGIES",
     "MATCHED",
     "PAPER_STRATEGIES",

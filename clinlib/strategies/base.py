@@ -5,7 +5,9 @@ A strategy has two halves:
 
 * **construction** — once per patient, from the dialogue text only (never the events table
   or a gold answer), possibly by a prep model: :meth:`Strategy.construct` returns a
-  JSON-serialisable :class:`Artifact`;
+  JSON-serialisable :class:`Artifact` (the diagnostic controls are the exceptions, by design:
+  ``event-table`` reads the source events the dialogue states, App. G.8, and ``oracle``
+  selects visits by the question's gold anchors);
 * **access** — per question: :meth:`Strategy.access` turns the artifact (and the dialogue as
   it is at question time, ``turns_now``) into the context string that goes into the prompt.
 

@@ -15,8 +15,10 @@ from clinlib.core.labels import CALL_RE, split_call
 from clinlib.strategies.amem import AMemMemory
 from clinlib.strategies.base import Strategy, StrategyError
 from clinlib.strategies.codebook import Codebook
+from clinlib.strategies.event_table import EventTable
 from clinlib.strategies.mem0 import Mem0Memory
-from clinlib.strategies.names import PAPER_STRATEGIES
+from clinlib.strategies.names import DIAGNOSTIC_STRATEGIES, EVALUATION_STRATEGIES, PAPER_STRATEGIES
+from clinlib.strategies.oracle import OracleVisits
 from clinlib.strategies.retrieval import BM25Retrieval, DenseRetrieval, HybridRetrieval
 from clinlib.strategies.simple import FullContext, LastNVisits, LastVisitOnly, NoContextBlind
 from clinlib.strategies.summary import LLMSummary
@@ -48,11 +50,24 @@ STRATEGIES: dict[str, type[Strategy]] = {
         Codebook,
         WindowVisits,
         HistoryVisits,
+        EventTable,
+        OracleVisits,
     )
 }
 EXTRA_STRATEGIES: tuple[str, ...] = tuple(n for n in STRATEGIES if n not in PAPER_STRATEGIES)
+__all__ = [
+    "DIAGNOSTIC_STRATEGIES",
+    "EVALUATION_STRATEGIES",
+    "EXTRA_STRATEGIES",
+    "PAPER_STRATEGIES",
+    "STRATEGIES",
+    "embeddings_dir",
+    "get_strategy",
+    "list_strategies",
+    "parse_label",
+]
 # Per-profile folders a strategy writes to, filled from the profile unless given explicitly.
-_PROFILE_DIRS = ("embedding_dir", "mem0ai_dir")
+_PROFILE_DIRS = ("embedding_dir", "mem0ai_dir", "events_dir")
 
 
 def parse_label(label: str) -> tuple[str, dict[str, Any]]:
@@ -102,17 +117,21 @@ def get_strategy(name: str, profile: str | None = None, **params: Any) -> Strate
         params["embedding_dir"] = str(embeddings_dir(profile))
     if "mem0ai_dir" in cls.defaults and params.get("mem0ai_dir") is None:
         params["mem0ai_dir"] = str(build_dir(profile) / "mem0ai")
+    if "events_dir" in cls.defaults and params.get("events_dir") is None:
+        params["events_dir"] = str(build_dir(profile))
     return cls(**params)
 
 
 def list_strategies() -> list[dict[str, Any]]:
-    """One dict per registered strategy: name, family, paper (bool), derived, uses_prep,
+    """One dict per registered strategy: name, family, paper (bool), diagnostic (bool: a
+    control such as event-table / oracle, never ranked with the paper's), derived, uses_prep,
     defaults (without folder settings)."""
     return [
         {
             "name": n,
             "family": cls.family,
             "paper": n in PAPER_STRATEGIES,
+            "diagnostic": n in DIAGNOSTIC_STRATEGIES,
             "derived": cls.derived,
             "uses_prep": cls.uses_prep,
             "defaults": {k: v for k, v in cls.defaults.items() if k not in _PROFILE_DIRS},

@@ -21,7 +21,6 @@ visit (that is what retrieval strategies measure). It reads the current text
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -29,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from clinlib.strategies.base import Artifact, StrategyError, visit_order
+from clinlib.strategies.evidence import anchor_ids, meta_visit
 from clinlib.strategies.simple import VisitSubset
 
 INF = math.inf
@@ -61,27 +61,12 @@ def window(visits: Sequence[int], target: int, m: float) -> list[int]:
     return ordered[lo:hi]
 
 
-def _anchor_ids(question: Mapping[str, Any]) -> list[str]:
-    raw = question.get("anchor_event_ids") if isinstance(question, Mapping) else None
-    if raw is None or isinstance(raw, float | str):
-        return [] if not isinstance(raw, str) else [raw]
-    return [str(a) for a in list(raw)]
-
-
-def _meta_visit(question: Mapping[str, Any]) -> int | None:
-    try:
-        meta = json.loads(str(question.get("meta") or "{}"))
-        return int(meta["visit_idx"]) if isinstance(meta, dict) and "visit_idx" in meta else None
-    except (ValueError, TypeError):
-        return None
-
-
 def target_visit(index: Mapping[str, int], question: Mapping[str, Any], visits: Sequence[int]):
     """The question's target visit (module docstring): anchor, else meta, else the last."""
-    for eid in _anchor_ids(question):
+    for eid in anchor_ids(question):
         if eid in index:
             return int(index[eid])
-    meta = _meta_visit(question)
+    meta = meta_visit(question)
     if meta is not None:
         return meta
     return max(int(v) for v in visits)

@@ -1,5 +1,7 @@
 """Failure explorer (marimo app): filter predictions by task, subtype, strategy, backbone,
-setting and outcome; pick one in a paginated table to see the question, gold, raw response,
+setting and outcome, and by where a wrong answer was lost ("lost in representation": an anchor
+event missing from the context; "lost in reading": every anchor in context, still wrong —
+clinlib.analysis.evidence, measured on first use); pick one in a paginated table to see the question, gold, raw response,
 parsed answer and the exact context the model saw with its anchor event ids highlighted (or
 marked absent), next to the same question under the other strategies (paper §5 failure
 analysis, §3 pairing).
@@ -44,11 +46,11 @@ def _(mo, resolve_profile):
 @app.cell
 def _():
     # The heavy imports (pandas, altair) run after the title cell has painted.
+    from clinlib import evidence, load, runner
     from clinlib import failures as fx
-    from clinlib import load, runner
     from clinlib import pages as xp
 
-    return fx, load, runner, xp
+    return evidence, fx, load, runner, xp
 
 
 @app.cell
@@ -82,14 +84,33 @@ def _(data, fx, mo, problem, profile):
         for col in fx.FILTER_COLUMNS
     })  # fmt: skip
     outcome = mo.ui.dropdown(options=list(fx.OUTCOMES), value="incorrect", label="outcome")
+    lost = mo.ui.dropdown(options={fx.LOSS_LABELS[v]: v for v in fx.LOSSES}, value="any",
+                          label="lost in")  # fmt: skip
     only_flips = mo.ui.checkbox(value=False, label="only full-context→mem0 flips")
-    return filters, only_flips, outcome, preds
+    return filters, lost, only_flips, outcome, preds
 
 
 @app.cell
-def _(filters, fx, mo, only_flips, outcome, preds, xp):
+def _(data, evidence, profile):
+    _memo = {}
+
+    def labelled(frame):
+        """``frame`` with ``lost_in``: measured once, on the first "lost in" filter (it
+        builds every strategy's contexts: seconds on quick, longer on paper)."""
+        if "lost_in" in frame.columns:
+            return frame
+        if "v" not in _memo:
+            _memo["v"] = evidence.label_losses(frame, data["questions"], profile)[0]
+        return _memo["v"]
+
+    return (labelled,)
+
+
+@app.cell
+def _(filters, fx, labelled, lost, mo, only_flips, outcome, preds, xp):
     chosen = {c: (None if v == "(all)" else v) for c, v in filters.value.items()}
-    rows = fx.filter_predictions(preds, outcome=outcome.value, **chosen)
+    _source = preds if lost.value == "any" else labelled(preds)
+    rows = fx.filter_predictions(_source, outcome=outcome.value, lost=lost.value, **chosen)
     if only_flips.value and {"full-context", "mem0"} <= set(preds["strategy"]):
         rows = fx.only_flip_rows(rows, fx.flips(preds), bad="mem0")
     rows = fx.with_source(rows, preds)
@@ -108,7 +129,8 @@ def _(filters, fx, mo, only_flips, outcome, preds, xp):
                 [filters["task"], filters["subtype"], filters["strategy"]], justify="start"
             ),  # fmt: skip
             mo.hstack(
-                [filters["backbone"], filters["setting"], outcome, only_flips], justify="start"
+                [filters["backbone"], filters["setting"], outcome, lost, only_flips],
+                justify="start",
             ),  # fmt: skip
             mo.md(f"**{len(rows)}** of {len(preds)} predictions match"),
             table,

@@ -87,6 +87,8 @@ EXPECTED_BY_REPRESENTATION = {
     "window-visits": ALL,
     # no anchor: the target is the last stay, and only the two stays before it are shown
     "history-visits": ("1.5 mg/dL", ABSTAIN, ABSTAIN, "4.1 mEq/L"),
+    "event-table": NONE,  # dated rows, no encounter numbering
+    "oracle": NONE,  # these questions name no anchor or dated visit: an empty history
 }
 
 
@@ -96,12 +98,15 @@ def record_7001(tmp_path_factory):
     from clinlib.strategies.prep import RuleBasedPrep
     from tests import strategy_fixtures as F
 
-    turns = F.dialogue(F.events_7001())
+    events = F.events_7001()
+    turns = F.dialogue(events)
     emb = str(tmp_path_factory.mktemp("embeddings"))
+    ev_dir = tmp_path_factory.mktemp("events")
+    events.to_parquet(ev_dir / "events.parquet")
+    dirs = {"embedding_dir": emb, "events_dir": str(ev_dir)}
     out = {}
     for name, cls in STRATEGIES.items():
-        strat = get_strategy(name, **({"embedding_dir": emb} if "embedding_dir" in cls.defaults
-                                      else {}))  # fmt: skip
+        strat = get_strategy(name, **{k: v for k, v in dirs.items() if k in cls.defaults})
         art = strat.construct(7001, turns, RuleBasedPrep())
         for lab, visit in RELATIVE_ASKS:
             q = T1R_RELATIVE_TEMPLATES[0].format(lab=lab, ordinal="first", visit=visit)

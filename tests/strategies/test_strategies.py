@@ -319,7 +319,14 @@ def test_registry_has_the_paper_eight_and_the_extras():
     assert set(PAPER_STRATEGIES) <= set(STRATEGIES)
     assert {"bm25", "hybrid", "last-n-visits", "codebook"} <= set(STRATEGIES)
     derived = {n for n, c in STRATEGIES.items() if c.derived}
-    assert derived == {"structured-timeline", "llm-summary", "mem0", "a-mem", "codebook"}
+    assert derived == {
+        "structured-timeline",
+        "llm-summary",
+        "mem0",
+        "a-mem",
+        "codebook",
+        "event-table",
+    }
     assert get_strategy("dense-retrieval", k=3).label() == "dense-retrieval(k=3)"
 
 

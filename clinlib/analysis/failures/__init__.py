@@ -1,7 +1,9 @@
 """Failure explorer: filter predictions, open one, and see why it failed — the question, gold,
 raw response, parsed answer, the exact context the model saw with the anchor event ids
 highlighted (or marked absent from that representation), the same question under the other
-strategies, and the paired "flips" (right under one strategy, wrong under another). Implements
+strategies, and the paired "flips" (right under one strategy, wrong under another); predictions
+labelled by :func:`clinlib.analysis.evidence.lost_in` filter by where a wrong answer was lost
+("lost in representation" vs "lost in reading"). Implements
 the paper's failure analysis (§5 "Where do representations fail", the compression-loss
 discussion behind Table 2 / Fig. 3, and the McNemar pairing of §3).
 
@@ -22,6 +24,8 @@ from clinlib.analysis.failures.common import (
     ANCHOR_COLOR,
     FILTER_COLUMNS,
     FLIP_COLUMNS,
+    LOSS_LABELS,
+    LOSSES,
     NO_ANCHOR_TEXT,
     NO_CONTEXT_TEXT,
     OUTCOMES,
@@ -65,7 +69,8 @@ from clinlib.analysis.failures.view import (
 from clinlib.analysis.failures.widget import failure_explorer, show_failure_explorer, static_view
 
 __all__ = [
-    "ABSENT_TEXT", "ANCHOR_COLOR", "FILTER_COLUMNS", "FLIP_COLUMNS", "NO_ANCHOR_TEXT",
+    "ABSENT_TEXT", "ANCHOR_COLOR", "FILTER_COLUMNS", "FLIP_COLUMNS", "LOSSES", "LOSS_LABELS",
+    "NO_ANCHOR_TEXT",
     "NO_CONTEXT_TEXT", "OUTCOMES", "PRESENT_TEXT", "REQUIRED_COLUMNS", "STATIC_ENV", "TAG_RE",
     "ContextFn", "FailureExplorerError", "anchor_ids", "anchor_message", "anchor_presence",
     "anchors_in_context", "context_fn_for", "context_of", "evidence_turns_html", "explain",

@@ -4,11 +4,12 @@ type, and the small helpers every part uses (docs/design.md "Explorers")."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import pandas as pd
+
+from clinlib.strategies.evidence import TAG_RE as TAG_RE  # the one matcher, re-exported
 
 FILTER_COLUMNS: tuple[str, ...] = ("task", "subtype", "strategy", "backbone", "setting")
 # "error": the request failed (any class); "context-overflow": the prompt did not fit the
@@ -16,6 +17,10 @@ FILTER_COLUMNS: tuple[str, ...] = ("task", "subtype", "strategy", "backbone", "s
 OUTCOMES: tuple[str, ...] = (
     "any", "correct", "incorrect", "parse-failed", "error", "context-overflow",
 )  # fmt: skip
+# Where a wrong answer was lost (clinlib.analysis.evidence.lost_in): needs a ``lost_in`` column.
+LOSSES: tuple[str, ...] = ("any", "representation", "reading")
+LOSS_LABELS: dict[str, str] = {"any": "any", "representation": "lost in representation",
+                               "reading": "lost in reading"}  # fmt: skip
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "qid", "task", "subtype", "strategy", "backbone", "setting", "response", "parsed",
     "correct", "parse_failed",
@@ -25,8 +30,6 @@ FLIP_COLUMNS: tuple[str, ...] = (
     "parsed_bad", "response_bad",
 )  # fmt: skip
 STATIC_ENV = "CLINTRACE_STATIC_VIEWER"
-# Bracketed id groups as every id-carrying representation writes them: "[LAB-1, RX-2-3]".
-TAG_RE = re.compile(r"\[((?:[A-Z]+-[\d-]+)(?:\s*,\s*[A-Z]+-[\d-]+)*)\]")
 ANCHOR_COLOR = "#d62728"
 NO_ANCHOR_TEXT = (
     "This question has no anchor event: the fact is absent from the record by construction, "

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from clinlib.analysis.failures.common import (
+    LOSSES,
     OUTCOMES,
     REQUIRED_COLUMNS,
     FailureExplorerError,
@@ -28,6 +29,7 @@ def filter_predictions(
     backbone: str | Sequence[str] | None = None,
     setting: str | Sequence[str] | None = None,
     outcome: str = "any",
+    lost: str = "any",
 ) -> pd.DataFrame:
     """Predictions matching every given filter.
 
@@ -36,6 +38,9 @@ def filter_predictions(
         task, subtype, strategy, backbone, setting: one value or several (None = all).
         outcome: ``any``, ``correct``, ``incorrect``, ``parse-failed``, ``error`` (the
             request failed) or ``context-overflow`` (the prompt did not fit the window).
+        lost: ``any``, ``representation`` (wrong, an anchor missing from the context) or
+            ``reading`` (wrong, every anchor in the context) — needs the ``lost_in`` column
+            of :func:`clinlib.analysis.evidence.lost_in`.
 
     Returns:
         The matching rows (index reset), ordered by task, qid, strategy, backbone, setting.
@@ -47,6 +52,10 @@ def filter_predictions(
     require_columns(preds, REQUIRED_COLUMNS, "predictions")
     if outcome not in OUTCOMES:
         raise FailureExplorerError(f"outcome {outcome!r} not one of {OUTCOMES}")
+    if lost not in LOSSES:
+        raise FailureExplorerError(f"lost {lost!r} not one of {LOSSES}")
+    if lost != "any":
+        require_columns(preds, ("lost_in",), "predictions (label them with evidence.lost_in)")
     mask = pd.Series(True, index=preds.index)
     given = dict(task=task, subtype=subtype, strategy=strategy, backbone=backbone,
                  setting=setting)  # fmt: skip
@@ -73,6 +82,8 @@ def filter_predictions(
         if outcome == "context-overflow":
             errors &= failure_classes(preds) == CONTEXT_OVERFLOW_CLASS
         mask &= errors.astype(bool)
+    if lost != "any":
+        mask &= (preds["lost_in"] == lost).fillna(False)
     out = preds[mask.astype(bool)]
     return out.sort_values(["task", "qid", "strategy", "backbone", "setting"]).reset_index(
         drop=True

@@ -29,25 +29,7 @@ from clinlib.analysis.failures.common import (
 from clinlib.core.pages import clip_context
 from clinlib.eval.outcomes import failure_class
 from clinlib.strategies import question_contexts
-
-
-def anchor_ids(question: Mapping[str, Any]) -> list[str]:
-    """The question's anchor event ids (empty for abstention questions)."""
-    return [str(a) for a in as_list(question.get("anchor_event_ids"))]
-
-
-def anchor_presence(context: str, anchors: Sequence[str]) -> dict[str, int]:
-    """How many ``[EVENT-ID]`` tag groups of ``context`` mention each anchor id.
-
-    Returns:
-        ``{anchor_id: count}`` (0 = absent from this representation).
-    """
-    counts = dict.fromkeys(anchors, 0)
-    for m in TAG_RE.finditer(context or ""):
-        for eid in (s.strip() for s in m.group(1).split(",")):
-            if eid in counts:
-                counts[eid] += 1
-    return counts
+from clinlib.strategies.evidence import anchor_ids, anchor_presence
 
 
 def anchor_message(context: str, anchors: Sequence[str]) -> str:

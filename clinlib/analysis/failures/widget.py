@@ -14,6 +14,8 @@ import pandas as pd
 
 from clinlib.analysis.failures.common import (
     FILTER_COLUMNS,
+    LOSS_LABELS,
+    LOSSES,
     OUTCOMES,
     REQUIRED_COLUMNS,
     STATIC_ENV,
@@ -63,6 +65,23 @@ def static_view(
     return "\n".join(parts)
 
 
+def _filter_widgets(preds: pd.DataFrame) -> tuple[dict[str, Any], Any, Any]:
+    """The column dropdowns, the outcome picker and the "lost in" picker (enabled only when
+    ``preds`` carries :func:`clinlib.analysis.evidence.lost_in`'s ``lost_in`` column)."""
+    dd = {
+        col: W.Dropdown(
+            options=[("(all)", "")] + [(v, v) for v in options_of(preds, col)],
+            value="",
+            description=col,
+        )  # fmt: skip
+        for col in FILTER_COLUMNS
+    }
+    outcome = W.Dropdown(options=list(OUTCOMES), value="incorrect", description="outcome")
+    lost = W.Dropdown(options=[(LOSS_LABELS[v], v) for v in LOSSES], value="any",
+                      description="lost in", disabled="lost_in" not in preds.columns)  # fmt: skip
+    return dd, outcome, lost
+
+
 def failure_explorer(
     preds: pd.DataFrame,
     questions: pd.DataFrame,
@@ -76,19 +95,12 @@ def failure_explorer(
 
     Returns:
         ``ipywidgets.VBox`` with a ``controls`` dict (task, subtype, strategy, backbone,
-        setting, outcome, flips, page, pick, count, body); the picker lists one page of
-        :data:`clinlib.core.pages.PAGE_SIZE` matches.
+        setting, outcome, lost — enabled when ``preds`` has a ``lost_in`` column
+        (:func:`clinlib.analysis.evidence.lost_in`) — flips, page, pick, count, body); the
+        picker lists one page of :data:`clinlib.core.pages.PAGE_SIZE` matches.
     """
     require_columns(preds, REQUIRED_COLUMNS, "predictions")
-    dd = {
-        col: W.Dropdown(
-            options=[("(all)", "")] + [(v, v) for v in options_of(preds, col)],
-            value="",
-            description=col,
-        )  # fmt: skip
-        for col in FILTER_COLUMNS
-    }
-    outcome = W.Dropdown(options=list(OUTCOMES), value="incorrect", description="outcome")
+    dd, outcome, lost = _filter_widgets(preds)
     only_flips = W.Checkbox(value=False, description=f"only {good}→{bad} flips")
     pick = W.Dropdown(description="prediction", layout=W.Layout(width="80%"))
     # The picker holds one page of rows: 111,658 options would be megabytes of widget state.
@@ -98,7 +110,7 @@ def failure_explorer(
     state: dict[str, Any] = {"rows": preds.iloc[:0]}
 
     def _filter(_=None) -> None:
-        rows = filter_predictions(preds, outcome=outcome.value,
+        rows = filter_predictions(preds, outcome=outcome.value, lost=lost.value,
                                   **{c: (w.value or None) for c, w in dd.items()})  # fmt: skip
         if only_flips.value and {good, bad} <= set(preds["strategy"]):
             rows = only_flip_rows(rows, flips(preds, good, bad), bad)
@@ -129,15 +141,15 @@ def failure_explorer(
         except ValueError as exc:  # show a bad artifact in the pane, not a traceback
             body.value = f"<p class='ct-bad'>{html.escape(str(exc))}</p>"
 
-    for w in [*dd.values(), outcome, only_flips]:
+    for w in [*dd.values(), outcome, lost, only_flips]:
         w.observe(_filter, names="value")
     pick.observe(_show, names="value")
     page.observe(_fill, names="value")
     row1 = W.HBox([dd["task"], dd["subtype"], dd["strategy"]])
-    row2 = W.HBox([dd["backbone"], dd["setting"], outcome, only_flips])
+    row2 = W.HBox([dd["backbone"], dd["setting"], outcome, lost, only_flips])
     box = W.VBox([row1, row2, count, W.HBox([page, pick]), body])
-    box.controls = {**dd, "outcome": outcome, "flips": only_flips, "pick": pick,  # type: ignore
-                    "page": page, "count": count, "body": body}  # fmt: skip
+    box.controls = {**dd, "outcome": outcome, "lost": lost, "flips": only_flips,  # type: ignore
+                    "pick": pick, "page": page, "count": count, "body": body}  # fmt: skip
     _filter()
     return box
 
