@@ -73,8 +73,8 @@ from clinlib.eval.reader_relative import (
     recognise_relative,
     recognise_relative_option,
 )
-from clinlib.llm.backbones import get_backbone, register_backbone
-from clinlib.llm.types import OFFLINE_READER_MODEL_PREFIX, Backbone, BackboneError, OfflineReply
+from clinlib.llm.backbones import register_backbone, register_policy_backbone
+from clinlib.llm.types import OFFLINE_READER_MODEL_PREFIX, Backbone, OfflineReply
 from clinlib.tasks.base import ABSTAIN
 
 REFERENCE_LABEL = "reference reader (deterministic policy, not an LLM)"
@@ -344,20 +344,15 @@ def register_offline_backbones() -> list[Backbone]:
     Returns:
         The two backbones.
     """
-    out = []
-    for name, label, policy in (
-        ("reference", REFERENCE_LABEL, reference_policy),
-        ("eager", EAGER_LABEL, eager_policy),
-    ):
-        try:
-            existing = get_backbone(name)
-        except BackboneError:
-            existing = None
-        if existing is not None and existing.policy is policy:
-            out.append(existing)
-            continue
-        out.append(register_backbone(_offline(name, label, policy), replace_existing=True))
-    return out
+    return [
+        register_policy_backbone(
+            name, policy, model=f"{OFFLINE_READER_MODEL_PREFIX}{name}", label=label
+        )  # fmt: skip
+        for name, label, policy in (
+            ("reference", REFERENCE_LABEL, reference_policy),
+            ("eager", EAGER_LABEL, eager_policy),
+        )
+    ]
 
 
 def register_replay(name: str, predictions: pd.DataFrame) -> Backbone:

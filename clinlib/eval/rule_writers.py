@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clinlib.dialogue.rewrite import REWRITE_USER_TEMPLATE
-from clinlib.llm import Backbone, BackboneError, get_backbone, register_backbone
+from clinlib.llm import Backbone, register_policy_backbone
 from clinlib.tasks.paraphrase import PARAPHRASE_USER_TEMPLATE
 
 RULE_MODEL_PREFIX = "rule-based/"
@@ -116,16 +116,12 @@ RULE_WRITERS: tuple[str, ...] = tuple(_POLICIES)
 
 def register_rule_writers() -> list[Backbone]:
     """Register the three rule-based writers (kind="offline", price 0); idempotent."""
-    out = []
-    for name, policy in _POLICIES.items():
-        try:
-            existing = get_backbone(name)
-        except BackboneError:
-            existing = None
-        if existing is not None and existing.policy is policy:
-            out.append(existing)
-            continue
-        bb = Backbone(name=name, model=f"{RULE_MODEL_PREFIX}{name}", kind="offline",
-                      label=f"{name} (rule-based, not an LLM)", policy=policy)  # fmt: skip
-        out.append(register_backbone(bb, replace_existing=True))
-    return out
+    return [
+        register_policy_backbone(
+            name,
+            policy,
+            model=f"{RULE_MODEL_PREFIX}{name}",
+            label=f"{name} (rule-based, not an LLM)",
+        )  # fmt: skip
+        for name, policy in _POLICIES.items()
+    ]

@@ -15,6 +15,7 @@ from clinlib.llm.backbones import (
     get_backbone,
     list_backbones,
     register_backbone,
+    register_policy_backbone,
     registry,
     unregister_backbone,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "load_local_tokenizer",
     "load_config",
     "register_backbone",
+    "register_policy_backbone",
     "register_with_tiktoken",
     "registry",
     "results_frame",

@@ -65,6 +65,17 @@ def register_backbone(backbone: Backbone, *, replace_existing: bool = False) -> 
     return backbone
 
 
+def register_policy_backbone(name: str, policy: Any, *, model: str, label: str) -> Backbone:
+    """Register an in-process answering policy (an offline reader or a rule-based writer: not
+    a language model) as backbone ``name``, kind "offline", price 0; idempotent: the same
+    policy already registered under ``name`` is returned as it is."""
+    existing = _REGISTRY.get(name)
+    if existing is not None and existing.policy is policy:
+        return existing
+    bb = Backbone(name=name, model=model, kind="offline", label=label, policy=policy)
+    return register_backbone(bb, replace_existing=True)
+
+
 def unregister_backbone(name: str) -> None:
     """Remove a registered backbone (presets are restored, not removed)."""
     builtin = PRESETS.get(name) or LOCAL_PRESETS.get(name)

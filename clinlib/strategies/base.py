@@ -466,3 +466,21 @@ def context_for(
     if len(parts) == 1:
         return strategy.access(parts[0][0], question, parts[0][1])
     return strategy.combine(question, parts)
+
+
+class StoredTextStrategy(Strategy):
+    """A strategy whose artifact is one rendered text, the same for every question
+    (timeline, event table, summary): ``access`` and ``store_text`` return
+    ``artifact.data[text_key]``."""
+
+    text_key = "text"
+
+    def access(
+        self, artifact: Artifact | None, question: Mapping[str, Any], turns_now: pd.DataFrame
+    ) -> str:
+        if artifact is None:
+            raise StrategyError(f"{self.name}: no artifact for this patient")
+        return str(artifact.data[self.text_key])
+
+    def store_text(self, artifact: Artifact) -> str:
+        return str(artifact.data[self.text_key])

@@ -29,7 +29,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from clinlib.strategies.base import Artifact, Strategy, StrategyError
+from clinlib.strategies.base import Artifact, StoredTextStrategy, StrategyError
 from clinlib.strategies.prep import count_text_tokens
 
 EVENTS_FILE = "events.parquet"
@@ -110,7 +110,7 @@ def stated_event_ids(turns: pd.DataFrame) -> list[str]:
     return list(out)
 
 
-class EventTable(Strategy):
+class EventTable(StoredTextStrategy):
     """The dialogue's source events as one dated table (module docstring)."""
 
     name = "event-table"
@@ -159,16 +159,6 @@ class EventTable(Strategy):
         rows = sorted((ev[i] for i in ids), key=_order)
         return {"text": render_event_table(rows, bool(self.params["with_ids"])),
                 "n_events": len(rows)}  # fmt: skip
-
-    def access(
-        self, artifact: Artifact | None, question: Mapping[str, Any], turns_now: pd.DataFrame
-    ) -> str:
-        if artifact is None:
-            raise StrategyError(f"{self.name}: no artifact for this patient")
-        return str(artifact.data["text"])
-
-    def store_text(self, artifact: Artifact) -> str:
-        return str(artifact.data["text"])
 
     def footprint(self, artifact: Artifact) -> dict[str, Any]:
         return {"n_items": artifact.data.get("n_events", 0), "item": "events",

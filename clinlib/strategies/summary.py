@@ -18,13 +18,18 @@ aggregation tax — and a free-text attribution sentence has no slot in it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
 from clinlib.data.vocab import LAB_PANEL
-from clinlib.strategies.base import Artifact, Strategy, StrategyError, render, visit_order
+from clinlib.strategies.base import (
+    Artifact,
+    StoredTextStrategy,
+    render,
+    visit_order,
+)
 from clinlib.strategies.facts import EXTRA_LAB_LABELS, Fact, facts_of
 from clinlib.strategies.prep import PrepRequest, count_text_tokens
 
@@ -208,8 +213,10 @@ def truncate_to_budget(text: str, budget: int, token_model: str) -> tuple[str, b
     return (cut[: end + 1] if end > len(cut) // 2 else cut), True
 
 
-class LLMSummary(Strategy):
+class LLMSummary(StoredTextStrategy):
     """One summary within a token budget (derived; built by the prep model)."""
+
+    text_key = "summary"
 
     name = "llm-summary"
     query_dependent = False
@@ -285,16 +292,6 @@ class LLMSummary(Strategy):
                            {"role": "user", "content": MERGE_USER.format(parts=merged)}],
                           max_tokens=budget)  # fmt: skip
         return prep.complete([req])[0]
-
-    def access(
-        self, artifact: Artifact | None, question: Mapping[str, Any], turns_now: pd.DataFrame
-    ) -> str:
-        if artifact is None:
-            raise StrategyError(f"{self.name}: no artifact for this patient")
-        return str(artifact.data["summary"])
-
-    def store_text(self, artifact: Artifact) -> str:
-        return str(artifact.data["summary"])
 
     def footprint(self, artifact: Artifact) -> dict[str, Any]:
         return {"n_items": int(artifact.data.get("words", 0)), "item": "words",

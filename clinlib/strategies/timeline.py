@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from clinlib.dialogue.render import render_visit
-from clinlib.strategies.base import Artifact, Strategy, StrategyError, visit_order
+from clinlib.strategies.base import Artifact, StoredTextStrategy, visit_order
 from clinlib.strategies.facts import Fact, facts_of
 from clinlib.strategies.prep import PrepError, PrepRequest, count_text_tokens, parse_json_reply
 
@@ -197,7 +197,7 @@ def llm_visit_facts(
     return facts, warnings
 
 
-class StructuredTimeline(Strategy):
+class StructuredTimeline(StoredTextStrategy):
     """A per-encounter table of the structured fields (derived; built by the prep model)."""
 
     name = "structured-timeline"
@@ -217,16 +217,6 @@ class StructuredTimeline(Strategy):
         rows = rows_from_facts(facts, visit_order(turns))
         text = render_timeline(rows, bool(self.params["with_ids"]))
         return {"rows": rows, "text": text, "warnings": warnings}
-
-    def access(
-        self, artifact: Artifact | None, question: Mapping[str, Any], turns_now: pd.DataFrame
-    ) -> str:
-        if artifact is None:
-            raise StrategyError(f"{self.name}: no artifact for this patient")
-        return str(artifact.data["text"])
-
-    def store_text(self, artifact: Artifact) -> str:
-        return str(artifact.data["text"])
 
     def footprint(self, artifact: Artifact) -> dict[str, Any]:
         rows = artifact.data.get("rows", [])
