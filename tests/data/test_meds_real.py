@@ -276,3 +276,14 @@ def test_fixture_writes_every_real_export_shape(real: Path, tmp_path: Path) -> N
     no_codes = mimic_to_meds(hosp, tmp_path / "nc", shapes=MedsShapes(codes=False))
     assert not (no_codes / "metadata" / "codes.parquet").exists()
     assert [p.name for p in meds_shards(no_codes)] == ["0.parquet"]
+
+
+def test_code_family_table_for_notebook_01(tmp_path: Path) -> None:
+    from clinlib.data.report import code_family_table
+
+    fam = code_families(open_meds(write_rows(tmp_path / "m")))
+    table = code_family_table(fam)
+    assert table["rows"].tolist() == sorted(table["rows"], reverse=True)
+    assert table.iloc[0]["family"] == "MEDICATION//START"  # 3 rows, the largest family
+    empty = code_family_table(pd.DataFrame(columns=list(FAMILY_COLUMNS)))
+    assert empty.empty and "ignored" in empty.columns

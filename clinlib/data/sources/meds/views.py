@@ -126,7 +126,9 @@ def open_meds(
     Returns:
         The connection, with the nine ``HOSP_TABLES`` views (all their columns, MIMIC types;
         NULL where MEDS has no counterpart) plus ``meds_data`` (all rows, with ``kind``,
-        ``meds_shard``, ``meds_row``), ``meds_codes`` and ``meds_admission_spans``.
+        ``meds_shard``, ``meds_row`` and ``unnamed``: the row's name is unknown, families
+        module), ``meds_codes`` and ``meds_admission_spans``. Ids are BIGINT
+        (:data:`~clinlib.data.sources.meds.format.ID_TYPES`).
 
     Raises:
         SourceSchemaError: naming the shard and column on a schema or data violation.
