@@ -178,8 +178,13 @@ def test_cohort_stage_reports_families_and_unnamed_rows(real: Path, tmp_build) -
     assert set(unnamed["subject_id"]) <= set(load("cohort", "mr")["subject_id"])
     assert f"prescriptions: {len(unnamed)} rows excluded, name unknown" in result.output
     assert "MEDS codes ignored: " in result.output and "INFUSION_START x" in result.output
+    # the fixture's NaN / inf / -5 / 1e30 lab values: excluded with their rule, never stated
+    lab_rules = set(ex.loc[ex["table"] == "labevents", "rule"])
+    assert lab_rules == {"value_not_finite", "value_out_of_bounds"}
     events = load("events", "mr")
     assert events.loc[events["kind"] == "medication", "label"].notna().all()
+    values = events.loc[events["kind"] == "lab", "value"]
+    assert values.notna().all() and (values.abs() <= 30000).all()  # widest bound: triglycerides
 
 
 # --------------------------------------------------------------------------- codes.parquet
