@@ -37,8 +37,7 @@ from clinlib.cli_common import (
 )
 from clinlib.core.config import NOTEBOOKS_DIR, build_dir, figures_dir
 from clinlib.core.guards import check_constructions
-from clinlib.data.build import build_cohort, load, resolve_source
-from clinlib.data.plausibility import summary_lines
+from clinlib.data.build import build_cohort, load, report_lines, resolve_source
 from clinlib.data.sources.meds import write_meds
 from clinlib.data.sources.synthetic import synthesize
 from clinlib.dialogue.synth import build_dialogues
@@ -86,8 +85,8 @@ def cohort(
     att = out["attrition"]
     for row in att.itertuples():
         typer.echo(f"  {row.step:<40} {row.n_patients:>9,}")
-    for line in summary_lines(out["exclusions"]):  # implausible source rows, never stated
-        typer.echo(f"  excluded: {line}")
+    for line in report_lines(out):  # excluded source rows (never stated); MEDS code families
+        typer.echo(f"  {line}")
     typer.echo(
         f"cohort: {len(out['cohort'])} patients, {len(out['events']):,} events "
         f"({time.perf_counter() - t0:.1f}s)"

@@ -40,7 +40,7 @@ MANIFEST_DIR = "manifests"
 
 # stage -> (artifacts it writes, upstream artifacts whose version it depends on).
 STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "cohort": (("cohort", "attrition", "eligible", "events", "exclusions"), ()),
+    "cohort": (("cohort", "attrition", "eligible", "events", "exclusions", "code_families"), ()),
     "dialogues": (
         ("dialogue_summary", "dialogue_checks", "event_coverage", "dialogues"),
         ("cohort", "events"),

@@ -30,6 +30,15 @@ from clinlib.data.plausibility import (
 )
 from clinlib.data.schema import ARTIFACTS
 from clinlib.data.sources.meds import open_meds
+from clinlib.data.sources.meds.families import (
+    FAMILY_COLUMNS,
+    UNNAMED_RULE,
+    code_families,
+    family_lines,
+    require_codes,
+    unnamed_exclusions,
+    unnamed_lines,
+)
 from clinlib.data.sources.mimic import (
     PRIMARY_KEYS,
     check_unique,
@@ -84,6 +93,7 @@ def resolve_source(
 def open_source(spec: SourceSpec, con: duckdb.DuckDBPyConnection | None = None):
     """A DuckDB connection with MIMIC-shaped hosp views over ``spec``."""
     if spec.kind == "meds":
+        require_codes(spec.path)  # no fallback vocabulary: refuse (docs/real-data.md)
         return open_meds(spec.path, con=con)
     if spec.kind == "synthetic" and not (spec.path / "hosp").exists():
         raise FileNotFoundError(
@@ -138,14 +148,15 @@ def build_cohort(
         raise ValueError(f"--per-disease must be a positive integer, got {per_disease!r}")
     t0 = time.perf_counter()
     with stage_run("cohort", name) as staging:
-        result, events, exclusions = _select_and_extract(
+        result, events, exclusions, families = _select_and_extract(
             spec, per_disease, seed, threads, allow_drops
         )
         _check_cohort(result, events, allow_drops)
         out = _write_cohort(staging, spec, result, events, seed, per_disease)
         exclusions.to_parquet(staging.path("exclusions.parquet"), index=False)
-        out["exclusions"] = exclusions
-    for line in summary_lines(exclusions):
+        families.to_parquet(staging.path("code_families.parquet"), index=False)
+        out["exclusions"], out["code_families"] = exclusions, families
+    for line in report_lines(out):
         log.info("cohort: %s", line)
     log.info(
         "cohort %s: %d patients, %d events in %.1fs",
@@ -157,10 +168,20 @@ def build_cohort(
     return out
 
 
+def report_lines(out: dict[str, pd.DataFrame]) -> list[str]:
+    """What the cohort stage left out and why: rows excluded as implausible, rows whose name
+    is unknown (MEDS), and the MEDS code families read, used and ignored."""
+    ex = out["exclusions"]
+    plausibility = ex[ex["rule"] != UNNAMED_RULE]
+    lines = [f"excluded: {line}" for line in summary_lines(plausibility) + unnamed_lines(ex)]
+    return lines + family_lines(out.get("code_families", pd.DataFrame()))
+
+
 def _select_and_extract(spec: SourceSpec, per_disease: int, seed: int, threads: int | None,
                         allow_drops: bool = False):  # fmt: skip
     """Plausibility screen + cohort selection + event extraction, with DuckDB read errors as
-    one-line errors. Returns (selection result, events, exclusions)."""
+    one-line errors. Returns (selection result, events, exclusions, code families: what a
+    MEDS source held and what the kit made of it, empty for other sources)."""
     con = duckdb.connect()
     try:
         if threads:
@@ -179,12 +200,15 @@ def _select_and_extract(spec: SourceSpec, per_disease: int, seed: int, threads: 
         events = extract_events(con, subjects)
         bad_lab, n_lab = lab_exclusions(con)
         check_excluded("panel lab rows", n_lab, bad_lab, allow_drops)
+        families, unnamed = pd.DataFrame(columns=list(FAMILY_COLUMNS)), bad_lab.iloc[:0]
+        if spec.kind == "meds":  # codes read / used / ignored; unnamed codes (no threshold)
+            families, unnamed = code_families(con), unnamed_exclusions(con, subjects)
     except duckdb.Error as err:  # a bad value or row past the open-time sample
         raise source_error(err, spec.path) from None
     finally:
         con.close()
-    exclusions = pd.concat([bad_adm, bad_lab], ignore_index=True)
-    return result, events, exclusions.astype({"subject_id": "int64"})
+    exclusions = pd.concat([bad_adm, bad_lab, unnamed], ignore_index=True)
+    return result, events, exclusions.astype({"subject_id": "int64"}), families
 
 
 def _key_files(spec: SourceSpec) -> dict[str, Path]:
@@ -262,6 +286,7 @@ def load(artifact: str, profile: str | None = None) -> pd.DataFrame:
         "eligible": "clintrace cohort",
         "events": "clintrace cohort",
         "exclusions": "clintrace cohort",
+        "code_families": "clintrace cohort",
         "dialogues": "clintrace dialogues",
         "dialogue_checks": "clintrace dialogues",
         "event_coverage": "clintrace dialogues",

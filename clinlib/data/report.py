@@ -84,3 +84,17 @@ def exclusion_table(exclusions: pd.DataFrame) -> pd.DataFrame:
         .sort_values(["table", "rows"], ascending=[True, False], kind="stable")
         .reset_index(drop=True)
     )
+
+
+def code_family_table(families: pd.DataFrame) -> pd.DataFrame:
+    """What a MEDS source held (code_families.parquet; issue 26 §2): rows read per code
+    family, how many the kit used, excluded (name unknown) and ignored, subjects, text-only
+    rows and what the kit makes of the family; largest first, empty for other sources."""
+    cols = ["family", "rows", "used", "excluded", "ignored", "subjects", "text_only", "use"]
+    if families.empty:
+        return pd.DataFrame(columns=cols)
+    return (
+        families[cols]
+        .sort_values(["rows", "family"], ascending=[False, True], kind="stable")
+        .reset_index(drop=True)
+    )

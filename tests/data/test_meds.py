@@ -6,6 +6,7 @@ path), or worked out by hand where ids are derived (the no-hadm_id / no-event_id
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 
 from clinlib.data.schema import ARTIFACTS, HOSP_TABLES
 from clinlib.data.sources.meds import meds_shards, open_meds, read_meds, write_meds
+from clinlib.data.sources.meds.format import ID_TYPES
 from clinlib.data.sources.mimic import SourceSchemaError, describe_source
 
 T = pd.Timestamp
@@ -207,8 +209,9 @@ def test_views_have_the_mimic_columns_and_types(meds_dir: Path) -> None:
     for table, columns in HOSP_TABLES.items():
         described = con.execute(f"DESCRIBE {table}").fetchall()
         assert [r[0] for r in described] == list(columns), table
+        # MIMIC's types, except ids held as BIGINT (content ids are 60-bit: ID_TYPES)
         assert [r[1] for r in described] == [
-            {"REAL": "FLOAT"}.get(t, t) for t in columns.values()
+            ID_TYPES.get(c, {"REAL": "FLOAT"}.get(t, t)) for c, t in columns.items()
         ], table
     assert set(describe_source(con)["table"]) == set(HOSP_TABLES)
 
@@ -336,9 +339,10 @@ def strip_columns(meds_dir: Path, drop: tuple[str, ...]) -> None:
 def test_without_hadm_and_event_id_admissions_and_ids_are_derived(meds_dir: Path) -> None:
     strip_columns(meds_dir, ("hadm_id", "event_id", "end_time"))
     con = open_meds(meds_dir)
-    adm = query(con, "SELECT * FROM admissions ORDER BY hadm_id")
-    # Surrogate hadm ids follow (subject_id, admittime); discharges pair with their admission.
-    assert adm["hadm_id"].tolist() == [1, 2, 3]
+    adm = query(con, "SELECT * FROM admissions ORDER BY subject_id, admittime")
+    # Derived hadm ids are content ids (families module); discharges pair with their admission.
+    assert adm["hadm_id"].is_unique and (adm["hadm_id"] > 2**31).all()
+    hadm = dict(enumerate(adm["hadm_id"], start=1))  # 1, 2, 3 in (subject, admittime) order
     assert adm["subject_id"].tolist() == [1, 1, 2]
     assert adm["admittime"].tolist() == [T("2180-01-01 10:00"), T("2180-03-01 08:00"),
                                          T("2160-11-21 01:56")]  # fmt: skip
@@ -347,34 +351,35 @@ def test_without_hadm_and_event_id_admissions_and_ids_are_derived(meds_dir: Path
     assert adm["discharge_location"].tolist()[0] == "HOME"
     assert pd.isna(adm["discharge_location"].tolist()[1])
 
-    labs = query(con, "SELECT * FROM labevents ORDER BY labevent_id")
-    # Surrogate labevent_id: row order after sorting by (subject_id, time, code).
+    labs = query(con, "SELECT * FROM labevents ORDER BY subject_id, charttime")
     assert labs["charttime"].tolist() == [T("2180-01-02 06:00"), T("2180-01-03 06:00"),
                                           T("2180-02-01 09:00"), T("2180-03-02 07:30"),
                                           T("2160-11-22 06:00")]  # fmt: skip
-    assert labs["labevent_id"].tolist() == [1, 2, 3, 4, 5]
+    assert labs["labevent_id"].is_unique  # content ids, checked for stability elsewhere
     # inside admission 1, inside 1, between admissions (outpatient), inside 2, inside 3
-    assert labs["hadm_id"].astype("Int64").tolist() == [1, 1, pd.NA, 2, 3]
+    assert labs["hadm_id"].astype("Int64").tolist() == [hadm[1], hadm[1], pd.NA, hadm[2], hadm[3]]
 
-    rx = query(con, "SELECT * FROM prescriptions ORDER BY pharmacy_id")
+    rx = query(con, "SELECT * FROM prescriptions ORDER BY subject_id, starttime")
     assert rx["drug"].tolist() == ["Metformin", "Morphine Sulfate", "Heparin"]
-    assert rx["hadm_id"].tolist() == [1, 1, 2]
+    assert rx["hadm_id"].tolist() == [hadm[1], hadm[1], hadm[2]]
     assert rx["stoptime"].isna().all()  # end_time was dropped
 
-    dx = query(con, "SELECT * FROM diagnoses_icd ORDER BY hadm_id, seq_num")
+    dx = query(con, "SELECT * FROM diagnoses_icd ORDER BY subject_id, icd_version, seq_num")
     # seq_num per admission by (time, code): "0066" sorts before "25000"
     assert list(zip(dx["hadm_id"], dx["seq_num"], dx["icd_code"], strict=True)) == [
-        (1, 1, "0066"),
-        (1, 2, "25000"),
-        (2, 1, "E119"),
-        (3, 1, "I10"),
+        (hadm[1], 1, "0066"),
+        (hadm[1], 2, "25000"),
+        (hadm[2], 1, "E119"),
+        (hadm[3], 1, "I10"),
     ]
-    px = query(con, "SELECT * FROM procedures_icd ORDER BY hadm_id")
+    px = query(con, "SELECT * FROM procedures_icd ORDER BY subject_id, chartdate")
     # chartdate midnight precedes admittime 10:00 but is the admission day
-    assert px["hadm_id"].tolist() == [1, 2] and px["icd_code"].tolist() == ["0040", "02HV33Z"]
+    assert px["hadm_id"].tolist() == [hadm[1], hadm[2]]
+    assert px["icd_code"].tolist() == ["0040", "02HV33Z"]
 
     again = open_meds(meds_dir)
-    pd.testing.assert_frame_equal(labs, query(again, "SELECT * FROM labevents ORDER BY 1"))
+    order = "ORDER BY subject_id, charttime"
+    pd.testing.assert_frame_equal(labs, query(again, f"SELECT * FROM labevents {order}"))
 
 
 def test_meds_transforms_style_codes(tmp_path: Path) -> None:
@@ -405,12 +410,17 @@ def test_meds_transforms_style_codes(tmp_path: Path) -> None:
         "SELECT hadm_id, admission_type, admission_location, discharge_location, dischtime "
         "FROM admissions"
     ).fetchall()
-    assert adm == [(1, "URGENT", "EMERGENCY ROOM", "HOME", T("2200-01-03 08:00").to_pydatetime())]
+    # No hadm_id: the admission's id is the first 60 bits of the md5 of its row's content
+    # (families.CONTENT_COLUMNS as JSON), worked out here with hashlib.
+    content = ["5", "2200-01-01 08:00:00", "HOSPITAL_ADMISSION//URGENT//EMERGENCY ROOM"]
+    key = json.dumps(content + [None] * 9, separators=(",", ":"))
+    hid = int(hashlib.md5(key.encode()).hexdigest()[:15], 16)
+    assert adm == [(hid, "URGENT", "EMERGENCY ROOM", "HOME", T("2200-01-03 08:00").to_pydatetime())]
     assert con.execute("SELECT drug, route, hadm_id FROM prescriptions").fetchall() == [
-        ("Aspirin", None, 1)
+        ("Aspirin", None, hid)
     ]
     lab = con.execute("SELECT itemid, valuenum, valueuom, hadm_id FROM labevents").fetchall()
-    assert lab == [(50912, 2.0, None, 1)]
+    assert lab == [(50912, 2.0, None, hid)]
     assert con.execute("SELECT count(*) FROM d_labitems WHERE label IS NULL").fetchone()[0] == 1
     assert con.execute("SELECT gender, anchor_year - anchor_age FROM patients").fetchall() == [
         ("M", 2150)

@@ -34,7 +34,23 @@ emar                        ``MEDICATION//<medication>//<event_txt>``        had
                             (charttime)                                      emar_seq; no dose
 ==========================  ===============================================  ===============
 
-A missing code component is ``UNK``. MEDS-transforms reads orders from MIMIC's ``pharmacy``
+A missing code component is ``UNK``.
+
+Real-export shapes (:class:`MedsShapes`; :data:`REAL_SHAPES` turns them all on, the default
+turns them all off so the CSV and MEDS paths select the same cohort). Each is a shape a real
+MEDS-transforms MIMIC-IV export has and the kit once mishandled (issue 26 §2):
+
+- ``unk_drug_pct``: that percentage of orders (chosen by md5 of pharmacy_id) have no drug name
+  in MIMIC's ``pharmacy.medication``, so their START / STOP codes read
+  ``MEDICATION//START//UNK``; their eMAR rows keep the name (eMAR has its own column);
+- ``unused_families``: rows of code families the kit does not use (:data:`UNUSED_ROWS`: ED
+  registration, transfers, DRG, HCPCS, ICU stays, infusions with the weight at infusion, ICU
+  procedures, text-only OMR values), inside or beside each admission;
+- ``bad_values``: panel lab values a real extract holds (NaN, inf, -5, 1e30) on about 1 in
+  :data:`BAD_VALUE_EVERY` lab rows (by md5 of labevent_id);
+- ``splits``: subjects spread over ``data/<split>/<k>.parquet`` by md5 of subject_id
+  (MEDS-transforms writes train / tuning / held_out folders of several shards);
+- ``codes``: False leaves out ``metadata/codes.parquet``. MEDS-transforms reads orders from MIMIC's ``pharmacy``
 table (one row per ``pharmacy_id``); a hosp directory the kit reads has ``prescriptions``
 instead, so the orders here are its medication-order rows (MAIN and ADDITIVE, never a BASE
 diluent: :data:`clinlib.data.schema.RX_DILUENT_TYPES`) — the same rows the cohort counts, which is
@@ -46,6 +62,7 @@ administration rows). Descriptions (d_labitems labels, ICD long titles) go to
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -132,8 +149,73 @@ _EMAR_ROW = ("emar", "charttime", _code("MEDICATION", "medication", "event_txt")
              {"hadm_id": "hadm_id", "emar_id": "emar_id", "emar_seq": "emar_seq"}, "TRUE")  # fmt: skip
 
 
-def _sources(has_emar: bool) -> list[str]:
-    rows = _ROWS + ((_EMAR_ROW,) if has_emar else ())
+@dataclass(frozen=True)
+class MedsShapes:
+    """Real-export shapes to write (module docstring, "Real-export shapes")."""
+
+    unk_drug_pct: int = 0
+    unused_families: bool = False
+    bad_values: bool = False
+    splits: tuple[str, ...] = (DEFAULT_SPLIT,)
+    shards_per_split: int = 1
+    codes: bool = True
+
+
+REAL_SPLITS = ("train", "tuning", "held_out")
+REAL_SHAPES = MedsShapes(unk_drug_pct=10, unused_families=True, bad_values=True,
+                         splits=REAL_SPLITS, shards_per_split=2)  # fmt: skip
+BAD_VALUE_EVERY = 400
+BAD_VALUES = ("'nan'::FLOAT", "'inf'::FLOAT", "-5", "1e30")
+
+_ICU = "hadm_id % 4 = 0 AND dischtime > admittime + INTERVAL 1 DAY"
+_DAY = "CAST(CAST(admittime AS DATE) AS TIMESTAMP)"
+# Code families the kit does not use, one set per admission (MEDS-transforms MIMIC-IV codes).
+UNUSED_ROWS: tuple[tuple[str, str, str, dict, str], ...] = (
+    ("admissions", "admittime - INTERVAL 3 HOUR", "'ED_REGISTRATION'", {},
+     "admission_type LIKE '%EMER%'"),
+    ("admissions", "admittime", _code("TRANSFER_TO//admit", "admission_location"),
+     {"hadm_id": "hadm_id"}, "TRUE"),
+    ("admissions", "dischtime", "'DRG//HCFA//' || CAST(100 + hadm_id % 800 AS VARCHAR)",
+     {"hadm_id": "hadm_id"}, "TRUE"),
+    ("admissions", "admittime", "'HCPCS//G0378'", {"hadm_id": "hadm_id"}, "hadm_id % 3 = 0"),
+    ("admissions", "admittime + INTERVAL 2 HOUR", "'ICU_ADMISSION//MICU'",
+     {"hadm_id": "hadm_id"}, _ICU),
+    ("admissions", "admittime + INTERVAL 3 HOUR", "'INFUSION_START//225158'", {"num": "100"}, _ICU),
+    ("admissions", "admittime + INTERVAL 3 HOUR", "'SUBJECT_WEIGHT_AT_INFUSION//KG'",
+     {"num": "80.5"}, _ICU),
+    ("admissions", "admittime + INTERVAL 5 HOUR", "'INFUSION_END//225158'", {}, _ICU),
+    ("admissions", "admittime + INTERVAL 4 HOUR", "'PROCEDURE//START//225792'", {}, _ICU),
+    ("admissions", "admittime + INTERVAL 6 HOUR", "'PROCEDURE//END//225792'", {}, _ICU),
+    ("admissions", _DAY, "'Blood Pressure'", {"text": "'128/76'"}, "TRUE"),
+    ("admissions", _DAY, "'Weight (Lbs)'", {"text": "'182.4'"}, "TRUE"),
+)  # fmt: skip
+
+
+def _md5_pct(expr: str) -> str:
+    """0..99 from the md5 of ``expr``: a deterministic, row-order-free choice."""
+    return f"(CAST('0x' || substr(md5(CAST({expr} AS VARCHAR)), 1, 8) AS BIGINT) % 100)"
+
+
+def _shaped_rows(shapes: MedsShapes) -> tuple:
+    """_ROWS with the chosen shapes: unnamed orders, bad lab values, unused families."""
+    rows = []
+    for src, time, code, extra, where in _ROWS:
+        if shapes.unk_drug_pct and src == "prescriptions":
+            drug = f"CASE WHEN {_md5_pct('pharmacy_id')} < {shapes.unk_drug_pct} THEN NULL ELSE drug END"  # noqa: E501
+            head = code.split(" || ")[0].strip("'")
+            code = _code(head, drug)
+        if shapes.bad_values and src == "labevents":
+            pick = "CAST('0x' || substr(md5(CAST(labevent_id AS VARCHAR)), 1, 8) AS BIGINT)"
+            bad = f"{pick} % {BAD_VALUE_EVERY} = 0"
+            value = f"[{', '.join(BAD_VALUES)}][({pick} // {BAD_VALUE_EVERY}) % 4 + 1]"
+            extra = {**extra, "num": f"CASE WHEN {bad} THEN {value} ELSE valuenum END",
+                     "text": f"CASE WHEN {bad} THEN CAST({value} AS VARCHAR) ELSE value END"}  # fmt: skip
+        rows.append((src, time, code, extra, where))
+    return tuple(rows) + (UNUSED_ROWS if shapes.unused_families else ())
+
+
+def _sources(has_emar: bool, shapes: MedsShapes = MedsShapes()) -> list[str]:
+    rows = _shaped_rows(shapes) + ((_EMAR_ROW,) if has_emar else ())
     return [
         f"SELECT {_row('subject_id', time, code, **extra)} FROM {src} WHERE {where}"
         for src, time, code, extra, where in rows
@@ -164,22 +246,29 @@ def _open_emar(con: duckdb.DuckDBPyConnection, hosp_dir: Path) -> bool:
     return False
 
 
-def mimic_to_meds(hosp_dir: Path, out_dir: Path, dataset_name: str = "mimic-fixture") -> Path:
+def mimic_to_meds(
+    hosp_dir: Path,
+    out_dir: Path,
+    dataset_name: str = "mimic-fixture",
+    shapes: MedsShapes = MedsShapes(),
+) -> Path:
     """Write a MIMIC-derived-MEDS-shaped dataset (module docstring) from a hosp directory.
 
     Args:
         hosp_dir: MIMIC-IV-shaped directory (holding ``hosp/`` or the hosp folder itself).
         out_dir: MEDS dataset root to (re)create, atomically.
         dataset_name: ``dataset_name`` in metadata/dataset.json.
+        shapes: real-export shapes to write (:data:`REAL_SHAPES`: all of them).
 
     Returns:
-        ``out_dir`` with ``data/held_out/0.parquet`` (sorted by subject, then time, static
-        rows first) and ``metadata/{codes.parquet, dataset.json, subject_splits.parquet}``.
+        ``out_dir`` with ``data/<split>/<k>.parquet`` (default: ``data/held_out/0.parquet``;
+        each sorted by subject, then time, static rows first) and ``metadata/{codes.parquet
+        (unless left out), dataset.json, subject_splits.parquet}``.
     """
     hosp_dir, out_dir = Path(hosp_dir), Path(out_dir)
     con = open_hosp(hosp_dir)
     has_emar = _open_emar(con, hosp_dir)
-    union = "\nUNION ALL\n".join(_sources(has_emar))
+    union = "\nUNION ALL\n".join(_sources(has_emar, shapes))
     data = con.sql(
         f"SELECT * FROM ({union}) ORDER BY subject_id, time NULLS FIRST, code, hadm_id, "
         "numeric_value, text_value, emar_seq"
@@ -193,18 +282,24 @@ def mimic_to_meds(hosp_dir: Path, out_dir: Path, dataset_name: str = "mimic-fixt
               ON c.code = d.prefix OR starts_with(c.code, d.prefix || '//')
             GROUP BY c.code ORDER BY c.code"""
     ).to_arrow_table()
-    subjects = con.sql("SELECT DISTINCT subject_id FROM fixture_data ORDER BY 1").to_arrow_table()
+    n_splits, n_shards = len(shapes.splits), shapes.shards_per_split
+    subjects = con.sql(
+        f"""SELECT DISTINCT subject_id,
+                   {_md5_pct("subject_id")} % {n_splits} AS split_idx,
+                   {_md5_pct("'shard:' || subject_id")} % {n_shards} AS shard
+            FROM fixture_data ORDER BY 1"""
+    ).df()
     with atomic_path(out_dir) as tmp:
-        (tmp / "data" / DEFAULT_SPLIT).mkdir(parents=True)
-        (tmp / "metadata").mkdir()
-        pq.write_table(data, tmp / "data" / DEFAULT_SPLIT / "0.parquet")
-        parents = pa.array([[] for _ in range(codes.num_rows)], pa.list_(pa.string()))
-        pq.write_table(
-            pa.table([codes["code"], codes["description"], parents], schema=CODES_SCHEMA),
-            tmp / "metadata" / "codes.parquet",
-        )
-        ids = subjects["subject_id"].cast(pa.int64())
-        splits = pa.array([DEFAULT_SPLIT] * len(ids))
+        (tmp / "metadata").mkdir(parents=True)
+        _write_shards(con, tmp / "data", subjects, shapes.splits)
+        if shapes.codes:
+            parents = pa.array([[] for _ in range(codes.num_rows)], pa.list_(pa.string()))
+            pq.write_table(
+                pa.table([codes["code"], codes["description"], parents], schema=CODES_SCHEMA),
+                tmp / "metadata" / "codes.parquet",
+            )
+        ids = pa.array(subjects["subject_id"], pa.int64())
+        splits = pa.array([shapes.splits[i] for i in subjects["split_idx"]], pa.string())
         pq.write_table(
             pa.table([ids, splits], schema=SPLITS_SCHEMA),
             tmp / "metadata" / "subject_splits.parquet",
@@ -221,11 +316,29 @@ def mimic_to_meds(hosp_dir: Path, out_dir: Path, dataset_name: str = "mimic-fixt
     return out_dir
 
 
+def _write_shards(con, data_dir: Path, subjects, split_names: tuple[str, ...]) -> None:
+    """One parquet per non-empty (split, shard), rows in the sorted order of fixture_data."""
+    con.register("fixture_subjects", subjects)
+    for (split_idx, shard), _ in subjects.groupby(["split_idx", "shard"], sort=True):
+        part = con.sql(
+            f"""SELECT d.* FROM fixture_data d JOIN fixture_subjects s USING (subject_id)
+                WHERE s.split_idx = {int(split_idx)} AND s.shard = {int(shard)}
+                ORDER BY subject_id, time NULLS FIRST, code, hadm_id, numeric_value,
+                         text_value, emar_seq"""
+        ).to_arrow_table()
+        folder = data_dir / split_names[int(split_idx)]
+        folder.mkdir(parents=True, exist_ok=True)
+        pq.write_table(part.cast(DATA_SCHEMA), folder / f"{int(shard)}.parquet")
+
+
 if __name__ == "__main__":  # python -m clinlib.data.sources.meds_fixture <hosp dir> <MEDS out dir>
     import sys
 
-    if len(sys.argv) != 3:
+    args = [a for a in sys.argv[1:] if a != "--real-shapes"]
+    if len(args) != 2:
         sys.exit(
-            "usage: python -m clinlib.data.sources.meds_fixture <mimic hosp dir> <meds out dir>"
+            "usage: python -m clinlib.data.sources.meds_fixture [--real-shapes] "
+            "<mimic hosp dir> <meds out dir>"
         )
-    print(mimic_to_meds(Path(sys.argv[1]), Path(sys.argv[2])))
+    real = "--real-shapes" in sys.argv[1:]
+    print(mimic_to_meds(Path(args[0]), Path(args[1]), shapes=REAL_SHAPES if real else MedsShapes()))

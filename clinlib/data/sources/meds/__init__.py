@@ -39,8 +39,15 @@ MIMIC's own flag is; a dataset that carries any of them keeps its own values.
 Reading back, ``hadm_id`` is trusted for an event kind whenever any row of that kind carries
 one; otherwise admissions come from HOSPITAL_ADMISSION / HOSPITAL_DISCHARGE pairs and each event
 joins the admission whose [admittime, dischtime] interval holds it (procedures by calendar
-day). Ids come from ``event_id`` when every row of a kind has a well-formed one, else they are
-deterministic surrogates: the row number after a stable sort by (subject_id, time, code).
+day). Ids come from ``event_id`` when every row of a kind has a well-formed one; otherwise a
+lab's, an order's and an id-less admission's id is derived from the row's own content (60 bits
+of an md5, held as BIGINT), so it does not change with other patients or splits; diagnoses and
+procedures are ranked by (time, code) within their admission.
+
+Real exports (:mod:`~clinlib.data.sources.meds.families`, issue 26 §2): a code whose name is
+unknown (``MEDICATION//START//UNK``) feeds no view and is excluded with a counted reason; code
+families the kit does not use are counted as ignored (``code_families.parquet``); the cohort
+stage refuses a dataset without ``metadata/codes.parquet``.
 """
 
 from clinlib.data.sources.meds.export import write_meds

@@ -90,3 +90,6 @@ EVENT_ID_PATTERN: dict[str, str] = {
     "procedure": r"^PX-[0-9]+-([0-9]+)$",
 }
 INT32_MAX = 2**31 - 1
+# Ids the MEDS views hold wider than MIMIC's INTEGER: content ids are 60-bit
+# (clinlib.data.sources.meds.families, "Content ids").
+ID_TYPES: dict[str, str] = {"hadm_id": "BIGINT", "labevent_id": "BIGINT", "pharmacy_id": "BIGINT"}

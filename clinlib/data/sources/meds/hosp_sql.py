@@ -6,20 +6,22 @@ spans, hadm_id assignment, source or surrogate ids, one SELECT per table in
 from __future__ import annotations
 
 from clinlib.data.schema import HOSP_TABLES
-from clinlib.data.sources.meds.format import EVENT_ID_PATTERN
+from clinlib.data.sources.meds.families import CODE_ROUTE_SQL, DRUG_SQL, with_content_id
+from clinlib.data.sources.meds.format import EVENT_ID_PATTERN, ID_TYPES
 from clinlib.data.sources.meds.ranges import VALUE_AS_DOUBLE, _panel_ranges_sql
 from clinlib.data.sources.meds.read import _lit
 
 
 def _assign_hadm_sql(kind: str, trusted: bool, by_day: bool = False) -> str:
-    """Rows of ``kind`` with their admission id ``hid``.
+    """Rows of ``kind`` with their admission id ``hid`` (unnamed rows left out:
+    :mod:`clinlib.data.sources.meds.families`).
 
     Trusted: the hadm_id column as is (NULL = outside any admission, like MIMIC's outpatient
     labs). Otherwise the admission whose [admittime, dischtime] holds the row's time — by
     calendar day for date-only rows (procedure chartdate is midnight of the admission day).
     """
     if trusted:
-        return f"SELECT *, hadm_id AS hid FROM meds_data WHERE kind = {_lit(kind)}"
+        return f"SELECT *, hadm_id AS hid FROM meds_data WHERE kind = {_lit(kind)} AND NOT unnamed"
     key = "time + INTERVAL 1 DAY - INTERVAL 1 MICROSECOND" if by_day else "time"
     inside = (
         "CAST(e.time AS DATE) <= CAST(a.dischtime AS DATE)" if by_day else "e.time <= a.dischtime"
@@ -27,7 +29,8 @@ def _assign_hadm_sql(kind: str, trusted: bool, by_day: bool = False) -> str:
     return f"""
         SELECT e.* EXCLUDE (key_time),
                CASE WHEN a.dischtime IS NULL OR {inside} THEN a.hadm_id END AS hid
-        FROM (SELECT *, {key} AS key_time FROM meds_data WHERE kind = {_lit(kind)}) e
+        FROM (SELECT *, {key} AS key_time FROM meds_data
+              WHERE kind = {_lit(kind)} AND NOT unnamed) e
         ASOF LEFT JOIN meds_admission_spans a
           ON e.subject_id = a.subject_id AND e.key_time >= a.admittime"""
 
@@ -43,9 +46,21 @@ def _id_sql(kind: str, profile: dict, partition: str = "") -> str:
     return _surrogate(partition)
 
 
+def _with_id(kind: str, profile: dict, source: str, id_name: str) -> str:
+    """``source`` rows with ``id_name``: the kit's own event_id when every row of the kind
+    has one, else the content id (stable under other patients and splits; families module)."""
+    if profile.get(kind, {}).get("ids"):
+        return f"SELECT *, {_id_sql(kind, profile)} AS {id_name} FROM ({source})"
+    return with_content_id(source, id_name)
+
+
 def _mimic_select(table: str, provided: dict[str, str], source: str) -> str:
-    """All HOSP_TABLES columns of ``table`` in order: provided expressions, else typed NULL."""
-    cols = [f"CAST({provided.get(c, 'NULL')} AS {t}) AS {c}" for c, t in HOSP_TABLES[table].items()]
+    """All HOSP_TABLES columns of ``table`` in order: provided expressions, else typed NULL
+    (ids as :data:`~clinlib.data.sources.meds.format.ID_TYPES`)."""
+    cols = [
+        f"CAST({provided.get(c, 'NULL')} AS {ID_TYPES.get(c, t)}) AS {c}"
+        for c, t in HOSP_TABLES[table].items()
+    ]
     return f"SELECT {', '.join(cols)} FROM ({source})"
 
 
@@ -60,17 +75,15 @@ def _admission_spans_sql(profile: dict) -> str:
     )
     return f"""
     WITH adm AS (
-        SELECT subject_id, time AS admittime, hadm_id, end_time, code, meds_shard, meds_row,
+        SELECT *, time AS admittime,
                nullif(nullif(split_part(code, '//', 2), ''), 'UNK') AS admission_type,
                nullif(nullif(split_part(code, '//', 3), ''), 'UNK') AS admission_location
         FROM meds_data WHERE kind = 'admission' AND time IS NOT NULL
     ),
     ids AS (
-        -- Admissions without hadm_id get ids after the largest real one, in stable order.
-        SELECT *, coalesce(hadm_id, (SELECT coalesce(max(hadm_id), 0) FROM adm)
-                  + row_number() OVER (ORDER BY subject_id, admittime, code, meds_shard,
-                                       meds_row)) AS hid
-        FROM adm
+        -- An admission without hadm_id gets its content id (stable under other patients).
+        SELECT *, coalesce(hadm_id, content_hid) AS hid
+        FROM ({with_content_id("SELECT * FROM adm", "content_hid")})
     ),
     dis AS (
         SELECT subject_id, time AS dischtime, hadm_id AS dis_hadm_id, code AS dis_code,
@@ -173,14 +186,18 @@ def _labevents_sql(profile: dict, ranges_given: bool) -> str:
             **range_columns,
         },
         f"""
-        SELECT *, {_id_sql("lab", profile)} AS labevent_id FROM (
-            SELECT *, TRY_CAST(split_part(code, '//', 2) AS INTEGER) AS itemid,
-                   nullif(nullif(regexp_extract(code, '^LAB//[^/]*//(.*)$', 1), ''), 'UNK')
-                       AS valueuom
-            FROM ({_assign_hadm_sql("lab", _trusted(profile, "lab"))})
-        ) {range_join} WHERE itemid IS NOT NULL
+        SELECT * FROM ({_with_id("lab", profile, _lab_rows_sql(profile), "labevent_id")})
+        {range_join} WHERE itemid IS NOT NULL
         """,
     )
+
+
+def _lab_rows_sql(profile: dict) -> str:
+    return f"""
+        SELECT *, TRY_CAST(split_part(code, '//', 2) AS INTEGER) AS itemid,
+               nullif(nullif(regexp_extract(code, '^LAB//[^/]*//(.*)$', 1), ''), 'UNK')
+                   AS valueuom
+        FROM ({_assign_hadm_sql("lab", _trusted(profile, "lab"))})"""
 
 
 def _prescriptions_sql(profile: dict) -> str:
@@ -198,20 +215,13 @@ def _prescriptions_sql(profile: dict) -> str:
             "dose_unit_rx": "unit",
             "route": "coalesce(code_route, route)",
         },
-        f"""
-        SELECT *, {_id_sql("medication", profile)} AS pharmacy_id FROM (
-            SELECT *,
-                   nullif(CASE WHEN starts_with(code, 'MEDICATION//START//') THEN substr(code, 20)
-                               WHEN contains(substr(code, 13), '//')
-                                   THEN regexp_extract(substr(code, 13), '^(.*)//', 1)
-                               ELSE substr(code, 13) END, 'UNK') AS drug,
-                   CASE WHEN starts_with(code, 'MEDICATION//START//')
-                             OR NOT contains(substr(code, 13), '//') THEN NULL
-                        ELSE nullif(nullif(regexp_extract(substr(code, 13), '^.*//(.*)$', 1),
-                                           ''), 'UNK') END AS code_route
-            FROM ({_assign_hadm_sql("medication", _trusted(profile, "medication"))})
-        )
-        """,
+        _with_id(
+            "medication",
+            profile,
+            f"""SELECT *, {DRUG_SQL} AS drug, {CODE_ROUTE_SQL} AS code_route
+                FROM ({_assign_hadm_sql("medication", _trusted(profile, "medication"))})""",
+            "pharmacy_id",
+        ),
     )
 
 

@@ -1,5 +1,5 @@
-"""Ranges in the MEDS views (paper §3 "Cohort"; T3/T4 abnormal-value anchors): ids held as
-INTEGER, and lab reference ranges — the dataset's own, else the panel's typical range.
+"""Ranges in the MEDS views (paper §3 "Cohort"; T3/T4 abnormal-value anchors): subject ids
+held as INTEGER, and lab reference ranges — the dataset's own, else the panel's typical range.
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ from clinlib.data.vocab import LAB_PANEL
 
 
 def _check_id_ranges(con: duckdb.DuckDBPyConnection, profile: dict, shards: list[Path]) -> None:
-    """MIMIC-shaped views hold ids as INTEGER: refuse ids that would overflow."""
+    """MIMIC-shaped views hold subject ids as INTEGER: refuse ids that would overflow
+    (hadm_id, labevent_id and pharmacy_id are BIGINT there: format.ID_TYPES)."""
     lo, hi = con.execute("SELECT min(subject_id), max(subject_id) FROM meds_data").fetchone()
-    for column, (a, b) in [("subject_id", (lo, hi))] + [
-        ("hadm_id", p["hadm_range"]) for p in profile.values()
-    ]:
+    for column, (a, b) in [("subject_id", (lo, hi))]:
         for v in (a, b):
             if v is not None and not -INT32_MAX - 1 <= v <= INT32_MAX:
                 raise SourceSchemaError(

@@ -10,6 +10,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from clinlib.data.sources.meds.families import unnamed_sql
 from clinlib.data.sources.meds.format import EVENT_ID_PATTERN, EXTRA_COLUMNS
 from clinlib.data.sources.meds.hosp_sql import _admission_spans_sql, _views_sql
 from clinlib.data.sources.meds.ranges import _check_id_ranges
@@ -62,7 +63,8 @@ def _data_view_sql(shards: list[Path], names: set[str], has_starts: bool = False
         select.append(f"{source} AS {column}")
     kind = _kind_sql(has_starts)
     select += ["filename AS meds_shard", "file_row_number AS meds_row", f"{kind} AS kind"]
-    return f"SELECT {', '.join(select)} FROM {_scan(shards)}"
+    inner = f"SELECT {', '.join(select)} FROM {_scan(shards)}"
+    return f"SELECT *, {unnamed_sql()} AS unnamed FROM ({inner})"
 
 
 def _codes_view_sql(meds_dir: Path) -> str:
@@ -124,7 +126,9 @@ def open_meds(
     Returns:
         The connection, with the nine ``HOSP_TABLES`` views (all their columns, MIMIC types;
         NULL where MEDS has no counterpart) plus ``meds_data`` (all rows, with ``kind``,
-        ``meds_shard``, ``meds_row``), ``meds_codes`` and ``meds_admission_spans``.
+        ``meds_shard``, ``meds_row`` and ``unnamed``: the row's name is unknown, families
+        module), ``meds_codes`` and ``meds_admission_spans``. Ids are BIGINT
+        (:data:`~clinlib.data.sources.meds.format.ID_TYPES`).
 
     Raises:
         SourceSchemaError: naming the shard and column on a schema or data violation.
