@@ -20,6 +20,13 @@ L1 anchor source (hard, < 1%). T1–T8: every anchor is a ``covered`` event
     anchors (a lab never measured on a date) must have no event of that lab on that date in the
     events table and no panel row of it that day in the raw labevents. T10: every anchor is a
     ``covered`` or ``missed`` event of the patient (the question lists its items itself).
+    Plausibility (issue 26 §1), ZERO tolerance: no question may rest on a source row the
+    cohort stage excluded as implausible (exclusions.parquet: an admission, a lab row, a
+    pharmacy order) — neither an anchor nor a gold source row its meta names (event ids,
+    hadm_ids: T4's evidence and earlier stays, T6's labs ...); one such question fails L1
+    whatever its 1% threshold. L1 and not L2, because it is about where a question's facts
+    come from; L2's recompute reads the raw tables with the excluded rows hidden
+    (clinlib.data.plausibility.apply_exclusions), so it would only disagree, not say why.
 L2 gold recompute (hard, < 0.5%). :mod:`clinlib.tasks.recompute` regenerates every gold from
     the raw hosp tables and the question's meta with its own SQL and arithmetic; a question
     fails when the gold differs, cannot be recomputed, or (where the rule fixes them) the
