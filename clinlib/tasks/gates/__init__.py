@@ -46,7 +46,11 @@ L4 distribution coverage (soft). Per task: no empty disease / tertile / subtype 
     the task has at least as many questions as strata; no disease holding more than twice its
     uniform share; no patient above :data:`MAX_PATIENT_SHARE` of a task of >= 20 questions;
     event-type mix of T7 (medication vs procedure) and T9 (lab vs other) within
-    :data:`EVENT_TYPE_TARGETS`. Reported, never blocking.
+    :data:`EVENT_TYPE_TARGETS`. Reported, never blocking — except for the binary tasks
+    (:data:`BINARY_TASKS`: T3, T5; issue 26 §3), whose L4 row turns HARD when, from
+    :data:`MIN_N_BINARY` questions, the rarer gold holds under :data:`MIN_MINORITY_SHARE` or one
+    subtype holds over :data:`MAX_SUBTYPE_SHARE` (:func:`binary_collapse`): a set where a
+    constant "yes" scores 100% must not be used.
 """
 
 from __future__ import annotations
@@ -61,9 +65,14 @@ from clinlib.tasks.gates.common import (
     GateInputError,
 )
 from clinlib.tasks.gates.content import (
+    BINARY_TASKS,
     EVENT_TYPE_TARGETS,
     MAX_PATIENT_SHARE,
+    MAX_SUBTYPE_SHARE,
+    MIN_MINORITY_SHARE,
+    MIN_N_BINARY,
     T9_CUES,
+    binary_collapse,
     gate_l3,
     gate_l4,
     question_stem,
@@ -75,6 +84,11 @@ from clinlib.tasks.gates.structure import ANCHORLESS_SUBTYPES, gate_l0, gate_l1
 
 __all__ = [
     "ANCHORLESS_SUBTYPES",
+    "BINARY_TASKS",
+    "MAX_SUBTYPE_SHARE",
+    "MIN_MINORITY_SHARE",
+    "MIN_N_BINARY",
+    "binary_collapse",
     "EVENT_TYPE_TARGETS",
     "GATE_COLUMNS",
     "GATE_NAMES",
