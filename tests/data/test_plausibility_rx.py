@@ -133,3 +133,17 @@ def test_the_pandas_cross_check_agrees_on_the_implausible_fixture(tmp_path):
     # the funnel too: no impossible admission makes anyone eligible in the pandas path either
     funnel = select_cohort_pandas(root / "hosp", per_disease=100).attrition["n_patients"]
     assert funnel.tolist()[:6] == hosp_fixture.EXPECTED_FUNNEL
+
+
+def test_the_gold_recompute_does_not_see_excluded_pharmacy_orders():
+    """apply_exclusions hides the excluded orders (every row of their pharmacy_id) from the
+    raw prescriptions view the L2 recompute reads; the kept orders keep their rows."""
+    con, _ = _duck(_tables())
+    bad, _ = prx.rx_exclusions(con)
+    raw = duckdb.connect()
+    raw.register("rx_df", _tables()["prescriptions"])
+    raw.execute("CREATE VIEW prescriptions AS SELECT * FROM rx_df")
+    pl.apply_exclusions(raw, bad)
+    seen = set(raw.execute("SELECT DISTINCT pharmacy_id FROM prescriptions").df()["pharmacy_id"])
+    assert not {int(p) for p, _ in EXCLUDED} & seen
+    assert {7010, 7011, 7012, 7013} <= seen
