@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 from clinlib.data import plausibility_pandas as screen
 from clinlib.data.cohort import (
@@ -260,7 +261,7 @@ def screened_admissions(hosp_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 def _columns(hosp_dir: Path, table: str) -> list[str]:
     path = _table_path(hosp_dir, table)
     if path.suffix == ".parquet":
-        return list(pd.read_parquet(path).columns)
+        return list(pq.read_schema(path).names)
     return list(pd.read_csv(path, nrows=0).columns)
 
 
