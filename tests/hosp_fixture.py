@@ -324,3 +324,27 @@ def write_csv_dir(root: Path, implausible: bool = False) -> Path:
         with gzip.open(hosp / f"{name}.csv.gz", "wt", newline="") as fh:
             out.to_csv(fh, index=False)
     return Path(root)
+
+
+def filler_labs(n: int, first_id: int = 900_000) -> list[dict]:
+    """``n`` magnesium rows (not in the panel) of patient 3, who fails the funnel at its first
+    step: they push later rows past DuckDB's 10,000-row sample without changing any outcome."""
+    return [
+        dict(labevent_id=first_id + i, subject_id=3, hadm_id=301, specimen_id=first_id + i,
+             itemid=50960, charttime="2150-01-01 09:00:00", value="2.0", valuenum=2.0,
+             valueuom="mg/dL")
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def append_csv_rows(root: Path, table: str, rows: list[dict]) -> int:
+    """Append ``rows`` (text values; missing columns empty) to ``root/hosp/<table>.csv.gz``.
+
+    Returns the file line (1 = the header) of the first appended row."""
+    path = Path(root) / "hosp" / f"{table}.csv.gz"
+    with gzip.open(path, "rt", newline="") as fh:
+        old = pd.read_csv(fh, dtype=str, keep_default_na=False)
+    new = pd.DataFrame(rows).astype(str).reindex(columns=old.columns, fill_value="")
+    with gzip.open(path, "wt", newline="") as fh:
+        pd.concat([old, new], ignore_index=True).to_csv(fh, index=False)
+    return len(old) + 2

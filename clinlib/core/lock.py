@@ -14,6 +14,13 @@ The lock and its holder record sit beside the profile's folder, in ``data/build/
 taken, removed before it is released), so taking the lock creates no profile folder: a
 command refused for a bad argument leaves nothing behind. The lock is re-entrant within a
 process, so ``pipeline`` can call each stage's command under its own lock.
+
+A writer's child processes share its lock (issue 26 §4 h): a notebook's kernel, started by
+``clintrace notebooks`` while that command holds the lock, calls
+:func:`clinlib.eval.runner.run`, which takes the lock too. The holder lists the lock file and
+its pid in ``$CLINTRACE_WRITER_LOCKS`` (inherited by children only); a process that finds its
+profile's lock file there, with that pid the recorded, living holder, proceeds as part of the
+holder's work instead of refusing. Any other process is refused as before.
 """
 
 from __future__ import annotations
@@ -40,6 +47,9 @@ NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 # build folder -> [the FileLock this process holds, nesting depth]
 _HELD: dict[str, list] = {}
+# "<lock file>=<pid>" entries (os.pathsep-separated) of the locks this process's ancestors
+# and this process hold: children inherit the environment, other processes do not
+HELD_ENV = "CLINTRACE_WRITER_LOCKS"
 
 
 class ProfileBusy(ValueError):
@@ -119,15 +129,55 @@ def profile_lock(
             _HELD[key][1] -= 1
         return
     lock_file, holder_file = lock_paths(name)
+    if _held_by_ancestor(lock_file, name):
+        yield root  # part of the holder's work (a notebook kernel of `clintrace notebooks`)
+        return
     lock = _acquire(lock_file, name, wait)
     _HELD[key] = [lock, 1]
+    entry = f"{lock_file.absolute()}={os.getpid()}"
+    _set_env_entries([*_env_entries(), entry])
     try:
         _record(holder_file, command)
         yield root
     finally:
         del _HELD[key]
+        _set_env_entries([e for e in _env_entries() if e != entry])
         holder_file.unlink(missing_ok=True)
         lock.release()
+
+
+def _env_entries() -> list[str]:
+    return [e for e in os.environ.get(HELD_ENV, "").split(os.pathsep) if e]
+
+
+def _set_env_entries(entries: list[str]) -> None:
+    if entries:
+        os.environ[HELD_ENV] = os.pathsep.join(entries)
+    else:
+        os.environ.pop(HELD_ENV, None)
+
+
+def _held_by_ancestor(lock_file: Path, name: str) -> bool:
+    """Whether an ancestor of this process holds ``lock_file`` (see the module docstring)."""
+    want = str(lock_file.absolute())
+    for entry in _env_entries():
+        path, _, pid = entry.rpartition("=")
+        if path != want or not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        record = holder(name)
+        if record and record.get("pid") == int(pid) and _alive(int(pid)):
+            return True
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _acquire(lock_file: Path, name: str, wait: float) -> FileLock:

@@ -28,6 +28,7 @@ from clinlib.data.plausibility import (
     screen_admissions,
     summary_lines,
 )
+from clinlib.data.plausibility_rx import rx_exclusions, zero_dose_count
 from clinlib.data.schema import ARTIFACTS
 from clinlib.data.sources.meds import open_meds
 from clinlib.data.sources.meds.families import (
@@ -200,6 +201,12 @@ def _select_and_extract(spec: SourceSpec, per_disease: int, seed: int, threads: 
         events = extract_events(con, subjects)
         bad_lab, n_lab = lab_exclusions(con)
         check_excluded("panel lab rows", n_lab, bad_lab, allow_drops)
+        bad_rx, n_rx = rx_exclusions(con)
+        check_excluded("medication order rows", n_rx, bad_rx, allow_drops)
+        n_zero = zero_dose_count(con)
+        if n_zero:
+            log.info("cohort: prescriptions: %d orders with dose 0 (sliding scale) are told "
+                     "without a dose", n_zero)  # fmt: skip
         families, unnamed = pd.DataFrame(columns=list(FAMILY_COLUMNS)), bad_lab.iloc[:0]
         if spec.kind == "meds":  # codes read / used / ignored; unnamed codes (no threshold)
             families, unnamed = code_families(con), unnamed_exclusions(con, subjects)
@@ -207,7 +214,7 @@ def _select_and_extract(spec: SourceSpec, per_disease: int, seed: int, threads: 
         raise source_error(err, spec.path) from None
     finally:
         con.close()
-    exclusions = pd.concat([bad_adm, bad_lab, unnamed], ignore_index=True)
+    exclusions = pd.concat([bad_adm, bad_lab, bad_rx, unnamed], ignore_index=True)
     return result, events, exclusions.astype({"subject_id": "int64"}), families
 
 

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
+from clinlib.data import plausibility_pandas as screen
 from clinlib.data.cohort import (
     ATTRITION_STEPS,
     MIN_ADMISSION_GAP_DAYS,
@@ -137,7 +139,7 @@ def _subject_stats(hosp_dir: Path) -> pd.DataFrame:
     """Per patient: index-code counts and primary disease, admissions and their span, panel
     labs with a value, medication orders, diagnosis and procedure rows."""
     patients = read_table(hosp_dir, "patients", ["subject_id"])
-    adm = read_table(hosp_dir, "admissions", ["subject_id", "admittime", "dischtime"])
+    adm = screened_admissions(hosp_dir)[1]
     labs = read_table(hosp_dir, "labevents", ["subject_id", "itemid", "valuenum"])
     rx = read_table(hosp_dir, "prescriptions", ["subject_id", "drug_type"])
     rx = rx[_is_order(rx["drug_type"])]
@@ -235,8 +237,9 @@ def extract_events_pandas(hosp_dir: Path, subject_ids) -> pd.DataFrame:
     """The event extraction of :func:`clinlib.data.events.extract_events`, in pandas."""
     subjects = set(int(s) for s in subject_ids)
     adm, visits = _visits(hosp_dir, subjects)
-    lab_ev = _lab_events(hosp_dir, subjects, visits)
-    rx_ev = _rx_events(hosp_dir, subjects, visits)
+    raw_adm = read_table(hosp_dir, "admissions", ["subject_id", "hadm_id"])
+    lab_ev = _lab_events(hosp_dir, subjects, visits, raw_adm, adm)
+    rx_ev = _rx_events(hosp_dir, subjects, visits, raw_adm, adm)
     dx_ev = _coded_events(hosp_dir, subjects, visits, _DIAGNOSES)
     px_ev = _coded_events(hosp_dir, subjects, visits, _PROCEDURES)
     adm_ev, dis_ev = _admission_events(adm)
@@ -244,13 +247,27 @@ def extract_events_pandas(hosp_dir: Path, subject_ids) -> pd.DataFrame:
     return normalize_events(pd.concat(frames, ignore_index=True))
 
 
+def screened_admissions(hosp_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(every admission with its plausibility ``rule``, the plausible ones)."""
+    cols = ["subject_id", "hadm_id", "admittime", "dischtime", "admission_type",
+            "discharge_location"]  # fmt: skip
+    adm = read_table(hosp_dir, "admissions", cols)
+    pcols = [c for c in ("subject_id", "anchor_age", "anchor_year", "dod")
+             if c in _columns(hosp_dir, "patients")]  # fmt: skip
+    ruled = screen.screen_admissions(adm, read_table(hosp_dir, "patients", pcols))
+    return ruled, ruled[ruled["rule"].isna()].drop(columns="rule")
+
+
+def _columns(hosp_dir: Path, table: str) -> list[str]:
+    path = _table_path(hosp_dir, table)
+    if path.suffix == ".parquet":
+        return list(pq.read_schema(path).names)
+    return list(pd.read_csv(path, nrows=0).columns)
+
+
 def _visits(hosp_dir: Path, subjects: set[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The subjects' admissions with visit_idx, and their visit keys and spans."""
-    adm = read_table(
-        hosp_dir,
-        "admissions",
-        ["subject_id", "hadm_id", "admittime", "dischtime", "admission_type", "discharge_location"],
-    )
+    """The subjects' plausible admissions with visit_idx, and their visit keys and spans."""
+    _, adm = screened_admissions(hosp_dir)
     adm = adm[adm["subject_id"].isin(subjects)].sort_values(["subject_id", "admittime", "hadm_id"])
     adm["visit_idx"] = adm.groupby("subject_id").cumcount()
     visits = adm[["subject_id", "hadm_id", "visit_idx", "admittime", "dischtime"]]
@@ -270,18 +287,18 @@ def _attach(df: pd.DataFrame, visits: pd.DataFrame, time_col: str, key: str) -> 
     return pd.concat([direct, loose], ignore_index=True)
 
 
-def _lab_events(hosp_dir: Path, subjects: set[int], visits: pd.DataFrame) -> pd.DataFrame:
-    """Panel labs with a value in the panel's unit (or none), one per (stay, lab, day):
-    abnormal first, then earliest."""
+def _lab_events(hosp_dir: Path, subjects: set[int], visits: pd.DataFrame,
+                raw_adm: pd.DataFrame, adm: pd.DataFrame) -> pd.DataFrame:  # fmt: skip
+    """Plausible panel labs with a value, in the panel's unit (a known alternative converted)
+    or none, one per (stay, lab, day): abnormal first, then earliest."""
     panel = {lab.key: lab for lab in LAB_PANEL}
     labs = read_table(hosp_dir, "labevents", list(REQUIRED["labevents"]))
     labs = labs[labs["subject_id"].isin(subjects) & labs["itemid"].isin(list(PANEL_ITEMIDS))]
     labs = labs[labs["valuenum"].notna()].copy()
     labs["lab_key"] = labs["itemid"].map(lambda i: PANEL_ITEMIDS[int(i)][0])
     labs["item_rank"] = labs["itemid"].map(lambda i: PANEL_ITEMIDS[int(i)][1])
-    canon = labs["lab_key"].map(lambda k: panel[k].unit)
-    uom = labs["valueuom"].astype("string").str.strip()
-    labs = labs[uom.isna() | (uom == "") | (uom == canon)]
+    labs = screen.screen_labs(labs, raw_adm, adm)
+    labs = labs[labs["rule"].isna()].drop(columns="rule")
     labs = _attach(labs, visits, "charttime", "labevent_id")
     labs["day"] = labs["charttime"].dt.normalize()
     labs["not_abnormal"] = (labs["flag"] != "abnormal").fillna(True)
@@ -332,13 +349,18 @@ _RX_COLUMNS: list[str] = [
 ]
 
 
-def _rx_events(hosp_dir: Path, subjects: set[int], visits: pd.DataFrame) -> pd.DataFrame:
-    """Medication orders (not BASE diluents) with their RX-<pharmacy_id>[-<k>] ids."""
+def _rx_events(hosp_dir: Path, subjects: set[int], visits: pd.DataFrame,
+               raw_adm: pd.DataFrame, adm: pd.DataFrame) -> pd.DataFrame:  # fmt: skip
+    """Plausible medication orders (not BASE diluents) with their RX-<pharmacy_id>[-<k>] ids;
+    a dose of 0 is no dose, a name's inner spaces are collapsed (clinlib.data.events)."""
     rx = read_table(hosp_dir, "prescriptions", _RX_COLUMNS)
     rx = rx[rx["subject_id"].isin(subjects) & rx["pharmacy_id"].notna()]
     rx = rx[_is_order(rx["drug_type"])].copy()
     rx["rx_id"] = _rx_ids(rx)
+    rx = screen.screen_prescriptions(rx, raw_adm, adm)
+    rx = rx[rx["rule"].isna()].drop(columns="rule")
     rx = _attach(rx, visits, "starttime", "rx_id")
+    zero = screen.zero_dose(rx["dose_num"])
     return pd.DataFrame(
         {
             "event_id": rx["rx_id"],
@@ -349,10 +371,10 @@ def _rx_events(hosp_dir: Path, subjects: set[int], visits: pd.DataFrame) -> pd.D
             "kind": "medication",
             "code": rx["drug"],
             "code_system": "drug",
-            "label": rx["drug"],
-            "value": pd.to_numeric(rx["dose_val_rx"], errors="coerce"),
-            "value_text": rx["dose_val_rx"],
-            "unit": rx["dose_unit_rx"],
+            "label": screen.collapse_spaces(rx["drug"]),
+            "value": rx["dose_num"].astype("float64").where(~zero),
+            "value_text": rx["dose_val_rx"].astype(object).where(~zero, None),
+            "unit": rx["dose_unit_rx"].astype(object).where(~zero, None),
             "ref_low": np.nan,
             "ref_high": np.nan,
             "flag": pd.NA,

@@ -26,9 +26,9 @@ replacement", "sodium chloride flush"): the key is a normalised *name*, not a ge
 lookup. Classes are found in it by whole-word phrases (:func:`has_phrase`), the longest phrase
 winning, never by raw substrings ("epoetin" is not found in "darbepoetin").
 :func:`drug_words` (rules 2–3 only) keeps the qualifiers, for "does this text appear anywhere in
-the record" checks. Display never uses either: questions show the recorded string with only its
-surrounding whitespace trimmed (:func:`drug_display`), exactly as the dialogue states it
-(clinlib.dialogue.verify requires the stripped label verbatim).
+the record" checks. Display never uses either: questions show the recorded string with its surrounding whitespace
+trimmed and inner double spaces collapsed (:func:`drug_display`), exactly as the dialogue states
+it (the event label is collapsed the same way; clinlib.dialogue.verify requires it verbatim).
 
 The L2 recomputation (clinlib.tasks.recompute) does not import this module: it computes the same
 key in SQL (:data:`clinlib.tasks.recompute.DRUG_KEY_SQL`), and a test holds the two equal on a
@@ -50,6 +50,10 @@ _QUALIFIER = re.compile(r"[(\[][^)\]]*(?:[)\]]|$)")
 _NON_WORD = re.compile(r"[^a-z0-9]+")
 _NUMBER = re.compile(rf"[0-9]+(?:{'|'.join(STRENGTH_UNITS)})?")
 _UNITS = frozenset(STRENGTH_UNITS)
+SPACES_PATTERN = r"[ \t\n\r\f\v]+"
+"""A run of ASCII whitespace: one space in a displayed drug name (the SQL of
+clinlib.data.events uses the same pattern)."""
+_SPACES = re.compile(SPACES_PATTERN)
 
 
 def drug_words(name: object) -> str:
@@ -94,6 +98,7 @@ def drug_head(name: object) -> str:
 
 
 def drug_display(name: object) -> str:
-    """The recorded name as shown to a reader: only surrounding whitespace trimmed (inner double
-    spaces and qualifiers kept), the form the dialogue states."""
-    return str(name).strip()
+    """The recorded name as shown to a reader: surrounding whitespace trimmed and inner runs of
+    whitespace collapsed to one space (qualifiers, case and punctuation kept), the form the
+    dialogue states (the event label, clinlib.data.events)."""
+    return _SPACES.sub(" ", str(name)).strip(" ")

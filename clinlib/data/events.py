@@ -25,8 +25,15 @@ to the bag; ~0.1 %). So ``pharmacy_id`` is not a row key
   gets which k does not change the table. Several MAIN rows on one id are ranked the same way.
 - A row without ``pharmacy_id`` has no natural key, so it yields no event (none in the MIMIC-IV
   demo; an id from row order would not be stable).
-- ``value_text`` is ``dose_val_rx`` as given ("1-2", "0"); ``value`` is its number, NULL for a
-  range or when the dose is missing (the dialogue then says the drug was started, no dose).
+- Orders pass the prescriptions screen first (:mod:`clinlib.data.plausibility_rx`: a negative,
+  non-finite or impossibly large dose, or an unknown / excluded ``hadm_id``, excludes its
+  pharmacy order with a counted reason). ``value_text`` is ``dose_val_rx`` as given ("1-2",
+  "25,000"); ``value`` is its number (thousands separators read: 25000), NULL for a range or
+  when the dose is missing (the dialogue then says the drug was started, no dose). A dose of 0
+  (a sliding-scale order, "Insulin 0 UNIT SC") is no dose: value, value_text and unit NULL.
+- ``label`` is the drug name trimmed with inner runs of whitespace collapsed to one space
+  ("Sodium Chloride 0.9%  Flush" is told "Sodium Chloride 0.9% Flush"); ``code`` keeps it as
+  recorded.
 
 Visits are admissions, numbered 0.. per patient by (admittime, hadm_id). A lab or prescription
 without hadm_id (MIMIC's outpatient draws) joins the admission whose window
@@ -53,8 +60,10 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
+from clinlib.data.drugnames import SPACES_PATTERN
 from clinlib.data.plausibility import screen_labs
-from clinlib.data.schema import ARTIFACTS, RX_ORDER_SQL
+from clinlib.data.plausibility_rx import screen_prescriptions
+from clinlib.data.schema import ARTIFACTS
 from clinlib.data.vocab import LAB_PANEL, PANEL_ITEMIDS
 
 KIND_ORDER = {
@@ -125,20 +134,10 @@ labs AS (
         FROM (SELECT * FROM lab_direct UNION ALL BY NAME SELECT * FROM lab_windowed)
     ) WHERE keep_rank = 1
 ),
-rx_src AS (
-    -- One candidate per MAIN / ADDITIVE row; k ranks the rows of a pharmacy_id by content.
-    SELECT r.*, row_number() OVER (
-        PARTITION BY r.pharmacy_id
-        ORDER BY (coalesce(upper(trim(r.drug_type)), 'MAIN') <> 'MAIN'), r.drug, r.dose_val_rx,
-                 r.dose_unit_rx, r.route, r.starttime, r.stoptime, r.subject_id, r.hadm_id
-    ) AS rx_k
-    FROM prescriptions r JOIN ct_subjects s USING (subject_id)
-    WHERE r.pharmacy_id IS NOT NULL
-      AND {RX_ORDER_SQL}
-),
 rx_keyed AS (
-    SELECT *, 'RX-' || pharmacy_id || CASE WHEN rx_k = 1 THEN '' ELSE '-' || rx_k END AS rx_id
-    FROM rx_src
+    -- the cohort's plausible medication-order rows, keyed RX-<pharmacy_id>[-<k>]
+    -- (clinlib.data.plausibility_rx; k ranks a pharmacy_id's rows by content)
+    SELECT * FROM ct_rx_ok
 ),
 rx_rows AS (
     SELECT r.*, v.visit_idx, v.admittime AS v_admit FROM rx_keyed r
@@ -176,8 +175,11 @@ SELECT 'LAB-' || labevent_id, subject_id, hadm_id, visit_idx, charttime, 'lab',
 FROM labs
 UNION ALL
 SELECT rx_id, subject_id, hadm_id, visit_idx, coalesce(starttime, v_admit),
-       'medication', drug, 'drug', drug, TRY_CAST(dose_val_rx AS DOUBLE), dose_val_rx,
-       dose_unit_rx, NULL, NULL, NULL, route, stoptime, 'prescriptions'
+       'medication', drug, 'drug', trim(regexp_replace(drug, '{SPACES_PATTERN}', ' ', 'g')),
+       CASE WHEN dose_num <> 0 THEN dose_num END,
+       CASE WHEN dose_num IS NULL OR dose_num <> 0 THEN dose_val_rx END,
+       CASE WHEN dose_num IS NULL OR dose_num <> 0 THEN dose_unit_rx END,
+       NULL, NULL, NULL, route, stoptime, 'prescriptions'
 FROM rx_rows
 UNION ALL
 SELECT 'DX-' || d.hadm_id || '-' || d.seq_num, d.subject_id, d.hadm_id, v.visit_idx,
@@ -212,6 +214,7 @@ def extract_events(con: duckdb.DuckDBPyConnection, subject_ids) -> pd.DataFrame:
     _register_panel(con)
     con.register("ct_subjects", pd.DataFrame({"subject_id": pd.Series(subject_ids, dtype="int64")}))
     screen_labs(con)  # the excluded rows stay queryable: plausibility.lab_exclusions(con)
+    screen_prescriptions(con)  # likewise: plausibility_rx.rx_exclusions(con)
     df = con.execute(EVENTS_SQL).df()
     return normalize_events(df)
 

@@ -32,9 +32,12 @@ before, docs/real-data.md):
 * ``unknown_hadm_id`` / ``admission_excluded`` — a ``hadm_id`` that is not one of the
   patient's admissions, or names an admission excluded above.
 
+Prescriptions: :mod:`clinlib.data.plausibility_rx` (impossible doses, a dose of 0 as no dose).
+
 Each excluded row is one row of ``exclusions.parquet`` (table, rule, key, subject_id, field,
 value); the stage fails, as for any other drop, when a rule family removes more than
-guards.MAX_DROP_SHARE of its rows (admissions, or the cohort's panel labs).
+guards.MAX_DROP_SHARE of its rows (admissions, the cohort's panel labs, or its medication
+order rows).
 """
 
 from __future__ import annotations
@@ -248,7 +251,11 @@ def apply_exclusions(con: duckdb.DuckDBPyConnection, exclusions: pd.DataFrame) -
     recompute) sees the rows the events were built from: an excluded stay is no visit there
     either, and an impossible value is no measurement. The rules are not re-run: the recorded
     keys are the data."""
-    for table, key in (("admissions", "hadm_id"), ("labevents", "labevent_id")):
+    for table, key in (
+        ("admissions", "hadm_id"),
+        ("labevents", "labevent_id"),
+        ("prescriptions", "pharmacy_id"),  # a whole pharmacy order (plausibility_rx)
+    ):
         keys = exclusions.loc[exclusions["table"] == table, "key"]
         if keys.empty:
             continue

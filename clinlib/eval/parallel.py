@@ -19,6 +19,7 @@ import pandas as pd
 
 from clinlib.core import config
 from clinlib.core.config import resolve_profile
+from clinlib.core.lock import profile_lock
 from clinlib.eval import prompt_tokens
 from clinlib.eval.cells import listed, select_questions
 from clinlib.eval.outcomes import new_outcomes
@@ -63,6 +64,16 @@ def run_parallel(
         The cell summary of every (strategy, backbone, setting) cell run.
     """
     name = resolve_profile(profile)
+    # one writer per profile: the workers are part of this call's work and share its lock
+    # (clinlib.core.lock: a holder's child processes inherit it)
+    with profile_lock(name):
+        return _run_parallel(name, strategies, backbones, settings, prep, workers, kwargs)
+
+
+def _run_parallel(name: str, strategies: Sequence[str], backbones: Sequence[str],
+                  settings: Sequence[str], prep: str, workers: int | None,
+                  kwargs: dict[str, Any]) -> pd.DataFrame:  # fmt: skip
+    """The body of :func:`run_parallel`, under the profile's writer lock."""
     since = pd.Timestamp.now(tz="UTC")  # this call's rows are the ones written from now
     strategies, backbones, settings = listed(strategies), listed(backbones), listed(settings)
     # Canonical labels (``dense-retrieval(k=5)`` is ``dense-retrieval``): what the

@@ -243,14 +243,26 @@ def _direction_for(lab: Lab | None) -> str:
     return "high"
 
 
-def _stated_range(rec: Record, label: str) -> tuple[float | None, float | None]:
-    """The reference range the record states for a lab (the dialogue's reaction sentences)."""
+# Within a sentence: any character but a newline, and a full stop only as a decimal point
+# ("Hematocrit of 35.0 % is below the reference range of 40.0 to 52.0 %"). The old pattern
+# excluded every "." and so never reached the range past a decimal value (issue 26 §3: the
+# reference reader abstained on a T4 question whose Hematocrit 35.0 % was stated at turn 3).
+_IN_SENTENCE = r"(?:[^.\n]|\.(?=\d))"
+_HIGH_WORDS = re.compile(r"\b(?:above|higher than|over|exceeds)\b", re.IGNORECASE)
+_LOW_WORDS = re.compile(r"\b(?:below|lower than|under|falls short of)\b", re.IGNORECASE)
+# how far after a mention its reaction may come (the reactions follow their chunk of values)
+_REACTION_WINDOW = 1200
+
+
+def _stated_range(rec: Record, label: str, start: int = 0) -> tuple[float | None, float | None]:
+    """The reference range the record states for a lab (the dialogue's reaction sentences):
+    the first one at or after ``start``, else the first in the record."""
     rx = re.compile(
-        re.escape(label) + r"\b[^.\n]{0,80}?(?:range(?: of|,)|limit of) (\d+(?:\.\d+)?)"
-        r"(?: to (\d+(?:\.\d+)?))?",
+        re.escape(label) + r"\b" + _IN_SENTENCE + r"{0,120}?(?:range(?: of|,)|limit of) "
+        r"(\d+(?:\.\d+)?)(?: to (\d+(?:\.\d+)?))?",
         re.IGNORECASE,
     )
-    m = rx.search(rec.text)
+    m = rx.search(rec.text, start) or rx.search(rec.text)
     if not m:
         return None, None
     if m.group(2):
@@ -259,10 +271,38 @@ def _stated_range(rec: Record, label: str) -> tuple[float | None, float | None]:
     return (None, float(m.group(1))) if upper else (float(m.group(1)), None)
 
 
+def _stated_direction(rec: Record, m: LabMention) -> str:
+    """ "high" / "low" as the record's reaction to this very value says it ("That Hematocrit of
+    35.0 % is below ...", "Hematocrit is still below its range"), "" when it says nothing."""
+    window = rec.text[m.pos : m.pos + _REACTION_WINDOW]
+    label = re.escape(m.label)
+    value = re.escape(m.value_text) + r"\s*" + re.escape(m.unit)
+    said = re.compile(
+        label + _IN_SENTENCE + r"{0,40}?" + value + r"(?P<rest>" + _IN_SENTENCE + r"{0,80})"
+        r"|" + label + r" (?:is still|remains|is again) (?P<still>above|below) its range",
+        re.IGNORECASE,
+    )
+    for hit in said.finditer(window):
+        if hit.group("still"):
+            at = m.pos + hit.start()
+            if any(o.pos > m.pos and o.pos < at and _same_lab(o, m.label) for o in rec.labs):
+                continue  # a later value of the lab is the one still out of range
+            return "high" if hit.group("still").lower() == "above" else "low"
+        rest = hit.group("rest") or ""
+        if _HIGH_WORDS.search(rest):
+            return "high"
+        if _LOW_WORDS.search(rest):
+            return "low"
+    return ""
+
+
 def _is_abnormal(rec: Record, m: LabMention, lab: Lab | None, direction: str) -> bool:
     if m.flag:
         return m.flag == direction
-    lo, hi = _stated_range(rec, m.label)
+    said = _stated_direction(rec, m)
+    if said:
+        return said == direction
+    lo, hi = _stated_range(rec, m.label, m.pos)
     if lab is not None:
         lo = lo if lo is not None else lab.ref_low
         hi = hi if hi is not None else lab.ref_high

@@ -42,6 +42,7 @@ from typing import Any
 import pandas as pd
 
 from clinlib.core.config import resolve_profile
+from clinlib.core.lock import profile_lock
 from clinlib.core.progress import make_progress
 from clinlib.core.progress import progress as progress_bar
 from clinlib.eval import prompt_tokens
@@ -207,6 +208,18 @@ def run(
         error; ``stopped`` says why a cell did not finish, e.g. the budget).
     """
     name = resolve_profile(profile)
+    # a writer (predictions, prompt counts, constructions): one per profile, from a notebook
+    # as from `clintrace run` (clinlib.core.lock; a kernel of `clintrace notebooks` shares it)
+    with profile_lock(name):
+        return _run(name, strategies, backbones, settings, prep, budget_usd, retry_errors,
+                    allow_unapproved, config, progress, limit, tasks, retry_empty, batch_size,
+                    questions, client_options, progress_position, mode, batch_options)  # fmt: skip
+
+
+def _run(name, strategies, backbones, settings, prep, budget_usd, retry_errors,
+         allow_unapproved, config, progress, limit, tasks, retry_empty, batch_size, questions,
+         client_options, progress_position, mode, batch_options) -> pd.DataFrame:  # fmt: skip
+    """The body of :func:`run`, under the profile's writer lock."""
     strategies, backbones, settings = listed(strategies), listed(backbones), listed(settings)
     tasks = listed(tasks) if tasks is not None else None
     _check_run_args(budget_usd, batch_size, mode, batch_options, settings)

@@ -282,3 +282,33 @@ def test_sigterm_stops_a_writer_like_ctrl_c(tmp_build):
     assert guards.read_manifest("cohort", "p") == before
     assert not list((tmp_build / "p").glob(".staging-*"))
     assert lock.holder("p") is None
+
+
+def test_a_notebook_run_takes_the_lock_and_a_writers_child_shares_it(tmp_build):
+    """Issue 26 §4 (h): runner.run, as notebooks 04, 06, 11 ... call it, is a writer: refused
+    while another process holds the profile; but a kernel started by a holder (`clintrace
+    notebooks`) inherits the holder's lock instead of refusing."""
+    from clinlib.eval import runner
+
+    with _holder(tmp_build, "t") as proc:
+        with pytest.raises(lock.ProfileBusy, match=f"pid {proc.pid}"):
+            runner.run("t", ["no-context-blind"], ["reference"], progress=False)
+    assert not (tmp_build / "t" / "predictions").exists()
+    child = textwrap.dedent(f"""
+        from clinlib.core import config, lock
+        config.BUILD_DIR = __import__("pathlib").Path({str(tmp_build)!r})
+        with lock.profile_lock("t"):
+            print("child wrote", flush=True)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with lock.profile_lock("t", "clintrace notebooks --profile t"):
+        assert os.environ[lock.HELD_ENV].endswith(f"={os.getpid()}")
+        shared = subprocess.run([sys.executable, "-c", child], env={**env, **os.environ},
+                                capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert shared.stdout.strip() == "child wrote", shared.stderr
+        # a process that is not the holder's child (no inherited entry) is refused
+        alien = {k: v for k, v in env.items() if k != lock.HELD_ENV}
+        refused = subprocess.run([sys.executable, "-c", child], env=alien,
+                                 capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert refused.returncode != 0 and "is being written by" in refused.stderr
+    assert lock.HELD_ENV not in os.environ  # released: nothing left for later children

@@ -140,3 +140,26 @@ def test_a_timestamp_with_a_utc_offset_is_refused_not_shifted(tmp_path, tmp_buil
     for plain in ("2150-01-01", "2150-01-01 08:00:00", "2150-01-01 08:00"):
         assert not re.search(UTC_OFFSET_RE, plain)
     assert re.search(UTC_OFFSET_RE, "2150-01-01T08:00:00Z")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("2150-01-02 06:00:00+02:00", "without a UTC offset"), ("2150-01-02T06:00Z", "UTC offset"),
+     ("not a time", "expected TIMESTAMP")],
+)  # fmt: skip
+def test_a_bad_timestamp_past_the_type_sample_is_refused_with_its_line(
+    tmp_path, tmp_build, value, expected
+):
+    """Issue 26 §1: past DuckDB's first 10,000 rows an offset was dropped without a word
+    (the open-time sample never saw it). Now the view refuses it: one line, file, column,
+    row and value; no events written."""
+    root = hosp_fixture.write_csv_dir(tmp_path / "mimic")
+    filler = hosp_fixture.filler_labs(10_050)
+    bad = dict(filler[0], labevent_id=999_999, subject_id=1, hadm_id=101, itemid=50912,
+               charttime=value, valuenum=1.0, value="1.0")  # fmt: skip
+    line = hosp_fixture.append_csv_rows(root, "labevents", [*filler, bad]) + len(filler)
+    assert line > 10_001  # beyond the sample: the open-time check does not see it
+    msg = _one_line_error(_cohort(root), "labevents.csv.gz", "'charttime'", expected,
+                          f"value '{value}'", f"line {line}")  # fmt: skip
+    assert "Traceback" not in msg
+    assert not (tmp_build / "t" / "events.parquet").exists()

@@ -59,11 +59,13 @@ def test_drug_key_on_real_names(name, key):
     assert drug_key(name) == key
 
 
-def test_words_keep_qualifiers_and_display_trims_only_the_ends():
+def test_words_keep_qualifiers_and_display_collapses_spaces():
     assert drug_words("HYDROmorphone (Dilaudid)") == "hydromorphone dilaudid"
     assert drug_words("OxyCODONE--Acetaminophen (5mg-325mg)") == "oxycodone acetaminophen 5mg 325mg"
     assert drug_display("OxyCODONE (Immediate Release) ") == "OxyCODONE (Immediate Release)"
-    assert drug_display("Sodium Chloride 0.9%  Flush") == "Sodium Chloride 0.9%  Flush"
+    # inner runs of spaces are collapsed (issue 26 §3), case and qualifiers kept
+    assert drug_display("Sodium Chloride 0.9%  Flush") == "Sodium Chloride 0.9% Flush"
+    assert drug_display("Heparin \t (Porcine)\n") == "Heparin (Porcine)"
     assert drug_head("Insulin (Regular) for Hyperkalemia") == "insulin"
     assert drug_head("0.9% Sodium Chloride") == "sodium"
     assert drug_head("D5W") == "" and drug_head("5% Dextrose") == "dextrose"

@@ -43,7 +43,7 @@ EXPECTED = {
     "RX-9001-2": ("Thiamine", "100", 100.0),
     "RX-9002": ("Albumin 25% (12.5g / 50mL)", "12.5", 12.5),
     "RX-9002-2": ("Cefepime", "2", 2.0),
-    "RX-9003": ("OxyCODONE (Immediate Release) ", "5-10", None),
+    "RX-9003": ("OxyCODONE (Immediate Release)", "5-10", None),  # the label is trimmed
     "RX-9004": ("Heparin (Porcine)", None, None),
 }
 

@@ -121,3 +121,21 @@ def test_meds_labs_take_the_panel_range_and_flag_outside_it(both):
     joined = csv[["flag"]].join(meds[["flag"]].add_suffix("_meds"), how="inner")
     agree = joined["flag"].fillna("") == joined["flag_meds"].fillna("")
     assert len(joined) > 0.99 * len(csv) and agree.mean() > 0.95
+
+
+def test_dose_text_shapes_are_told_as_the_prescription_screen_says(raw, tables):
+    """Issue 26 §3 shapes the quick profile exercises: sliding-scale insulin with dose "0"
+    (told without a dose), a heparin drip's "25,000" (read as 25000), and the double-spaced
+    "Sodium Chloride 0.9%  Flush" (told with one space)."""
+    rx = tables["rx"]
+    assert (rx["dose_val_rx"] == "0").any() and (rx["dose_val_rx"] == "25,000").any()
+    assert rx["drug"].str.contains("  ", regex=False).any()
+    con = open_hosp(raw)
+    meds = extract_events(con, sorted(rx["subject_id"].unique()))
+    meds = meds[meds["kind"] == "medication"]
+    zero = meds[meds["code"] == "Insulin"]
+    assert len(zero) and zero["value_text"].isna().all() and zero["unit"].isna().all()
+    drip = meds[meds["value_text"] == "25,000"]
+    assert len(drip) and (drip["value"] == 25000.0).all()
+    assert not meds["label"].str.contains("  ", regex=False).any()
+    assert (meds["label"] == "Sodium Chloride 0.9% Flush").any()

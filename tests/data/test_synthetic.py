@@ -271,7 +271,9 @@ def test_stays_and_orders_are_coherent(quick):
     no_dose = rx["dose_val_rx"].isna()
     assert 0 < no_dose.mean() < 0.01 and (rx.loc[no_dose, "drug_type"] == "MAIN").all()
     assert rx.loc[no_dose, "dose_unit_rx"].isna().all()
-    assert rx["dose_val_rx"].dropna().str.fullmatch(r"\d+(\.\d+)?(-\d+(\.\d+)?)?").all()
+    # plain numbers, ranges, or thousands separators ("25,000", a heparin drip)
+    dose_text = r"\d{1,3}(,\d{3})+|\d+(\.\d+)?(-\d+(\.\d+)?)?"
+    assert rx["dose_val_rx"].dropna().str.fullmatch(dose_text).all()
     assert (rx["dose_val_rx"].str.contains("-")).any()  # MIMIC-style ranges such as "1-2"
     px = quick["procedures_icd"].merge(adm[["hadm_id", "admittime", "dischtime"]], on="hadm_id")
     assert (px["chartdate"] >= px["admittime"].dt.normalize()).all()

@@ -657,3 +657,39 @@ def test_quick_build_passes_the_hard_gates(quick_built):
     q = pd.read_parquet(QUICK / "questions.parquet")
     g = gates.run_gates(q, "quick")
     assert gates.failed_hard(g).empty, gates.gate_report(g)
+
+
+def test_l1_refuses_questions_built_on_excluded_rows_with_zero_tolerance(world):
+    """Issue 26 §1: a question whose anchors or gold source rows (meta event ids / hadm_ids)
+    touch a row the plausibility screen excluded fails L1, even one in 201 (< L1's 1%)."""
+    base = good_rows()
+    t1 = next(r for r in base if r["qid"] == "T1-t1")
+    many = [{**t1, "qid": f"T1-copy{i:03d}"} for i in range(200)]
+    excl = pd.DataFrame(
+        {"table": ["admissions"], "rule": ["discharge_before_admission"], "key": ["102"],
+         "subject_id": [1], "field": ["dischtime"], "value": ["2150-01-30 00:00:00"]}
+    )  # fmt: skip
+    # no exclusions: the copies pass (they are valid questions)
+    g = gates.run_gates(frame(base + many), events=world["events"],
+                        coverage=world["coverage"], raw_con=world["con"])  # fmt: skip
+    assert cell(g, "L1", "T2")["passed"] and cell(g, "L1", "T1")["passed"]
+    # stay 102 excluded: T2's meta names it (hadm_ids [101, 102]) -> L1 / T2 fails
+    g = gates.run_gates(frame(base + many), events=world["events"], coverage=world["coverage"],
+                        raw_con=world["con"], exclusions=excl)  # fmt: skip
+    row = cell(g, "L1", "T2")
+    assert (row["n_failed"], bool(row["passed"])) == (1, False)
+    assert "built on an excluded source row: hadm:102 (discharge_before_admission)" in row["detail"]
+    # a lab row excluded that one of 201 T1 questions names as a source row in its meta:
+    # 1 / 201 < 1%, yet L1 / T1 fails (zero tolerance)
+    lab = excl.assign(table="labevents", rule="value_out_of_bounds", key="424242")
+    meta = json.dumps({**json.loads(t1["meta"]), "source": {"event_id": "LAB-424242"}})
+    rows = base + many[:-1] + [{**many[-1], "meta": meta}]
+    g = gates.run_gates(frame(rows), events=world["events"], coverage=world["coverage"],
+                        raw_con=world["con"], exclusions=lab)  # fmt: skip
+    row = cell(g, "L1", "T1")
+    assert (row["n_checked"], row["n_failed"], bool(row["passed"])) == (201, 1, False)
+    assert row["detail"].startswith("1 built on excluded source rows (0 allowed)")
+    assert "LAB-424242 (value_out_of_bounds)" in row["detail"]
+    assert cell(g, "L1", "T2")["passed"]  # stay 102 is not excluded here
+    with pytest.raises(gates.GateError, match="excluded source row"):
+        gates.check_gates(g)

@@ -251,6 +251,8 @@ def source_error(err: duckdb.Error, path: str | Path | None = None) -> SourceSch
     value (a conversion), the field counts (a ragged row) or the unterminated quote.
     """
     text = str(err)
+    if (refused := _refused_timestamp(text)) is not None:
+        return refused
     file = _CSV_FILE.search(text)
     where = file.group(1).strip() if file else (path or "source table")
     line = _CSV_LINE.search(text)
@@ -305,8 +307,58 @@ def _locate_csv_problem(path: Path, max_rows: int = DEFAULT_SAMPLE_ROWS):
 
 def _csv_view_sql(table: str, path: Path, header: list[str]) -> str:
     # Every column gets an explicit type (unknown v3.x extras stay text), so nothing is guessed.
+    # TIMESTAMP columns are read as text and cast in the view, so that a value past the
+    # open-time sample with a UTC offset (which DuckDB's cast would drop without a word) or that
+    # is no timestamp at all stops the query with the file, column and value
+    # (:func:`source_error` adds the line).
     types = {c: HOSP_TABLES[table].get(c, "VARCHAR") for c in header}
-    return f"SELECT * FROM read_csv({_lit(path)}, {CSV_OPTIONS}, columns={_struct(types)})"
+    stamps = [c for c, t in types.items() if t == "TIMESTAMP"]
+    read = {c: ("VARCHAR" if c in stamps else t) for c, t in types.items()}
+    source = f"read_csv({_lit(path)}, {CSV_OPTIONS}, columns={_struct(read)})"
+    if not stamps:
+        return f"SELECT * FROM {source}"
+    cast = ", ".join(f"{_timestamp_sql(path, c)} AS {_ident(c)}" for c in stamps)
+    return f"SELECT * REPLACE ({cast}) FROM {source}"
+
+
+# The message a view raises on a timestamp it refuses: marker, kind, file, column, value.
+_STAMP_MARK = "ct_timestamp_refused"
+_SEP = "\x1f"
+
+
+def _timestamp_sql(path: Path, column: str) -> str:
+    """SQL: ``column`` (text) as a TIMESTAMP, or an error naming file, column and value."""
+    col = _ident(column)
+
+    def refuse(kind: str) -> str:
+        parts = " || chr(31) || ".join([_lit(_STAMP_MARK), _lit(kind), _lit(path), _lit(column)])
+        return f"error({parts} || chr(31) || {col})"
+
+    return (
+        f"CASE WHEN {col} IS NULL THEN NULL "
+        f"WHEN length({col}) > 16 AND regexp_matches(trim({col}), '{UTC_OFFSET_RE}') "
+        f"THEN {refuse('offset')} "
+        f"WHEN TRY_CAST({col} AS TIMESTAMP) IS NULL THEN {refuse('value')} "
+        f"ELSE CAST({col} AS TIMESTAMP) END"
+    )
+
+
+def _refused_timestamp(text: str) -> SourceSchemaError | None:
+    """The one-line error for a timestamp a CSV view refused (:func:`_timestamp_sql`)."""
+    at = text.find(_STAMP_MARK + _SEP)
+    if at < 0:
+        return None
+    _, kind, file, column, value = text[at:].split(_SEP, 4)
+    value = value.splitlines()[0] if value else value
+    line = value_line(file, column, value, max_rows=10**12)  # only on this error path
+    return SourceSchemaError(
+        file,
+        column=column,
+        expected="TIMESTAMP without a UTC offset (DuckDB would drop it)"
+        if kind == "offset" else "TIMESTAMP",
+        found=f"value {value!r}",
+        hint=f"line {line}" if line else None,
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- parquet tables

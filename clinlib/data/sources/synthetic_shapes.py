@@ -16,6 +16,10 @@ starttime, up to 4 rows per id         ADDITIVE rows;      (:data:`BASE_COUNT_P`
                                                            magnesium, cefepime)
 ``dose_val_rx`` missing                a few rows          :data:`P_DOSE_MISSING` of MAIN
                                                            rows (dose and unit NULL)
+``dose_val_rx`` "0" (sliding scale)    common for insulin  every sliding-scale insulin
+                                                           order ("Insulin 0 UNIT SC")
+thousands separators ("25,000")        heparin drips       a heparin drip dose
+double spaces inside a drug name       flushes             "Sodium Chloride 0.9%  Flush"
 prescriptions without ``hadm_id``      rare                :data:`P_RX_NO_HADM` of orders
 lab result only in ``comments``        rare                :data:`P_LAB_COMMENT_ONLY` of rows
 (value and valuenum NULL)

@@ -20,6 +20,13 @@ L1 anchor source (hard, < 1%). T1–T8: every anchor is a ``covered`` event
     anchors (a lab never measured on a date) must have no event of that lab on that date in the
     events table and no panel row of it that day in the raw labevents. T10: every anchor is a
     ``covered`` or ``missed`` event of the patient (the question lists its items itself).
+    Plausibility (issue 26 §1), ZERO tolerance: no question may rest on a source row the
+    cohort stage excluded as implausible (exclusions.parquet: an admission, a lab row, a
+    pharmacy order) — neither an anchor nor a gold source row its meta names (event ids,
+    hadm_ids: T4's evidence and earlier stays, T6's labs ...); one such question fails L1
+    whatever its 1% threshold. L1 and not L2, because it is about where a question's facts
+    come from; L2's recompute reads the raw tables with the excluded rows hidden
+    (clinlib.data.plausibility.apply_exclusions), so it would only disagree, not say why.
 L2 gold recompute (hard, < 0.5%). :mod:`clinlib.tasks.recompute` regenerates every gold from
     the raw hosp tables and the question's meta with its own SQL and arithmetic; a question
     fails when the gold differs, cannot be recomputed, or (where the rule fixes them) the
@@ -39,7 +46,11 @@ L4 distribution coverage (soft). Per task: no empty disease / tertile / subtype 
     the task has at least as many questions as strata; no disease holding more than twice its
     uniform share; no patient above :data:`MAX_PATIENT_SHARE` of a task of >= 20 questions;
     event-type mix of T7 (medication vs procedure) and T9 (lab vs other) within
-    :data:`EVENT_TYPE_TARGETS`. Reported, never blocking.
+    :data:`EVENT_TYPE_TARGETS`. Reported, never blocking — except for the binary tasks
+    (:data:`BINARY_TASKS`: T3, T5; issue 26 §3), whose L4 row turns HARD when, from
+    :data:`MIN_N_BINARY` questions, the rarer gold holds under :data:`MIN_MINORITY_SHARE` or one
+    subtype holds over :data:`MAX_SUBTYPE_SHARE` (:func:`binary_collapse`): a set where a
+    constant "yes" scores 100% must not be used.
 """
 
 from __future__ import annotations
@@ -54,9 +65,14 @@ from clinlib.tasks.gates.common import (
     GateInputError,
 )
 from clinlib.tasks.gates.content import (
+    BINARY_TASKS,
     EVENT_TYPE_TARGETS,
     MAX_PATIENT_SHARE,
+    MAX_SUBTYPE_SHARE,
+    MIN_MINORITY_SHARE,
+    MIN_N_BINARY,
     T9_CUES,
+    binary_collapse,
     gate_l3,
     gate_l4,
     question_stem,
@@ -68,6 +84,11 @@ from clinlib.tasks.gates.structure import ANCHORLESS_SUBTYPES, gate_l0, gate_l1
 
 __all__ = [
     "ANCHORLESS_SUBTYPES",
+    "BINARY_TASKS",
+    "MAX_SUBTYPE_SHARE",
+    "MIN_MINORITY_SHARE",
+    "MIN_N_BINARY",
+    "binary_collapse",
     "EVENT_TYPE_TARGETS",
     "GATE_COLUMNS",
     "GATE_NAMES",

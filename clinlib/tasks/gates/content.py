@@ -54,6 +54,15 @@ EVENT_TYPE_TARGETS: tuple[tuple[str, str, float, float], ...] = (
     ("T7", "medication", 0.35, 0.65),
     ("T9", "lab", 0.60, 0.90),
 )
+# Binary tasks (gold yes / no) whose balance is a HARD part of L4 (issue 26 §3: on real
+# MIMIC-IV all 174 T5 golds were "yes", so a constant "yes" scored 100%): from
+# MIN_N_BINARY questions, the rarer gold must hold at least MIN_MINORITY_SHARE (half of T5's
+# designed 40 / 495 = 8.1%, the most skewed binary design of the paper) and no one subtype
+# more than MAX_SUBTYPE_SHARE (T5's largest designed subtype holds 31%, T3's 25%).
+BINARY_TASKS: tuple[str, ...] = ("T3", "T5")
+MIN_N_BINARY = 10
+MIN_MINORITY_SHARE = 0.04
+MAX_SUBTYPE_SHARE = 0.75
 
 # --------------------------------------------------------------------------- L3
 
@@ -215,6 +224,31 @@ def _anchor_kind(row: Mapping[str, Any]) -> str:
     )
 
 
+def binary_collapse(q: pd.DataFrame) -> list[str]:
+    """The HARD L4 failures of a binary task's questions ``q``: its gold balance or its
+    subtype coverage collapsed (see :data:`BINARY_TASKS`); [] when it holds."""
+    n = len(q)
+    if n < MIN_N_BINARY:
+        return []
+    out = []
+    golds = q["gold"].astype(str).str.strip().str.lower().value_counts()
+    minority = min(int(golds.get("yes", 0)), int(golds.get("no", 0)))
+    if minority < MIN_MINORITY_SHARE * n:
+        top = golds.idxmax()
+        out.append(
+            f"gold balance collapsed: {top!r} holds {int(golds.max())} of {n} "
+            f"(the other answer {minority} < {MIN_MINORITY_SHARE:.0%}; a constant answer "
+            "would score high)"
+        )
+    subs = q["subtype"].astype(str).value_counts()
+    if subs.max() > MAX_SUBTYPE_SHARE * n:
+        out.append(
+            f"subtype coverage collapsed: {subs.idxmax()} holds {int(subs.max())} of {n} "
+            f"(> {MAX_SUBTYPE_SHARE:.0%})"
+        )
+    return out
+
+
 def gate_l4(questions: pd.DataFrame, tasks: Iterable[str]) -> list[dict]:
     """L4 distribution checks per task: one row each (soft; see module docstring)."""
     rows = []
@@ -259,16 +293,17 @@ def gate_l4(questions: pd.DataFrame, tasks: Iterable[str]) -> list[dict]:
                     checks.append(
                         (f"{kind} share {share:.0%} outside {lo:.0%}-{hi:.0%}", lo <= share <= hi)
                     )
-        failed = [msg for msg, ok in checks if not ok]
+        hard = binary_collapse(q) if task in BINARY_TASKS else []
+        failed = hard + [msg for msg, ok in checks if not ok]
         rows.append(
             {
                 "gate": "L4",
                 "task": task,
-                "n_checked": len(checks),
+                "n_checked": len(checks) + (2 if task in BINARY_TASKS and n >= MIN_N_BINARY else 0),
                 "n_failed": len(failed),
                 "threshold": THRESHOLDS["L4"],
                 "passed": not failed,
-                "severity": SEVERITY["L4"],
+                "severity": "hard" if hard else SEVERITY["L4"],
                 "detail": "; ".join(failed[:DETAIL_EXAMPLES])
                 + (
                     f" (+{len(failed) - DETAIL_EXAMPLES} more)"

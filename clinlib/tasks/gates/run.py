@@ -28,10 +28,31 @@ from clinlib.tasks.gates.common import (
 )
 from clinlib.tasks.gates.content import gate_l3, gate_l4
 from clinlib.tasks.gates.gold import gate_l2
-from clinlib.tasks.gates.structure import gate_l0, gate_l1
+from clinlib.tasks.gates.structure import EXCLUDED_PREFIX, gate_l0, gate_l1
 from clinlib.tasks.recompute import load_raw
 
 # --------------------------------------------------------------------------- driver
+
+
+def _load_exclusions(profile, exclusions, own_source: bool):
+    """The given exclusions; else, when the gates read the profile's own source, its
+    exclusions.parquet (if the cohort stage wrote one)."""
+    if exclusions is not None or not own_source:
+        return exclusions
+    path = artifact_path("exclusions.parquet", profile)
+    return pd.read_parquet(path) if path.exists() else None
+
+
+def _zero_tolerance_exclusions(rows: list[dict], l1: dict) -> list[dict]:
+    """An L1 row with any question built on an excluded source row fails, whatever L1's
+    threshold: such a question states or asks about a fact that is not in the record."""
+    for r in rows:
+        fails = l1.get(r["task"], (0, []))[1]
+        n_bad = sum(why.startswith(EXCLUDED_PREFIX) for _, why in fails)
+        if n_bad:
+            r["passed"] = False
+            r["detail"] = f"{n_bad} built on excluded source rows (0 allowed) | {r['detail']}"
+    return rows
 
 
 def _load_inputs(profile, events, coverage, raw_con):
@@ -58,6 +79,7 @@ def run_gates(
     coverage: pd.DataFrame | None = None,
     raw_con=None,
     tasks: Sequence[str] | None = None,
+    exclusions: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Run gates L0–L4 on a candidate question set.
 
@@ -70,6 +92,9 @@ def run_gates(
         raw_con: DuckDB connection with the raw hosp views (clinlib.data.sources.mimic.open_hosp).
         tasks: the tasks to report (default T1..T9 plus any other task present); the extended
             set (clinlib.tasks.extended) reports its own tasks only.
+        exclusions: exclusions.parquet of the cohort stage (default: the profile's, when it
+            exists and ``raw_con`` is not given): L1 fails, with zero tolerance, any question whose anchors or gold source
+            rows (meta event ids and hadm_ids) touch an excluded row.
 
     Returns:
         One row per (gate, task) with :data:`GATE_COLUMNS`; gates L0..L4 x tasks.
@@ -116,7 +141,10 @@ def run_gates(
         if own_con:  # a connection we opened ourselves
             raw_con.close()
     rows = _rows_for("L0", gate_l0(questions), tasks)
-    rows += _rows_for("L1", gate_l1(questions, events, coverage, raw.lab_days), tasks)
+    l1 = gate_l1(
+        questions, events, coverage, raw.lab_days, _load_exclusions(profile, exclusions, own_con)
+    )
+    rows += _zero_tolerance_exclusions(_rows_for("L1", l1, tasks), l1)
     rows += _rows_for("L2", gate_l2(questions, raw, coverage), tasks)
     rows += _rows_for("L3", gate_l3(questions), tasks)
     rows += gate_l4(questions, tasks)

@@ -99,6 +99,63 @@ def gate_l0(questions: pd.DataFrame) -> dict[str, tuple[int, list[tuple[str, str
 
 # --------------------------------------------------------------------------- L1
 
+EXCLUDED_PREFIX = "built on an excluded source row"
+
+
+def excluded_keys(exclusions: pd.DataFrame | None) -> dict[str, str]:
+    """What a question may not touch, from exclusions.parquet (clinlib.data.plausibility):
+    ``hadm:<id>`` for an excluded admission, ``LAB-<labevent_id>`` for an excluded lab row,
+    ``RX-<pharmacy_id>`` for an excluded pharmacy order; each mapped to its rule."""
+    if exclusions is None or exclusions.empty:
+        return {}
+    prefix = {"admissions": "hadm:", "labevents": "LAB-", "prescriptions": "RX-"}
+    return {
+        f"{prefix[t]}{str(k).strip()}": str(r)
+        for t, k, r in zip(
+            exclusions["table"], exclusions["key"], exclusions["rule"], strict=True
+        )  # fmt: skip
+        if t in prefix
+    }
+
+
+def _source_tokens(row: Mapping[str, Any]) -> set[str]:
+    """The source rows a question rests on, as :func:`excluded_keys` tokens: its anchors and
+    every event id / hadm_id its meta names (the gold's source rows: T4 evidence, earlier
+    stays, a T6 patient's labs ...)."""
+    ids = {str(a) for a in _as_list(row.get("anchor_event_ids")) or []}
+    hadms: set[str] = set()
+
+    def walk(node: Any, key: str = "") -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, str(k))
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, key)
+        elif key.endswith(("event_id", "event_ids")) and isinstance(node, str):
+            ids.add(node)
+        elif key.endswith(("hadm_id", "hadm_ids")) and _int_like(node):
+            hadms.add(str(int(node)))
+
+    walk(_meta(row))
+    out = {f"hadm:{h}" for h in hadms}
+    for eid in ids:
+        parts = eid.split("-")
+        if parts[0] in ("ADM", "DIS", "DX", "PX") and len(parts) > 1:
+            out.add(f"hadm:{parts[1]}")
+        elif parts[0] in ("LAB", "RX") and len(parts) > 1:
+            out.add(f"{parts[0]}-{parts[1]}")  # RX-<pharmacy_id>-<k>: its pharmacy order
+    return out
+
+
+def _excluded_touch(row: Mapping[str, Any], keys: Mapping[str, str]) -> str | None:
+    hit = sorted(t for t in _source_tokens(row) if t in keys)
+    if not hit:
+        return None
+    return f"{EXCLUDED_PREFIX}: {hit[0]} ({keys[hit[0]]})" + (
+        f" (+{len(hit) - 1} more)" if len(hit) > 1 else ""
+    )
+
 
 def _lab_events_by_day(events: pd.DataFrame) -> set[tuple[int, str, str]]:
     labs = events[events["kind"].astype(str) == "lab"]
@@ -116,8 +173,11 @@ def _l1_row(
     status: Mapping[str, tuple[int, str]],
     event_days: set,
     raw_days: frozenset | None,
+    excluded: Mapping[str, str] | None = None,
 ) -> str | None:
     task = str(row["task"])
+    if excluded and (why := _excluded_touch(row, excluded)):
+        return why
     anchors = _as_list(row.get("anchor_event_ids")) or []
     sids = {int(s) for s in (_as_list(row.get("subject_ids")) or [])}
     want = "missed" if task == "T9" else "covered"
@@ -151,8 +211,12 @@ def gate_l1(
     events: pd.DataFrame,
     coverage: pd.DataFrame,
     raw_days: frozenset | None = None,
+    exclusions: pd.DataFrame | None = None,
 ) -> dict[str, tuple[int, list[tuple[str, str]]]]:
-    """L1 anchor-source failures per task (see module docstring)."""
+    """L1 anchor-source failures per task (see module docstring); with ``exclusions``
+    (exclusions.parquet) also every question built on a row the plausibility screen excluded
+    (:func:`excluded_keys`), which :func:`clinlib.tasks.gates.run.run_gates` fails with zero
+    tolerance."""
     status = {
         str(e): (int(s), str(st))
         for e, s, st in zip(
@@ -163,4 +227,5 @@ def gate_l1(
         )
     }
     days = _lab_events_by_day(events)
-    return _per_task(questions, lambda row: _l1_row(row, status, days, raw_days))
+    keys = excluded_keys(exclusions)
+    return _per_task(questions, lambda row: _l1_row(row, status, days, raw_days, keys))

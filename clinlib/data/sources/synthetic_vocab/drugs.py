@@ -429,8 +429,8 @@ QUALIFIED_DRUGS: dict[str, Drug] = {
         "VIAL", ("10", "5"), "UNIT", "0.1", "VIAL", 1.0, ("IV",),
     ),
     "heparin_porcine": Drug(
-        "Heparin (Porcine)", "HEPAPREM", "25,000 unit / 250 mL D5W", "BAG", ("1000", "800"),
-        "UNIT", "1", "BAG", 1.0, ("IV",),
+        "Heparin (Porcine)", "HEPAPREM", "25,000 unit / 250 mL D5W", "BAG",
+        ("1000", "800", "25,000"), "UNIT", "1", "BAG", 1.0, ("IV",),
     ),
     "hydromorphone": Drug(
         "HYDROmorphone (Dilaudid)", "HYDR2I", "2mg/mL Syringe", "SYR", ("0.5-1", "0.5", "1"),

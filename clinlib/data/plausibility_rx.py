@@ -1,0 +1,148 @@
+"""Plausibility screen of prescriptions (issue 26 §1 and §3; paper §3 "Cohort"; the table in
+docs/real-data.md "Plausibility rules"): a medication order whose dose is impossible is
+excluded with its reason, counted and reported, never stated; a dose of 0 is no dose.
+
+``prescriptions.dose_val_rx`` is pharmacy text (docs/real-data.md "prescriptions and emar":
+ranges "50-100", "0", a few empty). How it is read:
+
+* a plain number (``"500"``, ``"0.5"``) or one written with thousands separators
+  (``"25,000"``, ``"1,000.5"``: groups of exactly three digits) is the dose; ``value`` is that
+  number (25000.0), ``value_text`` the text as recorded ("25,000", which the dialogue states);
+* a range ("0-10", "1-2") or any other text keeps ``value`` NULL and is stated as recorded;
+* ``"0"`` (any zero) is NOT a dose. In MIMIC-IV it is how a sliding-scale order is written
+  ("Insulin 0 UNIT SC": the nurse gives what the scale says, and eMAR records "Not Given per
+  Sliding Scale" when the scale says none). Such an order is a real clinical decision, so it
+  stays an event, but without a dose: ``value``, ``value_text`` and ``unit`` are NULL and the
+  dialogue says the drug was started (drug and route only, clinlib.dialogue.turns). Counted
+  (:func:`zero_dose_count`) and reported by the cohort stage, never excluded.
+
+Rules, one per excluded order row, in this order (``rule`` in exclusions.parquet):
+
+* ``dose_not_finite`` — the dose parses to NaN or ±infinity ("nan", "inf", "1e999");
+* ``dose_negative`` — the dose is below 0;
+* ``dose_out_of_bounds`` — above the largest single dose any order in that unit could carry
+  (:data:`DOSE_MAX`, by ``dose_unit_rx``; :data:`DOSE_MAX_ANY` for any other unit): e.g.
+  100 g in mg, 10 L in mL, 100 million units (penicillin G reaches millions of units);
+* ``unknown_hadm_id`` / ``admission_excluded`` — as for labs
+  (:mod:`clinlib.data.plausibility`): a ``hadm_id`` that is not one of the patient's
+  admissions, or names an excluded admission (before, these orders vanished without a word).
+
+An order is one ``pharmacy_id``: its MAIN row, BASE diluents and ADDITIVE rows. When one of its
+order rows fails, the whole pharmacy order is excluded (its other order rows with rule
+``order_excluded``), so the ``RX-<pharmacy_id>[-<k>]`` ids of the orders that stay do not move
+(k ranks the rows of one pharmacy_id, clinlib.data.events). The exclusion key is the
+``pharmacy_id``; the drop guard counts order rows (MAIN and ADDITIVE) of the cohort.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pandas as pd
+
+from clinlib.data.schema import RX_ORDER_SQL
+
+# Largest plausible single dose per dose unit (lower-cased, trimmed), inclusive.
+DOSE_MAX: dict[str, float] = {
+    "mg": 100_000.0,
+    "g": 100.0,
+    "gm": 100.0,
+    "mcg": 1_000_000.0,
+    "ml": 10_000.0,
+    "l": 10.0,
+    "meq": 1_000.0,
+    "mmol": 1_000.0,
+    "unit": 100_000_000.0,
+    "units": 100_000_000.0,
+}
+DOSE_MAX_ANY = 100_000_000.0
+# A number with thousands separators: 1-3 digits, then groups of ",ddd", then decimals.
+THOUSANDS_RE = r"^[0-9]{1,3}(,[0-9]{3})+(\.[0-9]+)?$"
+
+
+def dose_number_sql(col: str) -> str:
+    """SQL: the number of a ``dose_val_rx`` text (thousands separators removed), else NULL."""
+    t = f"trim({col})"
+    return (
+        f"CASE WHEN regexp_matches({t}, '{THOUSANDS_RE}') "
+        f"THEN TRY_CAST(replace({t}, ',', '') AS DOUBLE) ELSE TRY_CAST({t} AS DOUBLE) END"
+    )
+
+
+def _dose_max_sql() -> str:
+    cases = " ".join(f"WHEN '{u}' THEN {m!r}" for u, m in DOSE_MAX.items())
+    return f"CASE lower(trim(r.dose_unit_rx)) {cases} ELSE {DOSE_MAX_ANY!r} END"
+
+
+SCREEN_RX_SQL = f"""
+CREATE TEMP TABLE ct_rx_screen AS
+WITH src AS (
+    -- one row per MAIN / ADDITIVE order row; k ranks a pharmacy_id's rows by content
+    SELECT r.*, {dose_number_sql("r.dose_val_rx")} AS dose_num, {_dose_max_sql()} AS dose_max,
+           row_number() OVER (
+               PARTITION BY r.pharmacy_id
+               ORDER BY (coalesce(upper(trim(r.drug_type)), 'MAIN') <> 'MAIN'), r.drug,
+                        r.dose_val_rx, r.dose_unit_rx, r.route, r.starttime, r.stoptime,
+                        r.subject_id, r.hadm_id
+           ) AS rx_k
+    FROM prescriptions r JOIN ct_subjects s USING (subject_id)
+    WHERE r.pharmacy_id IS NOT NULL AND {RX_ORDER_SQL}
+),
+ruled AS (
+    SELECT *, 'RX-' || pharmacy_id || CASE WHEN rx_k = 1 THEN '' ELSE '-' || rx_k END AS rx_id,
+           CASE WHEN isnan(dose_num) OR isinf(dose_num) THEN 'dose_not_finite'
+                WHEN dose_num < 0 THEN 'dose_negative'
+                WHEN dose_num > dose_max THEN 'dose_out_of_bounds'
+                WHEN hadm_id IS NOT NULL AND NOT EXISTS (
+                     SELECT 1 FROM ct_raw_admissions a
+                     WHERE a.hadm_id = src.hadm_id AND a.subject_id = src.subject_id)
+                     THEN 'unknown_hadm_id'
+                WHEN hadm_id IS NOT NULL AND NOT EXISTS (
+                     SELECT 1 FROM admissions a WHERE a.hadm_id = src.hadm_id)
+                     THEN 'admission_excluded'
+           END AS own_rule
+    FROM src
+)
+SELECT * EXCLUDE (own_rule, dose_max),
+       coalesce(own_rule, CASE WHEN max(own_rule IS NOT NULL) OVER (PARTITION BY pharmacy_id)
+                               THEN 'order_excluded' END) AS rule
+FROM ruled
+"""
+
+
+def screen_prescriptions(con: duckdb.DuckDBPyConnection) -> None:
+    """Create ``ct_rx_ok``: the cohort's plausible medication-order rows with ``rx_id`` and
+    ``dose_num`` (the excluded rows: :func:`rx_exclusions`).
+
+    Needs ``ct_subjects`` registered and ``ct_raw_admissions`` (the unscreened admissions,
+    clinlib.data.plausibility) present.
+    """
+    con.execute("DROP TABLE IF EXISTS ct_rx_screen")
+    con.execute(SCREEN_RX_SQL)
+    con.execute(
+        "CREATE OR REPLACE TEMP VIEW ct_rx_ok AS "
+        "SELECT * EXCLUDE (rule) FROM ct_rx_screen WHERE rule IS NULL"
+    )
+
+
+def rx_exclusions(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, int]:
+    """(the order rows :func:`screen_prescriptions` excluded, as exclusion rows keyed by
+    ``pharmacy_id``; the order rows screened)."""
+    bad = con.execute("""
+        SELECT 'prescriptions' AS "table", rule, CAST(pharmacy_id AS VARCHAR) AS key, subject_id,
+               CASE WHEN rule IN ('unknown_hadm_id', 'admission_excluded') THEN 'hadm_id'
+                    WHEN rule = 'order_excluded' THEN 'pharmacy_id'
+                    ELSE 'dose_val_rx' END AS field,
+               CASE WHEN rule IN ('unknown_hadm_id', 'admission_excluded')
+                         THEN CAST(hadm_id AS VARCHAR)
+                    WHEN rule = 'order_excluded' THEN CAST(pharmacy_id AS VARCHAR)
+                    ELSE trim(dose_val_rx) || ' ' || coalesce(trim(dose_unit_rx), '') END
+                    AS value
+        FROM ct_rx_screen WHERE rule IS NOT NULL ORDER BY subject_id, pharmacy_id, rx_k
+    """).df()
+    n_all = con.execute("SELECT count(*) FROM ct_rx_screen").fetchall()[0][0]
+    return bad, int(n_all)
+
+
+def zero_dose_count(con: duckdb.DuckDBPyConnection) -> int:
+    """Kept orders whose dose is 0 (sliding scale): told without a dose."""
+    return int(con.execute("SELECT count(*) FROM ct_rx_ok WHERE dose_num = 0").fetchall()[0][0])
