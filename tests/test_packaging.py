@@ -121,6 +121,10 @@ def test_test_local_runs_every_notebook_with_a_local_model_section():
     recipe = makefile.split("\ntest-local:", 1)[1].split("\n\n", 1)[0]
     assert "--nbmake" in recipe and "$(LOCAL_NOTEBOOKS)" in recipe
     assert recipe.count("CLINTRACE_REQUIRE_LOCAL_MODEL=1") == 2
+    # and make test switches the sections off even where the model is installed: it runs two
+    # notebooks at a time, and both would serve on the local model's one port
+    test_recipe = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    assert "CLINTRACE_LOCAL_MODEL=off" in test_recipe and "CLINTRACE_LOCAL_MODEL=off" not in recipe
     with_local = []
     for path in sorted((REPO_ROOT / "notebooks").glob("*.ipynb")):
         cells = json.loads(path.read_text())["cells"]

