@@ -288,7 +288,13 @@ def _pick_interleaved(cand: pd.DataFrame, by_sub: Mapping[str, list[int]],
 
 
 def select_task(
-    cand: pd.DataFrame, task: str, count: int, seed: int
+    cand: pd.DataFrame,
+    task: str,
+    count: int,
+    seed: int,
+    *,
+    cap: int | None = None,
+    taken: Mapping[int, int] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict | None]:
     """Select ``count`` questions of one task.
 
@@ -297,6 +303,9 @@ def select_task(
         task: task name.
         count: target number of questions.
         seed: selection seed.
+        cap: per-patient cap (default :func:`per_patient_cap` of ``count``); a task selected
+            in parts (T11's subtypes) passes the whole task's cap.
+        taken: questions each patient already holds from the task's other parts.
 
     Returns:
         (selected rows sorted by qid, availability rows, shortfall dict or None).
@@ -308,7 +317,8 @@ def select_task(
     if unknown:
         raise ValueError(f"{task}: candidates with unknown subtype(s) {unknown}")
     quota = allocate(count, plan, {s: len(v) for s, v in by_sub.items()})
-    state = _State(cap=per_patient_cap(count))
+    state = _State(cap=per_patient_cap(count) if cap is None else cap)
+    state.counts.update({int(k): int(v) for k, v in (taken or {}).items()})
     if any(len(c) for c in cand["conflicts"]):
         picked = _pick_interleaved(cand, by_sub, quota, state, seed)
     else:

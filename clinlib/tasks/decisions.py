@@ -19,9 +19,11 @@ is the harness's side: ``history-visits(m=...)`` shows only visits before the cu
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pandas as pd
 
-from clinlib.tasks.build import select_task
+from clinlib.tasks.build import per_patient_cap, select_task
 
 
 def _split(count: int) -> dict[str, int]:
@@ -39,9 +41,17 @@ def select_t11(
     :func:`clinlib.tasks.build.select_task`'s return shape."""
     want = _split(count)
     parts, avails, missing = [], [], 0
+    # the subtypes are selected apart, under the whole task's per-patient cap (gate L4's share)
+    cap, taken = per_patient_cap(count), Counter()
+
+    def pick(group: pd.DataFrame, n: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+        sel, avail, _ = select_task(group, task, n, seed, cap=cap, taken=taken)
+        taken.update(int(s) for ids in sel["subject_ids"] for s in ids)
+        return sel, avail
+
     for subtype in ("next_action", "argument"):
         sub = cands[cands["subtype"] == subtype].reset_index(drop=True)
-        sel, avail, _ = select_task(sub, task, want[subtype], seed)
+        sel, avail = pick(sub, want[subtype])
         parts.append(sel)
         avails.append(avail[avail["subtype"] == subtype])
         missing += want[subtype] - len(sel)
@@ -51,7 +61,7 @@ def select_t11(
     n_yes = min(len(yes), want["discharge"] // 2 + want["discharge"] % 2)
     n_no = min(len(no), want["discharge"] - n_yes)
     n_yes = min(len(yes), want["discharge"] - n_no)
-    sel_d = [select_task(g, task, n, seed)[0] for g, n in ((yes, n_yes), (no, n_no)) if n > 0]
+    sel_d = [pick(g, n)[0] for g, n in ((yes, n_yes), (no, n_no)) if n > 0]
     parts += sel_d
     n_d = sum(len(s) for s in sel_d)
     missing += want["discharge"] - n_d

@@ -358,3 +358,17 @@ def test_real_data_scale_keeps_every_subtype_and_binary_balance(quick_built):
         assert binary_collapse(q[q["task"] == task]) == [], task
     t5 = q[q["task"] == "T5"]
     assert (t5["gold"] == "no").sum() >= 0.04 * len(t5)
+
+
+def test_a_task_selected_in_parts_keeps_the_whole_tasks_patient_cap(monkeypatch):
+    # 12 patients x 10 candidates; parts of 18 and 6 (T11 selects its subtypes apart). The
+    # first part under the whole task's cap (10 % of 24 -> 2) gives 6 patients 2 and 6 one;
+    # told what it took, the second part goes to those 6 only: 2 each, 12 x 2 = 24.
+    monkeypatch.setitem(SUBTYPES, "T1", ("x", "y"))
+    cand = _cands(12, 10, subtypes=("x",))
+    cand["conflicts"] = [[] for _ in range(len(cand))]
+    first, _, _ = select_task(cand.iloc[::2], "T1", 18, seed=0, cap=2)
+    taken = first["subject_ids"].map(lambda s: s[0]).value_counts().to_dict()
+    second, _, short = select_task(cand.iloc[1::2], "T1", 6, seed=0, cap=2, taken=taken)
+    both = pd.concat([first, second])["subject_ids"].map(lambda s: s[0]).value_counts()
+    assert short is None and len(both) == 12 and both.max() == 2 and both.min() == 2
