@@ -50,6 +50,10 @@ _HELD: dict[str, list] = {}
 # "<lock file>=<pid>" entries (os.pathsep-separated) of the locks this process's ancestors
 # and this process hold: children inherit the environment, other processes do not
 HELD_ENV = "CLINTRACE_WRITER_LOCKS"
+# How long a Python caller (runner.run from a notebook) waits for another writer of its
+# profile: notebooks run side by side (make test runs two at a time) wait their turn rather
+# than fail; the CLI refuses at once unless given --wait-for-lock.
+LIBRARY_LOCK_WAIT_S = 1800.0
 
 
 class ProfileBusy(ValueError):
@@ -184,7 +188,14 @@ def _acquire(lock_file: Path, name: str, wait: float) -> FileLock:
     try:
         lock_file.parent.mkdir(parents=True, exist_ok=True)
         lock = FileLock(lock_file)
-        lock.acquire(timeout=max(float(wait), 0.0))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            if wait <= 0:
+                raise
+            print(f"profile {name!r} is being written by {holder_text(holder(name))}; "
+                  f"waiting up to {wait:g} s", file=sys.stderr)  # fmt: skip
+            lock.acquire(timeout=float(wait))
     except Timeout:
         waited = f" (waited {wait:g} s)" if wait > 0 else ""
         raise ProfileBusy(

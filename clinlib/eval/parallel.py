@@ -19,7 +19,7 @@ import pandas as pd
 
 from clinlib.core import config
 from clinlib.core.config import resolve_profile
-from clinlib.core.lock import profile_lock
+from clinlib.core.lock import LIBRARY_LOCK_WAIT_S, profile_lock
 from clinlib.eval import prompt_tokens
 from clinlib.eval.cells import listed, select_questions
 from clinlib.eval.outcomes import new_outcomes
@@ -45,6 +45,7 @@ def run_parallel(
     settings: Sequence[str] = ("post",),
     prep: str = "rule-based",
     workers: int | None = None,
+    wait_for_lock: float = LIBRARY_LOCK_WAIT_S,
     **kwargs: Any,
 ) -> pd.DataFrame:
     """:func:`run` with the strategies dealt round-robin to ``workers`` processes.
@@ -66,7 +67,7 @@ def run_parallel(
     name = resolve_profile(profile)
     # one writer per profile: the workers are part of this call's work and share its lock
     # (clinlib.core.lock: a holder's child processes inherit it)
-    with profile_lock(name):
+    with profile_lock(name, wait=wait_for_lock):
         return _run_parallel(name, strategies, backbones, settings, prep, workers, kwargs)
 
 

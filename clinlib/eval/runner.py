@@ -42,7 +42,7 @@ from typing import Any
 import pandas as pd
 
 from clinlib.core.config import resolve_profile
-from clinlib.core.lock import profile_lock
+from clinlib.core.lock import LIBRARY_LOCK_WAIT_S, profile_lock
 from clinlib.core.progress import make_progress
 from clinlib.core.progress import progress as progress_bar
 from clinlib.eval import prompt_tokens
@@ -172,6 +172,7 @@ def run(
     progress_position: int | None = None,
     mode: str = "live",
     batch_options: dict[str, Any] | None = None,
+    wait_for_lock: float = LIBRARY_LOCK_WAIT_S,
 ) -> pd.DataFrame:
     """Evaluate every (strategy, backbone, setting) cell and append its predictions.
 
@@ -202,6 +203,9 @@ def run(
         client_options: extra :class:`LLMClient` arguments (timeout_s, max_retries, ...).
         progress_position: this run's bar row among parallel runs' (eval.parallel).
         mode / batch_options: ``"batch"`` = provider jobs (:mod:`clinlib.eval.batchmode`).
+        wait_for_lock: seconds to wait while another process writes this profile (notebooks
+            side by side take turns; ``clintrace run`` holds the lock already and refuses
+            at once unless given ``--wait-for-lock``).
 
     Returns:
         The cell summary: :data:`SUMMARY_COLUMNS` (accuracies over rows without a transport
@@ -210,7 +214,7 @@ def run(
     name = resolve_profile(profile)
     # a writer (predictions, prompt counts, constructions): one per profile, from a notebook
     # as from `clintrace run` (clinlib.core.lock; a kernel of `clintrace notebooks` shares it)
-    with profile_lock(name):
+    with profile_lock(name, wait=wait_for_lock):
         return _run(name, strategies, backbones, settings, prep, budget_usd, retry_errors,
                     allow_unapproved, config, progress, limit, tasks, retry_empty, batch_size,
                     questions, client_options, progress_position, mode, batch_options)  # fmt: skip
