@@ -284,7 +284,7 @@ def test_sigterm_stops_a_writer_like_ctrl_c(tmp_build):
     assert lock.holder("p") is None
 
 
-def test_a_notebook_run_takes_the_lock_and_a_writers_child_shares_it(tmp_build):
+def test_a_notebook_run_takes_the_lock_and_a_writers_child_shares_it(tmp_build, capsys):
     """Issue 26 §4 (h): runner.run, as notebooks 04, 06, 11 ... call it, is a writer: refused
     while another process holds the profile; but a kernel started by a holder (`clintrace
     notebooks`) inherits the holder's lock instead of refusing."""
@@ -301,7 +301,8 @@ def test_a_notebook_run_takes_the_lock_and_a_writers_child_shares_it(tmp_build):
         with pytest.raises(Exception, match="does not exist") as info:
             runner.run("t", ["no-context-blind"], ["reference"], progress=False)
         assert not isinstance(info.value, lock.ProfileBusy)
-        assert proc.poll() is not None  # the holder had ended
+        assert f"being written by pid {proc.pid}" in capsys.readouterr().err  # it waited
+        proc.wait(timeout=30)
     child = textwrap.dedent(f"""
         from clinlib.core import config, lock
         config.BUILD_DIR = __import__("pathlib").Path({str(tmp_build)!r})
