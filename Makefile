@@ -53,7 +53,8 @@ reproduce: install ## the main job: whole pipeline + every notebook on the paper
 	$(BIN)/clintrace reproduce --profile paper
 
 test: install lint pipeline-quick ## lint, build the quick profile, run unit + browser tests and every notebook
-	CLINTRACE_LOCAL_MODEL=off CLINTRACE_REQUIRE_BROWSER=1 CLINTRACE_PROFILE=quick $(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not local" tests notebooks --nbmake --nbmake-timeout=$(NB_TIMEOUT) -p no:cacheprovider
+	CLINTRACE_LOCAL_MODEL=off CLINTRACE_REQUIRE_BROWSER=1 CLINTRACE_PROFILE=quick $(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not local and not isolated" tests notebooks --nbmake --nbmake-timeout=$(NB_TIMEOUT) -p no:cacheprovider
+	CLINTRACE_LOCAL_MODEL=off CLINTRACE_PROFILE=quick $(BIN)/python -m pytest -q -m isolated tests -p no:cacheprovider
 
 # The notebooks with a local-model section: under `make test` the model is not installed yet and
 # those sections print "skipped"; here the model is required (their last cell checks it ran).

@@ -237,6 +237,12 @@ app(args, prog_name="clintrace")
 """
 
 
+# In a shared xdist worker, after the rest of the suite, the child's SIGINT was never acted on
+# (no "interrupted" line within 120 s; 3 of 3 full runs this session), while alone, in a
+# fresh process, or beside tests/eval, llm and core under -n 2 it passes in ~8 s. The cause
+# is not found yet (not an inherited SIGINT disposition or mask, checked): make test runs it
+# in a fresh process after the parallel run (marker `isolated`) until it is.
+@pytest.mark.isolated
 def test_ctrl_c_ends_with_one_line_and_the_command_resumes(profile, tmp_path):
     def script(index, payload, attempt):
         return "hang" if "\nQ5:" in last_user_text(payload["messages"]) else None
