@@ -178,7 +178,8 @@ def _questions(name: str, seed: int | None, allow_drops: bool) -> None:
     try:  # the extended set is an add-on: its failure must not stop the paper's pipeline
         ext = build_temporal_questions(name, seed=seed)
     except (ValueError, FileNotFoundError) as exc:  # StageError, GateError: one line
-        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        # one line, naming the failing gates (a GateError lists them on the lines below)
+        reason = " ".join(ln.strip() for ln in str(exc).strip().splitlines()) or type(exc).__name__
         typer.echo(f"extended set (T10) not built: {reason}", err=True)
         return
     typer.echo(gate_report(ext["gates"]))

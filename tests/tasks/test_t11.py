@@ -241,3 +241,23 @@ def test_l3_catches_a_leaking_stay(cands):
     assert "not before the cut" in t11_leak({**row, "question": leaked})
     late = row["question"].replace(f"It is now {cut}", "It is now 2150-02-03 11:00")
     assert "cut's minute" in t11_leak({**row, "question": late})
+
+
+@pytest.mark.parametrize(
+    ("drug", "dose", "unit", "route", "told"),
+    [
+        ("Sodium Chloride 0.9%  Flush", "3", "mL", "IV", "Sodium Chloride 0.9% Flush 3 mL IV"),
+        ("Insulin", "0", "UNIT", "SC", "Insulin SC"),  # sliding scale: no dose, no unit
+        ("Insulin", "0.0", "UNIT", "SC", "Insulin SC"),
+        ("Heparin", "25,000", "UNIT", "IV", "Heparin 25,000 UNIT IV"),
+        ("Acetaminophen", "325-650", "mg", "PO", "Acetaminophen 325-650 mg PO"),
+        ("Senna", None, None, "PO", "Senna PO"),
+    ],
+)
+def test_l2_tells_an_order_by_the_cohort_rules_read_on_their_own(drug, dose, unit, route, told):
+    # the L2 recompute's own reading of issue 26's rules (docs/real-data.md): on the MEDS
+    # fixture the generator's collapsed names and dose-0 orders failed 6 of 482 recomputes
+    from clinlib.tasks.recompute.t11 import _order_text
+
+    record = {"drug": drug, "dose_val_rx": dose, "dose_unit_rx": unit, "route": route}
+    assert _order_text(record) == told

@@ -24,6 +24,7 @@ Anchors: the cut event.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -54,14 +55,31 @@ def _actions(raw: RawRecord, sid: int, hadm: int) -> list[tuple[pd.Timestamp, st
                         str(r["event_id"])))  # fmt: skip
     for r in raw.records("rx", sid):
         if int(r["hadm_id"]) == hadm:
-            parts = (_text(r[c]) for c in ("drug", "dose_val_rx", "dose_unit_rx", "route"))
-            out.append((pd.Timestamp(r["starttime"]), "medication",
-                        " ".join(p for p in parts if p), str(r["event_id"])))  # fmt: skip
+            out.append((pd.Timestamp(r["starttime"]), "medication", _order_text(r),
+                        str(r["event_id"])))  # fmt: skip
     for r in raw.records("px", sid):
         if int(r["hadm_id"]) == hadm:
             out.append((pd.Timestamp(str(r["date"])), "procedure", _text(r["long_title"]),
                         str(r["event_id"])))  # fmt: skip
     return out
+
+
+_THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+
+
+def _order_text(r: Mapping[str, Any]) -> str:
+    """ "drug dose unit route" as the record tells it (issue 26's rules, read here on their
+    own): the drug's inner runs of whitespace collapsed, and a dose of 0 (a sliding-scale
+    order, "25,000"-style separators allowed) is no dose, so neither dose nor unit."""
+    drug = " ".join(_text(r["drug"]).split())
+    dose, unit = _text(r["dose_val_rx"]), _text(r["dose_unit_rx"])
+    number = dose.replace(",", "") if _THOUSANDS.fullmatch(dose) else dose
+    try:
+        if float(number) == 0:
+            dose, unit = "", ""
+    except ValueError:
+        pass  # a range or other text is stated as recorded
+    return " ".join(p for p in (drug, dose, unit, _text(r["route"])) if p)
 
 
 def _credit(actions, cut: pd.Timestamp, match) -> Decimal:
