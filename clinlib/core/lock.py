@@ -169,12 +169,13 @@ def _held_by_ancestor(lock_file: Path, name: str) -> bool:
         if path != want or not pid.isdigit() or int(pid) == os.getpid():
             continue
         record = holder(name)
-        if record and record.get("pid") == int(pid) and _alive(int(pid)):
+        if record and record.get("pid") == int(pid) and pid_alive(int(pid)):
             return True
     return False
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process of that id exists (signal 0 probes without sending anything)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

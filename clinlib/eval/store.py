@@ -11,7 +11,6 @@ moved aside before a run appends (:func:`claim_predictions`). Design: docs/desig
 from __future__ import annotations
 
 import logging
-import os
 import re
 import time
 from datetime import UTC
@@ -23,6 +22,7 @@ import pandas as pd
 from clinlib.core import guards
 from clinlib.core.config import artifact_path, build_dir, resolve_profile
 from clinlib.core.io import write_parquet
+from clinlib.core.lock import pid_alive
 from clinlib.data.build import load
 from clinlib.tasks.answers import TASK_NAMES
 from clinlib.tasks.extended import EXTENDED_ARTIFACT
@@ -240,19 +240,9 @@ def clean_stale_temps(directory: Path) -> None:
         return
     for tmp in directory.glob(f".{PART_PREFIX}*.tmp-*"):
         match = re.search(r"\.tmp-(\d+)$", tmp.name)
-        if match is None or _pid_alive(int(match.group(1))):
+        if match is None or pid_alive(int(match.group(1))):
             continue
         tmp.unlink(missing_ok=True)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def write_part(rows: list[dict[str, Any]], profile: str | None, run_id: str, seq: int) -> Path:
