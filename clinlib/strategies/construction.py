@@ -46,7 +46,7 @@ from clinlib.strategies.base import (
 )
 from clinlib.strategies.build_cost import attach_usage, metered
 from clinlib.strategies.prep import PrepModel, count_text_tokens_many, get_prep
-from clinlib.strategies.registry import EMBEDDINGS_DIR, STRATEGIES, get_strategy
+from clinlib.strategies.registry import EMBEDDINGS_DIR, LOCAL_STRATEGIES, get_strategy
 from clinlib.strategies.streaming import (
     Prefixes,
     Unit,
@@ -302,7 +302,8 @@ def build_all(
 
     Args:
         profile: build profile (default: $CLINTRACE_PROFILE, else quick).
-        strategies: names or instances (default: every registered strategy).
+        strategies: names or instances (default: every registered strategy that needs no
+            outside service, :data:`~clinlib.strategies.registry.LOCAL_STRATEGIES`).
         setting: ``post`` (original dialogues) or ``pre`` (dialogues with the ``task``
             injections; patients without injections share the ``post`` entries).
         prep: ``rule-based``, a backbone name, or a PrepModel (fixed prep; for matched prep
@@ -332,7 +333,7 @@ def build_all(
     prep_model = get_prep(prep, profile=name)
     root = Path(root) if root is not None else None
     cache = ConstructionCache(root / CONSTRUCTIONS_DIR if root else constructions_dir(name))
-    specs = list(strategies) if strategies is not None else list(STRATEGIES)
+    specs = list(strategies) if strategies is not None else list(LOCAL_STRATEGIES)
     rows = []
     with progress_bar(len(specs) * len(groups), f"strategies {name} {setting}", "dialogue",
                       enabled=progress) as bar:  # fmt: skip

@@ -21,3 +21,6 @@ PAPER_STRATEGIES: tuple[str, ...] = (
 DIAGNOSTIC_STRATEGIES: tuple[str, ...] = ("event-table", "oracle")
 # What the default offline evaluation runs (`clintrace evaluate-offline`, `make run`).
 EVALUATION_STRATEGIES: tuple[str, ...] = PAPER_STRATEGIES + DIAGNOSTIC_STRATEGIES
+# Strategies that talk to a service outside the kit (issue 32 §1: ``remote-memory``): registered,
+# but never built by a default "every strategy" loop, which must run offline.
+SERVICE_STRATEGIES: tuple[str, ...] = ("remote-memory",)

@@ -17,8 +17,14 @@ from clinlib.strategies.base import Strategy, StrategyError
 from clinlib.strategies.codebook import Codebook
 from clinlib.strategies.event_table import EventTable
 from clinlib.strategies.mem0 import Mem0Memory
-from clinlib.strategies.names import DIAGNOSTIC_STRATEGIES, EVALUATION_STRATEGIES, PAPER_STRATEGIES
+from clinlib.strategies.names import (
+    DIAGNOSTIC_STRATEGIES,
+    EVALUATION_STRATEGIES,
+    PAPER_STRATEGIES,
+    SERVICE_STRATEGIES,
+)
 from clinlib.strategies.oracle import OracleVisits
+from clinlib.strategies.remote_memory import RemoteMemory
 from clinlib.strategies.retrieval import BM25Retrieval, DenseRetrieval, HybridRetrieval
 from clinlib.strategies.simple import FullContext, LastNVisits, LastVisitOnly, NoContextBlind
 from clinlib.strategies.summary import LLMSummary
@@ -52,14 +58,19 @@ STRATEGIES: dict[str, type[Strategy]] = {
         HistoryVisits,
         EventTable,
         OracleVisits,
+        RemoteMemory,
     )
 }
 EXTRA_STRATEGIES: tuple[str, ...] = tuple(n for n in STRATEGIES if n not in PAPER_STRATEGIES)
+# Every registered strategy that runs offline (the default of "build every strategy").
+LOCAL_STRATEGIES: tuple[str, ...] = tuple(n for n in STRATEGIES if n not in SERVICE_STRATEGIES)
 __all__ = [
     "DIAGNOSTIC_STRATEGIES",
     "EVALUATION_STRATEGIES",
     "EXTRA_STRATEGIES",
+    "LOCAL_STRATEGIES",
     "PAPER_STRATEGIES",
+    "SERVICE_STRATEGIES",
     "STRATEGIES",
     "embeddings_dir",
     "get_strategy",

@@ -17,7 +17,7 @@ import pandas as pd
 
 from clinlib.core.config import artifact_path, resolve_profile
 from clinlib.data.build import load
-from clinlib.strategies import PAPER_STRATEGIES, STRATEGIES, get_strategy
+from clinlib.strategies import PAPER_STRATEGIES, get_strategy
 from clinlib.strategies.base import context_for
 from clinlib.strategies.construction import (
     ConstructionCache,
@@ -35,8 +35,9 @@ from clinlib.strategies.footprints import (
     retrieval_hits,
 )
 from clinlib.strategies.prep import count_text_tokens, get_prep
+from clinlib.strategies.registry import LOCAL_STRATEGIES
 
-ALL_STRATEGIES: tuple[str, ...] = tuple(STRATEGIES)
+ALL_STRATEGIES: tuple[str, ...] = LOCAL_STRATEGIES  # offline: no outside service
 RANKING_STRATEGIES: tuple[str, ...] = ("dense-retrieval", "bm25", "hybrid", "a-mem")
 PREVIEW_CHARS = 240
 
