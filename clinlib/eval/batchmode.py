@@ -23,7 +23,8 @@ from clinlib.core.config import build_dir
 from clinlib.eval.cells import Item, prediction_row
 from clinlib.eval.store import write_part
 from clinlib.llm import Backbone, ResponseCache, cache_key, count_tokens
-from clinlib.llm.batch import BatchClient, BatchPending
+from clinlib.llm.anthropic_batch import make_batch_client
+from clinlib.llm.batch import BatchPending
 
 # One planned cell: its backbone, key (strategy, backbone, prep_model, setting), question
 # count and the items still to answer.
@@ -82,8 +83,8 @@ async def answer_provider_batch(
     notes = {cell: session.on_result(cell, bb) for cell, _ in cells}
     by_id = {it.request.request_id: cell for cell, it in items}
     async with session.client_for(bb, cache) as client:
-        job = BatchClient(client, build_dir(session.name) / BATCHES_DIR,
-                          on_status=status_writer(session.bar), **session.batch_options)  # fmt: skip
+        job = make_batch_client(client, build_dir(session.name) / BATCHES_DIR,
+                                on_status=status_writer(session.bar), **session.batch_options)  # fmt: skip
         results = await job.complete_many([it.request for _, it in items],
                                           on_result=lambda r: notes[by_id[r.request_id]](r))  # fmt: skip
     session.reserved_usd = 0.0

@@ -91,8 +91,9 @@ DEFAULT_BATCH_SIZE = 32
 # How network backbones are asked: one request at a time ("live"), or as provider batch jobs
 # at the batch price (clinlib.llm.batch), whose records live in BATCHES_DIR of the profile.
 MODES: tuple[str, ...] = ("live", "batch")
+# ``api``: "openai" or "anthropic" (Message Batches; default: chosen by the endpoint's host)
 BATCH_OPTIONS: frozenset[str] = frozenset({"poll_interval_s", "max_wait_s", "max_requests",
-                                           "max_bytes"})  # fmt: skip
+                                           "max_bytes", "api"})  # fmt: skip
 
 
 def _check_run_args(
@@ -113,6 +114,10 @@ def _check_run_args(
     if unknown:
         raise RunnerError(f"unknown batch option(s) {unknown}; known: {sorted(BATCH_OPTIONS)}")
     for name, value in (batch_options or {}).items():
+        if name == "api":
+            if value not in (None, "openai", "anthropic"):
+                raise RunnerError(f"batch option api must be openai or anthropic, got {value!r}")
+            continue
         if value is not None and (not isinstance(value, int | float) or value < 0):
             raise RunnerError(f"batch option {name} must be a number >= 0, got {value!r}")
 

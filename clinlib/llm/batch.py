@@ -304,7 +304,6 @@ class BatchClient:
     # -- waiting ----------------------------------------------------------------------------
     async def _wait(self, jobs: list[BatchEntry]) -> None:
         """Poll every batch until it is terminal (or ``max_wait_s`` passes)."""
-        sdk = self.client._ensure_sdk()
         started = time.monotonic()
         shown: dict[str, tuple[Any, ...]] = {}
         while True:
@@ -314,9 +313,7 @@ class BatchClient:
                     continue
                 if latest is None or latest.status not in TERMINAL_STATUSES:
                     assert entry.batch_id is not None
-                    batch_id = entry.batch_id
-                    latest = await self._call(f"polling {batch_id}",
-                                              lambda b=batch_id: sdk.batches.retrieve(b))  # fmt: skip
+                    latest = await self._retrieve(entry.batch_id)
                     self.stats.polls += 1
                     self._latest[entry.local_id] = latest
                 self._show(entry, latest, shown, time.monotonic() - started)
@@ -331,6 +328,19 @@ class BatchClient:
                     "nothing is submitted twice"
                 )
             await asyncio.sleep(self.poll_interval_s)
+
+    async def _retrieve(self, batch_id: str) -> Any:
+        """The provider's batch object (``status``, ``request_counts``, file ids): the seam a
+        provider with another batch API overrides (:mod:`clinlib.llm.anthropic_batch`)."""
+        sdk = self.client._ensure_sdk()
+        return await self._call(f"polling {batch_id}", lambda: sdk.batches.retrieve(batch_id))
+
+    async def _download(self, file_id: str, kind: str, batch_id: str) -> str:
+        """The text of an output / error file in OpenAI's batch line format (the seam)."""
+        sdk = self.client._ensure_sdk()
+        content = await self._call(f"downloading {kind} file {file_id}",
+                                   lambda: sdk.files.content(file_id))  # fmt: skip
+        return content.text
 
     def _show(
         self, entry: BatchEntry, batch: Any, shown: dict[str, tuple[Any, ...]], elapsed: float
@@ -351,7 +361,6 @@ class BatchClient:
     async def _collect(self, entry: BatchEntry) -> dict[str, ChatResult]:
         """Key -> result of every line of a terminal batch; successes go into the cache."""
         batch = self._latest[entry.local_id]
-        sdk = self.client._ensure_sdk()
         bodies = read_input_bodies(self.state_dir, entry)
         keys = entry.keys
         outcomes: dict[str, ChatResult] = {}
@@ -359,9 +368,8 @@ class BatchClient:
         for file_id, kind in ((batch.output_file_id, "output"), (batch.error_file_id, "error")):
             if not file_id:
                 continue
-            content = await self._call(f"downloading {kind} file {file_id}",
-                                       lambda f=file_id: sdk.files.content(f))  # fmt: skip
-            lines, bad = parse_result_file(content.text, f"{kind} file {file_id} of {batch.id}")
+            text = await self._download(file_id, kind, batch.id)
+            lines, bad = parse_result_file(text, f"{kind} file {file_id} of {batch.id}")
             for cid, problem in bad:
                 problems.append(problem)
                 if cid in keys and cid not in outcomes:  # its id survived: name it
