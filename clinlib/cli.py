@@ -33,6 +33,7 @@ from clinlib.cli_common import (
     SeedOpt,
     _profile,
     _run,
+    _strategies,
     _writer,
     app,
 )
@@ -200,7 +201,7 @@ def strategies(
     task: Annotated[str, typer.Option(help="whose injections 'pre' applies: T3 or T5")] = "T3",
 ) -> None:
     """Build (or re-use) every strategy's per-patient constructions."""
-    chosen = [s.strip() for s in names.split(",")] if names else None
+    chosen = _strategies(names)  # a comma inside a label's parentheses is the label's
     name = _profile(profile)
     with _writer(name):
         summary = _run(

@@ -3,6 +3,7 @@ docs/memory-protocol.md). Registered on the app like :mod:`clinlib.cli_endpoints
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -32,6 +33,7 @@ def memory_serve(
     except OSError as exc:  # port taken, unknown interface: one line
         _fail(ValueError(f"memory-serve: cannot listen on {host}:{port}: {exc.strerror or exc}"))
     typer.echo(f"memory-serve: {service.backend} ({prep}, profile {name}) at {server.base_url}")
+    sys.stdout.flush()  # the URL reaches a pipe or a log file at once, not at exit
     try:
         server.serve_forever()
     except KeyboardInterrupt:

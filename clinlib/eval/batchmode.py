@@ -9,7 +9,9 @@ collects a running job by its id and submits nothing twice. Requests a job did n
 (per-line errors, expired / failed jobs, malformed or missing lines) become rows with
 ``error`` set; ``run(retry_errors=True)`` sends them again. Options of
 :class:`~clinlib.llm.batch.BatchClient` (``poll_interval_s``, ``max_wait_s``,
-``max_requests``, ``max_bytes``) come through ``run(batch_options=...)``.
+``max_requests``, ``max_bytes``) and ``api`` (``openai`` / ``anthropic``: Message Batches,
+:mod:`clinlib.llm.anthropic_batch`; default by the endpoint's host) come through
+``run(batch_options=...)``.
 """
 
 from __future__ import annotations
