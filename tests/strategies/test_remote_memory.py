@@ -30,6 +30,7 @@ from clinlib.strategies.memory_server import MemoryServer, ReferenceMemoryServic
 from clinlib.strategies.prep import RuleBasedPrep
 from clinlib.strategies.remote_memory import sessions_of
 from tests import strategy_fixtures as F
+from tests.eval.test_runner import dialogues, profile  # noqa: F401 - the tiny profile
 
 ROOT = Path(__file__).resolve().parents[2]
 QUESTIONS = ("What was the patient's Creatinine on the second stay?",
@@ -246,8 +247,8 @@ def test_retries_spent_refuse_with_one_line(reference):
 def test_a_failing_build_writes_nothing_half_and_resumes(quick_in_tmp_build):
     """Patient 3's ingests fail for good: the batch is refused (one line, exit-2 kind), no
     file is written for it; once the service heals, a rerun builds and equals a clean build."""
-    dialogues = pd.read_parquet(quick_in_tmp_build / "quick" / "dialogues.parquet")
-    sids = sorted(dialogues["subject_id"].unique())[:4]
+    turns = pd.read_parquet(quick_in_tmp_build / "quick" / "dialogues.parquet")
+    sids = sorted(turns["subject_id"].unique())[:4]
     broken = {"on": True}
 
     def script(i, name, payload):
@@ -261,21 +262,21 @@ def test_a_failing_build_writes_nothing_half_and_resumes(quick_in_tmp_build):
         with pytest.raises(
             MemoryServiceError, match=r"/reset failed after 2 attempt\(s\): HTTP 503"
         ):
-            build_all("quick", [label], subjects=sids, dialogues=dialogues)
+            build_all("quick", [label], subjects=sids, dialogues=turns)
         assert (set(root.glob("*")) if root.exists() else set()) == before  # nothing written
         broken["on"] = False
-        summary = build_all("quick", [label], subjects=sids, dialogues=dialogues)
+        summary = build_all("quick", [label], subjects=sids, dialogues=turns)
         assert summary["built"].tolist() == [4]
         new = set(root.glob("*")) - before
         assert len(new) == 4 and all(p.suffix == ".json" for p in new)
-        again = build_all("quick", [label], subjects=sids, dialogues=dialogues)
+        again = build_all("quick", [label], subjects=sids, dialogues=turns)
         assert again["cached"].tolist() == [4]  # resume: nothing rebuilt
         for path in new:
             art = json.loads(path.read_text())
             sid = art["subject_id"]
             assert (
                 art["data"]["n_sessions"]
-                == dialogues.loc[dialogues["subject_id"] == sid, "visit_idx"].nunique()
+                == turns.loc[turns["subject_id"] == sid, "visit_idx"].nunique()
             )
 
 
@@ -327,3 +328,38 @@ def test_memory_serve_command_serves(monkeypatch):
     assert re.fullmatch(r"memory-serve: mem0 \(rule-based, profile quick\) at "
                         r"http://127\.0\.0\.1:\d+", lines[0])  # fmt: skip
     assert lines[1:] == ["memory-serve: stopped"] and seen["calls"] == ["reset", "query"]
+
+
+def test_a_run_refused_by_a_failing_service_resumes_to_mem0s_answers(profile, tmp_path):  # noqa: F811
+    """The harness (the tiny profile of tests/eval/test_runner.py, answered by an echo server,
+    so a response is the prompt it answered): a query that fails for good stops the run with
+    one line before any prediction is written; once the service heals, the same call answers
+    every question with the prompt in-process Mem0 gives."""
+    from clinlib.eval import runner
+    from clinlib.llm.testserver import FaultServer
+    from tests.eval.test_runner import FAST, write_config
+
+    broken = {"on": True}
+    script = lambda i, name, p: "500" if broken["on"] and name == "query" else None  # noqa: E731
+    with (
+        MemoryServer(ReferenceMemoryService("mem0", profile), script=script) as srv,
+        FaultServer() as echo,
+    ):
+        label = f"remote-memory(endpoint={srv.base_url!r}, max_retries=1)"
+        kw = {"backbones": ["fault"], "progress": False, "client_options": FAST,
+              "config": write_config(tmp_path / "c.toml", echo.base_url)}  # fmt: skip
+        with pytest.raises(
+            MemoryServiceError, match=r"/query failed after 2 attempt\(s\): HTTP 500"
+        ):
+            runner.run(profile, [label], **kw)
+        assert runner.load_predictions(profile).empty and echo.n_requests == 0
+        broken["on"] = False
+        runner.run(profile, [label], **kw)
+        runner.run(profile, ["mem0"], **kw)
+    preds = runner.load_predictions(profile)
+    remote = preds[preds["strategy"] == label].set_index("qid").sort_index()
+    own = preds[preds["strategy"] == "mem0"].set_index("qid").sort_index()
+    assert len(remote) == len(own) == 12 and remote["error"].isna().all()
+    assert remote["response"].str.contains("Memories (most relevant first):", regex=False).all()
+    assert remote["response"].tolist() == own["response"].tolist()
+    assert remote["input_tokens"].tolist() == own["input_tokens"].tolist()
