@@ -84,12 +84,14 @@ def profile_prefix_share(
     model: str = "gpt-4o-mini",
     block: int = VLLM_BLOCK,
     questions: pd.DataFrame | None = None,
+    dialogues: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The shared-prefix share of a profile's answering prompts, per strategy and order
-    (questions in questions.parquet order, as a run sends them: :data:`SHARE_COLUMNS`)."""
+    (questions in questions.parquet order, as a run sends them: :data:`SHARE_COLUMNS`);
+    ``questions`` / ``dialogues`` default to the profile's."""
     name = resolve_profile(profile)
     qs = questions if questions is not None else load("questions", name)
-    frames = question_contexts_many(qs, list(strategies), name, setting)
+    frames = question_contexts_many(qs, list(strategies), name, setting, dialogues=dialogues)
     by_qid = {str(r["qid"]): r for r in qs.to_dict("records")}
     rows = []
     for label, frame in zip(strategies, frames, strict=True):
