@@ -123,6 +123,21 @@ def test_http_and_in_process_transports_give_mem0s_own_contexts(turns, reference
         unregister_memory_service("ref")
 
 
+@pytest.mark.parametrize("backend", ["dense-retrieval(k=2)", "structured-timeline", "bm25"])
+def test_the_reference_service_serves_any_kit_memory_unchanged(turns, emb, backend):
+    """Sessions rebuilt from the wire give the backend the turns it reads in process."""
+    own = get_strategy(backend, embedding_dir=emb) if "dense" in backend else get_strategy(backend)
+    svc = ReferenceMemoryService(backend)
+    svc.strategy = own
+    art = own.construct(7001, turns, RuleBasedPrep())
+    with MemoryServer(svc) as srv:
+        remote = get_strategy("remote-memory", endpoint=srv.base_url)
+        rart = remote.construct(7001, turns, RuleBasedPrep())
+        for i, text in enumerate(QUESTIONS):
+            q = _q(text, f"q{i}")
+            assert remote.access(rart, q, turns) == own.access(art, q, turns)
+
+
 def test_a_replies_conform_and_ingest_is_idempotent(turns, reference):
     with MemoryServer(reference) as srv:
         svc = HttpMemoryService(srv.base_url)
