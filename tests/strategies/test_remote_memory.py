@@ -378,3 +378,24 @@ def test_a_run_refused_by_a_failing_service_resumes_to_mem0s_answers(profile, tm
     assert remote["response"].str.contains("Memories (most relevant first):", regex=False).all()
     assert remote["response"].tolist() == own["response"].tolist()
     assert remote["input_tokens"].tolist() == own["input_tokens"].tolist()
+
+
+def test_clintrace_strategies_builds_a_label_with_commas(profile):  # noqa: F811
+    from typer.testing import CliRunner
+
+    from clinlib.cli import app
+
+    with MemoryServer(ReferenceMemoryService("mem0", profile)) as srv:
+        label = f"remote-memory(endpoint={srv.base_url!r}, max_retries=1)"
+        res = CliRunner().invoke(app, ["strategies", "--profile", profile, "--strategies", label])
+        assert res.exit_code == 0, res.output
+        assert [n for n, _ in srv.calls].count("reset") == 2  # patients 7001 and 7002
+    assert label in res.output
+    res = CliRunner().invoke(app, ["strategies", "--profile", profile, "--strategies",
+                                   label.replace("max_retries=1", "max_retries=0")])  # fmt: skip
+    assert res.exit_code == 0  # cached: max_retries changes nothing built, no call made
+    dead = label.replace(srv.base_url, "http://127.0.0.1:9")
+    res = CliRunner().invoke(app, ["strategies", "--profile", profile, "--strategies", dead])
+    assert res.exit_code == 2
+    assert res.output.strip().startswith("error: http://127.0.0.1:9/reset failed after 2 attempt")
+    assert len(res.output.strip().splitlines()) == 1
