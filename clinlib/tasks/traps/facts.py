@@ -24,7 +24,7 @@ import json
 import pandas as pd
 
 from clinlib.data.drugnames import drug_key, has_phrase
-from clinlib.tasks.injections import apply_injections
+from clinlib.tasks.injections import InjectionError, apply_injections
 from clinlib.tasks.traps.constraints import (
     ACK_SUFFIX,
     ALLERGENS,
@@ -149,7 +149,14 @@ def verify_traps(turns: pd.DataFrame, traps: pd.DataFrame, events: pd.DataFrame)
     for sid, tr in traps.groupby("subject_id", sort=True):
         sid = int(sid)
         orig = turns[turns["subject_id"] == sid]
-        got = trap_dialogue(orig, tr)
+        try:
+            got = trap_dialogue(orig, tr)
+        except InjectionError as exc:  # the table names a turn of another visit: fail, not raise
+            rows.append(_row(sid, "trap_stated_verbatim", False, str(exc)[:200]))
+            bad = [t for t, v in zip(tr["trap_id"], tr["visit_idx"], strict=True)
+                   if int(v) not in sorted(orig["visit_idx"].unique())[:EARLY_VISITS]]  # fmt: skip
+            rows.append(_row(sid, "trap_early_visit", not bad, ", ".join(bad)))
+            continue
         stated = _stated(got)
         inj, der = tr[tr["origin"] == "injected"], tr[tr["origin"] == "derived"]
         bad_text, bad_visit, bad_conflict = [], [], []
