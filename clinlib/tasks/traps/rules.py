@@ -1,4 +1,4 @@
-"""Record-derived contraindication traps (MedMemoryBench §1 and §4 "trap events": "allergy
+"""Record-derived contraindication traps (MedMemoryBench's introduction: "allergy
 histories, medication contraindications, and economic constraints ... embedded ... as
 high-priority signals"; issue 30 §1).
 

@@ -1,5 +1,6 @@
 """The trap stage: trap facts, their verifier rows, the six query types and their gates
-(issue 30 §1–§2; MedMemoryBench §4 "trap events", §5 "Query Types").
+(issue 30 §1–§2; MedMemoryBench
+§4 "Disease Progression Event Generation", §5 "Query Design").
 
 ``build_traps(profile)`` (run by ``clintrace questions`` after the extended set) writes
 ``trap_facts.parquet``, ``trap_checks.parquet`` (dialogue_checks columns), ``trap_questions.parquet``
