@@ -164,3 +164,41 @@ def test_quick_traps_gated_and_paper_set_unchanged(quick_traps):
     share = facts.loc[facts["origin"] == "injected", "subject_id"].nunique()
     n = pd.read_parquet(artifact_path("dialogues.parquet", quick_traps))["subject_id"].nunique()
     assert 0.3 <= share / n <= 0.7  # INJECTED_SHARE = 0.5 by a stable hash
+
+
+def _q(task, sub, fmt, gold, meta=None, anchors=("TRAPALG-1",)):
+    return {"qid": f"{task}-x", "task": task, "subtype": sub, "answer_format": fmt, "gold": gold,
+            "meta": json.dumps(meta or {}), "subject_ids": [1], "anchor_event_ids": list(anchors),
+            "risk_category": "missed_contraindication", "options": []}  # fmt: skip
+
+
+def test_reference_reader_and_scoring_on_hand_made_contexts():
+    from clinlib.eval.traps import ABSTAIN, answer_contexts, read_trap, score_trap
+
+    ctx = ("Visit 1 (2150-01-01)\nPatient: I am allergic to penicillin; it gave me hives. "
+           "[TRAPALG-1]\nVisit 2 (2150-02-03)\nPatient: Money is tight: I cannot spend more "
+           "than 20 dollars a month on prescriptions. [TRAPCOST-1]\nClinician: Creatinine of "
+           "1.0 mg/dL [LAB-1]. Later Creatinine at 1.6 mg/dL [LAB-2].")  # fmt: skip
+    eem = _q("EEM", "EEM", "S", "penicillin")
+    assert read_trap(eem, ctx) == "penicillin" and score_trap(eem, "Penicillin.")
+    assert read_trap(eem, "") == ABSTAIN and not score_trap(eem, ABSTAIN)
+    tla = _q("TLA", "TLA", "S", "2150-02-03")
+    assert read_trap(tla, ctx) == "2150-02-03"
+    assert score_trap(tla, "It was on 2150-02-03.") and not score_trap(tla, "2150-01-01")
+    pos = _q("MQ", "allergy", "O", "B", {"example": "amoxicillin"})
+    ctl = _q("MQ", "allergy", "O", "A", {"example": "ibuprofen"})
+    assert (read_trap(pos, ctx), read_trap(ctl, ctx)) == ("B", "A")
+    assert read_trap(pos, "") == "A"  # the allergy lost: the reader calls it safe (unsafe)
+    # SUA: the last stated creatinine 1.6 > the panel's upper limit 1.2 -> A (above)
+    sua = _q("SUA", "creatinine", "O", "A", {"lab": "Creatinine"})
+    assert read_trap(sua, ctx) == "A"
+    assert score_trap(sua, "A) above") and not score_trap(sua, "B")
+    ig = _q("IG", "IG", "L", "ref")
+    assert score_trap(ig, "anything") is None
+    qs = pd.DataFrame([{**pos, "qid": "p"}, {**ig, "qid": "i"}])
+    ctxs = pd.DataFrame({"qid": ["p", "p", "i"], "strategy": ["s", "t", "s"],
+                         "setting": "post", "context": [ctx, "", ctx],
+                         "checkpoint_visit": None, "checkpoint_final": None})  # fmt: skip
+    got = answer_contexts(qs, ctxs)
+    assert got["correct"].tolist()[:2] == [True, False] and pd.isna(got["correct"].iloc[2])
+    assert got["trap_in_context"].tolist() == [True, False, True]

@@ -7,7 +7,8 @@ id, so the same patients on every run) states three constraints, each in one of 
 :data:`EARLY_VISITS` visits (hash-picked): an allergy, an economic constraint and a preference.
 Each is a controlled injection like T3/T5's (:mod:`clinlib.tasks.injections`, kind ``trap``):
 a patient turn holding the statement verbatim, tagged with its own event id
-(``TRAP-ALG-<subject>``, ``TRAP-COST-<subject>``, ``TRAP-PREF-<subject>``), followed by a
+(``TRAPALG-<subject>``, ``TRAPCOST-<subject>``, ``TRAPPREF-<subject>``: the kit's id
+grammar ``[A-Z]+-[0-9-]+``, so every context renderer and evidence matcher reads them as tags), followed by a
 clinician acknowledgement that states no fact, inserted after the visit's first clinician turn
 (so turns still alternate). The allergen is drawn only from classes the patient's record never
 orders (an injected allergy must not contradict the record). These facts are INJECTED, not
@@ -77,8 +78,8 @@ def has_constraints(subject_id: int, share: float = INJECTED_SHARE) -> bool:
 
 
 def trap_id(kind: str, subject_id: int) -> str:
-    """The event id of an injected constraint, e.g. ``TRAP-ALG-10000003``."""
-    return f"TRAP-{KIND_CODES[kind]}-{int(subject_id)}"
+    """The event id of an injected constraint, e.g. ``TRAPALG-10000003``."""
+    return f"TRAP{KIND_CODES[kind]}-{int(subject_id)}"
 
 
 def _allowed_allergens(drugs: list[str]) -> list[Allergen]:

@@ -8,7 +8,7 @@
   both already stated verbatim in the dialogue (a derived trap whose events the dialogue does
   not state is dropped); ``visit_idx`` is the lab's visit, ``matters_visit_idx`` the order's.
 * ``origin = injected`` (:mod:`clinlib.tasks.traps.constraints`): a patient-stated allergy,
-  economic constraint or preference, labelled injected; its anchor is its own ``TRAP-...``
+  economic constraint or preference, labelled injected; its anchor is its own ``TRAP...``
   event id; it matters at the patient's last visit (the questions are asked after it).
 
 :data:`TRAP_KINDS` is the one public name of what a trap fact is (the core-memory strategy pins
@@ -32,19 +32,20 @@ from clinlib.tasks.traps.constraints import (
     constraint_injections,
     injected_constraints,
 )
-from clinlib.tasks.traps.rules import RULE_BY_KEY, derive_traps
+from clinlib.tasks.traps.rules import RULE_BY_KEY, RULES, derive_traps
 
 TRAP_KINDS: dict[str, str] = {
     "contraindication": "derived: a drug order while a contraindicating lab state is current",
-    "allergy": "injected: a patient-stated drug allergy (TRAP-ALG-<subject>)",
-    "cost": "injected: a patient-stated economic constraint (TRAP-COST-<subject>)",
-    "preference": "injected: a patient-stated treatment preference (TRAP-PREF-<subject>)",
+    "allergy": "injected: a patient-stated drug allergy (TRAPALG-<subject>)",
+    "cost": "injected: a patient-stated economic constraint (TRAPCOST-<subject>)",
+    "preference": "injected: a patient-stated treatment preference (TRAPPREF-<subject>)",
 }
-TRAP_PREFIX = "TRAP-"
+TRAP_PREFIX = "TRAP"  # every trap id starts with it (TRAPALG-, TRAPRULE-, ...)
 TRAP_FACT_COLUMNS = [
     "trap_id", "subject_id", "origin", "kind", "rule", "value", "statement", "visit_idx",
     "matters_visit_idx", "anchor_event_ids", "risk_category", "detail",
 ]  # fmt: skip
+RULE_KEYS = [r.key for r in RULES]  # a derived trap id: TRAPRULE-<subject>-<rule index>
 KIND_RISK = {"allergy": "missed_contraindication", "cost": "personalised_constraint_omission",
              "preference": "personalised_constraint_omission"}  # fmt: skip
 
@@ -75,7 +76,7 @@ def build_trap_facts(turns: pd.DataFrame, events: pd.DataFrame,
         sid = int(d["subject_id"])
         rule = RULE_BY_KEY[d["rule"]]
         rows.append({
-            "trap_id": f"{TRAP_PREFIX}RULE-{d['rule']}-{sid}", "subject_id": sid,
+            "trap_id": f"{TRAP_PREFIX}RULE-{sid}-{RULE_KEYS.index(d['rule'])}", "subject_id": sid,
             "origin": "derived", "kind": "contraindication", "rule": d["rule"],
             "value": rule.drug_class, "statement": "", "visit_idx": int(d["lab_visit_idx"]),
             "matters_visit_idx": int(d["order_visit_idx"]),

@@ -77,7 +77,9 @@ def lab_state(value: float, low: float | None, high: float | None) -> str:
 
 def _q(qtype, sid, anchors, question, gold, options, risk, trap_id, meta, info, sub="",
        gold_text="", criteria=()) -> dict:  # fmt: skip
-    qid = make_qid(qtype, [sid], anchors, sub or qtype)
+    qid = make_qid(
+        qtype, [sid], anchors, sub or qtype, [json.dumps(meta, sort_keys=True, default=str)]
+    )
     gold = gold or gold_text  # an L-type question's gold is its reference answer
     return {
         "qid": qid, "task": qtype, "subtype": sub or qtype, "subject_ids": [int(sid)],

@@ -9,6 +9,7 @@ judge_criteria) and ``trap_gates.parquet`` (gates columns). Nothing it writes is
 questions.parquet and temporal_questions.parquet are untouched.
 
 Gates (all hard):
+* ``L0`` — qids are unique (they hash the question's content, meta included).
 * ``L2`` — every S/O gold recomputed by another route: record questions (SUA, MQ eGFR) from
   the raw hosp tables (:func:`clinlib.tasks.recompute.load_raw`: raw values, reference ranges,
   order times; patients' sex and age), injected ones from the trap dialogue's text (the
@@ -104,6 +105,8 @@ def gate_rows(questions: pd.DataFrame, checks: pd.DataFrame, raw, patients, tdia
             share_bad += int(len(sub) >= MIN_FOR_SHARE and top > MAX_LETTER_SHARE)
         rows += [("L2", task, len(so), len(l2), 0.0), ("L3", task, len(qs), len(l3), 0.0),
                  ("distribution", task, so["subtype"].nunique(), share_bad, 0.0)]  # fmt: skip
+    dup = int(questions["qid"].duplicated().sum())
+    rows.append(("L0", "traps", len(questions), dup, 0.0))  # qids unique (content-hashed)
     rows.append(("verifier", "traps", len(checks), int((~checks["passed"]).sum()), 0.0))
     out = pd.DataFrame(rows, columns=["gate", "task", "n_checked", "n_failed", "threshold"])
     out["passed"] = out["n_failed"] <= out["threshold"]
