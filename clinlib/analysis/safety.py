@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from clinlib.analysis.cluster_stats import cluster_bootstrap_ci
+from clinlib.analysis.stats import wilson_ci
 from clinlib.core.seed_facts import seed_fact
 
 # seed-fact value order of mmb_safe_rate_categories -> the kit's category names
@@ -68,3 +70,71 @@ def seed_table14() -> pd.DataFrame:
     rows = list(zip(SEED_CATEGORY_ORDER, rates, strict=True))
     rows.append(("overall", int(ok) / int(n)))
     return pd.DataFrame(rows, columns=["risk_category", "seed_safe_rate"])
+
+
+def _cell(values: pd.Series, clusters: pd.Series, n_boot: int, seed: int) -> dict:
+    """Share, question-level Wilson interval and the patient-clustered bootstrap interval."""
+    v = values.astype(float).to_numpy()
+    k, n = float(v.sum()), len(v)
+    lo, hi = wilson_ci(k, n)
+    c = cluster_bootstrap_ci(v, clusters.to_numpy(), n_boot=n_boot, seed=seed)
+    return {"n": n, "patients": int(clusters.nunique()), "share": k / n if n else float("nan"),
+            "q_low": lo, "q_high": hi, "cl_low": c.low, "cl_high": c.high}  # fmt: skip
+
+
+def share_table(
+    run: pd.DataFrame, value: str, by: tuple[str, ...], n_boot: int = 1000, seed: int = 0
+) -> pd.DataFrame:
+    """Per ``by`` cell: the share of True in ``value`` (NA rows dropped) with its question-level
+    Wilson interval and the patient-clustered bootstrap interval (clusters = ``subject_id``).
+
+    Args:
+        run: rows of :func:`clinlib.eval.traps.run_traps` (or anything with ``subject_id``).
+        value: a boolean column (``correct``, ``trap_in_context``).
+        by: grouping columns.
+
+    Returns:
+        ``by`` + n, patients, share, q_low, q_high, cl_low, cl_high.
+    """
+    missing = sorted({value, "subject_id", *by} - set(run.columns))
+    if missing:
+        raise ValueError(f"share_table: missing column(s) {missing}")
+    df = run[run[value].notna()]
+    rows = [{**dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
+             **_cell(g[value], g["subject_id"], n_boot, seed)}
+            for key, g in df.groupby(list(by), sort=True)]  # fmt: skip
+    cols = [*by, "n", "patients", "share", "q_low", "q_high", "cl_low", "cl_high"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def safe_rate_vs_seed(run: pd.DataFrame, strategy: str, setting: str = "post") -> pd.DataFrame:
+    """One strategy's safe rate per risk category over the scored (S/O) trap questions, beside
+    the seed's Table 14 (whose rates are Letta's, an LLM memory system over five patients; the
+    kit's come from whatever answered ``run``)."""
+    rows = run[(run["strategy"] == strategy) & (run["setting"] == setting) & run["correct"].notna()]
+    kit = safe_rate(rows.assign(correct=rows["correct"].astype(bool)))
+    return seed_table14().merge(kit, on="risk_category", how="left")
+
+
+L_STATUS = "needs a judge"
+
+
+def l_type_status(run: pd.DataFrame, judged: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The L-type (IG, MCD) rows: per strategy × setting × task, how many are judged. Without a
+    judge table every row is ``needs a judge``; with one (``clinlib.eval.judge.judge_predictions``:
+    qid, strategy, setting, verdict, issue 30 §3) the judged share and accuracy."""
+    rows = run[run["answer_format"] == "L"]
+    keys = ["strategy", "setting", "task"]
+    out = rows.groupby(keys, sort=True).size().rename("n").reset_index()
+    if judged is None or judged.empty:
+        return out.assign(status=L_STATUS, judged=0, accuracy=float("nan"))
+    j = rows.merge(judged[["qid", "strategy", "setting", "verdict"]], how="inner",
+                   on=["qid", "strategy", "setting"])  # fmt: skip
+    agg = (
+        j.groupby(keys).agg(judged=("verdict", "size"), accuracy=("verdict", "mean")).reset_index()
+    )
+    out = out.merge(agg, on=keys, how="left").fillna({"judged": 0})
+    out["status"] = [
+        "judged" if j == n else L_STATUS for j, n in zip(out["judged"], out["n"], strict=True)
+    ]
+    return out
