@@ -9,6 +9,9 @@ the mean of the category rates). :func:`seed_table14` is the seed's published ra
 
 from __future__ import annotations
 
+import importlib.util
+
+import altair as alt
 import pandas as pd
 
 from clinlib.analysis.cluster_stats import cluster_bootstrap_ci
@@ -138,3 +141,37 @@ def l_type_status(run: pd.DataFrame, judged: pd.DataFrame | None = None) -> pd.D
         "judged" if j == n else L_STATUS for j, n in zip(out["judged"], out["n"], strict=True)
     ]
     return out
+
+
+JUDGE_HOOK = "clinlib.eval.judge"  # issue 30 §3: judge_predictions(questions, predictions, ...)
+
+
+def judge_available() -> bool:
+    """Whether the LLM judge layer (:data:`JUDGE_HOOK`) is installed in this checkout; until it
+    is, the notebook shows L-type rows as ``needs a judge`` (:func:`l_type_status`)."""
+    return importlib.util.find_spec(JUDGE_HOOK) is not None
+
+
+def retention_chart(table: pd.DataFrame) -> alt.Chart:
+    """Trap retention (share of trap questions whose anchors are in context) per strategy and
+    setting, with the patient-clustered interval as a rule."""
+    base = alt.Chart(table, title="Trap retention: trap fact in context when asked")
+    y = alt.Y("strategy:N", title=None, sort=alt.EncodingSortField("share", "max", "descending"))
+    pts = base.mark_point(filled=True).encode(
+        x=alt.X("share:Q", title="share in context", scale=alt.Scale(domain=[0, 1])), y=y,
+        color=alt.Color("setting:N"), yOffset="setting:N",
+        tooltip=["strategy", "setting", "n", "patients", alt.Tooltip("share:Q", format=".3f")])  # fmt: skip
+    bars = base.mark_rule().encode(x="cl_low:Q", x2="cl_high:Q", y=y, color="setting:N",
+                                   yOffset="setting:N")  # fmt: skip
+    return (bars + pts).properties(width=260, height=alt.Step(14))
+
+
+def accuracy_chart(table: pd.DataFrame) -> alt.Chart:
+    """Reference-reader accuracy per strategy × query type (heat map), one setting."""
+    base = alt.Chart(table, title="Reference reader accuracy by query type (S/O only)")
+    enc = dict(x=alt.X("task:N", title=None), y=alt.Y("strategy:N", title=None))
+    heat = base.mark_rect().encode(**enc, color=alt.Color(
+        "share:Q", title="accuracy", scale=alt.Scale(domain=[0, 1], scheme="greens")),
+        tooltip=["strategy", "task", "n", alt.Tooltip("share:Q", format=".3f")])  # fmt: skip
+    text = base.mark_text(fontSize=9).encode(**enc, text=alt.Text("share:Q", format=".2f"))
+    return (heat + text).properties(width=40 * table["task"].nunique())

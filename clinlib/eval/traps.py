@@ -20,7 +20,10 @@ range. L types (IG, MCD) are not read: they need a judge (``clinlib.eval.judge``
 §3, built separately).
 
 :func:`score_trap` scores S (normalised string / date match) and O (option letter) answers;
-L rows get ``correct`` NA. :func:`run_traps` joins contexts, answers, scores and retention:
+L rows get ``correct`` NA. :func:`run_traps` joins contexts, answers, scores and retention
+(measurable per strategy and setting: a representation that names ids in some context;
+evidence recall decides per context, which under ``mixed`` would drop a context holding only
+untagged noise sessions instead of counting its missing trap):
 ``trap_in_context`` is evidence recall's ``all_present``
 (:func:`clinlib.analysis.evidence.recall_of_contexts` is the same matcher;
 :func:`clinlib.strategies.evidence.anchor_presence` here, as eval may not import analysis):
@@ -124,17 +127,22 @@ def trap_contexts(
 def answer_contexts(questions: pd.DataFrame, contexts: pd.DataFrame) -> pd.DataFrame:
     """Read, score and measure retention for given contexts (pure): :data:`RUN_COLUMNS`."""
     qs = {r["qid"]: r for r in questions.to_dict("records")}
+    names = contexts["label"] if "label" in contexts.columns else contexts["strategy"]
+    # measurable per (strategy, setting): a representation that names ids somewhere; one of its
+    # contexts without any tag (e.g. only noise sessions retrieved) then holds no trap anchor
+    tagged = {(n, st) for n, st, ctx in zip(names, contexts["setting"], contexts["context"],
+                                            strict=True) if has_tags(str(ctx or ""))}  # fmt: skip
     rows = []
-    for c in contexts.to_dict("records"):
+    for c, name in zip(contexts.to_dict("records"), names, strict=True):
         q = qs[c["qid"]]
         text = str(c["context"] or "")
         ids, anchors = set(context_ids(text)), anchor_ids(q)
-        measurable = has_tags(text) or not text.strip()
+        measurable = (name, c["setting"]) in tagged or not text.strip()
         resp = read_trap(q, text) if q["answer_format"] != "L" else ""
         rows.append({
             "qid": q["qid"], "task": q["task"], "subtype": q["subtype"],
             "answer_format": q["answer_format"], "risk_category": q["risk_category"],
-            "subject_id": int(list(q["subject_ids"])[0]), "strategy": c.get("label") or c["strategy"],
+            "subject_id": int(list(q["subject_ids"])[0]), "strategy": name,
             "backbone": READER, "setting": c["setting"], "checkpoint_visit": c["checkpoint_visit"],
             "checkpoint_final": c["checkpoint_final"], "response": resp,
             "correct": score_trap(q, resp) if q["answer_format"] != "L" else None,

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from clinlib.core.config import resolve_profile
+from clinlib.core.config import artifact_path, resolve_profile
 from clinlib.core.guards import StageError, stage_run
 from clinlib.data.build import SourceSpec, load, open_source, read_source_info
 from clinlib.tasks.recompute import load_raw
@@ -158,3 +158,13 @@ def build_traps(profile: str | None = None) -> dict[str, pd.DataFrame]:
                 f"{g}/{t} {n} of {c}" for g, t, n, c in
                 zip(bad["gate"], bad["task"], bad["n_failed"], bad["n_checked"], strict=True)))  # fmt: skip
     return {"facts": traps, "checks": checks, "questions": questions, "gates": gates}
+
+
+def ensure_traps(profile: str | None = None) -> dict[str, pd.DataFrame]:
+    """The profile's trap artifacts, built first when ``clintrace questions`` has not written
+    them (an older build): ``{"facts", "checks", "questions", "gates"}``."""
+    name = resolve_profile(profile)
+    if not all(artifact_path(f"{a}.parquet", name).exists() for a in TRAP_OUTPUTS):
+        return build_traps(name)
+    return {k: load(a, name) for k, a in zip(("facts", "checks", "questions", "gates"),
+                                             TRAP_OUTPUTS, strict=True)}  # fmt: skip
