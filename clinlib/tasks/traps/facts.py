@@ -147,9 +147,11 @@ def verify_traps(turns: pd.DataFrame, traps: pd.DataFrame, events: pd.DataFrame)
     of :data:`TRAP_CHECKS`, all hard, run on :func:`trap_dialogue` of ``turns``."""
     meds = events[events["kind"] == "medication"].groupby("subject_id")["label"].agg(list)
     rows = []
+    by_sid = dict(tuple(turns[turns["subject_id"].isin(set(traps["subject_id"]))]
+                        .groupby("subject_id")))  # fmt: skip
     for sid, tr in traps.groupby("subject_id", sort=True):
         sid = int(sid)
-        orig = turns[turns["subject_id"] == sid]
+        orig = by_sid.get(sid, turns.iloc[:0])
         try:
             got = trap_dialogue(orig, tr)
         except InjectionError as exc:  # the table names a turn of another visit: fail, not raise

@@ -34,6 +34,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from clinlib.data.drugnames import drug_key, has_phrase
@@ -63,14 +64,17 @@ def kdigo_aki(times: Sequence[pd.Timestamp], values: Sequence[float]) -> list[bo
     """Per creatinine value (series in time order): True when it meets the KDIGO 2012
     creatinine criterion against the EARLIER values (rise >= 0.3 mg/dL over the lowest value
     of the prior 48 h, or >= 1.5 x the lowest value of the prior 7 days)."""
+    t = np.asarray(pd.to_datetime(pd.Series(list(times))), dtype="datetime64[ns]")
+    v = np.asarray(values, dtype=float)
+    first_same = np.searchsorted(t, t, side="left")  # values at the same instant are not prior
+    lo48 = np.searchsorted(t, t - np.timedelta64(KDIGO_ABS_HOURS, "h"), side="left")
+    lo7 = np.searchsorted(t, t - np.timedelta64(KDIGO_REL_DAYS, "D"), side="left")
     out = []
-    for i, (t, v) in enumerate(zip(times, values, strict=True)):
-        prior = [(times[j], values[j]) for j in range(i) if times[j] < t]
-        low48 = [pv for pt, pv in prior if t - pt <= pd.Timedelta(hours=KDIGO_ABS_HOURS)]
-        low7 = [pv for pt, pv in prior if t - pt <= pd.Timedelta(days=KDIGO_REL_DAYS)]
-        aki = bool(low48) and v - min(low48) >= KDIGO_ABS_RISE - 1e-9
-        aki = aki or (bool(low7) and v >= KDIGO_REL_RISE * min(low7) - 1e-9)
-        out.append(aki)
+    for i in range(len(v)):
+        hi = first_same[i]
+        aki = lo48[i] < hi and v[i] - v[lo48[i] : hi].min() >= KDIGO_ABS_RISE - 1e-9
+        aki = aki or (lo7[i] < hi and v[i] >= KDIGO_REL_RISE * v[lo7[i] : hi].min() - 1e-9)
+        out.append(bool(aki))
     return out
 
 
@@ -173,11 +177,12 @@ def derive_traps(
     pts = {int(r["subject_id"]): r for r in patients.to_dict("records")}
     rows = []
     meds = events[events["kind"] == "medication"].sort_values(["subject_id", "time", "event_id"])
+    member = {(lab, r.key): r.matches(str(lab)) for lab in meds["label"].unique() for r in RULES}
     labs_all = events[(events["kind"] == "lab") & events["value"].notna()]
     for sid, sub_meds in meds.groupby("subject_id", sort=True):
         sub_labs = labs_all[labs_all["subject_id"] == sid]
         for rule in RULES:
-            orders = sub_meds[sub_meds["label"].map(rule.matches)]
+            orders = sub_meds[[member[(lab, rule.key)] for lab in sub_meds["label"]]]
             labs = sub_labs[sub_labs["label"] == rule.lab].sort_values(["time", "event_id"])
             if orders.empty or labs.empty:
                 continue
@@ -208,11 +213,12 @@ TRAP_RULE_COLUMNS = [
 def _conflicts(rule: Rule, orders: pd.DataFrame, labs: pd.DataFrame, in_state):
     """Every order of the class placed while the rule's state was current, in time order."""
     times = list(labs["time"])
+    stamps = np.asarray(labs["time"], dtype="datetime64[ns]")
     for o in orders.to_dict("records"):
-        before = [i for i, t in enumerate(times) if t <= o["time"]]
-        if not before:
+        # the latest measurement at or before the order: the current state
+        i = int(np.searchsorted(stamps, np.datetime64(o["time"], "ns"), side="right")) - 1
+        if i < 0:
             continue
-        i = before[-1]  # the latest measurement at or before the order: the current state
         if o["time"] - times[i] > pd.Timedelta(days=rule.max_age_days) or not in_state(i):
             continue
         lab = labs.iloc[i]

@@ -51,18 +51,38 @@ def _raw_patients(con, sids) -> pd.DataFrame:
                        "p JOIN trap_sids s USING (subject_id)").df()  # fmt: skip
 
 
-def recompute_gold(q: dict, raw, patients: dict, tdial: pd.DataFrame) -> str | None:
+def _plain(frame: pd.DataFrame) -> pd.DataFrame:
+    """Arrow-backed string columns as Python objects: the trap builders iterate rows, and
+    iterating an arrow array element by element is many times slower."""
+    cols = {c: object for c, t in frame.dtypes.items() if str(t).startswith("string")}
+    return frame.astype(cols) if cols else frame
+
+
+def _tagged_turns(turns: pd.DataFrame) -> dict[str, dict]:
+    """trap id -> the turn whose event_ids are exactly that id (ids tagged twice are left out,
+    so L2 fails on them)."""
+    out: dict[str, dict] = {}
+    seen: set[str] = set()
+    for rec in turns[turns["injected"]].to_dict("records"):
+        ids = [str(e) for e in rec["event_ids"]]
+        if len(ids) == 1:
+            out.pop(ids[0], None) if ids[0] in seen else out.setdefault(ids[0], rec)
+            seen.add(ids[0])
+    return out
+
+
+def recompute_gold(q: dict, raw, patients: dict, tdial: dict[str, dict]) -> str | None:
     """The gold of one S/O trap question by the independent route (module docstring); None
     when it cannot be recomputed."""
     meta = json.loads(q["meta"])
     sid = int(q["subject_ids"][0])
     if q["task"] in ("EEM", "TLA") or q["subtype"] == "allergy":
-        turn = tdial[tdial["event_ids"].map(lambda ids, t=q["trap_id"]: list(ids) == [t])]
-        if len(turn) != 1:
+        turn = tdial.get(q["trap_id"])  # the one turn tagged with exactly this trap id
+        if turn is None:
             return None
         if q["task"] == "TLA":
-            return str(turn["visit_date"].iloc[0])
-        m = _ALLERGY_RE.search(str(turn["text"].iloc[0]))
+            return str(turn["visit_date"])
+        m = _ALLERGY_RE.search(str(turn["text"]))
         if m is None:
             return None
         if q["task"] == "EEM":
@@ -130,7 +150,7 @@ def build_traps(profile: str | None = None) -> dict[str, pd.DataFrame]:
     """
     name = resolve_profile(profile)
     with stage_run(TRAP_STAGE, name, remove_on_failure=TRAP_OUTPUTS) as staging:
-        turns, events, cohort = load("dialogues", name), load("events", name), load("cohort", name)
+        turns, events, cohort = (_plain(load(a, name)) for a in ("dialogues", "events", "cohort"))
         info = read_source_info(name)
         con = open_source(SourceSpec(info["kind"], Path(info["path"]),
                                      bool(info["credentialed"])))  # fmt: skip
@@ -147,7 +167,7 @@ def build_traps(profile: str | None = None) -> dict[str, pd.DataFrame]:
             raw = load_raw(con, sorted({int(s[0]) for s in questions["subject_ids"]}))
         finally:
             con.close()
-        tdial = trap_dialogue(turns, traps)
+        tdial = _tagged_turns(trap_dialogue(turns, traps))
         pts = {int(r["subject_id"]): r for r in patients.to_dict("records")}
         gates = gate_rows(questions, checks, raw, pts, tdial)
         for art, df in zip(TRAP_OUTPUTS, (traps, checks, questions, gates), strict=True):
