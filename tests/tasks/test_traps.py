@@ -202,3 +202,66 @@ def test_reference_reader_and_scoring_on_hand_made_contexts():
     got = answer_contexts(qs, ctxs)
     assert got["correct"].tolist()[:2] == [True, False] and pd.isna(got["correct"].iloc[2])
     assert got["trap_in_context"].tolist() == [True, False, True]
+
+
+def test_cli_questions_reports_traps_and_a_failure_in_one_line(monkeypatch):
+    from typer.testing import CliRunner
+
+    from clinlib import cli
+    from clinlib.core.guards import StageError
+
+    paper = pd.DataFrame({"task": ["T1"]})
+    gates = pd.DataFrame(columns=["gate", "task", "n_checked", "n_failed", "threshold",
+                                  "passed", "severity", "detail"])  # fmt: skip
+    monkeypatch.setattr(
+        cli, "build_questions", lambda *a, **k: {"questions": paper, "gates": gates}
+    )
+    monkeypatch.setattr(cli, "build_temporal_questions",
+                        lambda *a, **k: {"questions": pd.DataFrame({"task": ["T10"], "subtype": ["x"]}),
+                                         "gates": gates})  # fmt: skip
+    monkeypatch.setattr(cli, "build_traps", lambda *a, **k: {
+        "facts": pd.DataFrame({"trap_id": ["TRAPALG-1"]}),
+        "questions": pd.DataFrame({"task": ["EEM", "MQ", "MQ"]})})  # fmt: skip
+    out = CliRunner().invoke(cli.app, ["questions", "--profile", "quick"])
+    assert out.exit_code == 0 and "traps: 1 trap facts; EEM 1, MQ 2" in out.output
+
+    def fail(*a, **k):
+        raise StageError("trap gates failed: L2/MQ 1 of 61")
+
+    monkeypatch.setattr(cli, "build_traps", fail)
+    out = CliRunner().invoke(cli.app, ["questions", "--profile", "quick"])
+    assert out.exit_code == 0  # the paper set stands; the add-on failed
+    assert "trap questions not built: trap gates failed: L2/MQ 1 of 61" in out.output
+    assert "Traceback" not in out.output
+
+
+def test_l2_and_l3_gates_catch_a_wrong_gold_and_a_leak(quick_traps):
+    from pathlib import Path
+
+    from clinlib.data.build import SourceSpec, load, open_source, read_source_info
+    from clinlib.tasks.recompute import load_raw
+    from clinlib.tasks.traps.facts import trap_dialogue
+    from clinlib.tasks.traps.stage import _plain, _raw_patients, _tagged_turns, gate_rows
+
+    q = load("trap_questions", quick_traps)
+    checks = load("trap_checks", quick_traps)
+    info = read_source_info(quick_traps)
+    con = open_source(SourceSpec(info["kind"], Path(info["path"]), bool(info["credentialed"])))
+    try:
+        sids = sorted({int(s[0]) for s in q["subject_ids"]})
+        raw, pts = load_raw(con, sids), _raw_patients(con, sids)
+    finally:
+        con.close()
+    tdial = _tagged_turns(trap_dialogue(_plain(load("dialogues", quick_traps)),
+                                        load("trap_facts", quick_traps)))  # fmt: skip
+    pts = {int(r["subject_id"]): r for r in pts.to_dict("records")}
+    ok = gate_rows(q, checks, raw, pts, tdial)
+    assert ok["passed"].all()
+    bad = q.copy()
+    i = bad.index[bad["subtype"] == "egfr"][0]
+    bad.loc[i, "gold"] = {"A": "C", "B": "C", "C": "A"}[bad.loc[i, "gold"]]
+    j = bad.index[bad["task"] == "EEM"][0]
+    bad.loc[j, "question"] = f"Is it {bad.loc[j, 'gold']}? " + bad.loc[j, "question"]
+    got = gate_rows(bad, checks, raw, pts, tdial).set_index(["gate", "task"])
+    assert got.loc[("L2", "MQ"), "n_failed"] == 1 and not got.loc[("L2", "MQ"), "passed"]
+    assert got.loc[("L3", "EEM"), "n_failed"] == 1
