@@ -12,7 +12,7 @@ from clinlib.core.config import artifact_path
 from clinlib.tasks.extended import question_digest
 from clinlib.tasks.traps.constraints import injected_constraints
 from clinlib.tasks.traps.facts import TRAP_KINDS, trap_dialogue, trap_event_ids, verify_traps
-from clinlib.tasks.traps.queries import egfr_band, lab_state
+from clinlib.tasks.traps.queries import MCD_CRITERIA, egfr_band, lab_state
 from clinlib.tasks.traps.rules import ckd_epi_2021, derive_traps, kdigo_aki
 
 T = pd.Timestamp
@@ -159,7 +159,12 @@ def test_quick_traps_gated_and_paper_set_unchanged(quick_traps):
     assert set(q["task"]) == {"EEM", "TLA", "SUA", "MQ", "IG", "MCD"}
     assert set(q.loc[q["answer_format"] == "L", "task"]) == {"IG", "MCD"}
     mcd = q[q["task"] == "MCD"]
-    assert (mcd["judge_criteria"].map(json.loads).map(len) == 3).all()
+    assert [list(c) for c in mcd["judge_criteria"]] == [list(MCD_CRITERIA)] * len(mcd)
+    ig = q[q["task"] == "IG"]
+    assert (
+        all(list(c) == ["correct"] for c in ig["judge_criteria"])
+        and ig["gold_text"].str.len().gt(0).all()
+    )
     facts = pd.read_parquet(artifact_path("trap_facts.parquet", quick_traps))
     share = facts.loc[facts["origin"] == "injected", "subject_id"].nunique()
     n = pd.read_parquet(artifact_path("dialogues.parquet", quick_traps))["subject_id"].nunique()

@@ -3,9 +3,9 @@
 
 Bands: precise memory extraction (EEM, TLA), temporal conflict resolution (SUA), medical
 knowledge reasoning (MQ, IG, MCD). Formats: ``S`` string match and ``O`` option match carry a
-deterministic gold; ``L`` (IG, MCD: free text) carries ``gold_text`` and ``judge_criteria`` for
-the LLM judge (MCD: node coverage, causal relation, chain completeness, correct only if all
-hold; its gold nodes and relations are in ``meta``). The kit's forms (the seed prints Table 1's
+deterministic gold; ``L`` (IG, MCD: free text) carries ``gold_text`` and ``judge_criteria`` (a
+list of criterion names) for the LLM judge (MCD: node coverage, causal relation, chain
+completeness, correct only if all hold; its gold nodes and relations are in ``meta``). The kit's forms (the seed prints Table 1's
 contents only as a figure):
 
 * EEM (S) — the allergen an injected patient stated. Risk: missed contraindication.
@@ -88,7 +88,7 @@ def _q(qtype, sid, anchors, question, gold, options, risk, trap_id, meta, info, 
         "tertile": info["tertile"], "template_id": 0, "injection": "",
         "meta": json.dumps(meta, sort_keys=True, default=str), "query_type": qtype,
         "answer_format": ANSWER_FORMAT[qtype], "risk_category": risk, "trap_id": trap_id,
-        "gold_text": gold_text or gold, "judge_criteria": json.dumps(list(criteria)),
+        "gold_text": gold_text or gold, "judge_criteria": [str(c) for c in criteria],
     }  # fmt: skip
 
 
