@@ -28,7 +28,8 @@ untagged noise sessions instead of counting its missing trap):
 (:func:`clinlib.analysis.evidence.recall_of_contexts` is the same matcher;
 :func:`clinlib.strategies.evidence.anchor_presence` here, as eval may not import analysis):
 every anchor of the question (a trap's ``TRAP...`` id, or the lab and order events) is named
-by the context at the checkpoint asked.
+by the context at the checkpoint asked; :func:`at_matters` keeps, under ``stream``, the
+checkpoint where each question's trap matters.
 """
 
 from __future__ import annotations
@@ -165,3 +166,26 @@ def run_traps(
     parts = [answer_contexts(questions, trap_contexts(profile, strategies, s, prep))
              for s in settings]  # fmt: skip
     return pd.concat(parts, ignore_index=True)
+
+
+INJECTED_TYPES = ("EEM", "TLA", "IG")  # and MQ's allergy subtype: built on injected constraints
+MATTERS = "stream (when it matters)"
+
+
+def at_matters(run: pd.DataFrame) -> pd.DataFrame:
+    """The ``stream`` rows at the checkpoint where each question's trap matters: for a question
+    on an injected constraint (EEM, TLA, IG, MQ allergy: a decision after the last visit) its
+    final checkpoint; for a record question (SUA, MQ eGFR, MCD) its first checkpoint, the one
+    at which its order or current value has just arrived. ``setting`` becomes :data:`MATTERS`.
+    """
+    st = run[run["setting"].astype(str).str.startswith("stream")].copy()
+    if st.empty:
+        return st
+    cp = st["checkpoint_visit"].astype(int)
+    grp = cp.groupby([st["qid"], st["strategy"], st["setting"].str.split("@").str[0].str.replace(
+        r"^stream", "", regex=True)])  # fmt: skip
+    injected = st["task"].isin(INJECTED_TYPES) | (
+        (st["task"] == "MQ") & (st["subtype"] == "allergy")
+    )
+    keep = (injected & (cp == grp.transform("max"))) | (~injected & (cp == grp.transform("min")))
+    return st[keep.to_numpy()].assign(setting=MATTERS)

@@ -270,3 +270,17 @@ def test_l2_and_l3_gates_catch_a_wrong_gold_and_a_leak(quick_traps):
     got = gate_rows(bad, checks, raw, pts, tdial).set_index(["gate", "task"])
     assert got.loc[("L2", "MQ"), "n_failed"] == 1 and not got.loc[("L2", "MQ"), "passed"]
     assert got.loc[("L3", "EEM"), "n_failed"] == 1
+
+
+def test_at_matters_picks_final_for_injected_and_first_for_record_questions():
+    from clinlib.eval.traps import MATTERS, at_matters
+
+    run = pd.DataFrame({
+        "qid": ["e", "e", "e", "s", "s", "p"], "task": ["EEM", "EEM", "EEM", "SUA", "SUA", "EEM"],
+        "subtype": ["EEM", "EEM", "EEM", "creatinine", "creatinine", "EEM"], "strategy": "x",
+        "setting": ["stream@2", "stream@5", "stream@7", "stream@5", "stream@7", "post"],
+        "checkpoint_visit": [2, 5, 7, 5, 7, None],
+    })  # fmt: skip
+    got = at_matters(run)
+    assert sorted(zip(got["qid"], got["checkpoint_visit"], strict=True)) == [("e", 7), ("s", 5)]
+    assert set(got["setting"]) == {MATTERS}
