@@ -173,5 +173,7 @@ def accuracy_chart(table: pd.DataFrame) -> alt.Chart:
     heat = base.mark_rect().encode(**enc, color=alt.Color(
         "share:Q", title="accuracy", scale=alt.Scale(domain=[0, 1], scheme="greens")),
         tooltip=["strategy", "task", "n", alt.Tooltip("share:Q", format=".3f")])  # fmt: skip
-    text = base.mark_text(fontSize=9).encode(**enc, text=alt.Text("share:Q", format=".2f"))
+    text = base.mark_text(fontSize=9).encode(
+        **enc, text=alt.Text("share:Q", format=".2f"),
+        color=alt.condition(alt.datum.share > 0.6, alt.value("white"), alt.value("black")))  # fmt: skip
     return (heat + text).properties(width=40 * table["task"].nunique())
