@@ -129,6 +129,11 @@ _API: dict[str, tuple[str, str | None]] = {
     "long_cohort": ("clinlib.data.long_cohort", None),  # 15: LongMedBench's cohort rule
     "population": ("clinlib.analysis.population", None),  # 17
     "population_eval": ("clinlib.eval.population", None),  # 17
+    "traps": ("clinlib.tasks.traps.stage", None),  # 18: trap facts and the six query types
+    "trap_eval": ("clinlib.eval.traps", None),  # 18: trap questions asked, reference reader
+    "safety": ("clinlib.analysis.safety", None),  # 18: safe rate, retention, Table 14
+    "trap_dialogue": ("clinlib.tasks.traps.facts", "trap_dialogue"),  # 18
+    "ask_traps": ("clinlib.eval.trap_ask", "ask_traps"),  # trap questions to any backbone
     # a real local model, offline (README "A local model"): 04, 06, 11
     "serve_local": ("clinlib.llm.local_server", "serve_local"),
     "local_available": ("clinlib.llm.local_server", "local_available"),

@@ -51,6 +51,7 @@ from clinlib.tasks.audit import build_audit_sheet, score_audit_sheet
 from clinlib.tasks.build import build_questions
 from clinlib.tasks.extended import build_temporal_questions
 from clinlib.tasks.gates import gate_report
+from clinlib.tasks.traps.stage import build_traps
 
 
 @app.command()
@@ -183,11 +184,31 @@ def _questions(name: str, seed: int | None, allow_drops: bool) -> None:
         # one line, naming the failing gates (a GateError lists them on the lines below)
         reason = " ".join(ln.strip() for ln in str(exc).strip().splitlines()) or type(exc).__name__
         typer.echo(f"extended set (T10) not built: {reason}", err=True)
+        _traps(name)
         return
     typer.echo(gate_report(ext["gates"]))
     subtypes = ext["questions"].groupby(["task", "subtype"]).size()
     typer.echo("extended: " + ", ".join(f"{t}/{s} {n}" for (t, s), n in subtypes.items()))
     typer.echo(f"{len(ext['questions']):,} extended questions ({time.perf_counter() - t0:.1f}s)")
+    _traps(name)
+
+
+def _traps(name: str) -> None:
+    """The trap facts and the six query types (clinlib.tasks.traps): an add-on like the
+    extended set, its failure is one line and does not fail the command."""
+    t0 = time.perf_counter()
+    try:
+        out = build_traps(name)
+    except (ValueError, FileNotFoundError) as exc:
+        reason = " ".join(ln.strip() for ln in str(exc).strip().splitlines()) or type(exc).__name__
+        typer.echo(f"trap questions not built: {reason}", err=True)
+        return
+    counts = out["questions"]["task"].value_counts().sort_index()
+    typer.echo(
+        f"traps: {len(out['facts'])} trap facts; "
+        + ", ".join(f"{t} {n}" for t, n in counts.items())
+        + f" ({time.perf_counter() - t0:.1f}s)"
+    )
 
 
 @app.command()

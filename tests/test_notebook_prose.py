@@ -28,8 +28,8 @@ def _params():
         yield pytest.param(path, id=path.stem)
 
 
-def test_all_seventeen_notebooks_are_checked():
-    assert len(NOTEBOOKS) == 17  # 01-17
+def test_all_eighteen_notebooks_are_checked():
+    assert len(NOTEBOOKS) == 18  # 01-18
 
 
 def _templates(source: str) -> list[str]:

@@ -54,6 +54,11 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("temporal_questions", "temporal_gates", "temporal_availability"),
         ("cohort", "events", "dialogues", "event_coverage", "dialogue_summary"),
     ),
+    # trap facts and MedMemoryBench's six query types (clinlib.tasks.traps, issue 30)
+    "traps": (
+        ("trap_facts", "trap_checks", "trap_questions", "trap_gates"),
+        ("cohort", "events", "dialogues"),
+    ),
 }
 PRODUCER: dict[str, str] = {a: s for s, (outs, _) in STAGES.items() for a in outs}
 

@@ -283,6 +283,20 @@ _FACTS: tuple[SeedFact, ...] = (
        "methods for every seed"),
     _f("mmb_table_hallucination", _MMB, "Table 3", ("3",),
        "Table 3: Response quality and safety metrics."),
+    _f("mmb_safe_rate", _MMB, 'appendix Table 14 "Results and implications"', ("60", "87", "68.97"),
+       "Letta correctly answers 60 of the 87 safety-critical queries, achieving an overall "
+       "safe rate of 68.97%",
+       "correct, total, safe rate % (one method, five patients)"),
+    _f("mmb_safe_rate_categories", _MMB, 'appendix Table 14 "Results and implications"',
+       ("58.3", "62.5", "66.7", "70.6", "78.6", "87.5"),
+       "Personalized-constraint omissions yield the lowest safe rate (58.3%), followed by "
+       "incorrect medication recommendations (62.5%) and missed contraindications (66.7%). "
+       "These results highlight difficulties in consistently applying patient-specific "
+       "information to safety-sensitive responses. Delayed emergency responses and unsafe OTC "
+       "medication use attain safe rates of 70.6% and 78.6%, respectively, indicating that "
+       "failures also occur beyond prescription-related decisions. Improper dosage adjustments "
+       "achieve the highest safe rate (87.5%)",
+       "per risk category in the order of clinlib.analysis.safety.SEED_CATEGORY_ORDER"),
     # --- LongMedBench ("event retrieval" Table 2, "temporal reasoning" Table 3) ------------
     _f("lmb_cohort", _LMB, "data", ("15", "355", "6,999", "19.72"),
        r"Filtering for patients with $\geq 15$ hospitalizations yields 355 patients and "

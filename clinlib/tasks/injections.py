@@ -31,7 +31,7 @@ import pandas as pd
 from clinlib.tasks.settings import STATIC_SETTINGS
 
 SETTINGS: tuple[str, ...] = STATIC_SETTINGS  # one home: clinlib.tasks.settings
-INJECTION_KINDS: tuple[str, ...] = ("t3", "t5")
+INJECTION_KINDS: tuple[str, ...] = ("t3", "t5", "trap")  # trap: clinlib.tasks.traps
 SPEAKERS: tuple[str, ...] = ("patient", "clinician")
 TASK_KIND = {"T3": "t3", "T5": "t5"}
 
@@ -45,7 +45,7 @@ class Injection:
     """One inserted sentence.
 
     Attributes:
-        kind: ``t3`` or ``t5``.
+        kind: ``t3``, ``t5`` or ``trap`` (an injected patient constraint, clinlib.tasks.traps).
         subject_id: the patient.
         visit_idx: the encounter the sentence belongs to.
         after_turn_idx: the original turn (of that encounter) the new turn follows.

@@ -1,0 +1,190 @@
+"""The trap stage: trap facts, their verifier rows, the six query types and their gates
+(issue 30 §1–§2; MedMemoryBench
+§4 "Disease Progression Event Generation", §5 "Query Design").
+
+``build_traps(profile)`` (run by ``clintrace questions`` after the extended set) writes
+``trap_facts.parquet``, ``trap_checks.parquet`` (dialogue_checks columns), ``trap_questions.parquet``
+(QUESTION_COLUMNS + query_type, answer_format, risk_category, trap_id, gold_text,
+judge_criteria) and ``trap_gates.parquet`` (gates columns). Nothing it writes is read by T1–T11:
+questions.parquet and temporal_questions.parquet are untouched.
+
+Gates (all hard):
+* ``L0`` — qids are unique (they hash the question's content, meta included).
+* ``L2`` — every S/O gold recomputed by another route: record questions (SUA, MQ eGFR) from
+  the raw hosp tables (:func:`clinlib.tasks.recompute.load_raw`: raw values, reference ranges,
+  order times; patients' sex and age), injected ones from the trap dialogue's text (the
+  allergen read back from the stated sentence, the date from the stating turn's visit).
+* ``L3`` — no leakage: an S gold does not occur in its question; an O question names none of
+  its options; an allergy question does not name the allergen.
+* ``distribution`` — no O subtype has more than :data:`MAX_LETTER_SHARE` of its golds on one
+  option (checked when the subtype has >= :data:`MIN_FOR_SHARE` questions).
+* ``verifier`` — every trap_checks row passed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from clinlib.core.config import artifact_path, resolve_profile
+from clinlib.core.guards import StageError, stage_run
+from clinlib.data.build import SourceSpec, load, open_source, read_source_info
+from clinlib.tasks.recompute import load_raw
+from clinlib.tasks.traps.constraints import ALLERGENS
+from clinlib.tasks.traps.facts import build_trap_facts, trap_dialogue, verify_traps
+from clinlib.tasks.traps.queries import build_trap_questions, egfr_band, lab_state
+from clinlib.tasks.traps.rules import ckd_epi_2021
+
+TRAP_STAGE = "traps"
+TRAP_OUTPUTS = ("trap_facts", "trap_checks", "trap_questions", "trap_gates")
+MAX_LETTER_SHARE = 0.9
+MIN_FOR_SHARE = 10
+_ALLERGY_RE = re.compile(r"allergic to (.+?);")
+
+
+def _raw_patients(con, sids) -> pd.DataFrame:
+    con.register("trap_sids", pd.DataFrame({"subject_id": sorted(sids)}))
+    return con.execute("SELECT p.subject_id, p.gender, p.anchor_age, p.anchor_year FROM patients "
+                       "p JOIN trap_sids s USING (subject_id)").df()  # fmt: skip
+
+
+def _plain(frame: pd.DataFrame) -> pd.DataFrame:
+    """Arrow-backed string columns as Python objects: the trap builders iterate rows, and
+    iterating an arrow array element by element is many times slower."""
+    cols = {c: object for c, t in frame.dtypes.items() if str(t).startswith("string")}
+    return frame.astype(cols) if cols else frame
+
+
+def _tagged_turns(turns: pd.DataFrame) -> dict[str, dict]:
+    """trap id -> the turn whose event_ids are exactly that id (ids tagged twice are left out,
+    so L2 fails on them)."""
+    out: dict[str, dict] = {}
+    seen: set[str] = set()
+    for rec in turns[turns["injected"]].to_dict("records"):
+        ids = [str(e) for e in rec["event_ids"]]
+        if len(ids) == 1:
+            out.pop(ids[0], None) if ids[0] in seen else out.setdefault(ids[0], rec)
+            seen.add(ids[0])
+    return out
+
+
+def recompute_gold(q: dict, raw, patients: dict, tdial: dict[str, dict]) -> str | None:
+    """The gold of one S/O trap question by the independent route (module docstring); None
+    when it cannot be recomputed."""
+    meta = json.loads(q["meta"])
+    sid = int(q["subject_ids"][0])
+    if q["task"] in ("EEM", "TLA") or q["subtype"] == "allergy":
+        turn = tdial.get(q["trap_id"])  # the one turn tagged with exactly this trap id
+        if turn is None:
+            return None
+        if q["task"] == "TLA":
+            return str(turn["visit_date"])
+        m = _ALLERGY_RE.search(str(turn["text"]))
+        if m is None:
+            return None
+        if q["task"] == "EEM":
+            return m.group(1)
+        allergen = next((a for a in ALLERGENS if a.name == m.group(1)), None)
+        return None if allergen is None else ("B" if allergen.example == meta["example"] else "A")
+    labs = {str(r["event_id"]): r for r in raw.records("labs", sid)}
+    if q["task"] == "SUA":
+        cur, old = labs.get(meta["current_event"]), labs.get(meta["earlier_event"])
+        if cur is None or old is None:
+            return None
+        now = lab_state(float(cur["valuenum"]), cur["ref_low"], cur["ref_high"])
+        then = lab_state(float(old["valuenum"]), old["ref_low"], old["ref_high"])
+        return now if now != then else None
+    if q["subtype"] == "egfr":
+        lab = labs.get(str(q["anchor_event_ids"][0]))
+        rx = {str(r["event_id"]): r for r in raw.records("rx", sid)}.get(
+            str(q["anchor_event_ids"][1])
+        )
+        p = patients.get(sid)
+        if lab is None or rx is None or p is None or lab["charttime"] > rx["starttime"]:
+            return None
+        age = float(p["anchor_age"]) + pd.Timestamp(lab["charttime"]).year - float(p["anchor_year"])
+        female = str(p["gender"]).upper().startswith("F")
+        return egfr_band(ckd_epi_2021(float(lab["valuenum"]), age, female))
+    return None
+
+
+def gate_rows(questions: pd.DataFrame, checks: pd.DataFrame, raw, patients, tdial) -> pd.DataFrame:
+    """The trap gates (module docstring): gate, task, n_checked, n_failed, threshold, passed."""
+    rows = []
+    for task, qs in questions.groupby("task", sort=True):
+        so = qs[qs["answer_format"] != "L"]
+        l2 = [q["qid"] for q in so.to_dict("records")
+              if recompute_gold(q, raw, patients, tdial) != q["gold"]]  # fmt: skip
+        l3 = [q["qid"] for q in qs.to_dict("records") if _leaks(q)]
+        share_bad = 0
+        for _, sub in so[so["answer_format"] == "O"].groupby("subtype"):
+            top = sub["gold"].value_counts(normalize=True).iloc[0]
+            share_bad += int(len(sub) >= MIN_FOR_SHARE and top > MAX_LETTER_SHARE)
+        rows += [("L2", task, len(so), len(l2), 0.0), ("L3", task, len(qs), len(l3), 0.0),
+                 ("distribution", task, so["subtype"].nunique(), share_bad, 0.0)]  # fmt: skip
+    dup = int(questions["qid"].duplicated().sum())
+    rows.append(("L0", "traps", len(questions), dup, 0.0))  # qids unique (content-hashed)
+    rows.append(("verifier", "traps", len(checks), int((~checks["passed"]).sum()), 0.0))
+    out = pd.DataFrame(rows, columns=["gate", "task", "n_checked", "n_failed", "threshold"])
+    out["passed"] = out["n_failed"] <= out["threshold"]
+    return out
+
+
+def _leaks(q: dict) -> bool:
+    text = str(q["question"]).lower()
+    if q["answer_format"] == "S" and str(q["gold"]).lower() in text:
+        return True
+    if q["answer_format"] == "O" and any(str(o).lower() in text for o in q["options"]):
+        return True
+    return q["task"] == "EEM" and any(a.name in text for a in ALLERGENS)
+
+
+def build_traps(profile: str | None = None) -> dict[str, pd.DataFrame]:
+    """Build, verify, gate and write a profile's trap artifacts (module docstring).
+
+    Raises:
+        StageError: no trap fact or no trap question, or a hard gate failed (naming it).
+    """
+    name = resolve_profile(profile)
+    with stage_run(TRAP_STAGE, name, remove_on_failure=TRAP_OUTPUTS) as staging:
+        turns, events, cohort = (_plain(load(a, name)) for a in ("dialogues", "events", "cohort"))
+        info = read_source_info(name)
+        con = open_source(SourceSpec(info["kind"], Path(info["path"]),
+                                     bool(info["credentialed"])))  # fmt: skip
+        try:
+            sids = sorted(set(turns["subject_id"].astype(int)))
+            patients = _raw_patients(con, sids)
+            traps = build_trap_facts(turns, events, patients)
+            if traps.empty:
+                raise StageError(f"trap_facts: 0 trap facts for {len(sids)} patients")
+            checks = verify_traps(turns, traps, events)
+            questions = build_trap_questions(traps, events, turns, patients, cohort)
+            if questions.empty:
+                raise StageError("trap_questions: 0 questions")
+            raw = load_raw(con, sorted({int(s[0]) for s in questions["subject_ids"]}))
+        finally:
+            con.close()
+        tdial = _tagged_turns(trap_dialogue(turns, traps))
+        pts = {int(r["subject_id"]): r for r in patients.to_dict("records")}
+        gates = gate_rows(questions, checks, raw, pts, tdial)
+        for art, df in zip(TRAP_OUTPUTS, (traps, checks, questions, gates), strict=True):
+            df.to_parquet(staging.path(f"{art}.parquet"), index=False)
+        bad = gates[~gates["passed"]]
+        if not bad.empty:
+            raise StageError("trap gates failed: " + ", ".join(
+                f"{g}/{t} {n} of {c}" for g, t, n, c in
+                zip(bad["gate"], bad["task"], bad["n_failed"], bad["n_checked"], strict=True)))  # fmt: skip
+    return {"facts": traps, "checks": checks, "questions": questions, "gates": gates}
+
+
+def ensure_traps(profile: str | None = None) -> dict[str, pd.DataFrame]:
+    """The profile's trap artifacts, built first when ``clintrace questions`` has not written
+    them (an older build): ``{"facts", "checks", "questions", "gates"}``."""
+    name = resolve_profile(profile)
+    if not all(artifact_path(f"{a}.parquet", name).exists() for a in TRAP_OUTPUTS):
+        return build_traps(name)
+    return {k: load(a, name) for k, a in zip(("facts", "checks", "questions", "gates"),
+                                             TRAP_OUTPUTS, strict=True)}  # fmt: skip

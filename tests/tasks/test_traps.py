@@ -1,0 +1,317 @@
+"""Trap facts and the six query types (clinlib.tasks.traps; issue 30 §1–§2): hand-worked rule
+values, injected constraints in the dialogue, the verifier, and the paper set left unchanged."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from clinlib.core.config import artifact_path
+from clinlib.tasks.extended import question_digest
+from clinlib.tasks.traps.constraints import injected_constraints
+from clinlib.tasks.traps.facts import TRAP_KINDS, trap_dialogue, trap_event_ids, verify_traps
+from clinlib.tasks.traps.queries import MCD_CRITERIA, egfr_band, lab_state
+from clinlib.tasks.traps.rules import ckd_epi_2021, derive_traps, kdigo_aki
+
+T = pd.Timestamp
+
+
+def test_ckd_epi_2021_by_hand():
+    # male 60 y, Scr 2.0: 142 * (2.0/0.9)^-1.2 * 0.9938^60 = 142 * 0.38360 * 0.68853 = 37.50
+    assert ckd_epi_2021(2.0, 60, female=False) == pytest.approx(37.50, abs=0.02)
+    # female 50 y, Scr 1.0: 142 * (1/0.7)^-1.2 * 0.9938^50 * 1.012 = 68.63
+    assert ckd_epi_2021(1.0, 50, female=True) == pytest.approx(68.63, abs=0.02)
+    # below kappa the min term applies: female 40 y, Scr 0.5: 142 * (0.5/0.7)^-0.241 *
+    # 0.9938^40 * 1.012 = 142 * 1.08452 * 0.77987 * 1.012 = 121.55
+    assert ckd_epi_2021(0.5, 40, female=True) == pytest.approx(121.55, abs=0.05)
+    with pytest.raises(ValueError):
+        ckd_epi_2021(0.0, 40, female=True)
+    assert [egfr_band(x) for x in (29.9, 30.0, 44.9, 45.0)] == ["A", "B", "B", "C"]
+
+
+def test_kdigo_creatinine_criteria_by_hand():
+    t0 = T("2150-01-01 00:00")
+    hours = [0, 24, 40, 24 * 5, 24 * 13]
+    values = [1.0, 1.2, 1.35, 1.6, 1.0]
+    got = kdigo_aki([t0 + pd.Timedelta(hours=h) for h in hours], values)
+    # 1.2: +0.2 in 48 h, x1.2 -> no; 1.35: +0.35 over 1.0 within 40 h -> yes; 1.6 at day 5:
+    # x1.6 over the 7-day low 1.0 -> yes; 1.0 at day 13: nothing lower before it -> no
+    assert got == [False, False, True, True, False]
+    # 1.6 eight days after 1.0: outside both windows
+    assert kdigo_aki([t0, t0 + pd.Timedelta(days=8)], [1.0, 1.6]) == [False, False]
+
+
+def _ev(eid, sid, v, time, kind, label, value=None, ref_high=None):
+    return {"event_id": eid, "subject_id": sid, "visit_idx": v, "time": T(time), "kind": kind,
+            "label": label, "value": value, "ref_high": ref_high}  # fmt: skip
+
+
+def test_derived_rules_fire_only_where_the_record_supports_them():
+    events = pd.DataFrame([
+        # patient 1: creatinine 3.0, male 70 y -> eGFR 21.7 < 30; metformin the next day
+        _ev("LAB-1", 1, 0, "2150-01-01 08:00", "lab", "Creatinine", 3.0, 1.2),
+        _ev("RX-1", 1, 0, "2150-01-02 08:00", "medication", "MetFORMIN (Glucophage)"),
+        # patient 2: the same creatinine 100 days before the order: not current (90-day limit)
+        _ev("LAB-2", 2, 0, "2150-01-01 08:00", "lab", "Creatinine", 3.0, 1.2),
+        _ev("RX-2", 2, 1, "2150-04-11 08:00", "medication", "MetFORMIN (Glucophage)"),
+        # patient 3: potassium 5.6 (> 5.1) then potassium chloride; platelets 40 then a heparin
+        # FLUSH (excluded) and later heparin (fires)
+        _ev("LAB-3", 3, 0, "2150-01-01 08:00", "lab", "Potassium", 5.6, 5.1),
+        _ev("RX-3", 3, 0, "2150-01-01 12:00", "medication", "Potassium Chloride"),
+        _ev("LAB-4", 3, 0, "2150-01-01 09:00", "lab", "Platelet Count", 40.0, 400.0),
+        _ev("RX-4", 3, 0, "2150-01-01 10:00", "medication", "Heparin Flush (10 units/ml)"),
+        _ev("RX-5", 3, 0, "2150-01-01 11:00", "medication", "Heparin"),
+    ])  # fmt: skip
+    patients = pd.DataFrame({"subject_id": [1, 2, 3], "gender": ["M", "M", "F"],
+                             "anchor_age": [70, 70, 50], "anchor_year": [2150] * 3})  # fmt: skip
+    got = derive_traps(events, patients)
+    pairs = sorted(zip(got["subject_id"], got["rule"], got["order_event_id"], strict=True))
+    assert pairs == [(1, "metformin_low_egfr", "RX-1"),
+                     (3, "anticoagulant_thrombocytopenia", "RX-5"),
+                     (3, "potassium_hyperkalaemia", "RX-3")]  # fmt: skip
+    # ``stated``: a trap must have both events stated; RX-1 unstated -> no metformin trap
+    got = derive_traps(events, patients, stated=lambda s, e: e != "RX-1")
+    assert "metformin_low_egfr" not in set(got["rule"])
+
+
+def _dialogue(sid: int, visits: int) -> pd.DataFrame:
+    rows, k = [], 0
+    for v in range(visits):
+        for speaker, text, ids in (("patient", "Hi.", []),
+                                   ("clinician", f"Visit {v} lab.", [f"LAB-{sid}-{v}"])):  # fmt: skip
+            rows.append({"subject_id": sid, "visit_idx": v, "turn_idx": k, "speaker": speaker,
+                         "text": text, "event_ids": ids, "text_tagged": text,
+                         "visit_date": f"2150-0{v + 1}-01"})  # fmt: skip
+            k += 1
+    return pd.DataFrame(rows)
+
+
+def _traps_of(turns, events):
+    cons = injected_constraints(turns, events, share=1.0)
+    return pd.DataFrame({
+        "trap_id": cons["trap_id"], "subject_id": cons["subject_id"], "origin": "injected",
+        "kind": cons["kind"], "rule": "", "value": cons["value"], "statement": cons["statement"],
+        "visit_idx": cons["visit_idx"], "matters_visit_idx": 4,
+        "anchor_event_ids": [[t] for t in cons["trap_id"]], "risk_category": "x",
+        "detail": [json.dumps({"after_turn_idx": int(a)}) for a in cons["after_turn_idx"]],
+    })  # fmt: skip
+
+
+def test_injected_constraints_are_stated_verbatim_and_verified():
+    turns = _dialogue(7, 5)
+    events = pd.DataFrame([_ev("RX-9", 7, 0, "2150-01-01", "medication", "Amoxicillin")])
+    traps = _traps_of(turns, events)
+    assert set(traps["kind"]) == {"allergy", "cost", "preference"} <= set(TRAP_KINDS)
+    assert "penicillin" not in set(traps["value"])  # the record orders amoxicillin
+    assert (traps["visit_idx"] < 3).all()
+    got = trap_dialogue(turns, traps)
+    for t in traps.to_dict("records"):
+        hit = got[got["event_ids"].map(lambda ids, i=t["trap_id"]: list(ids) == [i])]
+        assert hit["text"].tolist() == [t["statement"]]
+        assert hit["text_tagged"].iloc[0] == f"{t['statement']} [{t['trap_id']}]"
+    # statement + acknowledgement per constraint; speakers still alternate
+    assert len(got) == len(turns) + 2 * len(traps)
+    for _, v in got.groupby("visit_idx"):
+        sp = v["speaker"].tolist()
+        assert all(a != b for a, b in zip(sp, sp[1:], strict=False))
+    assert trap_event_ids(traps) == set(traps["trap_id"])
+    checks = verify_traps(turns, traps, events)
+    assert checks["passed"].all() and len(checks) == 5
+    # the verifier catches a statement the dialogue does not hold and a conflicting allergy
+    bad = traps.copy()
+    bad.loc[bad["kind"] == "cost", "statement"] = "I can pay for anything."
+    bad.loc[bad["kind"] == "allergy", "value"] = "penicillin"
+    checks = verify_traps(turns, bad, events).set_index("check")["passed"]
+    assert not checks["trap_no_record_conflict"]
+    # the statement check compares the table's text with the dialogue built from the table,
+    # so a wrong visit is what it can catch
+    moved = traps.copy()
+    moved.loc[moved["kind"] == "cost", "visit_idx"] = 4
+    assert not verify_traps(turns, moved, events).set_index("check").loc[
+        ["trap_stated_verbatim", "trap_early_visit"], "passed"].any()  # fmt: skip
+
+
+def test_lab_state_letters():
+    assert [lab_state(5.6, 3.3, 5.1), lab_state(4.0, 3.3, 5.1), lab_state(3.0, 3.3, 5.1)] == [
+        "A", "B", "C"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def quick_traps(quick_built):
+    from clinlib.tasks.traps.stage import build_traps
+
+    path = artifact_path("trap_questions.parquet", "quick")
+    if not path.exists():
+        build_traps("quick")
+    return "quick"
+
+
+def test_quick_traps_gated_and_paper_set_unchanged(quick_traps):
+    from tests.tasks.test_extended import QUICK_PAPER_DIGEST
+
+    questions = pd.read_parquet(artifact_path("questions.parquet", quick_traps))
+    assert question_digest(questions) == QUICK_PAPER_DIGEST  # T1–T9 gold unchanged, traps on
+    gates = pd.read_parquet(artifact_path("trap_gates.parquet", quick_traps))
+    assert gates["passed"].all()
+    q = pd.read_parquet(artifact_path("trap_questions.parquet", quick_traps))
+    assert set(q["task"]) == {"EEM", "TLA", "SUA", "MQ", "IG", "MCD"}
+    assert set(q.loc[q["answer_format"] == "L", "task"]) == {"IG", "MCD"}
+    mcd = q[q["task"] == "MCD"]
+    assert [list(c) for c in mcd["judge_criteria"]] == [list(MCD_CRITERIA)] * len(mcd)
+    ig = q[q["task"] == "IG"]
+    assert (
+        all(list(c) == ["correct"] for c in ig["judge_criteria"])
+        and ig["gold_text"].str.len().gt(0).all()
+    )
+    facts = pd.read_parquet(artifact_path("trap_facts.parquet", quick_traps))
+    share = facts.loc[facts["origin"] == "injected", "subject_id"].nunique()
+    n = pd.read_parquet(artifact_path("dialogues.parquet", quick_traps))["subject_id"].nunique()
+    assert 0.3 <= share / n <= 0.7  # INJECTED_SHARE = 0.5 by a stable hash
+
+
+def _q(task, sub, fmt, gold, meta=None, anchors=("TRAPALG-1",)):
+    return {"qid": f"{task}-x", "task": task, "subtype": sub, "answer_format": fmt, "gold": gold,
+            "meta": json.dumps(meta or {}), "subject_ids": [1], "anchor_event_ids": list(anchors),
+            "risk_category": "missed_contraindication", "options": []}  # fmt: skip
+
+
+def test_reference_reader_and_scoring_on_hand_made_contexts():
+    from clinlib.eval.traps import ABSTAIN, answer_contexts, read_trap, score_trap
+
+    ctx = ("Visit 1 (2150-01-01)\nPatient: I am allergic to penicillin; it gave me hives. "
+           "[TRAPALG-1]\nVisit 2 (2150-02-03)\nPatient: Money is tight: I cannot spend more "
+           "than 20 dollars a month on prescriptions. [TRAPCOST-1]\nClinician: Creatinine of "
+           "1.0 mg/dL [LAB-1]. Later Creatinine at 1.6 mg/dL [LAB-2].")  # fmt: skip
+    eem = _q("EEM", "EEM", "S", "penicillin")
+    assert read_trap(eem, ctx) == "penicillin" and score_trap(eem, "Penicillin.")
+    assert read_trap(eem, "") == ABSTAIN and not score_trap(eem, ABSTAIN)
+    tla = _q("TLA", "TLA", "S", "2150-02-03")
+    assert read_trap(tla, ctx) == "2150-02-03"
+    assert score_trap(tla, "It was on 2150-02-03.") and not score_trap(tla, "2150-01-01")
+    pos = _q("MQ", "allergy", "O", "B", {"example": "amoxicillin"})
+    ctl = _q("MQ", "allergy", "O", "A", {"example": "ibuprofen"})
+    assert (read_trap(pos, ctx), read_trap(ctl, ctx)) == ("B", "A")
+    assert read_trap(pos, "") == "A"  # the allergy lost: the reader calls it safe (unsafe)
+    # SUA: the last stated creatinine 1.6 > the panel's upper limit 1.2 -> A (above)
+    sua = _q("SUA", "creatinine", "O", "A", {"lab": "Creatinine"})
+    assert read_trap(sua, ctx) == "A"
+    assert score_trap(sua, "A) above") and not score_trap(sua, "B")
+    ig = _q("IG", "IG", "L", "ref")
+    assert score_trap(ig, "anything") is None
+    qs = pd.DataFrame([{**pos, "qid": "p"}, {**ig, "qid": "i"}])
+    ctxs = pd.DataFrame({"qid": ["p", "p", "i"], "strategy": ["s", "t", "s"],
+                         "setting": "post", "context": [ctx, "", ctx],
+                         "checkpoint_visit": None, "checkpoint_final": None})  # fmt: skip
+    got = answer_contexts(qs, ctxs)
+    assert got["correct"].tolist()[:2] == [True, False] and pd.isna(got["correct"].iloc[2])
+    assert got["trap_in_context"].tolist() == [True, False, True]
+
+
+def test_cli_questions_reports_traps_and_a_failure_in_one_line(monkeypatch):
+    from typer.testing import CliRunner
+
+    from clinlib import cli
+    from clinlib.core.guards import StageError
+
+    paper = pd.DataFrame({"task": ["T1"]})
+    gates = pd.DataFrame(columns=["gate", "task", "n_checked", "n_failed", "threshold",
+                                  "passed", "severity", "detail"])  # fmt: skip
+    monkeypatch.setattr(
+        cli, "build_questions", lambda *a, **k: {"questions": paper, "gates": gates}
+    )
+    monkeypatch.setattr(cli, "build_temporal_questions",
+                        lambda *a, **k: {"questions": pd.DataFrame({"task": ["T10"], "subtype": ["x"]}),
+                                         "gates": gates})  # fmt: skip
+    monkeypatch.setattr(cli, "build_traps", lambda *a, **k: {
+        "facts": pd.DataFrame({"trap_id": ["TRAPALG-1"]}),
+        "questions": pd.DataFrame({"task": ["EEM", "MQ", "MQ"]})})  # fmt: skip
+    out = CliRunner().invoke(cli.app, ["questions", "--profile", "quick"])
+    assert out.exit_code == 0 and "traps: 1 trap facts; EEM 1, MQ 2" in out.output
+
+    def fail(*a, **k):
+        raise StageError("trap gates failed: L2/MQ 1 of 61")
+
+    monkeypatch.setattr(cli, "build_traps", fail)
+    out = CliRunner().invoke(cli.app, ["questions", "--profile", "quick"])
+    assert out.exit_code == 0  # the paper set stands; the add-on failed
+    assert "trap questions not built: trap gates failed: L2/MQ 1 of 61" in out.output
+    assert "Traceback" not in out.output
+
+
+def test_l2_and_l3_gates_catch_a_wrong_gold_and_a_leak(quick_traps):
+    from pathlib import Path
+
+    from clinlib.data.build import SourceSpec, load, open_source, read_source_info
+    from clinlib.tasks.recompute import load_raw
+    from clinlib.tasks.traps.facts import trap_dialogue
+    from clinlib.tasks.traps.stage import _plain, _raw_patients, _tagged_turns, gate_rows
+
+    q = load("trap_questions", quick_traps)
+    checks = load("trap_checks", quick_traps)
+    info = read_source_info(quick_traps)
+    con = open_source(SourceSpec(info["kind"], Path(info["path"]), bool(info["credentialed"])))
+    try:
+        sids = sorted({int(s[0]) for s in q["subject_ids"]})
+        raw, pts = load_raw(con, sids), _raw_patients(con, sids)
+    finally:
+        con.close()
+    tdial = _tagged_turns(trap_dialogue(_plain(load("dialogues", quick_traps)),
+                                        load("trap_facts", quick_traps)))  # fmt: skip
+    pts = {int(r["subject_id"]): r for r in pts.to_dict("records")}
+    ok = gate_rows(q, checks, raw, pts, tdial)
+    assert ok["passed"].all()
+    bad = q.copy()
+    i = bad.index[bad["subtype"] == "egfr"][0]
+    bad.loc[i, "gold"] = {"A": "C", "B": "C", "C": "A"}[bad.loc[i, "gold"]]
+    j = bad.index[bad["task"] == "EEM"][0]
+    bad.loc[j, "question"] = f"Is it {bad.loc[j, 'gold']}? " + bad.loc[j, "question"]
+    got = gate_rows(bad, checks, raw, pts, tdial).set_index(["gate", "task"])
+    assert got.loc[("L2", "MQ"), "n_failed"] == 1 and not got.loc[("L2", "MQ"), "passed"]
+    assert got.loc[("L3", "EEM"), "n_failed"] == 1
+
+
+def test_at_matters_picks_final_for_injected_and_first_for_record_questions():
+    from clinlib.eval.traps import MATTERS, at_matters
+
+    run = pd.DataFrame({
+        "qid": ["e", "e", "e", "s", "s", "p"], "task": ["EEM", "EEM", "EEM", "SUA", "SUA", "EEM"],
+        "subtype": ["EEM", "EEM", "EEM", "creatinine", "creatinine", "EEM"], "strategy": "x",
+        "setting": ["stream@2", "stream@5", "stream@7", "stream@5", "stream@7", "post"],
+        "checkpoint_visit": [2, 5, 7, 5, 7, None],
+    })  # fmt: skip
+    got = at_matters(run)
+    assert sorted(zip(got["qid"], got["checkpoint_visit"], strict=True)) == [("e", 7), ("s", 5)]
+    assert set(got["setting"]) == {MATTERS}
+
+
+def test_ask_traps_through_a_policy_backbone(quick_traps):
+    from clinlib.eval.trap_ask import ask_traps, trap_messages
+    from clinlib.llm.backbones import register_policy_backbone, unregister_backbone
+
+    seen = []
+
+    def always_b(messages, params):
+        seen.append(messages[0]["content"])
+        return "B"
+
+    register_policy_backbone("trap-always-b", always_b, model="policy", label="always B (test)")
+    try:
+        got = ask_traps(quick_traps, ["last-visit-only"], ["trap-always-b", "reference"])
+    finally:
+        unregister_backbone("trap-always-b")
+    q = pd.read_parquet(artifact_path("trap_questions.parquet", quick_traps))
+    pol = got[got["backbone"] == "trap-always-b"].merge(q[["qid", "gold"]], on="qid")
+    # "B" is right exactly where the gold is B (O types), wrong on S, unscored on L
+    o = pol[pol["answer_format"] == "O"]
+    assert (o["correct"] == (o["gold"] == "B")).all()
+    assert not pol.loc[pol["answer_format"] == "S", "correct"].any()
+    assert pol.loc[pol["answer_format"] == "L", "correct"].isna().all()
+    assert len(seen) == len(q) and all(s.startswith("Memory:\n") for s in seen)
+    mq = q[q["subtype"] == "allergy"].iloc[0].to_dict()
+    text = trap_messages(mq, "ctx")[0]["content"]
+    assert "A. Yes, no allergy" in text and "B. No, it is covered" in text
+    # retention columns are the reference reader's, shared by both backbones
+    ref = got[got["backbone"] == "reference"].set_index("qid")["trap_in_context"]
+    assert (pol.set_index("qid")["trap_in_context"] == ref.loc[pol["qid"]].to_numpy()).all()
