@@ -9,8 +9,9 @@ from typing import Annotated
 
 import typer
 
-from clinlib.cli_common import ProfileOpt, _profile, _run, _writer, app
-from clinlib.eval.external import score_any
+from clinlib.cli_common import ProfileOpt, _csv, _profile, _run, _writer, app
+from clinlib.eval.export import FORMATS, export_records, export_table, write_export
+from clinlib.eval.inspect_log import score_any
 from clinlib.eval.store import cell_summary
 
 
@@ -33,3 +34,26 @@ def score(
     typer.echo(f"scored {len(rows)} outside prediction(s) from {file} into profile {name}:")
     cols = ["strategy", "backbone", "prep_model", "setting", "n_predicted", "accuracy"]
     typer.echo(summary[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+
+
+@app.command("export")
+def export(
+    out: Annotated[Path, typer.Argument(help="folder to write (replaced whole)")],
+    profile: ProfileOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="jsonl or inspect")] = "inspect",
+    strategies: Annotated[
+        str, typer.Option(help="comma-separated strategy labels")
+    ] = "no-context-blind,full-context",
+    settings: Annotated[str, typer.Option(help="comma-separated settings (post, pre)")] = "post",
+    prep: Annotated[str, typer.Option(help="prep model of derived representations")] = "rule-based",
+    tasks: Annotated[str | None, typer.Option(help="comma-separated tasks (default T1-T9)")] = None,
+    limit: Annotated[int | None, typer.Option(help="first N questions per task")] = None,
+) -> None:
+    """Write the question set with each strategy's context as a dataset (+ an inspect_ai task)."""
+    name = _profile(profile)
+    if fmt not in FORMATS:
+        _run(write_export, out, [], fmt)  # refuses with one line
+    records = _run(export_records, name, _csv(strategies), _csv(settings), prep, _csv(tasks), limit)
+    _run(write_export, out, records, fmt)
+    typer.echo(f"{len(records)} samples -> {out} ({fmt})")
+    typer.echo(export_table(records).to_string(index=False))

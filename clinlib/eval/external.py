@@ -284,29 +284,3 @@ def score_file(
     run_id = f"score-{time.strftime('%Y%m%dT%H%M%S')}"
     write_part(rows, profile, run_id, 0)
     return pd.DataFrame(rows)
-
-
-INSPECT_SUFFIXES: tuple[str, ...] = (".eval", ".json")
-
-
-def score_any(path: str | Path, profile: str | None = None, **options: Any) -> pd.DataFrame:
-    """:func:`score_file` for a JSONL / parquet file, or an inspect_ai log (``.eval``, or a
-    ``.json`` log: a JSON object, not JSON lines) read by :mod:`clinlib.eval.inspect_log`."""
-    path = Path(path)
-    if path.suffix in INSPECT_SUFFIXES and _is_inspect_log(path):
-        from clinlib.eval.inspect_log import log_table
-
-        return score_file(path, profile, table=log_table(path), **options)
-    return score_file(path, profile, **options)
-
-
-def _is_inspect_log(path: Path) -> bool:
-    """An ``.eval`` file, or a ``.json`` file holding one JSON object with an ``eval`` header
-    (inspect's JSON log; JSON lines parse as several values and are not one)."""
-    if path.suffix == ".eval":
-        return True
-    try:
-        doc = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return False
-    return isinstance(doc, dict) and "eval" in doc and "qid" not in doc
