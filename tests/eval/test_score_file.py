@@ -208,3 +208,24 @@ def test_policy_digest_covers_every_reader_module():
     on_disk = {p.stem for p in here.glob("reader_*.py")} - {"reader_version"} | {"policies"}
     assert set(reader_version.READER_MODULES) == on_disk
     assert len(reader_version.policy_digest()) == reader_version.VERSION_CHARS
+
+
+def test_an_outside_strategy_opens_in_the_failure_explorer(profile, tmp_path):
+    from clinlib.analysis.evidence import label_losses
+    from clinlib.analysis.failures.view import context_fn_for, explain, side_by_side
+
+    path = write_jsonl(
+        tmp_path / "p.jsonl", rows() + [{**r, "strategy": "my-memory"} for r in rows()]
+    )
+    score_file(path, profile)
+    preds = runner.load_predictions(profile)
+    questions = make_questions()
+    fn = context_fn_for(profile)
+    i = int(preds.index[(preds["strategy"] == "my-memory") & (preds["qid"] == "T1-q2")][0])
+    page = explain(preds, questions, i, fn)
+    assert "9.9 mg/dL" in page and "my-memory" in page
+    tab = side_by_side(preds, questions, "T1-q2", "ext:my-gpt", "post", fn).set_index("strategy")
+    assert tab.loc["my-memory", "anchors_present"] == "n/a"
+    assert tab.loc["full-context", "anchors_present"] == "0/0"  # hand-made questions: no anchors
+    labelled, _ = label_losses(preds, questions, profile)
+    assert set(labelled.loc[labelled["strategy"] == "my-memory", "lost_in"]) == {"not measured"}
