@@ -31,7 +31,6 @@ import time
 from pathlib import Path
 
 import nbformat
-from nbconvert import HTMLExporter
 
 from clinlib.core.config import build_dir, figures_dir, resolve_profile
 from clinlib.core.io import atomic_path
@@ -85,6 +84,8 @@ def notebook_errors(nb: nbformat.NotebookNode) -> int:
 
 def render_notebook(path: Path) -> tuple[str, int]:
     """(offline HTML, error outputs) of one executed notebook."""
+    from nbconvert import HTMLExporter  # seconds to import; only `clintrace site` needs it
+
     nb = nbformat.read(path, as_version=4)
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
     return offline_html(body, str(path)), notebook_errors(nb)
