@@ -120,3 +120,20 @@ def test_jsonl_export_then_score(profile, tmp_path):  # noqa: F811
     preds = runner.load_predictions(profile)
     assert preds["correct"].sum() == 3 and set(preds["prep_model"]) == {"none"}
     assert isinstance(preds, pd.DataFrame)
+
+
+def test_export_command(profile, tmp_path):  # noqa: F811
+    from typer.testing import CliRunner
+
+    from clinlib.cli import app
+
+    out = tmp_path / "exp"
+    res = CliRunner().invoke(app, ["export", str(out), "--profile", profile, "--format", "inspect",
+                                   "--strategies", "full-context", "--tasks", "T3"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "2 samples" in res.output and (out / TASK_FILE_NAME).exists()
+    assert len((out / DATASET_FILE).read_text().splitlines()) == 2
+    res = CliRunner().invoke(app, ["export", str(tmp_path / "x"), "--profile", profile,
+                                   "--format", "yaml"])  # fmt: skip
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
+    assert "format 'yaml'" in res.output and not (tmp_path / "x").exists()
