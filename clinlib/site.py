@@ -9,7 +9,7 @@
 * ``notebooks/NN_slug.html``: every executed notebook under
   ``data/build/<profile>/notebooks/`` (``clintrace notebooks`` writes them) through nbconvert's
   lab template, with outputs embedded (charts as the SVG the kit's renderer stores,
-  docs/design.md "Charts in a notebook");
+  docs/design.md "Charts in a notebook"; ipywidgets, which need a kernel, as their text form);
 * ``figures/``: every figure under ``figures/<profile>/`` (PNG, SVG) and a gallery page;
 * ``apps/<app>.html``: a STATIC SNAPSHOT (a screenshot) of each marimo app, not the app: marimo's
   own HTML export loads its front end (ES modules) from cdn.jsdelivr.net, and module scripts do
@@ -87,6 +87,9 @@ def render_notebook(path: Path) -> tuple[str, int]:
     from nbconvert import HTMLExporter  # seconds to import; only `clintrace site` needs it
 
     nb = nbformat.read(path, as_version=4)
+    # Saved ipywidgets state makes nbconvert load the widget manager from unpkg.com: a static
+    # page cannot run widgets anyway, so their outputs show their text form.
+    nb.metadata.pop("widgets", None)
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
     return offline_html(body, str(path)), notebook_errors(nb)
 

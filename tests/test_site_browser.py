@@ -1,5 +1,5 @@
 """The results site (``clintrace site``, issue 32 §4) opened from disk in the real Chromium the
-app tests use (bench.apps_browser / bench.site_browser): a real notebook executed on the quick
+app tests use (bench.apps_browser / bench.site_browser): a real notebook (with saved ipywidgets state) executed on the quick
 profile, rendered with the profile's figures, app snapshots and the summary index; every page
 loads, every image shows, no console error, no request leaves file://.
 
@@ -23,7 +23,8 @@ WHY = apps.browser_missing()
 if WHY and os.environ.get("CLINTRACE_REQUIRE_BROWSER"):
     pytest.fail(f"CLINTRACE_REQUIRE_BROWSER is set but the site test cannot run: {WHY}",
                 pytrace=False)  # fmt: skip
-NOTEBOOK = "01_cohort_building.ipynb"
+# 02 saves ipywidgets state: nbconvert would load the widget manager from unpkg.com
+NOTEBOOK = "02_dialogue_inspection.ipynb"
 # Executes a real notebook on the quick profile: run beside the notebooks (one xdist worker,
 # conftest.py), not alongside them.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("notebooks")]
@@ -46,15 +47,15 @@ NOTEBOOK_PATH = NOTEBOOKS_DIR / NOTEBOOK
 @pytest.mark.skipif(WHY is not None, reason=f"needs Chromium: {WHY}")
 def test_every_page_loads_offline_in_chromium(site):
     out, result = site
-    assert result["notebooks"] == [("01_cohort_building", 0)]
+    assert result["notebooks"] == [("02_dialogue_inspection", 0)]
     pages = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.html"))
     assert pages == ["apps/dialogues.html", "apps/failures.html", "figures/index.html",
-                     "index.html", "notebooks/01_cohort_building.html"]  # fmt: skip
+                     "index.html", "notebooks/02_dialogue_inspection.html"]  # fmt: skip
     results = sb.check_site(out)
     assert sb.problems(results) == []
     by = {r["page"].split("/site/", 1)[1]: r for r in results}
     assert by["figures/index.html"]["images"] == len(list((out / "figures").glob("*.png"))) > 0
-    assert "01_cohort_building" in (out / "index.html").read_text()
+    assert "02_dialogue_inspection" in (out / "index.html").read_text()
     assert "not MIMIC" in (out / "index.html").read_text()
 
 
