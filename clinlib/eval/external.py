@@ -32,6 +32,7 @@ outside model never shares a name with a kit backbone and is never presented as 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -281,6 +282,7 @@ def score_file(
                     f"{path}: key {key} is already stored (same qid, strategy, backbone, prep "
                     "model and setting); --replace supersedes the stored predictions"
                 )
-    run_id = f"score-{time.strftime('%Y%m%dT%H%M%S')}"
+    run_id = f"score-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    rows = [{**r, "run_id": run_id} for r in rows]  # a run's summary selects its rows by run_id
     write_part(rows, profile, run_id, 0)
     return pd.DataFrame(rows)

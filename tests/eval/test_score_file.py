@@ -89,6 +89,7 @@ def test_scored_file_is_stored_like_a_run_and_reaches_tables_and_explorer(profil
                                        "T1-q3": False, "T3-q4": True, "T3-q5": False}  # fmt: skip
     assert by.loc["T1-q3", "parse_failed"] and not by.loc["T1-q2", "parse_failed"]
     assert by["reader_version"].isna().all()
+    assert by["run_id"].str.startswith("score-").all()  # a later run's summary needs it
     table = accuracy_table(preds, by=("strategy", "backbone", "task")).set_index("task")
     assert table.loc["T1", "accuracy"] == pytest.approx(2 / 4)
     assert table.loc["T3", "accuracy"] == pytest.approx(1 / 2)
@@ -96,6 +97,9 @@ def test_scored_file_is_stored_like_a_run_and_reaches_tables_and_explorer(profil
     assert cell.loc[0, "accuracy"] == pytest.approx(3 / 6) and cell.loc[0, "parse_failures"] == 1
     wrong = filter_predictions(preds, backbone="ext:my-gpt", outcome="incorrect")
     assert wrong["qid"].tolist() == ["T1-q2", "T1-q3", "T3-q5"]
+    # a kit run afterwards summarises beside them (its own rows picked by run_id)
+    cells = runner.run(profile, ["no-context-blind"], ["reference"], progress=False)
+    assert cells["new_predictions"].tolist() == [6]
 
 
 def test_parquet_input_and_replace(profile, tmp_path):
