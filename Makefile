@@ -18,7 +18,7 @@ NB_TIMEOUT ?= 900
 .DEFAULT_GOAL := help
 .PHONY: help install reproduce test lint format unit pipeline-quick synth cohort dialogues \
         questions strategies run pipeline notebooks install-local test-local serve-local bench-cohort bench-strategies bench-harness bench-apps bench-mutation bench-prefix \
-        lab app-failures app-dialogues clean clean-build
+        lab app-failures app-dialogues clean clean-build site
 
 help: ## list every target with a one-line description
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-16s %s\n", $$1, $$2}'
@@ -51,6 +51,12 @@ serve-local: install-local ## serve SmolLM2-135M as backbone local-smollm2 at ht
 
 reproduce: install ## the main job: whole pipeline + every notebook on the paper profile (synthetic, offline)
 	$(BIN)/clintrace reproduce --profile paper
+
+SITE_PROFILE ?= paper
+site: install ## the results site of what `make reproduce` wrote (SITE_PROFILE=paper): notebooks, figures, app snapshots -> data/build/<p>/site/ (offline)
+	$(BIN)/python -m bench.apps_browser --profile $(SITE_PROFILE) --shots data/build/$(SITE_PROFILE)/screenshots
+	$(BIN)/clintrace site --profile $(SITE_PROFILE)
+	$(BIN)/python -m bench.site_browser data/build/$(SITE_PROFILE)/site
 
 test: install lint pipeline-quick ## lint, build the quick profile, run unit + browser tests and every notebook
 	CLINTRACE_LOCAL_MODEL=off CLINTRACE_REQUIRE_BROWSER=1 CLINTRACE_PROFILE=quick $(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not local and not isolated" tests notebooks --nbmake --nbmake-timeout=$(NB_TIMEOUT) -p no:cacheprovider

@@ -55,6 +55,7 @@ DEFERRED_IMPORTS = frozenset(
         "vl_convert",
         "multiprocessing",
         "llama_cpp",
+        "nbconvert",
     }
 )
 

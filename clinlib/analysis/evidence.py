@@ -56,7 +56,7 @@ from clinlib.core.io import atomic_path
 from clinlib.strategies.construction import question_contexts_many
 from clinlib.strategies.evidence import anchor_ids, context_ids, has_tags, injection_of
 from clinlib.strategies.footprints import EXCLUDED_TASKS
-from clinlib.strategies.registry import STRATEGIES, parse_label
+from clinlib.strategies.registry import STRATEGIES, is_kit_strategy, parse_label
 from clinlib.tasks.settings import asked_questions
 
 ORACLE = "oracle"
@@ -281,6 +281,8 @@ def label_losses(
     # subset (notebook 11's K sweep) is measured on that subset only.
     groups: dict[tuple, list[str]] = {}
     for name, qids in preds.groupby("strategy")["qid"]:
+        if not is_kit_strategy(str(name)):  # an outside system's memory: not measured
+            continue
         groups.setdefault(tuple(sorted(set(qids))), []).append(str(name))
     frames = [evidence_recall(questions[questions["qid"].isin(qids)], names, profile, settings,
                               prep) for qids, names in groups.items()]  # fmt: skip

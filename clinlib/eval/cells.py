@@ -27,6 +27,7 @@ from clinlib.data.build import read_source_info
 from clinlib.eval import prompt_tokens
 from clinlib.eval.policies import register_offline_backbones
 from clinlib.eval.prompts import build_messages
+from clinlib.eval.reader_version import reader_version
 from clinlib.eval.store import RunnerError
 from clinlib.llm import Backbone, ChatRequest, ChatResult, GenerationParams, get_backbone
 from clinlib.llm.types import UnknownBackboneError
@@ -172,8 +173,6 @@ def prediction_row(item: Item, result: ChatResult, run_id: str) -> dict[str, Any
     """
     q = item.question
     response = result.response if result.error is None else None
-    strict = score(q["task"], response, str(q["gold"]), _options(q), lenient=False)
-    lenient = score(q["task"], response, str(q["gold"]), _options(q), lenient=True)
     qid, strategy, backbone, prep_model, setting = item.key
     return {
         "qid": qid,
@@ -183,15 +182,7 @@ def prediction_row(item: Item, result: ChatResult, run_id: str) -> dict[str, Any
         "backbone": backbone,
         "prep_model": prep_model,
         "setting": setting,
-        "response": response,
-        "parsed": strict.parsed,
-        "correct": strict.correct,
-        "parsed_lenient": lenient.parsed,
-        "correct_lenient": lenient.correct,
-        "score": strict.value,
-        "score_lenient": lenient.value,
-        "parse_failed": strict.parse_failed,
-        "parse_problem": strict.problem,
+        **scored_fields(q, response),
         "empty": bool(result.error is None and result.empty),
         "finish_reason": result.finish_reason,
         "input_tokens": result.input_tokens,
@@ -204,7 +195,27 @@ def prediction_row(item: Item, result: ChatResult, run_id: str) -> dict[str, Any
         "error_kind": result.error_kind if result.error is not None else None,
         "context_tokens": item.context_tokens,
         **{c: item.checkpoint.get(c) for c in CHECKPOINT_COLUMNS},
+        "reader_version": reader_version(backbone),
         "run_id": run_id,
+    }
+
+
+def scored_fields(q: dict[str, Any], response: str | None) -> dict[str, Any]:
+    """The scoring columns of a prediction row: ``response`` parsed and scored strictly and
+    leniently against question ``q``'s gold with the task's own parsers (also used by
+    ``clintrace score`` for predictions made elsewhere, :mod:`clinlib.eval.external`)."""
+    strict = score(q["task"], response, str(q["gold"]), _options(q), lenient=False)
+    lenient = score(q["task"], response, str(q["gold"]), _options(q), lenient=True)
+    return {
+        "response": response,
+        "parsed": strict.parsed,
+        "correct": strict.correct,
+        "parsed_lenient": lenient.parsed,
+        "correct_lenient": lenient.correct,
+        "score": strict.value,
+        "score_lenient": lenient.value,
+        "parse_failed": strict.parse_failed,
+        "parse_problem": strict.problem,
     }
 
 

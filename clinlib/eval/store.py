@@ -24,6 +24,7 @@ from clinlib.core.config import artifact_path, build_dir, resolve_profile
 from clinlib.core.io import write_parquet
 from clinlib.core.lock import pid_alive
 from clinlib.data.build import load
+from clinlib.eval.reader_version import READER_BACKBONES, policy_digest
 from clinlib.tasks.answers import TASK_NAMES
 from clinlib.tasks.extended import EXTENDED_ARTIFACT
 from clinlib.tasks.settings import STATIC_SETTINGS
@@ -75,6 +76,9 @@ PREDICTION_DTYPES: dict[str, str] = {
     "checkpoint_visit": "Int64",
     "checkpoint_final": "boolean",
     "memory_items": "Int64",
+    # The offline readers' policy version (clinlib.eval.reader_version; NA for any other
+    # backbone): a reader row of another version is left out when read back, and re-asked.
+    "reader_version": "string",
     "run_id": "string",
     "written_at": "datetime64[us, UTC]",
 }
@@ -197,11 +201,32 @@ def load_predictions(
         raise RunnerError(f"predictions in {predictions_dir(profile)} lack columns {missing}")
     if not all_settings:
         df = df[df["setting"].isin(STATIC_SETTINGS)].reset_index(drop=True)
+    df = current_readers(df, predictions_dir(profile))
     if dedupe:
         df = df.drop_duplicates(list(KEY_COLUMNS), keep="last").reset_index(drop=True)
     if "task" in df.columns:
         df = _current_rows(df, profile, extended)
     return df
+
+
+def current_readers(df: pd.DataFrame, where: Path | str = "predictions") -> pd.DataFrame:
+    """``df`` without the offline readers' rows made by another policy version
+    (:mod:`clinlib.eval.reader_version`; parts from before the version was recorded read
+    back NA and count as another version), with one warning line when there are any."""
+    if "backbone" not in df.columns or df.empty:
+        return df
+    version = df["reader_version"] if "reader_version" in df.columns else pd.Series(pd.NA, df.index)
+    stale = df["backbone"].isin(READER_BACKBONES) & (version.astype("string") != policy_digest())
+    stale = stale.fillna(True) & df["backbone"].isin(READER_BACKBONES)
+    if not stale.any():
+        return df
+    log.warning(
+        "%d offline-reader prediction(s) in %s were made by another reader policy version "
+        "and are left out (a run asks them again)",
+        int(stale.sum()),
+        where,
+    )
+    return df[~stale].reset_index(drop=True)
 
 
 def _current_rows(df: pd.DataFrame, profile: str | None, extended: bool) -> pd.DataFrame:

@@ -133,6 +133,17 @@ def get_strategy(name: str, profile: str | None = None, **params: Any) -> Strate
     return cls(**params)
 
 
+def is_kit_strategy(label: str) -> bool:
+    """Whether ``label`` names one of the kit's strategies (a registry name or a label with
+    parameters); False for an outside system's label (``clintrace score``), whose context the
+    kit cannot rebuild."""
+    try:
+        get_strategy(str(label))
+    except StrategyError:
+        return False
+    return True
+
+
 def list_strategies() -> list[dict[str, Any]]:
     """One dict per registered strategy: name, family, paper (bool), diagnostic (bool: a
     control such as event-table / oracle, never ranked with the paper's), derived, uses_prep,

@@ -351,11 +351,13 @@ def test_stage_table_shares_and_total_worked_by_hand():
 
 def _prediction(qid: str) -> dict:
     from clinlib.eval import runner
+    from clinlib.eval.reader_version import policy_digest
 
     zero = {"int64": 0, "float64": 0.0, "bool": False, "string": ""}
     row = {c: zero.get(t) for c, t in runner.PREDICTION_DTYPES.items()}
     return row | {"qid": qid, "task": "T1", "strategy": "full-context", "backbone": "reference",
-                  "prep_model": "none", "setting": "post", "written_at": pd.Timestamp.now("UTC")}  # fmt: skip
+                  "prep_model": "none", "setting": "post", "written_at": pd.Timestamp.now("UTC"),
+                  "reader_version": policy_digest()}  # the current reader's row  # fmt: skip
 
 
 def test_predictions_for_an_older_question_set_are_refused_then_moved_aside(tmp_build):

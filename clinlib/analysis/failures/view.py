@@ -30,6 +30,7 @@ from clinlib.core.pages import clip_context
 from clinlib.eval.outcomes import failure_class
 from clinlib.strategies import question_contexts
 from clinlib.strategies.evidence import anchor_ids, anchor_presence
+from clinlib.strategies.registry import is_kit_strategy
 
 
 def anchor_message(context: str, anchors: Sequence[str]) -> str:
@@ -195,11 +196,15 @@ def question_row(questions: pd.DataFrame, qid: str) -> dict[str, Any]:
 
 def context_of(
     questions: pd.DataFrame, qid: str, strategy: str, setting: str, context_fn: ContextFn
-) -> str:
-    """The context ``strategy`` gave question ``qid`` in ``setting``."""
+) -> str | None:
+    """The context ``strategy`` gave question ``qid`` in ``setting``; None when ``strategy`` is
+    not one of the kit's (an outside prediction's own memory, ``clintrace score``): the kit
+    cannot rebuild what that system showed its model."""
     sub = questions[questions["qid"] == qid]
     if sub.empty:
         raise FailureExplorerError(f"qid {qid!r} is not in questions.parquet")
+    if not is_kit_strategy(strategy):
+        return None
     ctx = context_fn(sub, strategy, setting)
     return str(ctx["context"].iloc[0]) if len(ctx) else ""
 
@@ -260,6 +265,10 @@ def side_by_side(
         chars, present = [], []
         for s in out["strategy"]:
             ctx = context_of(questions, qid, str(s), setting, context_fn)
+            if ctx is None:  # an outside system's context: not known here
+                chars.append(None)
+                present.append("n/a")
+                continue
             found = anchor_presence(ctx, anchors)
             chars.append(len(ctx))
             present.append(f"{sum(1 for n in found.values() if n)}/{len(anchors)}")

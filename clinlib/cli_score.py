@@ -1,0 +1,59 @@
+"""``clintrace score``: predictions made elsewhere, scored and stored like the kit's own
+(issue 32 §2; :mod:`clinlib.eval.external`). Registered on the app like
+:mod:`clinlib.cli_population`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from clinlib.cli_common import ProfileOpt, _csv, _profile, _run, _writer, app
+from clinlib.eval.export import FORMATS, export_records, export_table, write_export
+from clinlib.eval.inspect_log import score_any
+from clinlib.eval.store import cell_summary
+
+
+@app.command("score")
+def score(
+    file: Annotated[Path, typer.Argument(help="JSONL / parquet predictions, or an inspect log")],
+    profile: ProfileOpt = None,
+    replace: Annotated[
+        bool, typer.Option(help="supersede stored predictions with the same keys")
+    ] = False,
+    allow_wrong_task: Annotated[
+        bool, typer.Option(help="score an answer of another task's shape as a parse failure")
+    ] = False,
+) -> None:
+    """Score outside predictions with the kit's parsers and store them (backbone `ext:<label>`)."""
+    name = _profile(profile)
+    with _writer(name):
+        rows = _run(score_any, file, name, replace=replace, allow_wrong_task=allow_wrong_task)
+    summary = cell_summary(rows)
+    typer.echo(f"scored {len(rows)} outside prediction(s) from {file} into profile {name}:")
+    cols = ["strategy", "backbone", "prep_model", "setting", "n_predicted", "accuracy"]
+    typer.echo(summary[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+
+
+@app.command("export")
+def export(
+    out: Annotated[Path, typer.Argument(help="folder to write (replaced whole)")],
+    profile: ProfileOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="jsonl or inspect")] = "inspect",
+    strategies: Annotated[
+        str, typer.Option(help="comma-separated strategy labels")
+    ] = "no-context-blind,full-context",
+    settings: Annotated[str, typer.Option(help="comma-separated settings (post, pre)")] = "post",
+    prep: Annotated[str, typer.Option(help="prep model of derived representations")] = "rule-based",
+    tasks: Annotated[str | None, typer.Option(help="comma-separated tasks (default T1-T9)")] = None,
+    limit: Annotated[int | None, typer.Option(help="first N questions per task")] = None,
+) -> None:
+    """Write the question set with each strategy's context as a dataset (+ an inspect_ai task)."""
+    name = _profile(profile)
+    if fmt not in FORMATS:
+        _run(write_export, out, [], fmt)  # refuses with one line
+    records = _run(export_records, name, _csv(strategies), _csv(settings), prep, _csv(tasks), limit)
+    _run(write_export, out, records, fmt)
+    typer.echo(f"{len(records)} samples -> {out} ({fmt})")
+    typer.echo(export_table(records).to_string(index=False))
