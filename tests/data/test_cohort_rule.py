@@ -154,3 +154,19 @@ def test_no_qualifying_patient_exits_2_with_one_line(tmp_path, tmp_build):
     bad = CLI.invoke(app, ["cohort", "--mimic-dir", str(root), "--profile", "t",
                            "--cohort-rule", "longmed"])  # fmt: skip
     assert bad.exit_code == 2 and "unknown cohort rule 'longmed'" in bad.output
+
+
+def test_a_meds_source_under_the_rule_shows_abnormal_labs_only(long_source, tmp_path):
+    from clinlib.data.sources.meds_fixture import mimic_to_meds
+
+    meds = mimic_to_meds(long_source, tmp_path / "meds")
+    full = open_source(SourceSpec("meds", meds, True))
+    long = open_source(SourceSpec("meds", meds, True, "longmedbench"))
+    q = "SELECT count(*) FILTER (WHERE flag = 'abnormal'), count(*) FROM labevents "
+    try:
+        n_abn, n_all = full.execute(q + "WHERE subject_id = 9").fetchone()
+        assert (n_abn, n_all) == (15, 30)  # its creatinines flagged, its sodiums not
+        assert long.execute(q + "WHERE subject_id = 9").fetchone() == (15, 15)
+    finally:
+        full.close()
+        long.close()
