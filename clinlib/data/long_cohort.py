@@ -35,7 +35,7 @@ from clinlib.data.cohort_rules import (
     MIN_HOSPITALISATIONS,
 )
 
-__all__ = ["MIN_HOSPITALISATIONS", "LongCohort", "long_cohort", "profile_long_cohort",
+__all__ = ["MIN_HOSPITALISATIONS", "LongCohort", "built_rule", "long_cohort", "profile_long_cohort",
            "seed_summary"]  # fmt: skip
 
 VISITS_SQL = f"""
@@ -127,3 +127,9 @@ def profile_long_cohort(profile: str | None = None, min_visits: int = MIN_HOSPIT
         return long_cohort(con, min_visits)
     finally:
         con.close()
+
+
+def built_rule(profile: str | None = None) -> str:
+    """The cohort rule a profile's own cohort was built with (``clintracebench`` or
+    ``longmedbench``; recorded by its cohort stage)."""
+    return source_spec(profile).cohort_rule

@@ -25,6 +25,7 @@ from clinlib.cli import app
 from clinlib.core import config
 from clinlib.core.config import cohort_rule, question_counts
 from clinlib.data.build import SourceSpec, build_cohort, open_source, source_spec
+from clinlib.data.long_cohort import built_rule
 from clinlib.data.schema import HOSP_TABLES
 from tests import hosp_fixture
 
@@ -119,7 +120,7 @@ def test_long_rule_builds_its_cohort_by_hand(long_source, tmp_build):
     assert set(labs["flag"]) == {"abnormal"}
     assert ev["visit_idx"].nunique() == 15
     info = json.loads((tmp_build / "lq" / "source.json").read_text())
-    assert info["cohort_rule"] == "longmedbench"
+    assert info["cohort_rule"] == "longmedbench" and built_rule("lq") == "longmedbench"
     # every later reader of the source (generators, gate L2) sees the same abnormal-only labs
     con = open_source(source_spec("lq"))
     n_all, n_abnormal = con.execute(
