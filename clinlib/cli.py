@@ -55,6 +55,14 @@ from clinlib.tasks.extended import build_temporal_questions
 from clinlib.tasks.gates import gate_report
 from clinlib.tasks.traps.stage import build_traps
 
+CohortRuleOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="clintracebench (the paper's cohort) or longmedbench (>= 15 complete "
+        "hospitalisations, abnormal labs only); default: the profile's"
+    ),
+]
+
 
 @app.command()
 def synth(
@@ -80,13 +88,15 @@ def cohort(
     seed: SeedOpt = None,
     per_disease: Annotated[int | None, typer.Option(help="patients per index disease")] = None,
     allow_drops: AllowDropsOpt = False,
+    cohort_rule: CohortRuleOpt = None,
 ) -> None:
     """Select the cohort and extract its events (cohort/attrition/eligible/events.parquet)."""
     t0 = time.perf_counter()
     name, _ = _run(resolve_source, profile, mimic_dir, meds_dir)
     with _writer(name):
         out = _run(build_cohort, name, mimic_dir=mimic_dir, meds_dir=meds_dir, seed=seed,
-                   per_disease=per_disease, allow_drops=allow_drops)  # fmt: skip
+                   per_disease=per_disease, allow_drops=allow_drops,
+                   rule=cohort_rule)  # fmt: skip
     att = out["attrition"]
     for row in att.itertuples():
         typer.echo(f"  {row.step:<40} {row.n_patients:>9,}")
@@ -287,19 +297,21 @@ def pipeline(
         bool, typer.Option(help="skip synth when its tables already exist")
     ] = True,
     allow_drops: AllowDropsOpt = False,
+    cohort_rule: CohortRuleOpt = None,
 ) -> None:
     """Run every stage in order on the embedded synthetic default."""
     name = _profile(profile)
     with _writer(name):
-        _pipeline(name, seed, skip_existing, allow_drops)
+        _pipeline(name, seed, skip_existing, allow_drops, cohort_rule)
 
 
-def _pipeline(name: str, seed: int | None, skip_existing: bool, allow_drops: bool) -> None:
+def _pipeline(name: str, seed: int | None, skip_existing: bool, allow_drops: bool,
+              cohort_rule: str | None = None) -> None:  # fmt: skip
     if not (skip_existing and (build_dir(name) / "raw" / "hosp").exists()):
         with _stage("synth"):
             synth(profile=name, seed=seed)
     with _stage("cohort"):
-        cohort(profile=name, seed=seed, allow_drops=allow_drops)
+        cohort(profile=name, seed=seed, allow_drops=allow_drops, cohort_rule=cohort_rule)
     with _stage("dialogues"):
         dialogues(profile=name, seed=seed, allow_drops=allow_drops)
     with _stage("questions"):

@@ -22,6 +22,14 @@ PROFILE_ENV = "CLINTRACE_PROFILE"
 DEFAULT_PROFILE = "quick"
 
 
+# The cohort rules a build can select its patients with (clinlib.data.cohort): the paper's
+# (ClinTraceBench §3 "Cohort", the default) and LongMedBench's (>= 15 complete hospitalisations,
+# abnormal labs only; seed fact lmb_cohort_rule). `clintrace cohort --cohort-rule` picks one on
+# any profile; a profile below may name its own.
+CTB_RULE, LONG_RULE = "clintracebench", "longmedbench"
+COHORT_RULES: tuple[str, ...] = (CTB_RULE, LONG_RULE)
+
+
 @dataclass(frozen=True)
 class Profile:
     """Sizes for one build profile.
@@ -31,21 +39,30 @@ class Profile:
         n_patients: patients in the synthetic hosp dataset (cohort candidates + background).
         per_disease: cohort patients sampled per index disease (the paper: 100).
         seed: default seed for synthesis and sampling.
+        cohort_rule: how the cohort stage selects patients (:data:`COHORT_RULES`).
+        counts: the question counts the profile asks, ``quick``'s or ``paper``'s.
     """
 
     name: str
     n_patients: int
     per_disease: int
     seed: int = 0
+    cohort_rule: str = CTB_RULE
+    counts: str = "paper"
 
 
 PROFILES: dict[str, Profile] = {
     # Small but complete: every rule, stratum and task must still be exercised.
-    "quick": Profile("quick", n_patients=600, per_disease=12),
+    "quick": Profile("quick", n_patients=600, per_disease=12, counts="quick"),
     # The paper's sizes: 4 diseases x 100 patients drawn from a larger population.
     "paper": Profile("paper", n_patients=6000, per_disease=100),
     # MIMIC-IV hosp size (364,627 patients); used by `make bench-cohort` only.
     "mimic-scale": Profile("mimic-scale", n_patients=364_627, per_disease=100),
+    # LongMedBench's setting rebuilt small (issue 31): quick's population, patients with >= 15
+    # complete hospitalisations and their abnormal labs only, 6 per index disease, quick's counts.
+    "long-quick": Profile(
+        "long-quick", n_patients=600, per_disease=6, cohort_rule=LONG_RULE, counts="quick"
+    ),
 }
 
 
@@ -84,6 +101,27 @@ def profile_sizes(name: str) -> Profile:
     except KeyError:
         known = ", ".join(sorted(PROFILES))
         raise ValueError(f"unknown synthetic profile {name!r}; known: {known}") from None
+
+
+def question_counts(name: str) -> str:
+    """Which count table a profile's questions follow: ``quick`` (tests, teaching) or
+    ``paper``; a variant follows its base, a real-data profile the paper's."""
+    base = base_profile(name)
+    return PROFILES[base].counts if base in PROFILES else "paper"
+
+
+def cohort_rule(name: str | None, rule: str | None = None) -> str:
+    """The cohort rule of a build: ``rule`` when given, else the profile's, else the paper's.
+
+    Raises:
+        ValueError: an unknown rule (one line naming the known ones).
+    """
+    if rule is None:
+        base = base_profile(name) if name else None
+        rule = PROFILES[base].cohort_rule if base in PROFILES else CTB_RULE
+    if rule not in COHORT_RULES:
+        raise ValueError(f"unknown cohort rule {rule!r}; known: {', '.join(COHORT_RULES)}")
+    return rule
 
 
 def build_dir(profile: str | None = None) -> Path:

@@ -12,15 +12,24 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 
-from clinlib.core.config import PROFILES, artifact_path, build_dir, resolve_profile
+from clinlib.core.config import (
+    CTB_RULE,
+    LONG_RULE,
+    PROFILES,
+    artifact_path,
+    build_dir,
+    cohort_rule,
+    resolve_profile,
+)
 from clinlib.core.guards import StageError, check_artifact, check_kept, stage_run
 from clinlib.data.cohort import select_cohort
+from clinlib.data.cohort_rules import restrict_labs
 from clinlib.data.events import extract_events
 from clinlib.data.plausibility import (
     check_excluded,
@@ -63,11 +72,14 @@ class SourceSpec:
         kind: ``synthetic``, ``mimic`` or ``meds``.
         path: the MIMIC-IV root (holding hosp/), the MEDS root, or the synthetic raw dir.
         credentialed: True for real MIMIC-IV / MEDS data (PhysioNet DUA applies).
+        cohort_rule: the build's cohort rule (clinlib.core.config.COHORT_RULES); under
+            LongMedBench's the source shows abnormal labs only (clinlib.data.cohort_rules).
     """
 
     kind: str
     path: Path
     credentialed: bool
+    cohort_rule: str = CTB_RULE
 
 
 def resolve_source(
@@ -92,16 +104,21 @@ def resolve_source(
 
 
 def open_source(spec: SourceSpec, con: duckdb.DuckDBPyConnection | None = None):
-    """A DuckDB connection with MIMIC-shaped hosp views over ``spec``."""
+    """A DuckDB connection with MIMIC-shaped hosp views over ``spec`` (abnormal labs only
+    under LongMedBench's cohort rule)."""
     if spec.kind == "meds":
         require_codes(spec.path)  # no fallback vocabulary: refuse (docs/real-data.md)
-        return open_meds(spec.path, con=con)
-    if spec.kind == "synthetic" and not (spec.path / "hosp").exists():
+        con = open_meds(spec.path, con=con)
+    elif spec.kind == "synthetic" and not (spec.path / "hosp").exists():
         raise FileNotFoundError(
             f"no synthetic hosp tables in {spec.path}/hosp; run `clintrace synth --profile "
             f"{spec.path.parent.name}` first"
         )
-    return open_hosp(spec.path, con=con)
+    else:
+        con = open_hosp(spec.path, con=con)
+    if spec.cohort_rule == LONG_RULE:
+        restrict_labs(con)
+    return con
 
 
 def read_source_info(profile: str | None = None) -> dict:
@@ -112,6 +129,14 @@ def read_source_info(profile: str | None = None) -> dict:
     return json.loads(path.read_text())
 
 
+def source_spec(profile: str | None = None) -> SourceSpec:
+    """The recorded source of a build as a :class:`SourceSpec` (a build from before cohort
+    rules were recorded used the paper's)."""
+    info = read_source_info(profile)
+    return SourceSpec(info["kind"], Path(info["path"]), bool(info["credentialed"]),
+                      info.get("cohort_rule", CTB_RULE))  # fmt: skip
+
+
 def build_cohort(
     profile: str | None = None,
     mimic_dir: Path | None = None,
@@ -120,6 +145,7 @@ def build_cohort(
     per_disease: int | None = None,
     threads: int | None = None,
     allow_drops: bool = False,
+    rule: str | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Build cohort, attrition, eligible and events artifacts for a profile.
 
@@ -132,6 +158,8 @@ def build_cohort(
         threads: DuckDB threads (default: DuckDB's choice).
         allow_drops: accept a cohort where more than guards.MAX_DROP_SHARE of the patients
             yield no event (0 patients is always an error).
+        rule: the cohort rule (``clintracebench`` or ``longmedbench``; default: the
+            profile's, else the paper's), recorded in source.json for the later stages.
 
     Returns:
         ``{"cohort", "attrition", "eligible", "events"}`` DataFrames (also written to disk).
@@ -141,6 +169,7 @@ def build_cohort(
         StageError: 0 patients, or too many without events; the stage manifest says failed.
     """
     name, spec = resolve_source(profile, mimic_dir, meds_dir)
+    spec = replace(spec, cohort_rule=cohort_rule(name, rule))
     sizes = PROFILES.get(name)
     seed = seed if seed is not None else (sizes.seed if sizes else 0)
     if per_disease is None:
@@ -194,7 +223,7 @@ def _select_and_extract(spec: SourceSpec, per_disease: int, seed: int, threads: 
                 check_unique(con, table, key, keyed[table])
         bad_adm, n_adm = screen_admissions(con)  # before selection: no eligibility from them
         check_excluded("admissions", n_adm, bad_adm, allow_drops)
-        result = select_cohort(con, per_disease=per_disease, seed=seed)
+        result = select_cohort(con, per_disease=per_disease, seed=seed, rule=spec.cohort_rule)
         subjects = result.cohort["subject_id"].tolist()
         if _cheap_to_rescan(keyed.get("labevents")) and subjects:
             check_unique(con, "labevents", "labevent_id", keyed["labevents"], subjects)
@@ -274,6 +303,7 @@ def _write_cohort(staging, spec, result, events, seed, per_disease) -> dict[str,
         "kind": spec.kind,
         "path": str(spec.path),
         "credentialed": spec.credentialed,
+        "cohort_rule": spec.cohort_rule,
         "seed": seed,
         "per_disease": per_disease,
         "shortfalls": result.shortfalls,

@@ -24,6 +24,12 @@ low / medium / high tertiles; the sample takes 33 / 34 / 33 per 100 (scaled for 
 Within a stratum the order is md5("<seed>:<subject_id>"), so sampling is deterministic per seed
 and independent of row order or engine. With fewer eligible patients than a stratum needs, every
 eligible patient is taken and the shortfall is reported.
+
+LongMedBench's rule (``rule="longmedbench"``; seed fact ``lmb_cohort_rule``,
+:mod:`clinlib.data.cohort_rules`) replaces steps 1-5 by its own, over a source that shows
+abnormal labs only: every admission complete, >= 15 hospitalisations, then what the kit's
+questions need — an index disease (>= 2 code rows, the stratum), >= 5 panel labs (abnormal
+ones) and >= 2 medication orders. Strata, tertiles and sampling are the paper's.
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ from dataclasses import dataclass, field
 import duckdb
 import pandas as pd
 
+from clinlib.core.config import CTB_RULE, LONG_RULE
+from clinlib.data.cohort_rules import COMPLETE_ADMISSION_SQL, MIN_HOSPITALISATIONS
+from clinlib.data.plausibility import RAW_ADMISSIONS, view_exists
 from clinlib.data.schema import RX_ORDER_SQL
 from clinlib.data.vocab import INDEX_DISEASE_ICD, INDEX_DISEASES, PANEL_ITEMIDS
 
@@ -51,6 +60,15 @@ ATTRITION_STEPS: tuple[str, ...] = (
     f">={MIN_INDEX_CODES} ICD codes in one index disease",
     f">=2 admissions >{MIN_ADMISSION_GAP_DAYS} days apart",
     f">={MIN_PANEL_LABS} panel labs",
+    f">={MIN_PRESCRIPTIONS} prescriptions",
+    "sampled (disease x tertile)",
+)
+LONG_ATTRITION_STEPS: tuple[str, ...] = (
+    "all patients",
+    "every admission complete",
+    f">={MIN_HOSPITALISATIONS} hospitalisations",
+    f">={MIN_INDEX_CODES} ICD codes in one index disease",
+    f">={MIN_PANEL_LABS} abnormal panel labs",
     f">={MIN_PRESCRIPTIONS} prescriptions",
     "sampled (disease x tertile)",
 )
@@ -129,6 +147,12 @@ adm AS (
            max(dischtime) AS last_disch
     FROM admissions GROUP BY subject_id
 ),
+complete AS (
+    -- LongMedBench's "complete admission/discharge records", over the admissions as recorded
+    -- (before the plausibility screen drops an admission without a discharge)
+    SELECT subject_id, bool_and({COMPLETE_ADMISSION_SQL}) AS all_complete
+    FROM {{raw_admissions}} GROUP BY subject_id
+),
 labs AS (
     SELECT subject_id, count(*) AS n_labs
     FROM labevents WHERE itemid IN (SELECT itemid FROM ct_panel) AND valuenum IS NOT NULL
@@ -143,6 +167,7 @@ SELECT p.subject_id,
        primary_dx.disease,
        coalesce(primary_dx.n_codes, 0) AS n_index_codes,
        coalesce(adm.n_admissions, 0) AS n_admissions,
+       coalesce(complete.all_complete, false) AS all_complete,
        adm.first_admit, adm.last_admit, adm.last_disch,
        coalesce(labs.n_labs, 0) AS n_labs,
        coalesce(rx.n_meds, 0) AS n_meds,
@@ -152,6 +177,7 @@ FROM patients p
 LEFT JOIN dx_any USING (subject_id)
 LEFT JOIN primary_dx USING (subject_id)
 LEFT JOIN adm USING (subject_id)
+LEFT JOIN complete USING (subject_id)
 LEFT JOIN labs USING (subject_id)
 LEFT JOIN rx USING (subject_id)
 LEFT JOIN alldx USING (subject_id)
@@ -175,16 +201,39 @@ SELECT
 FROM ct_stats
 """
 
-ELIGIBLE_SQL = f"""
+# LongMedBench's funnel (module docstring), over a source with abnormal labs only.
+LONG_STEPS_SQL: tuple[str, ...] = (
+    "all_complete",
+    f"n_admissions >= {MIN_HOSPITALISATIONS}",
+    f"max_index_codes >= {MIN_INDEX_CODES}",
+    f"n_labs >= {MIN_PANEL_LABS}",
+    f"n_meds >= {MIN_PRESCRIPTIONS}",
+)
+LONG_FUNNEL_SQL = (
+    "SELECT count(*) AS s0, "
+    + ", ".join(
+        f"count(*) FILTER (WHERE {' AND '.join(LONG_STEPS_SQL[: k + 1])}) AS s{k + 1}"
+        for k in range(len(LONG_STEPS_SQL))
+    )
+    + " FROM ct_stats"
+)
+CTB_ELIGIBLE_WHERE = f"""max_index_codes >= {MIN_INDEX_CODES}
+      AND date_diff('second', first_admit, last_admit) > {MIN_ADMISSION_GAP_DAYS} * 86400
+      AND n_labs >= {MIN_PANEL_LABS}
+      AND n_meds >= {MIN_PRESCRIPTIONS}"""
+# rule -> (attrition step names, funnel query, eligibility condition over ct_stats)
+RULES: dict[str, tuple[tuple[str, ...], str, str]] = {
+    CTB_RULE: (ATTRITION_STEPS, FUNNEL_SQL, CTB_ELIGIBLE_WHERE),
+    LONG_RULE: (LONG_ATTRITION_STEPS, LONG_FUNNEL_SQL, " AND ".join(LONG_STEPS_SQL)),
+}
+
+ELIGIBLE_SQL = """
 WITH e AS (
     SELECT *,
         date_diff('second', first_admit, last_disch) / 86400.0 AS span_days,
         n_labs + n_meds + n_dx + n_px + 2 * n_admissions AS n_events_raw
     FROM ct_stats
-    WHERE max_index_codes >= {MIN_INDEX_CODES}
-      AND date_diff('second', first_admit, last_admit) > {MIN_ADMISSION_GAP_DAYS} * 86400
-      AND n_labs >= {MIN_PANEL_LABS}
-      AND n_meds >= {MIN_PRESCRIPTIONS}
+    WHERE {where}
 ),
 ranked AS (
     SELECT *,
@@ -206,25 +255,32 @@ FROM ranked
 def cohort_stats(con: duckdb.DuckDBPyConnection) -> None:
     """Compute per-patient rule statistics into the temp table ``ct_stats``."""
     _register_constants(con)
-    con.execute(STATS_SQL)
+    raw = RAW_ADMISSIONS if view_exists(con, RAW_ADMISSIONS) else "admissions"
+    con.execute(STATS_SQL.format(raw_admissions=raw))
 
 
 def select_cohort(
-    con: duckdb.DuckDBPyConnection, per_disease: int = 100, seed: int = 0
+    con: duckdb.DuckDBPyConnection, per_disease: int = 100, seed: int = 0, rule: str = CTB_RULE
 ) -> CohortResult:
     """Apply the inclusion rules, stratify and sample.
 
     Args:
-        con: a DuckDB connection with MIMIC-shaped hosp views (see clinlib.data.sources).
+        con: a DuckDB connection with MIMIC-shaped hosp views (see clinlib.data.sources);
+            under ``longmedbench`` its labevents view holds abnormal rows only
+            (:func:`clinlib.data.cohort_rules.restrict_labs`).
         per_disease: patients per index disease (the paper: 100).
         seed: sampling seed.
+        rule: ``clintracebench`` (the paper's funnel) or ``longmedbench`` (module docstring).
 
     Returns:
         A :class:`CohortResult`.
     """
+    if rule not in RULES:
+        raise ValueError(f"unknown cohort rule {rule!r}; known: {', '.join(RULES)}")
+    steps, funnel_sql, where = RULES[rule]
     cohort_stats(con)
-    funnel = con.execute(FUNNEL_SQL).fetchone()
-    eligible = con.execute(ELIGIBLE_SQL, {"seed": seed}).df()
+    funnel = con.execute(funnel_sql).fetchone()
+    eligible = con.execute(ELIGIBLE_SQL.format(where=where), {"seed": seed}).df()
     targets = stratum_targets(per_disease)
     picked, shortfalls = [], []
     for disease in INDEX_DISEASES:
@@ -240,9 +296,7 @@ def select_cohort(
     cohort = pd.concat(picked, ignore_index=True).drop(columns="sample_key")
     cohort = cohort.sort_values("subject_id", kind="stable").reset_index(drop=True)
     counts = list(funnel) + [len(cohort)]
-    attrition = pd.DataFrame(
-        {"step_idx": range(len(ATTRITION_STEPS)), "step": ATTRITION_STEPS, "n_patients": counts}
-    )
+    attrition = pd.DataFrame({"step_idx": range(len(steps)), "step": steps, "n_patients": counts})
     for note in shortfalls:
         log.warning("cohort shortfall: %s", note)
     return CohortResult(cohort, attrition, eligible.drop(columns="sample_key"), shortfalls)

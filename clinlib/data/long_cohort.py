@@ -15,37 +15,42 @@ The rule, over MIMIC-IV-shaped hosp views (the synthetic source, MIMIC-IV or a M
 
 :func:`long_cohort` returns the qualifying patients, their visits (with the abnormal labs,
 orders and procedures each holds) and the seed's summary statistics, so the seed's setting
-can be measured on any source. It does not replace the kit's ClinTraceBench cohort stage
-(``clintrace cohort``): the dialogues, tasks and notebooks still run on that cohort.
+can be measured on any source. The cohort stage applies the same rule when a build asks for it
+(``clintrace cohort --cohort-rule longmedbench``, the ``long-quick`` profile:
+:func:`clinlib.data.cohort.select_cohort`), sampling its strata from the qualifying patients.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import duckdb
 import pandas as pd
 
 from clinlib.core.seed_facts import seed_fact
-from clinlib.data.build import SourceSpec, open_source, read_source_info
+from clinlib.data.build import open_source, source_spec
+from clinlib.data.cohort_rules import (
+    ABNORMAL_LAB_SQL,
+    COMPLETE_ADMISSION_SQL,
+    MIN_HOSPITALISATIONS,
+)
 
-MIN_HOSPITALISATIONS = int(seed_fact("lmb_cohort_rule").number(0))
+__all__ = ["MIN_HOSPITALISATIONS", "LongCohort", "built_rule", "long_cohort", "profile_long_cohort",
+           "seed_summary"]  # fmt: skip
 
-VISITS_SQL = """
+VISITS_SQL = f"""
 WITH adm AS (
-    SELECT subject_id, hadm_id, admittime, dischtime,
-           admittime IS NOT NULL AND dischtime IS NOT NULL AND dischtime >= admittime AS complete
+    SELECT subject_id, hadm_id, admittime, dischtime, {COMPLETE_ADMISSION_SQL} AS complete
     FROM admissions
 ),
 pat AS (
     SELECT subject_id, count(*) AS n_visits
     FROM adm GROUP BY subject_id
-    HAVING bool_and(complete) AND count(*) >= {min_visits}
+    HAVING bool_and(complete) AND count(*) >= {{min_visits}}
 ),
 labs AS (
     SELECT hadm_id, count(*) AS n_abnormal_labs FROM labevents
-    WHERE flag = 'abnormal' AND hadm_id IS NOT NULL GROUP BY hadm_id
+    WHERE {ABNORMAL_LAB_SQL} AND hadm_id IS NOT NULL GROUP BY hadm_id
 ),
 rx AS (SELECT hadm_id, count(*) AS n_orders FROM prescriptions GROUP BY hadm_id),
 px AS (SELECT hadm_id, count(*) AS n_procedures FROM procedures_icd GROUP BY hadm_id)
@@ -117,9 +122,14 @@ def profile_long_cohort(profile: str | None = None, min_visits: int = MIN_HOSPIT
     Raises:
         FileNotFoundError: the profile has no recorded source (run ``clintrace cohort``).
     """
-    info = read_source_info(profile)
-    con = open_source(SourceSpec(info["kind"], Path(info["path"]), bool(info["credentialed"])))
+    con = open_source(source_spec(profile))
     try:
         return long_cohort(con, min_visits)
     finally:
         con.close()
+
+
+def built_rule(profile: str | None = None) -> str:
+    """The cohort rule a profile's own cohort was built with (``clintracebench`` or
+    ``longmedbench``; recorded by its cohort stage)."""
+    return source_spec(profile).cohort_rule

@@ -93,6 +93,9 @@ UNIT_FACTORS: dict[str, dict[str, float]] = {
     "troponin_t": {"ng/L": 0.001},
 }
 EXCLUSION_COLUMNS = ("table", "rule", "key", "subject_id", "field", "value")
+# The admissions as recorded, kept queryable under this name by screen_admissions (the cohort
+# stage's LongMedBench rule reads their completeness: clinlib.data.cohort).
+RAW_ADMISSIONS = "ct_raw_admissions"
 
 
 def _admission_rules_sql(has_dod: bool) -> str:
@@ -119,7 +122,7 @@ def screen_admissions(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, int
         (exclusion rows (:data:`EXCLUSION_COLUMNS`), one per excluded admission; the number
         of admissions screened).
     """
-    con.execute("ALTER VIEW admissions RENAME TO ct_raw_admissions")
+    con.execute(f"ALTER VIEW admissions RENAME TO {RAW_ADMISSIONS}")
     cols = {r[0] for r in con.execute("DESCRIBE patients").fetchall()}
     con.execute(f"CREATE TEMP TABLE ct_adm_rules AS {_admission_rules_sql('dod' in cols)}")
     con.execute("""
@@ -183,8 +186,8 @@ def screen_labs(con: duckdb.DuckDBPyConnection) -> None:
     Needs ``ct_subjects`` and ``ct_panel_full`` registered (clinlib.data.events) and the
     ``admissions`` view screened by :func:`screen_admissions` (else no admission rule).
     """
-    if not _view_exists(con, "ct_raw_admissions"):
-        con.execute("CREATE TEMP VIEW ct_raw_admissions AS SELECT * FROM admissions")
+    if not view_exists(con, RAW_ADMISSIONS):
+        con.execute(f"CREATE TEMP VIEW {RAW_ADMISSIONS} AS SELECT * FROM admissions")
     con.register("ct_units", _units_frame())
     con.register("ct_bounds", _bounds_frame())
     con.execute("DROP TABLE IF EXISTS ct_lab_screen")
@@ -222,7 +225,7 @@ def lab_exclusions(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, int]:
     return bad, int(n_all)
 
 
-def _view_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+def view_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     q = "SELECT count(*) FROM duckdb_views() WHERE view_name = ?"
     return bool(con.execute(q, [name]).fetchall()[0][0])
 

@@ -34,7 +34,7 @@ from clinlib.llm.types import UnknownBackboneError
 from clinlib.strategies import get_strategy, question_contexts_many, setting_plan
 from clinlib.strategies.prep import MATCHED, RULE_BASED, get_prep, resolve_prep
 from clinlib.tasks import score
-from clinlib.tasks.answers import MAX_TOKENS
+from clinlib.tasks.answers import CUT_TASKS, MAX_TOKENS
 from clinlib.tasks.extended import load_questions
 from clinlib.tasks.settings import (
     STATIC_SETTINGS,
@@ -272,6 +272,25 @@ def is_credentialed(profile: str | None) -> bool:
     return value
 
 
+def refuse_leaking(questions: pd.DataFrame, strategies: Sequence[Any]) -> None:
+    """Refuse, in one line, to ask a cut task (T11: the target visit cut at a moment,
+    :data:`clinlib.tasks.answers.CUT_TASKS`) under a strategy whose context shows the target
+    visit: its events after the cut are the answer (LongMedBench "Task 3": the memory is the
+    history BEFORE the current visit). Checked before any context is built.
+
+    Raises:
+        RunnerError: naming the cut tasks asked, the strategies refused and the ones allowed.
+    """
+    asked = sorted(set(questions["task"].astype(str)) & set(CUT_TASKS))
+    leaking = [s.label() for s in strategies if not s.history_only]
+    if asked and leaking:
+        raise RunnerError(
+            f"{', '.join(asked)} cannot be asked under {', '.join(leaking)}: their context "
+            f"shows the current stay past the decision's cut (the answer); ask {', '.join(asked)} "
+            "under history-visits(m=...) or no-context-blind"
+        )
+
+
 def prepare(
     profile: str,
     strategies: Sequence[Any],
@@ -299,6 +318,8 @@ def prepare(
     # load_questions: the paper's set, plus the extended set only when an extended task is named
     qs = select_questions(load_questions(profile, tasks) if questions is None else questions,
                           tasks, limit)  # fmt: skip
+    refuse_leaking(qs, [get_strategy(s, profile=profile) if isinstance(s, str) else s
+                        for s in strategies])  # fmt: skip
     resolved: dict[str, Any] = {}
 
     def prep_for(strat: Any) -> Any:

@@ -220,6 +220,8 @@ class Strategy:
             others (e.g. retrieval depth K) act only at access, so changing them rebuilds
             nothing.
         code_version: bumped when the constructor changes, so stale cache entries are ignored.
+        history_only: the context never shows the target visit or a later one (T11 may be
+            asked under it).
     """
 
     name: ClassVar[str] = ""
@@ -232,6 +234,11 @@ class Strategy:
     # False when the context does not depend on the question (only on the patient and the
     # dialogue at question time), so the harness renders it once per patient.
     query_dependent: ClassVar[bool] = True
+    # True when the context shows nothing of the question's target visit or a later one (only
+    # earlier visits, or none): the only strategies a decision question cut inside its visit
+    # (T11, clinlib.tasks.answers.CUT_TASKS) may be asked under; every other representation
+    # renders the current stay past the cut, i.e. the answer (clinlib.eval.cells).
+    history_only: ClassVar[bool] = False
 
     def __init__(self, **params: Any) -> None:
         unknown = sorted(set(params) - set(self.defaults))

@@ -30,6 +30,7 @@ class NoContextBlind(Strategy):
     name = "no-context-blind"
     query_dependent = False
     family = "floor"
+    history_only = True  # no context at all
 
     def build(self, subject_id: int, turns: pd.DataFrame, prep: Any) -> dict:
         return {}

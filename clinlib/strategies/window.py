@@ -137,6 +137,7 @@ class HistoryVisits(WindowVisits):
     before the target, ``m = 0`` none. Target and construction as for ``window-visits``."""
 
     name = "history-visits"
+    history_only = True  # the visits before the target only
 
     def label(self) -> str:
         return super().label().replace(WindowVisits.name, self.name, 1)

@@ -50,7 +50,7 @@ from fractions import Fraction
 
 import pandas as pd
 
-from clinlib.core.config import PROFILES, base_profile, resolve_profile
+from clinlib.core.config import PROFILES, base_profile, question_counts, resolve_profile
 from clinlib.core.guards import StageError, stage_run
 from clinlib.core.io import Staging
 from clinlib.tasks import rules
@@ -120,7 +120,7 @@ GATE_COLUMNS = (
 def target_counts(profile: str | None = None) -> dict[str, int]:
     """Per-task question counts of a profile: QUICK_COUNTS for ``quick``, else the paper's."""
     name = resolve_profile(profile)
-    return dict(QUICK_COUNTS if base_profile(name) == "quick" else rules.PAPER_COUNTS)
+    return dict(QUICK_COUNTS if question_counts(name) == "quick" else rules.PAPER_COUNTS)
 
 
 def subtype_plan(task: str) -> dict[str, tuple[float, str]]:

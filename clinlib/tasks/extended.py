@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 
 import pandas as pd
 
-from clinlib.core.config import PROFILES, base_profile, resolve_profile
+from clinlib.core.config import PROFILES, base_profile, question_counts, resolve_profile
 from clinlib.core.guards import StageError, stage_run
 from clinlib.data.build import load
 from clinlib.tasks import rules
@@ -49,7 +49,9 @@ def extended_counts(profile: str | None = None) -> dict[str, int]:
     """Per-task counts of the extended set: QUICK_EXTENDED_COUNTS on ``quick``, else
     rules.EXTENDED_COUNTS (300 per T10 subtype)."""
     name = resolve_profile(profile)
-    return dict(QUICK_EXTENDED_COUNTS if base_profile(name) == "quick" else rules.EXTENDED_COUNTS)
+    return dict(
+        QUICK_EXTENDED_COUNTS if question_counts(name) == "quick" else rules.EXTENDED_COUNTS
+    )
 
 
 def build_extended_set(inp, counts: Mapping[str, int], seed: int = 0):

@@ -12,12 +12,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
-from pathlib import Path
 
 import pandas as pd
 
 from clinlib.core.progress import progress
-from clinlib.data.build import SourceSpec, load, open_source, read_source_info
+from clinlib.data.build import load, open_source, source_spec
 from clinlib.data.vocab import PANEL_ITEMIDS
 from clinlib.tasks.answers import TASK_NAMES
 from clinlib.tasks.generators import GENERATORS, SUBTYPES, TITLES
@@ -42,9 +41,7 @@ def raw_lab_days(profile: str | None, subject_ids: Iterable[int]) -> set | None:
     """``(subject_id, lab_key, date)`` of every panel lab row in the profile's raw source (any
     unit, with or without hadm_id), or None when the raw source cannot be opened."""
     try:
-        info = read_source_info(profile)
-        spec = SourceSpec(info["kind"], Path(info["path"]), bool(info["credentialed"]))
-        con = open_source(spec)
+        con = open_source(source_spec(profile))
     except (FileNotFoundError, KeyError, ValueError, OSError, ImportError) as exc:
         log.warning("raw source not available (%s); T9 'never measured' uses events only", exc)
         return None

@@ -79,3 +79,38 @@ def test_rejection_is_scored_like_t9():
     assert not over.correct and over.parsed == "4.6 mEq/L"  # a hallucinated value
     assert score("T1F", "The record does not mention a third measurement.", ABSTAIN,
                  lenient=True).correct  # fmt: skip
+
+
+def test_l2_recomputes_the_rejections_and_catches_an_existing_measurement(quick_temporal):
+    """Gate L2 on quick's T1F set: every question recomputes from the raw tables; asking for
+    a measurement the stay does hold, miscounting the stay or stating a value as gold fails."""
+    from clinlib.data.build import load, open_source, source_spec
+    from clinlib.tasks.extended import load_questions
+    from clinlib.tasks.gates import gate_l2
+    from clinlib.tasks.recompute import load_raw
+
+    qs = load_questions(quick_temporal, ["T1F"])
+    qs = qs[qs["task"] == "T1F"].head(4).reset_index(drop=True)
+    con = open_source(source_spec(quick_temporal))
+    try:
+        raw = load_raw(con, {int(s) for ids in qs["subject_ids"] for s in ids})
+    finally:
+        con.close()
+    coverage = load("event_coverage", quick_temporal)
+
+    def fails(frame: pd.DataFrame) -> list[tuple[str, str]]:
+        return gate_l2(frame, raw, coverage).get("T1F", (0, []))[1]
+
+    assert len(qs) == 4 and fails(qs) == []
+
+    exists = qs.copy()  # the asked rank is the stay's last measurement: it exists
+    exists["meta"] = [json.dumps({**(m := json.loads(s)), "position": m["n_in_visit"]})
+                      for s in qs["meta"]]  # fmt: skip
+    assert len(f := fails(exists)) == 4 and all("asked the" in why for _, why in f)
+    miscount = qs.copy()
+    miscount["meta"] = [json.dumps({**(m := json.loads(s)), "n_in_visit": m["n_in_visit"] + 1,
+                                    "position": m["position"] + 1})
+                        for s in qs["meta"]]  # fmt: skip
+    assert len(fails(miscount)) == 4
+    stated = qs.assign(gold="4.6 mEq/L")
+    assert len(f := fails(stated)) == 4 and all("but recomputed" in why for _, why in f)

@@ -14,6 +14,10 @@ written to temporal_questions.parquet, never pooled with the paper's tasks. A ne
 task adds its name here, its format and token cap below, and its generator module to
 clinlib.tasks.generators."""
 ALL_TASK_NAMES: tuple[str, ...] = TASK_NAMES + EXTENDED_TASK_NAMES
+CUT_TASKS: tuple[str, ...] = ("T11",)
+"""Tasks whose question cuts the target visit at a moment and asks what follows (LongMedBench
+"Task 3"): the rest of that visit holds the answer, so the harness asks them only under
+strategies that show nothing of the target visit (``Strategy.history_only``)."""
 
 ABSTAIN_CLAUSE = "If the record does not state it, reply exactly: insufficient information."
 

@@ -5,13 +5,12 @@ report (paper Appendix A; Fig. 2 stage 4).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import pandas as pd
 
 from clinlib.core.config import artifact_path
 from clinlib.core.io import read_artifact
-from clinlib.data.build import SourceSpec, open_source, read_source_info
+from clinlib.data.build import open_source, source_spec
 from clinlib.data.plausibility import apply_exclusions
 from clinlib.tasks.answers import TASK_NAMES
 from clinlib.tasks.base import QUESTION_COLUMNS
@@ -63,8 +62,7 @@ def _load_inputs(profile, events, coverage, raw_con):
             artifact_path("event_coverage.parquet", profile), "clintrace dialogues"
         )
     if raw_con is None:
-        info = read_source_info(profile)
-        raw_con = open_source(SourceSpec(info["kind"], Path(info["path"]), info["credentialed"]))
+        raw_con = open_source(source_spec(profile))
         excluded = artifact_path("exclusions.parquet", profile)
         if excluded.exists():  # the implausible rows the events left out (data.plausibility)
             apply_exclusions(raw_con, pd.read_parquet(excluded))
