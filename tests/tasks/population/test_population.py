@@ -77,6 +77,19 @@ def test_codebook_is_shared_and_shorter():
     assert len(texts["codes"]) < len(texts["descriptions"])
 
 
+def test_codebook_prefix_is_one_constant():
+    """The population codebook and the dialogue strategy share data.vocab's prefix (one
+    constant, in the lowest layer both use), and the rendered ids carry it."""
+    from clinlib.data import vocab
+    from clinlib.strategies import codebook as dialogue_codebook
+    from clinlib.tasks.population import render
+
+    assert render.ID_PREFIX == dialogue_codebook.ID_PREFIX == vocab.CODEBOOK_ID_PREFIX
+    ev = _group()
+    text = render_group(ev, ORDER, "codebook").text
+    assert f"\n{vocab.CODEBOOK_ID_PREFIX}1: (" in text
+
+
 @pytest.mark.parametrize("rendering", RENDERINGS)
 def test_solvers_recover_known_answers(rendering):
     ev = _group()
