@@ -16,6 +16,7 @@ from clinlib.cli_common import (
     ProfileOpt,
     SeedOpt,
     _csv,
+    _fail,
     _local_note,
     _pending_as_value,
     _profile,
@@ -30,9 +31,12 @@ from clinlib.eval.population import (
     price_population,
     select_population,
 )
+from clinlib.eval.population_spec import sentence_to_spec, write_spec
+from clinlib.llm import get_backbone
 from clinlib.llm.batch import BatchPending
 from clinlib.llm.tokens import count_tokens
 from clinlib.tasks.population.build import QUESTIONS_FILE, build_population
+from clinlib.tasks.population.spec import SpecError
 
 
 @app.command("population")
@@ -164,3 +168,21 @@ def population_estimate(
     anything is sent."""
     estimate_population_cmd(_profile(profile), _csv(backbones), _csv(renderings), _csv(tasks),
                             None, config, questions, tokens)  # fmt: skip
+
+
+@app.command("population-spec")
+def population_spec(
+    sentence: Annotated[str, typer.Argument(help="the question idea and its cohorts, in words")],
+    task: Annotated[str, typer.Option(help="the P-... task it is for")],
+    out: Annotated[Path, typer.Option(help="the spec TOML to write (only if it validates)")],
+    backbone: Annotated[str, typer.Option(help="the backbone that writes it")] = "gpt-4o-mini",
+    config: ConfigOpt = None,
+) -> None:
+    """neopatient's optional first step: a sentence -> one validated [[task]] spec, written
+    atomically; a reply that does not validate exits 2 with one line and writes nothing."""
+    try:
+        text, spec = sentence_to_spec(sentence, task, _run(get_backbone, backbone, config))
+    except SpecError as exc:  # a TOML error can span lines: one line, always
+        _fail(SpecError(" ".join(str(exc).split())))
+    _run(write_spec, text, out)
+    typer.echo(f"spec {spec.name} ({spec.task}, {len(spec.cohorts)} cohorts) -> {out}")

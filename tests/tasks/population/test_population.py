@@ -147,6 +147,10 @@ def test_spec_file_loads_and_names_errors(tmp_path):
     assert size_of("min(12, n // 4)", 40, 0) == 10 and size_of("n - k", 10, 3) == 7
     with pytest.raises(SpecError, match="unknown name"):
         size_of("__import__('os')", 10, 0)
+    with pytest.raises(SpecError, match="not an expression"):  # a model's half expression
+        size_of("n -", 10, 0)
+    with pytest.raises(SpecError, match="by zero"):
+        size_of("n // k", 10, 0)
     bad = tmp_path / "s.toml"
     bad.write_text('[[task]]\ntask = "P-CLQ"\nname = "x"\nquestion = "q"\nsizes = [4]\n'
                    'cohort = [{ role = "a", size = "n", positive = [{ field = "age", op = "in", value = [1] }] }]\n')  # fmt: skip
