@@ -71,16 +71,17 @@ def check_question(
     q: dict[str, Any], kb: Knowledge, count: Callable[[str], int]
 ) -> tuple[str, str] | None:
     """The first gate the question fails, as (gate, detail), or None."""
+    parsed = {}
     for r in q["rendered"].values():
         try:
-            recs = parse_group(r.text)
+            parsed[r.rendering] = recs = parse_group(r.text)
         except ValueError as exc:
             return "structure", f"{r.rendering}: {exc}"
         if sorted(recs) != sorted(q["pids"]):
             return "structure", f"{r.rendering}: records {len(recs)} != patients {len(q['pids'])}"
     gold = json.loads(q["gold"])
-    for r in q["rendered"].values():
-        ans = solve(q["task"], q["question"], r.text, kb)
+    for r in q["rendered"].values():  # the solver reads the records parsed above
+        ans = solve(q["task"], q["question"], r.text, kb, records=parsed[r.rendering])
         if ans is None or not is_perfect(q["task"], score(q["task"], ans, gold)):
             return "gold", f"{r.rendering}: solver answer {str(ans)[:80]} != gold"
     if _leaks(q):
