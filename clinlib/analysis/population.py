@@ -103,15 +103,23 @@ def codebook_head(questions: pd.DataFrame, qid: str, n_lines: int = 6) -> list[s
     return row["context"].splitlines()[:n_lines]
 
 
-def scoreboard(preds: pd.DataFrame) -> pd.DataFrame:
+def scoreboard(preds: pd.DataFrame, questions: pd.DataFrame | None = None) -> pd.DataFrame:
     """Mean score per (task, backbone, rendering) with the parse-failure share (PopMedQA
-    Fig. 6's per-task scoreboards; the IPW score is an absolute error, lower is better)."""
-    return (
+    Fig. 6's per-task scoreboards; the IPW score is an absolute error, lower is better); with
+    ``questions``, also the question-level, group-clustered and shared-patient intervals of
+    :func:`clustered_scoreboard`."""
+    board = (
         preds.groupby(["task", "backbone", "rendering"])
         .agg(n=("qid", "size"), score=("score", "mean"), score_lenient=("score_lenient", "mean"),
              parse_failed=("parse_failed", "mean"))
         .reset_index()
     )  # fmt: skip
+    if questions is None:
+        return board
+    cl = clustered_scoreboard(preds, questions)
+    cols = ["q_low", "q_high", "group_low", "group_high", "patient_low", "patient_high"]
+    keys = ["task", "backbone", "rendering"]
+    return board.merge(cl.loc[cl["rendering"] != "all", keys + cols], on=keys, how="left")
 
 
 def clustered_scoreboard(preds: pd.DataFrame, questions: pd.DataFrame,

@@ -51,3 +51,16 @@ def test_per_rendering_rows_and_unscored():
     assert board.loc["codebook", "n_groups"] == 3
     # one row per group in a rendering: group-clustered == question-level
     assert board.loc["codebook", "group_low"] == pytest.approx(board.loc["codebook", "q_low"])
+
+
+def test_scoreboard_carries_the_per_rendering_intervals():
+    from clinlib.analysis.population import scoreboard
+
+    preds, questions = _frames()
+    preds = preds.assign(score_lenient=preds["score"], parse_failed=False)
+    board = scoreboard(preds, questions).set_index("rendering")
+    cl = clustered_scoreboard(preds, questions).set_index("rendering")
+    for r in ("codes", "codebook"):
+        assert board.loc[r, "group_high"] == cl.loc[r, "group_high"]
+        assert board.loc[r, "score"] == pytest.approx(cl.loc[r, "score"])
+    assert "group_low" not in scoreboard(preds).columns
