@@ -143,7 +143,7 @@ def population_run(
     ] = "population-solver,population-overlap",
     renderings: RenderingsOpt = None,
     tasks: Annotated[str | None, typer.Option(help="comma-separated P-... task ids")] = None,
-    limit: Annotated[int | None, typer.Option(help="at most this many questions")] = None,
+    limit: Annotated[int | None, typer.Option(help="the first N questions of each task")] = None,
     batch: Annotated[bool, typer.Option("--batch", help="provider batch jobs")] = False,
     budget: Annotated[float | None, typer.Option(help="stop before spending more (USD)")] = None,
     config: ConfigOpt = None,

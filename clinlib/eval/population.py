@@ -183,8 +183,8 @@ def _save(name: str, rows: list[dict[str, Any]]) -> None:
 
 
 def select_population(profile, renderings=None, tasks=None, limit=None) -> pd.DataFrame:
-    """The built population rows a run or an estimate asks (renderings, tasks, first ``limit``
-    questions); refused when nothing matches."""
+    """The built population rows a run or an estimate asks (renderings, tasks, the first
+    ``limit`` questions of each task); refused when nothing matches."""
     return _select(load_population(profile), renderings, tasks, limit)
 
 
@@ -193,9 +193,9 @@ def _select(qs: pd.DataFrame, renderings, tasks, limit) -> pd.DataFrame:
         qs = qs[qs["rendering"].isin(renderings)]
     if tasks:
         qs = qs[qs["task"].isin(tasks)]
-    if limit:
-        keep = qs["qid"].drop_duplicates().head(limit)
-        qs = qs[qs["qid"].isin(keep)]
+    if limit:  # as `run --limit`: the first ``limit`` questions of each task
+        firsts = qs.drop_duplicates("qid").groupby("task", sort=False).head(limit)
+        qs = qs[qs["qid"].isin(firsts["qid"])]
     if qs.empty:
         raise ValueError("population: no question matches the selection (renderings / tasks)")
     return qs

@@ -87,6 +87,19 @@ def test_run_and_its_alias_answer_the_same_rows(pop_profile):
     pd.testing.assert_frame_equal(first[cols], again[cols])
 
 
+def test_limit_is_per_task_as_in_run():
+    from clinlib.eval.population import _select
+
+    qs = pd.DataFrame([{"qid": f"{t}{i}", "task": t, "rendering": r}
+                       for t in ("P-TOP", "P-SRT") for i in (1, 2)
+                       for r in ("descriptions", "codes", "codebook")])  # fmt: skip
+    got = _select(qs, None, None, 1)
+    assert sorted(got["qid"].unique()) == ["P-SRT1", "P-TOP1"] and len(got) == 6
+    assert _select(qs, ["codes"], ["P-SRT"], 5)["qid"].tolist() == ["P-SRT1", "P-SRT2"]
+    with pytest.raises(ValueError, match="no question matches"):
+        _select(qs, ["codes"], ["P-CLQ"], None)
+
+
 def test_mixed_tasks_exit_2_with_one_line(pop_profile):
     res = CliRunner().invoke(app, ["run", "--profile", "quick", "--tasks", "T1,P-TOP"])
     assert res.exit_code == 2
