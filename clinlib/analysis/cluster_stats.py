@@ -339,8 +339,9 @@ def overlap_robust_ci(
     graph are one cluster (nothing to resample); this form still bounds the correlation.
 
     Returns:
-        :class:`OverlapRobust`; NaN se and bounds when the variance is not positive (the
-        indicator matrix is not positive semi-definite, so it can be with few rows).
+        :class:`OverlapRobust`; NaN se and bounds when every pair of rows shares a unit (the
+        sum is then (sum e)^2 = 0, as with a single cluster) or the variance is not positive
+        (the indicator matrix is not positive semi-definite, so it can be with few rows).
     """
     z = _z(alpha)
     y = _as_1d_float(values, "values")
@@ -361,7 +362,8 @@ def overlap_robust_ci(
     e = y - est
     var = float(e @ (shared @ e)) / y.size**2
     overlap = float((shared.nnz - y.size) / max(y.size * (y.size - 1), 1))
-    if not var > 0:
+    # every pair linked: the sum is (sum e)^2 = 0, like a single cluster; it says nothing
+    if overlap >= 1.0 or not var > 1e-12 * float(e @ e) / y.size**2:
         return OverlapRobust(
             est, float("nan"), float("nan"), float("nan"), int(y.size), len(codes), overlap
         )

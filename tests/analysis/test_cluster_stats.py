@@ -359,6 +359,8 @@ def test_overlap_robust_by_hand():
     assert r.n_units == 3 and r.pair_overlap == pytest.approx(4 / 12)
     with pytest.raises(StatsInputError, match="empty set at position 1"):
         overlap_robust_ci([1, 0], [{"a"}, set()])
+    linked = overlap_robust_ci([1, 0, 0.5], [{"a"}, {"a", "b"}, {"b", "a"}])  # one "cluster"
+    assert linked.pair_overlap == 1.0 and np.isnan(linked.se) and np.isnan(linked.low)
 
 
 def test_overlap_robust_on_a_partition_is_statsmodels_cr0():
