@@ -142,7 +142,9 @@ def clustered_scoreboard(preds: pd.DataFrame, questions: pd.DataFrame,
       distinct patients); the connected components of the patient-overlap graph collapse to one
       cluster, so no partition can hold them. Their correlation is bounded instead by the
       overlap-robust interval (:func:`clinlib.analysis.cluster_stats.overlap_robust_ci`), shown
-      beside the group-clustered one.
+      beside the group-clustered one. It needs pairs that share nobody: on quick (measured)
+      nearly every pair of a task's groups shares a patient and it is undefined (NaN); on
+      paper about half the pairs do and it is defined.
     """
     members = questions.drop_duplicates("qid").set_index("qid")["subject_ids"]
     rows = []
