@@ -285,7 +285,15 @@ def stage_table(times: list[tuple]) -> str:
     return "\n".join(lines)
 
 
-STAGES = ("synth", "cohort", "dialogues", "questions", "strategies", "evaluate-offline")
+STAGES = (
+    "synth",
+    "cohort",
+    "dialogues",
+    "questions",
+    "population",
+    "strategies",
+    "evaluate-offline",
+)
 OFFLINE_READERS = ("reference", "eager")
 
 
@@ -316,6 +324,8 @@ def _pipeline(name: str, seed: int | None, skip_existing: bool, allow_drops: boo
         dialogues(profile=name, seed=seed, allow_drops=allow_drops)
     with _stage("questions"):
         questions(profile=name, seed=seed, allow_drops=allow_drops)
+    with _stage("population"):  # PopMedQA group questions (issue 29): cohort + events only
+        cli_population.population(profile=name, seed=seed)
     with _stage("strategies (post)"):
         strategies(profile=name, setting="post")  # the original dialogues
     with _stage("strategies (pre, T3-injected)"):

@@ -21,6 +21,10 @@ import typer
 from clinlib.core.config import resolve_profile
 from clinlib.core.lock import NOT_WRITABLE, not_writable, profile_lock
 from clinlib.data.sources.mimic import source_error
+from clinlib.llm import get_backbone
+from clinlib.llm.batch import BatchPending
+from clinlib.llm.local_server import is_local_name
+from clinlib.llm.presets import LOCAL_COST_NOTE
 from clinlib.strategies import EVALUATION_STRATEGIES, PAPER_STRATEGIES
 
 HELP = """``clintrace`` command line: one command per pipeline stage (docs/design.md artifact contract).
@@ -67,6 +71,26 @@ def _run(fn, *args, **kwargs):
         if exc.errno not in NOT_WRITABLE:
             raise
         _fail(not_writable(Path(exc.filename or "."), exc))
+
+
+def _local_note(names: list[str] | None, config: Path | None) -> None:
+    """Say that a local backbone's $0 is a fact, not a missing price."""
+    local = [n for n in names or [] if _run(is_local_name, n, config)
+             and _run(get_backbone, n, config).cost(1e6, 1e6, 1e6) == 0.0]  # fmt: skip
+    if local:
+        typer.echo(f"local: $0 for {', '.join(local)} ({LOCAL_COST_NOTE})")
+
+
+def _pending_as_value(fn):
+    """``fn`` returning (not raising) a :class:`BatchPending`, which `_run` would make an error."""
+
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except BatchPending as exc:
+            return exc
+
+    return call
 
 
 # Seconds a writing command waits for another writer of its profile (--wait-for-lock; 0: refuse)

@@ -24,21 +24,31 @@ from clinlib.cli_common import (
     TasksOpt,
     _csv,
     _interrupt,
+    _local_note,
+    _pending_as_value,
     _profile,
     _run,
     _strategies,
     _writer,
     app,
 )
+from clinlib.cli_population import (
+    PopQuestionsOpt,
+    PopTokensOpt,
+    RenderingsOpt,
+    estimate_population_cmd,
+    run_population,
+)
 from clinlib.eval.estimate import counter_notes
 from clinlib.eval.estimate import estimate as estimate_run
 from clinlib.eval.outcomes import check_run, interrupted_line
 from clinlib.eval.policies import register_offline_backbones
+from clinlib.eval.population import population_tasks
 from clinlib.eval.runner import run
-from clinlib.llm import get_backbone, list_backbones
+from clinlib.llm import list_backbones
 from clinlib.llm.batch import BatchPending
 from clinlib.llm.local_server import LocalServer, check_local_reachable, is_local_name
-from clinlib.llm.presets import LOCAL_COST_NOTE, LOCAL_HOST, LOCAL_N_CTX, LOCAL_PORT
+from clinlib.llm.presets import LOCAL_HOST, LOCAL_N_CTX, LOCAL_PORT
 
 
 @app.command()
@@ -58,8 +68,20 @@ def estimate(
     config: ConfigOpt = None,
     tasks: TasksOpt = None,
     limit: LimitOpt = None,
+    renderings: RenderingsOpt = None,
+    population_tokens: PopTokensOpt = 256_000,
+    population_questions: PopQuestionsOpt = None,
 ) -> None:
-    """Print the expected cost of a planned run per cell, before anything is sent."""
+    """Print the expected cost of a planned run per cell, before anything is sent.
+
+    With population tasks (``--tasks population`` or ``P-...`` ids; issue 29) the cells are
+    (backbone, rendering, length bin) of the built population set, then a set of
+    ``--population-questions`` prompts of ``--population-tokens`` tokens (default 256K)."""
+    pop = _run(population_tasks, _csv(tasks))
+    if pop:
+        estimate_population_cmd(_profile(profile), _csv(backbones_), _csv(renderings), pop,
+                                limit, config, population_questions, population_tokens)  # fmt: skip
+        return
     table = _run(
         estimate_run,
         profile,
@@ -122,6 +144,7 @@ def run_cmd(
         float | None,
         typer.Option(help="--batch: stop waiting after this many seconds (rerun to collect)"),
     ] = None,
+    renderings: RenderingsOpt = None,
 ) -> None:
     """Evaluate every (strategy, backbone, setting) cell; append to predictions/ (resumable).
 
@@ -133,10 +156,19 @@ def run_cmd(
     are errors or none is an answer (each class named with its count and remedy;
     --allow-drops accepts them); 3 provider batch jobs still running (re-run to collect);
     130 interrupted by Ctrl-C (one line: what was saved and the command that resumes).
+
+    ``--tasks population`` / ``P-...``: population questions per ``--renderings`` (issue 29;
+    clinlib.cli_population.run_population), with the same cache, budget, guard and --batch.
     """
     _check_local(profile, backbones_, config)  # a stopped server: one line, not retries
     batch_options = {"poll_interval_s": poll_interval, "max_wait_s": batch_wait}
     name = _profile(profile)
+    pop = _run(population_tasks, _csv(tasks))
+    if pop:
+        return run_population(name, _csv(backbones_), _csv(renderings), pop, limit,
+                              mode="batch" if batch else "live", batch_options=batch_options,
+                              budget=budget, config=config, allow_unapproved=allow_unapproved,
+                              allow_drops=allow_drops)  # fmt: skip
     try:
         with _writer(name):  # two runs on one profile would ask every question twice
             summary = _run_cells(
@@ -153,18 +185,6 @@ def run_cmd(
     _local_note(_csv(backbones_), config)
     for line in _run(check_run, "run", summary, allow_drops) or []:
         typer.echo(line, err=True)
-
-
-def _pending_as_value(fn):
-    """``fn`` returning (not raising) a :class:`BatchPending`, which `_run` would make an error."""
-
-    def call(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except BatchPending as exc:
-            return exc
-
-    return call
 
 
 def _run_cells(profile, strategies_, backbones_, settings, prep, budget, retry_errors,
@@ -188,14 +208,6 @@ def _run_cells(profile, strategies_, backbones_, settings, prep, budget, retry_e
         mode=mode,
         batch_options=batch_options,
     )
-
-
-def _local_note(names: list[str] | None, config: Path | None) -> None:
-    """Say that a local backbone's $0 is a fact, not a missing price."""
-    local = [n for n in names or [] if _run(is_local_name, n, config)
-             and _run(get_backbone, n, config).cost(1e6, 1e6, 1e6) == 0.0]  # fmt: skip
-    if local:
-        typer.echo(f"local: $0 for {', '.join(local)} ({LOCAL_COST_NOTE})")
 
 
 def _hints() -> str:

@@ -11,10 +11,32 @@ from typing import Annotated
 import typer
 
 from clinlib.analysis.population import BIN_MODEL, verbosity, verbosity_table
-from clinlib.cli_common import ProfileOpt, SeedOpt, _csv, _profile, _run, _writer, app
-from clinlib.eval.population import answer_population, estimate_population
+from clinlib.cli_common import (
+    ConfigOpt,
+    ProfileOpt,
+    SeedOpt,
+    _csv,
+    _fail,
+    _local_note,
+    _pending_as_value,
+    _profile,
+    _run,
+    _writer,
+    app,
+)
+from clinlib.core.config import build_dir
+from clinlib.eval.population import (
+    answer_population,
+    estimate_population,
+    price_population,
+    select_population,
+)
+from clinlib.eval.population_spec import sentence_to_spec, write_spec
+from clinlib.llm import get_backbone
+from clinlib.llm.batch import BatchPending
 from clinlib.llm.tokens import count_tokens
-from clinlib.tasks.population.build import build_population
+from clinlib.tasks.population.build import QUESTIONS_FILE, build_population
+from clinlib.tasks.population.spec import SpecError
 
 
 @app.command("population")
@@ -44,6 +66,72 @@ def population(
     typer.echo(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
 
 
+RenderingsOpt = Annotated[
+    str | None,
+    typer.Option(help="population tasks: renderings to ask (descriptions,codes,codebook; "
+                 "default: all three)"),
+]  # fmt: skip
+PopTokensOpt = Annotated[
+    int,
+    typer.Option("--population-tokens",
+                 help="population tasks: also price a set of prompts of this many input tokens "
+                 "(the seed's bins: 64000, 128000, 256000)"),
+]  # fmt: skip
+PopQuestionsOpt = Annotated[
+    int | None,
+    typer.Option("--population-questions",
+                 help="questions in that set (default: the built set's, else 100)"),
+]  # fmt: skip
+MAX_ERROR_SHARE = 0.2  # as `run`: more than this share of errors fails the command
+
+
+def run_population(name: str, backbones: list[str], renderings: list[str] | None,
+                   tasks: list[str] | None, limit: int | None, *, mode: str = "live",
+                   batch_options: dict | None = None, budget: float | None = None,
+                   config: Path | None = None, allow_unapproved: bool = False,
+                   allow_drops: bool = False) -> None:  # fmt: skip
+    """`run --tasks P-...` and its alias `population-run`: answer, print, judge the exit."""
+    with _writer(name):
+        new = _run(_pending_as_value(answer_population), name, backbones, renderings=renderings,
+                   tasks=tasks, limit=limit, mode=mode, batch_options=batch_options,
+                   budget_usd=budget, config=config, allow_unapproved=allow_unapproved)  # fmt: skip
+    if isinstance(new, BatchPending):  # the finished backbones' rows are saved; rerun collects
+        typer.echo(f"pending: {new}", err=True)
+        raise typer.Exit(code=3)
+    table = new.groupby(["backbone", "rendering"]).agg(
+        rows=("qid", "size"), errors=("error", lambda e: int(e.notna().sum())),
+        parse_failed=("parse_failed", "mean"), score=("score", "mean"))  # fmt: skip
+    typer.echo(table.to_string(float_format=lambda x: f"{x:.3f}"))
+    share = float(new["error"].notna().mean())
+    if share == 1.0 or (share > MAX_ERROR_SHARE and not allow_drops):
+        typer.secho(f"error: {share:.0%} of {len(new)} population requests failed "
+                    f"(first: {new['error'].dropna().iloc[0]}); --allow-drops accepts them",
+                    err=True)  # fmt: skip
+        raise typer.Exit(code=2)
+    _local_note(backbones, config)
+
+
+def estimate_population_cmd(name: str, backbones: list[str], renderings: list[str] | None,
+                            tasks: list[str] | None, limit: int | None, config: Path | None,
+                            questions: int | None, tokens: int) -> None:  # fmt: skip
+    """`estimate --tasks P-...` and its alias `population-estimate`: the built set per
+    (backbone, rendering, bin), then a set of ``questions`` prompts of ``tokens`` tokens."""
+    if (build_dir(name) / QUESTIONS_FILE).exists():
+        table = _run(estimate_population, name, backbones, renderings, tasks, limit, config)
+        typer.echo(f"population set of profile {name} (exact prompt tokens):")
+        typer.echo(table.to_string(index=False))
+        n_built = int(_run(
+            select_population, name, renderings, tasks, limit)["qid"].nunique())  # fmt: skip
+    else:
+        typer.echo(f"profile {name} has no population set yet (clintrace population)")
+        n_built = 0
+    n = questions or n_built or 100
+    price = _run(price_population, backbones, n, tokens, config=config)
+    typer.echo(f"a set of {n} population questions of {tokens:,} input tokens each (upper bound):")
+    typer.echo(price.to_string(index=False))
+    _local_note(backbones, config)
+
+
 @app.command("population-run")
 def population_run(
     profile: ProfileOpt = None,
@@ -53,32 +141,48 @@ def population_run(
             help="comma-separated backbones (offline: population-solver, population-overlap)"
         ),
     ] = "population-solver,population-overlap",
-    renderings: Annotated[str | None, typer.Option(help="descriptions,codes,codebook")] = None,
+    renderings: RenderingsOpt = None,
     tasks: Annotated[str | None, typer.Option(help="comma-separated P-... task ids")] = None,
-    limit: Annotated[int | None, typer.Option(help="at most this many questions")] = None,
+    limit: Annotated[int | None, typer.Option(help="the first N questions of each task")] = None,
+    batch: Annotated[bool, typer.Option("--batch", help="provider batch jobs")] = False,
+    budget: Annotated[float | None, typer.Option(help="stop before spending more (USD)")] = None,
+    config: ConfigOpt = None,
 ) -> None:
-    """Answer population questions with any backbone -> population_predictions.parquet."""
-    name = _profile(profile)
-    with _writer(name):
-        new = _run(answer_population, name, _csv(backbones), renderings=_csv(renderings),
-                   tasks=_csv(tasks), limit=limit)  # fmt: skip
-    table = new.groupby(["backbone", "rendering"]).agg(
-        rows=("qid", "size"), parse_failed=("parse_failed", "mean"), score=("score", "mean")
-    )
-    typer.echo(table.to_string(float_format=lambda x: f"{x:.3f}"))
-    if new["error"].notna().all():
-        typer.secho("error: every request failed", err=True)
-        raise typer.Exit(code=2)
+    """Alias of `run --tasks population`: answer population questions with any backbone
+    -> population_predictions.parquet."""
+    run_population(_profile(profile), _csv(backbones), _csv(renderings), _csv(tasks), limit,
+                   mode="batch" if batch else "live", budget=budget, config=config)  # fmt: skip
 
 
 @app.command("population-estimate")
 def population_estimate(
+    profile: ProfileOpt = None,
     backbones: Annotated[str, typer.Option(help="comma-separated backbones")] = "gpt-4o-mini",
-    questions: Annotated[int, typer.Option(help="questions in the set")] = 100,
-    tokens: Annotated[
-        int, typer.Option(help="input tokens per question (the seed's bins: 64000, 128000, 256000)")
-    ] = 256_000,
+    questions: PopQuestionsOpt = None,
+    tokens: PopTokensOpt = 256_000,
+    renderings: RenderingsOpt = None,
+    tasks: Annotated[str | None, typer.Option(help="comma-separated P-... task ids")] = None,
+    config: ConfigOpt = None,
 ) -> None:
-    """Price a population set per backbone before anything is sent (upper bound, list prices)."""
-    table = _run(estimate_population, _csv(backbones), questions, tokens)
-    typer.echo(table.to_string(index=False))
+    """Alias of `estimate --tasks population`: price population questions per backbone before
+    anything is sent."""
+    estimate_population_cmd(_profile(profile), _csv(backbones), _csv(renderings), _csv(tasks),
+                            None, config, questions, tokens)  # fmt: skip
+
+
+@app.command("population-spec")
+def population_spec(
+    sentence: Annotated[str, typer.Argument(help="the question idea and its cohorts, in words")],
+    task: Annotated[str, typer.Option(help="the P-... task it is for")],
+    out: Annotated[Path, typer.Option(help="the spec TOML to write (only if it validates)")],
+    backbone: Annotated[str, typer.Option(help="the backbone that writes it")] = "gpt-4o-mini",
+    config: ConfigOpt = None,
+) -> None:
+    """neopatient's optional first step: a sentence -> one validated [[task]] spec, written
+    atomically; a reply that does not validate exits 2 with one line and writes nothing."""
+    try:
+        text, spec = sentence_to_spec(sentence, task, _run(get_backbone, backbone, config))
+    except SpecError as exc:  # a TOML error can span lines: one line, always
+        _fail(SpecError(" ".join(str(exc).split())))
+    _run(write_spec, text, out)
+    typer.echo(f"spec {spec.name} ({spec.task}, {len(spec.cohorts)} cohorts) -> {out}")

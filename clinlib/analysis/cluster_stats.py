@@ -48,6 +48,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+from scipy import sparse
 from scipy import stats as sps
 
 from clinlib.analysis.stats import (
@@ -311,6 +312,68 @@ def design_effect(values: object, clusters: object) -> DesignEffect:
     return DesignEffect(int(n_tot), g, m_w, icc, deff, float(1.0 + (m_w - 1.0) * icc))
 
 
+class OverlapRobust(NamedTuple):
+    """Overlap-robust result: estimate, standard error, normal interval, n rows, n distinct
+    units (patients) and the share of row pairs that share a unit."""
+
+    estimate: float
+    se: float
+    low: float
+    high: float
+    n: int
+    n_units: int
+    pair_overlap: float
+
+
+def overlap_robust_ci(
+    values: object, members: Sequence[object], alpha: float = 0.05
+) -> OverlapRobust:
+    """Normal interval of a mean whose rows each involve a *set* of units (a population
+    question's group of patients), correlated whenever two rows share a unit.
+
+    ``Var = sum_{i,j} 1[S_i and S_j share a unit] e_i e_j / N^2`` with ``e = y - mean``: the
+    cluster-robust sandwich with "same cluster" replaced by "share a patient" (the dyadic /
+    network-robust form of Fafchamps & Gubert 2007, Aronow, Samii & Assenova 2015). When every
+    row has one unit it is CR0 (statsmodels' cluster covariance without the G/(G-1) factor).
+    Groups drawn from one cohort overlap so much that the connected components of the overlap
+    graph are one cluster (nothing to resample); this form still bounds the correlation.
+
+    Returns:
+        :class:`OverlapRobust`; NaN se and bounds when every pair of rows shares a unit (the
+        sum is then (sum e)^2 = 0, as with a single cluster) or the variance is not positive
+        (the indicator matrix is not positive semi-definite, so it can be with few rows).
+    """
+    z = _z(alpha)
+    y = _as_1d_float(values, "values")
+    if len(members) != y.size:
+        raise StatsInputError(f"members must be one set per value: {len(members)} for {y.size}")
+    codes: dict[object, int] = {}
+    rows, cols = [], []
+    for i, ms in enumerate(members):
+        units = list(ms) if ms is not None else []
+        if not units:
+            raise StatsInputError(f"members has an empty set at position {i}")
+        for u in units:
+            rows.append(i)
+            cols.append(codes.setdefault(u, len(codes)))
+    inc = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(y.size, len(codes)))
+    shared = (inc @ inc.T) > 0
+    est = float(y.mean())
+    e = y - est
+    var = float(e @ (shared @ e)) / y.size**2
+    overlap = float((shared.nnz - y.size) / max(y.size * (y.size - 1), 1))
+    # every pair linked: the sum is (sum e)^2 = 0, like a single cluster; it says nothing
+    if overlap >= 1.0 or not var > 1e-12 * float(e @ e) / y.size**2:
+        return OverlapRobust(
+            est, float("nan"), float("nan"), float("nan"), int(y.size), len(codes), overlap
+        )
+    se = float(np.sqrt(var))
+    lo_bound, hi_bound = (0.0, 1.0) if np.isin(y, (0.0, 1.0)).all() else (-np.inf, np.inf)
+    low = float(np.clip(est - z * se, lo_bound, hi_bound))
+    high = float(np.clip(est + z * se, lo_bound, hi_bound))
+    return OverlapRobust(est, se, low, high, int(y.size), len(codes), overlap)
+
+
 # --------------------------------------------------------------------------- paired tests
 
 
@@ -445,6 +508,8 @@ __all__ = [
     "cluster_sign_flip_test",
     "design_effect",
     "icc_anova",
+    "overlap_robust_ci",
+    "OverlapRobust",
     "paired_cluster_bootstrap",
     "paired_cluster_robust",
     "question_clusters",

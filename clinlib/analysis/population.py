@@ -19,6 +19,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from clinlib.analysis.cluster_stats import cluster_robust_ci, overlap_robust_ci
 from clinlib.core.config import build_dir
 from clinlib.core.seed_facts import seed_fact
 from clinlib.llm.tokens import count_tokens, encoding_for_model
@@ -102,15 +103,66 @@ def codebook_head(questions: pd.DataFrame, qid: str, n_lines: int = 6) -> list[s
     return row["context"].splitlines()[:n_lines]
 
 
-def scoreboard(preds: pd.DataFrame) -> pd.DataFrame:
+def scoreboard(preds: pd.DataFrame, questions: pd.DataFrame | None = None) -> pd.DataFrame:
     """Mean score per (task, backbone, rendering) with the parse-failure share (PopMedQA
-    Fig. 6's per-task scoreboards; the IPW score is an absolute error, lower is better)."""
-    return (
+    Fig. 6's per-task scoreboards; the IPW score is an absolute error, lower is better); with
+    ``questions``, also the question-level, group-clustered and shared-patient intervals of
+    :func:`clustered_scoreboard`."""
+    board = (
         preds.groupby(["task", "backbone", "rendering"])
         .agg(n=("qid", "size"), score=("score", "mean"), score_lenient=("score_lenient", "mean"),
              parse_failed=("parse_failed", "mean"))
         .reset_index()
     )  # fmt: skip
+    if questions is None:
+        return board
+    cl = clustered_scoreboard(preds, questions)
+    cols = ["q_low", "q_high", "group_low", "group_high", "patient_low", "patient_high"]
+    keys = ["task", "backbone", "rendering"]
+    return board.merge(cl.loc[cl["rendering"] != "all", keys + cols], on=keys, how="left")
+
+
+def clustered_scoreboard(preds: pd.DataFrame, questions: pd.DataFrame,
+                         alpha: float = 0.05) -> pd.DataFrame:  # fmt: skip
+    """Mean score per (task, backbone), over all renderings and per rendering, with three
+    95% normal intervals side by side: question-level (each (question, rendering) row alone),
+    group-clustered (CR1 on the question's group) and shared-patient (overlap-robust). Rows
+    with no score (an ATE reply that did not parse) are left out, counted in ``n_unscored``.
+
+    How a population score is clustered (issue 29; PopMedQA §2.1 draws each group from
+    cohorts, so groups of one task reuse patients). Three candidate units:
+
+    - the *group* (one question, all its renderings): the renderings of a question print the same
+      patients, ask the same question and share the gold and any planted pattern, so a reader's
+      scores on them move together; groups partition the rows, so the partition-based intervals of
+      :mod:`clinlib.analysis.cluster_stats` (CR1, cluster bootstrap) apply. This is the unit.
+    - the *cohort spec*: one spec per task, so inside a per-task cell it is a single cluster (no
+      interval at all) and over all tasks about ten clusters of different metrics; rejected.
+    - *shared patients*: two groups of a task share patients (on quick, 37 questions over 48
+      distinct patients); the connected components of the patient-overlap graph collapse to one
+      cluster, so no partition can hold them. Their correlation is bounded instead by the
+      overlap-robust interval (:func:`clinlib.analysis.cluster_stats.overlap_robust_ci`), shown
+      beside the group-clustered one. It needs pairs that share nobody: on quick (measured)
+      nearly every pair of a task's groups shares a patient and it is undefined (NaN); on
+      paper about half the pairs do and it is defined.
+    """
+    members = questions.drop_duplicates("qid").set_index("qid")["subject_ids"]
+    rows = []
+    pooled = preds.assign(rendering="all")
+    for key, sub in pd.concat([pooled, preds]).groupby(["task", "backbone", "rendering"]):
+        ok = sub[sub["score"].notna()]
+        row = dict(zip(["task", "backbone", "rendering"], key, strict=True),
+                   n=len(ok), n_groups=ok["qid"].nunique(), n_unscored=len(sub) - len(ok))  # fmt: skip
+        if len(ok) >= 2:
+            y = ok["score"].to_numpy(float)
+            q = cluster_robust_ci(y, np.arange(len(y)), alpha)
+            g = cluster_robust_ci(y, ok["qid"].to_numpy(), alpha)
+            o = overlap_robust_ci(y, [set(members[x]) for x in ok["qid"]], alpha)
+            row |= {"score": q.estimate, "q_low": q.low, "q_high": q.high, "group_low": g.low,
+                    "group_high": g.high, "patient_low": o.low, "patient_high": o.high,
+                    "pair_overlap": o.pair_overlap}  # fmt: skip
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def verbosity_chart(v: pd.DataFrame) -> alt.FacetChart:

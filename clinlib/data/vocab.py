@@ -111,3 +111,6 @@ EVENT_ID_PREFIX: dict[str, str] = {
 # Provenance prefix of noise turns (MedMemoryBench §4 "Noise Augmentation"): ``NOISE-GH-<topic>-<n>``
 # and ``NOISE-PROXY-<relation>-<n>`` tag sentences of inserted sessions; no event has this prefix.
 NOISE_ID_PREFIX = "NOISE"
+# Codebook ids (PopMedQA Fig. 8: "#1", "#2", ...): one prefix for the dialogue strategy
+# (clinlib.strategies.codebook) and the population renderings (clinlib.tasks.population.render).
+CODEBOOK_ID_PREFIX = "#"

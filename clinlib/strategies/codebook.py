@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from clinlib.data.vocab import CODEBOOK_ID_PREFIX
 from clinlib.strategies.base import (
     PATIENT_LABELS,
     SECTION_HEADER,
@@ -32,7 +33,7 @@ from clinlib.strategies.facts import facts_of
 from clinlib.strategies.prep import count_text_tokens
 
 CODEBOOK_TITLE = "Codebook (short ids assigned to medical codes):"
-ID_PREFIX = "#"
+ID_PREFIX = CODEBOOK_ID_PREFIX  # shared with clinlib.tasks.population.render
 MIN_PROCEDURE_TITLE = 8  # shorter procedure titles are left in place (ambiguous substrings)
 
 

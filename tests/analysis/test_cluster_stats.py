@@ -346,3 +346,34 @@ def test_cr1_is_gee_sandwich_with_small_sample_factor(seed):
     se_p = float(gee.bse[0]) * p * (1 - p)
     g = codes.max() + 1
     assert cs.cluster_robust_ci(y, cl).se == pytest.approx(se_p * np.sqrt(g / (g - 1)), rel=1e-6)
+
+
+def test_overlap_robust_by_hand():
+    """Rows 0-1 share patient a, rows 1-3 patient b, row 2 shares none: with y = 1, 1, 0, 0
+    (e = .5, .5, -.5, -.5) the variance is (sum e^2 + 2 (e0 e1 + e1 e3)) / N^2 = 1 / 16."""
+    from clinlib.analysis.cluster_stats import overlap_robust_ci
+
+    r = overlap_robust_ci([1, 1, 0, 0], [{"a"}, {"a", "b"}, {"c"}, {"b"}])
+    assert r.estimate == 0.5 and r.se == pytest.approx(0.25)
+    assert r.low == pytest.approx(0.5 - 1.959963984540054 * 0.25)
+    assert r.n_units == 3 and r.pair_overlap == pytest.approx(4 / 12)
+    with pytest.raises(StatsInputError, match="empty set at position 1"):
+        overlap_robust_ci([1, 0], [{"a"}, set()])
+    linked = overlap_robust_ci([1, 0, 0.5], [{"a"}, {"a", "b"}, {"b", "a"}])  # one "cluster"
+    assert linked.pair_overlap == 1.0 and np.isnan(linked.se) and np.isnan(linked.low)
+
+
+def test_overlap_robust_on_a_partition_is_statsmodels_cr0():
+    """One unit per row: the overlap-robust se is statsmodels' cluster se without the
+    small-sample correction (intercept-only OLS)."""
+    from clinlib.analysis.cluster_stats import overlap_robust_ci
+
+    rng = np.random.default_rng(3)
+    groups = rng.integers(0, 9, size=60)
+    y = rng.random(60) + 0.1 * groups
+    fit = sm.OLS(y, np.ones((60, 1))).fit(
+        cov_type="cluster", cov_kwds={"groups": groups, "use_correction": False}
+    )
+    r = overlap_robust_ci(y, [{g} for g in groups])
+    assert r.se == pytest.approx(float(fit.bse[0]), rel=1e-10)
+    assert r.estimate == pytest.approx(float(fit.params[0]))

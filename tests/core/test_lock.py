@@ -77,7 +77,8 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_build):
         assert not (tmp_build / "t" / "manifests").exists()
         # every writing stage takes the same lock
         for cmd in (["dialogues"], ["questions"], ["strategies"], ["evaluate-offline"],
-                    ["notebooks"], ["pipeline"]):  # fmt: skip
+                    ["notebooks"], ["pipeline"], ["population"],
+                    ["run", "--tasks", "population"]):  # fmt: skip
             _one_line_error(CLI.invoke(app, [*cmd, "--profile", "t"]), "is being written by")
     # the holder is gone (killed): the kernel released its lock
     result = CLI.invoke(app, ["dialogues", "--profile", "t"])

@@ -9,10 +9,10 @@ import pytest
 
 from clinlib.eval.population import (
     _score,
-    estimate_population,
     messages_for,
     parse_lenient,
     parse_strict,
+    price_population,
 )
 from clinlib.eval.population_readers import overlap_answer
 from clinlib.llm import get_backbone
@@ -57,10 +57,11 @@ def test_overlap_baseline_on_hand_group():
 
 def test_estimate_256k_set_for_a_paper_backbone():
     bb = get_backbone("gpt-4o-mini")
-    t = estimate_population(["gpt-4o-mini"], n_questions=10, tokens_per_question=256_000)
+    t = price_population(["gpt-4o-mini"], n_questions=10, tokens_per_question=256_000)
     row = t.iloc[0]
     assert row["input_tokens"] == 2_560_000
     assert row["usd_upper"] == pytest.approx(round(10 * bb.cost(256_000, 512), 2))
+    assert row["batch_usd_upper"] == pytest.approx(round(10 * bb.batch_cost(256_000, 512), 2))
     assert row["fits_context"] == (bb.context_window is not None and 256_512 <= bb.context_window)
 
 

@@ -67,3 +67,27 @@ def test_a_failed_call_is_a_spec_error():
             sentence_to_spec("x", "P-OUT", _bb(srv), **FAST)
     with pytest.raises(SpecError, match="unknown task"):
         spec_messages("x", "P-XYZ")
+
+
+def test_cli_writes_a_valid_spec_or_nothing(tmp_path):
+    """`clintrace population-spec`: a valid reply is written; an invalid one exits 2 with one
+    line and leaves the folder empty (no half spec, no temporary)."""
+    from typer.testing import CliRunner
+
+    from clinlib.cli import app
+    from clinlib.llm import register_backbone, unregister_backbone
+
+    out = tmp_path / "spec.toml"
+    args = ["population-spec", "odd one out", "--task", "P-OUT", "--backbone", "fake", "--out"]
+    for reply, code in ((GOOD.replace("n - 1", "n -"), 2), (GOOD, 0)):
+        with FaultServer(answer=lambda messages, r=reply: r) as srv:
+            register_backbone(_bb(srv), replace_existing=True)
+            try:
+                res = CliRunner().invoke(app, [*args, str(out)])
+            finally:
+                unregister_backbone("fake")
+        assert res.exit_code == code, res.output
+        if code == 2:
+            assert res.output.startswith("error: ") and res.output.strip().count("\n") == 0
+            assert list(tmp_path.iterdir()) == []
+    assert load_specs(out)[0].name == "ckd-outliers"

@@ -156,20 +156,26 @@ def fit_records(
     rendering: admissions, discharges, diagnoses, procedures and planted events are always
     kept; then medications and labs in time order while the budget lasts."""
     budget = target_tokens / max(len(sids), 1)
-    keep: list[pd.DataFrame] = []
-    for sid in sids:
-        rec = events[events["subject_id"] == sid].sort_values(["time", "event_id"], kind="stable")
-        must = rec["kind"].isin(MUST_KINDS) | (rec["source"] == PLANT_SOURCE)
-        lines = [
-            description(k, c, lab)
-            for k, c, lab in zip(rec["kind"], rec["code"], rec["label"], strict=True)
-        ]
-        cost = np.array([count(x) + 3 for x in lines], dtype=float)  # + value, unit, newline
-        spent = cost[must.to_numpy()].sum() + 8 * rec["time"].dt.date.nunique()
-        optional = np.cumsum(np.where(must.to_numpy(), 0.0, cost))
-        chosen = must.to_numpy() | (optional + spent <= budget)
-        keep.append(rec[chosen])
-    return pd.concat(keep, ignore_index=True)
+    rank = {int(s): i for i, s in enumerate(sids)}
+    ev = events[events["subject_id"].isin(rank)]
+    # one stable sort = each record's stable sort by (time, event_id), records in sids order
+    ev = ev.assign(_r=ev["subject_id"].map(rank)).sort_values(["_r", "time", "event_id"],
+                                                              kind="stable")  # fmt: skip
+    r = ev["_r"].to_numpy()
+    must = (ev["kind"].isin(MUST_KINDS) | (ev["source"] == PLANT_SOURCE)).to_numpy()
+    cols = [ev[c].tolist() for c in ("kind", "code", "label")]
+    cost = np.array([count(description(k, c, lab)) + 3 for k, c, lab in zip(*cols, strict=True)],
+                    dtype=float)  # + value, unit, newline  # fmt: skip
+    n_r = len(sids)
+    days = ev.assign(_d=ev["time"].dt.floor("D")).groupby("_r")["_d"].nunique()
+    spent = np.bincount(r, weights=np.where(must, cost, 0.0), minlength=n_r)
+    spent += 8 * days.reindex(range(n_r), fill_value=0).to_numpy()
+    optional = np.where(must, 0.0, cost)
+    total = np.cumsum(optional)  # integer-valued floats: segment sums below are exact
+    start = np.searchsorted(r, np.arange(n_r))
+    before = np.concatenate([[0.0], total])[start]
+    chosen = must | (total - before[r] + spent[r] <= budget)
+    return ev[chosen].drop(columns="_r").reset_index(drop=True)
 
 
 def concept_sets(events: pd.DataFrame, kinds: Sequence[str] | None = None) -> dict[int, set[str]]:

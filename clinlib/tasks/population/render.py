@@ -9,7 +9,8 @@ Figs 7-8) and the parser that reads them back.
   ``(system//code) description``, and the records cite ``#n`` (Fig. 8). The kit's dialogue
   strategy :mod:`clinlib.strategies.codebook` does the same for the diagnoses and procedures a
   dialogue states; here every coded event kind is in the codebook (labs, medications,
-  procedures, diagnoses, admission and discharge types), and the id prefix is the same ``#``.
+  procedures, diagnoses, admission and discharge types), and the id prefix is the same
+  constant (``clinlib.data.vocab.CODEBOOK_ID_PREFIX``, the lowest layer both use).
 
 A record is ``=== Patient ID: <pid> ===`` then ``Time: <YYYY-MM-DD>`` lines, each followed by
 that day's events, one per line, in time order. The synthetic default has no NDC codes: a
@@ -24,9 +25,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from clinlib.data.vocab import CODEBOOK_ID_PREFIX
+
 RENDERINGS: tuple[str, ...] = ("descriptions", "codes", "codebook")
 DESC_CHARS = 50
-ID_PREFIX = "#"  # as clinlib.strategies.codebook.ID_PREFIX (a later layer; not imported)
+ID_PREFIX = CODEBOOK_ID_PREFIX  # shared with clinlib.strategies.codebook
 CODEBOOK_TITLE = "Codebook (integer IDs assigned to medical codes):"
 PATIENT_HEADER = "=== Patient ID: {pid} ==="
 SYSTEMS: dict[str, str] = {
@@ -41,7 +44,7 @@ SYSTEMS: dict[str, str] = {
     "LOINC": "loinc",
 }
 _HEADER_RX = re.compile(r"^=== Patient ID: (\S+) ===$")
-_CODEBOOK_RX = re.compile(r"^(#\d+): \((\S+?//.+?)\) (.*)$")
+_CODEBOOK_RX = re.compile(r"^(" + re.escape(ID_PREFIX) + r"\d+): \((\S+?//.+?)\) (.*)$")
 _VALUE_RX = re.compile(r"^(?P<concept>.*?)(?: (?P<value>-?\d+(?:\.\d+)?)(?: (?P<unit>\S+))?)?$")
 
 

@@ -190,6 +190,7 @@ SOLVERS = {
 }  # fmt: skip
 
 
-def solve(task: str, stem: str, context: str, kb: Knowledge) -> Any:
-    """The task's answer read from ``stem`` and the rendered ``context`` (None if undetermined)."""
-    return SOLVERS[task](stem, parse_group(context), kb)
+def solve(task: str, stem: str, context: str, kb: Knowledge, records: dict | None = None) -> Any:
+    """The task's answer read from ``stem`` and the rendered ``context`` (None if undetermined);
+    ``records``: ``parse_group(context)`` when the caller has parsed it already."""
+    return SOLVERS[task](stem, parse_group(context) if records is None else records, kb)

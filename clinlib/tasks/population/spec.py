@@ -102,17 +102,23 @@ _ALLOWED = (ast.Expression, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.FloorDiv,
 
 def size_of(expr: str, n: int, k: int) -> int:
     """Evaluate a size expression over ``n`` and ``k`` (+, -, *, //, min, max, integers)."""
-    tree = ast.parse(str(expr), mode="eval")
+    try:
+        tree = ast.parse(str(expr), mode="eval")
+    except SyntaxError as exc:  # e.g. a model's "n -": one line, never a traceback
+        raise SpecError(f"size {expr!r}: not an expression ({exc.msg})") from None
     for node in ast.walk(tree):
         if not isinstance(node, _ALLOWED):
             raise SpecError(f"size {expr!r}: {type(node).__name__} is not allowed")
         if isinstance(node, ast.Name) and node.id not in ("n", "k", "min", "max"):
             raise SpecError(f"size {expr!r}: unknown name {node.id!r} (use n, k, min, max)")
-    value = eval(
-        compile(tree, "<size>", "eval"),
-        {"__builtins__": {}},
-        {"n": n, "k": k, "min": min, "max": max},
-    )  # noqa: S307 - names and nodes checked above
+    try:
+        value = eval(
+            compile(tree, "<size>", "eval"),
+            {"__builtins__": {}},
+            {"n": n, "k": k, "min": min, "max": max},
+        )  # noqa: S307 - names and nodes checked above
+    except (ArithmeticError, TypeError, ValueError) as exc:  # n // 0, min(), min(n, "a")
+        raise SpecError(f"size {expr!r} for n={n}, k={k}: {exc}") from None
     if not isinstance(value, int) or value < 0:
         raise SpecError(f"size {expr!r} gives {value!r} for n={n}, k={k}; need an integer >= 0")
     return value

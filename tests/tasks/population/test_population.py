@@ -77,6 +77,19 @@ def test_codebook_is_shared_and_shorter():
     assert len(texts["codes"]) < len(texts["descriptions"])
 
 
+def test_codebook_prefix_is_one_constant():
+    """The population codebook and the dialogue strategy share data.vocab's prefix (one
+    constant, in the lowest layer both use), and the rendered ids carry it."""
+    from clinlib.data import vocab
+    from clinlib.strategies import codebook as dialogue_codebook
+    from clinlib.tasks.population import render
+
+    assert render.ID_PREFIX == dialogue_codebook.ID_PREFIX == vocab.CODEBOOK_ID_PREFIX
+    ev = _group()
+    text = render_group(ev, ORDER, "codebook").text
+    assert f"\n{vocab.CODEBOOK_ID_PREFIX}1: (" in text
+
+
 @pytest.mark.parametrize("rendering", RENDERINGS)
 def test_solvers_recover_known_answers(rendering):
     ev = _group()
@@ -134,6 +147,10 @@ def test_spec_file_loads_and_names_errors(tmp_path):
     assert size_of("min(12, n // 4)", 40, 0) == 10 and size_of("n - k", 10, 3) == 7
     with pytest.raises(SpecError, match="unknown name"):
         size_of("__import__('os')", 10, 0)
+    with pytest.raises(SpecError, match="not an expression"):  # a model's half expression
+        size_of("n -", 10, 0)
+    with pytest.raises(SpecError, match="by zero"):
+        size_of("n // k", 10, 0)
     bad = tmp_path / "s.toml"
     bad.write_text('[[task]]\ntask = "P-CLQ"\nname = "x"\nquestion = "q"\nsizes = [4]\n'
                    'cohort = [{ role = "a", size = "n", positive = [{ field = "age", op = "in", value = [1] }] }]\n')  # fmt: skip
