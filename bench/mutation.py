@@ -63,6 +63,7 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "clinlib/tasks/gates/common.py",
             "clinlib/tasks/gates/content.py",
             "clinlib/tasks/gates/structure.py",
+            "clinlib/tasks/gates/gold.py",  # L2 gold recompute
         ),
         ("tests/tasks/test_gates.py", "tests/tasks/test_thresholds.py"),
     ),
