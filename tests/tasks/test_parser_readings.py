@@ -1,0 +1,129 @@
+"""Lenient readings at their edges (issue 33 §3: the answers group's surviving mutants, killed
+by hand-worked cases). Each expectation follows by hand from clinlib.tasks.answers.readings:
+
+- T6 (patient comparison): an explicit answer ("so / the answer is / therefore" + patient or
+  "similar"; a lower-case a / b only after "patient") wins; else one comparison ("B has
+  fewer" names the other patient, "B has more" names B; a lower-case letter only after
+  "patient"); else the patients named (``patient x`` or a capital A / B before a verb or
+  punctuation), those with a negator within 2 words before them dropped, and a "similar"
+  word with no negator within 3 words before it: one patient and no "similar" names that
+  patient, "similar" with zero or two patients reads "similar".
+- T7 (options): letters given ("option / answer / choice" + a capital letter, a lower-case
+  one before punctuation, or "(C)"), a negator within 2 words before dropping one, plus the
+  options whose text is mentioned as whole words, or whose head word is (when it has 4+
+  letters and no other option shares it), a negator within 3 words before dropping it.
+- T2 / T8 trends: a "stable" phrase is cut out (replaced by one blank) before the direction
+  words are read, each dropped with a negator within 4 words; T2's magnitude words are
+  dropped with a negator within 2 words, "none" never counts beside a direction.
+- T4 event ids: strict strips brackets around each id; lenient drops an id with a negator
+  within 3 words.
+
+"Within n words" counts the words of the clause before the cue (clinlib.tasks.answers.text
+._negated: clauses end at . ; ! ? and at ", but / however / though / although / so / and").
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from clinlib.tasks import answers as A
+from clinlib.tasks.answers import readings as R
+
+# (response, lenient); none of these is in the strict format (checked below)
+T6_CASES: list[tuple[str, str | None]] = [
+    ("The answer is similar", "similar"),
+    # a lower-case letter counts after "patient"; the explicit answer beats the names
+    ("So patient b. Patient A was also considered", "B"),
+    # comparisons: "fewer" names the other patient, a lower-case letter only after "patient"
+    ("B has fewer admissions than the other", "A"),
+    ("patient b has fewer admissions", "A"),
+    ("Since a is lower than expected, B has fewer", "A"),  # "a is lower": an article
+    # names: a bare capital letter before the end counts
+    ("I think B", "B"),
+    # a negator 2 words before a name drops it, 3 words before does not
+    ("B has it, not just A", "B"),
+    ("B has it, not more than A", None),  # both named: no answer
+    # "similar": a negator 3 words before drops it, 4 words before does not
+    ("They are not in any way similar", "similar"),
+    ("They are similar, not different", "similar"),
+    ("Patient A and patient B are similar", "similar"),  # two names + similar
+]
+
+
+@pytest.mark.parametrize(("response", "lenient"), T6_CASES)
+def test_t6_lenient_edges(response, lenient):
+    assert A.parse_strict("T6", response) is None
+    assert A.parse_lenient("T6", response) == lenient
+
+
+OPTS = ["Metformin", "Insulin glargine", "Insulin lispro", "Heparin"]
+T7_CASES: list[tuple[str, list[str], str | None]] = [
+    # whole option text; two options share the head word "insulin", so no head fallback
+    ("He was given insulin lispro", OPTS, "C"),
+    ("He was given insulin", OPTS, None),
+    # the head word alone (4+ letters, no other option shares it)
+    ("The patient was on iron", ["Metformin", "Iron sulfate", "ACE inhibitor", "Heparin"], "B"),
+    # a 3-letter head word does not count
+    (
+        "An ace bandage was used; heparin given",
+        ["Metformin", "Iron sulfate", "ACE inhibitor", "Heparin"],
+        "D",
+    ),  # fmt: skip
+    # whole words only: "statin" inside "atorvastatin", "insulin" inside "insulinoma"
+    ("He took atorvastatin", ["Atorvastatin", "Statin", "Metformin", "Aspirin"], "A"),
+    (
+        "Insulinoma was noted; the drug was aspirin",
+        ["Insulin", "Aspirin", "Heparin", "Warfarin"],
+        "B",
+    ),  # fmt: skip
+    # an option mentioned with a negator 3 words before is dropped, 4 words before is not
+    ("Not taking any heparin; metformin was given", OPTS, "A"),
+    ("Not taking any heparin metformin was given", OPTS, "A"),
+    # letters: a lower-case one before ")", one in parentheses, a negated one dropped
+    ("the answer is (b).", OPTS, "B"),
+    ("I pick (C) here", OPTS, "C"),
+    ("I pick option A, not option C", OPTS, "A"),
+    ("Not sure about option A", OPTS, "A"),  # the negator is 3 words before: kept
+]
+
+
+@pytest.mark.parametrize(("response", "options", "lenient"), T7_CASES)
+def test_t7_lenient_edges(response, options, lenient):
+    assert A.parse_strict("T7", response, options) is None
+    assert A.parse_lenient("T7", response, options) == lenient
+
+
+def test_t7_an_option_without_text_is_never_mentioned():
+    assert R._options_in("xxxx metformin", ["Metformin", "---", "Insulin", "Heparin"]) == {0}
+
+
+def test_t7_lenient_keeps_the_leading_letter():
+    # the leading letter is read first (parse_lenient only gets here after a failed strict
+    # read, e.g. for the guess after an abstention, so the function is called directly)
+    assert R._t7_lenient("B", OPTS) == "B"
+    assert R._t7_lenient("B Insulin glargine", OPTS) == "B"
+
+
+TREND_CASES: list[tuple[str, str, str | None]] = [
+    # the cut-out "stable" phrase takes no word slot: "not" is 3 words before "increased"
+    ("T8", "Not really much unchanged, increased", "similar"),
+    ("T2", "Increased slightly, not much", "increased;weak"),
+    # a magnitude word with a negator 3 words before it counts (window 2)
+    ("T2", "It increased; no doubt a sharp rise", "increased;strong"),
+    # "none" beside a direction is not a magnitude
+    ("T2", "Increased moderately; none before", "increased;moderate"),
+]
+
+
+@pytest.mark.parametrize(("task", "response", "lenient"), TREND_CASES)
+def test_trend_lenient_edges(task, response, lenient):
+    assert A.parse_strict(task, response) is None
+    assert A.parse_lenient(task, response) == lenient
+
+
+def test_t4_brackets_and_negation_window():
+    assert A.parse_strict("T4", "[LAB-101]; (RX-5)") == "LAB-101;RX-5"
+    assert A.parse_strict("T4", "LAB-101X") is None
+    # a negator 4 words before the id does not drop it (window 3)
+    assert A.parse_lenient("T4", "Not this one, rather LAB-7") == "LAB-7"
+    assert A.parse_lenient("T4", "Not this, rather LAB-7") is None
