@@ -66,7 +66,11 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "clinlib/tasks/gates/structure.py",
             "clinlib/tasks/gates/gold.py",  # L2 gold recompute
         ),
-        ("tests/tasks/test_gates.py", "tests/tasks/test_thresholds.py"),
+        (
+            "tests/tasks/test_gates.py",
+            "tests/tasks/test_thresholds.py",
+            "tests/tasks/test_gate_l4_edges.py",  # L4 at every threshold (issue 33 §3)
+        ),
     ),
     "bins": (
         ("clinlib/tasks/recompute/arithmetic.py", "clinlib/tasks/generators/common.py"),

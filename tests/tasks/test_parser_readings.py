@@ -127,3 +127,65 @@ def test_t4_brackets_and_negation_window():
     # a negator 4 words before the id does not drop it (window 3)
     assert A.parse_lenient("T4", "Not this one, rather LAB-7") == "LAB-7"
     assert A.parse_lenient("T4", "Not this, rather LAB-7") is None
+
+
+# --------------------------------------------------------------------------- values, T9, T10, T11
+
+
+def test_units_are_keyed_without_spaces_case_or_mu_spelling():
+    # UNIT_ALIASES keys: lower case, spaces removed, micro sign and Greek mu written u
+    for spelling in ("K/µL", "K/μL", " k / uL ", "×10^9/L"):
+        assert A.canonical_unit(spelling) == "K/uL", spelling
+
+
+def test_value_picking_prefers_the_unit_and_refuses_two_units():
+    assert A.parse_lenient("T1", "1.5, confirmed as 1.5 mg/dL") == "1.5 mg/dL"
+    assert A.parse_lenient("T1", "It was 1.5 mg/dL or 1.5 mmol/L") is None
+
+
+def test_t9_and_t1_yes_readings():
+    # T9 (abstention task): a leading yes is an over-answer read as "yes"; strict needs the
+    # bare word; T1 (a value task) never reads yes / no
+    assert A.parse_strict("T9", "Yes, it was high") is None
+    assert A.parse_lenient("T9", "Yes, it was high") == "yes"
+    assert A.parse_strict("T9", "Yes") == "yes"
+    assert A.parse_lenient("T1", "Yes, it was measured") is None
+
+
+def test_default_negation_window_is_four_words():
+    # "not" is 5 words before "increased": outside the default window
+    assert A.parse_lenient("T8", "Not what I had expected: increased") == "increased"
+    assert A.parse_lenient("T8", "Not what I expected: increased") is None
+
+
+def test_t10_and_t11_lenient_need_their_options():
+    opts = ["w", "x", "y", "z"]
+    assert A.parse_lenient("T11", "I would go with option B", opts) == "B"
+    assert A.parse_lenient("T11", "I would go with option B", opts[:1]) is None  # B not offered
+    assert A.parse_lenient("T10", "B, A, C", None) is None  # no items: no reading
+    assert A.DIAGNOSERS["T10"]("B, A", None) == "the question lists no items"
+
+
+def test_order_labels_and_problems():
+    from clinlib.tasks.answers import order as O
+
+    assert O.order_labels(10) == list("ABCDEFGHIJ")
+    with pytest.raises(ValueError, match=r"^an ordering question has 3\.\.10 items, got 11$"):
+        O.order_labels(11)
+    assert O.order_problem_of(["A", "A", "K", "Z"], 3) == (
+        "not a permutation of A, B, C: unknown label(s) K, Z; repeated A; missing B, C"
+    )
+    assert O.gold_order_problem("A,B,C,D,E,F,G,H,I,J") is None
+    assert O.order_score("A,B", "A,B,C") == 0.0
+    # the diagnostic reads the strict letters, else the longest run
+    assert O.order_problem("A", 3) == "not a permutation of A, B, C: missing B, C"
+    assert O.order_problem("The order is C, then A", 3) == (
+        "not a permutation of A, B, C: missing B"
+    )
+    assert O.order_problem("B, C first, later A, B, C, D", 3) == (
+        "not a permutation of A, B, C: unknown label(s) D"
+    )
+    # a lower-case "a" in a run is the article: the run is no run of labels
+    assert O.order_problem("C, then a, then B", 3) == "no sequence of option letters found"
+    # two whole orders: the first of the longest runs
+    assert O.parse_order_lenient("A, B, C or maybe C, B, A", 3) == "A,B,C"
