@@ -189,3 +189,37 @@ def test_order_labels_and_problems():
     assert O.order_problem("C, then a, then B", 3) == "no sequence of option letters found"
     # two whole orders: the first of the longest runs
     assert O.parse_order_lenient("A, B, C or maybe C, B, A", 3) == "A,B,C"
+
+
+def test_is_correct_edges():
+    from clinlib.tasks.base import ABSTAIN
+
+    # an abstention matches only itself, exactly (not case-insensitively like other answers)
+    assert A.is_correct("T9", ABSTAIN, ABSTAIN)
+    assert not A.is_correct("T9", ABSTAIN.upper(), ABSTAIN)
+    assert not A.is_correct("T1", "not a value", "1.2 mg/dL")
+    assert not A.is_correct("T1", "<0.01 ng/mL", "0.01 ng/mL")  # the comparator counts
+    assert A.is_correct("T1", "<0.01 ng/mL", "<0.01 ng/mL")
+    assert not A.is_correct("T10", "a,b,c", "A,B,C")  # T10: the exact canonical order
+
+
+def test_normalisation_of_micro_and_spaces():
+    for text in ("250 K/µL", "250 K/μL", "250\u00a0K/uL"):  # micro sign, Greek mu, NBSP
+        assert A.parse_strict("T1", text) == "250 K/uL", text
+    assert A.canonical_unit(" furlongs ") == "furlongs"  # unknown: returned trimmed
+
+
+def test_value_errors_name_the_value():
+    from clinlib.tasks.answers.values import _split_value
+
+    with pytest.raises(A.AnswerError, match=r"^not a value: 'abc'$"):
+        _split_value("abc")
+
+
+def test_kendall_tau_from_two_items():
+    from clinlib.tasks.answers.order import kendall_tau
+
+    assert kendall_tau(["A", "B"], ["B", "A"]) == -1.0
+    assert kendall_tau(["A", "B"], ["A", "B"]) == 1.0
+    with pytest.raises(ValueError, match=r"^Kendall's tau needs at least two items$"):
+        kendall_tau(["A"], ["A"])
