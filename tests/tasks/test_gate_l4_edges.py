@@ -63,6 +63,14 @@ def test_minority_share_at_four_percent():
     assert binary_collapse(q) == []
 
 
+def test_a_gold_that_never_occurs_counts_zero():
+    # all "no": "yes" holds 0 of 26
+    assert binary_collapse(binary(0, 26)) == [
+        "gold balance collapsed: 'no' holds 26 of 26 (the other answer 0 < 4%; a constant "
+        "answer would score high)"
+    ]
+
+
 def test_judged_from_ten_questions():
     # 10 questions, all "yes" and one subtype: both hard checks fail; 9: not judged
     assert [m.split(":")[0] for m in binary_collapse(binary(10, 0, ["s"] * 10))] == [
