@@ -138,6 +138,17 @@ def test_disease_share_at_half():
     assert (row["passed"], row["detail"]) == (False, "disease diabetes holds 55%")
 
 
+def test_disease_share_is_judged_from_four_questions():
+    # 4 questions (= the 4 diseases): 3 diabetes = 75 % > 50 %; 3 questions: not judged
+    (row,) = gate_l4(questions("T1", 4, disease=["diabetes"] * 3 + ["ckd"]), ["T1"])
+    assert row["n_checked"] == 10  # 4 disease + top disease + 3 tertile + 2 subtype
+    assert row["detail"] == (
+        "disease hypertension empty; disease cad empty; disease diabetes holds 75%"
+    )
+    (row,) = gate_l4(questions("T1", 3, disease=["diabetes"] * 3), ["T1"])
+    assert row["n_checked"] == 5 and row["passed"]  # 3 tertile + 2 subtype
+
+
 def test_empty_strata_are_named_only_when_the_task_could_fill_them():
     (row,) = gate_l4(questions("T1", 20, tertile=["low"] * 20), ["T1"])
     assert row["detail"] == "tertile medium empty; tertile high empty"
