@@ -56,6 +56,8 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "tests/tasks/test_answers.py",
             "tests/tasks/test_parser_cases.py",
             "tests/tasks/test_order.py",  # T10's order parser (answers/order.py)
+            "tests/tasks/test_parser_readings.py",  # the readings' edges (issue 33 §3)
+            "tests/tasks/test_t11.py",  # T11's decision scoring (answers/decision.py)
         ),
     ),
     "gates": (
@@ -63,8 +65,13 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "clinlib/tasks/gates/common.py",
             "clinlib/tasks/gates/content.py",
             "clinlib/tasks/gates/structure.py",
+            "clinlib/tasks/gates/gold.py",  # L2 gold recompute
         ),
-        ("tests/tasks/test_gates.py", "tests/tasks/test_thresholds.py"),
+        (
+            "tests/tasks/test_gates.py",
+            "tests/tasks/test_thresholds.py",
+            "tests/tasks/test_gate_l4_edges.py",  # L4 at every threshold (issue 33 §3)
+        ),
     ),
     "bins": (
         ("clinlib/tasks/recompute/arithmetic.py", "clinlib/tasks/generators/common.py"),

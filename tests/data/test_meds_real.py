@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from clinlib.cli import app
 from clinlib.core import config
-from clinlib.data.cohort import select_cohort
+from clinlib.data.build import load
 from clinlib.data.events import extract_events
 from clinlib.data.sources import synthetic as syn
 from clinlib.data.sources.meds import meds_shards, open_meds, read_meds
@@ -103,19 +103,39 @@ def real(raw, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def built(real):
-    con = open_meds(real)
-    cohort = select_cohort(con, per_disease=6, seed=0).cohort
-    events = extract_events(con, cohort["subject_id"])
+def cohort_run(real, tmp_path_factory):
+    """The cohort stage on ``real`` (profile ``mr``), run once for the module: its output and
+    its build folder (the stage's own selection and events serve ``built`` too)."""
+    build = tmp_path_factory.mktemp("meds_real_build")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(config, "BUILD_DIR", build)
+        result = CliRunner().invoke(
+            app, ["cohort", "--meds-dir", str(real), "--profile", "mr", "--per-disease", "6"]
+        )
+        assert result.exit_code == 0, result.output
+        arts = {name: load(name, "mr") for name in
+                ("cohort", "events", "code_families", "exclusions")}  # fmt: skip
+    return result, arts
+
+
+@pytest.fixture(scope="module")
+def built(cohort_run):
+    cohort, events = cohort_run[1]["cohort"], cohort_run[1]["events"]
     corpus = D.synthesize_corpus(events, cohort, seed=0)
     return cohort, events, corpus
+
+
+@pytest.fixture(scope="module")
+def hand(tmp_path_factory) -> Path:
+    """The hand-made dataset of ROWS (with codes.parquet), written once; tests only read it."""
+    return write_rows(tmp_path_factory.mktemp("meds_hand") / "m")
 
 
 # --------------------------------------------------------------------------- unnamed codes
 
 
-def test_unnamed_codes_feed_no_view_and_are_counted(tmp_path: Path) -> None:
-    con = open_meds(write_rows(tmp_path / "m"))
+def test_unnamed_codes_feed_no_view_and_are_counted(hand: Path) -> None:
+    con = open_meds(hand)
     assert con.execute("SELECT drug FROM prescriptions").fetchall() == [("Aspirin",)]
     assert con.execute("SELECT itemid FROM labevents").fetchall() == [(50912,)]
     assert con.execute("SELECT icd_code FROM diagnoses_icd").fetchall() == [("I10",)]
@@ -133,8 +153,8 @@ def test_unnamed_codes_feed_no_view_and_are_counted(tmp_path: Path) -> None:
     assert unnamed_exclusions(con, [6])["value"].tolist() == ["MEDICATION//START//UNK"]
 
 
-def test_code_families_count_read_used_excluded_ignored(tmp_path: Path) -> None:
-    fam = code_families(open_meds(write_rows(tmp_path / "m"))).set_index("family")
+def test_code_families_count_read_used_excluded_ignored(hand: Path) -> None:
+    fam = code_families(open_meds(hand)).set_index("family")
     assert list(fam.reset_index().columns) == list(FAMILY_COLUMNS)
     got = fam[["rows", "subjects", "used", "excluded", "ignored", "text_only"]]
     expected = {  # worked out by hand from ROWS
@@ -159,29 +179,24 @@ def test_code_families_count_read_used_excluded_ignored(tmp_path: Path) -> None:
     assert "1 rows excluded (name_unknown)" in fam.loc["LAB", "use"]
 
 
-def test_cohort_stage_reports_families_and_unnamed_rows(real: Path, tmp_build) -> None:
-    from clinlib.data.build import load
-
-    result = CliRunner().invoke(
-        app, ["cohort", "--meds-dir", str(real), "--profile", "mr", "--per-disease", "3"]
-    )
-    assert result.exit_code == 0, result.output
-    fam = load("code_families", "mr").set_index("family")
+def test_cohort_stage_reports_families_and_unnamed_rows(cohort_run) -> None:
+    result, arts = cohort_run
+    fam = arts["code_families"].set_index("family")
     assert {"INFUSION_START", "TRANSFER_TO", "DRG", "ICU_ADMISSION", "HCPCS", "Blood Pressure",
             "PROCEDURE//START", "SUBJECT_WEIGHT_AT_INFUSION"} <= set(fam.index)  # fmt: skip
     assert (fam["used"] + fam["excluded"] + fam["ignored"] == fam["rows"]).all()
     assert fam.loc["MEDICATION//START", "excluded"] > 0
     assert fam.loc["Weight (Lbs)", "text_only"] == fam.loc["Weight (Lbs)", "rows"]
-    ex = load("exclusions", "mr")
+    ex = arts["exclusions"]
     unnamed = ex[ex["rule"] == UNNAMED_RULE]
     assert len(unnamed) > 0 and set(unnamed["table"]) == {"prescriptions"}
-    assert set(unnamed["subject_id"]) <= set(load("cohort", "mr")["subject_id"])
+    assert set(unnamed["subject_id"]) <= set(arts["cohort"]["subject_id"])
     assert f"prescriptions: {len(unnamed)} rows excluded, name unknown" in result.output
     assert "MEDS codes ignored: " in result.output and "INFUSION_START x" in result.output
     # the fixture's NaN / inf / -5 / 1e30 lab values: excluded with their rule, never stated
     lab_rules = set(ex.loc[ex["table"] == "labevents", "rule"])
     assert lab_rules == {"value_not_finite", "value_out_of_bounds"}
-    events = load("events", "mr")
+    events = arts["events"]
     assert events.loc[events["kind"] == "medication", "label"].notna().all()
     values = events.loc[events["kind"] == "lab", "value"]
     assert values.notna().all() and (values.abs() <= 30000).all()  # widest bound: triglycerides
@@ -283,10 +298,10 @@ def test_fixture_writes_every_real_export_shape(real: Path, tmp_path: Path) -> N
     assert [p.name for p in meds_shards(no_codes)] == ["0.parquet"]
 
 
-def test_code_family_table_for_notebook_01(tmp_path: Path) -> None:
+def test_code_family_table_for_notebook_01(hand: Path) -> None:
     from clinlib.data.report import code_family_table
 
-    fam = code_families(open_meds(write_rows(tmp_path / "m")))
+    fam = code_families(open_meds(hand))
     table = code_family_table(fam)
     assert table["rows"].tolist() == sorted(table["rows"], reverse=True)
     assert table.iloc[0]["family"] == "MEDICATION//START"  # 3 rows, the largest family

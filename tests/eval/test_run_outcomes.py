@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 
 import pandas as pd
 import pytest
@@ -225,8 +226,19 @@ def cached_answers(profile: str) -> int:
 
 
 CHILD = """
+import signal
 import sys
 from pathlib import Path
+# A terminal starts a command with SIGINT unblocked and at its default action. A child of a
+# test process inherits that process's SIG_IGN dispositions and signal mask instead: pytest
+# started as a background job of a non-interactive shell (`make test &`, a CI or agent
+# runner) has SIGINT ignored, Python keeps an inherited SIG_IGN, and asyncio.run installs its
+# Ctrl-C handler only over the default one, so the child never acts on SIGINT (issue 33).
+# Start from a terminal's state; report what was inherited.
+inherited = signal.pthread_sigmask(signal.SIG_SETMASK, set())
+was = signal.signal(signal.SIGINT, signal.default_int_handler)
+print(f"child-signal-state: blocked={sorted(int(s) for s in inherited)} sigint={was!r}",
+      file=sys.stderr, flush=True)
 import clinlib.core.config as config
 config.BUILD_DIR = Path(sys.argv[1])
 from clinlib.cli import app
@@ -237,15 +249,48 @@ app(args, prog_name="clintrace")
 """
 
 
-# In a shared xdist worker, after the rest of the suite, the child's SIGINT was never acted on
-# (no "interrupted" line within 120 s; 3 of 3 full runs this session), while alone, in a
-# fresh process, or beside tests/eval, llm and core under -n 2 it passes in ~8 s. The cause
-# is not found yet (not an inherited SIGINT disposition or mask, checked): make test runs it
-# in a fresh process after the parallel run (marker `isolated`), and it is quarantined as a
-# known flake (non-strict xfail: an XPASS shows it passing) until the cause is found; it also
-# failed once in that fresh process while a local-model run loaded the machine. Issue 33.
+def _proc_evidence(pid: int) -> str:
+    """The child's signal state and where each of its threads waits (Linux /proc), for a
+    failure message: pending / blocked / ignored / caught masks per thread and its wchan."""
+    lines = []
+    try:
+        for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
+            with open(f"/proc/{pid}/task/{tid}/status") as fh:
+                keep = [ln.strip() for ln in fh if ln.startswith(("State", "SigPnd", "ShdPnd",
+                                                                  "SigBlk", "SigIgn", "SigCgt"))]  # fmt: skip
+            with open(f"/proc/{pid}/task/{tid}/wchan") as fh:
+                keep.append(f"wchan {fh.read().strip()}")
+            lines.append(f"thread {tid}: " + ", ".join(keep))
+    except OSError as exc:
+        lines.append(f"/proc not readable: {exc}")
+    return "\n".join(lines)
+
+
+class _Stderr:
+    """The child's stderr read as it comes (a thread), so a hung child still shows its lines."""
+
+    def __init__(self, stream) -> None:
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self.lines.append(line.rstrip("\n"))
+
+    def text(self, timeout: float = 0.0) -> str:
+        self._thread.join(timeout)
+        return "\n".join(self.lines)
+
+
+# Issue 33, root cause found: the flake was the test process's own SIGINT disposition. Run
+# from a background job (SIGINT = SIG_IGN, inherited by xdist workers and by the child), the
+# old test failed every time (child never acted on SIGINT, TimeoutExpired after 120 s;
+# reproduced on this machine) and passed from a terminal. The child now starts from a
+# terminal's signal state (CHILD above) and warns when the test process handed it anything
+# else; a hung child fails with its /proc signal masks, its threads' wait channels and its
+# stderr. Still run in its own process (marker `isolated`): it loads the 2 cores for ~40 s.
 @pytest.mark.isolated
-@pytest.mark.xfail(strict=False, reason="Ctrl-C child sometimes never acts on SIGINT (issue 33)")
 def test_ctrl_c_ends_with_one_line_and_the_command_resumes(profile, tmp_path):
     def script(index, payload, attempt):
         return "hang" if "\nQ5:" in last_user_text(payload["messages"]) else None
@@ -255,14 +300,31 @@ def test_ctrl_c_ends_with_one_line_and_the_command_resumes(profile, tmp_path):
         cfg = write_config(tmp_path / "c.toml", srv.base_url)
         child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path), str(cfg)],
                                  env=env, stderr=subprocess.PIPE, text=True)  # fmt: skip
-        deadline = time.monotonic() + 120  # a ceiling, not a margin: we wait for the state
-        while time.monotonic() < deadline and cached_answers(profile) < 11:
-            assert child.poll() is None
-            time.sleep(0.05)
-        assert any("\nQ5:" in r.user_text for r in srv.records)  # Q5 is hung
-        child.send_signal(signal.SIGINT)
-        _, err = child.communicate(timeout=120)
+        stderr = _Stderr(child.stderr)
+        try:
+            deadline = time.monotonic() + 300  # a ceiling, not a margin: we wait for the state
+            while time.monotonic() < deadline and cached_answers(profile) < 11:
+                assert child.poll() is None, stderr.text(5)
+                time.sleep(0.05)
+            assert cached_answers(profile) == 11, stderr.text()
+            assert any("\nQ5:" in r.user_text for r in srv.records)  # Q5 is hung
+            child.send_signal(signal.SIGINT)
+            try:
+                child.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                evidence = _proc_evidence(child.pid)
+                pytest.fail(f"the child did not end within 300 s of SIGINT\n{evidence}\n"
+                            f"its stderr:\n{stderr.text()}")  # fmt: skip
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        err = stderr.text(10)
         lines = [ln for ln in err.splitlines() if ln.strip()]
+        clean = "child-signal-state: blocked=[] sigint=<built-in function default_int_handler>"
+        if lines[0] != clean:  # evidence for issue 33, not this test's subject: warn only
+            warnings.warn(f"the test process handed its child an odd signal state: {lines[0]}",
+                          stacklevel=1)  # fmt: skip
         assert child.returncode == 130, err
         assert lines[-1].startswith("interrupted: 11 prediction(s) of this run are saved; every "
                                     "answer received is in the response cache (")  # fmt: skip
