@@ -22,6 +22,7 @@ import typer
 
 from clinlib import (
     cli_endpoints,  # noqa: F401  (registers its commands on app)
+    cli_judge,  # noqa: F401  (registers `judge` on app)
     cli_population,  # noqa: F401  (registers `population` on app)
 )
 from clinlib import cli_rewrite as cr

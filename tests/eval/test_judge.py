@@ -192,3 +192,16 @@ def test_lexical_judge_is_a_labelled_policy(tmp_path, monkeypatch):
 
     bb = get_backbone("lexical-judge")
     assert bb.kind == "offline" and "not an LLM" in bb.label
+
+
+def test_select_predictions_filters_and_limits():
+    from clinlib.eval.judge_run import select_predictions
+
+    preds = pd.concat([_preds({"t1": "a", "tla": "b"}).assign(task=["T1", "TLA"]),
+                       _preds({"x1": "c"}).assign(task="T1", setting="pre"),
+                       _preds({"x2": "d"}).assign(task="T1")])  # fmt: skip
+    got = select_predictions(preds, settings=["post"], tasks=["T1"], limit=1)
+    assert got["qid"].tolist() == ["t1"]
+    assert len(select_predictions(preds, settings=["post", "pre"])) == 4
+    with pytest.raises(JudgeError, match="no predictions to judge for strategies=\\['x'\\]"):
+        select_predictions(preds, strategies=["x"])
