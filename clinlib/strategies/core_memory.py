@@ -131,35 +131,33 @@ class CoreMemory(Strategy):
 
     # -- construction -----------------------------------------------------------------------
     def build(self, subject_id: int, turns: pd.DataFrame, prep: Any) -> dict:
-        return list(self._states(subject_id, turns, prep))[-1][1]
+        n = len(visit_order(turns))
+        return self.build_snapshots(subject_id, turns, prep, at=[n])[n]
 
     def build_snapshots(
         self, subject_id: int, turns: pd.DataFrame, prep: Any, at: Sequence[int]
     ) -> dict[int, dict]:
-        """The memory after the first t visits for every t in ``at`` (one pass)."""
-        wanted = {int(t) for t in at}
-        return {t: data for t, data in self._states(subject_id, turns, prep) if t in wanted}
-
-    def _states(self, subject_id: int, turns: pd.DataFrame, prep: Any) -> Iterator[tuple]:
-        """(visits seen, data) after each visit, in order."""
+        """The memory after the first t visits for every t in ``at``, from one pass (an LLM
+        prep model rewrites the block visit by visit; the rule-based block of t visits is read
+        from the facts of those visits)."""
         visits = visit_order(turns)
-        chunks = dict(visit_chunks(turns))
+        wanted = sorted({int(t) for t in at if 1 <= int(t) <= len(visits)})
+        terms = {v: tokenize(text) for v, text in visit_chunks(turns)}
         if getattr(prep, "is_llm", False):
-            cores = self._llm_cores(subject_id, turns, prep)
+            cores = dict(enumerate(self._llm_cores(subject_id, turns, prep), start=1))
         else:
-            cores = self._rule_cores(turns, visits)
-        for i, (_v, (core, warnings)) in enumerate(zip(visits, cores, strict=True), start=1):
-            seen = visits[:i]
-            yield i, {"core": list(core), "warnings": list(warnings), "visits": seen,
-                      "terms": [tokenize(chunks[s]) for s in seen]}  # fmt: skip
+            cores = {t: self._rule_core(turns, visits[t - 1]) for t in wanted}
+        return {t: {"core": list(cores[t][0]), "warnings": list(cores[t][1]),
+                    "visits": visits[:t], "terms": [terms[v] for v in visits[:t]]}
+                for t in wanted}  # fmt: skip
 
-    def _rule_cores(self, turns: pd.DataFrame, visits: list[int]) -> Iterator[tuple]:
-        facts, pinned = facts_of(turns), _pinned_lines(turns)
+    def _rule_core(self, turns: pd.DataFrame, last: int) -> tuple[list[str], list[str]]:
+        """The rule-based block after the visit ``last`` (no warnings)."""
         p = self.params
-        for v in visits:
-            yield (rule_based_core([f for f in facts if f.visit_idx <= v],
-                                   [x for x in pinned if x[0] <= v],
-                                   int(p["problem_visits"]), int(p["core_items"])), [])  # fmt: skip
+        core = rule_based_core([f for f in facts_of(turns) if f.visit_idx <= last],
+                               [x for x in _pinned_lines(turns) if x[0] <= last],
+                               int(p["problem_visits"]), int(p["core_items"]))  # fmt: skip
+        return core, []
 
     def _llm_cores(self, subject_id: int, turns: pd.DataFrame, prep: Any) -> Iterator[tuple]:
         core: list[str] = []
@@ -181,7 +179,7 @@ class CoreMemory(Strategy):
                 core = [str(x).strip() for x in lines if str(x).strip()][:limit]
             except PrepError as exc:
                 warnings.append(str(exc))
-            yield core, warnings
+            yield list(core), list(warnings)
 
     # -- access -----------------------------------------------------------------------------
     def core_text(self, artifact: Artifact) -> str:
