@@ -26,7 +26,8 @@ A reply neither reading parses is a parse failure: recorded (``parse_failed`` /
 The offline judge ``lexical-judge`` (:data:`LEXICAL_JUDGE`) is a deterministic policy, not a
 language model: it reads the reference and the answer out of the rendered prompt and says
 correct when their SQuAD token-F1 (:func:`clinlib.tasks.answers.overlap.token_f1`) reaches
-:data:`LEXICAL_THRESHOLD`; for MCD each criterion score is a lexical proxy (node coverage:
+:data:`LEXICAL_THRESHOLD` (0.5, the F1 rule MedMemoryBench applies to LoCoMo, seed fact
+``mmb_f1_correct``); for MCD each criterion score is a lexical proxy (node coverage:
 the share of nodes whose tokens the answer recalls; the other two: the token-F1).
 """
 
@@ -40,6 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from clinlib.core.seed_facts import seed_fact
 from clinlib.eval.judge_prompts import (
     GENERIC,
     MCD_CRITERIA,
@@ -53,9 +55,12 @@ from clinlib.llm.types import OfflineReply
 from clinlib.tasks.answers.overlap import answer_tokens, token_f1
 
 LEXICAL_JUDGE = "lexical-judge"
-LEXICAL_THRESHOLD = 0.5
+# The token-F1 rule MedMemoryBench applies to LoCoMo (its appendix "LoCoMo"): correct if F1 >= 0.5.
+LEXICAL_THRESHOLD = float(seed_fact("mmb_f1_correct").values[0])
 LEXICAL_MODEL = "policy/lexical-judge"
-LEXICAL_LABEL = "lexical-judge (token-F1 >= 0.5; deterministic policy, not an LLM)"
+LEXICAL_LABEL = (
+    f"lexical-judge (token-F1 >= {LEXICAL_THRESHOLD:g}; deterministic policy, not an LLM)"
+)
 DEFAULT_CRITERIA: tuple[str, ...] = ("correct",)
 JUDGE_MAX_TOKENS = 512
 KEY_COLUMNS: tuple[str, ...] = ("qid", "strategy", "backbone", "setting")

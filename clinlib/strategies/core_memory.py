@@ -1,5 +1,6 @@
-"""core-memory: a Letta / MemGPT-style memory (MedMemoryBench §6 "Overall Performance and Main
-Findings": Letta is its best-performing baseline; Packer et al. 2023, "MemGPT"; issue 30 §4).
+"""core-memory: a Letta / MemGPT-style memory (Letta is MedMemoryBench's best-performing
+baseline, MedMemoryBench §6 "Overall Performance and Main Findings"; Packer et al. 2023,
+"MemGPT"; issue 30 §4).
 
 Two tiers, as in MemGPT:
 
