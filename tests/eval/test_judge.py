@@ -205,3 +205,21 @@ def test_select_predictions_filters_and_limits():
     assert len(select_predictions(preds, settings=["post", "pre"])) == 4
     with pytest.raises(JudgeError, match="no predictions to judge for strategies=\\['x'\\]"):
         select_predictions(preds, strategies=["x"])
+
+
+def test_batch_mode_judges_in_one_provider_job(tmp_path, monkeypatch):
+    from clinlib.llm.batchserver import BatchServer
+
+    monkeypatch.setattr(config, "BUILD_DIR", tmp_path)
+    preds = _preds({"t1": "4.1 mEq/L", "tla": "2150-03-09"})
+    with BatchServer(answer=fake_judge) as srv:
+        register_backbone(Backbone(name="bulk-judge", model="gpt-4o-mini", base_url=srv.base_url,
+                                   price_input=1.0, price_output=2.0), replace_existing=True)  # fmt: skip
+        try:
+            calls = Calls("quick", mode="batch", batch_options={"poll_interval_s": 0})
+            out = judge_predictions(QUESTIONS, preds, "bulk-judge", calls=calls)
+        finally:
+            unregister_backbone("bulk-judge")
+    assert srv.n_batches == 1 and len(srv.lines_run) == 2
+    assert out.set_index("qid")["verdict"].to_dict() == {"t1": True, "tla": False}
+    assert calls.spent_usd > 0  # priced at the batch prices
