@@ -55,6 +55,7 @@ DEFERRED_IMPORTS = frozenset(
         "vl_convert",
         "multiprocessing",
         "llama_cpp",
+        "rouge_score",  # imports nltk: seconds, paid only when ROUGE-L is computed
     }
 )
 

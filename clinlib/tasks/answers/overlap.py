@@ -19,8 +19,7 @@ import re
 import string
 from collections import Counter
 from functools import lru_cache
-
-from rouge_score import rouge_scorer
+from typing import Any
 
 ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
@@ -59,7 +58,10 @@ def token_f1(prediction: str, reference: str) -> float:
 
 
 @lru_cache(maxsize=1)
-def _rouge() -> rouge_scorer.RougeScorer:
+def _rouge() -> Any:
+    # deferred: rouge_score imports nltk, seconds that only ROUGE-L needs (docs/design.md)
+    from rouge_score import rouge_scorer
+
     return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
 
 
