@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from clinlib.core.config import resolve_profile
 from clinlib.core.seed_facts import seed_fact
 from clinlib.eval.judge_prompts import (
     GENERIC,
@@ -272,7 +273,7 @@ def judge_predictions(
     predictions: pd.DataFrame,
     judge_backbone: str = LEXICAL_JUDGE,
     *,
-    profile: str = "quick",
+    profile: str | None = None,
     calls: Calls | None = None,
     max_tokens: int = JUDGE_MAX_TOKENS,
 ) -> pd.DataFrame:
@@ -283,7 +284,8 @@ def judge_predictions(
             judge_criteria, ...).
         predictions: qid, strategy, backbone, setting, response (the predictions store's rows).
         judge_backbone: any registered backbone name; :data:`LEXICAL_JUDGE` offline.
-        profile: whose response cache the calls use (when ``calls`` is not given).
+        profile: whose response cache the calls use when ``calls`` is not given (default:
+            the active profile).
         calls: a configured :class:`~clinlib.eval.synth_calls.Calls` (budget, mode, egress).
         max_tokens: the judge's output cap.
 
@@ -299,7 +301,7 @@ def judge_predictions(
         register_lexical_judge()
     bb = get_backbone(judge_backbone)
     requests, rows = judge_requests(questions, predictions, max_tokens)
-    calls = calls or Calls(profile)
+    calls = calls or Calls(resolve_profile(profile))
     results = calls.send(bb, requests) if requests else {}
     out = []
     for req, row in zip(requests, rows, strict=True):
