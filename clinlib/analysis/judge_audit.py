@@ -49,7 +49,7 @@ def cohen_kappa(truth: Sequence, rater: Sequence) -> float:
     po = float(np.mean(a == b))
     pa, pb = float(a.mean()), float(b.mean())
     pe = pa * pb + (1 - pa) * (1 - pb)
-    return float("nan") if pe == 1 else (po - pe) / (1 - pe)
+    return float("nan") if pe == 1 else (po - pe) / (1 - pe) + 0.0  # + 0.0: no -0.0
 
 
 def binary_prf(truth: Sequence, rater: Sequence) -> tuple[float, float, float]:
