@@ -45,6 +45,7 @@ from clinlib.core.config import resolve_profile
 from clinlib.core.seed_facts import seed_fact
 from clinlib.eval.judge_prompts import (
     GENERIC,
+    JUDGE_PROMPTS,
     MCD_CRITERIA,
     MCD_THRESHOLDS,
     prompt_kind,
@@ -113,6 +114,18 @@ def criteria_of(question: Mapping[str, Any]) -> tuple[str, ...]:
     """The question's ``judge_criteria`` (default ``("correct",)``)."""
     got = [str(c) for c in _as_list(question.get("judge_criteria"))]
     return tuple(got) or DEFAULT_CRITERIA
+
+
+def prompt_of(question: Mapping[str, Any]) -> str:
+    """The judge prompt of a question: its ``judge_prompt`` (a key of
+    :data:`~clinlib.eval.judge_prompts.JUDGE_PROMPTS`) if set, else by its task."""
+    named = question.get("judge_prompt")
+    if isinstance(named, str) and named:
+        if named not in JUDGE_PROMPTS:
+            raise JudgeError(f"question {question.get('qid')!r}: judge_prompt {named!r} is not "
+                             f"one of {', '.join(JUDGE_PROMPTS)}")  # fmt: skip
+        return named
+    return prompt_kind(str(question.get("task", "")))
 
 
 def judge_fields(question: Mapping[str, Any], response: str) -> dict[str, str]:
@@ -254,7 +267,7 @@ def judge_requests(
         q = by_qid.get(str(pred["qid"]))
         if q is None:
             raise JudgeError(f"predictions: qid {pred['qid']!r} is not in the questions")
-        kind = prompt_kind(str(q.get("task", "")))
+        kind = prompt_of(q)
         text = render_judge_prompt(kind, judge_fields(q, pred.get("response") or ""))
         keys = [c for c in (*KEY_COLUMNS, "prep_model") if c in pred]
         rid = "|".join(str(pred[c]) for c in keys)
@@ -336,5 +349,6 @@ __all__ = [
     "lexical_judge_policy",
     "parse_verdict_lenient",
     "parse_verdict_strict",
+    "prompt_of",
     "register_lexical_judge",
 ]

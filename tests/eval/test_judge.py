@@ -53,6 +53,12 @@ def test_render_fills_placeholders_once():
     assert "Question: When?\nReference Answer: 2150-01-02\nAnswer Explanation: \n" in text
     assert "Model's Answer: on <question>\n" in text  # an answer is never substituted into
     assert jp.prompt_kind("T1") == jp.GENERIC and jp.prompt_kind("MCD") == "MCD"
+    from clinlib.eval.judge import prompt_of
+
+    assert prompt_of({"task": "TRAP-IG", "judge_prompt": "IG"}) == "IG"  # named by the question
+    assert prompt_of({"task": "SUA", "judge_prompt": None}) == "SUA"
+    with pytest.raises(JudgeError, match="judge_prompt 'XX' is not one of TLA"):
+        prompt_of({"qid": "q", "task": "T1", "judge_prompt": "XX"})
 
 
 MCD_OK = {"ncr_score": 0.8, "crc_score": 0.75, "cc_score": 0.7, "is_correct": True}
