@@ -229,3 +229,14 @@ def test_batch_mode_judges_in_one_provider_job(tmp_path, monkeypatch):
     assert srv.n_batches == 1 and len(srv.lines_run) == 2
     assert out.set_index("qid")["verdict"].to_dict() == {"t1": True, "tla": False}
     assert calls.spent_usd > 0  # priced at the batch prices
+
+
+def test_cli_refuses_in_one_line_without_predictions(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from clinlib import cli
+
+    monkeypatch.setattr(config, "BUILD_DIR", tmp_path)
+    out = CliRunner().invoke(cli.app, ["judge", "--profile", "quick"])
+    assert out.exit_code == 2, out.output
+    assert len(out.output.strip().splitlines()) == 1 and "Traceback" not in out.output
