@@ -140,6 +140,11 @@ _API: dict[str, tuple[str, str | None]] = {
     "slice_profile": ("clinlib.eval.slices", "slice_profile"),
     "smallest_patients": ("clinlib.eval.slices", "smallest_patients"),
     "local_slice": ("clinlib.eval.slices", "local_slice"),
+    # issue 30 §3-§4: the judge, its audit against deterministic gold, core memory (05, 18)
+    "judge_predictions": ("clinlib.eval.judge", "judge_predictions"),
+    "judge_audit": ("clinlib.analysis.judge_audit", "judge_audit"),
+    "overlap_scores": ("clinlib.analysis.judge_audit", "overlap_scores"),
+    "core_memory": ("clinlib.strategies.core_memory", None),
 }
 
 __all__ = sorted(_API)

@@ -56,6 +56,7 @@ DEFERRED_IMPORTS = frozenset(
         "multiprocessing",
         "llama_cpp",
         "nbconvert",
+        "rouge_score",  # imports nltk: seconds, paid only when ROUGE-L is computed
     }
 )
 

@@ -297,6 +297,10 @@ _FACTS: tuple[SeedFact, ...] = (
        "failures also occur beyond prescription-related decisions. Improper dosage adjustments "
        "achieve the highest safe rate (87.5%)",
        "per risk category in the order of clinlib.analysis.safety.SEED_CATEGORY_ORDER"),
+    _f("mmb_f1_correct", _MMB, 'appendix "LoCoMo"', ("0.5",),
+       r"we use F1 score to measure the overlap between model responses and reference "
+       r"answers. A response is counted as correct when F1 $\ge 0.5$",
+       "the threshold of clinlib.eval.judge's lexical-judge"),
     # --- LongMedBench ("event retrieval" Table 2, "temporal reasoning" Table 3) ------------
     _f("lmb_cohort", _LMB, "data", ("15", "355", "6,999", "19.72"),
        r"Filtering for patients with $\geq 15$ hospitalizations yields 355 patients and "

@@ -15,6 +15,7 @@ from clinlib.core.labels import CALL_RE, split_call
 from clinlib.strategies.amem import AMemMemory
 from clinlib.strategies.base import Strategy, StrategyError
 from clinlib.strategies.codebook import Codebook
+from clinlib.strategies.core_memory import CoreMemory
 from clinlib.strategies.event_table import EventTable
 from clinlib.strategies.mem0 import Mem0Memory
 from clinlib.strategies.names import (
@@ -59,6 +60,7 @@ STRATEGIES: dict[str, type[Strategy]] = {
         EventTable,
         OracleVisits,
         RemoteMemory,
+        CoreMemory,
     )
 }
 EXTRA_STRATEGIES: tuple[str, ...] = tuple(n for n in STRATEGIES if n not in PAPER_STRATEGIES)

@@ -89,6 +89,8 @@ EXPECTED_BY_REPRESENTATION = {
     "history-visits": ("1.5 mg/dL", ABSTAIN, ABSTAIN, "4.1 mEq/L"),
     "event-table": NONE,  # dated rows, no encounter numbering
     "oracle": NONE,  # these questions name no anchor or dated visit: an empty history
+    # archival k = 3 visits of a 3-visit record, numbered "Visit N"; the pinned block holds no lab
+    "core-memory": ALL,
 }
 
 

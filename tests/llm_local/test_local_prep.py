@@ -1,5 +1,5 @@
 """The matched-prep path with the real local model (paper Appendix G.5): the answering
-backbone builds its own Mem0 / A-Mem / llm-summary constructions, through the unchanged
+backbone builds its own Mem0 / A-Mem / llm-summary / core-memory constructions, through the unchanged
 harness, on one patient of the quick profile.
 
 What is asserted is the path, not the quality: a 135M model writes a summary, and its
@@ -18,6 +18,7 @@ from clinlib.eval import runner
 from clinlib.llm import ResponseCache, default_cache_path
 from clinlib.strategies.amem import EVOLUTION_PROMPT, NOTE_CONSTRUCTION_PROMPT
 from clinlib.strategies.construction import load_artifacts
+from clinlib.strategies.core_memory import CORE_MEMORY_PROMPT
 from clinlib.strategies.mem0 import FACT_EXTRACTION_PROMPT
 from clinlib.strategies.summary import SUMMARY_PROMPT
 
@@ -33,6 +34,8 @@ PREP_CALLS = {
     "llm-summary": {SUMMARY_PROMPT.format(budget=500)[:60]: 1},
     "mem0": {FACT_EXTRACTION_PROMPT[:60]: N_VISITS},
     "a-mem": {NOTE_CONSTRUCTION_PROMPT[:60]: N_VISITS, EVOLUTION_PROMPT[:60]: N_VISITS - 1},
+    # core-memory: one rewrite of the pinned block per visit (issue 30 §4)
+    "core-memory": {CORE_MEMORY_PROMPT[:60]: N_VISITS},
 }
 
 
@@ -55,12 +58,12 @@ def _lead_prompts(frame: pd.DataFrame) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("strategy", ["llm-summary", "mem0", "a-mem"])
+@pytest.mark.parametrize("strategy", ["llm-summary", "mem0", "a-mem", "core-memory"])
 def test_matched_prep_builds_the_construction_with_the_real_model(
     strategy, local_server_running, local_profile
 ):
     bb = local_server_running.backbone
-    before = len(_cache_rows(local_profile))  # one cache for the three cases
+    before = len(_cache_rows(local_profile))  # one cache for the four cases
     cells = runner.run(local_profile, [strategy], [bb], prep="matched", tasks=["T1"], limit=1,
                        progress=False)  # fmt: skip
     assert cells["prep_model"].tolist() == [bb.name]
@@ -77,5 +80,7 @@ def test_matched_prep_builds_the_construction_with_the_real_model(
         assert art.data["summary"].strip() and art.data["token_model"] == bb.model
     else:
         warnings = art.data.get("warnings", [])
-        items = art.data.get("memories") or art.data.get("notes") or []
+        items = art.data.get("memories") or art.data.get("notes") or art.data.get("core") or []
         assert items or warnings, "neither memories nor a recorded reason for their absence"
+        if strategy == "core-memory":  # its build cost, metered per patient
+            assert art.prep_usage["requests"] == N_VISITS and art.prep_usage["input_tokens"] > 0

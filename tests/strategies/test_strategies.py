@@ -327,6 +327,7 @@ def test_registry_has_the_paper_eight_and_the_extras():
         "codebook",
         "event-table",
         "remote-memory",  # holds only what was ingested (issue 32)
+        "core-memory",  # its pinned block is built; its archival part reads the current text
     }
     assert get_strategy("dense-retrieval", k=3).label() == "dense-retrieval(k=3)"
 

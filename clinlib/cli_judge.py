@@ -1,0 +1,54 @@
+"""``clintrace judge``: judge a profile's answers with any backbone and audit the judge against
+the deterministic scorer (issue 30 §3; MedMemoryBench Appendix D.1 prompts). Registered on the
+app like :mod:`clinlib.cli_endpoints`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from clinlib.analysis.judge_audit import judge_audit
+from clinlib.cli_common import ProfileOpt, _csv, _profile, _run, _writer, app
+from clinlib.eval.judge import LEXICAL_JUDGE
+from clinlib.eval.judge_run import judge_profile
+from clinlib.eval.synth_calls import MODES, Calls
+
+AUDIT_SHOWN = ["judge_backbone", "task", "n", "n_patients", "agreement", "agree_boot_low",
+               "agree_boot_high", "kappa", "precision", "recall", "f1", "parse_failed"]  # fmt: skip
+
+
+@app.command("judge")
+def judge_cmd(
+    profile: ProfileOpt = None,
+    judge: Annotated[
+        str, typer.Option(help=f"judge backbone (offline: {LEXICAL_JUDGE}, not an LLM)")
+    ] = LEXICAL_JUDGE,
+    strategies: Annotated[str, typer.Option(help="comma-separated strategies")] = "full-context",
+    backbones: Annotated[
+        str, typer.Option(help="comma-separated answering backbones")
+    ] = "reference,eager",
+    settings: Annotated[str, typer.Option(help="comma-separated settings")] = "post",
+    tasks: Annotated[str | None, typer.Option(help="comma-separated tasks (default all)")] = None,
+    limit: Annotated[int | None, typer.Option(help="at most this many rows per task")] = None,
+    budget: Annotated[float | None, typer.Option(help="cap on new spend, USD")] = None,
+    mode: Annotated[str, typer.Option(help=f"one of {', '.join(MODES)}")] = "live",
+) -> None:
+    """Judge the selected predictions, write data/build/<profile>/judge/<judge>.parquet, and
+    print the judge's agreement with the deterministic scorer (kappa, precision / recall / F1
+    per task; agreement with its patient-clustered interval)."""
+    name = _profile(profile)
+    calls = _run(Calls, name, budget_usd=budget, mode=mode)
+    with _writer(name):
+        judged, preds, questions, path = _run(
+            judge_profile, name, judge, calls=calls, strategies=_csv(strategies),
+            backbones=_csv(backbones), settings=_csv(settings) or ["post"], tasks=_csv(tasks),
+            limit=limit,
+        )  # fmt: skip
+    if judged["error"].notna().all():
+        typer.secho(f"error: every judge request failed, e.g. {judged['error'].iat[0]}", err=True)
+        raise typer.Exit(code=2)
+    audit = _run(judge_audit, judged, preds, questions)
+    typer.echo(audit[AUDIT_SHOWN].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    typer.echo(f"{len(judged)} verdicts ({int(judged['parse_failed'].sum())} unparsed, "
+               f"${judged['cost_usd'].sum():.4f}) -> {path}")  # fmt: skip

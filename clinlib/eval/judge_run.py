@@ -1,0 +1,88 @@
+"""A profile's predictions judged and audited (issue 30 §3; ``clintrace judge``).
+
+:func:`judge_profile` selects predictions of a profile (strategies, answering backbones,
+settings, tasks, at most ``limit`` per task), judges them with one judge backbone
+(:func:`clinlib.eval.judge.judge_predictions`) and writes the verdicts to
+``data/build/<profile>/judge/<judge>.parquet`` atomically (``criteria`` as JSON text).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from clinlib.core.config import build_dir
+from clinlib.core.io import write_parquet
+from clinlib.eval.judge import JudgeError, judge_predictions
+from clinlib.eval.store import load_predictions
+from clinlib.eval.synth_calls import Calls
+from clinlib.tasks.extended import load_questions
+
+JUDGE_DIR = "judge"
+
+
+def judged_path(profile: str, judge_backbone: str) -> Path:
+    """``data/build/<profile>/judge/<judge_backbone>.parquet``."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in judge_backbone)
+    return build_dir(profile) / JUDGE_DIR / f"{safe}.parquet"
+
+
+def select_predictions(
+    predictions: pd.DataFrame,
+    *,
+    strategies: Sequence[str] | None = None,
+    backbones: Sequence[str] | None = None,
+    settings: Sequence[str] = ("post",),
+    tasks: Sequence[str] | None = None,
+    limit: int | None = None,
+) -> pd.DataFrame:
+    """The rows to judge (``limit``: the first that many per task, by qid).
+
+    Raises:
+        JudgeError: nothing is selected (naming the filter values).
+    """
+    keep = predictions["setting"].isin(list(settings))
+    for col, values in (("strategy", strategies), ("backbone", backbones), ("task", tasks)):
+        if values:
+            keep &= predictions[col].isin(list(values))
+    out = predictions[keep].sort_values(["task", "qid", "strategy", "backbone", "setting"])
+    if limit is not None:
+        out = out[out.groupby("task").cumcount() < int(limit)]
+    if out.empty:
+        raise JudgeError(
+            f"no predictions to judge for strategies={list(strategies or [])} "
+            f"backbones={list(backbones or [])} settings={list(settings)} "
+            f"tasks={list(tasks or [])}: run the evaluation first"
+        )
+    return out.reset_index(drop=True)
+
+
+def judge_profile(
+    profile: str,
+    judge_backbone: str,
+    *,
+    calls: Calls | None = None,
+    **selection,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, Path]:
+    """Judge a profile's predictions and write the verdicts.
+
+    Args:
+        profile: build profile.
+        judge_backbone: the judge (any registered backbone; ``lexical-judge`` offline).
+        calls: a configured :class:`~clinlib.eval.synth_calls.Calls` (budget, mode).
+        **selection: :func:`select_predictions` filters.
+
+    Returns:
+        (judged rows, the predictions judged, their questions, the parquet written).
+    """
+    preds = select_predictions(load_predictions(profile), **selection)
+    questions = load_questions(profile, sorted(set(preds["task"])))
+    judged = judge_predictions(questions, preds, judge_backbone, profile=profile,
+                               calls=calls or Calls(profile))  # fmt: skip
+    path = judged_path(profile, judge_backbone)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_parquet(judged.assign(criteria=judged["criteria"].map(json.dumps)), path)
+    return judged, preds, questions, path

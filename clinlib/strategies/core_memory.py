@@ -1,0 +1,224 @@
+"""core-memory: a Letta / MemGPT-style memory (Letta is MedMemoryBench's best-performing
+baseline, MedMemoryBench §6 "Overall Performance and Main Findings"; Packer et al. 2023,
+"MemGPT"; issue 30 §4).
+
+Two tiers, as in MemGPT:
+
+* **core memory** — a small block of high-priority facts, pinned: it is in EVERY context,
+  whatever the question. Sections, in priority order (the block keeps at most ``core_items``
+  lines, dropping from the end):
+
+  1. *constraints* — sentences whose provenance tags carry a pinned kind's id prefix
+     (:data:`PINNED_KINDS`, empty until a kind is registered with :func:`pin_kinds`; the
+     trap facts of issue 30 §1 register theirs), verbatim;
+  2. *active problems* — the diagnoses of the last ``problem_visits`` stays that state any,
+     most recent first, one line per code;
+  3. *current medications* — the orders of the latest stay that states any.
+
+  Built visit by visit: rule-based (:mod:`clinlib.strategies.facts`'s reader, labelled
+  ``rule-based``: no LLM), or by an LLM prep model, which after each visit rewrites the block
+  under :data:`CORE_MEMORY_PROMPT` (MemGPT's ``core_memory_append`` / ``core_memory_replace``
+  folded into one rewrite; a reply that does not parse keeps the previous block and is
+  recorded in ``warnings``). The LLM's requests are metered per patient into
+  ``Artifact.prep_usage`` by the construction (:mod:`clinlib.strategies.build_cost`).
+* **archival memory** — the rest of the history, searched per question: BM25 over one chunk
+  per visit (:class:`clinlib.strategies.retrieval.BM25Retrieval`'s ranking), the top ``k``
+  visits returned as their CURRENT text (ids on), in time order.
+
+The core block is built (a sentence injected after construction is not in it); the archival
+part reads the dialogue at question time, like retrieval. Streaming: every visit prefix's
+block comes from one pass (:meth:`CoreMemory.build_snapshots`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from clinlib.dialogue.render import render_visit
+from clinlib.strategies.base import (
+    Artifact,
+    Strategy,
+    StrategyError,
+    question_text,
+    render,
+    visit_order,
+)
+from clinlib.strategies.facts import Fact, facts_of, split_sentences
+from clinlib.strategies.prep import PrepError, PrepRequest, count_text_tokens, parse_json_reply
+from clinlib.strategies.retrieval import BM25Retrieval, tokenize, visit_chunks
+
+CORE_HEADER = "Core memory (pinned):"
+ARCHIVAL_HEADER = "Archival memory (retrieved visits):"
+SECTIONS: tuple[str, ...] = ("constraints", "active problems", "current medications")
+# Pinned kind -> the id prefix of the sentences stating it (e.g. a trap kind -> its tag
+# prefix). ONE registry: :func:`pin_kinds` adds to it; the core block reads it at build time.
+PINNED_KINDS: dict[str, str] = {}
+
+CORE_MEMORY_PROMPT = """You maintain the CORE MEMORY of an assistant that follows one \
+patient across many clinical encounters. The core memory is a short block that is always in \
+the assistant's context, so it must hold only the facts that must never be lost:
+1. constraints: allergies, contraindications, cost or preference constraints the patient \
+stated;
+2. active problems: the patient's current diagnoses (with codes);
+3. current medications: what the patient currently takes (drug, dose, unit, route).
+Everything else stays in archival memory and is searched when needed.
+After each new encounter, rewrite the core memory: add what is new, replace what changed \
+(e.g. a medication stopped or changed), remove what no longer holds. Keep values, units, \
+dates, codes and drug names exactly as written, and keep the bracketed event ids (such as \
+[RX-7]) next to the facts they support. At most {max_items} lines.
+Return only JSON: {{"core": ["<section>: <fact>", ...]}} with section one of constraints, \
+active problems, current medications."""
+CORE_MEMORY_USER = "Current core memory:\n{core}\n\nNew encounter:\n{encounter}"
+
+
+def pin_kinds(kinds: Mapping[str, str]) -> None:
+    """Register pinned kinds (kind -> the id prefix of its sentences, e.g. ``{"allergy":
+    "TRAP-ALLERGY"}``); a kind registered again takes the new prefix."""
+    for kind, prefix in kinds.items():
+        if not str(prefix).strip():
+            raise StrategyError(f"pinned kind {kind!r}: empty id prefix")
+        PINNED_KINDS[str(kind)] = str(prefix)
+
+
+def _pinned_lines(turns: pd.DataFrame) -> list[tuple[int, str]]:
+    """(visit_idx, "kind: sentence [ids]") of every sentence carrying a pinned prefix."""
+    if not PINNED_KINDS:
+        return []
+    out = []
+    for v, text in zip(turns["visit_idx"], turns["text_tagged"], strict=True):
+        for sentence, ids in split_sentences(str(text)):
+            kinds = [k for k, p in PINNED_KINDS.items() if any(i.startswith(p) for i in ids)]
+            if kinds:
+                out.append((int(v), f"{kinds[0]}: {sentence} [{', '.join(ids)}]"))
+    return out
+
+
+def rule_based_core(
+    facts: Sequence[Fact], pinned: Sequence[tuple[int, str]], problem_visits: int, max_items: int
+) -> list[str]:
+    """The core block (lines "<section>: <fact>") from the facts and pinned sentences seen."""
+    lines = [f"constraints: {s}" for _, s in pinned]
+    dx_visits = sorted({f.visit_idx for f in facts if f.kind == "diagnosis"}, reverse=True)
+    recent = set(dx_visits[:problem_visits])
+    seen: set[str] = set()
+    for f in sorted(facts, key=lambda f: (-f.visit_idx, f.turn_idx)):
+        if f.kind == "diagnosis" and f.visit_idx in recent and f.code not in seen:
+            seen.add(f.code)
+            lines.append(f"active problems: {f.statement()}")
+    rx_visits = [f.visit_idx for f in facts if f.kind == "medication"]
+    if rx_visits:
+        last = max(rx_visits)
+        lines += [f"current medications: {f.statement()}" for f in facts
+                  if f.kind == "medication" and f.visit_idx == last]  # fmt: skip
+    return lines[:max_items]
+
+
+class CoreMemory(Strategy):
+    """Pinned core block + BM25 archival search over visits (see module docstring)."""
+
+    name = "core-memory"
+    family = "agentic memory"
+    derived = True
+    uses_prep = True
+    defaults = {"k": 3, "core_items": 16, "problem_visits": 2}
+    construction_keys = ("core_items", "problem_visits")
+
+    def validate_params(self) -> None:
+        for key in ("k", "core_items", "problem_visits"):
+            self._positive_int(key)
+
+    # -- construction -----------------------------------------------------------------------
+    def build(self, subject_id: int, turns: pd.DataFrame, prep: Any) -> dict:
+        n = len(visit_order(turns))
+        return self.build_snapshots(subject_id, turns, prep, at=[n])[n]
+
+    def build_snapshots(
+        self, subject_id: int, turns: pd.DataFrame, prep: Any, at: Sequence[int]
+    ) -> dict[int, dict]:
+        """The memory after the first t visits for every t in ``at``, from one pass (an LLM
+        prep model rewrites the block visit by visit; the rule-based block of t visits is read
+        from the facts of those visits)."""
+        visits = visit_order(turns)
+        wanted = sorted({int(t) for t in at if 1 <= int(t) <= len(visits)})
+        terms = {v: tokenize(text) for v, text in visit_chunks(turns)}
+        if getattr(prep, "is_llm", False):
+            cores = dict(enumerate(self._llm_cores(subject_id, turns, prep), start=1))
+        else:
+            cores = {t: self._rule_core(turns, visits[t - 1]) for t in wanted}
+        return {t: {"core": list(cores[t][0]), "warnings": list(cores[t][1]),
+                    "visits": visits[:t], "terms": [terms[v] for v in visits[:t]]}
+                for t in wanted}  # fmt: skip
+
+    def _rule_core(self, turns: pd.DataFrame, last: int) -> tuple[list[str], list[str]]:
+        """The rule-based block after the visit ``last`` (no warnings)."""
+        p = self.params
+        core = rule_based_core([f for f in facts_of(turns) if f.visit_idx <= last],
+                               [x for x in _pinned_lines(turns) if x[0] <= last],
+                               int(p["problem_visits"]), int(p["core_items"]))  # fmt: skip
+        return core, []
+
+    def _llm_cores(self, subject_id: int, turns: pd.DataFrame, prep: Any) -> Iterator[tuple]:
+        core: list[str] = []
+        warnings: list[str] = []
+        limit = int(self.params["core_items"])
+        system = CORE_MEMORY_PROMPT.format(max_items=limit)
+        for v, g in turns.groupby("visit_idx", sort=True):
+            user = CORE_MEMORY_USER.format(core="\n".join(core) or "(empty)",
+                                           encounter=render_visit(g, with_ids=True, header=True))  # fmt: skip
+            reply = prep.complete([PrepRequest(
+                f"{self.name}|{subject_id}|v{int(v)}|core",
+                [{"role": "system", "content": system}, {"role": "user", "content": user}],
+                max_tokens=1024)])[0]  # fmt: skip
+            try:
+                parsed = parse_json_reply(reply, f"visit {int(v)} core memory")
+                lines = parsed.get("core") if isinstance(parsed, Mapping) else None
+                if not isinstance(lines, list):
+                    raise PrepError(f"visit {int(v)} core memory: no 'core' list")
+                core = [str(x).strip() for x in lines if str(x).strip()][:limit]
+            except PrepError as exc:
+                warnings.append(str(exc))
+            yield list(core), list(warnings)
+
+    # -- access -----------------------------------------------------------------------------
+    def core_text(self, artifact: Artifact) -> str:
+        """The pinned block as the context shows it."""
+        lines = artifact.data.get("core", [])
+        return CORE_HEADER + "\n" + ("\n".join(f"- {x}" for x in lines) or "(empty)")
+
+    def rank_visits(self, artifact: Artifact, question: Mapping[str, Any]) -> list[int]:
+        data = artifact.data
+        return BM25Retrieval.bm25_ranking(
+            {"visits": data.get("visits", []), "terms": data.get("terms", [])},
+            question_text(question),
+        )
+
+    def access(
+        self, artifact: Artifact | None, question: Mapping[str, Any], turns_now: pd.DataFrame
+    ) -> str:
+        if artifact is None:
+            raise StrategyError(f"{self.name}: no artifact for this patient")
+        top = self.rank_visits(artifact, question)[: int(self.params["k"])]
+        present = set(visit_order(turns_now))
+        chosen = sorted(v for v in top if v in present)
+        archival = render(turns_now, with_ids=True, visits=chosen) if chosen else "(none)"
+        return f"{self.core_text(artifact)}\n\n{ARCHIVAL_HEADER}\n{archival}"
+
+    def store_text(self, artifact: Artifact) -> str:
+        return self.core_text(artifact)
+
+    def footprint(self, artifact: Artifact) -> dict[str, Any]:
+        core = artifact.data.get("core", [])
+        return {
+            "n_items": len(core),
+            "item": "core lines",
+            "n_core": len(core),
+            "n_archival_visits": len(artifact.data.get("visits", [])),
+            **{
+                f"n_{s.replace(' ', '_')}": sum(x.startswith(s + ":") for x in core)
+                for s in SECTIONS
+            },  # fmt: skip
+            "store_tokens": count_text_tokens(self.core_text(artifact)),
+        }

@@ -1,0 +1,127 @@
+"""core-memory (clinlib.strategies.core_memory): the pinned block of patient 7001 worked out by
+hand from tests/strategy_fixtures.py's table, pinned kinds, archival search over the current
+text, streaming snapshots equal to truncated builds, and the LLM prep path with its metered
+usage."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pandas as pd
+import pytest
+
+from clinlib.llm import Backbone, register_backbone, unregister_backbone
+from clinlib.strategies import core_memory as cm
+from clinlib.strategies import get_prep, get_strategy
+from clinlib.strategies.base import visit_order
+from clinlib.strategies.build_cost import attach_usage, metered
+from clinlib.strategies.prep import RuleBasedPrep
+from tests import strategy_fixtures as F
+
+RULE = RuleBasedPrep()
+CODE_RE = re.compile(r"\((\w+)\) recorded")
+
+
+def _codes(core):
+    return [CODE_RE.search(x)[1] for x in core if x.startswith("active problems:")]
+
+
+@pytest.fixture(scope="module")
+def turns() -> pd.DataFrame:
+    return F.dialogue(F.events_7001())
+
+
+def _core(turns, **params):
+    return get_strategy("core-memory", **params).construct(7001, turns, RULE).data["core"]
+
+
+def test_rule_based_core_block_by_hand(turns):
+    core = _core(turns)
+    problems = [x for x in core if x.startswith("active problems:")]
+    meds = [x for x in core if x.startswith("current medications:")]
+    # the last two stays with diagnoses: visit 2 (N183, E119), then visit 1 (I214; E119 seen)
+    assert _codes(problems) == ["N183", "E119", "I214"]
+    assert not any("(I10)" in x for x in core)  # visit 0's hypertension only: not active
+    # the latest stay's orders only: Lisinopril 20 mg (not Metformin 500, not Lisinopril 10)
+    assert len(meds) == 1 and "Lisinopril 20 mg PO" in meds[0] and "[RX-" in meds[0]
+    assert not any(x.startswith("constraints:") for x in core)  # no pinned kind registered
+    assert _codes(_core(turns, problem_visits=1)) == ["N183", "E119"]
+    assert len(_core(turns, core_items=2)) == 2  # cut from the end (medications go first)
+
+
+def test_pinned_kinds_lead_the_block(turns, monkeypatch):
+    monkeypatch.setattr(cm, "PINNED_KINDS", {})
+    cm.pin_kinds({"procedure-constraint": "PX-"})
+    core = _core(turns)
+    assert core[0].startswith("constraints: procedure-constraint: ") and "[PX-802-1]" in core[0]
+    with pytest.raises(ValueError, match="empty id prefix"):
+        cm.pin_kinds({"x": " "})
+
+
+def test_context_is_core_plus_current_text_of_top_visits(turns):
+    strat = get_strategy("core-memory", k=1)
+    art = strat.construct(7001, turns, RULE)
+    q = {"qid": "q", "subject_ids": [7001], "question": "What was the Troponin T on 2150-03-02?"}
+    assert strat.rank_visits(art, q)[0] == 1  # only visit 1 states Troponin T
+    now = turns.copy()
+    i = now.index[(now["visit_idx"] == 1)][-1]
+    now.loc[i, "text"] = now.loc[i, "text"] + " Physician noted: injected after construction."
+    now.loc[i, "text_tagged"] = now.loc[i, "text"]
+    ctx = strat.access(art, q, now)
+    head, archival = ctx.split(cm.ARCHIVAL_HEADER)
+    assert head.startswith(cm.CORE_HEADER) and "Lisinopril 20 mg PO" in head
+    assert "injected after construction" in archival and "injected" not in head
+    assert "Visit 2 (2150-03-02)" in archival and "Visit 1 (" not in archival
+    other = {"qid": "r", "subject_ids": [7001], "question": "Hemoglobin on 2150-06-20?"}
+    assert strat.access(art, other, turns).split(cm.ARCHIVAL_HEADER)[0] == head  # always pinned
+
+
+def test_snapshots_equal_builds_of_the_truncated_dialogue(turns):
+    strat = get_strategy("core-memory")
+    visits = visit_order(turns)
+    snaps = strat.build_snapshots(7001, turns, RULE, at=[1, 2, 3])
+    for t in (1, 2, 3):
+        cut = turns[turns["visit_idx"].isin(visits[:t])]
+        assert snaps[t] == strat.construct(7001, cut, RULE).data
+    assert [x for x in snaps[1]["core"] if "medications" in x][0].count("Metformin") == 1
+
+
+def _scripted(messages, params):
+    system, user = messages[0]["content"], messages[-1]["content"]
+    assert "CORE MEMORY" in system and "At most 16 lines" in system
+    if "(empty)" in user:  # the first encounter
+        return json.dumps({"core": ["current medications: Metformin 500 mg PO [RX-1]"]})
+    if "Metformin 500 mg PO [RX-1]" in user and "2150-03-02" in user:
+        return "I cannot comply."  # visit 1: not JSON -> the block is kept, a warning recorded
+    return '```json\n{"core": ["active problems: CKD stage 3 (N183)"]}\n```'
+
+
+@pytest.fixture()
+def scripted_prep():
+    register_backbone(Backbone(name="scripted-core", model="scripted", kind="offline",
+                               policy=_scripted), replace_existing=True)  # fmt: skip
+    yield get_prep("scripted-core", cache=None, credentialed=False)
+    unregister_backbone("scripted-core")
+
+
+def test_llm_prep_rewrites_the_block_and_is_metered(turns, scripted_prep):
+    strat = get_strategy("core-memory")
+    prep, sink = metered(scripted_prep)
+    [art] = strat.construct_many([(7001, turns)], prep)
+    assert [rid for rid, _ in sink] == [f"core-memory|7001|v{v}|core" for v in (0, 1, 2)]
+    attach_usage([art], sink)
+    assert art.prep_model == "scripted-core" and art.prep_usage["requests"] == 3
+    assert art.prep_usage["input_tokens"] > 0
+    assert art.data["core"] == ["active problems: CKD stage 3 (N183)"]
+    assert len(art.data["warnings"]) == 1 and "visit 1 core memory" in art.data["warnings"][0]
+    snaps = strat.build_snapshots(7001, turns, scripted_prep, at=[2])
+    assert snaps[2]["core"] == ["current medications: Metformin 500 mg PO [RX-1]"]  # kept
+
+
+def test_footprint_counts_sections(turns):
+    strat = get_strategy("core-memory")
+    fp = strat.footprint(strat.construct(7001, turns, RULE))
+    assert fp["n_core"] == 4 and fp["n_active_problems"] == 3
+    assert fp["n_current_medications"] == 1 and fp["n_archival_visits"] == 3
+    assert fp["store_tokens"] > 0
