@@ -22,8 +22,8 @@ import typer
 
 from clinlib import (
     cli_endpoints,  # noqa: F401  (registers its commands on app)
-    cli_memory,  # noqa: F401  (registers `memory-serve` on app)
     cli_judge,  # noqa: F401  (registers `judge` on app)
+    cli_memory,  # noqa: F401  (registers `memory-serve` on app)
     cli_population,  # noqa: F401  (registers `population` on app)
     cli_score,  # noqa: F401  (registers `score`, `export` on app)
     cli_site,  # noqa: F401  (registers `site` on app)
