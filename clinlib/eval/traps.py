@@ -34,25 +34,17 @@ checkpoint where each question's trap matters.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Sequence
 
 import pandas as pd
 
 from clinlib.data.build import load
-from clinlib.data.vocab import LAB_PANEL
+from clinlib.eval.reader_trap import READER, read_trap
 from clinlib.strategies.construction import question_contexts_many
 from clinlib.strategies.evidence import anchor_ids, context_ids, has_tags
-from clinlib.tasks.traps.constraints import ALLERGENS
+from clinlib.tasks.traps.answers import trap_score
 from clinlib.tasks.traps.facts import trap_dialogue
-from clinlib.tasks.traps.queries import lab_state
 
-READER = "reference"
-ABSTAIN = "insufficient information"
-_ALLERGY = re.compile(r"allergic to ([A-Za-z][A-Za-z ]*?);")
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_MONEY = re.compile(r"(afford|money|dollars|insurance|pay for)", re.IGNORECASE)
 RUN_COLUMNS = [
     "qid", "task", "subtype", "answer_format", "risk_category", "subject_id", "strategy",
     "backbone", "setting", "checkpoint_visit", "checkpoint_final", "response", "correct",
@@ -60,54 +52,12 @@ RUN_COLUMNS = [
 ]  # fmt: skip
 
 
-def _norm(text: str) -> str:
-    return " ".join(re.sub(r"[^a-z0-9 ]+", " ", str(text).lower()).split())
-
-
-def read_trap(question: dict, context: str) -> str:
-    """The reference reader's answer to one trap question (module docstring)."""
-    task, sub, text = question["task"], question["subtype"], str(context or "")
-    if task == "EEM":
-        m = _ALLERGY.findall(text)
-        return m[-1] if m else ABSTAIN
-    if task == "TLA":
-        for line in text.splitlines():
-            if _MONEY.search(line):
-                dates = _DATE.findall(text[: text.index(line)])
-                return dates[-1] if dates else ABSTAIN
-        return ABSTAIN
-    if task == "MQ" and sub == "allergy":
-        example = json.loads(question["meta"])["example"]
-        names = {n.strip().lower() for n in _ALLERGY.findall(text)}
-        covers = any(a.name in names and a.example == example for a in ALLERGENS)
-        return "B" if covers else "A"
-    if task == "SUA":
-        return _read_state(question, text)
-    return ABSTAIN  # MQ eGFR (no age / sex stated), IG and MCD (free text: a judge's job)
-
-
-def _read_state(question: dict, text: str) -> str:
-    lab = json.loads(question["meta"])["lab"]
-    panel = next((p for p in LAB_PANEL if p.label == lab), None)
-    values = re.findall(rf"{re.escape(lab)}(?: of| at| was|)\s+(\d+(?:\.\d+)?)", text)
-    if panel is None or not values:
-        return ABSTAIN
-    return lab_state(float(values[-1]), panel.ref_low, panel.ref_high)
-
-
 def score_trap(question: dict, response: str) -> bool | None:
-    """Whether a response is correct: S by normalised match (a date anywhere in a TLA answer),
-    O by the first option letter standing alone; None for L (a judge decides)."""
-    fmt, gold = question["answer_format"], str(question["gold"])
-    if fmt == "L":
+    """Whether a response is correct (:func:`clinlib.tasks.traps.answers.trap_score`, the
+    harness's rule); None for L (a judge decides)."""
+    if question["answer_format"] == "L":
         return None
-    if fmt == "S" and question["task"] == "TLA":
-        found = _DATE.findall(str(response))
-        return bool(found) and found[0] == gold
-    if fmt == "S":
-        return _norm(response) == _norm(gold)
-    m = re.search(r"\b([A-D])\b", str(response))
-    return bool(m) and m.group(1) == gold
+    return trap_score(question["task"], response, str(question["gold"])).correct
 
 
 def trap_contexts(

@@ -178,7 +178,8 @@ def _q(task, sub, fmt, gold, meta=None, anchors=("TRAPALG-1",)):
 
 
 def test_reference_reader_and_scoring_on_hand_made_contexts():
-    from clinlib.eval.traps import ABSTAIN, answer_contexts, read_trap, score_trap
+    from clinlib.eval.traps import answer_contexts, read_trap, score_trap
+    from clinlib.tasks.base import ABSTAIN
 
     ctx = ("Visit 1 (2150-01-01)\nPatient: I am allergic to penicillin; it gave me hives. "
            "[TRAPALG-1]\nVisit 2 (2150-02-03)\nPatient: Money is tight: I cannot spend more "
@@ -284,34 +285,3 @@ def test_at_matters_picks_final_for_injected_and_first_for_record_questions():
     got = at_matters(run)
     assert sorted(zip(got["qid"], got["checkpoint_visit"], strict=True)) == [("e", 7), ("s", 5)]
     assert set(got["setting"]) == {MATTERS}
-
-
-def test_ask_traps_through_a_policy_backbone(quick_traps):
-    from clinlib.eval.trap_ask import ask_traps, trap_messages
-    from clinlib.llm.backbones import register_policy_backbone, unregister_backbone
-
-    seen = []
-
-    def always_b(messages, params):
-        seen.append(messages[0]["content"])
-        return "B"
-
-    register_policy_backbone("trap-always-b", always_b, model="policy", label="always B (test)")
-    try:
-        got = ask_traps(quick_traps, ["last-visit-only"], ["trap-always-b", "reference"])
-    finally:
-        unregister_backbone("trap-always-b")
-    q = pd.read_parquet(artifact_path("trap_questions.parquet", quick_traps))
-    pol = got[got["backbone"] == "trap-always-b"].merge(q[["qid", "gold"]], on="qid")
-    # "B" is right exactly where the gold is B (O types), wrong on S, unscored on L
-    o = pol[pol["answer_format"] == "O"]
-    assert (o["correct"] == (o["gold"] == "B")).all()
-    assert not pol.loc[pol["answer_format"] == "S", "correct"].any()
-    assert pol.loc[pol["answer_format"] == "L", "correct"].isna().all()
-    assert len(seen) == len(q) and all(s.startswith("Memory:\n") for s in seen)
-    mq = q[q["subtype"] == "allergy"].iloc[0].to_dict()
-    text = trap_messages(mq, "ctx")[0]["content"]
-    assert "A. Yes, no allergy" in text and "B. No, it is covered" in text
-    # retention columns are the reference reader's, shared by both backbones
-    ref = got[got["backbone"] == "reference"].set_index("qid")["trap_in_context"]
-    assert (pol.set_index("qid")["trap_in_context"] == ref.loc[pol["qid"]].to_numpy()).all()
