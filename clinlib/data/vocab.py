@@ -111,3 +111,8 @@ EVENT_ID_PREFIX: dict[str, str] = {
 # Provenance prefix of noise turns (MedMemoryBench §4 "Noise Augmentation"): ``NOISE-GH-<topic>-<n>``
 # and ``NOISE-PROXY-<relation>-<n>`` tag sentences of inserted sessions; no event has this prefix.
 NOISE_ID_PREFIX = "NOISE"
+# Id prefixes of the injected patient statements of issue 30 (clinlib.tasks.traps.constraints:
+# ``TRAPALG-<subject>`` ...): tags in the same format, recognised by the tag grammar; no record
+# event has them.
+TRAP_STATEMENT_PREFIX: dict[str, str] = {"allergy": "TRAPALG", "cost": "TRAPCOST",
+                                         "preference": "TRAPPREF"}  # fmt: skip

@@ -285,3 +285,50 @@ def test_at_matters_picks_final_for_injected_and_first_for_record_questions():
     got = at_matters(run)
     assert sorted(zip(got["qid"], got["checkpoint_visit"], strict=True)) == [("e", 7), ("s", 5)]
     assert set(got["setting"]) == {MATTERS}
+
+
+def test_trap_dialogue_passes_the_main_verifier_for_the_right_reason(quick_traps, monkeypatch):
+    """The trap dialogue through clinlib.dialogue.verify: every HARD row passes because each
+    injected turn cites a tagged statement event; without those events the ids and the
+    allergen / money mentions are untraced, and an allergen named in an untagged turn fails."""
+    from clinlib.data.build import load
+    from clinlib.tasks.traps import main_verify
+
+    turns, events, cov, traps = (load(a, quick_traps) for a in
+                                 ("dialogues", "events", "event_coverage", "trap_facts"))  # fmt: skip
+    got = main_verify.verify_trap_dialogue(turns, traps, events, cov)
+    inj = traps[traps["origin"] == "injected"]
+    assert got["subject_id"].nunique() == inj["subject_id"].nunique() and got["passed"].all()
+    assert (got["check"] == "trap_parsed_back").sum() == int((inj["kind"] == "allergy").sum())
+    assert (got["check"] == "main:no_untraced_drugs").sum() == inj["subject_id"].nunique()
+    # an ibuprofen allergy (a lexicon drug) and the 20-dollar cap: untraced without the events
+    ibu = inj[(inj["kind"] == "allergy") & (inj["value"] == "ibuprofen")]
+    cap = inj[inj["statement"].str.contains("20 dollars")]
+    assert len(ibu) and len(cap)
+    empty = main_verify.statement_events(inj.iloc[:0])
+    monkeypatch.setattr(main_verify, "statement_events", lambda _t: empty)
+    bare = main_verify.verify_trap_dialogue(turns, traps, events, cov).set_index(
+        ["subject_id", "check"])["passed"]  # fmt: skip
+    monkeypatch.undo()
+    assert not bare.xs("main:event_ids_exist", level="check").any()
+    assert not bare.loc[[(int(s), "main:no_untraced_drugs") for s in ibu["subject_id"]]].any()
+    assert not bare.loc[[(int(s), "main:no_untraced_numbers") for s in cap["subject_id"]]].any()
+    # the allowance belongs to the citing turn: the allergen in an untagged turn still fails
+    sid = int(ibu["subject_id"].iloc[0])
+    plain = turns["subject_id"].eq(sid) & turns["event_ids"].map(len).eq(0)
+    i = turns.index[plain][0]
+    tampered = turns.copy()
+    for col in ("text", "text_tagged"):
+        tampered.loc[i, col] = str(turns.loc[i, col]) + " I took ibuprofen."
+    bad = main_verify.verify_trap_dialogue(tampered, traps, events, cov)
+    bad = bad[bad["subject_id"] == sid].set_index("check")["passed"]
+    assert not bad["main:no_untraced_drugs"] and bad.drop("main:no_untraced_drugs").all()
+
+
+def test_parse_back_reads_the_rendered_text():
+    from clinlib.tasks.traps.main_verify import parse_back
+
+    text = ("Visit 1 (2150-01-01)\nPatient: Hi.\nVisit 2 (2150-02-03)\nPatient: I am allergic "
+            "to sulfa drugs; it gave me a rash. [TRAPALG-7]\nVisit 3 (2150-03-01)")  # fmt: skip
+    assert parse_back(text, 7) == {"allergen": "sulfa drugs", "date": "2150-02-03"}
+    assert parse_back(text, 8) == {}
