@@ -44,6 +44,12 @@ def statement_events(traps: pd.DataFrame) -> pd.DataFrame:
                          "label": inj["statement"].astype(str), "time": None})  # fmt: skip
 
 
+def _clean(groups: dict[int, list[dict]]) -> dict[int, list[dict]]:
+    """pd.NA as None (object columns keep pd.NA; the verifier tests values with ``bool``)."""
+    return {k: [{c: (None if v is pd.NA else v) for c, v in r.items()} for r in recs]
+            for k, recs in groups.items()}  # fmt: skip
+
+
 def _coverage(cov: list[dict], got: pd.DataFrame) -> list[dict]:
     """The patient's coverage with turn numbers of the trap dialogue, plus a covered row per
     injected statement (the turn that cites it)."""
@@ -68,8 +74,8 @@ def verify_trap_dialogue(
     inj = traps[traps["origin"] == "injected"]
     sids = sorted(set(inj["subject_id"].astype(int)))
     turns = turns[turns["subject_id"].isin(sids)]
-    evs = group_records(events[events["subject_id"].isin(sids)])
-    covs = group_records(coverage[coverage["subject_id"].isin(sids)])
+    evs = _clean(group_records(events[events["subject_id"].isin(sids)]))
+    covs = _clean(group_records(coverage[coverage["subject_id"].isin(sids)]))
     stm = group_records(statement_events(inj))
     rows = []
     for sid, tr in turns.groupby("subject_id", sort=True):
