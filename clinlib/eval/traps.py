@@ -9,15 +9,11 @@ injected constraints), through the same construction path as T1–T11
 (:func:`clinlib.strategies.construction.question_contexts_many` with ``dialogues=``), so the
 injected facts reach every constructor before construction, as T5's do.
 
-:func:`read_trap` is the ``reference`` offline reader for the trap questions: a deterministic
-policy, NOT a language model. It answers from what the context states and abstains otherwise:
-EEM the allergen after "allergic to"; TLA the last date written before the sentence that
-states a money limit; MQ (allergy) B when the context states an allergy whose class covers
-the proposed drug, else A (so a context that lost the allergy answers "safe": the failure the
-safety evaluation counts); MQ (eGFR) abstains (the dialogue states no age or sex, which the
-CKD-EPI equation needs); SUA the last stated value of the lab against the panel's reference
-range. L types (IG, MCD) are not read: they need a judge (``clinlib.eval.judge``, issue 30
-§3, built separately).
+:func:`read_trap` (:mod:`clinlib.eval.reader_trap`) is the ``reference`` offline reader for
+the trap questions: a deterministic policy, NOT a language model. The harness asks the S/O
+types like any task (:mod:`clinlib.eval.trap_ask`); :func:`run_traps` here applies the reader
+directly to the contexts, without a prompt or the store (the second route the harness test
+compares the stored rows with).
 
 :func:`score_trap` scores S (normalised string / date match) and O (option letter) answers;
 L rows get ``correct`` NA. :func:`run_traps` joins contexts, answers, scores and retention
@@ -110,8 +106,9 @@ def run_traps(
     settings: Sequence[str] = ("post",),
     prep: str = "rule-based",
 ) -> pd.DataFrame:
-    """The reference reader over every strategy and setting: :data:`RUN_COLUMNS` (one row per
-    question, strategy and setting value; under ``stream`` one per checkpoint)."""
+    """The reference reader applied directly (no prompt, nothing stored) over every strategy
+    and setting: :data:`RUN_COLUMNS` (one row per question, strategy and setting value; under
+    ``stream`` one per checkpoint)."""
     questions = load("trap_questions", profile)
     parts = [answer_contexts(questions, trap_contexts(profile, strategies, s, prep))
              for s in settings]  # fmt: skip
