@@ -111,6 +111,20 @@ def select_questions(
     return out.reset_index(drop=True)
 
 
+def run_questions(
+    profile: str, tasks: Iterable[str] | None, given: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """``given``, else the questions a run on ``tasks`` asks
+    (:func:`clinlib.tasks.extended.load_questions`); an unknown task, or a judged trap type
+    (IG, MCD), is a RunnerError."""
+    if given is not None:
+        return given
+    try:
+        return load_questions(profile, tasks)
+    except ValueError as exc:
+        raise RunnerError(str(exc)) from None
+
+
 def generation_params(task: str) -> GenerationParams:
     """Temperature 0 and the task's output cap (Appendix E.3; a trap type's by its format)."""
     caps = {**MAX_TOKENS, **TRAP_MAX_TOKENS}
@@ -292,11 +306,7 @@ def prepare(
     if not strategies:
         raise RunnerError("no strategies given")
     # load_questions: the paper's set, plus the extended set only when an extended task is named
-    try:
-        loaded = load_questions(profile, tasks) if questions is None else questions
-    except ValueError as exc:  # an unknown task, or a judged trap type (IG, MCD)
-        raise RunnerError(str(exc)) from None
-    qs = select_questions(loaded, tasks, limit)
+    qs = select_questions(run_questions(profile, tasks, questions), tasks, limit)
     resolved: dict[str, Any] = {}
 
     def prep_for(strat: Any) -> Any:
