@@ -154,3 +154,13 @@ def test_ask_traps_through_a_policy_backbone(trap_runs):
     # retention is the context's, shared by both backbones
     ref = got[got["backbone"] == "reference"].set_index("qid")["trap_in_context"]
     assert (pol.set_index("qid")["trap_in_context"] == ref.loc[pol["qid"]].to_numpy()).all()
+
+
+def test_estimate_prices_the_trap_prompts(trap_runs):
+    est = runner.estimate("tp", ["no-context-blind"], ["gpt-4o-mini"], tasks=["EEM", "MQ"])
+    q = pd.read_parquet(artifact_path("trap_questions.parquet", "tp"))
+    row = est[est["strategy"] == "no-context-blind"].iloc[0]
+    assert int(row["questions"]) == int(q["task"].isin(["EEM", "MQ"]).sum())
+    # output bound: EEM's S cap 64, MQ's O cap 16 per question
+    n_eem = int((q["task"] == "EEM").sum())
+    assert int(row["output_tokens_max"]) == 64 * n_eem + 16 * (int(row["questions"]) - n_eem)
