@@ -19,6 +19,11 @@ import pandas as pd
 
 from clinlib.dialogue.matching import DIGIT_RE, DrugMatcher, is_noise_id
 
+# The kind of an injected statement event (issue 30's trap constraints, clinlib.tasks.traps):
+# not a record event; a turn citing it must hold its ``label`` (the statement) verbatim, and may
+# then name what the statement names (an allergen, a sum of money).
+STATEMENT_KIND = "statement"
+
 # Labs always verbalised (the labs the index diseases and the tasks lean on); other panel
 # labs and medications may be left unstated by the synthesis rule (clinlib.dialogue.selection).
 KEY_LABS: frozenset[str] = frozenset(
@@ -100,6 +105,8 @@ def required_fields(event: Mapping[str, Any]) -> dict[str, str]:
         out["admission_type"] = event.get("code")
     elif kind == "discharge" and present(event.get("code")):
         out["discharge_location"] = event["code"]
+    elif kind == STATEMENT_KIND:  # an injected patient statement: its text, verbatim
+        out["statement"] = event.get("label")
     return {k: str(v).strip() for k, v in out.items() if present(v)}
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from clinlib.data.vocab import EVENT_ID_PREFIX, LAB_PANEL, NOISE_ID_PREFIX
+from clinlib.data.vocab import EVENT_ID_PREFIX, LAB_PANEL, NOISE_ID_PREFIX, TRAP_STATEMENT_PREFIX
 
 # Common inpatient drug names (generic, lower case). A drug from this list, or any medication
 # label in the events, found in a turn that does not cite it is an untraced drug.
@@ -37,8 +37,9 @@ DRUG_LEXICON: tuple[str, ...] = (
 
 # --- tags ----------------------------------------------------------------------------------
 
-# Noise sessions' tags (clinlib.dialogue.noise) use the same format with their own prefix.
-_PREFIXES = sorted({*EVENT_ID_PREFIX.values(), NOISE_ID_PREFIX})
+# Noise sessions' tags (clinlib.dialogue.noise) and injected statements' (issue 30's trap
+# constraints) use the same format with their own prefixes.
+_PREFIXES = sorted({*EVENT_ID_PREFIX.values(), NOISE_ID_PREFIX, *TRAP_STATEMENT_PREFIX.values()})
 _ID = r"(?:" + "|".join(_PREFIXES) + r")-[A-Za-z0-9_.\-]+"
 TAG_RE = re.compile(r" ?\[(" + _ID + r"(?:, " + _ID + r")*)\]")
 ANY_TAG_RE = re.compile(r"\[\s*" + _ID)

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from clinlib.core.config import resolve_profile
-from clinlib.data.build import read_source_info
+from clinlib.data.build import load, read_source_info
 from clinlib.eval import prompt_tokens
 from clinlib.eval.policies import register_offline_backbones
 from clinlib.eval.prompts import build_messages
@@ -43,6 +43,8 @@ from clinlib.tasks.settings import (
     asked_questions,
     parse_settings,
 )
+from clinlib.tasks.traps.answers import TRAP_MAX_TOKENS, is_trap_task, trap_score
+from clinlib.tasks.traps.facts import trap_dialogue
 
 log = logging.getLogger("clinlib.eval.runner")
 
@@ -110,11 +112,26 @@ def select_questions(
     return out.reset_index(drop=True)
 
 
+def run_questions(
+    profile: str, tasks: Iterable[str] | None, given: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """``given``, else the questions a run on ``tasks`` asks
+    (:func:`clinlib.tasks.extended.load_questions`); an unknown task, or a judged trap type
+    (IG, MCD), is a RunnerError."""
+    if given is not None:
+        return given
+    try:
+        return load_questions(profile, tasks)
+    except ValueError as exc:
+        raise RunnerError(str(exc)) from None
+
+
 def generation_params(task: str) -> GenerationParams:
-    """Temperature 0 and the task's output cap (Appendix E.3)."""
-    if task not in MAX_TOKENS:
-        raise RunnerError(f"unknown task {task!r}; known: {sorted(MAX_TOKENS)}")
-    return GenerationParams(temperature=TEMPERATURE, max_tokens=MAX_TOKENS[task])
+    """Temperature 0 and the task's output cap (Appendix E.3; a trap type's by its format)."""
+    caps = {**MAX_TOKENS, **TRAP_MAX_TOKENS}
+    if task not in caps:
+        raise RunnerError(f"unknown task {task!r}; known: {sorted(caps)}")
+    return GenerationParams(temperature=TEMPERATURE, max_tokens=caps[task])
 
 
 def request_id(key: Sequence[str]) -> str:
@@ -204,8 +221,11 @@ def scored_fields(q: dict[str, Any], response: str | None) -> dict[str, Any]:
     """The scoring columns of a prediction row: ``response`` parsed and scored strictly and
     leniently against question ``q``'s gold with the task's own parsers (also used by
     ``clintrace score`` for predictions made elsewhere, :mod:`clinlib.eval.external`)."""
-    strict = score(q["task"], response, str(q["gold"]), _options(q), lenient=False)
-    lenient = score(q["task"], response, str(q["gold"]), _options(q), lenient=True)
+    if is_trap_task(q["task"]):  # one rule for both modes (clinlib.tasks.traps.answers)
+        strict = lenient = trap_score(q["task"], response, str(q["gold"]))
+    else:
+        strict = score(q["task"], response, str(q["gold"]), _options(q), lenient=False)
+        lenient = score(q["task"], response, str(q["gold"]), _options(q), lenient=True)
     return {
         "response": response,
         "parsed": strict.parsed,
@@ -316,8 +336,7 @@ def prepare(
     if not strategies:
         raise RunnerError("no strategies given")
     # load_questions: the paper's set, plus the extended set only when an extended task is named
-    qs = select_questions(load_questions(profile, tasks) if questions is None else questions,
-                          tasks, limit)  # fmt: skip
+    qs = select_questions(run_questions(profile, tasks, questions), tasks, limit)
     refuse_leaking(qs, [get_strategy(s, profile=profile) if isinstance(s, str) else s
                         for s in strategies])  # fmt: skip
     resolved: dict[str, Any] = {}
@@ -332,11 +351,12 @@ def prepare(
         return resolved["model"]
 
     out: list[Any] = []
-    for setting in parsed:
-        sub = asked_questions(qs, setting)
+    groups = _dialogue_groups(qs, profile)
+    for setting, (group, turns) in ((st, g) for st in parsed for g in groups):
+        sub = asked_questions(group, setting)
         if sub.empty:
             continue
-        plan = setting_plan(sub, setting, profile)
+        plan = setting_plan(sub, setting, profile, dialogues=turns)
         values = list(dict.fromkeys(plan.sort_values("checkpoint_visit", kind="stable")["setting"]))
         sub_of = {v: sub[sub["qid"].isin(set(g["qid"]))] for v, g in plan.groupby("setting")}
         todo: list[tuple[int, Any]] = []
@@ -357,11 +377,28 @@ def prepare(
             # One pass for every strategy: the injected dialogue variants are built once.
             strats = [strat for _, strat in todo]
             prep_arg = next((prep_for(st) for st in strats if st.uses_prep), RULE_BASED)
-            frames = question_contexts_many(sub, strats, profile, setting, prep_arg, bar=bar)
+            frames = question_contexts_many(sub, strats, profile, setting, prep_arg, bar=bar,
+                                            dialogues=turns)  # fmt: skip
             for (i, _), frame in zip(todo, frames, strict=True):
                 out[i] = [(v, sub_of[v], frame[frame["setting"] == v].reset_index(drop=True))
                           for v in values]  # fmt: skip
     return [entry for group in out for entry in group]
+
+
+def _dialogue_groups(
+    questions: pd.DataFrame, profile: str
+) -> list[tuple[pd.DataFrame, pd.DataFrame | None]]:
+    """(questions, dialogues) groups: the trap questions over the trap dialogue (dialogues
+    plus the injected constraints, clinlib.tasks.traps.facts), the others over the profile's
+    dialogues (None: the construction loads them), so no trap turn reaches T1–T11."""
+    trap = questions["task"].map(is_trap_task).astype(bool)
+    out: list[tuple[pd.DataFrame, pd.DataFrame | None]] = []
+    if (~trap).any():
+        out.append((questions[~trap], None))
+    if trap.any():
+        turns = trap_dialogue(load("dialogues", profile), load("trap_facts", profile))
+        out.append((questions[trap], turns))
+    return out
 
 
 def prepare_cells(

@@ -21,12 +21,11 @@ from clinlib.core import config
 from clinlib.core.config import resolve_profile
 from clinlib.core.lock import LIBRARY_LOCK_WAIT_S, profile_lock
 from clinlib.eval import prompt_tokens
-from clinlib.eval.cells import listed, select_questions
+from clinlib.eval.cells import listed, run_questions, select_questions
 from clinlib.eval.outcomes import new_outcomes
 from clinlib.eval.runner import run, summary_predictions
 from clinlib.eval.store import CELL_COLUMNS, cell_summary, claim_predictions
 from clinlib.strategies import get_strategy
-from clinlib.tasks.extended import load_questions
 from clinlib.tasks.settings import parse_settings, value_of
 
 
@@ -93,8 +92,8 @@ def _run_parallel(name: str, strategies: Sequence[str], backbones: Sequence[str]
     # Embed every question once here (both cores) rather than once per child process.
     given = kwargs.get("questions")
     tasks = listed(kwargs["tasks"]) if kwargs.get("tasks") is not None else None
-    records = select_questions(load_questions(name, tasks) if given is None else given,
-                               tasks, kwargs.get("limit")).to_dict("records")  # fmt: skip
+    records = select_questions(run_questions(name, tasks, given), tasks,
+                               kwargs.get("limit")).to_dict("records")  # fmt: skip
     for strat in strats:
         if strat.query_dependent:
             strat.warm_queries(records)

@@ -18,7 +18,8 @@ PRESERVES.
 * ``replay`` answers from a recorded predictions table (see :func:`replay_policy_from`).
 
 T10 ordering questions (extended set) are answered by :mod:`clinlib.eval.reader_order`, T11
-decision questions by :mod:`clinlib.eval.reader_decision`.
+decision questions by :mod:`clinlib.eval.reader_decision`, the trap query types (issue 30) by
+:mod:`clinlib.eval.reader_trap`.
 
 Static knowledge a clinician would bring (the lab panel's units and reference ranges, the T4
 evidence families, the rule thresholds) comes from :mod:`clinlib.data.vocab` and
@@ -73,6 +74,7 @@ from clinlib.eval.reader_relative import (
     recognise_relative,
     recognise_relative_option,
 )
+from clinlib.eval.reader_trap import answer_trap
 from clinlib.llm.backbones import register_backbone, register_policy_backbone
 from clinlib.llm.types import OFFLINE_READER_MODEL_PREFIX, Backbone, OfflineReply
 from clinlib.tasks.base import ABSTAIN
@@ -191,6 +193,9 @@ def answer(messages: Sequence[Mapping[str, Any]], eager: bool = False) -> str:
         return answer_order(question, eager)
     if decision_subtype(question) is not None:  # T11: the stay in the question, memory as context
         return answer_decision(record, question, eager)
+    trap = answer_trap(record, question, eager)  # issue 30's query types (trap questions)
+    if trap is not None:
+        return trap
     relative = recognise_relative(question)
     if relative is not None:  # the extended T1R task's positional wording
         rec = _parse_cached(

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from clinlib.tasks.traps.answers import is_trap_task, trap_prompt
+
 SYSTEM_PROMPT = (
     "You are a careful clinical assistant answering questions about one or two patients' "
     "hospital records, given as patient-clinician dialogues or representations derived from "
@@ -28,7 +30,9 @@ def build_messages(question: Mapping[str, Any], context: str) -> list[dict[str, 
     """The chat messages for one question under one strategy.
 
     Args:
-        question: a questions.parquet row (uses ``question``).
+        question: a questions.parquet row (uses ``question``; a trap question's ``task`` and
+            ``options`` too: it is asked with the seed's Appendix D.1 prompt,
+            :func:`clinlib.tasks.traps.answers.trap_prompt`).
         context: the strategy's context for it ("" for no-context-blind).
 
     Returns:
@@ -39,7 +43,11 @@ def build_messages(question: Mapping[str, Any], context: str) -> list[dict[str, 
         record_header=RECORD_HEADER,
         record=record,
         question_header=QUESTION_HEADER,
-        question=str(question["question"]).strip(),
+        question=(
+            trap_prompt(question)
+            if is_trap_task(question.get("task"))
+            else str(question["question"])
+        ).strip(),
     )
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 

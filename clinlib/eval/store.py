@@ -28,6 +28,7 @@ from clinlib.eval.reader_version import READER_BACKBONES, policy_digest
 from clinlib.tasks.answers import TASK_NAMES
 from clinlib.tasks.extended import EXTENDED_ARTIFACT
 from clinlib.tasks.settings import STATIC_SETTINGS
+from clinlib.tasks.traps.answers import TRAP_ARTIFACT
 
 log = logging.getLogger("clinlib.eval.runner")
 
@@ -169,7 +170,7 @@ def load_predictions(
         dedupe: keep only the latest row per (qid, strategy, backbone, prep_model, setting)
             (a ``retry_errors`` re-run supersedes the failed row); False returns every row.
         extended: also the extended tasks' predictions (T10, docs/design.md "Extended
-            question set"); by default they are left out, so no paper-facing metric pools
+            question set") and the trap questions' (EEM, TLA, SUA, MQ); by default they are left out, so no paper-facing metric pools
             them with T1–T9.
         all_settings: also the rows of the memory-under-accumulation settings (``stream@t``,
             ``mixed`` ...; clinlib.tasks.settings). Off by default, so that the paper's
@@ -230,13 +231,17 @@ def current_readers(df: pd.DataFrame, where: Path | str = "predictions") -> pd.D
 
 
 def _current_rows(df: pd.DataFrame, profile: str | None, extended: bool) -> pd.DataFrame:
-    """Paper tasks' rows; with ``extended``, also the extended tasks' rows that answer a
-    question of the current extended set (its qids hash the whole question, so an answer to
+    """Paper tasks' rows; with ``extended``, also the extended tasks' (and the trap query
+    types') rows that answer a question of the current extended (trap) set (its qids hash the whole question, so an answer to
     a re-rendered or dropped question is left out, and re-asked by a run)."""
     keep = df["task"].isin(list(TASK_NAMES))
     if extended and not keep.all():
-        path = artifact_path(f"{EXTENDED_ARTIFACT}.parquet", profile)
-        current = set(pd.read_parquet(path, columns=["qid"])["qid"]) if path.exists() else set()
+        current: set[str] = set()
+        for art in (EXTENDED_ARTIFACT, TRAP_ARTIFACT):  # the trap questions' rows too
+            path = artifact_path(f"{art}.parquet", profile)
+            current |= (
+                set(pd.read_parquet(path, columns=["qid"])["qid"]) if path.exists() else set()
+            )
         keep |= df["qid"].isin(current)
     return df if keep.all() else df[keep].reset_index(drop=True)
 

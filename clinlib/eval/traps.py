@@ -9,15 +9,11 @@ injected constraints), through the same construction path as T1–T11
 (:func:`clinlib.strategies.construction.question_contexts_many` with ``dialogues=``), so the
 injected facts reach every constructor before construction, as T5's do.
 
-:func:`read_trap` is the ``reference`` offline reader for the trap questions: a deterministic
-policy, NOT a language model. It answers from what the context states and abstains otherwise:
-EEM the allergen after "allergic to"; TLA the last date written before the sentence that
-states a money limit; MQ (allergy) B when the context states an allergy whose class covers
-the proposed drug, else A (so a context that lost the allergy answers "safe": the failure the
-safety evaluation counts); MQ (eGFR) abstains (the dialogue states no age or sex, which the
-CKD-EPI equation needs); SUA the last stated value of the lab against the panel's reference
-range. L types (IG, MCD) are not read: they need a judge (``clinlib.eval.judge``, issue 30
-§3, built separately).
+:func:`read_trap` (:mod:`clinlib.eval.reader_trap`) is the ``reference`` offline reader for
+the trap questions: a deterministic policy, NOT a language model. The harness asks the S/O
+types like any task (:mod:`clinlib.eval.trap_ask`); :func:`run_traps` here applies the reader
+directly to the contexts, without a prompt or the store (the second route the harness test
+compares the stored rows with).
 
 :func:`score_trap` scores S (normalised string / date match) and O (option letter) answers;
 L rows get ``correct`` NA. :func:`run_traps` joins contexts, answers, scores and retention
@@ -34,25 +30,17 @@ checkpoint where each question's trap matters.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Sequence
 
 import pandas as pd
 
 from clinlib.data.build import load
-from clinlib.data.vocab import LAB_PANEL
+from clinlib.eval.reader_trap import READER, read_trap
 from clinlib.strategies.construction import question_contexts_many
 from clinlib.strategies.evidence import anchor_ids, context_ids, has_tags
-from clinlib.tasks.traps.constraints import ALLERGENS
+from clinlib.tasks.traps.answers import trap_score
 from clinlib.tasks.traps.facts import trap_dialogue
-from clinlib.tasks.traps.queries import lab_state
 
-READER = "reference"
-ABSTAIN = "insufficient information"
-_ALLERGY = re.compile(r"allergic to ([A-Za-z][A-Za-z ]*?);")
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_MONEY = re.compile(r"(afford|money|dollars|insurance|pay for)", re.IGNORECASE)
 RUN_COLUMNS = [
     "qid", "task", "subtype", "answer_format", "risk_category", "subject_id", "strategy",
     "backbone", "setting", "checkpoint_visit", "checkpoint_final", "response", "correct",
@@ -60,54 +48,12 @@ RUN_COLUMNS = [
 ]  # fmt: skip
 
 
-def _norm(text: str) -> str:
-    return " ".join(re.sub(r"[^a-z0-9 ]+", " ", str(text).lower()).split())
-
-
-def read_trap(question: dict, context: str) -> str:
-    """The reference reader's answer to one trap question (module docstring)."""
-    task, sub, text = question["task"], question["subtype"], str(context or "")
-    if task == "EEM":
-        m = _ALLERGY.findall(text)
-        return m[-1] if m else ABSTAIN
-    if task == "TLA":
-        for line in text.splitlines():
-            if _MONEY.search(line):
-                dates = _DATE.findall(text[: text.index(line)])
-                return dates[-1] if dates else ABSTAIN
-        return ABSTAIN
-    if task == "MQ" and sub == "allergy":
-        example = json.loads(question["meta"])["example"]
-        names = {n.strip().lower() for n in _ALLERGY.findall(text)}
-        covers = any(a.name in names and a.example == example for a in ALLERGENS)
-        return "B" if covers else "A"
-    if task == "SUA":
-        return _read_state(question, text)
-    return ABSTAIN  # MQ eGFR (no age / sex stated), IG and MCD (free text: a judge's job)
-
-
-def _read_state(question: dict, text: str) -> str:
-    lab = json.loads(question["meta"])["lab"]
-    panel = next((p for p in LAB_PANEL if p.label == lab), None)
-    values = re.findall(rf"{re.escape(lab)}(?: of| at| was|)\s+(\d+(?:\.\d+)?)", text)
-    if panel is None or not values:
-        return ABSTAIN
-    return lab_state(float(values[-1]), panel.ref_low, panel.ref_high)
-
-
 def score_trap(question: dict, response: str) -> bool | None:
-    """Whether a response is correct: S by normalised match (a date anywhere in a TLA answer),
-    O by the first option letter standing alone; None for L (a judge decides)."""
-    fmt, gold = question["answer_format"], str(question["gold"])
-    if fmt == "L":
+    """Whether a response is correct (:func:`clinlib.tasks.traps.answers.trap_score`, the
+    harness's rule); None for L (a judge decides)."""
+    if question["answer_format"] == "L":
         return None
-    if fmt == "S" and question["task"] == "TLA":
-        found = _DATE.findall(str(response))
-        return bool(found) and found[0] == gold
-    if fmt == "S":
-        return _norm(response) == _norm(gold)
-    m = re.search(r"\b([A-D])\b", str(response))
-    return bool(m) and m.group(1) == gold
+    return trap_score(question["task"], response, str(question["gold"])).correct
 
 
 def trap_contexts(
@@ -160,8 +106,9 @@ def run_traps(
     settings: Sequence[str] = ("post",),
     prep: str = "rule-based",
 ) -> pd.DataFrame:
-    """The reference reader over every strategy and setting: :data:`RUN_COLUMNS` (one row per
-    question, strategy and setting value; under ``stream`` one per checkpoint)."""
+    """The reference reader applied directly (no prompt, nothing stored) over every strategy
+    and setting: :data:`RUN_COLUMNS` (one row per question, strategy and setting value; under
+    ``stream`` one per checkpoint)."""
     questions = load("trap_questions", profile)
     parts = [answer_contexts(questions, trap_contexts(profile, strategies, s, prep))
              for s in settings]  # fmt: skip

@@ -178,7 +178,8 @@ def _q(task, sub, fmt, gold, meta=None, anchors=("TRAPALG-1",)):
 
 
 def test_reference_reader_and_scoring_on_hand_made_contexts():
-    from clinlib.eval.traps import ABSTAIN, answer_contexts, read_trap, score_trap
+    from clinlib.eval.traps import answer_contexts, read_trap, score_trap
+    from clinlib.tasks.base import ABSTAIN
 
     ctx = ("Visit 1 (2150-01-01)\nPatient: I am allergic to penicillin; it gave me hives. "
            "[TRAPALG-1]\nVisit 2 (2150-02-03)\nPatient: Money is tight: I cannot spend more "
@@ -286,32 +287,48 @@ def test_at_matters_picks_final_for_injected_and_first_for_record_questions():
     assert set(got["setting"]) == {MATTERS}
 
 
-def test_ask_traps_through_a_policy_backbone(quick_traps):
-    from clinlib.eval.trap_ask import ask_traps, trap_messages
-    from clinlib.llm.backbones import register_policy_backbone, unregister_backbone
+def test_trap_dialogue_passes_the_main_verifier_for_the_right_reason(quick_traps, monkeypatch):
+    """The trap dialogue through clinlib.dialogue.verify: every HARD row passes because each
+    injected turn cites a tagged statement event; without those events the ids and the
+    allergen / money mentions are untraced, and an allergen named in an untagged turn fails."""
+    from clinlib.data.build import load
+    from clinlib.tasks.traps import main_verify
 
-    seen = []
+    turns, events, cov, traps = (load(a, quick_traps) for a in
+                                 ("dialogues", "events", "event_coverage", "trap_facts"))  # fmt: skip
+    got = main_verify.verify_trap_dialogue(turns, traps, events, cov)
+    inj = traps[traps["origin"] == "injected"]
+    assert got["subject_id"].nunique() == inj["subject_id"].nunique() and got["passed"].all()
+    assert (got["check"] == "trap_parsed_back").sum() == int((inj["kind"] == "allergy").sum())
+    assert (got["check"] == "main:no_untraced_drugs").sum() == inj["subject_id"].nunique()
+    # an ibuprofen allergy (a lexicon drug) and the 20-dollar cap: untraced without the events
+    ibu = inj[(inj["kind"] == "allergy") & (inj["value"] == "ibuprofen")]
+    cap = inj[inj["statement"].str.contains("20 dollars")]
+    assert len(ibu) and len(cap)
+    empty = main_verify.statement_events(inj.iloc[:0])
+    monkeypatch.setattr(main_verify, "statement_events", lambda _t: empty)
+    bare = main_verify.verify_trap_dialogue(turns, traps, events, cov).set_index(
+        ["subject_id", "check"])["passed"]  # fmt: skip
+    monkeypatch.undo()
+    assert not bare.xs("main:event_ids_exist", level="check").any()
+    assert not bare.loc[[(int(s), "main:no_untraced_drugs") for s in ibu["subject_id"]]].any()
+    assert not bare.loc[[(int(s), "main:no_untraced_numbers") for s in cap["subject_id"]]].any()
+    # the allowance belongs to the citing turn: the allergen in an untagged turn still fails
+    sid = int(ibu["subject_id"].iloc[0])
+    plain = turns["subject_id"].eq(sid) & turns["event_ids"].map(len).eq(0)
+    i = turns.index[plain][0]
+    tampered = turns.copy()
+    for col in ("text", "text_tagged"):
+        tampered.loc[i, col] = str(turns.loc[i, col]) + " I took ibuprofen."
+    bad = main_verify.verify_trap_dialogue(tampered, traps, events, cov)
+    bad = bad[bad["subject_id"] == sid].set_index("check")["passed"]
+    assert not bad["main:no_untraced_drugs"] and bad.drop("main:no_untraced_drugs").all()
 
-    def always_b(messages, params):
-        seen.append(messages[0]["content"])
-        return "B"
 
-    register_policy_backbone("trap-always-b", always_b, model="policy", label="always B (test)")
-    try:
-        got = ask_traps(quick_traps, ["last-visit-only"], ["trap-always-b", "reference"])
-    finally:
-        unregister_backbone("trap-always-b")
-    q = pd.read_parquet(artifact_path("trap_questions.parquet", quick_traps))
-    pol = got[got["backbone"] == "trap-always-b"].merge(q[["qid", "gold"]], on="qid")
-    # "B" is right exactly where the gold is B (O types), wrong on S, unscored on L
-    o = pol[pol["answer_format"] == "O"]
-    assert (o["correct"] == (o["gold"] == "B")).all()
-    assert not pol.loc[pol["answer_format"] == "S", "correct"].any()
-    assert pol.loc[pol["answer_format"] == "L", "correct"].isna().all()
-    assert len(seen) == len(q) and all(s.startswith("Memory:\n") for s in seen)
-    mq = q[q["subtype"] == "allergy"].iloc[0].to_dict()
-    text = trap_messages(mq, "ctx")[0]["content"]
-    assert "A. Yes, no allergy" in text and "B. No, it is covered" in text
-    # retention columns are the reference reader's, shared by both backbones
-    ref = got[got["backbone"] == "reference"].set_index("qid")["trap_in_context"]
-    assert (pol.set_index("qid")["trap_in_context"] == ref.loc[pol["qid"]].to_numpy()).all()
+def test_parse_back_reads_the_rendered_text():
+    from clinlib.tasks.traps.main_verify import parse_back
+
+    text = ("Visit 1 (2150-01-01)\nPatient: Hi.\nVisit 2 (2150-02-03)\nPatient: I am allergic "
+            "to sulfa drugs; it gave me a rash. [TRAPALG-7]\nVisit 3 (2150-03-01)")  # fmt: skip
+    assert parse_back(text, 7) == {"allergen": "sulfa drugs", "date": "2150-02-03"}
+    assert parse_back(text, 8) == {}

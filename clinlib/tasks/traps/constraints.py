@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from clinlib.data.drugnames import drug_key, has_phrase
+from clinlib.data.vocab import TRAP_STATEMENT_PREFIX
 from clinlib.tasks.generators.common import stable_hash
 from clinlib.tasks.injections import Injection
 
@@ -69,7 +70,6 @@ PREFERENCES: tuple[tuple[str, str], ...] = (
 )  # fmt: skip
 ALLERGY_TEXT = "Before we go on, I should tell you I am allergic to {name}; it gave me {reaction}."
 ACK_TEXT = "Thank you, I have written that down in your record."
-KIND_CODES = {"allergy": "ALG", "cost": "COST", "preference": "PREF"}
 
 
 def has_constraints(subject_id: int, share: float = INJECTED_SHARE) -> bool:
@@ -79,7 +79,7 @@ def has_constraints(subject_id: int, share: float = INJECTED_SHARE) -> bool:
 
 def trap_id(kind: str, subject_id: int) -> str:
     """The event id of an injected constraint, e.g. ``TRAPALG-10000003``."""
-    return f"TRAP{KIND_CODES[kind]}-{int(subject_id)}"
+    return f"{TRAP_STATEMENT_PREFIX[kind]}-{int(subject_id)}"
 
 
 def _allowed_allergens(drugs: list[str]) -> list[Allergen]:

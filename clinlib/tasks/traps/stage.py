@@ -18,7 +18,9 @@ Gates (all hard):
   its options; an allergy question does not name the allergen.
 * ``distribution`` — no O subtype has more than :data:`MAX_LETTER_SHARE` of its golds on one
   option (checked when the subtype has >= :data:`MIN_FOR_SHARE` questions).
-* ``verifier`` — every trap_checks row passed.
+* ``verifier`` — every trap_checks row passed: the trap verifier's and the MAIN dialogue
+  verifier's HARD checks on the trap dialogue (``main:<check>``,
+  :mod:`clinlib.tasks.traps.main_verify`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from clinlib.data.build import SourceSpec, load, open_source, read_source_info
 from clinlib.tasks.recompute import load_raw
 from clinlib.tasks.traps.constraints import ALLERGENS
 from clinlib.tasks.traps.facts import build_trap_facts, trap_dialogue, verify_traps
+from clinlib.tasks.traps.main_verify import verify_trap_dialogue
 from clinlib.tasks.traps.queries import build_trap_questions, egfr_band, lab_state
 from clinlib.tasks.traps.rules import ckd_epi_2021
 
@@ -160,7 +163,10 @@ def build_traps(profile: str | None = None) -> dict[str, pd.DataFrame]:
             traps = build_trap_facts(turns, events, patients)
             if traps.empty:
                 raise StageError(f"trap_facts: 0 trap facts for {len(sids)} patients")
-            checks = verify_traps(turns, traps, events)
+            checks = pd.concat([verify_traps(turns, traps, events),
+                                verify_trap_dialogue(turns, traps, events,
+                                                     load("event_coverage", name))],
+                               ignore_index=True)  # fmt: skip
             questions = build_trap_questions(traps, events, turns, patients, cohort)
             if questions.empty:
                 raise StageError("trap_questions: 0 questions")

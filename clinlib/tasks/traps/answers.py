@@ -1,0 +1,119 @@
+"""How a trap question is asked and scored by the kit's harness (issue 30 §2; MedMemoryBench
+Appendix D.1 answer prompts, §5 "Query Design" answer formats).
+
+The six query types are task names of the harness (:data:`TRAP_TASK_NAMES`): ``clintrace run
+--tasks EEM,TLA,SUA,MQ`` loads ``trap_questions.parquet`` (:func:`clinlib.tasks.extended.
+load_questions`), builds contexts over the trap dialogue and stores the predictions like every
+other task's. Only the deterministic formats are asked (:data:`HARNESS_TRAP_TASKS`: S and O);
+IG and MCD (L, free text) need the LLM judge of issue 30 §3 and are refused by name.
+
+The question text a backbone sees is the seed's Appendix D.1 answer prompt for the type, the
+question embedded and, for the O types, the options listed (:func:`trap_prompt`). Scoring
+(:func:`trap_score`, pure; strict and lenient are the same rule):
+
+* S, EEM: the response, lower-cased with punctuation dropped, equals the gold allergen.
+* S, TLA: the first ``YYYY-MM-DD`` date in the response equals the gold (none: parse failure).
+* O: the first option letter standing alone (``B``, ``(B)``, ``B.``) equals the gold letter
+  (none: parse failure).
+
+An exact abstention (``insufficient information``) parses to ``ABSTAIN`` and is wrong.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from clinlib.tasks.base import ABSTAIN, Score
+from clinlib.tasks.traps.queries import ANSWER_FORMAT, QUERY_TYPES
+
+TRAP_TASK_NAMES: tuple[str, ...] = QUERY_TYPES
+HARNESS_TRAP_TASKS: tuple[str, ...] = tuple(t for t in QUERY_TYPES if ANSWER_FORMAT[t] != "L")
+JUDGED_TRAP_TASKS: tuple[str, ...] = tuple(t for t in QUERY_TYPES if ANSWER_FORMAT[t] == "L")
+TRAP_ARTIFACT = "trap_questions"
+MAX_TOKENS_BY_FORMAT = {"S": 64, "O": 16, "L": 512}
+TRAP_MAX_TOKENS: dict[str, int] = {t: MAX_TOKENS_BY_FORMAT[ANSWER_FORMAT[t]] for t in QUERY_TYPES}
+LETTERS = "ABCDEFGH"
+
+EEM_PROMPT = ("Context: Based on the memory below, accurately answer the following question. "
+              "Question: {question} Answer Requirements: 1. Provide the target entity name "
+              "directly. 2. Keep the answer brief and precise. 3. Do not include lengthy "
+              "explanations. Answer:")  # fmt: skip
+TLA_PROMPT = ("Context: Based on the memory below, accurately answer the following question. "
+              "Question: {question} Answer Requirements: 1. If the question asks about a time, "
+              "answer in YYYY-MM-DD format (e.g., 2024-01-15). 2. If the question asks about an "
+              "event at a specific time, clearly describe the event content and key details. "
+              "3. Keep the answer concise and directly grounded in memory. Answer:")  # fmt: skip
+OPTION_PROMPT = ("Context: Based on the memory below, and considering the patient's allergy "
+                 "history, medical history, medications, and personal preferences, answer the "
+                 "following question. Question: {question} Options: {options} Answer "
+                 "Requirements: 1. Select the correct option. 2. Output only the option letter, "
+                 "such as B. 3. Do not provide any explanation. Answer:")  # fmt: skip
+IG_PROMPT = ("Context: Based on the memory below, and considering the patient's allergy history, "
+             "medical history, medications, and personal preferences, answer the following "
+             "question. Question: {question} Answer Requirements: 1. Reason from this patient's "
+             "specific remembered information; do not give generic medical advice. 2. Maintain a "
+             "warm yet professional tone. 3. Be concise, direct, and avoid boilerplate. 4. If "
+             "recommending or advising against something, briefly explain the reason based on "
+             "the patient's specific situation. Answer:")  # fmt: skip
+MCD_PROMPT = ("Context: Based on the memory below, carefully review the patient's complete "
+              "medical history and conduct a comprehensive analysis by combining information "
+              "from multiple visits. Question: {question} Answer Requirements: 1. Clearly list "
+              "the memory content you draw upon. 2. Present a clear reasoning path from evidence "
+              "to conclusions. 3. Provide a final comprehensive judgment. Answer:")  # fmt: skip
+PROMPTS = {"EEM": EEM_PROMPT, "TLA": TLA_PROMPT, "SUA": OPTION_PROMPT, "MQ": OPTION_PROMPT,
+           "IG": IG_PROMPT, "MCD": MCD_PROMPT}  # fmt: skip
+
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_LETTER = re.compile(r"\b([A-H])\b")
+_ABSTAIN = re.compile(r"^\W*insufficient\s+information\W*$", re.IGNORECASE)
+
+
+def is_trap_task(task: Any) -> bool:
+    """Whether a task name is one of the six query types."""
+    return str(task) in TRAP_TASK_NAMES
+
+
+def trap_prompt(question: Mapping[str, Any]) -> str:
+    """The question a backbone sees: the type's Appendix D.1 prompt, options lettered."""
+    raw = question.get("options")
+    options = [] if raw is None or isinstance(raw, float) else [str(o) for o in list(raw)]
+    opts = " ".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(options))
+    return PROMPTS[str(question["task"])].format(question=question["question"], options=opts)
+
+
+def norm_text(text: Any) -> str:
+    """Lower case, punctuation to spaces, whitespace collapsed."""
+    return " ".join(re.sub(r"[^a-z0-9 ]+", " ", str(text).lower()).split())
+
+
+def parse_trap(task: str, response: str | None) -> str | None:
+    """The canonical answer of a trap response (module docstring), None when nothing parses."""
+    text = str(response or "").strip()
+    if not text:
+        return None
+    if _ABSTAIN.match(text):
+        return ABSTAIN
+    fmt = ANSWER_FORMAT[task]
+    if fmt == "L":
+        return None
+    if task == "TLA":
+        found = _DATE.findall(text)
+        return found[0] if found else None
+    if fmt == "S":
+        return norm_text(text) or None
+    m = _LETTER.search(text)
+    return m.group(1) if m else None
+
+
+def trap_score(task: str, response: str | None, gold: str) -> Score:
+    """Score one trap response against its gold (pure; module docstring)."""
+    if ANSWER_FORMAT[task] == "L":
+        return Score(None, False, True, float("nan"), "free text: needs the LLM judge")
+    parsed = parse_trap(task, response)
+    if parsed is None:
+        return Score(None, False, True, 0.0, None)
+    want = norm_text(gold) if ANSWER_FORMAT[task] == "S" and task != "TLA" else str(gold)
+    correct = parsed != ABSTAIN and parsed == want
+    return Score(parsed, correct, False, float(correct))

@@ -1,0 +1,166 @@
+"""The trap query types through the kit's harness (issue 30 §2): ``run(..., tasks=[EEM, TLA,
+SUA, MQ])`` builds contexts over the trap dialogue under post, stream and mixed, the
+reference reader answers from the prompt alone, the rows land in the predictions store, and a
+rerun asks nothing. Scores are checked two ways: by hand where the answer is forced (no
+context: every trap type abstains, except the allergy check, which calls the drug safe, "A",
+right exactly on the control questions), and against the reader applied directly to the same
+contexts (:func:`clinlib.eval.traps.answer_contexts`, which never parses a prompt)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pandas as pd
+import pytest
+
+from clinlib.core import config
+from clinlib.core.config import artifact_path
+from clinlib.eval import runner
+from clinlib.eval.prompts import build_messages, split_user_message
+from clinlib.eval.reader_trap import recognise_trap
+from clinlib.eval.store import RunnerError, part_files, predictions_dir
+from clinlib.eval.trap_ask import ask_traps
+from clinlib.tasks.base import ABSTAIN
+from clinlib.tasks.traps.answers import HARNESS_TRAP_TASKS, trap_score
+
+COPIED = ("dialogues", "questions", "trap_questions", "trap_facts")
+SETTINGS = ["post", "mixed", "stream(delta=5)"]
+STRATEGIES = ["no-context-blind", "full-context"]
+
+
+@pytest.fixture(scope="module")
+def trap_runs(quick_traps, tmp_path_factory):
+    """A copy of the quick profile's dialogues and questions (paper and trap), the trap types
+    answered by the reference reader under two strategies and three settings, then re-run."""
+    src = [artifact_path(f"{a}.parquet", "quick") for a in COPIED]
+    src.append(artifact_path("source.json", "quick"))
+    root = tmp_path_factory.mktemp("build")
+    mp = pytest.MonkeyPatch()
+    mp.setattr(config, "BUILD_DIR", root)
+    (root / "tp").mkdir()
+    for path in src:
+        shutil.copy(path, root / "tp" / path.name)
+    got = ask_traps("tp", STRATEGIES, ["reference"], SETTINGS)
+    parts = len(part_files(predictions_dir("tp")))
+    again = runner.run("tp", STRATEGIES, ["reference"], SETTINGS, tasks=list(HARNESS_TRAP_TASKS),
+                       progress=False)  # fmt: skip
+    preds = runner.load_predictions("tp", extended=True, all_settings=True)
+    yield got, preds, again, parts, len(part_files(predictions_dir("tp")))
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def quick_traps(quick_built):
+    from clinlib.tasks.traps.stage import build_traps
+
+    if not artifact_path("trap_questions.parquet", "quick").exists():
+        build_traps("quick")
+    return "quick"
+
+
+def test_trap_rows_are_stored_under_every_setting(trap_runs):
+    got, preds, *_ = trap_runs
+    assert set(preds["task"]) == set(HARNESS_TRAP_TASKS)
+    kinds = {s.split("@")[0] for s in preds["setting"]}
+    assert kinds == {"post", "mixed", "stream"}
+    # every S/O row of the wrapper is a stored prediction (nothing missing)
+    so = got[got["answer_format"] != "L"]
+    assert so["correct"].notna().all() and len(so) == len(preds)
+    assert got.loc[got["answer_format"] == "L", "correct"].isna().all()
+    # paper-facing loads never see trap rows
+    assert runner.load_predictions("tp", all_settings=True).empty
+
+
+def test_no_context_scores_by_hand(trap_runs):
+    _, preds, *_ = trap_runs
+    blind = preds[preds["strategy"] == "no-context-blind"]
+    q = pd.read_parquet(artifact_path("trap_questions.parquet", "tp")).set_index("qid")
+    allergy = blind["subtype"].eq("allergy")
+    # no record: the allergy check answers "A" (safe), every other type abstains
+    assert (blind.loc[allergy, "parsed"] == "A").all()
+    assert (blind.loc[~allergy, "parsed"] == ABSTAIN).all()
+    want = allergy & (q.loc[blind["qid"], "gold"].to_numpy() == "A")
+    assert (blind["correct"].to_numpy() == want.to_numpy()).all()
+    assert (blind["score"] == blind["correct"].astype(float)).all()
+
+
+def test_stored_scores_equal_the_direct_reading(trap_runs):
+    got, preds, *_ = trap_runs
+    from clinlib.eval.traps import answer_contexts, trap_contexts
+
+    q = pd.read_parquet(artifact_path("trap_questions.parquet", "tp"))
+    direct = pd.concat([answer_contexts(q, trap_contexts("tp", STRATEGIES, s)) for s in SETTINGS])
+    key = ["qid", "strategy", "setting"]
+    both = preds.merge(direct[direct["answer_format"] != "L"], on=key, suffixes=("", "_direct"))
+    assert len(both) == len(preds)
+    assert (both["correct"].astype(bool) == both["correct_direct"].astype(bool)).all()
+    assert (both["parsed"].astype(str) == both["response_direct"].astype(str)).all()
+    # full context states every injected allergen: EEM right under post
+    fc = preds[(preds["strategy"] == "full-context") & (preds["setting"] == "post")]
+    assert fc.loc[fc["task"] == "EEM", "correct"].all()
+
+
+def test_rerun_asks_nothing(trap_runs):
+    *_, again, parts_before, parts_after = trap_runs
+    assert (again["new_predictions"] == 0).all() and (again["api_calls"] == 0).all()
+    assert parts_after == parts_before
+
+
+def test_judged_types_are_refused_by_name(trap_runs):
+    with pytest.raises(RunnerError, match="IG.*LLM judge"):
+        runner.run("tp", ["full-context"], ["reference"], tasks=["IG"], progress=False)
+
+
+def test_prompt_round_trip_and_scoring_by_hand():
+    q = {"task": "MQ", "question": "A clinician now proposes amoxicillin for this patient. "
+         "Considering only the allergies the patient has reported, is it safe to give?",
+         "options": ["Yes", "No"]}  # fmt: skip
+    record, text = split_user_message(build_messages(q, "Visit 1 (2150-01-01)\nhello"))
+    assert record.startswith("Visit 1") and "Options: A. Yes B. No" in text
+    assert recognise_trap(text)["subtype"] == "allergy"
+    assert trap_score("MQ", "(B)", "B").correct and trap_score("MQ", "B", "A").correct is False
+    assert trap_score("MQ", "no letter here", "B").parse_failed
+    assert trap_score("EEM", "Penicillin.", "penicillin").correct
+    assert not trap_score("EEM", "insufficient information", "penicillin").correct
+    assert trap_score("TLA", "On 2150-02-03.", "2150-02-03").parsed == "2150-02-03"
+
+
+def test_ask_traps_through_a_policy_backbone(trap_runs):
+    from clinlib.llm.backbones import register_policy_backbone, unregister_backbone
+
+    seen = []
+
+    def always_b(messages, params):
+        seen.append(messages[-1]["content"])
+        return "B"
+
+    register_policy_backbone("trap-always-b", always_b, model="policy", label="always B (test)")
+    try:
+        got = ask_traps("tp", ["last-visit-only"], ["trap-always-b", "reference"])
+    finally:
+        unregister_backbone("trap-always-b")
+    q = pd.read_parquet(artifact_path("trap_questions.parquet", "tp"))
+    pol = got[got["backbone"] == "trap-always-b"].merge(q[["qid", "gold"]], on="qid")
+    # "B" is right exactly where the gold is B (O types), wrong on S, unasked on L
+    o = pol[pol["answer_format"] == "O"]
+    assert (o["correct"] == (o["gold"] == "B")).all()
+    assert not pol.loc[pol["answer_format"] == "S", "correct"].any()
+    assert pol.loc[pol["answer_format"] == "L", "correct"].isna().all()
+    assert len(seen) == int((q["answer_format"] != "L").sum())
+    assert all(s.startswith("PATIENT RECORD\n") and "Answer Requirements" in s for s in seen)
+    mq = q[q["subtype"] == "allergy"].iloc[0].to_dict()
+    text = build_messages(mq, "ctx")[-1]["content"]
+    assert "A. Yes, no allergy" in text and "B. No, it is covered" in text
+    # retention is the context's, shared by both backbones
+    ref = got[got["backbone"] == "reference"].set_index("qid")["trap_in_context"]
+    assert (pol.set_index("qid")["trap_in_context"] == ref.loc[pol["qid"]].to_numpy()).all()
+
+
+def test_estimate_prices_the_trap_prompts(trap_runs):
+    est = runner.estimate("tp", ["no-context-blind"], ["gpt-4o-mini"], tasks=["EEM", "MQ"])
+    q = pd.read_parquet(artifact_path("trap_questions.parquet", "tp"))
+    row = est[est["strategy"] == "no-context-blind"].iloc[0]
+    assert int(row["questions"]) == int(q["task"].isin(["EEM", "MQ"]).sum())
+    # output bound: EEM's S cap 64, MQ's O cap 16 per question
+    n_eem = int((q["task"] == "EEM").sum())
+    assert int(row["output_tokens_max"]) == 64 * n_eem + 16 * (int(row["questions"]) - n_eem)
