@@ -28,6 +28,7 @@ READER_MODULES: tuple[str, ...] = (
     "reader_order",
     "reader_prompt",
     "reader_relative",
+    "reader_trap",
 )
 VERSION_CHARS = 16
 

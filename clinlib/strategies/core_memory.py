@@ -9,7 +9,7 @@ Two tiers, as in MemGPT:
   lines, dropping from the end):
 
   1. *constraints* — sentences whose provenance tags carry a pinned kind's id prefix
-     (:data:`PINNED_KINDS`, empty until a kind is registered with :func:`pin_kinds`; the
+     (:data:`PINNED_KINDS`: the injected trap constraints, plus any kind registered with :func:`pin_kinds`; the
      trap facts of issue 30 §1 register theirs), verbatim;
   2. *active problems* — the diagnoses of the last ``problem_visits`` stays that state any,
      most recent first, one line per code;
@@ -37,6 +37,7 @@ from typing import Any
 
 import pandas as pd
 
+from clinlib.data.vocab import TRAP_STATEMENT_PREFIX
 from clinlib.dialogue.render import render_visit
 from clinlib.strategies.base import (
     Artifact,
@@ -55,7 +56,9 @@ ARCHIVAL_HEADER = "Archival memory (retrieved visits):"
 SECTIONS: tuple[str, ...] = ("constraints", "active problems", "current medications")
 # Pinned kind -> the id prefix of the sentences stating it (e.g. a trap kind -> its tag
 # prefix). ONE registry: :func:`pin_kinds` adds to it; the core block reads it at build time.
-PINNED_KINDS: dict[str, str] = {}
+# Pinned from the start: issue 30's patient-stated constraints (allergy, cost, preference; tags
+# TRAPALG- / TRAPCOST- / TRAPPREF-), the facts MedMemoryBench says a memory must never lose.
+PINNED_KINDS: dict[str, str] = dict(TRAP_STATEMENT_PREFIX)
 
 CORE_MEMORY_PROMPT = """You maintain the CORE MEMORY of an assistant that follows one \
 patient across many clinical encounters. The core memory is a short block that is always in \

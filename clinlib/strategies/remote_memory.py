@@ -40,7 +40,7 @@ from clinlib.strategies.build_cost import USAGE_FIELDS
 from clinlib.strategies.memory_protocol import MemoryService, MemoryServiceError, resolve_service
 
 # What a session's turns carry to a service; ``is_noise`` / ``source_visit_idx`` stay home
-# (no method sees which sessions are noise, MedMemoryBench §4).
+# (no method sees which sessions are noise, MedMemoryBench §4 "Noise Augmentation").
 TURN_FIELDS: tuple[str, ...] = ("turn_idx", "speaker", "text", "text_tagged", "event_ids")
 
 

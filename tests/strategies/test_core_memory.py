@@ -45,7 +45,7 @@ def test_rule_based_core_block_by_hand(turns):
     assert not any("(I10)" in x for x in core)  # visit 0's hypertension only: not active
     # the latest stay's orders only: Lisinopril 20 mg (not Metformin 500, not Lisinopril 10)
     assert len(meds) == 1 and "Lisinopril 20 mg PO" in meds[0] and "[RX-" in meds[0]
-    assert not any(x.startswith("constraints:") for x in core)  # no pinned kind registered
+    assert not any(x.startswith("constraints:") for x in core)  # no pinned sentence stated
     assert _codes(_core(turns, problem_visits=1)) == ["N183", "E119"]
     assert len(_core(turns, core_items=2)) == 2  # cut from the end (medications go first)
 
@@ -57,6 +57,20 @@ def test_pinned_kinds_lead_the_block(turns, monkeypatch):
     assert core[0].startswith("constraints: procedure-constraint: ") and "[PX-802-1]" in core[0]
     with pytest.raises(ValueError, match="empty id prefix"):
         cm.pin_kinds({"x": " "})
+
+
+def test_injected_trap_constraint_is_pinned_by_default(turns):
+    # issue 30: a patient-stated allergy (tag TRAPALG-<subject>, as clinlib.tasks.traps states it)
+    # in the first visit leads the block although it is neither a diagnosis nor an order
+    stated = turns.copy()
+    i = stated.index[stated["visit_idx"] == 0][0]
+    sentence = "I am allergic to ibuprofen; it gave me hives."
+    stated.loc[i, "text"] = f"{stated.loc[i, 'text']} {sentence}"
+    stated.loc[i, "text_tagged"] = f"{stated.loc[i, 'text_tagged']} {sentence} [TRAPALG-7001]"
+    stated.at[i, "event_ids"] = [*stated.loc[i, "event_ids"], "TRAPALG-7001"]
+    core = _core(stated)
+    assert core[0] == f"constraints: allergy: {sentence} [TRAPALG-7001]"
+    assert sum(x.startswith("constraints:") for x in core) == 1
 
 
 def test_context_is_core_plus_current_text_of_top_visits(turns):
