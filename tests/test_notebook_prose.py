@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from clinlib.core.prose import prose_numbers
+from clinlib.core.seed_facts import SECTIONS, SEEDS
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
@@ -70,3 +71,33 @@ def test_markdown_states_no_uncomputed_number(path):
     assert not found, f"{path.name}: numbers in prose nothing renders or cites:\n" + "\n".join(
         found
     )
+
+
+_BARE_SECTION = re.compile(r"(?<![\w.])§(\d+\.\d+)")
+_OTHER_SEED = re.compile(
+    "|".join(re.escape(n) for stem, n in SEEDS.items() if stem != "clintracebench")
+)
+
+
+def bare_section_errors(text: str) -> list[str]:
+    """A bare "§5.5" in a notebook is ClinTraceBench's (unless its line names another seed):
+    the section must exist (``clinlib.core.seed_facts.SECTIONS``)."""
+    out = []
+    for m in _BARE_SECTION.finditer(text):
+        line = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
+        if not _OTHER_SEED.search(line) and ("clintracebench", m[1]) not in SECTIONS:
+            out.append(f"§{m[1]}: ClinTraceBench has no such section")
+    return out
+
+
+def test_bare_section_check():
+    assert bare_section_errors("(§5.5, Table 3); §5.1–5.2") == []
+    assert bare_section_errors("as §5.9 shows") == ["§5.9: ClinTraceBench has no such section"]
+    assert bare_section_errors("PopMedQA §2.1 bins") == []
+
+
+@pytest.mark.parametrize("path", list(_params()))
+def test_bare_section_numbers_are_the_papers(path):
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    found = [msg for c in cells for t in _prose_of(c) for msg in bare_section_errors(t)]
+    assert not found, f"{path.name}: " + "; ".join(found)
