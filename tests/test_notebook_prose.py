@@ -43,10 +43,21 @@ def _templates(source: str) -> list[str]:
         if not (isinstance(node, ast.Call) and node.args):
             continue
         name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
-        first = node.args[0]
-        if name in ("md", "claim") and isinstance(first, ast.Constant):
-            out.append(re.sub(r"\{[^{}]*\}", " FIELD ", str(first.value)))
+        if name in ("md", "claim", "Markdown"):
+            out.extend(_literal_text(node.args[0]))
     return out
+
+
+def _literal_text(node: ast.expr) -> list[str]:
+    """A template's typed text: a string constant's (fields blanked), an f-string's literal
+    parts (what it interpolates is computed), and both sides of a ``+`` or implicit join."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [re.sub(r"\{[^{}]*\}", " FIELD ", node.value)]
+    if isinstance(node, ast.JoinedStr):
+        return ["".join(v.value if isinstance(v, ast.Constant) else " FIELD " for v in node.values)]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return [" FIELD ".join(_literal_text(node.left) + _literal_text(node.right))]
+    return []
 
 
 def _prose_of(cell: dict) -> list[str]:
@@ -57,6 +68,13 @@ def _prose_of(cell: dict) -> list[str]:
 def test_templates_are_scanned_too():
     cell = {"cell_type": "code", "source": ['md("~140 questions per cell; {n:,} here", n=3)']}
     assert [p.number for t in _prose_of(cell) for p in prose_numbers(t)] == ["140"]
+
+
+def test_f_string_templates_are_scanned_too():
+    # Markdown(f"...") renders computed fields; its literal text is hand-written prose
+    src = 'Markdown(f"{len(q):,} questions; the kit " + f"keeps 12 of {n} tasks")'
+    cell = {"cell_type": "code", "source": [src]}
+    assert [p.number for t in _prose_of(cell) for p in prose_numbers(t)] == ["12"]
 
 
 @pytest.mark.parametrize("path", list(_params()))
