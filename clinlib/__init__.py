@@ -89,6 +89,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "dialogue_stats": ("clinlib.dialogue.stats", None),  # 02
     "render_dialogue": ("clinlib.dialogue.render", "render_dialogue"),  # 02
     "verify": ("clinlib.dialogue.verify", None),  # 02
+    "dialogue_budget": ("clinlib.dialogue.budget", None),  # 02: the length budget
     "dialogue_viewer": ("clinlib.dialogue.viewer", None),  # 02, apps/dialogue_viewer
     "corpus_shape": ("clinlib.analysis.corpus_shape", None),  # 02
     # dialogues and questions written by a backbone, verified (Fig. 2 stages 3-4): 02, 03

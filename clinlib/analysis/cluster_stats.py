@@ -57,6 +57,7 @@ from clinlib.analysis.stats import (
     _check_boot_args,
     _z,
 )
+from clinlib.core.config import ALPHA
 
 CLUSTER_COLUMN = "cluster"
 # Exact sign-flip enumeration up to this many non-zero clusters (2^16 = 65,536 sign vectors).
@@ -212,7 +213,7 @@ def _resample_clusters(
 
 
 def cluster_bootstrap_ci(
-    values: object, clusters: object, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0
+    values: object, clusters: object, n_boot: int = 2000, alpha: float = ALPHA, seed: int = 0
 ) -> ClusterCI:
     """Percentile bootstrap CI of a mean resampling whole clusters (patients).
 
@@ -241,7 +242,7 @@ def _cr1_var(resid_sums: np.ndarray, n_total: float) -> float:
     return float(g / (g - 1) * np.sum(resid_sums**2) / n_total**2)
 
 
-def cluster_robust_ci(values: object, clusters: object, alpha: float = 0.05) -> ClusterRobust:
+def cluster_robust_ci(values: object, clusters: object, alpha: float = ALPHA) -> ClusterRobust:
     """Cluster-robust (CR1) normal interval of a mean: ``p +- z * se_CR1``, clipped to [0, 1]
     for 0/1 outcomes.
 
@@ -456,7 +457,7 @@ def paired_cluster_bootstrap(
     b: object,
     clusters: object,
     n_boot: int = 2000,
-    alpha: float = 0.05,
+    alpha: float = ALPHA,
     seed: int = 0,
 ) -> ClusterCI:
     """Percentile CI of mean(a) - mean(b) resampling whole patients (same questions in both).

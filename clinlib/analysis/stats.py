@@ -38,6 +38,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from clinlib.core.config import ALPHA
+
 # Appendix F.4: "100 resamples per cell, seed 20260519".
 PAPER_N_BOOT = 100
 PAPER_BOOT_SEED = 20260519
@@ -134,7 +136,7 @@ def _as_bool_array(values: object, name: str) -> np.ndarray:
     return num.astype(bool)
 
 
-def wilson_ci(k: object, n: object, alpha: float = 0.05) -> tuple[object, object]:
+def wilson_ci(k: object, n: object, alpha: float = ALPHA) -> tuple[object, object]:
     """Wilson score interval for a binomial proportion k/n (§3), vectorised.
 
     Args:
@@ -215,7 +217,7 @@ def bootstrap_ci(
     values: object,
     stat: Callable = np.mean,
     n_boot: int = 2000,
-    alpha: float = 0.05,
+    alpha: float = ALPHA,
     seed: int = 0,
 ) -> tuple[float, float]:
     """Seeded percentile-bootstrap CI of ``stat(values)`` (Appendix F.4).
@@ -243,7 +245,7 @@ def paired_bootstrap_diff(
     b: object,
     stat: Callable = np.mean,
     n_boot: int = 2000,
-    alpha: float = 0.05,
+    alpha: float = ALPHA,
     seed: int = 0,
 ) -> PairedDiff:
     """Percentile-bootstrap CI of ``stat(a) - stat(b)`` resampling *pairs* (same questions).
@@ -302,7 +304,7 @@ def mcnemar(a_correct: object, b_correct: object, exact: bool | None = None) -> 
     return McNemarResult(b, c, float(statistic), float(sps.chi2.sf(statistic, 1)), method)
 
 
-def holm_bonferroni(p_values: object, alpha: float = 0.05) -> pd.DataFrame:
+def holm_bonferroni(p_values: object, alpha: float = ALPHA) -> pd.DataFrame:
     """Holm's step-down adjustment of a family of p-values (§3: m = 12, alpha = 0.05).
 
     ``p_adj`` of the i-th smallest p is ``max_{j <= i} min(1, (m - j + 1) * p_(j))``;
@@ -335,7 +337,7 @@ def holm_bonferroni(p_values: object, alpha: float = 0.05) -> pd.DataFrame:
 def minimum_detectable_effect(
     n: object,
     p0: float = 0.5,
-    alpha: float = 0.05,
+    alpha: float = ALPHA,
     power: float = 0.8,
     paired: bool = False,
     discordance: float | None = None,
@@ -396,7 +398,7 @@ def minimum_detectable_effect(
     return float(out) if np.ndim(out) == 0 else out
 
 
-def pearson(x: object, y: object, alpha: float = 0.05) -> PearsonResult:
+def pearson(x: object, y: object, alpha: float = ALPHA) -> PearsonResult:
     """Pearson correlation with a Fisher-z confidence interval (§6, Appendix C.3).
 
     Args:
@@ -439,7 +441,7 @@ def pairwise_mcnemar(
     key: Sequence[str] = ("qid",),
     correct_col: str = "correct",
     exact: bool | None = None,
-    alpha: float = 0.05,
+    alpha: float = ALPHA,
 ) -> pd.DataFrame:
     """McNemar tests for many pairs of cells, Holm-adjusted as one family (§3).
 

@@ -18,6 +18,10 @@ PAPER_DATA_DIR = DATA_DIR / "paper"
 FIGURES_DIR = REPO_ROOT / "figures"
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 
+# The significance level of every test and 1 - the confidence level of every interval the kit
+# reports (clinlib.analysis.stats / cluster_stats defaults; the "95%" of notebook prose is
+# checked against it by clinlib.core.prose).
+ALPHA = 0.05
 PROFILE_ENV = "CLINTRACE_PROFILE"
 DEFAULT_PROFILE = "quick"
 

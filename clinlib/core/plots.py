@@ -47,6 +47,11 @@ def theme() -> dict:
     }
 
 
+# Rows a chart may embed: Altair refuses more than 5,000 by default, and the paper profile's
+# per-patient panels (D5: 385 patients x 8 strategies x 2 readers) need more.
+MAX_CHART_ROWS = 20_000
+
+
 def use_theme(charts: str | None = None) -> str:
     """Register and enable the kit theme and the kit's offline chart display (idempotent).
 
@@ -59,6 +64,7 @@ def use_theme(charts: str | None = None) -> str:
         the chart mode in force.
     """
     alt.theme.register("clintrace", enable=True)(theme)
+    alt.data_transformers.enable("default", max_rows=MAX_CHART_ROWS)
     return charts_display.enable(charts)
 
 

@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from clinlib.core.config import ALPHA
 from clinlib.core.seed_facts import SEED_FACTS, SEEDS
 
 
@@ -149,6 +150,8 @@ _PARAM_BEFORE = re.compile(
 _HEADING_NUMBER = re.compile(r"^#+\s*$")
 _LIST_ITEM = re.compile(r"^\s*$")  # a line's first token followed by ". " or ") "
 _CONFIDENCE = re.compile(r"^\s*(?:CIs?|confidence|bounds|intervals?)\b")
+# the confidence level prose may state bare ("95% CI"): the one the stats use (core.config.ALPHA)
+CI_LEVEL_PERCENT = f"{1 - ALPHA:.0%}"
 _CODE_SPAN = re.compile(r"`[^`]*`")
 _FENCE = re.compile(r"```.*?```", re.S)
 _LINK_TARGET = re.compile(r"\]\([^)]*\)")
@@ -235,7 +238,7 @@ def prose_numbers(markdown: str) -> list[ProseNumber]:
                 or bool(_PARAM_BEFORE.search(before))
                 or (bool(_LIST_ITEM.match(line_before)) and sentence[m.end() : m.end() + 2] in (". ", ") "))
                 or bool(re.fullmatch(r"\s*\d+[.)]\s*", sentence))  # "1." split off its item
-                or (num.replace(" ", "") == "95%" and bool(_CONFIDENCE.match(sentence[m.end() :])))
+                or (num.replace(" ", "") == CI_LEVEL_PERCENT and bool(_CONFIDENCE.match(sentence[m.end() :])))
                 or num == "$0"  # the offline readers' and the local model's price
             )  # fmt: skip
             if structural:

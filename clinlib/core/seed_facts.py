@@ -439,16 +439,51 @@ _SECTIONS: tuple[SeedSection, ...] = (
                  "Response Quality and Hallucination Analysis", "Ablation Study",
                  "Efficiency and Cost Analysis")),
     SeedSection(_MMB, "7", "7Conclusion"),
+    # ClinTraceBench: numbered to one decimal; §3 and §4 hold run-in paragraph labels
+    SeedSection(_CTB, "1", "## 1 Introduction"),
+    SeedSection(_CTB, "2", "## 2 Related work"),
+    SeedSection(_CTB, "3", "## 3 Benchmark design",
+                ("Cohort", "Task layers", "Task suite", "Evaluation set", "Headline metric")),
+    SeedSection(_CTB, "4", "## 4 History representation strategies and backbones",
+                ("History representation strategies", "Floor", "Recency", "Full", "Retrieval",
+                 "Compression", "Agentic memory", "Backbones", "Memory prep model",
+                 # the strategies, each opening its bullet
+                 "no-context-blind", "last-visit-only", "full-context", "dense-retrieval",
+                 "structured-timeline", "llm-summary", "Mem0", "A-Mem")),
+    SeedSection(_CTB, "5", "## 5 Results"),
+    SeedSection(_CTB, "5.1", "### 5.1 Main accuracy", ("Main accuracy",)),
+    SeedSection(_CTB, "5.2", "### 5.2 SP1: The aggregation bottleneck",
+                ("SP1: The aggregation bottleneck",)),
+    SeedSection(_CTB, "5.3", "### 5.3 SP2: Backbone-specific extraction profiles",
+                ("SP2: Backbone-specific extraction profiles",)),
+    SeedSection(_CTB, "5.4", "### 5.4 SP3: Non-monotonic abstention under longer context",
+                ("SP3: Non-monotonic abstention under longer context",)),
+    SeedSection(_CTB, "5.5", "### 5.5 SP4: Controlled preservation probe: compressed "
+                "representations drop the finding–diagnosis relation even under equal input",
+                ("SP4: Controlled preservation probe",)),
+    SeedSection(_CTB, "5.6", "### 5.6 Retrieval, cost, and Pareto efficiency",
+                ("Retrieval, cost, and Pareto efficiency",)),
+    SeedSection(_CTB, "5.7", "### 5.7 Illustrative failure modes", ("Illustrative failure modes",)),
+    SeedSection(_CTB, "6", "## 6 Discussion"),
+    SeedSection(_CTB, "7", "## 7 Conclusion"),
 )  # fmt: skip
 SECTIONS: dict[tuple[str, str], SeedSection] = {(s.seed, s.number): s for s in _SECTIONS}
 
 _NAME_TO_SEED = {name: stem for stem, name in SEEDS.items()}
-# a seed name, the section sign and a number, then optionally a sub-heading in straight or
-# curly quotes
+# a seed name (or "paper", the kit's name for ClinTraceBench), the section sign and a number,
+# then optionally a sub-heading in straight or curly quotes, or in parentheses and quotes
 _CITATION = re.compile(
-    r"(?P<name>" + "|".join(map(re.escape, _NAME_TO_SEED)) + r")['’]?s?\s+§(?P<num>\d+)"
-    r"(?:\s*(?:#\s*)?[\"“](?P<sub>[^\"”]+)[\"”])?"
+    r"(?P<name>" + "|".join(map(re.escape, _NAME_TO_SEED)) + r"|[Pp]aper)['’]?s?\s+§"
+    r"(?P<num>\d+(?:\.\d+)?)(?:\s*(?:#\s*|\(\s*)?[\"“](?P<sub>[^\"”]+)[\"”])?"
 )
+# seeds whose citations may give a section number alone: their sections are numbered finely
+# (5.1-5.7), so the number is checked; a quoted label must still be the section's
+_NUMBER_SUFFICES = {_CTB}
+# ClinTraceBench's lettered appendices and their numbered subsections (App. A-I)
+CTB_APPENDICES: dict[str, int] = {
+    "A": 0, "B": 6, "C": 3, "D": 0, "E": 3, "F": 4, "G": 8, "H": 0, "I": 0,
+}  # fmt: skip
+_APPENDIX = re.compile(r"\b(?:Appendix|App\.)\s?(?P<letter>[A-Z])(?:\.(?P<num>\d+))?\b")
 
 
 def seed_section(seed: str, number: str | int) -> SeedSection:
@@ -457,31 +492,49 @@ def seed_section(seed: str, number: str | int) -> SeedSection:
     return SECTIONS[(stem, str(number))]
 
 
+def _label_matches(sub: str, labels: tuple[str, ...]) -> bool:
+    """A quoted sub-heading names a label: equal, or one starts with the other (case-blind)."""
+    s = " ".join(sub.lower().split()).rstrip(" .")
+    return any(s == x.lower() or s.startswith(x.lower()) or x.lower().startswith(s) for x in labels)
+
+
+def _section_message(m: re.Match[str]) -> str | None:
+    stem = "clintracebench" if m["name"].lower() == "paper" else _NAME_TO_SEED[m["name"]]
+    section = SECTIONS.get((stem, m["num"]))
+    if section is None:
+        return f"{m[0]!r}: {SEEDS[stem]} has no §{m['num']}"
+    sub = m["sub"]
+    if not sub:
+        if stem in _NUMBER_SUFFICES:
+            return None
+        return f'{m[0]!r}: name the sub-heading, e.g. §{m["num"]} "{_first(section)}"'
+    if _label_matches(sub, section.subsections):
+        return None
+    owner = [s.number for s in _SECTIONS if s.seed == stem and _label_matches(sub, s.subsections)]
+    where = f"§{owner[0]}" if owner else "no section in the table"
+    return f"{m[0]!r}: {sub!r} is in {where}, not §{m['num']}"
+
+
 def check_section_citations(text: str) -> list[str]:
     """Section citations in ``text`` that the table contradicts, one message each.
 
-    Only seeds with numbered sections in :data:`SECTIONS` are checked; a citation without a
-    quoted sub-heading (the number alone cannot be checked), of a number the table lacks, or
-    with a sub-heading the section does not hold, is reported.
+    Only seeds with numbered sections in :data:`SECTIONS` are checked ("paper §N" is
+    ClinTraceBench). A citation of a number the table lacks, or with a quoted sub-heading the
+    section does not hold, is reported; so is one without a sub-heading, except for
+    ClinTraceBench, whose sections are numbered to one decimal (§5.5). ClinTraceBench's
+    lettered appendix subsections ("Appendix G.3", "App. C.1") must exist
+    (:data:`CTB_APPENDICES`).
     """
     seeded = {seed for seed, _ in SECTIONS}
     bad = []
     for m in _CITATION.finditer(text):
-        stem = _NAME_TO_SEED[m["name"]]
-        if stem not in seeded:
-            continue
-        section = SECTIONS.get((stem, m["num"]))
-        if section is None:
-            bad.append(f"{m[0]!r}: {m['name']} has no §{m['num']}")
-            continue
-        sub = m["sub"]
-        if not sub:
-            bad.append(f'{m[0]!r}: name the sub-heading, e.g. §{m["num"]} "{_first(section)}"')
-        elif not any(sub.lower() == s.lower() for s in section.subsections):
-            owner = [s.number for s in _SECTIONS if s.seed == stem
-                     and any(sub.lower() == x.lower() for x in s.subsections)]  # fmt: skip
-            where = f"§{owner[0]}" if owner else "no section in the table"
-            bad.append(f"{m[0]!r}: {sub!r} is in {where}, not §{m['num']}")
+        stem = "clintracebench" if m["name"].lower() == "paper" else _NAME_TO_SEED[m["name"]]
+        if stem in seeded and (msg := _section_message(m)):
+            bad.append(msg)
+    for m in _APPENDIX.finditer(text):
+        letter, num = m["letter"], m["num"]
+        if letter in CTB_APPENDICES and num and not 1 <= int(num) <= CTB_APPENDICES[letter]:
+            bad.append(f"{m[0]!r}: ClinTraceBench's Appendix {letter} has no {letter}.{num}")
     return bad
 
 

@@ -1,6 +1,6 @@
 """Cells of the evaluation: the questions of a setting, backbones, requests and prediction rows.
 
-Paper §4 ("Evaluation protocol"): every question is answered with the one fixed prompt of
+Paper §4 ("Backbones"): every question is answered with the one fixed prompt of
 :mod:`clinlib.eval.prompts` and the task's output cap (:data:`clinlib.tasks.answers.MAX_TOKENS`),
 at temperature 0; errors and empty completions (Appendix D1) are kept and scored wrong. Under
 ``post`` every question is evaluated; under ``pre`` only T3 questions are, because T3 (the

@@ -1,6 +1,6 @@
 """What a run recorded, by failure class, and whether its exit status says it worked.
 
-Paper §4 ("Evaluation protocol") and Appendices D-E: every question asked gets a prediction
+Paper §4 ("Backbones") and Appendices D-E: every question asked gets a prediction
 row; a request that failed after its retries is a row with ``error`` set (Appendix E.1), an
 empty completion a row scored wrong (D1). Nothing is dropped: the rows are recorded, and a
 re-run with ``--retry-errors`` / ``--retry-empty`` asks them again. This module names each

@@ -1,6 +1,6 @@
 """The harness over several processes: strategies dealt round-robin to worker processes.
 
-Paper §4 ("Evaluation protocol"): the offline readers are CPU-bound, so one event loop uses one
+Paper §4 ("Backbones"): the offline readers are CPU-bound, so one event loop uses one
 core; each process here runs :func:`clinlib.eval.runner.run` on its own strategies and appends
 its own part files, so resumability and de-duplication are those of the single run.
 Design: docs/design.md.

@@ -1,6 +1,6 @@
 """A pool of answering slots: every slot takes the next request as soon as its last one returns.
 
-Paper §4 ("Evaluation protocol"): the harness sends up to a backbone's ``max_concurrency``
+Paper §4 ("Backbones"): the harness sends up to a backbone's ``max_concurrency``
 requests at once. Sending them in batches that are each gathered whole (batch-gather) lets one
 slow or hung request hold back its whole batch until its timeout, with every other slot idle
 (measured under 90 s hangs: the server idle ~290 of 356 s). Here each slot is a worker that

@@ -1,6 +1,6 @@
 """The evaluation harness: (strategy, backbone, setting) cells over the fixed question set.
 
-Paper §4 ("Evaluation protocol"; 200,672 predictions over 8 strategies x 4 backbones x the
+Paper §4 ("Backbones"; 200,672 predictions over 8 strategies x 4 backbones x the
 T3 pre/post settings) and Appendices D-E (cost accounting from input / output / cache-read
 tokens; empty completions D1 kept and scored wrong). Every question is answered with the one
 fixed prompt of :mod:`clinlib.eval.prompts` and the task's output cap

@@ -1,4 +1,4 @@
-"""One run's answering loop (paper §4 "Evaluation protocol"; Appendix D budgets).
+"""One run's answering loop (paper §4 "Backbones"; Appendix D budgets).
 
 :class:`Session` answers a plan of cells (:func:`clinlib.eval.runner.run` builds it): offline
 readers batch by batch in-process; network backbones through a pool of slots per backbone

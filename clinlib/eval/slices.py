@@ -1,4 +1,4 @@
-"""A small slice of a profile as a build folder of its own (paper §4 "Evaluation protocol").
+"""A small slice of a profile as a build folder of its own (paper §4 "Backbones").
 
 A slow backbone (a local model on a laptop's cores) is answered on a few patients' questions,
 not on the whole set. Answering them in the profile itself would add that backbone's rows to

@@ -1,6 +1,6 @@
 """The predictions dataset: append-only part files, reading back, resumption keys, summaries.
 
-Paper §4 ("Evaluation protocol"): predictions are APPENDED to
+Paper §4 ("Backbones"): predictions are APPENDED to
 ``data/build/<profile>/predictions/`` as small parquet part files, each written atomically
 (temp + rename), so a crash loses at most the batch in flight (already in the response cache).
 A run reads the keys already predicted (:func:`done_keys`) and skips them; :func:`load_predictions`

@@ -175,3 +175,58 @@ def test_get_or_build_meters_an_llm_prep_too(tmp_path):
     assert n >= 1 and art.prep_usage["requests"] == n
     assert art.prep_usage["output_tokens"] == n * count_tokens("A short summary.", MODEL)
     assert prep.usage is None  # the caller's prep model is not mutated
+
+
+def test_estimated_prep_cost_by_hand():
+    rows = pd.DataFrame(
+        {
+            "strategy": ["mem0", "mem0", "a-mem"],
+            "subject_id": [1, 2, 1],
+            "dialogue_tokens": [1000, 3000, 500],
+            "artifact_tokens": [100, 200, 50],
+        }
+    )
+    bb = Backbone(
+        name="prep",
+        model=MODEL,
+        base_url="http://127.0.0.1:1/v1",
+        price_input=0.27,
+        price_output=1.10,
+    )
+    out = co.estimated_prep_cost(rows, bb).set_index("strategy")
+    # mem0: 4,000 in x $0.27/M + 300 out x $1.10/M; a-mem: 500 x 0.27 + 50 x 1.10 (per M)
+    assert out.loc["mem0", "cost_usd"] == pytest.approx(0.00108 + 0.00033)
+    assert out.loc["a-mem", "cost_usd"] == pytest.approx(0.000135 + 0.000055)
+    assert out.loc["mem0", ["n_patients", "prep_input_tokens", "prep_output_tokens"]].tolist() == [
+        2, 4000, 300]  # fmt: skip
+    assert set(out["prep_model"]) == {"prep"}
+    # the text a prep model writes, not the artifact's bookkeeping
+    data = {"memories": [{"id": "m1", "text": "a"}], "token_model": "x", "summary": "s"}
+    assert co._texts(data) == ["a", "s"]
+    with pytest.raises(MetricsInputError, match="negative"):
+        co.estimated_prep_cost(rows.assign(artifact_tokens=-1), bb)
+    with pytest.raises(MetricsInputError, match="dialogue_tokens"):
+        co.estimated_prep_cost(rows.drop(columns="dialogue_tokens"), bb)
+
+
+def test_prep_estimate_is_a_lower_bound_of_a_real_llm_prep_build(tmp_path, monkeypatch):
+    """The estimate (dialogue once in, artifact once out) never exceeds what an LLM prep build
+    of llm-summary records from its endpoint; strategies without a prep model are left out."""
+    turns = dialogue(events_7001())
+    with FaultServer(answer=lambda m: "Creatinine rose; metformin started.",
+                     cache_min_tokens=10**9) as srv:  # fmt: skip
+        bb = Backbone(name="test", model=MODEL, base_url=srv.base_url, **PRICES)
+        prep = LLMPrep(name="test", model_id="test:gpt-4o-mini", backbone=bb, cache=None)
+        art = ConstructionCache(tmp_path).get_or_build(get_strategy("llm-summary"), 7001, turns,
+                                                       prep)  # fmt: skip
+    monkeypatch.setattr(co, "load", lambda name, profile: turns)
+    monkeypatch.setattr(co, "load_artifacts", lambda name, profile, prep: {7001: art})
+    rows = co.prep_token_rows("quick", ["full-context", "llm-summary"], MODEL)
+    assert rows["strategy"].tolist() == ["llm-summary"]
+    est = co.estimated_prep_cost(rows, bb).iloc[0]
+    used = art.prep_usage
+    assert 0 < est["prep_input_tokens"] <= used["input_tokens"]
+    assert 0 < est["prep_output_tokens"] <= used["output_tokens"]
+    assert 0 < est["cost_usd"] <= used["cost_usd"]
+    with pytest.raises(MetricsInputError, match="prep model"):
+        co.prep_token_rows("quick", ["full-context"], MODEL)

@@ -124,6 +124,30 @@ def test_section_citation_check():
     ]
 
 
+def test_paper_section_citations_are_checked_against_clintracebench():
+    # "paper" is ClinTraceBench; its sections are numbered to one decimal, so a number alone
+    # is checked for existence, and a quoted label must be one of that section's labels
+    assert (
+        sf.check_section_citations('paper §5.5, paper §3 "Task\nsuite", Paper §4 ("Backbones")')
+        == []
+    )
+    assert sf.check_section_citations('paper §4 "dense-retrieval — BGE-M3 chunk embeddings"') == []
+    assert sf.check_section_citations('paper §4 "Evaluation protocol"') == [
+        "'paper §4 \"Evaluation protocol\"': 'Evaluation protocol' is in no section in the "
+        "table, not §4"
+    ]
+    assert sf.check_section_citations('ClinTraceBench §3 "Backbones"') == [
+        "'ClinTraceBench §3 \"Backbones\"': 'Backbones' is in §4, not §3"
+    ]
+    assert sf.check_section_citations("the paper's §5.8") == [
+        '"paper\'s §5.8": ClinTraceBench has no §5.8'
+    ]
+    assert sf.check_section_citations("Appendix G.8 and App. C.3") == []
+    assert sf.check_section_citations("Appendix G.9") == [
+        "'Appendix G.9': ClinTraceBench's Appendix G has no G.9"
+    ]
+
+
 def _cited_texts():
     for path in [*REPO.glob("clinlib/**/*.py"), *REPO.glob("docs/*.md"), REPO / "README.md",
                  *REPO.glob("notebooks/*.ipynb")]:  # fmt: skip

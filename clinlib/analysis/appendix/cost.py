@@ -8,6 +8,10 @@
   Table 4's units (input in millions, output in thousands of tokens, cache hits in %);
 - :func:`build_cost_table` / :func:`construction_cost` — prep tokens, cost and seconds of
   every memory, recorded at construction (``Artifact.build_seconds`` / ``prep_usage``);
+- :func:`prep_token_rows` / :func:`estimated_prep_cost` — what an LLM prep model (the paper's
+  DeepSeek-V3, §4 "Memory prep model") would at least have spent on the memories the kit built
+  rule-based (which send nothing and record 0 USD): each patient's dialogue read once, the
+  artifact's text written once, at the backbone's prices. An estimate and a lower bound;
 - :func:`pareto_views` — the cost-accuracy frontier twice: answer-only and answer +
   construction (issue 27).
 """
@@ -22,8 +26,15 @@ import pandas as pd
 from clinlib.analysis import metrics
 from clinlib.analysis.appendix.from_paper import fig16_cells
 from clinlib.analysis.metrics.common import CELL, MetricsInputError, _num_col, _require
+from clinlib.data.build import load
+from clinlib.dialogue.render import render_dialogue
+from clinlib.llm.backbones import get_backbone
+from clinlib.llm.tokens import count_texts
+from clinlib.llm.types import Backbone
 from clinlib.strategies.build_cost import build_cost_rows
-from clinlib.strategies.construction import load_artifacts
+from clinlib.strategies.construction import load_artifacts, split_dialogues
+from clinlib.strategies.prep import PAPER_PREP_BACKBONE
+from clinlib.strategies.registry import get_strategy
 
 # Table 4's units for each metric (data/paper/README.md).
 TABLE4_SCALE: dict[str, float] = {
@@ -123,6 +134,89 @@ def construction_cost(rows: pd.DataFrame) -> pd.DataFrame:
     out = g[cols].sum(min_count=1).reset_index()
     out.insert(2, "n_patients", g["subject_id"].nunique().to_numpy())
     return out
+
+
+# The keys of an artifact's data that hold what a prep model writes (llm-summary's summary,
+# Mem0's memory texts, A-Mem's notes); the rest is bookkeeping (ids, counts, token model).
+WRITTEN_KEYS: frozenset[str] = frozenset({"summary", "text", "content", "keywords", "context",
+                                          "tags"})  # fmt: skip
+
+
+def _texts(value: object, written: bool = False) -> list[str]:
+    """The strings under :data:`WRITTEN_KEYS` in an artifact's JSON data, depth first."""
+    if isinstance(value, str):
+        return [value] if written else []
+    if isinstance(value, dict):
+        return [t for k, v in value.items() for t in _texts(v, written or k in WRITTEN_KEYS)]
+    if isinstance(value, list | tuple):
+        return [t for v in value for t in _texts(v, written)]
+    return []
+
+
+def prep_token_rows(profile: str | None, strategies: Sequence[str], model: str) -> pd.DataFrame:
+    """Per (strategy, patient) of the strategies a prep model builds (``uses_prep``): the
+    rendered dialogue's tokens and the tokens of the text the artifact holds (its
+    :data:`WRITTEN_KEYS` strings joined by newlines), counted with ``model``'s tokenizer; strategies built without a prep model are
+    left out.
+
+    Returns:
+        strategy, subject_id, dialogue_tokens, artifact_tokens.
+    """
+    prepared = [s for s in strategies if get_strategy(s, profile).uses_prep]
+    if not prepared:
+        raise MetricsInputError("prep_token_rows: none of the strategies uses a prep model")
+    groups = split_dialogues(load("dialogues", profile))
+    dialogue = dict(zip(groups, count_texts([render_dialogue(g) for g in groups.values()], model),
+                        strict=True))  # fmt: skip
+    frames = []
+    for name in prepared:
+        arts = load_artifacts(name, profile, "rule-based")
+        n_out = count_texts(["\n".join(_texts(a.data)) for a in arts.values()], model)
+        frames.append(pd.DataFrame({"strategy": name, "subject_id": list(arts),
+                                    "dialogue_tokens": [dialogue[s] for s in arts],
+                                    "artifact_tokens": n_out}))  # fmt: skip
+    return pd.concat(frames, ignore_index=True)
+
+
+def estimated_prep_cost(rows: pd.DataFrame, backbone: Backbone) -> pd.DataFrame:
+    """Per strategy, a lower bound on an LLM prep model's bill (issue 27; Appendix D): every
+    patient's dialogue sent once as input and the artifact written once as output, priced at
+    ``backbone``'s rates without cache reads. Real systems send more (Mem0 and A-Mem call the
+    model per message or note), so the true construction cost is at least this.
+
+    Args:
+        rows: :func:`prep_token_rows` output (strategy, subject_id, dialogue_tokens,
+            artifact_tokens).
+        backbone: the prep model whose prices apply.
+
+    Returns:
+        strategy, prep_model, n_patients, prep_input_tokens, prep_output_tokens, cost_usd.
+    """
+    _require(rows, ["strategy", "subject_id", "dialogue_tokens", "artifact_tokens"],
+             "estimated_prep_cost")  # fmt: skip
+    if rows.empty:
+        raise MetricsInputError("estimated_prep_cost: no rows")
+    for col in ("dialogue_tokens", "artifact_tokens"):
+        values = _num_col(rows, col, "estimated_prep_cost")
+        if (values < 0).any():
+            raise MetricsInputError(f"estimated_prep_cost: column {col!r} has a negative count")
+    g = rows.groupby("strategy", sort=False)
+    out = pd.DataFrame({
+        "prep_model": backbone.name,
+        "n_patients": g["subject_id"].nunique(),
+        "prep_input_tokens": g["dialogue_tokens"].sum(),
+        "prep_output_tokens": g["artifact_tokens"].sum(),
+    }).reset_index()  # fmt: skip
+    out["cost_usd"] = [backbone.cost(i, o) for i, o in
+                       zip(out["prep_input_tokens"], out["prep_output_tokens"], strict=True)]  # fmt: skip
+    return out
+
+
+def paper_prep_estimate(profile: str | None, strategies: Sequence[str]) -> pd.DataFrame:
+    """:func:`estimated_prep_cost` of the profile's memories at the paper's fixed prep model
+    (DeepSeek-V3, §4 "Memory prep model"; its preset's tokenizer and prices)."""
+    backbone = get_backbone(PAPER_PREP_BACKBONE)
+    return estimated_prep_cost(prep_token_rows(profile, strategies, backbone.model), backbone)
 
 
 def pareto_views(

@@ -4,7 +4,7 @@ highlighted (or marked absent from that representation), the same question under
 strategies, and the paired "flips" (right under one strategy, wrong under another); predictions
 labelled by :func:`clinlib.analysis.evidence.lost_in` filter by where a wrong answer was lost
 ("lost in representation" vs "lost in reading"). Implements
-the paper's failure analysis (§5 "Where do representations fail", the compression-loss
+the paper's failure analysis (§5.7 "Illustrative failure modes", the compression-loss
 discussion behind Table 2 / Fig. 3, and the McNemar pairing of §3).
 
 Parts: :mod:`.selection` (filters, picker labels), :mod:`.view` (one opened failure: context,

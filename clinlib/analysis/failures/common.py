@@ -1,4 +1,4 @@
-"""Shared pieces of the failure explorer (paper §5 "Where do representations fail"): the
+"""Shared pieces of the failure explorer (paper §5.7 "Illustrative failure modes"): the
 prediction columns it needs, the anchor-tag pattern and messages, the HTML style, the error
 type, and the small helpers every part uses (docs/design.md "Explorers")."""
 

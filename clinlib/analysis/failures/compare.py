@@ -1,5 +1,4 @@
-"""Paired flips between strategies (paper §3 McNemar pairing; §5 "Where do representations
-fail", the compression loss behind Table 2 / Fig. 3): questions right under one strategy and
+"""Paired flips between strategies (paper §3 McNemar pairing; §5.7 "Illustrative failure modes", the compression loss behind Table 2 / Fig. 3): questions right under one strategy and
 wrong under another, the flip table over all strategy pairs with its McNemar test, its heat
 map, and flips per anchor event kind."""
 

@@ -1,5 +1,4 @@
-"""Filtering predictions for the failure explorer (paper §5 "Where do representations
-fail"): by task, subtype, strategy, backbone, setting and outcome; the picker's options and
+"""Filtering predictions for the failure explorer (paper §5.7 "Illustrative failure modes"): by task, subtype, strategy, backbone, setting and outcome; the picker's options and
 labels; and how many predictions a notebook still has to run."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One opened failure (paper §5 "Where do representations fail"): the question, gold, raw
+"""One opened failure (paper §5.7 "Illustrative failure modes"): the question, gold, raw
 response and parsed answer, the evidence turn, the exact context the model saw with the anchor
 event ids highlighted (or marked absent from that representation), and the same question under
 the other strategies side by side."""

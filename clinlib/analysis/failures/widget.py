@@ -1,4 +1,4 @@
-"""Front ends of the failure explorer (paper §5 "Where do representations fail"): the
+"""Front ends of the failure explorer (paper §5.7 "Illustrative failure modes"): the
 headless static view, the ipywidgets explorer for JupyterLab, and the notebook entry point
 that shows both (as :mod:`clinlib.dialogue.viewer` does). The marimo app
 ``notebooks/apps/failure_explorer.py`` reuses the same pure renderers."""

@@ -1,4 +1,5 @@
-"""The strict and lenient parsers of every task (paper §5.4 "T9 abstention parser";
+"""The strict and lenient parsers of every task (paper §4 "Backbones": "the T9 abstention
+parser", §5.4 Fig. 4;
 Appendix E.2 "D2 parse failures"; Appendix G.3 "strict vs lenient parser", Tables 8–9).
 """
 

@@ -1,5 +1,5 @@
-"""Normalisation, negation and abstention cues shared by every task's parser (paper §5.4
-"T9 abstention parser"; Appendix G.3 "strict vs lenient parser").
+"""Normalisation, negation and abstention cues shared by every task's parser (paper §4
+"Backbones": "the T9 abstention parser", §5.4 Fig. 4; Appendix G.3 "strict vs lenient parser").
 """
 
 from __future__ import annotations
