@@ -483,6 +483,10 @@ _NUMBER_SUFFICES = {_CTB}
 CTB_APPENDICES: dict[str, int] = {
     "A": 0, "B": 6, "C": 3, "D": 0, "E": 3, "F": 4, "G": 8, "H": 0, "I": 0,
 }  # fmt: skip
+# another seed named right before an appendix citation ("MedMemoryBench's Appendix D.1")
+_OTHER_SEED_BEFORE = re.compile(
+    r"\b(?:" + "|".join(re.escape(n) for s, n in SEEDS.items() if s != _CTB) + r")(?:'s)?\s+$"
+)
 _APPENDIX = re.compile(r"\b(?:Appendix|App\.)\s?(?P<letter>[A-Z])(?:\.(?P<num>\d+))?\b")
 
 
@@ -523,7 +527,8 @@ def check_section_citations(text: str) -> list[str]:
     section does not hold, is reported; so is one without a sub-heading, except for
     ClinTraceBench, whose sections are numbered to one decimal (§5.5). ClinTraceBench's
     lettered appendix subsections ("Appendix G.3", "App. C.1") must exist
-    (:data:`CTB_APPENDICES`).
+    (:data:`CTB_APPENDICES`), unless another seed is named right before ("MedMemoryBench
+    Appendix D.1").
     """
     seeded = {seed for seed, _ in SECTIONS}
     bad = []
@@ -533,6 +538,8 @@ def check_section_citations(text: str) -> list[str]:
             bad.append(msg)
     for m in _APPENDIX.finditer(text):
         letter, num = m["letter"], m["num"]
+        if _OTHER_SEED_BEFORE.search(text[max(0, m.start() - 40) : m.start()]):
+            continue  # "MedMemoryBench Appendix D.1": another seed's appendix
         if letter in CTB_APPENDICES and num and not 1 <= int(num) <= CTB_APPENDICES[letter]:
             bad.append(f"{m[0]!r}: ClinTraceBench's Appendix {letter} has no {letter}.{num}")
     return bad

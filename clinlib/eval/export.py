@@ -2,7 +2,7 @@
 
 ``clintrace export --format jsonl|inspect OUT`` writes, per (question, strategy, setting),
 exactly the chat messages the kit's harness sends (:func:`clinlib.eval.prompts.build_messages`
-over the context :func:`clinlib.eval.cells.prepare` builds; paper §4 "Evaluation protocol")
+over the context :func:`clinlib.eval.cells.prepare` builds; paper §4 "Backbones")
 with the task's output cap (Appendix E.3) and temperature 0:
 
 * ``dataset.jsonl``: one inspect_ai ``Sample`` per line: ``id`` (``qid|strategy|prep|setting``),

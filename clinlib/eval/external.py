@@ -2,7 +2,7 @@
 
 A researcher who ran the question set through their own harness or memory system hands over
 a file of responses; this module parses and scores each one with the task's own parsers
-(:func:`clinlib.eval.cells.scored_fields`, paper §4 "Evaluation protocol", Appendix G.3) and
+(:func:`clinlib.eval.cells.scored_fields`, paper §4 "Backbones", Appendix G.3) and
 appends them to the profile's predictions dataset as ONE atomic part file
 (:func:`clinlib.eval.store.write_part`), so every notebook, statistic and the failure explorer
 read them like a run's rows. Nothing is written unless the whole file passes.

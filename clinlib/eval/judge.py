@@ -1,5 +1,5 @@
 """LLM-as-judge scoring of answers (MedMemoryBench §5 "Query Design": L-type queries judged
-by an LLM, MCD correct only if all three criteria hold; Appendix D.1 prompts in
+by an LLM, MCD correct only if all three criteria hold; MedMemoryBench Appendix D.1 prompts in
 :mod:`clinlib.eval.judge_prompts`; issue 30 §3).
 
 :func:`judge_predictions` asks a judge backbone, once per prediction, whether the answer

@@ -31,7 +31,7 @@ def build_messages(question: Mapping[str, Any], context: str) -> list[dict[str, 
 
     Args:
         question: a questions.parquet row (uses ``question``; a trap question's ``task`` and
-            ``options`` too: it is asked with the seed's Appendix D.1 prompt,
+            ``options`` too: it is asked with MedMemoryBench's Appendix D.1 prompt,
             :func:`clinlib.tasks.traps.answers.trap_prompt`).
         context: the strategy's context for it ("" for no-context-blind).
 

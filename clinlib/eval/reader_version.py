@@ -9,7 +9,7 @@ policy modules' source, so no one has to remember to bump a constant);
 :func:`clinlib.eval.store.load_predictions` leaves out reader rows of another version, and a
 run therefore asks them again. The gold rules (:mod:`clinlib.tasks.rules`) are not part of
 it: a gold change changes questions.parquet, which already makes every prediction stale
-(clinlib.core.guards, "predictions basis"). Paper §4 "Evaluation protocol".
+(clinlib.core.guards, "predictions basis"). Paper §4 "Backbones".
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ MedMemoryBench Appendix D.1 answer prompts, §5 "Query Design").
 The S/O query types are harness tasks (:mod:`clinlib.tasks.traps.answers`): ``clintrace run
 --tasks EEM,TLA,SUA,MQ`` (or :func:`clinlib.eval.runner.run` with ``tasks=``) builds contexts over
 the trap dialogue under any setting (post, stream, mixed), asks each backbone with the seed's
-Appendix D.1 prompt (:func:`clinlib.eval.prompts.build_messages`), scores and APPENDS the
+MedMemoryBench Appendix D.1 prompt (:func:`clinlib.eval.prompts.build_messages`), scores and APPENDS the
 predictions to the profile's store, resumable and cached like every other task. The offline
 ``reference`` reader answers them by :mod:`clinlib.eval.reader_trap` (a deterministic policy,
 not a language model).
@@ -35,7 +35,7 @@ _JOIN = ["qid", "strategy", "prep_model", "setting"]
 
 
 def trap_messages(question: dict, context: str) -> list[dict[str, str]]:
-    """The messages the harness sends for a trap question (the seed's Appendix D.1 prompt)."""
+    """The messages the harness sends for a trap question (MedMemoryBench's Appendix D.1 prompt)."""
     return build_messages(question, context)
 
 

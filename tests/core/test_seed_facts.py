@@ -146,6 +146,12 @@ def test_paper_section_citations_are_checked_against_clintracebench():
     assert sf.check_section_citations("Appendix G.9") == [
         "'Appendix G.9': ClinTraceBench's Appendix G has no G.9"
     ]
+    # another seed's appendix is not ClinTraceBench's (MedMemoryBench's judge prompts, D.1)
+    assert sf.check_section_citations("MedMemoryBench Appendix D.1") == []
+    assert sf.check_section_citations("MedMemoryBench's Appendix D.1 prompts") == []
+    assert sf.check_section_citations("the seed's Appendix D.1") == [
+        "'Appendix D.1': ClinTraceBench's Appendix D has no D.1"
+    ]
 
 
 def _cited_texts():

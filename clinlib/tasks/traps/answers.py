@@ -1,5 +1,5 @@
 """How a trap question is asked and scored by the kit's harness (issue 30 §2; MedMemoryBench
-Appendix D.1 answer prompts, §5 "Query Design" answer formats).
+MedMemoryBench Appendix D.1 answer prompts, §5 "Query Design" answer formats).
 
 The six query types are task names of the harness (:data:`TRAP_TASK_NAMES`): ``clintrace run
 --tasks EEM,TLA,SUA,MQ`` loads ``trap_questions.parquet`` (:func:`clinlib.tasks.extended.
@@ -7,7 +7,7 @@ load_questions`), builds contexts over the trap dialogue and stores the predicti
 other task's. Only the deterministic formats are asked (:data:`HARNESS_TRAP_TASKS`: S and O);
 IG and MCD (L, free text) need the LLM judge of issue 30 §3 and are refused by name.
 
-The question text a backbone sees is the seed's Appendix D.1 answer prompt for the type, the
+The question text a backbone sees is MedMemoryBench's Appendix D.1 answer prompt for the type, the
 question embedded and, for the O types, the options listed (:func:`trap_prompt`). Scoring
 (:func:`trap_score`, pure; strict and lenient are the same rule):
 
@@ -76,7 +76,7 @@ def is_trap_task(task: Any) -> bool:
 
 
 def trap_prompt(question: Mapping[str, Any]) -> str:
-    """The question a backbone sees: the type's Appendix D.1 prompt, options lettered."""
+    """The question a backbone sees: the type's MedMemoryBench Appendix D.1 prompt, options lettered."""
     raw = question.get("options")
     options = [] if raw is None or isinstance(raw, float) else [str(o) for o in list(raw)]
     opts = " ".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(options))
