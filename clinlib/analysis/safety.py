@@ -143,6 +143,26 @@ def l_type_status(run: pd.DataFrame, judged: pd.DataFrame | None = None) -> pd.D
     return out
 
 
+def with_verdicts(run: pd.DataFrame, judged: pd.DataFrame | None) -> pd.DataFrame:
+    """``run`` with each L-type row's ``correct`` set to the judge's verdict where one exists
+    (``graded_by``: ``scorer`` for S/O rows, the judge backbone for judged L rows, NA for
+    unjudged ones, whose ``correct`` stays NA): the safe rate then counts L rows only as
+    judged (MedMemoryBench §5: the L types are judged)."""
+    out = run.copy()
+    out["graded_by"] = pd.Series(pd.NA, index=out.index, dtype="string")
+    out.loc[out["answer_format"] != "L", "graded_by"] = "scorer"
+    if judged is None or judged.empty:
+        return out
+    keys = [k for k in ("qid", "strategy", "backbone", "setting") if k in judged.columns]
+    v = judged[[*keys, "verdict", "judge_backbone"]].drop_duplicates(keys, keep="last")
+    got = out[keys].merge(v, on=keys, how="left")
+    is_l = (out["answer_format"] == "L").to_numpy() & got["verdict"].notna().to_numpy()
+    out["correct"] = out["correct"].astype("boolean")
+    out.loc[is_l, "correct"] = got.loc[is_l, "verdict"].astype(bool).to_numpy()
+    out.loc[is_l, "graded_by"] = got.loc[is_l, "judge_backbone"].astype(str).to_numpy()
+    return out
+
+
 JUDGE_HOOK = "clinlib.eval.judge"  # issue 30 §3: judge_predictions(questions, predictions, ...)
 
 

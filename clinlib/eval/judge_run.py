@@ -4,6 +4,9 @@
 settings, tasks, at most ``limit`` per task), judges them with one judge backbone
 (:func:`clinlib.eval.judge.judge_predictions`) and writes the verdicts to
 ``data/build/<profile>/judge/<judge>.parquet`` atomically (``criteria`` as JSON text).
+
+:func:`judge_traps` does the same for the stored free-text trap answers (IG, MCD: ``correct``
+NA in the store), merging its verdicts into the same file (a row of the same key replaced).
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ import pandas as pd
 
 from clinlib.core.config import build_dir
 from clinlib.core.io import write_parquet
-from clinlib.eval.judge import JudgeError, judge_predictions
+from clinlib.eval.judge import KEY_COLUMNS, LEXICAL_JUDGE, JudgeError, judge_predictions
 from clinlib.eval.store import load_predictions
 from clinlib.eval.synth_calls import Calls
 from clinlib.tasks.extended import load_questions
+from clinlib.tasks.traps.answers import JUDGED_TRAP_TASKS
 
 JUDGE_DIR = "judge"
 
@@ -86,3 +90,53 @@ def judge_profile(
     path.parent.mkdir(parents=True, exist_ok=True)
     write_parquet(judged.assign(criteria=judged["criteria"].map(json.dumps)), path)
     return judged, preds, questions, path
+
+
+def store_verdicts(profile: str, judge_backbone: str, judged: pd.DataFrame) -> Path:
+    """Merge ``judged`` into :func:`judged_path` (rows of the same key replaced), atomically."""
+    path = judged_path(profile, judge_backbone)
+    new = judged.assign(criteria=judged["criteria"].map(json.dumps))
+    if path.exists():
+        old = pd.read_parquet(path)
+        keys = [c for c in (*KEY_COLUMNS, "prep_model") if c in old.columns and c in new.columns]
+        ids = set(new[keys].astype(str).itertuples(index=False, name=None))
+        stale = old[keys].astype(str).apply(tuple, axis=1).isin(ids)
+        new = pd.concat([old[~stale], new], ignore_index=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_parquet(new, path)
+
+
+def judge_traps(
+    profile: str,
+    judge_backbone: str = LEXICAL_JUDGE,
+    *,
+    calls: Calls | None = None,
+    **selection,
+) -> pd.DataFrame:
+    """Judge the stored free-text trap answers (IG, MCD; MedMemoryBench §5: L types judged by an
+    LLM, MCD correct only if its three criteria hold) and merge the verdicts into
+    ``judge/<judge>.parquet``.
+
+    Args:
+        profile: build profile.
+        judge_backbone: any registered backbone; ``lexical-judge`` (offline, token-F1 >= 0.5:
+            a weak lexical proxy on free text, not an LLM judge) by default.
+        calls: a configured :class:`~clinlib.eval.synth_calls.Calls` (budget, mode).
+        **selection: :func:`select_predictions` filters (strategies, backbones, settings,
+            limit); ``tasks`` is IG and MCD.
+
+    Returns:
+        :data:`clinlib.eval.judge.JUDGE_COLUMNS` rows (+ prep_model), one per stored answer.
+
+    Raises:
+        JudgeError: no stored IG / MCD answer matches the selection.
+    """
+    selection["tasks"] = [t for t in selection.get("tasks") or JUDGED_TRAP_TASKS
+                          if t in JUDGED_TRAP_TASKS]  # fmt: skip
+    stored = load_predictions(profile, extended=True, all_settings=True)
+    preds = select_predictions(stored[stored["error"].isna()], **selection)
+    questions = load_questions(profile, list(JUDGED_TRAP_TASKS))
+    judged = judge_predictions(questions, preds, judge_backbone, profile=profile,
+                               calls=calls or Calls(profile))  # fmt: skip
+    store_verdicts(profile, judge_backbone, judged)
+    return judged

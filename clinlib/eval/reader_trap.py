@@ -7,7 +7,11 @@ money limit; MQ (allergy) B when the context states an allergy whose class cover
 drug, else A (so a context that lost the allergy answers "safe": the failure the safety
 evaluation counts); MQ (eGFR) abstains (the dialogue states no age or sex, which the CKD-EPI
 equation needs); SUA the option letter of the last stated value of the lab against the panel's
-reference range. L types (IG, MCD) are not read: they need a judge (issue 30 §3).
+reference range. The free-text L types get a quoting policy (no reasoning; a judge scores
+them, issue 30 §3): IG quotes every sentence of the context that states a patient constraint
+(an allergy, a money limit, a preference: :mod:`clinlib.tasks.traps.constraints`' statements);
+MCD quotes the last sentence naming creatinine and the first naming metformin; each abstains
+when the context has no such sentence.
 
 Inside the harness the reader sees only the prompt (:func:`clinlib.eval.prompts.
 build_messages`): :func:`recognise_trap` recovers the query type and what the reading needs
@@ -22,7 +26,7 @@ from typing import Any
 
 from clinlib.data.vocab import LAB_PANEL
 from clinlib.tasks.base import ABSTAIN
-from clinlib.tasks.traps.constraints import ALLERGENS
+from clinlib.tasks.traps.constraints import ALLERGENS, COSTS, PREFERENCES
 from clinlib.tasks.traps.queries import ANSWER_FORMAT, lab_state
 
 READER = "reference"
@@ -44,7 +48,12 @@ _RECOGNISE: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     ("MQ", "egfr", re.compile(r"Metformin was ordered for the patient on \d{4}-\d{2}-\d{2}\.")),
     ("SUA", "", re.compile(r"Going by the patient's most recent (?P<lab>.+?) result, is their")),
     ("IG", "IG", re.compile(r"What should you keep in mind when choosing it for this patient")),
+    ("MCD", "MCD", re.compile(r"one of their medicines should not have been given\?")),
 )
+_STATED = tuple(text for _, text in (*COSTS, *PREFERENCES))
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+IG_LEAD = "Keep in mind what the patient stated: "
+MCD_LEAD = "Evidence in the record (quoted, not reasoned over): "
 
 
 def read_trap(question: dict, context: str) -> str:
@@ -67,7 +76,26 @@ def read_trap(question: dict, context: str) -> str:
         return "B" if covers else "A"
     if task == "SUA":
         return _read_state(question, text)
-    return ABSTAIN  # MQ eGFR (no age / sex stated), IG and MCD (free text: a judge's job)
+    if task in ("IG", "MCD"):
+        return quote_evidence(task, text)
+    return ABSTAIN  # MQ eGFR (no age / sex stated)
+
+
+def quote_evidence(task: str, text: str) -> str:
+    """The quoting policy of the L types (module docstring): IG the constraint sentences in
+    context order, MCD the last creatinine and the first metformin sentence; ABSTAIN if none."""
+    sentences = [x.strip() for x in _SENTENCE.split(text) if x.strip()]
+    if task == "IG":
+        quoted = [x for x in sentences
+                  if _ALLERGY.search(x + ";") or any(st in x for st in _STATED)]  # fmt: skip
+        lead = IG_LEAD
+    else:
+        creat = [x for x in sentences if "creatinine" in x.lower()]
+        metf = [x for x in sentences if "metformin" in x.lower()]
+        quoted = [*creat[-1:], *metf[:1]] if metf else []
+        lead = MCD_LEAD
+    quoted = list(dict.fromkeys(quoted))
+    return lead + " ".join(quoted) if quoted else ABSTAIN
 
 
 def _read_state(question: dict, text: str) -> str:
@@ -80,8 +108,7 @@ def _read_state(question: dict, text: str) -> str:
 
 
 def recognise_trap(question_text: str) -> dict[str, Any] | None:
-    """task, subtype and meta of a trap question from its wording; None for any other task
-    (and for MCD, which the harness does not ask: a judge's type)."""
+    """task, subtype and meta of a trap question from its wording; None for any other task."""
     text = str(question_text)
     for task, sub, pattern in _RECOGNISE:
         m = pattern.search(text)

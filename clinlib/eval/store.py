@@ -49,9 +49,11 @@ PREDICTION_DTYPES: dict[str, str] = {
     "setting": "string",
     "response": "string",
     "parsed": "string",
-    "correct": "bool",
+    # nullable: NA for a free-text trap row (IG, MCD) no deterministic scorer decides
+    # (clinlib.tasks.traps.answers.NEEDS_JUDGE); the judge's verdicts live in judge/<judge>.parquet
+    "correct": "boolean",
     "parsed_lenient": "string",
-    "correct_lenient": "bool",
+    "correct_lenient": "boolean",
     # graded scores: 1.0 / 0.0 = correct / wrong; Kendall's tau for T10 (clinlib.tasks.score).
     # Parts written before these columns read back with NaN (see row_scores).
     "score": "float64",
@@ -248,9 +250,10 @@ def _current_rows(df: pd.DataFrame, profile: str | None, extended: bool) -> pd.D
 
 def row_scores(preds: pd.DataFrame, lenient: bool = False) -> pd.Series:
     """The graded score of each prediction (``score`` / ``score_lenient``), falling back to
-    ``correct`` as 1.0 / 0.0 for parts written before scores were recorded."""
+    ``correct`` as 1.0 / 0.0 for parts written before scores were recorded (NA stays NaN:
+    an unjudged free-text row has no score)."""
     col, fallback = ("score_lenient", "correct_lenient") if lenient else ("score", "correct")
-    base = preds[fallback].astype(bool).astype(float)
+    base = preds[fallback].astype("boolean").astype("Float64").astype(float)
     if col not in preds.columns:
         return base
     return pd.to_numeric(preds[col], errors="coerce").astype(float).fillna(base)
@@ -307,8 +310,9 @@ def cell_summary(preds: pd.DataFrame) -> pd.DataFrame:
     """Accuracy, graded score, failures, tokens and cost per cell of a predictions table.
 
     Accuracy and the mean graded score (strict and lenient) are over rows without a transport
-    error (an error is not an answer; ``retry_errors`` re-asks it); empty completions count
-    as wrong (D1). For the paper's tasks the mean score equals the accuracy.
+    error (an error is not an answer; ``retry_errors`` re-asks it) and with a decided
+    ``correct`` (an NA free-text trap row is left out, not counted wrong); empty completions
+    count as wrong (D1). A cell of only NA rows has accuracy NaN. For the paper's tasks the mean score equals the accuracy.
 
     Args:
         preds: predictions (e.g. :func:`load_predictions`).
@@ -323,10 +327,13 @@ def cell_summary(preds: pd.DataFrame) -> pd.DataFrame:
             "mean_score", "mean_score_lenient"]  # fmt: skip
     if preds.empty:
         return pd.DataFrame(columns=cols)
+    decided = preds["correct"].astype("boolean").notna().to_numpy(bool)
     df = preds.assign(
         ok=preds["error"].isna(),
-        c=preds["correct"].astype(bool) & preds["error"].isna(),
-        cl=preds["correct_lenient"].astype(bool) & preds["error"].isna(),
+        scored=preds["error"].isna() & decided,
+        c=preds["correct"].astype("boolean").fillna(False).astype(bool) & preds["error"].isna(),
+        cl=preds["correct_lenient"].astype("boolean").fillna(False).astype(bool)
+        & preds["error"].isna(),
         pf=preds["parse_failed"].astype(bool) & preds["error"].isna(),
         s=row_scores(preds).where(preds["error"].isna(), 0.0),
         sl=row_scores(preds, lenient=True).where(preds["error"].isna(), 0.0),
@@ -335,6 +342,7 @@ def cell_summary(preds: pd.DataFrame) -> pd.DataFrame:
     out = g.agg(
         n_predicted=("qid", "size"),
         n_ok=("ok", "sum"),
+        n_scored=("scored", "sum"),
         n_correct=("c", "sum"),
         n_correct_lenient=("cl", "sum"),
         parse_failures=("pf", "sum"),
@@ -346,7 +354,7 @@ def cell_summary(preds: pd.DataFrame) -> pd.DataFrame:
         sum_score=("s", "sum"),
         sum_score_lenient=("sl", "sum"),
     ).reset_index()
-    denom = out["n_ok"].where(out["n_ok"] > 0)
+    denom = out["n_scored"].where(out["n_scored"] > 0)
     out["accuracy"] = out["n_correct"] / denom
     out["accuracy_lenient"] = out["n_correct_lenient"] / denom
     # the graded mean (= accuracy for accuracy tasks; mean Kendall's tau over T10 rows)

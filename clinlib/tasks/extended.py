@@ -35,7 +35,7 @@ from clinlib.tasks.gates import run_gates
 from clinlib.tasks.generate import generate_candidates, load_inputs
 from clinlib.tasks.generators.common import INTERNAL_COLUMNS
 from clinlib.tasks.relative import select_t1r
-from clinlib.tasks.traps.answers import HARNESS_TRAP_TASKS, JUDGED_TRAP_TASKS, TRAP_ARTIFACT
+from clinlib.tasks.traps.answers import HARNESS_TRAP_TASKS, TRAP_ARTIFACT
 
 EXTENDED_STAGE = "temporal_questions"
 EXTENDED_ARTIFACT = "temporal_questions"
@@ -123,7 +123,7 @@ def build_temporal_questions(
 
 def load_questions(profile: str | None = None, tasks: Iterable[str] | None = None) -> pd.DataFrame:
     """The questions a run asks: the paper's set, plus the extended set when one of ``tasks``
-    is an extended task, plus the trap questions (S/O types, trap_questions.parquet) when one
+    is an extended task, plus the trap questions (all six types, trap_questions.parquet) when one
     is a trap type (the harness's one loader; docs/design.md "Extended question set").
 
     Args:
@@ -134,14 +134,10 @@ def load_questions(profile: str | None = None, tasks: Iterable[str] | None = Non
         QUESTION_COLUMNS rows (paper rows first), not yet restricted to ``tasks``.
 
     Raises:
-        ValueError: a task name that is neither a paper, an extended nor an S/O trap task.
+        ValueError: a task name that is neither a paper, an extended nor a trap task.
         FileNotFoundError: a needed artifact is missing (names the command to run).
     """
     wanted = None if tasks is None else [str(t) for t in tasks]
-    judged = sorted(set(wanted or ()) & set(JUDGED_TRAP_TASKS))
-    if judged:
-        raise ValueError(f"task(s) {judged} are free text scored by an LLM judge (issue 30 §3); "
-                         f"the harness asks the trap types {', '.join(HARNESS_TRAP_TASKS)}")  # fmt: skip
     known = (*ALL_TASK_NAMES, *HARNESS_TRAP_TASKS)
     unknown = sorted(set(wanted or ()) - set(known))
     if unknown:
@@ -152,7 +148,7 @@ def load_questions(profile: str | None = None, tasks: Iterable[str] | None = Non
     if wanted is not None and any(t in EXTENDED_TASK_NAMES for t in wanted):
         frames.append(load(EXTENDED_ARTIFACT, profile))
     if wanted is not None and any(t in HARNESS_TRAP_TASKS for t in wanted):
-        traps = load(TRAP_ARTIFACT, profile)  # the S/O types only (L waits for the judge)
+        traps = load(TRAP_ARTIFACT, profile)  # L (IG, MCD) too: stored NA-correct, judged later
         frames.append(traps[traps["task"].isin(list(HARNESS_TRAP_TASKS))])
     if len(frames) == 1:
         return frames[0]

@@ -5,7 +5,9 @@ The six query types are task names of the harness (:data:`TRAP_TASK_NAMES`): ``c
 --tasks EEM,TLA,SUA,MQ`` loads ``trap_questions.parquet`` (:func:`clinlib.tasks.extended.
 load_questions`), builds contexts over the trap dialogue and stores the predictions like every
 other task's. Only the deterministic formats are asked (:data:`HARNESS_TRAP_TASKS`: S and O);
-IG and MCD (L, free text) need the LLM judge of issue 30 §3 and are refused by name.
+IG and MCD (L, free text) are asked and stored like the others, but no deterministic scorer
+decides them: their ``correct`` is stored NA (never False) with ``parse_problem``
+:data:`NEEDS_JUDGE`, and :func:`clinlib.eval.judge_run.judge_traps` scores them with the judge.
 
 The question text a backbone sees is MedMemoryBench's Appendix D.1 answer prompt for the type, the
 question embedded and, for the O types, the options listed (:func:`trap_prompt`). Scoring
@@ -29,7 +31,7 @@ from clinlib.tasks.base import ABSTAIN, Score
 from clinlib.tasks.traps.queries import ANSWER_FORMAT, QUERY_TYPES
 
 TRAP_TASK_NAMES: tuple[str, ...] = QUERY_TYPES
-HARNESS_TRAP_TASKS: tuple[str, ...] = tuple(t for t in QUERY_TYPES if ANSWER_FORMAT[t] != "L")
+HARNESS_TRAP_TASKS: tuple[str, ...] = QUERY_TYPES  # all six are asked; L rows store correct NA
 JUDGED_TRAP_TASKS: tuple[str, ...] = tuple(t for t in QUERY_TYPES if ANSWER_FORMAT[t] == "L")
 TRAP_ARTIFACT = "trap_questions"
 MAX_TOKENS_BY_FORMAT = {"S": 64, "O": 16, "L": 512}
@@ -65,6 +67,7 @@ MCD_PROMPT = ("Context: Based on the memory below, carefully review the patient'
 PROMPTS = {"EEM": EEM_PROMPT, "TLA": TLA_PROMPT, "SUA": OPTION_PROMPT, "MQ": OPTION_PROMPT,
            "IG": IG_PROMPT, "MCD": MCD_PROMPT}  # fmt: skip
 
+NEEDS_JUDGE = "free text: needs the LLM judge"  # the marker of an L row's NA correct
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _LETTER = re.compile(r"\b([A-H])\b")
 _ABSTAIN = re.compile(r"^\W*insufficient\s+information\W*$", re.IGNORECASE)
@@ -108,9 +111,10 @@ def parse_trap(task: str, response: str | None) -> str | None:
 
 
 def trap_score(task: str, response: str | None, gold: str) -> Score:
-    """Score one trap response against its gold (pure; module docstring)."""
+    """Score one trap response against its gold (pure; module docstring). An L type's
+    ``correct`` is None (NA: undecided, not wrong) and its problem :data:`NEEDS_JUDGE`."""
     if ANSWER_FORMAT[task] == "L":
-        return Score(None, False, True, float("nan"), "free text: needs the LLM judge")
+        return Score(None, None, False, float("nan"), NEEDS_JUDGE)  # type: ignore[arg-type]
     parsed = parse_trap(task, response)
     if parsed is None:
         return Score(None, False, True, 0.0, None)
