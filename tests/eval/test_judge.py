@@ -240,3 +240,47 @@ def test_cli_refuses_in_one_line_without_predictions(tmp_path, monkeypatch):
     out = CliRunner().invoke(cli.app, ["judge", "--profile", "quick"])
     assert out.exit_code == 2, out.output
     assert len(out.output.strip().splitlines()) == 1 and "Traceback" not in out.output
+
+
+def test_lexical_judge_on_hand_made_ig_and_mcd(tmp_path, monkeypatch):
+    """Free-text trap answers (IG, MCD), the verdict worked out by hand with SQuAD token-F1
+    (lower case, punctuation and articles dropped, multiset overlap)."""
+    monkeypatch.setattr(config, "BUILD_DIR", tmp_path)
+    qs = pd.DataFrame([
+        {"qid": "ig", "task": "IG", "question": "What should you keep in mind?",
+         "gold_text": "avoid penicillin and keep it generic", "judge_criteria": ["correct"]},
+        {"qid": "mcd", "task": "MCD", "question": "Was a medicine given that should not be?",
+         "gold_text": "creatinine high so metformin contraindicated",
+         "judge_criteria": list(jp.MCD_CRITERIA),
+         "judge_nodes": ["creatinine high", "metformin ordered"]},
+    ])  # fmt: skip
+    preds = pd.DataFrame([
+        {"qid": "ig", "strategy": "s", "backbone": "good", "setting": "post",
+         "response": "Avoid penicillin, cheap generic."},
+        {"qid": "ig", "strategy": "s", "backbone": "bad", "setting": "post",
+         "response": "Give amoxicillin."},
+        {"qid": "mcd", "strategy": "s", "backbone": "good", "setting": "post",
+         "response": "Creatinine high; metformin contraindicated."},
+        {"qid": "mcd", "strategy": "s", "backbone": "bad", "setting": "post",
+         "response": "Metformin was fine."},
+    ])  # fmt: skip
+    out = judge_predictions(qs, preds, "lexical-judge", profile="quick")
+    got = out.set_index(["qid", "backbone"])
+    # IG good: gold {avoid penicillin and keep it generic} (6), answer {avoid penicillin cheap
+    # generic} (4), 3 shared: P 3/4, R 3/6, F1 = 2*.75*.5/1.25 = 0.6 >= 0.5
+    assert "token-F1 0.600" in got.loc[("ig", "good"), "reason"]
+    assert got.loc[("ig", "good"), "verdict"]
+    # IG bad: {give amoxicillin} shares nothing: F1 0
+    assert "token-F1 0.000" in got.loc[("ig", "bad"), "reason"]
+    assert not got.loc[("ig", "bad"), "verdict"]
+    # MCD good: gold 5 tokens, answer 4, all 4 shared: P 1, R .8, F1 = 1.6/1.8 = 0.889; both
+    # nodes covered (2/2 and 1/2 >= .5): node coverage 1.0 >= .75, the two F1 proxies .889
+    # >= .75 and >= .7: correct
+    assert "token-F1 0.889" in got.loc[("mcd", "good"), "reason"]
+    assert got.loc[("mcd", "good"), "verdict"]
+    assert all(got.loc[("mcd", "good"), "criteria"].values())
+    # MCD bad: {metformin was fine} vs gold: 1 shared, P 1/3, R 1/5, F1 = .25 (< .75, < .7);
+    # nodes: "metformin ordered" 1/2 covered, "creatinine high" 0/2: coverage .5 < .75
+    assert "token-F1 0.250" in got.loc[("mcd", "bad"), "reason"]
+    assert not got.loc[("mcd", "bad"), "verdict"]
+    assert not any(got.loc[("mcd", "bad"), "criteria"].values())

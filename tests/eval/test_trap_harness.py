@@ -18,10 +18,10 @@ from clinlib.core.config import artifact_path
 from clinlib.eval import runner
 from clinlib.eval.prompts import build_messages, split_user_message
 from clinlib.eval.reader_trap import recognise_trap
-from clinlib.eval.store import RunnerError, part_files, predictions_dir
+from clinlib.eval.store import part_files, predictions_dir
 from clinlib.eval.trap_ask import ask_traps
 from clinlib.tasks.base import ABSTAIN
-from clinlib.tasks.traps.answers import HARNESS_TRAP_TASKS, trap_score
+from clinlib.tasks.traps.answers import HARNESS_TRAP_TASKS, NEEDS_JUDGE, trap_score
 
 COPIED = ("dialogues", "questions", "trap_questions", "trap_facts")
 SETTINGS = ["post", "mixed", "stream(delta=5)"]
@@ -65,7 +65,11 @@ def test_trap_rows_are_stored_under_every_setting(trap_runs):
     assert kinds == {"post", "mixed", "stream"}
     # every S/O row of the wrapper is a stored prediction (nothing missing)
     so = got[got["answer_format"] != "L"]
-    assert so["correct"].notna().all() and len(so) == len(preds)
+    assert so["correct"].notna().all() and len(got) == len(preds)
+    # IG / MCD are asked and stored with correct NA (never False) and the judge marker
+    free = preds[preds["task"].isin(["IG", "MCD"])]
+    assert len(free) and free["correct"].isna().all() and free["correct_lenient"].isna().all()
+    assert (free["parse_problem"] == NEEDS_JUDGE).all() and not free["parse_failed"].any()
     assert got.loc[got["answer_format"] == "L", "correct"].isna().all()
     # paper-facing loads never see trap rows
     assert runner.load_predictions("tp", all_settings=True).empty
@@ -73,7 +77,9 @@ def test_trap_rows_are_stored_under_every_setting(trap_runs):
 
 def test_no_context_scores_by_hand(trap_runs):
     _, preds, *_ = trap_runs
-    blind = preds[preds["strategy"] == "no-context-blind"]
+    blind = preds[(preds["strategy"] == "no-context-blind") & ~preds["task"].isin(["IG", "MCD"])]
+    free = preds[(preds["strategy"] == "no-context-blind") & preds["task"].isin(["IG", "MCD"])]
+    assert (free["response"] == ABSTAIN).all()  # nothing to quote: the reader cannot decide
     q = pd.read_parquet(artifact_path("trap_questions.parquet", "tp")).set_index("qid")
     allergy = blind["subtype"].eq("allergy")
     # no record: the allergy check answers "A" (safe), every other type abstains
@@ -92,7 +98,7 @@ def test_stored_scores_equal_the_direct_reading(trap_runs):
     direct = pd.concat([answer_contexts(q, trap_contexts("tp", STRATEGIES, s)) for s in SETTINGS])
     key = ["qid", "strategy", "setting"]
     both = preds.merge(direct[direct["answer_format"] != "L"], on=key, suffixes=("", "_direct"))
-    assert len(both) == len(preds)
+    assert len(both) == int((preds["task"].map(lambda t: t not in ("IG", "MCD"))).sum())
     assert (both["correct"].astype(bool) == both["correct_direct"].astype(bool)).all()
     assert (both["parsed"].astype(str) == both["response_direct"].astype(str)).all()
     # full context states every injected allergen: EEM right under post
@@ -106,9 +112,53 @@ def test_rerun_asks_nothing(trap_runs):
     assert parts_after == parts_before
 
 
-def test_judged_types_are_refused_by_name(trap_runs):
-    with pytest.raises(RunnerError, match="IG.*LLM judge"):
-        runner.run("tp", ["full-context"], ["reference"], tasks=["IG"], progress=False)
+def test_free_text_rows_are_not_counted_wrong(trap_runs):
+    _, preds, again, *_ = trap_runs
+    from clinlib.eval.store import cell_summary
+
+    post = preds[(preds["setting"] == "post") & (preds["strategy"] == "full-context")]
+    so = post[~post["task"].isin(["IG", "MCD"])]
+    got = cell_summary(post).iloc[0]
+    # accuracy over the S/O rows only: the NA rows neither add nor dilute
+    assert got["accuracy"] == pytest.approx(so["correct"].astype(bool).mean())
+    assert got["n_predicted"] == len(post)
+    only_free = cell_summary(post[post["task"].isin(["IG", "MCD"])]).iloc[0]
+    assert pd.isna(only_free["accuracy"]) and only_free["parse_failures"] == 0
+
+
+def test_judge_traps_stores_verdicts_and_l_type_status_shows_them(trap_runs):
+    from clinlib.analysis.safety import l_type_status, with_verdicts
+    from clinlib.eval.judge_run import judge_traps, judged_path
+
+    got, preds, *_ = trap_runs
+    judged = judge_traps("tp", strategies=["full-context"], settings=["post"])
+    free = preds[preds["task"].isin(["IG", "MCD"]) & (preds["strategy"] == "full-context")
+                 & (preds["setting"] == "post")]  # fmt: skip
+    assert len(judged) == len(free) and set(judged["task"]) <= {"IG", "MCD"}
+    stored = pd.read_parquet(judged_path("tp", "lexical-judge"))
+    assert len(stored) == len(judged)
+    judge_traps("tp", strategies=["full-context"], settings=["post"])  # merged, not doubled
+    assert len(pd.read_parquet(judged_path("tp", "lexical-judge"))) == len(judged)
+    status = l_type_status(got, judged)
+    post = status[(status["strategy"] == "full-context") & (status["setting"] == "post")]
+    assert (post["status"] == "judged").all()
+    assert l_type_status(got, None)["status"].eq("needs a judge").all()
+    graded = with_verdicts(got, judged)
+    mine = graded[(graded["strategy"] == "full-context") & (graded["setting"] == "post")]
+    assert mine["correct"].notna().all()
+    assert set(mine.loc[mine["answer_format"] == "L", "graded_by"]) == {"lexical-judge"}
+    assert graded.loc[graded["strategy"] != "full-context"].query("answer_format == 'L'")[
+        "correct"].isna().all()  # fmt: skip
+
+
+def test_cli_asks_ig(trap_runs):
+    from typer.testing import CliRunner
+
+    from clinlib import cli
+
+    out = CliRunner().invoke(cli.app, ["run", "--profile", "tp", "--strategies", "full-context",
+                                       "--backbones", "reference", "--tasks", "IG"])  # fmt: skip
+    assert out.exit_code == 0, out.output
 
 
 def test_prompt_round_trip_and_scoring_by_hand():
@@ -141,12 +191,12 @@ def test_ask_traps_through_a_policy_backbone(trap_runs):
         unregister_backbone("trap-always-b")
     q = pd.read_parquet(artifact_path("trap_questions.parquet", "tp"))
     pol = got[got["backbone"] == "trap-always-b"].merge(q[["qid", "gold"]], on="qid")
-    # "B" is right exactly where the gold is B (O types), wrong on S, unasked on L
+    # "B" is right exactly where the gold is B (O types), wrong on S, undecided (NA) on L
     o = pol[pol["answer_format"] == "O"]
     assert (o["correct"] == (o["gold"] == "B")).all()
     assert not pol.loc[pol["answer_format"] == "S", "correct"].any()
     assert pol.loc[pol["answer_format"] == "L", "correct"].isna().all()
-    assert len(seen) == int((q["answer_format"] != "L").sum())
+    assert len(seen) == len(q)  # all six types asked (L rows stored NA-correct)
     assert all(s.startswith("PATIENT RECORD\n") and "Answer Requirements" in s for s in seen)
     mq = q[q["subtype"] == "allergy"].iloc[0].to_dict()
     text = build_messages(mq, "ctx")[-1]["content"]
