@@ -146,6 +146,8 @@ _API: dict[str, tuple[str, str | None]] = {
     "judge_audit": ("clinlib.analysis.judge_audit", "judge_audit"),
     "overlap_scores": ("clinlib.analysis.judge_audit", "overlap_scores"),
     "core_memory": ("clinlib.strategies.core_memory", None),
+    # issue 30 §3: the stored free-text trap answers (IG, MCD) judged (18)
+    "judge_traps": ("clinlib.eval.judge_run", "judge_traps"),
 }
 
 __all__ = sorted(_API)
