@@ -90,6 +90,7 @@ def setting_rows(preds: pd.DataFrame) -> pd.DataFrame:
 
 
 def _rates(df: pd.DataFrame, by: list[str], alpha: float) -> pd.DataFrame:
+    df = df[df["correct"].notna()]  # an unjudged free-text trap row (NA) is not wrong
     g = df.assign(c=df["correct"].astype(bool)).groupby(by, sort=True, dropna=False)
     out = g.agg(n=("c", "size"), n_correct=("c", "sum")).reset_index()
     out["accuracy"] = out["n_correct"] / out["n"]

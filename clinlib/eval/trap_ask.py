@@ -1,8 +1,8 @@
 """Trap questions answered by any backbone through the kit's harness (issue 30 §2;
 MedMemoryBench Appendix D.1 answer prompts, §5 "Query Design").
 
-The S/O query types are harness tasks (:mod:`clinlib.tasks.traps.answers`): ``clintrace run
---tasks EEM,TLA,SUA,MQ`` (or :func:`clinlib.eval.runner.run` with ``tasks=``) builds contexts over
+The six query types are harness tasks (:mod:`clinlib.tasks.traps.answers`): ``clintrace run
+--tasks EEM,TLA,SUA,MQ,IG,MCD`` (or :func:`clinlib.eval.runner.run` with ``tasks=``) builds contexts over
 the trap dialogue under any setting (post, stream, mixed), asks each backbone with the seed's
 MedMemoryBench Appendix D.1 prompt (:func:`clinlib.eval.prompts.build_messages`), scores and APPENDS the
 predictions to the profile's store, resumable and cached like every other task. The offline
@@ -12,8 +12,8 @@ not a language model).
 :func:`ask_traps` is a thin wrapper for notebooks: one harness run, then
 :func:`stored_traps`, the stored predictions joined with trap retention (a property of the
 context, :func:`clinlib.eval.traps.answer_contexts`, measured on the same contexts). IG and
-MCD rows (free text) carry retention and ``correct`` NA: the harness does not ask them (a
-judge's types, issue 30 §3).
+MCD rows (free text) are asked and stored with ``correct`` NA: no deterministic scorer decides
+them; :func:`clinlib.eval.judge_run.judge_traps` judges them (issue 30 §3).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def ask_traps(
     prep: str = "rule-based",
     **run_options: Any,
 ) -> pd.DataFrame:
-    """Ask the S/O trap questions through the harness (stored, resumable; ``run_options`` go
+    """Ask the six trap query types through the harness (stored, resumable; ``run_options`` go
     to :func:`clinlib.eval.runner.run`) and return :func:`stored_traps` for every setting."""
     name = resolve_profile(profile)
     run_options.setdefault("progress", False)

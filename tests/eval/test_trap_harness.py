@@ -214,3 +214,40 @@ def test_estimate_prices_the_trap_prompts(trap_runs):
     # output bound: EEM's S cap 64, MQ's O cap 16 per question
     n_eem = int((q["task"] == "EEM").sum())
     assert int(row["output_tokens_max"]) == 64 * n_eem + 16 * (int(row["questions"]) - n_eem)
+
+
+def test_reader_quotes_free_text_evidence_by_hand():
+    from clinlib.eval.reader_trap import IG_LEAD, MCD_LEAD, answer_trap
+    from clinlib.tasks.traps.answers import trap_prompt
+
+    ig = trap_prompt({"task": "IG", "question": "The patient needs a new long-term medicine for "
+                      "their main condition. What should you keep in mind when choosing it for "
+                      "this patient?"})  # fmt: skip
+    mcd = trap_prompt({"task": "MCD", "question": "Looking across the patient's visits, was "
+                       "there any point at which one of their medicines should not have been "
+                       "given? Explain the chain of evidence."})  # fmt: skip
+    record = ("Visit 1 (2150-01-01)\nPatient: Before we go on, I should tell you I am allergic "
+              "to codeine; it gave me severe vomiting. Doctor: Noted.\nPatient: Money is tight: "
+              "I cannot spend more than 20 dollars a month on prescriptions.\nDoctor: Creatinine "
+              "was 1.1. Later the creatinine was 3.9 mg/dL. We started metformin 500 mg.")  # fmt: skip
+    assert answer_trap(record, ig) == (
+        IG_LEAD + "Patient: Before we go on, I should tell you I am allergic to codeine; it "
+        "gave me severe vomiting. Patient: Money is tight: I cannot spend more than 20 dollars "
+        "a month on prescriptions."
+    )
+    assert answer_trap(record, mcd) == (
+        MCD_LEAD + "Later the creatinine was 3.9 mg/dL. We started metformin 500 mg."
+    )
+    # nothing to quote: the reader cannot decide
+    assert answer_trap("Visit 1 (2150-01-01)\nDoctor: Hello.", ig) == ABSTAIN
+    assert answer_trap("Doctor: Creatinine was 1.1.", mcd) == ABSTAIN
+    assert trap_score("IG", "anything", "").correct is None
+
+
+def test_row_scores_keep_na_for_unjudged_rows():
+    from clinlib.eval.store import row_scores
+
+    preds = pd.DataFrame({"correct": pd.array([True, False, None], dtype="boolean"),
+                          "score": [float("nan")] * 3})  # fmt: skip
+    got = row_scores(preds).tolist()
+    assert got[:2] == [1.0, 0.0] and pd.isna(got[2])
