@@ -86,10 +86,8 @@ def judge_profile(
     questions = load_questions(profile, sorted(set(preds["task"])))
     judged = judge_predictions(questions, preds, judge_backbone, profile=profile,
                                calls=calls or Calls(profile))  # fmt: skip
-    path = judged_path(profile, judge_backbone)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_parquet(judged.assign(criteria=judged["criteria"].map(json.dumps)), path)
-    return judged, preds, questions, path
+    # merged, not overwritten: verdicts judge_traps stored (IG / MCD) must survive a re-judge
+    return judged, preds, questions, store_verdicts(profile, judge_backbone, judged)
 
 
 def store_verdicts(profile: str, judge_backbone: str, judged: pd.DataFrame) -> Path:

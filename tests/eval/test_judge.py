@@ -284,3 +284,27 @@ def test_lexical_judge_on_hand_made_ig_and_mcd(tmp_path, monkeypatch):
     assert "token-F1 0.250" in got.loc[("mcd", "bad"), "reason"]
     assert not got.loc[("mcd", "bad"), "verdict"]
     assert not any(got.loc[("mcd", "bad"), "criteria"].values())
+
+
+def test_judge_profile_merges_into_the_stored_verdicts(tmp_path, monkeypatch):
+    """A re-judge of the paper tasks keeps verdicts stored for other rows (judge_traps' IG /
+    MCD) and replaces those of the same key."""
+    from clinlib.eval import judge_run as jr
+
+    monkeypatch.setattr(config, "BUILD_DIR", tmp_path)
+    row = {"strategy": "s", "backbone": "b", "setting": "post", "judge_backbone": "lexical-judge",
+           "criteria": {"correct": True}}  # fmt: skip
+    jr.store_verdicts(
+        "quick", "lexical-judge", pd.DataFrame([{**row, "qid": "IG-1", "verdict": True}])
+    )
+    first = pd.DataFrame([{**row, "qid": "T1-1", "verdict": False}])
+    monkeypatch.setattr(jr, "load_predictions", lambda profile: first[["qid"]].assign(task="T1"))
+    monkeypatch.setattr(jr, "select_predictions", lambda preds, **kw: preds)
+    monkeypatch.setattr(jr, "load_questions", lambda profile, tasks: pd.DataFrame())
+    monkeypatch.setattr(jr, "judge_predictions", lambda *a, **kw: first)
+    *_, path = jr.judge_profile("quick", "lexical-judge")
+    again = first.assign(verdict=True)
+    monkeypatch.setattr(jr, "judge_predictions", lambda *a, **kw: again)
+    jr.judge_profile("quick", "lexical-judge")
+    stored = pd.read_parquet(path).set_index("qid")["verdict"].to_dict()
+    assert stored == {"IG-1": True, "T1-1": True}
