@@ -147,7 +147,7 @@ def with_verdicts(run: pd.DataFrame, judged: pd.DataFrame | None) -> pd.DataFram
     """``run`` with each L-type row's ``correct`` set to the judge's verdict where one exists
     (``graded_by``: ``scorer`` for S/O rows, the judge backbone for judged L rows, NA for
     unjudged ones, whose ``correct`` stays NA): the safe rate then counts L rows only as
-    judged (MedMemoryBench §5: the L types are judged)."""
+    judged (MedMemoryBench §5 "Query Design": the L types are judged)."""
     out = run.copy()
     out["graded_by"] = pd.Series(pd.NA, index=out.index, dtype="string")
     out.loc[out["answer_format"] != "L", "graded_by"] = "scorer"

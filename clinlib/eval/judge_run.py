@@ -111,7 +111,7 @@ def judge_traps(
     calls: Calls | None = None,
     **selection,
 ) -> pd.DataFrame:
-    """Judge the stored free-text trap answers (IG, MCD; MedMemoryBench §5: L types judged by an
+    """Judge the stored free-text trap answers (IG, MCD; MedMemoryBench §5 "Query Design": L types judged by an
     LLM, MCD correct only if its three criteria hold) and merge the verdicts into
     ``judge/<judge>.parquet``.
 
