@@ -74,6 +74,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "memory_stats": ("clinlib.analysis.memory_stats", None),  # 14: misattributed, Friedman, CV
     # the extended question set and T10 ordering (docs/design.md "Extended question set")
     "EXTENDED_TASK_NAMES": ("clinlib.tasks.answers.formats", "EXTENDED_TASK_NAMES"),
+    "VALUE_EXAMPLE": ("clinlib.tasks.answers.formats", "VALUE_EXAMPLE"),
     "load_questions": ("clinlib.tasks.extended", "load_questions"),
     "build_temporal_questions": ("clinlib.tasks.extended", "build_temporal_questions"),
     "extended_counts": ("clinlib.tasks.extended", "extended_counts"),

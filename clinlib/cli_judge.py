@@ -11,8 +11,9 @@ import typer
 from clinlib.analysis.judge_audit import judge_audit
 from clinlib.cli_common import ProfileOpt, _csv, _profile, _run, _writer, app
 from clinlib.eval.judge import LEXICAL_JUDGE
-from clinlib.eval.judge_run import judge_profile
+from clinlib.eval.judge_run import judge_profile, judge_traps
 from clinlib.eval.synth_calls import MODES, Calls
+from clinlib.tasks.traps.answers import JUDGED_TRAP_TASKS
 
 AUDIT_SHOWN = ["judge_backbone", "task", "n", "n_patients", "agreement", "agree_boot_low",
                "agree_boot_high", "kappa", "precision", "recall", "f1", "parse_failed"]  # fmt: skip
@@ -36,15 +37,24 @@ def judge_cmd(
 ) -> None:
     """Judge the selected predictions, write data/build/<profile>/judge/<judge>.parquet, and
     print the judge's agreement with the deterministic scorer (kappa, precision / recall / F1
-    per task; agreement with its patient-clustered interval)."""
+    per task; agreement with its patient-clustered interval). The free-text trap tasks (IG,
+    MCD: no deterministic scorer) are judged when named in --tasks; their verdicts are counted."""
     name = _profile(profile)
     calls = _run(Calls, name, budget_usd=budget, mode=mode)
+    named = _csv(tasks)
+    free = [t for t in named or [] if t in JUDGED_TRAP_TASKS]
+    scored = [t for t in named or [] if t not in JUDGED_TRAP_TASKS]
+    select = dict(strategies=_csv(strategies), backbones=_csv(backbones),
+                  settings=_csv(settings) or ["post"], limit=limit)  # fmt: skip
     with _writer(name):
-        judged, preds, questions, path = _run(
-            judge_profile, name, judge, calls=calls, strategies=_csv(strategies),
-            backbones=_csv(backbones), settings=_csv(settings) or ["post"], tasks=_csv(tasks),
-            limit=limit,
-        )  # fmt: skip
+        if free:
+            _report_free(_run(judge_traps, name, judge, calls=calls, tasks=free, **select))
+        if scored or not free:
+            judged, preds, questions, path = _run(
+                judge_profile, name, judge, calls=calls, tasks=scored or None, **select
+            )
+    if not (scored or not free):
+        return
     if judged["error"].notna().all():
         typer.secho(f"error: every judge request failed, e.g. {judged['error'].iat[0]}", err=True)
         raise typer.Exit(code=2)
@@ -52,3 +62,15 @@ def judge_cmd(
     typer.echo(audit[AUDIT_SHOWN].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     typer.echo(f"{len(judged)} verdicts ({int(judged['parse_failed'].sum())} unparsed, "
                f"${judged['cost_usd'].sum():.4f}) -> {path}")  # fmt: skip
+
+
+def _report_free(judged) -> None:
+    """Per free-text task: verdicts, judged correct, unparsed (nothing to agree with)."""
+    if judged["error"].notna().all():
+        typer.secho(f"error: every judge request failed, e.g. {judged['error'].iat[0]}", err=True)
+        raise typer.Exit(code=2)
+    for task, g in judged.groupby("task", sort=True):
+        ok = g["error"].isna()
+        typer.echo(f"{task}: {len(g)} verdicts, {int((g['verdict'].astype('boolean').fillna(False) & ok).sum())} "
+                   f"judged correct, {int(g['parse_failed'].sum())} unparsed, "
+                   f"{int((~ok).sum())} failed (${g['cost_usd'].sum():.4f})")  # fmt: skip

@@ -25,6 +25,7 @@ admission, and labs in known alternative units (creatinine 100 µmol/L = 1.131 m
 from __future__ import annotations
 
 import gzip
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -308,14 +309,20 @@ def _complete(table: str, df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def write_csv_dir(root: Path, implausible: bool = False) -> Path:
-    """Write the fixture as ``root/hosp/<table>.csv.gz`` (MIMIC layout); returns root."""
+def write_csv_dir(
+    root: Path, implausible: bool = False, extra: Mapping[str, list[dict]] | None = None
+) -> Path:
+    """Write the fixture as ``root/hosp/<table>.csv.gz`` (MIMIC layout), each table with the
+    ``extra`` rows given for it appended; returns root."""
     hosp = Path(root) / "hosp"
     hosp.mkdir(parents=True, exist_ok=True)
     for name, df in build(implausible).items():
         if name.startswith("_"):
             continue
         out = df.copy()
+        if (extra or {}).get(name):
+            add = _complete(name, pd.DataFrame(extra[name]))
+            out = pd.concat([_complete(name, out), add], ignore_index=True)
         for col, t in HOSP_TABLES[name].items():
             if t == "TIMESTAMP":
                 out[col] = out[col].dt.strftime("%Y-%m-%d %H:%M:%S")
@@ -324,6 +331,18 @@ def write_csv_dir(root: Path, implausible: bool = False) -> Path:
         with gzip.open(hosp / f"{name}.csv.gz", "wt", newline="") as fh:
             out.to_csv(fh, index=False)
     return Path(root)
+
+
+def open_source(source: str, root: Path, scratch: Path):
+    """A DuckDB connection over the fixture at ``root`` read as ``"mimic"`` (the MIMIC loader)
+    or as ``"meds"`` (the same data converted to MIMIC-derived MEDS under ``scratch``)."""
+    from clinlib.data.sources.meds import open_meds
+    from clinlib.data.sources.meds_fixture import mimic_to_meds
+    from clinlib.data.sources.mimic import open_hosp
+
+    if source == "mimic":
+        return open_hosp(root)
+    return open_meds(mimic_to_meds(root, Path(scratch) / "meds"))
 
 
 def filler_labs(n: int, first_id: int = 900_000) -> list[dict]:

@@ -20,6 +20,8 @@ Patient 7002 (for T6): two encounters, E119 and I10 only.
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from clinlib.data.schema import ARTIFACTS
@@ -171,3 +173,16 @@ def static_reference_encode(texts: list[str], max_pieces: int | None = None):
         vec = table[ids].astype(np.float64).mean(axis=0)
         out.append(vec / np.linalg.norm(vec))
     return np.stack(out)
+
+
+def assert_snapshots_equal_truncated_builds(strat, sid: int, turns: pd.DataFrame, prep, at) -> dict:
+    """A streaming strategy's snapshot after each visit prefix in ``at`` equals a scratch build
+    of the dialogue truncated there (compared through JSON, as the cache stores them); returns
+    the snapshots."""
+    from clinlib.strategies.streaming import truncate
+
+    snaps = strat.build_snapshots(sid, turns, prep, at)
+    for t in at:
+        scratch = strat.construct(sid, truncate(turns, t), prep).data
+        assert json.loads(json.dumps(snaps[t])) == json.loads(json.dumps(scratch)), t
+    return snaps

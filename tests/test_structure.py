@@ -198,3 +198,17 @@ def test_notebooks_import_only_the_public_api():
         if re.search(r"environ[^\n]*CLINTRACE_PROFILE", src):
             offenders.append(f"{nb.name}: reads $CLINTRACE_PROFILE itself (use resolve_profile)")
     assert offenders == []
+
+
+def test_every_notebook_checks_its_headline_results():
+    # issue 33 §2: a notebook whose numbers are wrong must fail under nbmake, so each one checks
+    # its results in code: clinlib.headline's re-derivations and/or claim() predicates (a
+    # call, not a mention in prose or a comment)
+    missing = []
+    for nb in sorted((ROOT.parent / "notebooks").glob("*.ipynb")):
+        cells = json.loads(nb.read_text())["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        code = "\n".join(ln.split("#", 1)[0] for ln in code.splitlines())
+        if not re.search(r"\bheadline\.\w+\(|\bclaim\(", code):
+            missing.append(nb.name)
+    assert len(list((ROOT.parent / "notebooks").glob("*.ipynb"))) >= 18 and missing == []

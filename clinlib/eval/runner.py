@@ -300,7 +300,9 @@ def summarize(
     """The per-cell summary of a run (see :func:`cell_summary` for any predictions); the
     ``new_errors`` / ``new_empty`` / ``new_failures`` columns count the rows of ``run_id``."""
     base = cell_summary(preds)
-    mine = preds["run_id"] == run_id if run_id is not None else pd.Series(False, index=preds.index)
+    # a row with no run_id (NA: stored before run ids, or an external row) is not this run's
+    mine = (preds["run_id"].eq(run_id).fillna(False).astype(bool) if run_id is not None
+            else pd.Series(False, index=preds.index))  # fmt: skip
     new = new_outcomes(preds, mine)
     rows = []
     for _bb, cell, n, _todo in plan:

@@ -44,12 +44,16 @@ from clinlib.strategies.base import (
     Strategy,
     StrategyError,
     question_text,
-    render,
     visit_order,
 )
 from clinlib.strategies.facts import Fact, facts_of, split_sentences
 from clinlib.strategies.prep import PrepError, PrepRequest, count_text_tokens, parse_json_reply
-from clinlib.strategies.retrieval import BM25Retrieval, tokenize, visit_chunks
+from clinlib.strategies.retrieval import (
+    BM25Retrieval,
+    retrieved_visits_text,
+    tokenize,
+    visit_chunks,
+)
 
 CORE_HEADER = "Core memory (pinned):"
 ARCHIVAL_HEADER = "Archival memory (retrieved visits):"
@@ -201,12 +205,7 @@ class CoreMemory(Strategy):
     def access(
         self, artifact: Artifact | None, question: Mapping[str, Any], turns_now: pd.DataFrame
     ) -> str:
-        if artifact is None:
-            raise StrategyError(f"{self.name}: no artifact for this patient")
-        top = self.rank_visits(artifact, question)[: int(self.params["k"])]
-        present = set(visit_order(turns_now))
-        chosen = sorted(v for v in top if v in present)
-        archival = render(turns_now, with_ids=True, visits=chosen) if chosen else "(none)"
+        archival = retrieved_visits_text(self, artifact, question, turns_now) or "(none)"
         return f"{self.core_text(artifact)}\n\n{ARCHIVAL_HEADER}\n{archival}"
 
     def store_text(self, artifact: Artifact) -> str:

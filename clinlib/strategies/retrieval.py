@@ -80,6 +80,23 @@ def rrf(rankings: Sequence[Sequence[int]], k: int = RRF_K) -> list[int]:
     return sorted(score, key=lambda i: (-score[i], order[i]))
 
 
+def retrieved_visits_text(
+    strategy: Strategy,
+    artifact: Artifact | None,
+    question: Mapping[str, Any],
+    turns_now: pd.DataFrame,
+) -> str:
+    """The top ``k`` visits of ``strategy.rank_visits`` that are present now, as their CURRENT
+    text (ids on), in time order; "" when none is (shared by retrieval and core-memory's
+    archival tier)."""
+    if artifact is None:
+        raise StrategyError(f"{strategy.name}: no artifact for this patient")
+    top = strategy.rank_visits(artifact, question)[: int(strategy.params["k"])]
+    present = set(visit_order(turns_now))
+    chosen = sorted(v for v in top if v in present)
+    return render(turns_now, with_ids=True, visits=chosen) if chosen else ""
+
+
 class _Retrieval(Strategy):
     """Shared access: top-K visits by :meth:`rank_visits`, current text, chronological."""
 
@@ -91,12 +108,7 @@ class _Retrieval(Strategy):
     def access(
         self, artifact: Artifact | None, question: Mapping[str, Any], turns_now: pd.DataFrame
     ) -> str:
-        if artifact is None:
-            raise StrategyError(f"{self.name}: no artifact for this patient")
-        top = self.rank_visits(artifact, question)[: int(self.params["k"])]
-        present = set(visit_order(turns_now))
-        chosen = sorted(v for v in top if v in present)
-        return render(turns_now, with_ids=True, visits=chosen) if chosen else ""
+        return retrieved_visits_text(self, artifact, question, turns_now)
 
     def footprint(self, artifact: Artifact) -> dict[str, Any]:
         return {"n_items": len(artifact.data.get("visits", [])), "item": "visits indexed"}

@@ -212,6 +212,29 @@ def test_failure_classes_of_new_and_older_rows():
     )
 
 
+def test_summary_counts_only_this_runs_rows_when_some_have_no_run_id():
+    # one stored row without a run_id (NA: written before run ids, or scored elsewhere), one
+    # error row of this run, one of an earlier run: this run's counts are 1 row, 1 error
+    from clinlib.eval.store import CELL_COLUMNS, PREDICTION_DTYPES
+
+    def row(qid, run_id, error):
+        r = dict.fromkeys(PREDICTION_DTYPES)
+        r.update(qid=qid, task="T1", strategy="full-context", backbone="b", prep_model="p",
+                 setting="post", response="1", correct=error is None, correct_lenient=error is None,
+                 parse_failed=False, empty=False, input_tokens=1, output_tokens=1, cached_tokens=0,
+                 cost_usd=0.0, error=error, error_kind="timeout" if error else None, run_id=run_id)  # fmt: skip
+        return r
+
+    preds = pd.DataFrame([row("q0", None, None), row("q1", "now", "timeout after 7 attempt(s)"),
+                          row("q2", "old", "timeout after 7 attempt(s)")])  # fmt: skip
+    preds = preds.astype({c: t for c, t in PREDICTION_DTYPES.items() if t in ("string", "boolean")})
+    assert preds["run_id"].isna().sum() == 1
+    cell = tuple(preds.iloc[0][list(CELL_COLUMNS)])
+    out = runner.summarize(preds, [("b", cell, 3, 0)], run_id="now").iloc[0]
+    assert (out["n_predicted"], out["errors"], out["new_errors"]) == (3, 2, 1)
+    assert out["new_failures"] == {"transport error": 1}
+
+
 def cached_answers(profile: str) -> int:
     """Answers in the profile's response cache (each committed as it arrives; the run has
     buffered its row in the same event-loop step)."""

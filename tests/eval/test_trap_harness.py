@@ -161,6 +161,28 @@ def test_cli_asks_ig(trap_runs):
     assert out.exit_code == 0, out.output
 
 
+def test_cli_judges_the_free_text_trap_tasks_when_named(trap_runs):
+    from typer.testing import CliRunner
+
+    from clinlib import cli
+    from clinlib.eval.judge_run import judged_path
+
+    _, preds, *_ = trap_runs
+    out = CliRunner().invoke(cli.app, ["judge", "--profile", "tp", "--tasks", "IG,MCD",
+                                       "--backbones", "reference"])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    mine = preds[(preds["strategy"] == "full-context") & (preds["setting"] == "post")
+                 & (preds["backbone"] == "reference")]  # fmt: skip
+    stored = pd.read_parquet(judged_path("tp", "lexical-judge"))
+    for task in ("IG", "MCD"):
+        n = int((mine["task"] == task).sum())
+        done = stored[(stored["task"] == task) & (stored["backbone"] == "reference")]
+        right = int(done["verdict"].astype("boolean").fillna(False).sum())
+        line = [x for x in out.output.splitlines() if x.startswith(f"{task}: ")]
+        assert n > 0 and line == [f"{task}: {n} verdicts, {right} judged correct, 0 unparsed, "
+                                  "0 failed ($0.0000)"]  # fmt: skip
+
+
 def test_prompt_round_trip_and_scoring_by_hand():
     q = {"task": "MQ", "question": "A clinician now proposes amoxicillin for this patient. "
          "Considering only the allergies the patient has reported, is it safe to give?",

@@ -14,7 +14,6 @@ import pytest
 from clinlib.llm import Backbone, register_backbone, unregister_backbone
 from clinlib.strategies import core_memory as cm
 from clinlib.strategies import get_prep, get_strategy
-from clinlib.strategies.base import visit_order
 from clinlib.strategies.build_cost import attach_usage, metered
 from clinlib.strategies.prep import RuleBasedPrep
 from tests import strategy_fixtures as F
@@ -92,12 +91,9 @@ def test_context_is_core_plus_current_text_of_top_visits(turns):
 
 
 def test_snapshots_equal_builds_of_the_truncated_dialogue(turns):
-    strat = get_strategy("core-memory")
-    visits = visit_order(turns)
-    snaps = strat.build_snapshots(7001, turns, RULE, at=[1, 2, 3])
-    for t in (1, 2, 3):
-        cut = turns[turns["visit_idx"].isin(visits[:t])]
-        assert snaps[t] == strat.construct(7001, cut, RULE).data
+    snaps = F.assert_snapshots_equal_truncated_builds(
+        get_strategy("core-memory"), 7001, turns, RULE, at=[1, 2, 3]
+    )
     assert [x for x in snaps[1]["core"] if "medications" in x][0].count("Metformin") == 1
 
 

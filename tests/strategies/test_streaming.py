@@ -21,6 +21,7 @@ from clinlib.strategies.streaming import (
     truncate,
 )
 from clinlib.tasks.settings import parse_setting
+from tests import strategy_fixtures as F
 
 DATES = ["2150-01-10", "2150-03-01", "2150-06-01", "2150-09-01"]
 
@@ -108,10 +109,7 @@ def test_snapshots_equal_scratch_builds(name, quick_patient, tmp_path):
     strat, prep = get_strategy(name, profile="quick"), get_prep("rule-based")
     n = turns["visit_idx"].nunique()
     at = [1, 3, n]
-    snaps = strat.build_snapshots(sid, turns, prep, at)
-    for t in at:
-        scratch = strat.construct(sid, truncate(turns, t), prep).data
-        assert json.loads(json.dumps(snaps[t])) == json.loads(json.dumps(scratch)), t
+    snaps = F.assert_snapshots_equal_truncated_builds(strat, sid, turns, prep, at)
     assert snaps[1] != snaps[n]  # the store grows
     # fill_snapshots stores them under the truncated dialogue's cache key
     cache = ConstructionCache(tmp_path)

@@ -8,17 +8,12 @@ raw tables by gate L2 and must agree, and a wrong credit must be caught.
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from clinlib.data.events import extract_events
-from clinlib.data.schema import HOSP_TABLES
-from clinlib.data.sources.meds import open_meds
-from clinlib.data.sources.meds_fixture import mimic_to_meds
-from clinlib.data.sources.mimic import open_hosp
 from clinlib.tasks.base import QUESTION_COLUMNS
 from clinlib.tasks.gates import gate_l2
 from clinlib.tasks.generators import t11
@@ -50,24 +45,6 @@ EXTRA_LABS = [
 ]
 
 
-def _write(root: Path) -> Path:
-    tables = {k: v for k, v in hosp_fixture.build().items() if not k.startswith("_")}
-    for name, extra in (("prescriptions", EXTRA_RX), ("labevents", EXTRA_LABS)):
-        add = hosp_fixture._complete(name, pd.DataFrame(extra))
-        tables[name] = pd.concat([hosp_fixture._complete(name, tables[name]), add])
-    hosp = root / "hosp"
-    hosp.mkdir(parents=True)
-    for name, df in tables.items():
-        out = df.copy()
-        for col, t in HOSP_TABLES[name].items():
-            if t in ("TIMESTAMP", "DATE") and col in out:
-                fmt = "%Y-%m-%d %H:%M:%S" if t == "TIMESTAMP" else "%Y-%m-%d"
-                out[col] = pd.to_datetime(out[col]).dt.strftime(fmt)
-        with gzip.open(hosp / f"{name}.csv.gz", "wt", newline="") as fh:
-            out.to_csv(fh, index=False)
-    return root
-
-
 def _questions_and_l2(con):
     events = extract_events(con, [1])
     cov = pd.DataFrame({"subject_id": 1, "event_id": events["event_id"], "status": "covered",
@@ -83,15 +60,15 @@ def _questions_and_l2(con):
 
 @pytest.fixture(scope="module")
 def hosp_root(tmp_path_factory) -> Path:
-    return _write(tmp_path_factory.mktemp("t11hosp"))
+    return hosp_fixture.write_csv_dir(
+        tmp_path_factory.mktemp("t11hosp"),
+        extra={"prescriptions": EXTRA_RX, "labevents": EXTRA_LABS},
+    )
 
 
 @pytest.mark.parametrize("source", ["mimic", "meds"])
 def test_builds_and_recomputes_on_the_real_data_fixtures(source, hosp_root, tmp_path):
-    if source == "mimic":
-        con = open_hosp(hosp_root)
-    else:
-        con = open_meds(mimic_to_meds(hosp_root, tmp_path / "meds"))
+    con = hosp_fixture.open_source(source, hosp_root, tmp_path)
     try:
         q, l2 = _questions_and_l2(con)
     finally:

@@ -6,17 +6,12 @@ derived rules must fire from the raw tables, and L2 must recompute the eGFR band
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from clinlib.data.events import extract_events
-from clinlib.data.schema import HOSP_TABLES
-from clinlib.data.sources.meds import open_meds
-from clinlib.data.sources.meds_fixture import mimic_to_meds
-from clinlib.data.sources.mimic import open_hosp
 from clinlib.tasks.recompute import load_raw
 from clinlib.tasks.traps.facts import build_trap_facts, trap_dialogue
 from clinlib.tasks.traps.queries import build_trap_questions
@@ -47,33 +42,16 @@ LABS = [dict(labevent_id=lid, subject_id=1, hadm_id=102, specimen_id=lid * 10, i
                                            (8102, "2150-02-01 06:00", 50971, 5.8, "mEq/L", 3.3, 5.1))]  # fmt: skip
 
 
-def _write(root: Path) -> Path:
-    tables = {k: v for k, v in hosp_fixture.build().items() if not k.startswith("_")}
-    for name, extra in (("prescriptions", RX), ("labevents", LABS)):
-        add = hosp_fixture._complete(name, pd.DataFrame(extra))
-        tables[name] = pd.concat([hosp_fixture._complete(name, tables[name]), add])
-    hosp = root / "hosp"
-    hosp.mkdir(parents=True)
-    for name, df in tables.items():
-        out = df.copy()
-        for col, t in HOSP_TABLES[name].items():
-            if t in ("TIMESTAMP", "DATE") and col in out:
-                fmt = "%Y-%m-%d %H:%M:%S" if t == "TIMESTAMP" else "%Y-%m-%d"
-                out[col] = pd.to_datetime(out[col]).dt.strftime(fmt)
-        with gzip.open(hosp / f"{name}.csv.gz", "wt", newline="") as fh:
-            out.to_csv(fh, index=False)
-    return root
-
-
 @pytest.fixture(scope="module")
 def hosp_root(tmp_path_factory) -> Path:
-    return _write(tmp_path_factory.mktemp("traphosp"))
+    return hosp_fixture.write_csv_dir(
+        tmp_path_factory.mktemp("traphosp"), extra={"prescriptions": RX, "labevents": LABS}
+    )
 
 
 @pytest.mark.parametrize("source", ["mimic", "meds"])
 def test_derived_traps_and_l2_on_the_real_data_fixtures(source, hosp_root, tmp_path):
-    con = open_hosp(hosp_root) if source == "mimic" else open_meds(
-        mimic_to_meds(hosp_root, tmp_path / "meds"))  # fmt: skip
+    con = hosp_fixture.open_source(source, hosp_root, tmp_path)
     try:
         events = extract_events(con, [1])
         patients = _raw_patients(con, [1])

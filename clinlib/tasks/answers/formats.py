@@ -22,7 +22,11 @@ strategies that show nothing of the target visit (``Strategy.history_only``)."""
 ABSTAIN_CLAUSE = "If the record does not state it, reply exactly: insufficient information."
 
 # T1 and T9 share one wording: a T9 question must read exactly like a T1 question (§3).
-VALUE_FORMAT = "Reply with the value and its unit only (for example: 1.3 mg/dL). " + ABSTAIN_CLAUSE
+# Its example value: a small model often repeats it (notebook 04 counts how often).
+VALUE_EXAMPLE = "1.3 mg/dL"
+VALUE_FORMAT = (
+    f"Reply with the value and its unit only (for example: {VALUE_EXAMPLE}). " + ABSTAIN_CLAUSE
+)
 
 ANSWER_FORMATS: dict[str, str] = {
     "T1": VALUE_FORMAT,
