@@ -234,7 +234,7 @@ def serve_local_cmd(
         str,
         typer.Option(
             help="llama.cpp's extra buffer types (weight repacking, AMX): auto = on only if "
-            "the CPU's AMX is advertised and runs; on; off"
+            "the CPU's AMX is advertised and runs and llama.cpp runs a prompt with them; on; off"
         ),
     ] = "auto",
     profile: ProfileOpt = None,

@@ -9,8 +9,12 @@ XFEATURE_XTILEDATA)``, and it still crashed there, so neither the flag nor that 
 trusted alone: :func:`amx_runs` asks for the permission *and* executes ``ldtilecfg`` /
 ``tileloadd`` / ``tilerelease`` in a throwaway child process (a trap kills only the child;
 the permission, once granted, cannot be dropped and would otherwise change this process).
-The local server loads without llama.cpp's extra buffer types unless AMX is advertised and
-runs (:func:`extra_bufts_allowed`).
+A granted tile load is still not enough: on a Xeon VM whose kernel grants AMX and runs the
+probe's tile load, llama-cpp-python 0.3.36's AMX path died with SIGSEGV on any prompt of more
+than a couple of tokens (a 1-token prompt ran; issue 33's CI). So :func:`llama_runs` then loads
+the model with the extra buffer types in a second throwaway child and evaluates a prompt longer
+than one batch. The local server loads with llama.cpp's extra buffer types only when AMX is
+advertised, granted, *and* llama.cpp ran that prompt with them (:func:`extra_bufts_allowed`).
 """
 
 from __future__ import annotations
@@ -72,6 +76,21 @@ ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(addr)(
 """
 PROBE_SCRIPT = PROBE_PREAMBLE + PROBE_PERMISSION + PROBE_TILE_LOAD
 
+# llama.cpp's own check: the server's model, context and threads, default (extra) buffer types,
+# a prompt of CANARY_TOKENS (more than the server's 512-token batch: a full batch and a part
+# of one) and one decoding step. Exit 0 if it ran; a crash kills only the child.
+CANARY_TOKENS = 700
+CANARY_TIMEOUT_S = 120.0
+CANARY_SCRIPT = """
+import sys
+from llama_cpp import Llama
+model, n_ctx, threads, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+llm = Llama(model, n_ctx=n_ctx, n_threads=threads, verbose=False)
+tokens = llm.tokenize(b" creatinine" * n)[: max(2, min(n, n_ctx - 2))]
+llm.eval(tokens)
+llm.eval(tokens[-1:])
+"""
+
 
 @dataclass(frozen=True)
 class AmxStatus:
@@ -81,12 +100,15 @@ class AmxStatus:
         advertised: the AMX flags /proc/cpuinfo lists (empty: none).
         granted: a probe process got AMX tile state from the kernel and ran a tile load
             (None: not asked, as when nothing is advertised).
-        detail: the probe's reason when not granted.
+        detail: the reason when not granted, or when llama.cpp did not run.
+        llama: llama.cpp evaluated a prompt with its extra buffer types in a probe process
+            (None: not asked; :func:`llama_runs`).
     """
 
     advertised: tuple[str, ...]
     granted: bool | None
     detail: str = ""
+    llama: bool | None = None
 
     @property
     def usable(self) -> bool:
@@ -98,6 +120,11 @@ class AmxStatus:
         if not self.advertised:
             return "CPU advertises no AMX"
         flags = "/".join(self.advertised)
+        if self.granted and self.llama is False:
+            return (f"CPU advertises {flags} and a tile load runs, but llama.cpp with its extra "
+                    f"buffer types does not ({self.detail})")  # fmt: skip
+        if self.granted and self.llama:
+            return f"CPU advertises {flags}, a tile load runs and llama.cpp runs with them"
         if self.granted:
             return f"CPU advertises {flags} and a tile load runs"
         return f"CPU advertises {flags} but AMX is not usable ({self.detail or 'not granted'})"
@@ -120,6 +147,23 @@ def read_cpuinfo(path: Path = CPUINFO) -> str:
         return ""
 
 
+def _child(argv: list[str], timeout_s: float, what: str) -> tuple[bool, str]:
+    """Run ``python -c argv...`` in a throwaway child: (True, "") on exit 0, else (False,
+    the signal that killed it, its last stderr line, or why it did not run)."""
+    try:
+        done = subprocess.run([sys.executable, "-c", *argv], capture_output=True, text=True,
+                              timeout=timeout_s, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"the probe did not run: {exc}"
+    if done.returncode == 0:
+        return True, ""
+    if done.returncode < 0:
+        sig = signal.Signals(-done.returncode).name
+        return False, f"{what} in a probe process was killed by {sig}"
+    why = done.stderr.strip().splitlines()
+    return False, why[-1] if why else f"the probe exited with {done.returncode}"
+
+
 def amx_runs(timeout_s: float = PROBE_TIMEOUT_S, script: str = PROBE_SCRIPT) -> tuple[bool, str]:
     """Ask the kernel for AMX tile state and run a tile load, in a throwaway child.
 
@@ -133,18 +177,21 @@ def amx_runs(timeout_s: float = PROBE_TIMEOUT_S, script: str = PROBE_SCRIPT) -> 
     """
     if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
         return False, f"no AMX permission call on {sys.platform}/{platform.machine()}"
-    try:
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True,
-                              text=True, timeout=timeout_s, check=False)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, f"the probe did not run: {exc}"
-    if done.returncode == 0:
-        return True, ""
-    if done.returncode < 0:
-        sig = signal.Signals(-done.returncode).name
-        return False, f"a tile load in a probe process was killed by {sig}"
-    why = done.stderr.strip().splitlines()
-    return False, why[-1] if why else f"the probe exited with {done.returncode}"
+    return _child([script], timeout_s, "a tile load")
+
+
+def llama_runs(
+    model: Path, n_ctx: int, threads: int, timeout_s: float = CANARY_TIMEOUT_S,
+    script: str = CANARY_SCRIPT, tokens: int = CANARY_TOKENS,
+) -> tuple[bool, str]:  # fmt: skip
+    """Load ``model`` with llama.cpp's extra buffer types (its default) and evaluate a prompt
+    of ``tokens`` tokens and one more step, in a throwaway child (:data:`CANARY_SCRIPT`).
+
+    Returns:
+        (True, "") if it ran, else (False, the signal that killed it or its last error line).
+    """
+    argv = [script, str(model), str(n_ctx), str(threads), str(tokens)]
+    return _child(argv, timeout_s, f"a {tokens}-token prompt")
 
 
 def probe(
@@ -165,7 +212,14 @@ def probe(
     return AmxStatus(advertised, granted, detail)
 
 
+def with_llama(status: AmxStatus, runs: tuple[bool, str]) -> AmxStatus:
+    """``status`` with llama.cpp's answer (:func:`llama_runs`) added."""
+    ok, why = runs
+    return AmxStatus(status.advertised, status.granted, why or status.detail, ok)
+
+
 def extra_bufts_allowed(status: AmxStatus) -> bool:
     """Load with llama.cpp's extra buffer types (weight repacking, the AMX buffer) only when
-    AMX is advertised and runs: a flag is never trusted alone."""
-    return status.usable
+    AMX is advertised, a tile load runs and llama.cpp ran a prompt with them: neither a flag
+    nor a granted instruction is trusted alone."""
+    return status.usable and status.llama is True

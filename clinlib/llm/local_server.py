@@ -11,8 +11,9 @@ extra (``make install-local``).
 :class:`LocalServer` starts it as a child process, waits until ``GET /v1/models`` answers,
 registers the ``local-smollm2`` backbone at its address (:data:`clinlib.llm.presets.LOCAL_PRESETS`)
 and stops it on exit (terminate, then kill; on Linux the child also dies with its parent).
-The server loads without llama.cpp's extra buffer types unless the CPU's AMX is advertised
-*and* runs (:mod:`clinlib.llm.amx`, launched through :mod:`clinlib.llm.llama_serve`); its log
+The server loads without llama.cpp's extra buffer types unless the CPU's AMX is advertised,
+runs, *and* llama.cpp runs a prompt with them in a throwaway child (:mod:`clinlib.llm.amx`,
+launched through :mod:`clinlib.llm.llama_serve`); its log
 is kept in the profile's build folder (``data/build/<profile>/local-server/``); a server that
 dies is reported with its exit code or signal and its log's last lines, also to a run that
 was asking it (:mod:`clinlib.llm.served`).
@@ -72,6 +73,9 @@ LOCAL_SWITCH_ENV = "CLINTRACE_LOCAL_MODEL"  # "off": local sections skipped (mak
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 10.0
 EXTRA_BUFTS: tuple[str, ...] = ("auto", "on", "off")
+# Signals llama.cpp's extra-buffer-type kernels were seen dying of (issue 24: SIGILL; issue
+# 33's CI: SIGSEGV on a VM that grants AMX): the death line then says how to load without them.
+CRASHES: dict[int, str] = {signal.SIGILL: "an illegal instruction", signal.SIGSEGV: "a segfault"}
 Hints = Literal["python", "cli", "make"]
 
 __all__ = ["LocalModelError", "LocalServer", "LocalServerDied", "serve_local"]
@@ -220,7 +224,8 @@ class LocalServer:
         start_timeout_s: seconds to wait for ``/v1/models`` before giving up.
         register: register the backbone in the process registry while running.
         extra_bufts: llama.cpp's extra buffer types (weight repacking, AMX): ``"auto"`` (on
-            only if the CPU's AMX is advertised and runs, :func:`clinlib.llm.amx.probe`),
+            only if the CPU's AMX is advertised and runs, :func:`clinlib.llm.amx.probe`, and
+            llama.cpp then runs a prompt with them, :func:`clinlib.llm.amx.llama_runs`),
             ``"on"`` or ``"off"``.
         profile: build profile whose folder keeps the log (and the record); default: the
             current one.
@@ -228,6 +233,8 @@ class LocalServer:
         record: leave a record for runs in other processes (``clintrace serve-local``).
         hints: where messages are printed (``"python"``, ``"cli"``, ``"make"``).
         amx_probe: the AMX check (tests inject one).
+        llama_probe: llama.cpp's check ``(model, n_ctx, threads) -> (ran, why)``, asked only
+            when AMX runs (tests inject one).
     """
 
     def __init__(
@@ -245,6 +252,7 @@ class LocalServer:
         record: bool = False,
         hints: Hints = "python",
         amx_probe: Callable[[], amx.AmxStatus] = amx.probe,
+        llama_probe: Callable[[Path, int, int], tuple[bool, str]] = amx.llama_runs,
     ) -> None:
         if extra_bufts not in EXTRA_BUFTS:
             raise LocalModelError(
@@ -264,6 +272,7 @@ class LocalServer:
         self.record_path = served.record_path(profile) if record else None
         self.hints: Hints = hints
         self.amx_probe = amx_probe
+        self.llama_probe = llama_probe
         self.amx: amx.AmxStatus | None = None
         self.use_extra_bufts: bool | None = None
         self.proc: subprocess.Popen[bytes] | None = None
@@ -281,11 +290,16 @@ class LocalServer:
     def base_url(self) -> str:
         return str(self.backbone.base_url)
 
-    def decide_extra_bufts(self) -> bool:
-        """Whether the server loads with llama.cpp's extra buffer types (probes AMX on
-        ``"auto"``; the result is kept in :attr:`use_extra_bufts` and :attr:`amx`)."""
+    def decide_extra_bufts(self, model: Path | None = None) -> bool:
+        """Whether the server loads with llama.cpp's extra buffer types (on ``"auto"``, probes
+        AMX and, if it runs, llama.cpp over ``model``; the result is kept in
+        :attr:`use_extra_bufts` and :attr:`amx`)."""
         if self.extra_bufts == "auto":
             self.amx = self.amx_probe()
+            if self.amx.usable:
+                model = model or self.model or model_path()
+                ran = self.llama_probe(model, self.n_ctx, self.threads)
+                self.amx = amx.with_llama(self.amx, ran)
             self.use_extra_bufts = amx.extra_bufts_allowed(self.amx)
         else:
             self.use_extra_bufts = self.extra_bufts == "on"
@@ -294,7 +308,7 @@ class LocalServer:
     def command(self, model: Path) -> list[str]:
         """The server's command line (:mod:`clinlib.llm.llama_serve` over llama_cpp.server)."""
         if self.use_extra_bufts is None:
-            self.decide_extra_bufts()
+            self.decide_extra_bufts(model)
         switch = [] if self.use_extra_bufts else ["--no-extra-bufts"]
         return [sys.executable, "-m", "clinlib.llm.llama_serve", *switch,
                 "--model", str(model), "--model_alias", LOCAL_MODEL_ALIAS,
@@ -321,7 +335,7 @@ class LocalServer:
         if not model.is_file():
             raise LocalModelError(f"model file {model} does not exist")
         check_port_free(self.host, self.port, self.hints)
-        self.decide_extra_bufts()
+        self.decide_extra_bufts(model)
         command = self.command(model)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.returncode = self.death = None
@@ -387,8 +401,9 @@ class LocalServer:
         if self.returncode is None:
             return None  # never started
         hint = ""
-        if self.returncode == -signal.SIGILL and self.use_extra_bufts:
-            hint = (f"; an illegal instruction with llama.cpp's extra buffer types on: "
+        crash = CRASHES.get(-self.returncode)
+        if crash and self.use_extra_bufts:
+            hint = (f"; {crash} with llama.cpp's extra buffer types on: "
                     f"restart with {extra_bufts_hint(self.hints)}")  # fmt: skip
         line = served.died_line(self.backbone.name, self.base_url, self.returncode,
                                 self.log_path, hint)  # fmt: skip

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -56,12 +57,19 @@ def _never() -> tuple[bool, str]:
     raise AssertionError("the AMX probe must not run when the CPU advertises no AMX")
 
 
+def _no_llama(model, n_ctx, threads) -> tuple[bool, str]:
+    raise AssertionError("llama.cpp's check must not run unless AMX runs")
+
+
+SEGFAULT = (False, "a 700-token prompt in a probe process was killed by SIGSEGV")
+
+
 # -- the AMX decision --------------------------------------------------------------------------
 def test_amx_advertised_but_not_granted_loads_without_extra_buffer_types(fake_model):
     status = amx.probe(cpuinfo=ADVERTISED, runs=lambda: REFUSED)
     assert status.advertised == ("amx_tile", "amx_int8", "amx_bf16")
     assert status.granted is False and not status.usable
-    server = ls.LocalServer(port=0, amx_probe=lambda: status)
+    server = ls.LocalServer(port=0, amx_probe=lambda: status, llama_probe=_no_llama)
     assert server.decide_extra_bufts() is False
     cmd = server.command(fake_model)
     assert cmd[:4] == [sys.executable, "-m", "clinlib.llm.llama_serve", "--no-extra-bufts"]
@@ -74,7 +82,11 @@ def test_amx_advertised_but_not_granted_loads_without_extra_buffer_types(fake_mo
 
 def test_the_flag_is_never_trusted_alone():
     granted = amx.probe(cpuinfo=ADVERTISED, runs=lambda: (True, ""))
-    assert granted.usable and amx.extra_bufts_allowed(granted)
+    # a granted tile load alone is not enough: llama.cpp must have run a prompt with them
+    assert granted.usable and granted.llama is None and not amx.extra_bufts_allowed(granted)
+    assert amx.extra_bufts_allowed(amx.with_llama(granted, (True, "")))
+    crashed = amx.with_llama(granted, SEGFAULT)
+    assert crashed.usable and crashed.llama is False and not amx.extra_bufts_allowed(crashed)
     trapped = amx.probe(cpuinfo=ADVERTISED, runs=lambda: (False, "killed by SIGILL"))
     assert not amx.extra_bufts_allowed(trapped)
     absent = amx.probe(cpuinfo=NOT_ADVERTISED, runs=_never)
@@ -88,16 +100,69 @@ def test_the_flag_is_never_trusted_alone():
 
 
 def test_extra_bufts_on_and_off_override_the_probe(fake_model):
-    on = ls.LocalServer(port=0, extra_bufts="on", amx_probe=_never)
+    on = ls.LocalServer(port=0, extra_bufts="on", amx_probe=_never, llama_probe=_no_llama)
     assert on.decide_extra_bufts() and "--no-extra-bufts" not in on.command(fake_model)
-    off = ls.LocalServer(port=0, extra_bufts="off", amx_probe=_never)
+    off = ls.LocalServer(port=0, extra_bufts="off", amx_probe=_never, llama_probe=_no_llama)
     assert "--no-extra-bufts" in off.command(fake_model)
-    granted = ls.LocalServer(port=0, amx_probe=lambda: amx.AmxStatus(("amx_tile",), True))
+    asked = []
+
+    def llama_ran(model, n_ctx, threads):
+        asked.append((model, n_ctx, threads))
+        return True, ""
+
+    granted = ls.LocalServer(port=0, threads=2, n_ctx=4096, llama_probe=llama_ran,
+                             amx_probe=lambda: amx.AmxStatus(("amx_tile",), True))  # fmt: skip
     assert "--no-extra-bufts" not in granted.command(fake_model)
+    assert asked == [(fake_model, 4096, 2)]  # the server's own model, context and threads
+    assert granted.describe_extra_bufts() == (
+        "llama.cpp extra buffer types on (CPU advertises amx_tile, a tile load runs and "
+        "llama.cpp runs with them)"
+    )
     with pytest.raises(
         ls.LocalModelError, match=r"extra_bufts \(--extra-bufts\) must be one of auto, on, off"
     ):
         ls.LocalServer(extra_bufts="maybe")
+
+
+def test_amx_that_runs_but_crashes_llama_cpp_loads_without_extra_buffer_types(fake_model):
+    # issue 33's CI: a Xeon VM granted AMX and ran the tile load; llama.cpp's AMX path then
+    # died with SIGSEGV on the server's first completion
+    status = amx.probe(cpuinfo=ADVERTISED, runs=lambda: (True, ""))
+    server = ls.LocalServer(port=0, amx_probe=lambda: status, llama_probe=lambda *a: SEGFAULT)
+    assert "--no-extra-bufts" in server.command(fake_model)
+    assert server.use_extra_bufts is False and server.amx.llama is False
+    assert server.describe_extra_bufts() == (
+        "llama.cpp extra buffer types off (CPU advertises amx_tile/amx_int8/amx_bf16 and a "
+        "tile load runs, but llama.cpp with its extra buffer types does not (a 700-token "
+        "prompt in a probe process was killed by SIGSEGV))"
+    )
+
+
+def test_a_segfault_with_extra_buffer_types_on_names_the_way_out(fake_model):
+    server = ls.LocalServer(port=0, extra_bufts="on")
+    server.use_extra_bufts, server.returncode = True, -signal.SIGSEGV
+    line = server.death_report()
+    assert line is not None and "died (signal SIGSEGV (Segmentation fault))" in line
+    assert line.endswith(
+        "; a segfault with llama.cpp's extra buffer types on: restart with "
+        "serve_local(extra_bufts='off') / LocalServer(extra_bufts='off')"
+    )
+    server.use_extra_bufts = False  # off already: nothing to suggest
+    assert "restart with" not in (server.death_report() or "")
+    server.returncode = 1  # an exit, not a crash
+    server.use_extra_bufts = True
+    assert "restart with" not in (server.death_report() or "")
+
+
+def test_a_failing_llama_check_reports_its_signal_or_last_line():
+    ok, why = amx._child(["import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"], 20,
+                         "a 700-token prompt")  # fmt: skip
+    assert not ok and why == "a 700-token prompt in a probe process was killed by SIGSEGV"
+    ok, why = amx.llama_runs(
+        Path("/nonexistent.gguf"), 512, 1, script="import sys; sys.exit('no model ' + sys.argv[1])"
+    )
+    assert (ok, why) == (False, "no model /nonexistent.gguf")
+    assert amx._child(["pass"], 20, "x") == (True, "")
 
 
 @pytest.mark.skipif(
