@@ -253,10 +253,6 @@ def _norm_text(s: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"[^a-z0-9]+", " ", str(s).lower())).strip()
 
 
-def _contains(hay: str, needle: str) -> bool:
-    return bool(needle) and re.search(r"(?<![a-z0-9])" + re.escape(needle) + r"(?![a-z0-9])", hay)
-
-
 def _options_in(text: str, options: list[str]) -> set[int]:
     """Indices of options whose text (or distinctive head word) is mentioned, un-negated."""
     hay = _norm_text(text)
