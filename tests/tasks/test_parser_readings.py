@@ -290,3 +290,32 @@ def test_unknown_task_message_lists_the_tasks():
     known = "T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T1R, T11, T1F, T7R"
     with pytest.raises(A.AnswerError, match=rf"^unknown task 'T99'; known: {known}$"):
         A.parse_strict("T99", "x")
+
+
+# Left by the whole group's re-run (same round): the options reach a guess after an
+# abstention; T9's over-answer keeps exactly its first 80 characters; a blank unit is no
+# unit; a comparator is written without spaces ("< 0.5" -> "<0.5") and "<" is not ">"; two
+# repeated labels are listed with ", ".
+
+
+def test_a_guess_after_an_abstention_is_read_with_the_options():
+    assert A.parse_lenient("T7", "It is not documented, but probably metformin", OPTS) == "A"
+
+
+def test_t9_over_answer_keeps_80_characters():
+    assert A.parse_lenient("T9", "a" * 100) == "a" * 80
+
+
+def test_comparators_and_blank_units():
+    assert A.canonical_unit("  ") is None
+    assert A.parse_strict("T1", "< 0.5 mg/dL") == "<0.5 mg/dL"
+    assert A.parse_strict("T1", ">= 5 mg/dL") == ">=5 mg/dL"
+    assert not A.is_correct("T1", ">0.01 ng/mL", "<0.01 ng/mL")
+
+
+def test_order_problem_lists_two_repeated_labels():
+    from clinlib.tasks.answers import order as O
+
+    assert O.order_problem_of(["A", "A", "B", "B"], 3) == (
+        "not a permutation of A, B, C: repeated A, B; missing C"
+    )
