@@ -223,3 +223,99 @@ def test_kendall_tau_from_two_items():
     assert kendall_tau(["A", "B"], ["A", "B"]) == 1.0
     with pytest.raises(ValueError, match=r"^Kendall's tau needs at least two items$"):
         kendall_tau(["A"], ["A"])
+
+
+# --------------------------------------------------------------------------- last round
+# (issue 33 §3: the answers group's last survivors). Rules, each case below worked from them:
+# - parse_strict routes T1 to the value reading only: a bare date or "yes" is T9's
+#   over-answer in the format, never a T1 value.
+# - _normalize: every run of Unicode whitespace is one space (so a trailing NBSP / thin /
+#   ideographic space goes with the full stop); wrappers (quotes, *, _) are trimmed again
+#   after the full stop; U+2212 is "-"; the micro sign / Greek mu is "u"; T9's lenient
+#   over-answer is recorded as the normalised text.
+# - a hedged guess BEFORE an abstention cue ("probably X, but it is not documented") is read
+#   from the hedge to the cue only.
+# - T7: options compare lower-cased with every run of other characters one space ("A." =
+#   "a"); "C <text>" (letter, space, no punctuation) is a letter only when an option's FIRST
+#   word follows; an option with no letter or digit never matches.
+
+
+def test_t1_strict_never_reads_a_date_or_yes():
+    for text in ("2150-01-01", "yes"):
+        assert A.parse_strict("T1", text) is None, text
+        assert A.parse_strict("T9", text) == text, text
+
+
+def test_wrappers_are_trimmed_after_the_full_stop():
+    assert A.parse_strict("T3", "**Yes**.") == "yes"
+
+
+@pytest.mark.parametrize("space", ["\u00a0", "\u2009", "\u3000"])  # NBSP, thin, ideographic
+def test_trailing_unicode_space_is_trimmed(space):
+    assert A.parse_strict("T1", f"1.3 mg/dL.{space}") == "1.3 mg/dL"
+
+
+def test_unicode_minus_is_a_hyphen():
+    assert A.parse_strict("T4", "LAB\u2212101") == "LAB-101"
+    # the date written with U+2212 is recognised (and dropped), leaving one value
+    assert A.parse_lenient("T1", "On 2150\u221201\u221205 it was 1.3 mg/dL") == "1.3 mg/dL"
+
+
+def test_t9_over_answer_is_recorded_normalised():
+    assert A.parse_lenient("T9", "It was\n\nvery  high") == "It was very high"
+    assert A.parse_lenient("T9", "The µ level was high") == "The u level was high"
+    assert A.parse_lenient("T9", "The μ level was high") == "The u level was high"
+
+
+def test_a_guess_before_the_cue_ends_at_the_cue():
+    # the guess is "increased, but it is" / "140, but it is": what follows the cue is not read
+    text = "Probably increased, but it is not documented; before that it fell"
+    assert A.parse_lenient("T8", text) == "increased"
+    text = "Probably 140, but it is not documented; the previous value was 138"
+    assert A.parse_lenient("T1", text) == "140"
+
+
+def test_options_differing_only_in_punctuation_are_not_distinct():
+    assert A.gold_problem("T7", "A", ["a", "A.", "b", "c"]) == "options are not distinct"
+
+
+def test_a_letter_and_a_space_needs_an_options_first_word():
+    options = ["Metformin", "Heparin", "Atorvastatin 40 mg", "Insulin"]
+    assert A.parse_strict("T7", "C Atorvastatin", options) == "C"  # the first word only
+    # "---" has no letter or digit: it never matches the start of "patient was seen"
+    assert A.parse_strict("T7", "A patient was seen", ["---", "xx", "yy", "zz"]) is None
+
+
+def test_unknown_task_message_lists_the_tasks():
+    known = "T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T1R, T11, T1F, T7R"
+    with pytest.raises(A.AnswerError, match=rf"^unknown task 'T99'; known: {known}$"):
+        A.parse_strict("T99", "x")
+
+
+# Left by the whole group's re-run (same round): the options reach a guess after an
+# abstention; T9's over-answer keeps exactly its first 80 characters; a blank unit is no
+# unit; a comparator is written without spaces ("< 0.5" -> "<0.5") and "<" is not ">"; two
+# repeated labels are listed with ", ".
+
+
+def test_a_guess_after_an_abstention_is_read_with_the_options():
+    assert A.parse_lenient("T7", "It is not documented, but probably metformin", OPTS) == "A"
+
+
+def test_t9_over_answer_keeps_80_characters():
+    assert A.parse_lenient("T9", "a" * 100) == "a" * 80
+
+
+def test_comparators_and_blank_units():
+    assert A.canonical_unit("  ") is None
+    assert A.parse_strict("T1", "< 0.5 mg/dL") == "<0.5 mg/dL"
+    assert A.parse_strict("T1", ">= 5 mg/dL") == ">=5 mg/dL"
+    assert not A.is_correct("T1", ">0.01 ng/mL", "<0.01 ng/mL")
+
+
+def test_order_problem_lists_two_repeated_labels():
+    from clinlib.tasks.answers import order as O
+
+    assert O.order_problem_of(["A", "A", "B", "B"], 3) == (
+        "not a permutation of A, B, C: repeated A, B; missing C"
+    )

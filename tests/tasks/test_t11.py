@@ -261,3 +261,61 @@ def test_l2_tells_an_order_by_the_cohort_rules_read_on_their_own(drug, dose, uni
 
     record = {"drug": drug, "dose_val_rx": dose, "dose_unit_rx": unit, "route": route}
     assert _order_text(record) == told
+
+
+# --------------------------------------------------------------------------- decision edges
+# (issue 33 §3, the last mutation round). Credits print rounded half-up to 4 places: 27 min
+# is 1 - 27/1440 = 0.98125 exactly -> "0.9813" (half-even would give "0.9812", the 4th digit
+# being even). A canonical gold is <letter> then |<letter>=<credit> parts (4 places), the
+# credit letters unique, in letter order, none above 1 (1 itself allowed: an action at the
+# cut's minute), every letter among the question's options when their count is known; each
+# failure has its own reason. ``correct`` = the answered letter's credit is 1. T11's strict
+# reading is T7's with the options: a letter followed by another option's text is None.
+
+
+def test_decay_text_rounds_half_up():
+    assert decay(27) * 1440 == 1413  # 1413 / 1440 = 0.98125 exactly
+    assert decay_text(decay(27)) == "0.9813"
+
+
+FORMAT = "not '<letter>' followed by '|<letter>=<credit>' parts"
+ORDER = "credit letters repeat or are out of order"
+
+
+@pytest.mark.parametrize(
+    ("gold", "n_options", "reason"),
+    [
+        ("B|A=0.93", None, FORMAT),  # 2 places, not 4
+        (7, None, FORMAT),  # not a string
+        ("B|B=0.5000", None, ORDER),  # the gold letter repeated (in order)
+        ("B|C=0.5000|A=0.2500", None, ORDER),  # out of order (no repeat)
+        ("B|A=1.5000", None, "a credit above 1"),
+        ("B|A=1.0000", None, None),  # credit 1: an action at the cut's minute
+        ("C", 2, "a letter beyond the 2 options"),
+        ("B", 2, None),
+    ],
+)
+def test_gold_decision_problem_names_the_reason(gold, n_options, reason):
+    assert gold_decision_problem(gold, n_options) == reason
+
+
+def test_split_gold_refuses_a_malformed_gold():
+    with pytest.raises(ValueError, match=r"^T11 gold 'B\|A=1\.5000': a credit above 1$"):
+        split_gold("B|A=1.5000")
+
+
+def test_correct_means_full_credit():
+    from clinlib.tasks.answers import gold_problem, is_correct, parse_strict
+
+    assert is_correct("T11", "B", "B|A=0.9271")  # the gold letter
+    assert is_correct("T11", "A", "B|A=1.0000")  # another letter worth 1
+    assert not is_correct("T11", "A", "B|A=0.9271")  # partial credit is not correct
+    options = ["lab test", "medication order", "procedure"]
+    got = score("T11", "B", "B|A=0.9271", options)
+    assert (got.correct, got.value) == (True, 1.0)
+    # the gold is checked against the question's options
+    assert gold_problem("T11", "C", ["yes", "no"]) == "a letter beyond the 2 options"
+    assert gold_problem("T11", "B", ["yes", "no"]) is None
+    # strict reads the letter with the options
+    assert parse_strict("T11", "C. procedure", options) == "C"
+    assert parse_strict("T11", "A. procedure", options) is None  # A is "lab test"

@@ -250,11 +250,8 @@ def _t6_lenient(norm: str) -> str | None:
 
 
 def _norm_text(s: str) -> str:
-    return re.sub(r"\s+", " ", re.sub(r"[^a-z0-9]+", " ", str(s).lower())).strip()
-
-
-def _contains(hay: str, needle: str) -> bool:
-    return bool(needle) and re.search(r"(?<![a-z0-9])" + re.escape(needle) + r"(?![a-z0-9])", hay)
+    """Lower case, every run of other characters (spaces included) one space."""
+    return re.sub(r"[^a-z0-9]+", " ", str(s).lower()).strip()
 
 
 def _options_in(text: str, options: list[str]) -> set[int]:

@@ -13,13 +13,16 @@ _WRAP_CHARS = " \t\r\n\"'`*_“”‘’"
 
 
 def _normalize(text: str | None) -> str:
-    """Trim wrappers, an ``Answer:`` label and a trailing full stop; unify dashes and spaces."""
+    """Trim wrappers, an ``Answer:`` label and a trailing full stop; unify dashes and spaces.
+
+    Every run of whitespace (any Unicode space: NBSP, thin space, line breaks) becomes one
+    space first, so a wrapper or full stop is trimmed whatever space surrounds it.
+    """
     if text is None:
         return ""
-    s = str(text).replace("\u2212", "-").replace("\u00a0", " ").replace("µ", "u").replace("μ", "u")
-    s = s.strip(_WRAP_CHARS)
+    s = str(text).replace("\u2212", "-").replace("µ", "u").replace("μ", "u")
+    s = re.sub(r"\s+", " ", s).strip(_WRAP_CHARS)
     s = _LABEL_RE.sub("", s).strip(_WRAP_CHARS)
-    s = re.sub(r"\s+", " ", s)
     return s.rstrip(".!").strip(_WRAP_CHARS)
 
 
