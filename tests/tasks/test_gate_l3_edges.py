@@ -87,6 +87,9 @@ def test_option_lines_stay_in_the_stem_of_other_tasks():
         ("5 mg/dL", "Did it move by 5% or 5 %?", False),  # the similarity rule parameter
         ("7 mg/dL", "Within 7 days, 7 day or 7 or more days?", False),  # T8's window
         ("7 mg/dL", "Within 7 weeks?", True),
+        # a removed date or rule parameter leaves one space: a digit right after it is stated
+        ("3 mg/dL", "On 2150-01-023?", True),
+        ("2 mg/dL", "Within 5%2 visits?", True),
         ("insufficient information", "Glucose 3?", False),  # a gold without a number
     ],
 )
