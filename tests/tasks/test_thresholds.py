@@ -16,6 +16,7 @@ import pytest
 
 from clinlib.data.vocab import INDEX_DISEASES
 from clinlib.tasks import gates, recompute, rules
+from clinlib.tasks.answers import ALL_TASK_NAMES
 from clinlib.tasks.base import ABSTAIN, TASKS
 from clinlib.tasks.gates.common import (
     DETAIL_EXAMPLES,
@@ -29,7 +30,13 @@ from clinlib.tasks.gates.common import (
     _rows_for,
 )
 from clinlib.tasks.gates.content import MIN_N_FOR_PATIENT_SHARE, _leak
-from clinlib.tasks.gates.structure import _excluded_touch, _source_tokens, excluded_keys, gate_l1
+from clinlib.tasks.gates.structure import (
+    _excluded_touch,
+    _l0_row,
+    _source_tokens,
+    excluded_keys,
+    gate_l1,
+)
 from clinlib.tasks.generators import common
 from clinlib.tasks.generators.t8 import before_after
 from tests.tasks import test_gates as tg
@@ -546,3 +553,61 @@ def test_gate_l0_flags_every_copy_of_a_repeated_qid():
     assert n == 2 and fails == [("T1-same", "qid is not unique")] * 2
     one = [r for r in tg.good_rows() if r["task"] == "T1"][:1]
     assert gates.gate_l0(tg.frame(one))["T1"] == (1, [])
+
+
+# --------------------------------------------------------------------------- L0 rows
+# each row differs from a valid T1 row in one field; the reason is the first check it fails
+L0_OK = {"qid": "T1-a", "task": "T1", "subtype": "normal", "question": "q", "gold": "1.9 mg/dL",
+         "disease": "diabetes", "tertile": "low", "meta": "{}", "injection": "",
+         "subject_ids": ["1"], "options": [], "anchor_event_ids": [],
+         "evidence_turns": [], "template_id": "0"}  # fmt: skip
+NOT_STR = "column {} is empty or not a string ({!r})"
+TURNS = "evidence_turns {} are not '<subject>:<turn>'"
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({}, None),
+        ({"task": "T12"}, "task 'T12' is not one of " + ", ".join(ALL_TASK_NAMES)),
+        ({"qid": 5}, "qid 5 is not 'T1-<hash>'"),
+        ({"qid": "T1-"}, "qid 'T1-' is not 'T1-<hash>'"),  # a hash of one character is enough
+        ({"qid": "T10-a"}, "qid 'T10-a' is not 'T1-<hash>'"),
+        ({"qid": "T1-dup"}, "qid is not unique"),
+        *[({c: "  "}, NOT_STR.format(c, "  "))
+          for c in ("subtype", "question", "gold", "disease", "tertile", "meta")],
+        ({"gold": None}, NOT_STR.format("gold", None)),
+        ({"injection": None}, "column injection is not a string (None)"),
+        ({"injection": "  "}, None),
+        ({"injection": "{x"}, "injection is neither '' nor JSON"),
+        ({"meta": "x"}, "meta is not JSON"),
+        ({"meta": "[]"}, "meta is not a JSON object"),
+        ({"subject_ids": "1"}, "column subject_ids is not a list (str)"),
+        ({"evidence_turns": None}, "column evidence_turns is not a list (NoneType)"),
+        ({"subject_ids": ["x"]}, "subject_ids ['x'] are not integers"),
+        ({"subject_ids": []}, "subject_ids []: T1 needs 1 distinct patient(s)"),
+        ({"subject_ids": [1, 2]}, "subject_ids [1, 2]: T1 needs 1 distinct patient(s)"),
+        ({"task": "T6", "qid": "T6-a", "subject_ids": [1, "1"]},
+         "subject_ids [1, '1']: T6 needs 2 distinct patient(s)"),
+        ({"anchor_event_ids": ["LAB-1", ""]}, "anchor_event_ids holds a non-string or empty id"),
+        ({"anchor_event_ids": [5]}, "anchor_event_ids holds a non-string or empty id"),
+        ({"evidence_turns": ["1:2", "12:30"]}, None),
+        ({"evidence_turns": ["1:2x", "a", "b", "c"]}, TURNS.format("['1:2x', 'a', 'b']")),
+        ({"evidence_turns": [12]}, TURNS.format("[12]")),
+        ({"template_id": -1}, "template_id -1 is not a non-negative integer"),
+        ({"template_id": "x"}, "template_id 'x' is not a non-negative integer"),
+        ({"disease": "flu"}, "disease 'flu' is not an index disease"),
+        ({"tertile": "mid"}, "tertile 'mid' is not low/medium/high"),
+        ({"options": ["x"]}, "T1 must have no options (found 1)"),
+        ({"gold": "1.9mg/dL"}, "gold '1.9mg/dL': not '<value_text> <unit>'"),
+        *[({"task": t, "qid": f"{t}-a", "options": ["a", " "]},
+           "options hold a non-string or an empty text") for t in ("T7", "T7R", "T10", "T11")],
+        ({"task": "T10", "qid": "T10-a", "options": ["a", "a", "b"]}, "T10 items repeat"),
+        ({"task": "T11", "qid": "T11-a", "options": ["a", "a"]}, "T11 items repeat"),
+        ({"task": "T10", "qid": "T10-a", "gold": "A,B", "options": ["a", "b"]},
+         "gold 'A,B': needs 3..10 items, has 2"),  # options reach T10's gold check
+        ({"task": "T11", "qid": "T11-a", "gold": "A", "options": ["a", "b"]}, None),
+    ],
+)  # fmt: skip
+def test_l0_row_reasons(changes, reason):
+    assert _l0_row({**L0_OK, **changes}, {"T1-dup"}) == reason
