@@ -491,7 +491,7 @@ def test_source_tokens_from_anchors_and_meta():
         "n_event_id": 5,  # not a string
     }
     row = {
-        "anchor_event_ids": ["LAB-5", "RX-9-2", "ADM-101", "DIS-102", "DX-103-4", "XX-1", "LAB"],
+        "anchor_event_ids": "LAB-5 RX-9-2 ADM-101 DIS-102 DX-103-4 XX-1 LAB DX".split(),
         "meta": json.dumps(meta),
     }
     assert _source_tokens(row) == {
@@ -577,7 +577,7 @@ TURNS = "evidence_turns {} are not '<subject>:<turn>'"
         *[({c: "  "}, NOT_STR.format(c, "  "))
           for c in ("subtype", "question", "gold", "disease", "tertile", "meta")],
         ({"gold": None}, NOT_STR.format("gold", None)),
-        ({"injection": None}, "column injection is not a string (None)"),
+        ({"injection": 5}, "column injection is not a string (5)"),
         ({"injection": "  "}, None),
         ({"injection": "{x"}, "injection is neither '' nor JSON"),
         ({"meta": "x"}, "meta is not JSON"),
