@@ -603,6 +603,9 @@ TURNS = "evidence_turns {} are not '<subject>:<turn>'"
         *[({"task": t, "qid": f"{t}-a", "options": ["a", " "]},
            "options hold a non-string or an empty text") for t in ("T7", "T7R", "T10", "T11")],
         ({"task": "T10", "qid": "T10-a", "options": ["a", "a", "b"]}, "T10 items repeat"),
+        # T7 repeats are its gold check's to name
+        ({"task": "T7", "qid": "T7-a", "gold": "A", "options": ["a", "a", "b", "c"]},
+         "gold 'A': options are not distinct"),
         ({"task": "T11", "qid": "T11-a", "options": ["a", "a"]}, "T11 items repeat"),
         ({"task": "T10", "qid": "T10-a", "gold": "A,B", "options": ["a", "b"]},
          "gold 'A,B': needs 3..10 items, has 2"),  # options reach T10's gold check
