@@ -71,6 +71,7 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "tests/tasks/test_gates.py",
             "tests/tasks/test_thresholds.py",
             "tests/tasks/test_gate_l4_edges.py",  # L4 at every threshold (issue 33 §3)
+            "tests/tasks/test_gate_l3_edges.py",  # L3 at its edges (issue 33 §3)
         ),
     ),
     "bins": (

@@ -174,3 +174,41 @@ def test_check_gates_refuses_only_the_hard_l4_row():
     hard = gate_l4(binary(25, 1), ["T5"])
     with pytest.raises(gates.GateError, match="gold balance collapsed"):
         gates.check_gates(pd.DataFrame(hard))
+
+
+# --------------------------------------------------------------------------- last round
+# (the L4 survivors the previous round left: each case below fails on its mutant; the
+# "(+N more)" at exactly 3 failures is already pinned by
+# test_disease_share_is_judged_from_four_questions, whose detail has exactly 3)
+
+T5_SUBTYPES = (
+    "controlled_dx_presence",
+    "controlled_procedure",
+    "controlled_lab_value",
+    "controlled_control",
+    "natural_c2_lab_non_glucose",
+)
+
+
+def test_the_two_binary_checks_are_counted_from_exactly_ten_questions():
+    # 10 T5 questions, 9 "yes" + 1 "no" (10 % >= 4 %), T5's 5 subtypes twice each (20 %):
+    # soft checks = 4 disease + top disease (30 %) + 3 tertile + 5 subtype = 13 (no patient
+    # share under 20 questions), plus the 2 binary checks = 15; none fails
+    (row,) = gate_l4(binary(9, 1, list(T5_SUBTYPES) * 2), ["T5"])
+    assert (row["n_checked"], row["n_failed"], row["passed"]) == (15, 0, True)
+    assert (row["severity"], row["detail"]) == ("soft", "")
+
+
+def test_a_question_without_patient_counts_as_patient_zero():
+    # 17 distinct patients, then 3 questions whose subject_ids is empty / None: patient 0
+    # holds 3 of 20 = 15 % > 10 %
+    ids = [[100 + i] for i in range(17)] + [[], None, []]
+    (row,) = gate_l4(questions("T1", 20, subject_ids=ids), ["T1"])
+    assert (row["passed"], row["detail"]) == (False, "patient 0 holds 15%")
+
+
+def test_a_task_outside_the_registry_expects_no_subtypes():
+    # "TX" is not in TASKS: 4 disease + top disease + 3 tertile + patient = 9 checks, no
+    # subtype stratum (its subtypes "normal" / "abnormal" are not judged)
+    (row,) = gate_l4(questions("TX", 20), ["TX"])
+    assert (row["n_checked"], row["n_failed"], row["passed"]) == (9, 0, True)
