@@ -91,6 +91,7 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "tests/dialogue/test_verify.py",
             "tests/dialogue/test_check_boundaries.py",
             "tests/dialogue/test_noise.py",  # check_noise_facts
+            "tests/dialogue/test_check_details.py",  # branches and messages (issue 33)
         ),
     ),
     "guards": (
