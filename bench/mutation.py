@@ -96,7 +96,11 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "guards": (
         ("clinlib/core/guards.py",),
-        ("tests/core/test_guards.py", "tests/core/test_guard_boundaries.py"),
+        (
+            "tests/core/test_guards.py",
+            "tests/core/test_guard_boundaries.py",
+            "tests/core/test_guard_manifests.py",  # manifests, basis, messages (issue 33)
+        ),
     ),
     "cost": (("clinlib/llm/tokens.py",), ("tests/llm/test_llm_tokens.py",)),
 }
