@@ -127,6 +127,7 @@ def test_missed_events_unstated_by_hand():
             _dx("DX-1", "I10", "Essential hypertension"),  # cited beside RX-1
             _med("RX-2", "Heparin"),  # missed: "Heparin" occurs only inside "Heparin Flush"
             _dx("DX-2", "E119", "Type 2 diabetes"),  # missed: its code is named in turn 1
+            _dx("PX-3", "02HV", "Catheter", kind="procedure"),  # the same for a procedure
             _med("RX-3", "Aspirin", visit=1),  # missed but cited by turn 2
             _dx("PX-2", None, "Chest x-ray", kind="procedure"),  # no code: its title is free
             _med("RX-4", "Warfarin", visit=5),  # missed in a visit without turns
@@ -136,13 +137,14 @@ def test_missed_events_unstated_by_hand():
     }
     turns = [
         _turn(0, "Continue Heparin Flush; I10 was noted. [RX-1, DX-1]", ["RX-1", "DX-1"]),
-        _turn(1, "Code E119 came up, a chest x-ray too, and metoprolol. [DX-1]", ["DX-1"]),
+        _turn(1, "Code E119 came up, 02HV, a chest x-ray too, and metoprolol. [DX-1]", ["DX-1"]),
         _turn(2, "Take it daily. [RX-3]", ["RX-3"], visit=1),
     ]
-    missed = ["RX-3", "DX-2", "RX-2", "PX-2", "RX-4", "PX-9", "RX-5", "NOT-AN-EVENT"]
+    missed = ["RX-3", "DX-2", "PX-3", "RX-2", "PX-2", "RX-4", "PX-9", "RX-5", "NOT-AN-EVENT"]
     assert C.check_missed(turns, events, missed) == [
         "RX-3: missed but cited by a turn",
         "DX-2: code E119 named in turn 1",
+        "PX-3: code 02HV named in turn 1",
         "RX-5: Metoprolol named in turn 1",
     ]
     assert C.check_missed(turns, events, ["NOT-AN-EVENT"]) == []
@@ -223,13 +225,13 @@ def test_coverage_messages_in_order_with_the_ratio_first():
         "PX-2": {"status": "unusable", "reason": "no title"},
         "NOT-AN-EVENT": {"status": "missed", "reason": "rule"},
     }
-    bad, ok = C.check_coverage(events, status, ["ADM-1", "DX-2", "NOT-AN-EVENT"])
+    bad, ok = C.check_coverage(events, status, ["NOT-AN-EVENT", "ADM-1", "DX-2"])
     # must-cover: DX-1, PX-1, PX-2; covered 2 of 3 = 66.7 %
     assert bad == [
         "coverage 2/3 = 66.7% < 98%; unusable: PX-2 (no title)",
         "PX-3 has no coverage row",
-        "ADM-1: a admission may not be left out for length",
         "NOT-AN-EVENT: missed but not a source event",  # read "a None may not be missed"
+        "ADM-1: a admission may not be left out for length",
         "visit 1: none of its diagnoses is told",
     ]
     assert ok == "2/3 must-cover events covered"
