@@ -40,6 +40,15 @@ def test_detail_lists_three_problems_then_counts_the_rest():
     assert C.detail_of(["a", "b", "c", "d", "e"]) == "a; b; c; and 2 more"
 
 
+def test_check_row_severity_and_default_detail():
+    assert C.check_row(5, "event_ids_exist", 0) == {
+        "subject_id": 5, "check": "event_ids_exist", "severity": "hard", "passed": False,
+        "detail": "",
+    }  # fmt: skip
+    assert C.check_row(5, "noise_states_no_patient_fact", 1)["severity"] == "hard"
+    assert C.check_row(5, "turn_alternation", True, "x")["severity"] == "soft"
+
+
 # --------------------------------------------------------------------------- HARD checks
 
 
