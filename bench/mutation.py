@@ -92,11 +92,16 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "tests/dialogue/test_verify.py",
             "tests/dialogue/test_check_boundaries.py",
             "tests/dialogue/test_noise.py",  # check_noise_facts
+            "tests/dialogue/test_check_details.py",  # branches and messages (issue 33)
         ),
     ),
     "guards": (
         ("clinlib/core/guards.py",),
-        ("tests/core/test_guards.py", "tests/core/test_guard_boundaries.py"),
+        (
+            "tests/core/test_guards.py",
+            "tests/core/test_guard_boundaries.py",
+            "tests/core/test_guard_manifests.py",  # manifests, basis, messages (issue 33)
+        ),
     ),
     "cost": (("clinlib/llm/tokens.py",), ("tests/llm/test_llm_tokens.py",)),
 }

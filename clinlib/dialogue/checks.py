@@ -369,7 +369,10 @@ def check_coverage(
         if eid not in status:
             bad.append(f"{eid} has no coverage row")
     for eid in missed:
-        ev = events_by_id.get(eid, {})
+        if eid not in events_by_id:  # a coverage row of no event: its kind is unknown
+            bad.append(f"{eid}: missed but not a source event")
+            continue
+        ev = events_by_id[eid]
         kind = ev.get("kind")
         if str(status[eid].get("reason") or "").startswith(BUDGET_REASON):
             if kind not in BUDGET_MISSABLE_KINDS:
