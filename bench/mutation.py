@@ -58,6 +58,7 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "tests/tasks/test_order.py",  # T10's order parser (answers/order.py)
             "tests/tasks/test_parser_readings.py",  # the readings' edges (issue 33 §3)
             "tests/tasks/test_t11.py",  # T11's decision scoring (answers/decision.py)
+            "tests/tasks/test_overlap.py",  # token F1 / the judge's overlap (answers/overlap.py)
         ),
     ),
     "gates": (
