@@ -270,20 +270,29 @@ def test_a_failing_build_writes_nothing_half_and_resumes(quick_in_tmp_build):
         return "503" if broken["on"] and payload["subject_id"] == sids[2] else None
 
     svc = ReferenceMemoryService("mem0", "quick")
+    # quick_in_tmp_build links the shared quick build, which tests in the other xdist worker
+    # also build remote-memory into: count only this server's files (the endpoint, with its
+    # free port, is part of the construction key and of the artifact).
     root = quick_in_tmp_build / "quick" / "constructions" / "remote-memory"
-    before = set(root.glob("*")) if root.exists() else set()
     with MemoryServer(svc, script=script) as srv:
+
+        def ours() -> set[Path]:
+            files = root.glob("*.json") if root.exists() else []
+            return {
+                p for p in files if json.loads(p.read_text())["data"]["endpoint"] == srv.base_url
+            }
+
         label = f"remote-memory(endpoint={srv.base_url!r}, max_retries=1)"
         with pytest.raises(
             MemoryServiceError, match=r"/reset failed after 2 attempt\(s\): HTTP 503"
         ):
             build_all("quick", [label], subjects=sids, dialogues=turns)
-        assert (set(root.glob("*")) if root.exists() else set()) == before  # nothing written
+        assert ours() == set()  # nothing written
         broken["on"] = False
         summary = build_all("quick", [label], subjects=sids, dialogues=turns)
         assert summary["built"].tolist() == [4]
-        new = set(root.glob("*")) - before
-        assert len(new) == 4 and all(p.suffix == ".json" for p in new)
+        new = ours()
+        assert len(new) == 4 and {json.loads(p.read_text())["subject_id"] for p in new} == set(sids)
         again = build_all("quick", [label], subjects=sids, dialogues=turns)
         assert again["cached"].tolist() == [4]  # resume: nothing rebuilt
         for path in new:
