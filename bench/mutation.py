@@ -81,6 +81,7 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "tests/tasks/test_thresholds.py",
             "tests/tasks/test_gates.py",
             "tests/tasks/test_task_generators.py",
+            "tests/tasks/test_bins_edges.py",  # common.py / arithmetic.py edges (issue 33 §3)
         ),
     ),
     "stats": (
