@@ -117,6 +117,8 @@ def test_t10_blank_cloze_item_is_never_found_in_the_text():
 def test_t10_missing_question_reads_as_an_empty_visit():
     row = {**cloze_row(BODY), "question": None}
     assert t10_leak(row) is None
+    # an empty text holds no item, whatever the item says
+    assert t10_leak({**row, "options": ["XX", "None"]}) is None
 
 
 # --------------------------------------------------------------------------- T11 (ordering.py)
@@ -346,9 +348,12 @@ def test_a_given_connection_stays_open_and_ignores_the_profiles_exclusions(
     monkeypatch,
     tmp_path,
 ):
-    EXCL_102.to_parquet(tmp_path / "exclusions.parquet")
-    monkeypatch.setattr(gate_run, "artifact_path", lambda name, profile=None: tmp_path / name)
-    g = run(world, good_rows())
+    (tmp_path / "p").mkdir()
+    EXCL_102.to_parquet(tmp_path / "p" / "exclusions.parquet")
+    monkeypatch.setattr(
+        gate_run, "artifact_path", lambda name, profile=None: tmp_path / str(profile) / name
+    )
+    g = run_named(world, good_rows(), profile="p")
     assert cell(g, "L1", "T2")["passed"]  # the caller's connection: no profile exclusions
     assert world["con"].execute("SELECT count(*) FROM admissions").fetchone()[0] > 0
 
@@ -370,17 +375,23 @@ def test_an_own_connection_reads_the_profiles_exclusions_and_is_closed(
     opened = []
 
     def open_source(spec):
+        assert spec == "source of p"  # the profile's own source
         opened.append(copy_of(world["con"]))
         return opened[-1]
 
+    # profile "p": its source and its build folder tmp_path / "p"
     monkeypatch.setattr(gate_run, "open_source", open_source)
-    monkeypatch.setattr(gate_run, "source_spec", lambda profile: profile)
-    monkeypatch.setattr(gate_run, "artifact_path", lambda name, profile=None: tmp_path / name)
+    monkeypatch.setattr(gate_run, "source_spec", lambda profile: f"source of {profile}")
+    monkeypatch.setattr(
+        gate_run, "artifact_path", lambda name, profile=None: tmp_path / str(profile) / name
+    )
+    (tmp_path / "p").mkdir()
+    EXCL_102.to_parquet(tmp_path / "exclusions.parquet")  # another build's: never read
     q = frame(good_rows())
     kw = {"events": world["events"], "coverage": world["coverage"]}
-    g = gates.run_gates(q, "p", **kw)  # no exclusions.parquet: every hard gate passes
+    g = gates.run_gates(q, "p", **kw)  # no exclusions.parquet in p: every hard gate passes
     assert gates.failed_hard(g).empty, gates.gate_report(g)
-    EXCL_102.to_parquet(tmp_path / "exclusions.parquet")
+    EXCL_102.to_parquet(tmp_path / "p" / "exclusions.parquet")
     g = gates.run_gates(q, "p", **kw)
     row = cell(g, "L1", "T2")
     assert (row["n_failed"], bool(row["passed"])) == (1, False)
