@@ -355,7 +355,7 @@ def test_a_given_connection_stays_open_and_ignores_the_profiles_exclusions(
     )
     g = run_named(world, good_rows(), profile="p")
     assert cell(g, "L1", "T2")["passed"]  # the caller's connection: no profile exclusions
-    assert world["con"].execute("SELECT count(*) FROM admissions").fetchone()[0] > 0
+    assert world["con"].execute("SELECT count(*) FROM admissions").fetchall()[0][0] > 0
 
 
 def copy_of(con) -> duckdb.DuckDBPyConnection:
