@@ -100,10 +100,14 @@ def test_bootstrap_stat_values_are_floats():
     def any_two(values):
         return bool(values.sum() >= 8)
 
+    def any_two_rows(values, axis):
+        return values.sum(axis=axis) >= 8
+
     (boot,), q = _reference([X], lambda s: (s.sum(axis=1) >= 8).astype(float), 200, 0.5, 4)
-    assert bootstrap_ci(X, stat=any_two, n_boot=200, alpha=0.5, seed=4) == tuple(
-        np.quantile(boot, q)
-    )
+    expected = tuple(np.quantile(boot, q))
+    assert 0.0 < np.mean(boot) < 1.0  # both outcomes occur
+    assert bootstrap_ci(X, stat=any_two, n_boot=200, alpha=0.5, seed=4) == expected
+    assert bootstrap_ci(X, stat=any_two_rows, n_boot=200, alpha=0.5, seed=4) == expected
 
 
 def test_bootstrap_argument_checks():
@@ -357,10 +361,12 @@ def test_pairwise_messages():
         pairwise_mcnemar(_frame(correct="ok"), cell=["strategy"])
     with pytest.raises(StatsInputError, match=r"lacks column\(s\) \['backbone'\]"):
         pairwise_mcnemar(frame)
-    dup = pd.concat([frame, frame.iloc[[3]]], ignore_index=True)
+    # q4 and q6 of C twice each, q4's copy with the other answer: 4 rows, the first named
+    copies = frame.iloc[[3, 5]].assign(correct=[False, True])
+    dup = pd.concat([frame, copies], ignore_index=True)
     with pytest.raises(
         StatsInputError,
-        match=r"^pairwise_mcnemar: 2 rows repeat a question within a cell, e\.g\. "
+        match=r"^pairwise_mcnemar: 4 rows repeat a question within a cell, e\.g\. "
         r"\{'qid': 'q4', 'strategy': 'C'\}; filter by setting/task or add the "
         r"distinguishing column to `key`$",
     ):
