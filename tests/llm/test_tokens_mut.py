@@ -160,6 +160,9 @@ def test_next_cut():
     assert tokens._next_cut("a\n\nb", "\n\n", 2) == -1
     assert tokens._next_cut("a\n\n", "\n\n", 0) == -1  # at the end: no cut
     assert tokens._next_cut("a\n\n b\n\nc", "\n\n", 0) == 7
+    # the first safe one, not the last
+    assert tokens._next_cut("a\n\nb\n\nc", "\n\n", 0) == 3
+    assert tokens._next_cut("a\n\n b\n\nc\n\nd", "\n\n", 0) == 7
     assert tokens._next_cut("abc", "\n", 0) == -1
 
 
@@ -169,6 +172,7 @@ def test_blocks_at_blank_lines():
     assert tokens._blocks("a\n\nb\n\nc") == ["a\n\n", "b\n\n", "c"]
     assert tokens._blocks("a\n\n b\n\n/c\n\nd") == ["a\n\n b\n\n/c\n\n", "d"]
     assert tokens._blocks("a\n\n\nb") == ["a\n\n\n", "b"]
+    assert tokens._blocks("\n\nab") == ["\n\n", "ab"]  # a blank line at the very start
 
 
 def test_blocks_by_size(monkeypatch):
