@@ -35,7 +35,10 @@ def _reference(samples, stat_rows, n_boot, alpha, seed):
     return boots, [alpha / 2, 1 - alpha / 2]
 
 
-X = np.array([0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 0.5, 2.0])
+# distinct values, so resampled means and medians rarely tie: a quantile taken from 2,000 vs
+# 2,001 resamples, or at 1/3 vs 1/2 of alpha, differs (with 0/1 data it often does not)
+X = np.array([0.3, 1.7, 2.2, 0.9, 5.1, 3.3, 0.1, 4.4, 2.8, 1.1, 0.6, 7.9])
+Y = np.array([1.2, 0.4, 2.9, 0.8, 3.5, 1.6, 0.2, 6.1, 0.7, 2.4, 1.9, 4.3])
 
 
 # --------------------------------------------------------------------------- bootstrap_ci
@@ -98,12 +101,12 @@ def test_bootstrap_calls_a_vectorised_stat_once_per_block(monkeypatch):
 def test_bootstrap_stat_values_are_floats():
     # a statistic returning booleans or integers is treated as 0/1 / numbers
     def any_two(values):
-        return bool(values.sum() >= 8)
+        return bool(values.sum() >= 30)
 
     def any_two_rows(values, axis):
-        return values.sum(axis=axis) >= 8
+        return values.sum(axis=axis) >= 30
 
-    (boot,), q = _reference([X], lambda s: (s.sum(axis=1) >= 8).astype(float), 200, 0.5, 4)
+    (boot,), q = _reference([X], lambda s: (s.sum(axis=1) >= 30).astype(float), 200, 0.5, 4)
     expected = tuple(np.quantile(boot, q))
     assert 0.0 < np.mean(boot) < 1.0  # both outcomes occur
     assert bootstrap_ci(X, stat=any_two, n_boot=200, alpha=0.5, seed=4) == expected
@@ -150,14 +153,15 @@ def test_one_dimensional_float_input_messages():
 
 # --------------------------------------------------------------------------- paired diff
 def test_paired_bootstrap_diff_matches_the_reference():
-    a = X
-    b = np.array([1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0])
+    a, b = X, Y
     (ba, bb), q = _reference([a, b], lambda s: np.median(s, axis=1), 400, 0.1, 6)
     low, high = np.quantile(ba - bb, q)
     res = paired_bootstrap_diff(a, b, stat=np.median, n_boot=400, alpha=0.1, seed=6)
-    # the estimate is median(a) - median(b) = 1 - 0, not the median of the differences
-    assert res == (1.0, low, high)
-    assert (res.estimate, res.low, res.high) == (1.0, low, high)
+    # the estimate is median(a) - median(b) = (1.7 + 2.2) / 2 - (1.6 + 1.9) / 2 = 0.2, not
+    # the median of the differences ((-0.1 + 0.1) / 2 = 0)
+    assert res.estimate == pytest.approx(0.2, abs=1e-12)
+    assert np.median(a - b) == pytest.approx(0.0, abs=1e-12)
+    assert (res.estimate, res.low, res.high) == (np.median(a) - np.median(b), low, high)
     assert all(type(v) is float for v in res)
     (ba, bb), q = _reference([a, b], lambda s: s.mean(axis=1), 2000, 0.05, 0)
     low, high = np.quantile(ba - bb, q)
@@ -177,7 +181,8 @@ def test_pearson_at_n_four_by_hand():
     assert res.r == pytest.approx(0.8, rel=1e-12)
     t = 0.8 * math.sqrt(2 / 0.36)
     assert res.p == pytest.approx(2 * sps.t.sf(t, 2), rel=1e-12)
-    assert res.p == pytest.approx(0.2, rel=1e-9)  # with 2 df, p = 1 - r exactly... by t: 0.2
+    # with 2 df, P(|T| > t) = 1 - t / sqrt(t^2 + 2), and t / sqrt(t^2 + 2) = r: p = 0.2
+    assert res.p == pytest.approx(0.2, rel=1e-9)
     z = float(sps.norm.ppf(0.975))
     assert res.ci_low == pytest.approx(math.tanh(math.atanh(0.8) - z), rel=1e-12)
     assert res.ci_high == pytest.approx(math.tanh(math.atanh(0.8) + z), rel=1e-12)
