@@ -62,11 +62,12 @@ def test_bootstrap_matches_the_reference(n_boot, alpha, seed):
 
 
 def test_bootstrap_of_a_two_point_sample_by_hand():
-    # two values 0 and 1: a resample's mean is 0, 1/2 or 1 (probabilities 1/4, 1/2, 1/4), so
-    # with 2,000 resamples the 2.5 % and 97.5 % quantiles are 0 and 1 (the chance that fewer
-    # than 50 of 2,000 resamples are all 0 is below 1e-6, and the seed is fixed)
+    # two values 0 and 1: a resample's mean is 0, 1/2 or 1 (probabilities 1/4, 1/2, 1/4).
+    # Of 2,000 means about 500 are 0 and 500 are 1; the 2.5 % quantile interpolates the 50th
+    # and 51st smallest (both 0) and the 97.5 % one the 50th and 51st largest (both 1)
     assert bootstrap_ci([0.0, 1.0]) == (0.0, 1.0)
-    # at alpha = 0.6 the 30 % and 70 % quantiles both fall among the 1/2 means
+    # at alpha = 0.6 the 30 % and 70 % quantiles (the 600th and 1,400th smallest, about)
+    # both fall among the ~1,000 means of 1/2
     assert bootstrap_ci([0.0, 1.0], alpha=0.6) == (0.5, 0.5)
 
 
