@@ -93,7 +93,11 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "stats": (
         ("clinlib/analysis/stats.py",),
-        ("tests/analysis/test_stats.py", "tests/analysis/test_stats_edges.py"),
+        (
+            "tests/analysis/test_stats.py",
+            "tests/analysis/test_stats_edges.py",
+            "tests/analysis/test_stats_mut.py",  # bootstrap, Pearson, pairwise (issue 33 §3)
+        ),
     ),
     "checks": (
         ("clinlib/dialogue/checks.py",),
@@ -112,7 +116,13 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "tests/core/test_guard_manifests.py",  # manifests, basis, messages (issue 33)
         ),
     ),
-    "cost": (("clinlib/llm/tokens.py",), ("tests/llm/test_llm_tokens.py",)),
+    "cost": (
+        ("clinlib/llm/tokens.py",),
+        (
+            "tests/llm/test_llm_tokens.py",
+            "tests/llm/test_tokens_mut.py",  # the counting functions' edges (issue 33 §3)
+        ),
+    ),
 }
 # the quick-profile tests build the pipeline (minutes) and exercise none of these functions
 DESELECT = "not quick_build and not bare_strategy_string"

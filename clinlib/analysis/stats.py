@@ -129,8 +129,9 @@ def _as_bool_array(values: object, name: str) -> np.ndarray:
         raise StatsInputError(f"{name} must be boolean (or 0/1), got dtype {arr.dtype}") from None
     bad = ~np.isin(num, (0.0, 1.0))
     if bad.any():
+        first = arr[bad].tolist()[0]  # a Python value: its repr is 2, not np.int64(2)
         raise StatsInputError(
-            f"{name} must be boolean (or 0/1); found value {arr[bad][0]!r} at position "
+            f"{name} must be boolean (or 0/1); found value {first!r} at position "
             f"{int(np.flatnonzero(bad)[0])}"
         )
     return num.astype(bool)
