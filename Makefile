@@ -17,7 +17,7 @@ NB_TIMEOUT ?= 900
 
 .DEFAULT_GOAL := help
 .PHONY: help install reproduce test lint format unit pipeline-quick synth cohort dialogues \
-        questions strategies run pipeline notebooks install-local test-local serve-local bench-cohort bench-strategies bench-harness bench-apps bench-mutation bench-prefix \
+        questions strategies run pipeline notebooks install-local test-local serve-local bench-cohort bench-strategies bench-harness bench-apps bench-mutation bench-seeded bench-prefix \
         lab app-failures app-dialogues clean clean-build site
 
 help: ## list every target with a one-line description
@@ -124,6 +124,9 @@ bench-harness: install ## harness vs bare openai SDK vs inspect_ai on a local 10
 bench-mutation: install ## mutmut over the pure core (answers, gates, bins, stats, checks, guards, cost): score per module + survivors (GROUPS=a,b)
 	$(BIN)/python -m pip install --quiet 'mutmut>=3.8.1,<4'
 	$(BIN)/python -m bench.mutation $(if $(GROUPS),--groups $(GROUPS),)
+
+bench-seeded: install pipeline-quick ## issue 33's surviving bugs re-applied one at a time to a scratch copy: each must fail the tests / notebooks that cover it (ONLY=a,b)
+	$(BIN)/python -m bench.seeded $(if $(ONLY),--only $(ONLY),)
 
 bench-prefix: install ## share of prompt tokens a vLLM-style prefix cache could reuse, record-first vs question-first (PROFILE, default quick)
 	$(BIN)/python -m bench.prefix_share --profile $(or $(PROFILE),quick)

@@ -71,13 +71,15 @@ def holm_checks(
     family: Sequence[str],
     columns: Iterable[tuple[str, str]] = (("p_value", "p_adj"),),
 ) -> list[Claim]:
-    """Holm-adjusted p-values (§3) against statsmodels' Holm, one family per ``family`` group."""
+    """Holm-adjusted p-values (§3) against statsmodels' Holm, one family per ``family`` group
+    (the whole table is one family when ``family`` is empty, as in an ablation sweep)."""
+    families = [g for _, g in tests.groupby(list(family), sort=False)] if family else [tests]
     out = []
     for raw, adj in columns:
         gaps = [
             float((pd.Series(multipletests(g[raw].to_numpy(float), method="holm")[1],
                              index=g.index) - g[adj]).abs().max())
-            for _, g in tests.groupby(list(family), sort=False)
+            for g in families
         ]  # fmt: skip
         out.append(claim(f"`{adj}` equals statsmodels' Holm adjustment of `{raw}` "
                          "(largest gap)", max(gaps), "<=", EXACT))  # fmt: skip

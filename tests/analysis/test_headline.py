@@ -85,6 +85,13 @@ def test_holm_checks_against_statsmodels_and_by_hand():
     pooled_family = tests.assign(p_adj=holm_bonferroni(tests["p_value"])["p_adj"])
     with pytest.raises(ClaimFailed):
         headline.holm_checks(pooled_family, ["backbone"])
+    # no family columns: the whole table is one family (m = 4: .01, .03, .04, .2 times 4, 3,
+    # 2, 1 -> .04, .09, .08, .2 -> running max .04, .09, .09, .2), as notebook 11's sweeps
+    assert pooled_family["p_adj"].tolist() == pytest.approx([0.04, 0.09, 0.09, 0.2])
+    [ok] = headline.holm_checks(pooled_family, [])
+    assert ok.holds
+    with pytest.raises(ClaimFailed, match="Holm"):
+        headline.holm_checks(tests, [])  # per-backbone Holm is not the one-family Holm
 
 
 def _gates(**changes) -> pd.DataFrame:
