@@ -168,7 +168,7 @@ def pytest_run(scratch: Path, tests=(), notebooks=(), stop_first=True) -> tuple[
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _WHY = re.compile(r"^(?:E\s+)?[\w.]*(?:Error|Exception|Failed): .*$", re.MULTILINE)
-_FAILED = re.compile(r"^FAILED (\S+)", re.MULTILINE)
+_FAILED = re.compile(r"^FAILED (.+?)(?: - .*)?$", re.MULTILINE)  # a node id may hold spaces
 
 
 def first_reason(output: str) -> str:

@@ -71,3 +71,6 @@ def test_first_reason_names_the_test_and_its_error():
     nb = "\x1b[31mClaimFailed\x1b[39m: **Claim** (✗ does not hold): x\nFAILED nb.ipynb::nb.ipynb\n"
     assert S.first_reason(nb) == "nb.ipynb::nb.ipynb: ClaimFailed: **Claim** (✗ does not hold): x"
     assert S.first_reason("1 passed") == ""
+    # a parametrised id with spaces, ending at pytest's " - " before the message
+    spaced = "FAILED tests/p.py::test_t5[The values agree-yes] - AssertionError: x\n"
+    assert S.first_reason(spaced) == "tests/p.py::test_t5[The values agree-yes]"
