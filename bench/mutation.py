@@ -68,8 +68,8 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "clinlib/tasks/gates/structure.py",
             "clinlib/tasks/gates/gold.py",  # L2 gold recompute
             "clinlib/tasks/gates/ordering.py",  # L3 for T10 / T11
-            # run_gates, check_gates, the report; _load_inputs / _load_exclusions read
-            # parquet and open the source: narrowed out with --mutants (docs/benchmarks.md)
+            # run_gates, check_gates, the report, and _load_inputs (parquet and the source,
+            # patched in tests/tasks/test_gate_inputs.py)
             "clinlib/tasks/gates/run.py",
             "clinlib/tasks/gates/__init__.py",  # re-exports only: no function, no mutant
         ),
@@ -80,6 +80,7 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "tests/tasks/test_gate_l3_edges.py",  # L3 at its edges (issue 33 §3)
             "tests/tasks/test_t11.py",  # t11_leak (ordering.py); T10's need the quick build
             "tests/tasks/test_gate_run_edges.py",  # ordering.py and run.py (issue 33 §3)
+            "tests/tasks/test_gate_inputs.py",  # run.py's _load_inputs (issue 33 §3)
         ),
     ),
     "bins": (
@@ -121,6 +122,7 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         (
             "tests/llm/test_llm_tokens.py",
             "tests/llm/test_tokens_mut.py",  # the counting functions' edges (issue 33 §3)
+            "tests/llm/test_tokens_vocab.py",  # vocabulary loading, registration, warming
         ),
     ),
 }
