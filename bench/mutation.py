@@ -81,6 +81,7 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "tests/tasks/test_t11.py",  # t11_leak (ordering.py); T10's need the quick build
             "tests/tasks/test_gate_run_edges.py",  # ordering.py and run.py (issue 33 §3)
             "tests/tasks/test_gate_inputs.py",  # run.py's _load_inputs (issue 33 §3)
+            "tests/tasks/test_gate_rows.py",  # L0 rows, L1 exclusions, helpers (issue 33 §3)
         ),
     ),
     "bins": (
