@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from clinlib.core import config
 from clinlib.data.build import SourceSpec, load, open_source, read_source_info
 from clinlib.tasks import rules
 from clinlib.tasks.answers import TASK_NAMES
@@ -174,7 +175,7 @@ def test_l3_fails_on_a_cloze_item_left_in_the_visit(t10):
     assert t10_leak(kept) == "removed event A is still in the visit text"
 
 
-def test_cli_questions_reports_a_failed_extended_set_in_one_line(monkeypatch):
+def test_cli_questions_reports_a_failed_extended_set_in_one_line(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
     from clinlib import cli
@@ -191,6 +192,9 @@ def test_cli_questions_reports_a_failed_extended_set_in_one_line(monkeypatch):
         raise StageError("temporal_questions: 0 of 24 questions generated")
 
     monkeypatch.setattr(cli, "build_temporal_questions", fail)
+    # the builders are stand-ins: take the writer lock of a build of our own, not of the shared
+    # quick build, which a notebook on the other xdist worker may hold (the CLI refuses then)
+    monkeypatch.setattr(config, "BUILD_DIR", tmp_path)
     out = CliRunner().invoke(cli.app, ["questions", "--profile", "quick"])
     assert out.exit_code == 0  # the paper set stands; the add-on failed
     assert "extended set (T10) not built: temporal_questions: 0 of 24" in out.output

@@ -8,6 +8,7 @@ import json
 import pandas as pd
 import pytest
 
+from clinlib.core import config
 from clinlib.core.config import artifact_path
 from clinlib.tasks.extended import question_digest
 from clinlib.tasks.traps.constraints import injected_constraints
@@ -210,7 +211,7 @@ def test_reference_reader_and_scoring_on_hand_made_contexts():
     assert got["trap_in_context"].tolist() == [True, False, True]
 
 
-def test_cli_questions_reports_traps_and_a_failure_in_one_line(monkeypatch):
+def test_cli_questions_reports_traps_and_a_failure_in_one_line(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
     from clinlib import cli
@@ -228,6 +229,9 @@ def test_cli_questions_reports_traps_and_a_failure_in_one_line(monkeypatch):
     monkeypatch.setattr(cli, "build_traps", lambda *a, **k: {
         "facts": pd.DataFrame({"trap_id": ["TRAPALG-1"]}),
         "questions": pd.DataFrame({"task": ["EEM", "MQ", "MQ"]})})  # fmt: skip
+    # stand-in builders: the writer lock of our own build, not the shared quick build's
+    # (a notebook on the other xdist worker may hold that one, and the CLI refuses then)
+    monkeypatch.setattr(config, "BUILD_DIR", tmp_path)
     out = CliRunner().invoke(cli.app, ["questions", "--profile", "quick"])
     assert out.exit_code == 0 and "traps: 1 trap facts; EEM 1, MQ 2" in out.output
 
