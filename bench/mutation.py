@@ -38,14 +38,14 @@ import argparse
 import fnmatch
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.scratch import REPO, copy_repo
+
 DEFAULT_OUT = REPO / "data" / "build" / "_mutation"
 
 # group -> (modules to mutate, test files that cover them)
@@ -139,15 +139,7 @@ def _toml_list(items) -> str:
 def prepare(group: str, out: Path) -> Path:
     """A scratch copy of the repository configured to mutate ``group``."""
     modules, tests = GROUPS[group]
-    scratch = out / group
-    if scratch.exists():
-        shutil.rmtree(scratch)
-    scratch.mkdir(parents=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("clinlib", "tests"):
-        shutil.copytree(REPO / name, scratch / name, ignore=ignore)
-    for name in ("conftest.py", "pyproject.toml"):
-        shutil.copy2(REPO / name, scratch / name)
+    scratch = copy_repo(out / group, ("clinlib", "tests"))
     config = (
         "\n[tool.mutmut]\n"
         'source_paths = ["clinlib"]\n'

@@ -24,14 +24,14 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.scratch import REPO, copy_repo
+
 DEFAULT_OUT = REPO / "data" / "build" / "_seeded"
 
 
@@ -136,15 +136,7 @@ def apply(seed: Seed, root: Path) -> str:
 
 def prepare(out: Path) -> Path:
     """A scratch copy of what the covering tests and notebooks read."""
-    scratch = out / "repo"
-    if scratch.exists():
-        shutil.rmtree(scratch)
-    scratch.mkdir(parents=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "_mutation", "_seeded", ".ipynb*")
-    for name in ("clinlib", "tests", "notebooks", "data"):
-        shutil.copytree(REPO / name, scratch / name, ignore=ignore, symlinks=True)
-    for name in ("conftest.py", "pyproject.toml"):
-        shutil.copy2(REPO / name, scratch / name)
+    scratch = copy_repo(out / "repo", ("clinlib", "tests", "notebooks", "data"))
     (scratch / "figures").mkdir()
     return scratch
 
