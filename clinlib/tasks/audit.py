@@ -46,7 +46,7 @@ from clinlib.core.io import atomic_path
 from clinlib.core.seed_facts import seed_fact
 from clinlib.data.build import load
 from clinlib.data.drugnames import drug_display
-from clinlib.tasks.answers import TASK_NAMES
+from clinlib.tasks.registry import task_names
 
 HIGH_RISK_TASKS: tuple[str, ...] = ("T2", "T4", "T7", "T8", "T9")
 LOW_RISK_TASKS: tuple[str, ...] = ("T1", "T3", "T5", "T6")
@@ -100,7 +100,7 @@ def sample_audit(questions: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
         The sampled questions, ordered by task then draw order.
     """
     picked = []
-    for task in TASK_NAMES:
+    for task in task_names("paper"):
         q = questions[questions["task"] == task]
         if q.empty:
             continue
@@ -268,7 +268,7 @@ def import_audit_sheet(path: str | Path, *, allow_blank: bool = False) -> pd.Dat
                 f"{path}: line {line}: qid {r['qid']!r} repeats line {seen[r['qid']]}"
             )
         seen[r["qid"]] = line
-        if r["task"] not in TASK_NAMES:
+        if r["task"] not in task_names("paper"):
             raise AuditSheetError(f"{path}: line {line} (qid {r['qid']}): task {r['task']!r}")
         v = r["auditor_verdict"]
         if v == "" and allow_blank:
@@ -293,7 +293,7 @@ def audit_agreement(sheet: pd.DataFrame) -> pd.DataFrame:
     """
     done = sheet[sheet["auditor_verdict"].isin(VERDICTS)]
     rows = []
-    groups = [(t, done[done["task"] == t]) for t in TASK_NAMES if (done["task"] == t).any()]
+    groups = [(t, done[done["task"] == t]) for t in task_names("paper") if (done["task"] == t).any()]
     for task, g in groups + [("all", done)]:
         n = len(g)
         agree = int((g["auditor_verdict"] == "agree").sum())
@@ -354,7 +354,7 @@ def paper_l5_table() -> pd.DataFrame:
     d = dict(zip(sol.loc[sol["total_ok"], "task"], sol.loc[sol["total_ok"], "disagreements"],
                  strict=True))  # fmt: skip
     rows = [{"task": t, "risk": "high" if t in HIGH_RISK_TASKS else "low", "n": QUOTA[t],
-             "n_disagree": int(d.get(t, 0))} for t in TASK_NAMES]  # fmt: skip
+             "n_disagree": int(d.get(t, 0))} for t in task_names("paper")]  # fmt: skip
     rows.append({"task": "all", "risk": "", "n": sum(r["n"] for r in rows),
                  "n_disagree": sum(r["n_disagree"] for r in rows)})  # fmt: skip
     out = pd.DataFrame(rows)
@@ -428,5 +428,5 @@ def sheet_summary(sheet: pd.DataFrame, questions: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         [{"task": t, "risk": "high" if t in HIGH_RISK_TASKS else "low", "quota": QUOTA[t],
           "available": int(avail.get(t, 0)), "sampled": int(sampled.get(t, 0))}
-         for t in TASK_NAMES]
+         for t in task_names("paper")]
     )  # fmt: skip

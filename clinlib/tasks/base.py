@@ -2,16 +2,17 @@
 
 A task owns four things: its question generator (anchor + gold from structured fields, never a
 model), its answer format, a strict and a lenient parser, and its correctness rule. Everything
-downstream (gates, harness, notebooks) goes through :data:`TASKS` and :func:`score`.
+downstream (gates, harness, notebooks) goes through :data:`TASKS` (the registry of
+:class:`~clinlib.tasks.spec.TaskSpec`, :mod:`clinlib.tasks.registry`) and :func:`score`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import pandas as pd
+from clinlib.tasks.registry import TASKS, get_spec, register
+from clinlib.tasks.spec import TaskSpec
 
 ABSTAIN = "insufficient information"
 
@@ -58,60 +59,12 @@ class Score:
     problem: str | None = None
 
 
-@dataclass(frozen=True)
-class Task:
-    """One task of the suite.
-
-    Attributes:
-        name: ``T1`` .. ``T9``.
-        title: short description.
-        answer_format: the format instruction every question of the task states.
-        max_tokens: output-token cap (paper §4 / Appendix D: T1 60, T2 60, T4 120, T8 120,
-            T9 80, others 80).
-        subtypes: the task's strata (Appendix B).
-        parse_strict: ``(response, options) -> canonical answer | None`` (requested format).
-        parse_lenient: ``(response, options) -> canonical answer | None`` (what a careful
-            human reader would accept).
-        is_correct: ``(parsed, gold) -> bool``.
-        generate: ``(ctx) -> DataFrame`` of candidate questions (QUESTION_COLUMNS).
-        paper: one of the paper's nine tasks (questions.parquet); False for an extended task
-            (temporal_questions.parquet, never pooled with the paper's; docs/design.md).
-        grade: ``(parsed, gold) -> float`` graded score (None: 1.0 if correct else 0.0).
-        diagnose: ``(response, options) -> reason | None`` for a response that did not parse.
-    """
-
-    name: str
-    title: str
-    answer_format: str
-    max_tokens: int
-    subtypes: tuple[str, ...]
-    parse_strict: Callable[[str, list[str] | None], str | None]
-    parse_lenient: Callable[[str, list[str] | None], str | None]
-    is_correct: Callable[[str, str], bool]
-    generate: Callable[..., pd.DataFrame] | None = None
-    notes: dict = field(default_factory=dict)
-    paper: bool = True
-    grade: Callable[[str, str], float] | None = None
-    diagnose: Callable[[str, list[str] | None], str | None] | None = None
+Task = TaskSpec  # the name the notebooks and older callers use
 
 
-TASKS: dict[str, Task] = {}
-
-
-def register(task: Task) -> Task:
-    """Add a task to the registry (names must be unique)."""
-    if task.name in TASKS:
-        raise ValueError(f"task {task.name} is already registered")
-    TASKS[task.name] = task
-    return task
-
-
-def get_task(name: str) -> Task:
+def get_task(name: str) -> TaskSpec:
     """The registered task ``name``, with a clear error for unknown names."""
-    try:
-        return TASKS[name]
-    except KeyError:
-        raise ValueError(f"unknown task {name!r}; known: {', '.join(sorted(TASKS))}") from None
+    return get_spec(name)
 
 
 def score(
@@ -134,6 +87,8 @@ def score(
         A :class:`Score`.
     """
     t = get_task(task)
+    if t.scorer is not None:  # a family with one rule for both modes (traps)
+        return t.scorer(task, response, gold)
     text = (response or "").strip()
     parser = t.parse_lenient if lenient else t.parse_strict
     parsed = parser(text, options) if text else None
@@ -143,3 +98,7 @@ def score(
     correct = bool(t.is_correct(parsed, gold))
     value = float(t.grade(parsed, gold)) if t.grade is not None else float(correct)
     return Score(parsed, correct, False, value)
+
+
+__all__ = ["ABSTAIN", "QUESTION_COLUMNS", "STATED_NUMBER", "TASKS", "Score", "Task", "TaskSpec",
+           "get_task", "register", "score"]

@@ -10,9 +10,8 @@ their own rows) into ``temporal_questions.parquet`` (same QUESTION_COLUMNS),
 them only when named (``run(..., tasks=["T10"])``): :func:`load_questions` is the one loader
 the eval layer uses, and it returns the paper set alone unless an extended task is named.
 
-Adding an extended task: see :mod:`clinlib.tasks.generators` (module, registry entries,
-format, L2 recomputation) and give it counts in :data:`clinlib.tasks.rules.EXTENDED_COUNTS`
-and :data:`QUICK_EXTENDED_COUNTS`.
+Adding an extended task: a module with its ``SPEC`` (``family="extended"``, counts per
+profile) and one line in :mod:`clinlib.tasks.registry` (docs/extending.md).
 """
 
 from __future__ import annotations
@@ -26,33 +25,39 @@ import pandas as pd
 from clinlib.core.config import PROFILES, base_profile, question_counts, resolve_profile
 from clinlib.core.guards import StageError, stage_run
 from clinlib.data.build import load
-from clinlib.tasks import rules
-from clinlib.tasks.answers import ALL_TASK_NAMES, EXTENDED_TASK_NAMES, TASK_NAMES
 from clinlib.tasks.base import QUESTION_COLUMNS
 from clinlib.tasks.build import select_task, shortfall_gate_rows, write_gated
-from clinlib.tasks.decisions import select_t11
 from clinlib.tasks.gates import run_gates
 from clinlib.tasks.generate import generate_candidates, load_inputs
 from clinlib.tasks.generators.common import INTERNAL_COLUMNS
-from clinlib.tasks.relative import select_t1r
+from clinlib.tasks.registry import get_spec, specs, task_names
+from clinlib.tasks.spec import resolve
 from clinlib.tasks.traps.answers import HARNESS_TRAP_TASKS, TRAP_ARTIFACT
 
 EXTENDED_STAGE = "temporal_questions"
 EXTENDED_ARTIFACT = "temporal_questions"
-# Quick profile: a few per subtype, so unit tests stay fast (the paper profile: rules).
-QUICK_EXTENDED_COUNTS: dict[str, int] = {"T10": 24, "T1R": 24, "T11": 24, "T1F": 12, "T7R": 16}
-# Tasks selected by their own rule (default: select_task): T1R picks events, asked both ways;
-# T11 balances its discharge answers (clinlib.tasks.decisions).
-SELECTORS = {"T1R": select_t1r, "T11": select_t11, "T7R": select_t1r}
+
+
+def __getattr__(name: str):
+    # QUICK_EXTENDED_COUNTS: a few per subtype on the quick profile, so unit tests stay fast
+    # (declared in each spec's counts["quick"]; the paper profile: rules.EXTENDED_COUNTS).
+    if name == "QUICK_EXTENDED_COUNTS":
+        return {s.name: s.counts["quick"] for s in specs("extended")}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _selector(task: str):
+    """The task's own selection rule (its spec's ``select``; T1R picks events asked both ways,
+    T11 balances its discharge answers), else :func:`select_task`."""
+    return resolve(get_spec(task).select) or select_task
 
 
 def extended_counts(profile: str | None = None) -> dict[str, int]:
     """Per-task counts of the extended set: QUICK_EXTENDED_COUNTS on ``quick``, else
     rules.EXTENDED_COUNTS (300 per T10 subtype)."""
     name = resolve_profile(profile)
-    return dict(
-        QUICK_EXTENDED_COUNTS if question_counts(name) == "quick" else rules.EXTENDED_COUNTS
-    )
+    profile = "quick" if question_counts(name) == "quick" else "paper"
+    return {s.name: s.counts[profile] for s in specs("extended")}
 
 
 def build_extended_set(inp, counts: Mapping[str, int], seed: int = 0):
@@ -61,11 +66,11 @@ def build_extended_set(inp, counts: Mapping[str, int], seed: int = 0):
     Returns:
         (questions with QUESTION_COLUMNS sorted by task then qid, availability, shortfalls).
     """
-    tasks = [t for t in EXTENDED_TASK_NAMES if t in counts]
+    tasks = [t for t in task_names("extended") if t in counts]
     cands = generate_candidates(inp, tasks)
     parts, avails, shortfalls = [], [], []
     for t in tasks:
-        sel, avail, short = SELECTORS.get(t, select_task)(cands[t], t, int(counts[t]), seed)
+        sel, avail, short = _selector(t)(cands[t], t, int(counts[t]), seed)
         parts.append(sel)
         avails.append(avail)
         if short:
@@ -94,10 +99,10 @@ def build_temporal_questions(
     """
     name = resolve_profile(profile)
     counts = dict(counts) if counts is not None else extended_counts(name)
-    unknown = sorted(set(counts) - set(EXTENDED_TASK_NAMES))
+    unknown = sorted(set(counts) - set(task_names("extended")))
     if unknown:
         raise ValueError(
-            f"counts: unknown extended task(s) {unknown}; known: {EXTENDED_TASK_NAMES}"
+            f"counts: unknown extended task(s) {unknown}; known: {task_names('extended')}"
         )
     if seed is None:
         seed = PROFILES[base].seed if (base := base_profile(name)) in PROFILES else 0
@@ -138,14 +143,14 @@ def load_questions(profile: str | None = None, tasks: Iterable[str] | None = Non
         FileNotFoundError: a needed artifact is missing (names the command to run).
     """
     wanted = None if tasks is None else [str(t) for t in tasks]
-    known = (*ALL_TASK_NAMES, *HARNESS_TRAP_TASKS)
+    known = (*task_names("paper", "extended"), *HARNESS_TRAP_TASKS)
     unknown = sorted(set(wanted or ()) - set(known))
     if unknown:
         raise ValueError(f"unknown task(s) {unknown}; known: {', '.join(known)}")
     frames = []
-    if wanted is None or any(t in TASK_NAMES for t in wanted):
+    if wanted is None or any(t in task_names("paper") for t in wanted):
         frames.append(load("questions", profile))
-    if wanted is not None and any(t in EXTENDED_TASK_NAMES for t in wanted):
+    if wanted is not None and any(t in task_names("extended") for t in wanted):
         frames.append(load(EXTENDED_ARTIFACT, profile))
     if wanted is not None and any(t in HARNESS_TRAP_TASKS for t in wanted):
         traps = load(TRAP_ARTIFACT, profile)  # L (IG, MCD) too: stored NA-correct, judged later

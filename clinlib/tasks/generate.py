@@ -18,16 +18,19 @@ import pandas as pd
 from clinlib.core.progress import progress
 from clinlib.data.build import load, open_source, source_spec
 from clinlib.data.vocab import PANEL_ITEMIDS
-from clinlib.tasks.answers import TASK_NAMES
-from clinlib.tasks.generators import GENERATORS, SUBTYPES, TITLES
 from clinlib.tasks.generators.inputs import TaskInputError, TaskInputs, lab_key_of, make_inputs
+from clinlib.tasks.registry import derived, get_spec, task_names
 
 log = logging.getLogger(__name__)
 
+
+def __getattr__(name: str):
+    # GENERATORS / SUBTYPES / TITLES: views of the task specs (clinlib.tasks.registry)
+    if name in ("GENERATORS", "SUBTYPES", "TITLES"):
+        return derived(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 __all__ = [
-    "GENERATORS",
-    "SUBTYPES",
-    "TITLES",
     "TaskInputError",
     "TaskInputs",
     "generate_candidates",
@@ -97,14 +100,15 @@ def generate_candidates(
         ``{task: DataFrame}`` (QUESTION_COLUMNS + ``conflicts``), each sorted by qid.
     """
     out = {}
-    names = list(tasks or TASK_NAMES)
+    names = list(tasks or task_names("paper"))
     with progress(len(names), "questions: candidates", "task") as bar:
         for task in names:
-            if task not in GENERATORS:
-                raise ValueError(f"unknown task {task!r}; known: {', '.join(GENERATORS)}")
+            known = derived("GENERATORS")
+            if task not in known:
+                raise ValueError(f"unknown task {task!r}; known: {', '.join(known)}")
             t0 = time.perf_counter()
             bar.set_postfix(task=task)
-            out[task] = GENERATORS[task](inp)
+            out[task] = get_spec(task).generate(inp)
             log.info("%s: %d candidates in %.1fs", task, len(out[task]), time.perf_counter() - t0)
             bar.update(1)
     return out

@@ -32,9 +32,10 @@ from clinlib.dialogue.matching import (
     find_spans,
     labels_mentioned,
 )
-from clinlib.tasks.answers import ABSTAIN_CLAUSE, ANSWER_FORMATS
+from clinlib.tasks.answers import ABSTAIN_CLAUSE
 from clinlib.tasks.base import TASKS
-from clinlib.tasks.gates.content import _OPTION_LINE, _leak, question_stem
+from clinlib.tasks.gates.leaks import _OPTION_LINE, question_stem
+from clinlib.tasks.gates.leaks import leak as _leak
 
 PARAPHRASE_SYSTEM_PROMPT = """You reword one question about a patient's hospital record.
 Rules:
@@ -106,9 +107,10 @@ def question_slots(row: Mapping[str, Any], drugs: DrugMatcher | None = None) -> 
 def _fixed_parts(row: Mapping[str, Any]) -> list[str]:
     """The verbatim parts a parser relies on: format statement, clause, option lines."""
     task = str(row.get("task"))
-    fmt = ANSWER_FORMATS.get(task) or (TASKS[task].answer_format if task in TASKS else "")
+    spec = TASKS.get(task)
+    fmt = spec.answer_format if spec is not None else ""
     parts = [p for p in (fmt, ABSTAIN_CLAUSE) if p and p in str(row.get("question") or "")]
-    if task == "T7":
+    if spec is not None and spec.options == "texts":
         parts += [m.group(0).strip() for m in _OPTION_LINE.finditer(str(row["question"]))]
     return parts
 

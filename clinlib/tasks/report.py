@@ -19,9 +19,9 @@ from clinlib.core.config import artifact_path, resolve_profile
 from clinlib.core.plots import PALETTE
 from clinlib.tasks import rules
 from clinlib.tasks.build import build_questions
-from clinlib.tasks.generators import TITLES
 from clinlib.tasks.generators.common import stable_hash
 from clinlib.tasks.injections import Injection, apply_injections
+from clinlib.tasks.registry import get_spec
 
 SPEAKER = {"patient": "Patient", "clinician": "Clinician"}
 EVIDENCE_MARK = ">> "
@@ -72,7 +72,7 @@ def task_counts(questions: pd.DataFrame, targets: dict[str, int] | None = None) 
         rows.append(
             {
                 "task": t,
-                "title": TITLES[t],
+                "title": get_spec(t).title,
                 "questions": int(got.get(t, 0)),
                 "target": int((targets or {}).get(t, paper)),
                 "paper": paper,

@@ -120,9 +120,19 @@ T10_WINDOW = 5
 T10_MAX_VISIT_EVENTS = 150  # cloze visits longer than this are skipped (prompt size)
 T10_HALVES = ("admission", "discharge")
 
-# Extended tasks' counts on the paper-sized profiles (300 per T10 subtype; T1R 300 events asked
-# both ways; T11 300 per subtype; T1F 300 rejections; T7R 200 drugs asked both ways); never part of PAPER_COUNTS, so the paper's 6,271-question set is unaffected.
-EXTENDED_COUNTS: dict[str, int] = {"T10": 900, "T1R": 600, "T11": 900, "T1F": 300, "T7R": 400}
+# Extended tasks' counts on the paper-sized profiles are declared in each task's spec
+# (``TaskSpec.counts["paper"]``: 300 per T10 subtype; T1R 300 events asked both ways; T11 300
+# per subtype; T1F 300 rejections; T7R 200 drugs asked both ways); never part of PAPER_COUNTS,
+# so the paper's 6,271-question set is unaffected. EXTENDED_COUNTS is their view.
+
+
+def __getattr__(name: str):
+    if name == "EXTENDED_COUNTS":
+        from clinlib.tasks.registry import specs  # rules sits below the task modules
+
+        return {s.name: s.counts["paper"] for s in specs("extended")}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # T11 decisions (LongMedBench "Task 3" long-horizon decisions, T3-N / T3-A / T3-D;
 # docs/design.md "T11"; the spec is clinlib.tasks.generators.t11's docstring). A visit's event

@@ -2,7 +2,7 @@
 suite", §5.4 (T9 abstention parser), Appendix E.2 (D2 parse failures), Appendix G.3 (strict vs
 lenient parser, Tables 8–9)).
 
-Every question states ``ANSWER_FORMATS[task]`` verbatim. All formats end with the same
+Every question states its task's ``answer_format`` (clinlib.tasks.spec.TaskSpec) verbatim. All formats end with the same
 abstention clause, so that T9 questions (asked exactly like T1) do not reveal that the fact is
 absent; an explicit abstention is therefore a *parsed* answer (``ABSTAIN``) in every task —
 wrong everywhere except T9 — never a parse failure.
@@ -104,7 +104,7 @@ T9 (gold ``"insufficient information"``; correct only for an abstention).
 T10 (extended set, LongMedBench temporal reasoning; gold the item letters in time order,
     ``"C,A,B"``): rules in :mod:`clinlib.tasks.answers.order`. A response that is not a
     permutation of the question's letters is a parse failure with a diagnostic
-    (:data:`DIAGNOSERS`); the graded score is Kendall's tau (:data:`GRADERS`), ``correct`` the
+    (its spec's ``diagnose``); the graded score is Kendall's tau (``grade``), ``correct`` the
     exact order.
 
 T11 (extended set, LongMedBench "Task 3" decisions; gold the ground-truth option letter with
@@ -116,30 +116,24 @@ from __future__ import annotations
 
 from clinlib.tasks.answers.correct import gold_problem, is_correct
 from clinlib.tasks.answers.decision import decay, decision_gold, decision_score, split_gold
-from clinlib.tasks.answers.formats import (
-    ABSTAIN_CLAUSE,
-    ALL_TASK_NAMES,
-    ANSWER_FORMATS,
-    CUT_TASKS,
-    EXTENDED_TASK_NAMES,
-    MAX_TOKENS,
-    TASK_NAMES,
-    VALUE_FORMAT,
-    AnswerError,
-)
+from clinlib.tasks.answers.formats import ABSTAIN_CLAUSE, VALUE_FORMAT, AnswerError
 from clinlib.tasks.answers.order import kendall_tau, order_problem, order_score
 from clinlib.tasks.answers.parse import parse_lenient, parse_strict
 from clinlib.tasks.answers.values import UNIT_ALIASES, canonical_unit
+from clinlib.tasks.registry import derived
+
+# Views derived from the task specs on access (clinlib.tasks.registry.derived): the task
+# names, formats and token caps, and GRADERS / DIAGNOSERS (tasks with a graded score other
+# than 1/0, and tasks whose parse failures carry a diagnostic; clinlib.tasks.base.score).
+_VIEWS = frozenset(("ALL_TASK_NAMES", "ANSWER_FORMATS", "CUT_TASKS", "DIAGNOSERS",
+                    "EXTENDED_TASK_NAMES", "GRADERS", "MAX_TOKENS", "TASK_NAMES"))
 
 
-def _order_diagnosis(response: str, options: list[str] | None) -> str | None:
-    return order_problem(response, len(options)) if options else "the question lists no items"
+def __getattr__(name: str):
+    if name in _VIEWS:
+        return derived(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-
-# Tasks with a graded score other than 1/0 for correct / wrong, and tasks whose parse failures
-# carry a diagnostic (clinlib.tasks.base.score).
-GRADERS = {"T10": order_score, "T11": decision_score}
-DIAGNOSERS = {"T10": _order_diagnosis}
 
 __all__ = [
     "ABSTAIN_CLAUSE",

@@ -39,7 +39,9 @@ def _yes_no_strict(norm: str) -> str | None:
     return m.group(1).lower() if m else None
 
 
-def _yes_no_lenient(task: str, norm: str) -> str | None:
+def _yes_no_lenient(norm: str, polarity: str = "attribution") -> str | None:
+    """Yes/no in prose; without one, the ``polarity`` phrases (``attribution``: T3,
+    ``contradiction``: T5) decide."""
     found: set[str] = set()
     for m in _YN_ANSWER.finditer(norm):
         word = (m.group(1) or m.group(2)).lower()
@@ -49,7 +51,7 @@ def _yes_no_lenient(task: str, norm: str) -> str | None:
             continue
         found.add(word)
     if not found:
-        if task == "T3":
+        if polarity == "attribution":
             for m in _T3_POLARITY.finditer(norm):
                 found.add("no" if _negated(norm, m.start(), window=8) else "yes")
         else:

@@ -4,48 +4,25 @@ for the event-type mix; rules in :mod:`clinlib.tasks.gates`).
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable, Mapping
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import pandas as pd
 
 from clinlib.data.vocab import INDEX_DISEASES
-from clinlib.tasks import rules
-from clinlib.tasks.answers import ABSTAIN_CLAUSE, ANSWER_FORMATS
-from clinlib.tasks.base import STATED_NUMBER, TASKS
+from clinlib.tasks.base import TASKS
 from clinlib.tasks.gates.common import (
     DETAIL_EXAMPLES,
     SEVERITY,
     TERTILES,
     THRESHOLDS,
     _as_list,
-    _is_str,
-    _meta,
     _per_task,
 )
-from clinlib.tasks.gates.ordering import t10_leak, t11_leak
+from clinlib.tasks.gates.leaks import T9_CUES as T9_CUES  # re-exported: the gates' rules
+from clinlib.tasks.gates.leaks import leak as _leak
+from clinlib.tasks.gates.leaks import question_stem as question_stem
 
-T9_CUES: tuple[str, ...] = (
-    "insufficient",
-    "not documented",
-    "not recorded",
-    "not reported",
-    "not mentioned",
-    "not stated",
-    "not measured",
-    "not available",
-    "unknown",
-    "missing",
-    "no record",
-    "if available",
-    "if recorded",
-    "if documented",
-    "if any",
-    "absent",
-)
 MAX_PATIENT_SHARE = 0.10
 MIN_N_FOR_PATIENT_SHARE = 20
 # (task, anchor kind, low, high): share of questions whose anchor is of that kind (paper: T7
@@ -65,147 +42,6 @@ MIN_MINORITY_SHARE = 0.04
 MAX_SUBTYPE_SHARE = 0.75
 
 # --------------------------------------------------------------------------- L3
-
-_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?)?")
-_OPTION_LINE = re.compile(r"^\s*\(?[A-D][.)]\s+.*$", re.MULTILINE)
-_RULE_PARAMS = re.compile(
-    rf"\b{int(round(rules.SIMILAR_REL * 100))}\s*%|\b{rules.T8_MIN_AFTER_DAYS}\s+(?:or more\s+)?days?\b"
-)
-
-
-def question_stem(row: Mapping[str, Any]) -> str:
-    """The question text without its format statement, abstention clause and options block."""
-    text = str(row.get("question") or "")
-    task = str(row.get("task"))
-    # an extended task (T1R) states its format in the task registry
-    fmt = ANSWER_FORMATS.get(task) or (TASKS[task].answer_format if task in TASKS else "")
-    for part in (fmt, ABSTAIN_CLAUSE):
-        if part:
-            text = text.replace(part, " ")
-    if row.get("task") in ("T7", "T7R"):
-        text = _OPTION_LINE.sub(" ", text).replace("Options:", " ")
-    return text
-
-
-def _numbers(text: str) -> list[Decimal]:
-    text = _RULE_PARAMS.sub(" ", _ISO_DATE.sub(" ", text))
-    out = []
-    for m in STATED_NUMBER.finditer(text):
-        try:
-            out.append(Decimal(m.group(0)))
-        except InvalidOperation:  # pragma: no cover
-            continue
-    return out
-
-
-def _num(x: Any) -> Decimal | None:
-    m = re.search(r"\d+(?:\.\d+)?", str(x))
-    if m is None:
-        return None
-    try:
-        return Decimal(m.group(0))
-    except InvalidOperation:  # pragma: no cover
-        return None
-
-
-def _word(text: str, stem: str) -> bool:
-    return re.search(rf"\b{stem}\w*", text, re.IGNORECASE) is not None
-
-
-_DIRECTION_STEMS = {"increased": "increas", "decreased": "decreas", "stable": "stable"}
-_MAGNITUDE_STEMS = {"weak": "weak", "moderate": "moderate", "strong": "strong"}
-_T8_STEMS = {"increased": "increas", "decreased": "decreas", "similar": "similar"}
-
-
-def _label_leak(stem: str, gold_label: str, axis: Mapping[str, str]) -> bool:
-    """The gold's label word is in the stem and not merely as one of all listed choices."""
-    if gold_label not in axis or not _word(stem, axis[gold_label]):
-        return False
-    return not all(_word(stem, s) for s in axis.values())
-
-
-def _injected_text(row: Mapping[str, Any]) -> list[str]:
-    raw = row.get("injection")
-    if not _is_str(raw) or not raw.strip():
-        return []
-    data = json.loads(raw)
-    items = data if isinstance(data, list) else [data]
-    return [str(i.get("text")) for i in items if isinstance(i, dict) and i.get("text")]
-
-
-def _meta_numbers(meta: Mapping[str, Any], keys: Iterable[str]) -> list[Decimal]:
-    out = []
-    for k in keys:
-        v = meta.get(k)
-        if isinstance(v, dict):  # {"event_id": ..., "value": 1.3}
-            v = v.get("value")
-        for x in v if isinstance(v, list) else [v]:
-            if isinstance(x, int | float) and not isinstance(x, bool):
-                out.append(Decimal(repr(float(x))).normalize())
-    return out
-
-
-def _leak(row: Mapping[str, Any]) -> str | None:
-    task, gold = str(row["task"]), str(row["gold"])
-    stem = question_stem(row)
-    low = stem.lower()
-    meta = _meta(row)
-    if task in ("T1", "T1R"):
-        g = _num(gold)
-        if g is not None and any(n == g for n in _numbers(stem)):
-            return f"the stem states the gold value {gold!r}"
-        if task == "T1R" and row.get("subtype") == "relative" and STATED_NUMBER.search(stem):
-            return "the relative stem states a number (a date, time or visit number)"
-    elif task == "T1F":
-        if STATED_NUMBER.search(stem):
-            return "the rejection stem states a number (a date, time or visit number)"
-    elif task == "T2":
-        direction, _, magnitude = gold.partition(";")
-        if _label_leak(stem, direction, _DIRECTION_STEMS):
-            return f"the stem contains the gold direction {direction!r}"
-        if magnitude != "none" and _label_leak(stem, magnitude, _MAGNITUDE_STEMS):
-            return f"the stem contains the gold magnitude {magnitude!r}"
-    elif task in ("T3", "T5"):
-        if "physician noted:" in low:
-            return "the stem contains the injected 'Physician noted:' marker"
-        for text in _injected_text(row):
-            if text.strip().lower() in low:
-                return "the stem quotes the injected sentence"
-    elif task == "T4":
-        for eid in gold.split(";"):
-            if eid.lower() in low:
-                return f"the stem contains gold event id {eid}"
-    elif task == "T6":
-        values = _meta_numbers(meta, ("value_a", "value_b", "value_a_float", "value_b_float"))
-        nums = {n.normalize() for n in _numbers(stem)}
-        hit = [format(v, "f") for v in values if v in nums]
-        if hit:
-            return f"the stem states the computed value(s) {hit}"
-    elif task in ("T7", "T7R"):
-        if task == "T7R" and row.get("subtype") == "relative" and STATED_NUMBER.search(stem):
-            return "the relative stem states a number (a date, time or visit number)"
-        options = _as_list(row.get("options")) or []
-        if gold in rules.OPTION_LETTERS and len(options) == 4:
-            answer = str(options[rules.OPTION_LETTERS.index(gold)]).strip().lower()
-            if answer and re.search(rf"(?<!\w){re.escape(answer)}(?!\w)", low):
-                return f"the stem names the answer {answer!r} outside the options"
-    elif task == "T8":
-        if _label_leak(stem, gold, _T8_STEMS):
-            return f"the stem contains the gold direction {gold!r}"
-        values = _meta_numbers(meta, ("before", "after"))
-        nums = {n.normalize() for n in _numbers(stem)}
-        hit = [format(v, "f") for v in values if v in nums]
-        if hit:
-            return f"the stem states the before/after value(s) {hit}"
-    elif task == "T9":
-        cues = [c for c in T9_CUES if re.search(rf"\b{re.escape(c)}\b", low)]
-        if cues:
-            return f"the stem carries abstention cue(s) {cues}"
-    elif task == "T10":
-        return t10_leak(row)
-    elif task == "T11":
-        return t11_leak(row)
-    return None
 
 
 def gate_l3(questions: pd.DataFrame) -> dict[str, tuple[int, list[tuple[str, str]]]]:

@@ -12,7 +12,6 @@ from clinlib.core.config import artifact_path
 from clinlib.core.io import read_artifact
 from clinlib.data.build import open_source, source_spec
 from clinlib.data.plausibility import apply_exclusions
-from clinlib.tasks.answers import TASK_NAMES
 from clinlib.tasks.base import QUESTION_COLUMNS
 from clinlib.tasks.gates.common import (
     GATE_COLUMNS,
@@ -29,6 +28,7 @@ from clinlib.tasks.gates.content import gate_l3, gate_l4
 from clinlib.tasks.gates.gold import gate_l2
 from clinlib.tasks.gates.structure import EXCLUDED_PREFIX, gate_l0, gate_l1
 from clinlib.tasks.recompute import load_raw
+from clinlib.tasks.registry import task_names
 
 # --------------------------------------------------------------------------- driver
 
@@ -99,7 +99,8 @@ def run_gates(
     """
     present = {str(t) for t in questions.get("task", pd.Series(dtype=str))}
     if tasks is None:
-        tasks = list(TASK_NAMES) + sorted(present - set(TASK_NAMES))
+        paper = task_names("paper")
+        tasks = list(paper) + sorted(present - set(paper))
     else:
         tasks = list(tasks) + sorted(present - set(tasks))
     missing = [c for c in QUESTION_COLUMNS if c not in questions.columns]

@@ -13,15 +13,15 @@ from typing import Any
 import pandas as pd
 
 from clinlib.data.vocab import INDEX_DISEASES, PANEL_ITEMIDS
-from clinlib.tasks.answers import ALL_TASK_NAMES, gold_problem
+from clinlib.tasks.answers import gold_problem
 from clinlib.tasks.base import QUESTION_COLUMNS
 from clinlib.tasks.gates.common import TERTILES, _as_list, _int_like, _is_str, _meta, _per_task
+from clinlib.tasks.registry import get_spec, task_names
 
-# T10 / T11 (extended set) anchors: events the dialogue stage classified; an ordering question
-# lists its items and a decision question states its stay, so neither needs the dialogue to
-# state its anchor.
+# The anchor statuses a task accepts are its spec's ``anchor_status``: T10 / T11 (extended set)
+# anchors are events the dialogue stage classified (an ordering question lists its items and a
+# decision question states its stay, so neither needs the dialogue to state its anchor).
 T10_ANCHOR_STATUSES = ("covered", "missed")
-CLASSIFIED_ANCHOR_TASKS = ("T10", "T11")
 
 # T1–T8 subtypes whose questions legitimately have no anchor event.
 ANCHORLESS_SUBTYPES: frozenset[tuple[str, str]] = frozenset({("T5", "controlled_control")})
@@ -31,8 +31,9 @@ ANCHORLESS_SUBTYPES: frozenset[tuple[str, str]] = frozenset({("T5", "controlled_
 
 def _l0_row(row: Mapping[str, Any], dup_qids: set[str]) -> str | None:
     task, qid = row.get("task"), row.get("qid")
-    if task not in ALL_TASK_NAMES:
-        return f"task {task!r} is not one of {', '.join(ALL_TASK_NAMES)}"
+    known = task_names("paper", "extended")
+    if task not in known:
+        return f"task {task!r} is not one of {', '.join(known)}"
     if not _is_str(qid) or not qid.startswith(f"{task}-") or len(qid) <= len(task) + 1:
         return f"qid {qid!r} is not '{task}-<hash>'"
     if qid in dup_qids:
@@ -60,7 +61,8 @@ def _l0_row(row: Mapping[str, Any], dup_qids: set[str]) -> str | None:
     sids = lists["subject_ids"]
     if not all(_int_like(s) for s in sids):
         return f"subject_ids {sids!r} are not integers"
-    want = 2 if task == "T6" else 1
+    spec = get_spec(task)
+    want = spec.patients
     if len(sids) != want or len({int(s) for s in sids}) != want:
         return f"subject_ids {sids!r}: {task} needs {want} distinct patient(s)"
     if not all(_is_str(a) and a for a in lists["anchor_event_ids"]):
@@ -75,10 +77,10 @@ def _l0_row(row: Mapping[str, Any], dup_qids: set[str]) -> str | None:
     if row["tertile"] not in TERTILES:
         return f"tertile {row['tertile']!r} is not low/medium/high"
     options = lists["options"]
-    if task in ("T7", "T7R", "T10", "T11"):
+    if spec.options:
         if not all(_is_str(o) and o.strip() for o in options):
             return "options hold a non-string or an empty text"
-        if task in ("T10", "T11") and len(set(options)) != len(options):
+        if spec.options == "items" and len(set(options)) != len(options):
             return f"{task} items repeat"
         problem = gold_problem(task, row["gold"], options)
     else:
@@ -180,10 +182,9 @@ def _l1_row(
         return why
     anchors = _as_list(row.get("anchor_event_ids")) or []
     sids = {int(s) for s in (_as_list(row.get("subject_ids")) or [])}
-    want = "missed" if task == "T9" else "covered"
-    allowed = T10_ANCHOR_STATUSES if task in CLASSIFIED_ANCHOR_TASKS else (want,)
+    allowed = get_spec(task).anchor_status
     if not anchors:
-        if task != "T9":
+        if "covered" in allowed:
             if (task, str(row.get("subtype"))) in ANCHORLESS_SUBTYPES:
                 return None
             return "no anchor event"
@@ -191,7 +192,7 @@ def _l1_row(
         try:
             key = (int(meta["subject_id"]), str(meta["lab"]), str(meta["date"]))
         except (KeyError, TypeError, ValueError):
-            return "T9 question without anchors lacks meta subject_id / lab / date"
+            return f"{task} question without anchors lacks meta subject_id / lab / date"
         if key in event_days:
             return f"never-measured lab {key[1]} has an event on {key[2]}"
         if raw_days is not None and key in raw_days:

@@ -39,8 +39,8 @@ import numpy as np
 import pandas as pd
 
 from clinlib.data.vocab import INDEX_DISEASE_ICD, LAB_BY_KEY
-from clinlib.tasks import rules
-from clinlib.tasks.answers import ABSTAIN_CLAUSE, ANSWER_FORMATS
+from clinlib.tasks import registry, rules
+from clinlib.tasks.answers import ABSTAIN_CLAUSE
 from clinlib.tasks.base import QUESTION_COLUMNS
 
 # TaskInputs is imported from here by every generator and by clinlib.tasks.build
@@ -243,8 +243,8 @@ def lab_event_meta(e: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def format_instruction(task: str) -> str:
-    """The answer-format statement of ``task`` (clinlib.tasks.answers.ANSWER_FORMATS)."""
-    return ANSWER_FORMATS[task]
+    """The answer-format statement of ``task`` (its spec's ``answer_format``)."""
+    return registry.get_spec(task).answer_format
 
 
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from clinlib.tasks.answers.formats import VALUE_FORMAT
+from clinlib.tasks.answers.kinds import VALUE
+from clinlib.tasks.gates.leaks import value_leak
 from clinlib.tasks.generators.common import (
     NUMERIC_TEXT,
     TaskInputs,
@@ -23,6 +26,8 @@ from clinlib.tasks.generators.common import (
     thin,
     to_frame,
 )
+from clinlib.tasks.recompute.per_task import gold_t1
+from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import T1_TEMPLATES
 
 TASK = "T1"
@@ -87,3 +92,17 @@ def generate(inp: TaskInputs) -> pd.DataFrame:
             continue
         rows.append(row)
     return to_frame(rows)
+
+
+SPEC = TaskSpec(
+    name=TASK,
+    title="Numeric lab retrieval",
+    answer_format=VALUE_FORMAT,
+    max_tokens=60,
+    answer=VALUE,
+    subtypes=tuple(SUBTYPES),
+    generate=generate,
+    recompute=gold_t1,
+    leak=value_leak,
+    reader_policy="clinlib.eval.policies:answer_t1",
+)

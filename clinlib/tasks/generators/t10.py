@@ -33,8 +33,10 @@ from typing import Any
 import pandas as pd
 
 from clinlib.tasks import rules
-from clinlib.tasks.answers import ANSWER_FORMATS
+from clinlib.tasks.answers.formats import ABSTAIN_CLAUSE
+from clinlib.tasks.answers.kinds import ORDER
 from clinlib.tasks.answers.order import ORDER_LETTERS, canonical_order
+from clinlib.tasks.gates.ordering import t10_leak
 from clinlib.tasks.generators.common import TaskInputs, question_row, stable_hash, to_frame
 from clinlib.tasks.generators.t10_text import (
     event_line,
@@ -44,9 +46,16 @@ from clinlib.tasks.generators.t10_text import (
     visit_stream,
 )
 from clinlib.tasks.order_leaks import clip_leak
+from clinlib.tasks.recompute.per_task import gold_t10
+from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import T10_TEMPLATES
 
 TASK = "T10"
+# LongMedBench "temporal reasoning": the letters of the listed items in time order.
+FORMAT = (
+    "Reply with the letters only, in chronological order (earliest first), separated by "
+    "commas (for example: C, A, B). " + ABSTAIN_CLAUSE
+)
 SUBTYPES = rules.T10_SUBTYPES
 MAX_PER_PATIENT = 6
 ANCHOR_STATUSES = ("covered", "missed")
@@ -70,7 +79,7 @@ def _row(inp: TaskInputs, subtype: str, sid: int, anchors: list[str], items: lis
     )
     # The qid hashes the whole question (items, text fields, meta, wording): a re-rendered
     # question is a new question, so its old answers are orphaned, never taken as done.
-    content = json.dumps([items, fields, meta, T10_TEMPLATES[subtype], ANSWER_FORMATS[TASK]],
+    content = json.dumps([items, fields, meta, T10_TEMPLATES[subtype], FORMAT],
                          sort_keys=True, default=str)  # fmt: skip
     return question_row(
         inp,
@@ -202,3 +211,20 @@ def generate(inp: TaskInputs) -> pd.DataFrame:
             rows += _first(windows, lambda w, sid=sid, j=joint, h=halves_of: _sorting(inp, sid, w, j, h),
                            f"T10-sorting|{joint}|{sid}", classified)  # fmt: skip
     return to_frame(rows)
+
+
+SPEC = TaskSpec(
+    name=TASK,
+    title="Temporal ordering (extended set)",
+    answer_format=FORMAT,
+    max_tokens=80,
+    answer=ORDER,
+    family="extended",
+    subtypes=tuple(SUBTYPES),
+    generate=generate,
+    recompute=gold_t10,
+    leak=t10_leak,
+    counts={"paper": 900, "quick": 24},
+    options="items",
+    anchor_status=("covered", "missed"),
+)

@@ -45,14 +45,20 @@ import pandas as pd
 
 from clinlib.data.vocab import LAB_BY_KEY
 from clinlib.tasks import rules
-from clinlib.tasks.answers import ANSWER_FORMATS
 from clinlib.tasks.answers.decision import decay, decision_gold
+from clinlib.tasks.answers.formats import ABSTAIN_CLAUSE
+from clinlib.tasks.answers.kinds import DECISION
 from clinlib.tasks.answers.order import ORDER_LETTERS
+from clinlib.tasks.gates.ordering import t11_leak
 from clinlib.tasks.generators.common import TaskInputs, question_row, stable_hash, to_frame
 from clinlib.tasks.generators.t10_text import med_text, options_block, stamp, visit_stream
+from clinlib.tasks.recompute.t11 import recompute_t11
+from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import T11_TEMPLATES
 
 TASK = "T11"
+# LongMedBench "Task 3" decisions: one option letter (next action, argument, discharge).
+FORMAT = "Reply with the letter of one option only. " + ABSTAIN_CLAUSE
 SUBTYPES = rules.T11_SUBTYPES
 MAX_PER_PATIENT = 4
 CUT_STATUSES = ("covered", "missed")
@@ -93,7 +99,7 @@ def _row(inp: TaskInputs, subtype: str, cut: dict, recs: list[dict], options: li
          letter: str, credits: dict[str, Fraction], fields: dict, meta: dict) -> dict:  # fmt: skip
     gold = decision_gold(letter, credits)
     fields = {"stream": visit_stream(_context(recs, cut["t"])), "now": stamp(cut), **fields}
-    content = json.dumps([options, fields, meta, T11_TEMPLATES[subtype], ANSWER_FORMATS[TASK]],
+    content = json.dumps([options, fields, meta, T11_TEMPLATES[subtype], FORMAT],
                          sort_keys=True, default=str)  # fmt: skip
     return question_row(
         inp, task=TASK, subtype=subtype, subject_ids=[cut["subject_id"]],
@@ -207,3 +213,22 @@ def generate(inp: TaskInputs) -> pd.DataFrame:
                 per[s] += found[: max(0, MAX_PER_PATIENT - len(per[s]))]
         rows += [r for found in per.values() for r in found]
     return to_frame(rows)
+
+
+SPEC = TaskSpec(
+    name=TASK,
+    title="Long-horizon decisions (extended set)",
+    answer_format=FORMAT,
+    max_tokens=60,
+    answer=DECISION,
+    family="extended",
+    subtypes=tuple(SUBTYPES),
+    generate=generate,
+    recompute=recompute_t11,
+    leak=t11_leak,
+    counts={"paper": 900, "quick": 24},
+    select="clinlib.tasks.decisions:select_t11",
+    cut=True,
+    options="items",
+    anchor_status=("covered", "missed"),
+)

@@ -22,11 +22,15 @@ from __future__ import annotations
 import pandas as pd
 
 from clinlib.dialogue.turns import ordinal_word
-from clinlib.tasks.answers import VALUE_FORMAT
+from clinlib.tasks.answers.formats import VALUE_FORMAT
+from clinlib.tasks.answers.kinds import ABSTENTION
 from clinlib.tasks.base import ABSTAIN, STATED_NUMBER
+from clinlib.tasks.gates.leaks import rejection_leak
 from clinlib.tasks.generators.common import lab_event_meta, question_row, thin, to_frame
 from clinlib.tasks.generators.inputs import TaskInputs
 from clinlib.tasks.generators.t1r import MAX_POSITION, _series_ok, visit_counts, visit_series
+from clinlib.tasks.recompute.t1r import recompute_t1f
+from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import T1R_RELATIVE_TEMPLATES
 
 TASK = "T1F"
@@ -56,3 +60,18 @@ def generate(inp: TaskInputs) -> pd.DataFrame:
     visits = visit_counts(inp)
     rows = [_row(inp, s, visits[s[0]["subject_id"]]) for s in picked]
     return to_frame([r for r in rows if r is not None])
+
+
+SPEC = TaskSpec(
+    name=TASK,
+    title="Rejection of an absent measurement (extended set)",
+    answer_format=VALUE_FORMAT,
+    max_tokens=60,
+    answer=ABSTENTION,
+    family="extended",
+    subtypes=tuple(SUBTYPES),
+    generate=generate,
+    recompute=recompute_t1f,
+    leak=rejection_leak,
+    counts={"paper": 300, "quick": 12},
+)

@@ -27,8 +27,10 @@ from collections.abc import Sequence
 import pandas as pd
 
 from clinlib.dialogue.turns import ordinal_word
-from clinlib.tasks.answers import VALUE_FORMAT
+from clinlib.tasks.answers.formats import VALUE_FORMAT
+from clinlib.tasks.answers.kinds import VALUE
 from clinlib.tasks.base import STATED_NUMBER
+from clinlib.tasks.gates.leaks import value_leak
 from clinlib.tasks.generators.common import (
     NUMERIC_TEXT,
     TaskInputs,
@@ -39,6 +41,8 @@ from clinlib.tasks.generators.common import (
     thin,
     to_frame,
 )
+from clinlib.tasks.recompute.t1r import recompute_t1r
+from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import T1_TEMPLATES, T1R_RELATIVE_TEMPLATES
 
 TASK = "T1R"
@@ -147,3 +151,19 @@ def generate(inp: TaskInputs) -> pd.DataFrame:
 def pair_qids(subject_id: int, event_id: str) -> dict[str, str]:
     """subtype -> qid of the two questions of one pair (the generator's qids)."""
     return {s: make_qid(TASK, [subject_id], [event_id], s) for s in SUBTYPES}
+
+
+SPEC = TaskSpec(
+    name=TASK,
+    title="Relative-time retrieval (extended set)",
+    answer_format=VALUE_FORMAT,
+    max_tokens=60,
+    answer=VALUE,
+    family="extended",
+    subtypes=tuple(SUBTYPES),
+    generate=generate,
+    recompute=recompute_t1r,
+    leak=value_leak,
+    counts={"paper": 600, "quick": 24},
+    select="clinlib.tasks.relative:select_t1r",
+)

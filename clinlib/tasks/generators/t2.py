@@ -17,6 +17,9 @@ from __future__ import annotations
 import pandas as pd
 
 from clinlib.tasks import rules
+from clinlib.tasks.answers.formats import ABSTAIN_CLAUSE
+from clinlib.tasks.answers.kinds import TREND
+from clinlib.tasks.gates.leaks import trend_leak
 from clinlib.tasks.generators.common import (
     TaskInputs,
     fraction_text,
@@ -28,9 +31,16 @@ from clinlib.tasks.generators.common import (
     to_frame,
     trend_label,
 )
+from clinlib.tasks.recompute.per_task import gold_t2
+from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import T2_TEMPLATES
 
 TASK = "T2"
+FORMAT = (
+    "Reply as <direction>;<magnitude> with direction one of increased, decreased, stable "
+    "and magnitude one of none, weak, moderate, strong (for example: decreased;weak). "
+    + ABSTAIN_CLAUSE
+)
 SUBTYPES = tuple(f"{n}_visits" for n in range(rules.T2_MIN_VISITS, rules.T2_MAX_VISITS + 1))
 MAX_WINDOWS = 1
 
@@ -102,3 +112,17 @@ def _row(inp: TaskInputs, sid: int, lab: str, win: list[dict], dates: list[str])
 
 def _word(n: int) -> str:
     return {2: "two", 3: "three", 4: "four", 5: "five"}[n]
+
+
+SPEC = TaskSpec(
+    name=TASK,
+    title="Trend classification",
+    answer_format=FORMAT,
+    max_tokens=60,
+    answer=TREND,
+    subtypes=tuple(SUBTYPES),
+    generate=generate,
+    recompute=gold_t2,
+    leak=trend_leak,
+    reader_policy="clinlib.eval.policies:answer_t2",
+)

@@ -25,6 +25,9 @@ import re
 import pandas as pd
 
 from clinlib.tasks import rules
+from clinlib.tasks.answers.formats import ABSTAIN_CLAUSE
+from clinlib.tasks.answers.kinds import ATTRIBUTION
+from clinlib.tasks.gates.leaks import injection_leak
 from clinlib.tasks.generators.common import (
     TaskInputs,
     families_of,
@@ -35,9 +38,12 @@ from clinlib.tasks.generators.common import (
     to_frame,
 )
 from clinlib.tasks.injections import Injection
+from clinlib.tasks.recompute.per_task import gold_t3
+from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import T3_INJECTION, T3_TEMPLATES
 
 TASK = "T3"
+FORMAT = "Reply yes or no. " + ABSTAIN_CLAUSE
 SUBTYPES = ("Y-admit", "Y-er", "N-admit", "N-er")
 MAX_PER_VISIT = 3
 
@@ -190,3 +196,17 @@ def _row(
             qid=row["qid"],
         ).to_json()
     return row
+
+
+SPEC = TaskSpec(
+    name=TASK,
+    title="Controlled attribution detection",
+    answer_format=FORMAT,
+    max_tokens=80,
+    answer=ATTRIBUTION,
+    subtypes=tuple(SUBTYPES),
+    generate=generate,
+    recompute=gold_t3,
+    leak=injection_leak,
+    reader_policy="clinlib.eval.policies:answer_t3",
+)

@@ -19,6 +19,9 @@ import pandas as pd
 
 from clinlib.data.vocab import LAB_BY_KEY
 from clinlib.tasks import rules
+from clinlib.tasks.answers.formats import ABSTAIN_CLAUSE
+from clinlib.tasks.answers.kinds import EVENT_IDS
+from clinlib.tasks.gates.leaks import ids_leak
 from clinlib.tasks.generators.common import (
     TaskInputs,
     families_of,
@@ -29,9 +32,15 @@ from clinlib.tasks.generators.common import (
     to_frame,
 )
 from clinlib.tasks.generators.inputs import event_sort_key
+from clinlib.tasks.recompute.per_task import gold_t4
+from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import T4_TEMPLATES
 
 TASK = "T4"
+FORMAT = (
+    "Reply with the event ids only, separated by semicolons (for example: "
+    "LAB-101;LAB-202). " + ABSTAIN_CLAUSE
+)
 SUBTYPES = tuple(rules.T4_EVIDENCE)
 
 
@@ -123,3 +132,17 @@ def _row(inp: TaskInputs, sid: int, fam: str, v: int, anchor: dict, evid: list[d
             ],
         },
     )
+
+
+SPEC = TaskSpec(
+    name=TASK,
+    title="Retrospective propagation",
+    answer_format=FORMAT,
+    max_tokens=120,
+    answer=EVENT_IDS,
+    subtypes=tuple(SUBTYPES),
+    generate=generate,
+    recompute=gold_t4,
+    leak=ids_leak,
+    reader_policy="clinlib.eval.policies:answer_t4",
+)

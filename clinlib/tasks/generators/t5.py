@@ -29,6 +29,9 @@ from fractions import Fraction
 
 import pandas as pd
 
+from clinlib.tasks.answers.formats import ABSTAIN_CLAUSE
+from clinlib.tasks.answers.kinds import CONTRADICTION
+from clinlib.tasks.gates.leaks import injection_leak
 from clinlib.tasks.generators.common import (
     TaskInputs,
     exact,
@@ -39,6 +42,8 @@ from clinlib.tasks.generators.common import (
     to_frame,
 )
 from clinlib.tasks.injections import Injection
+from clinlib.tasks.recompute.per_task import gold_t5
+from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import (
     T5_STATEMENTS_DX,
     T5_STATEMENTS_LAB,
@@ -50,6 +55,7 @@ from clinlib.tasks.templates import (
 )
 
 TASK = "T5"
+FORMAT = "Reply yes or no. " + ABSTAIN_CLAUSE
 SUBTYPES = (
     "controlled_dx_presence",
     "controlled_procedure",
@@ -278,3 +284,17 @@ def _natural(inp: TaskInputs, info: dict, e1: dict, e2: dict) -> dict:
         extra_key=[f"topic={e1['event_id']}"],  # the anchors alone do not say which is asked
         conflicts=[f"visit:{sid}:{v}", f"visit:{sid}:{int(e2['visit_idx'])}"],
     )
+
+
+SPEC = TaskSpec(
+    name=TASK,
+    title="Controlled contradiction detection",
+    answer_format=FORMAT,
+    max_tokens=80,
+    answer=CONTRADICTION,
+    subtypes=tuple(SUBTYPES),
+    generate=generate,
+    recompute=gold_t5,
+    leak=injection_leak,
+    reader_policy="clinlib.eval.policies:answer_t5",
+)

@@ -25,6 +25,9 @@ from fractions import Fraction
 import pandas as pd
 
 from clinlib.tasks import rules
+from clinlib.tasks.answers.formats import ABSTAIN_CLAUSE
+from clinlib.tasks.answers.kinds import PATIENT
+from clinlib.tasks.gates.leaks import comparison_leak
 from clinlib.tasks.generators.common import (
     DISEASE_NAMES,
     TaskInputs,
@@ -36,9 +39,12 @@ from clinlib.tasks.generators.common import (
     stable_hash,
     to_frame,
 )
+from clinlib.tasks.recompute.per_task import gold_t6
+from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import T6A_TEMPLATES, T6B_TEMPLATES, T6C_TEMPLATES
 
 TASK = "T6"
+FORMAT = "Reply A, B or similar. " + ABSTAIN_CLAUSE
 SUBTYPES = ("a_n_diagnoses", "b_max_value", "c_delta_value")
 PARTNERS = 4
 LABS_PER_PAIR = 3
@@ -200,3 +206,18 @@ def _row_c(inp: TaskInputs, a: int, b: int, lab: str, da: tuple, db: tuple) -> d
             (b, lb["event_id"]),
         ],  # fmt: skip
     )
+
+
+SPEC = TaskSpec(
+    name=TASK,
+    title="Cross-patient comparison",
+    answer_format=FORMAT,
+    max_tokens=80,
+    answer=PATIENT,
+    subtypes=tuple(SUBTYPES),
+    generate=generate,
+    recompute=gold_t6,
+    leak=comparison_leak,
+    patients=2,
+    reader_policy="clinlib.eval.policies:answer_t6",
+)

@@ -40,6 +40,9 @@ import pandas as pd
 
 from clinlib.data.drugnames import drug_head, drug_key, drug_words, has_phrase
 from clinlib.tasks import rules
+from clinlib.tasks.answers.formats import ABSTAIN_CLAUSE
+from clinlib.tasks.answers.kinds import OPTION
+from clinlib.tasks.gates.leaks import option_leak
 from clinlib.tasks.generators.common import (
     TaskInputs,
     make_qid,
@@ -58,6 +61,8 @@ from clinlib.tasks.generators.treatments import (
     leaks,
     procedure_domain,
 )
+from clinlib.tasks.recompute.per_task import gold_t7
+from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import (
     T7_MEDICATION_TEMPLATES,
     T7_OPTION_LINE,
@@ -66,6 +71,7 @@ from clinlib.tasks.templates import (
 )
 
 TASK = "T7"
+FORMAT = "Reply with the letter of one option (A, B, C or D). " + ABSTAIN_CLAUSE
 SUBTYPES = ("medication", "procedure")
 MAX_ENCOUNTERS_PER_DRUG = 2
 N_DISTRACTORS = len(rules.OPTION_LETTERS) - 1
@@ -264,3 +270,18 @@ def _row(
     )
     assert row["qid"] == qid
     return row
+
+
+SPEC = TaskSpec(
+    name=TASK,
+    title="Treatment fact recall",
+    answer_format=FORMAT,
+    max_tokens=80,
+    answer=OPTION,
+    subtypes=tuple(SUBTYPES),
+    generate=generate,
+    recompute=gold_t7,
+    leak=option_leak,
+    options="texts",
+    reader_policy="clinlib.eval.policies:answer_t7",
+)

@@ -21,11 +21,14 @@ import json
 import pandas as pd
 
 from clinlib.dialogue.turns import ordinal_word
-from clinlib.tasks.answers import ANSWER_FORMATS
+from clinlib.tasks.answers.kinds import OPTION
 from clinlib.tasks.base import STATED_NUMBER
+from clinlib.tasks.gates.leaks import option_leak
 from clinlib.tasks.generators import t7
 from clinlib.tasks.generators.common import question_row, to_frame
 from clinlib.tasks.generators.inputs import TaskInputs
+from clinlib.tasks.recompute.per_task import gold_t7
+from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import T7_MEDICATION_TEMPLATES, T7R_RELATIVE_TEMPLATES
 
 TASK = "T7R"
@@ -37,7 +40,7 @@ def _twins(inp: TaskInputs, row: dict) -> list[dict]:
     common = {"inp": inp, "task": TASK, "subject_ids": list(row["subject_ids"]),
               "anchors": list(row["anchor_event_ids"]), "gold": row["gold"], "meta": meta,
               "options": list(row["options"]), "suffix": t7.options_block(list(row["options"])),
-              "fmt": ANSWER_FORMATS["T7"]}  # fmt: skip
+              "fmt": t7.FORMAT}  # fmt: skip
     explicit = question_row(subtype="explicit", templates=T7_MEDICATION_TEMPLATES,
                             fields={"date": meta["date"]}, **common)  # fmt: skip
     relative = question_row(subtype="relative", templates=T7R_RELATIVE_TEMPLATES,
@@ -53,3 +56,25 @@ def generate(inp: TaskInputs) -> pd.DataFrame:
     base = t7.generate(inp)
     meds = base[base["subtype"] == "medication"]
     return to_frame([r for row in meds.to_dict("records") for r in _twins(inp, row)])
+
+def recompute(meta, q, raw, status):
+    """Gate L2 (both twins): T7's medication rule on the shared meta and options."""
+    return gold_t7(meta, {**dict(q), "subtype": "medication"}, raw, status)
+
+
+
+SPEC = TaskSpec(
+    name=TASK,
+    title="Medication retrieval, explicit vs relative (extended set)",
+    answer_format=t7.FORMAT,
+    max_tokens=80,
+    answer=OPTION,
+    family="extended",
+    subtypes=tuple(SUBTYPES),
+    generate=generate,
+    recompute=recompute,
+    leak=option_leak,
+    counts={"paper": 400, "quick": 16},
+    select="clinlib.tasks.relative:select_t1r",
+    options="texts",
+)

@@ -30,7 +30,10 @@ import pandas as pd
 
 from clinlib.data.drugnames import drug_display, drug_key, has_phrase
 from clinlib.tasks import rules
+from clinlib.tasks.answers.formats import ABSTAIN_CLAUSE
+from clinlib.tasks.answers.kinds import DIRECTION
 from clinlib.tasks.base import STATED_NUMBER
+from clinlib.tasks.gates.leaks import response_leak
 from clinlib.tasks.generators.common import (
     TaskInputs,
     exact,
@@ -43,9 +46,12 @@ from clinlib.tasks.generators.common import (
     to_frame,
 )
 from clinlib.tasks.generators.inputs import event_sort_key, timestamp
+from clinlib.tasks.recompute.per_task import gold_t8
+from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import T8_TEMPLATES
 
 TASK = "T8"
+FORMAT = "Reply increased, decreased or similar. " + ABSTAIN_CLAUSE
 SUBTYPES = rules.T8_BINS
 MAX_PER_SERIES = 3
 
@@ -171,3 +177,17 @@ def _point(r: dict) -> dict:
         "value": float(r["value"]),
         "hadm_id": int(r["hadm_id"]),
     }
+
+
+SPEC = TaskSpec(
+    name=TASK,
+    title="Observed treatment response",
+    answer_format=FORMAT,
+    max_tokens=120,
+    answer=DIRECTION,
+    subtypes=tuple(SUBTYPES),
+    generate=generate,
+    recompute=gold_t8,
+    leak=response_leak,
+    reader_policy="clinlib.eval.policies:answer_t8",
+)

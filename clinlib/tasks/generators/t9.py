@@ -27,7 +27,10 @@ import pandas as pd
 
 from clinlib.data.drugnames import drug_display, drug_head, drug_key
 from clinlib.data.vocab import LAB_BY_KEY
+from clinlib.tasks.answers.formats import VALUE_FORMAT
+from clinlib.tasks.answers.kinds import ABSTENTION
 from clinlib.tasks.base import ABSTAIN
+from clinlib.tasks.gates.leaks import abstention_cue_leak
 from clinlib.tasks.generators.common import (
     TaskInputs,
     abstain_clause,
@@ -39,6 +42,8 @@ from clinlib.tasks.generators.common import (
     thin,
     to_frame,
 )
+from clinlib.tasks.recompute.per_task import gold_t9
+from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import (
     T1_TEMPLATES,
     T9_DOSE_TEMPLATES,
@@ -186,3 +191,18 @@ def _missed_meds(inp: TaskInputs) -> list[dict]:
                 )
             )
     return rows
+
+
+SPEC = TaskSpec(
+    name=TASK,
+    title="Abstention",
+    answer_format=VALUE_FORMAT,
+    max_tokens=80,
+    answer=ABSTENTION,
+    subtypes=tuple(SUBTYPES),
+    generate=generate,
+    recompute=gold_t9,
+    leak=abstention_cue_leak,
+    anchor_status=("missed",),
+    reader_policy="clinlib.eval.policies:answer_t9",
+)

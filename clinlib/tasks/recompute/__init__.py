@@ -66,7 +66,7 @@ Anchors are recomputed and compared where the rule fixes them (T1, T2, T4, T8, T
 from __future__ import annotations
 
 from clinlib.tasks.recompute.arithmetic import change_bin, compare_values, t8_gold, trend_gold
-from clinlib.tasks.recompute.per_task import RECOMPUTERS, Recomputed, recompute_question
+from clinlib.tasks.recompute.per_task import Recomputed, recompute_question
 from clinlib.tasks.recompute.raw import (
     RawRecord,
     RecomputeError,
@@ -74,25 +74,18 @@ from clinlib.tasks.recompute.raw import (
     drug_words_sql,
     load_raw,
 )
-from clinlib.tasks.recompute.t1r import recompute_t1f, recompute_t1r
-from clinlib.tasks.recompute.t11 import recompute_t11
-
-# per_task cannot import the extended recomputations (they build on its helpers)
-RECOMPUTERS.setdefault("T1R", recompute_t1r)
-RECOMPUTERS.setdefault("T11", recompute_t11)
-RECOMPUTERS.setdefault("T1F", recompute_t1f)
-_T7 = RECOMPUTERS["T7"]
+from clinlib.tasks.registry import specs
+from clinlib.tasks.spec import resolve
 
 
-def _recompute_t7r(meta, q, raw, status):
-    """T7R (both twins): T7's medication rule on the shared meta and options."""
-    return _T7(meta, {**dict(q), "subtype": "medication"}, raw, status)
+def __getattr__(name: str):
+    # RECOMPUTERS: task -> its gate-L2 recomputation, a view of the task specs
+    if name == "RECOMPUTERS":
+        return {t.name: resolve(t.recompute) for t in specs() if t.recompute is not None}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-
-RECOMPUTERS.setdefault("T7R", _recompute_t7r)
 
 __all__ = [
-    "RECOMPUTERS",
     "RawRecord",
     "RecomputeError",
     "Recomputed",

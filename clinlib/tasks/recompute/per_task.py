@@ -20,6 +20,8 @@ from clinlib.tasks.base import ABSTAIN
 from clinlib.tasks.recompute.arithmetic import _dec, compare_values, t8_gold, trend_gold
 from clinlib.tasks.recompute.order import recompute_t10
 from clinlib.tasks.recompute.raw import RawRecord
+from clinlib.tasks.registry import TASKS
+from clinlib.tasks.spec import resolve
 
 EMERGENCY_TYPES = ("EW EMER.", "DIRECT EMER.", "URGENT", "EU OBSERVATION")
 
@@ -64,7 +66,7 @@ def _on(rows: list[dict], date: str) -> list[dict]:
     return [r for r in rows if r["date"] == date]
 
 
-def _t1(meta, q, raw: RawRecord, status) -> Recomputed:
+def gold_t1(meta, q, raw: RawRecord, status) -> Recomputed:
     sid, lab, date = int(_get(meta, "subject_id")), _lab_key(meta), str(_get(meta, "date"))
     rows = _on(raw.lab_series(sid, lab), date)
     if len(rows) != 1:
@@ -75,7 +77,7 @@ def _t1(meta, q, raw: RawRecord, status) -> Recomputed:
     return Recomputed(f"{r['value_text']} {r['unit']}", (r["event_id"],))
 
 
-def _t2(meta, q, raw: RawRecord, status) -> Recomputed:
+def gold_t2(meta, q, raw: RawRecord, status) -> Recomputed:
     sid, lab = int(_get(meta, "subject_id")), _lab_key(meta)
     hadm_ids = [int(h) for h in _get(meta, "hadm_ids")]
     if not rules.T2_MIN_VISITS <= len(hadm_ids) <= rules.T2_MAX_VISITS:
@@ -122,7 +124,7 @@ def _side_ok(row: Mapping[str, Any], side: str) -> bool:
     return lo is not None and v < float(lo)
 
 
-def _t4(meta, q, raw: RawRecord, status) -> Recomputed:
+def gold_t4(meta, q, raw: RawRecord, status) -> Recomputed:
     sid, family = int(_get(meta, "subject_id")), str(_get(meta, "family"))
     hadm = int(_get(meta, "hadm_id", "dx_hadm_id"))
     prefixes = _family_prefixes(family)
@@ -166,7 +168,7 @@ def _t6_quantity(raw: RawRecord, sid: int, kind: str, lab: str | None) -> Decima
     return max(values) if kind == "b" else abs(values[-1] - values[0])
 
 
-def _t6(meta, q, raw: RawRecord, status) -> Recomputed:
+def gold_t6(meta, q, raw: RawRecord, status) -> Recomputed:
     sids = [int(s) for s in _get(meta, "subject_ids")]
     kind = str(q["subtype"]).lower()[:1]  # a_n_diagnoses / b_max_value / c_delta_value
     if len(sids) != 2 or kind not in ("a", "b", "c"):
@@ -187,7 +189,7 @@ def _mentions(hay: str, needle: str) -> bool:
     return bool(needle) and f" {needle} " in f" {hay} "
 
 
-def _t7(meta, q, raw: RawRecord, status) -> Recomputed:
+def gold_t7(meta, q, raw: RawRecord, status) -> Recomputed:
     sid, hadm = int(_get(meta, "subject_id")), int(_get(meta, "hadm_id"))
     options = [str(o) for o in _as_list(q["options"])]
     if len(options) != 4:
@@ -222,7 +224,7 @@ def _t7(meta, q, raw: RawRecord, status) -> Recomputed:
     return Recomputed(rules.OPTION_LETTERS[found[0]])
 
 
-def _t8(meta, q, raw: RawRecord, status) -> Recomputed:
+def gold_t8(meta, q, raw: RawRecord, status) -> Recomputed:
     sid, lab = int(_get(meta, "subject_id")), _lab_key(meta)
     rx_id = str(_get(meta, "rx_event_id"))
     rx = next((r for r in raw.records("rx", sid) if r["event_id"] == rx_id), None)
@@ -257,7 +259,7 @@ def _head(drug: Any) -> str:
     return words[0] if words else ""
 
 
-def _t9(meta, q, raw: RawRecord, status) -> Recomputed:
+def gold_t9(meta, q, raw: RawRecord, status) -> Recomputed:
     """ABSTAIN iff the dialogue states nothing that answers the question."""
     sid = int(_get(meta, "subject_id"))
     if meta.get("lab") is not None:
@@ -283,7 +285,7 @@ def _t9(meta, q, raw: RawRecord, status) -> Recomputed:
     return Recomputed(ABSTAIN)
 
 
-def _t3(meta, q, raw: RawRecord, status) -> Recomputed:
+def gold_t3(meta, q, raw: RawRecord, status) -> Recomputed:
     sid, hadm = int(_get(meta, "subject_id")), int(_get(meta, "hadm_id"))
     finding = str(_get(meta, "lab_event_id"))
     lab = next((r for r in raw.records("labs", sid) if r["event_id"] == finding), None)
@@ -316,7 +318,7 @@ def _coded(rows: list[dict], code: str, version: int, hadm: int | None) -> bool:
     )
 
 
-def _t5(meta, q, raw: RawRecord, status) -> Recomputed:
+def gold_t5(meta, q, raw: RawRecord, status) -> Recomputed:
     """yes iff an injected statement contradicts the raw record; the topic fact must exist."""
     sid, hadm = int(_get(meta, "subject_id")), int(_get(meta, "hadm_id"))
     kind = str(_get(meta, "kind"))
@@ -368,24 +370,12 @@ def _injection(q: Mapping[str, Any]) -> dict | None:
     return data if isinstance(data, dict) else (data[0] if data else None)
 
 
-def _t10(meta, q, raw: RawRecord, status) -> Recomputed:
+def gold_t10(meta, q, raw: RawRecord, status) -> Recomputed:
     _get(meta, "subject_id")
     gold, anchors, problem = recompute_t10(meta, str(q.get("subtype")), raw)
     return Recomputed(gold, anchors if gold is not None else None, problem)
 
 
-RECOMPUTERS = {
-    "T1": _t1,
-    "T2": _t2,
-    "T3": _t3,
-    "T4": _t4,
-    "T5": _t5,
-    "T6": _t6,
-    "T7": _t7,
-    "T8": _t8,
-    "T9": _t9,
-    "T10": _t10,
-}
 
 
 def recompute_question(
@@ -407,7 +397,8 @@ def recompute_question(
         return Recomputed(None, problem="meta is not valid JSON")
     if not isinstance(meta, dict):
         return Recomputed(None, problem="meta is not a JSON object")
-    fn = RECOMPUTERS.get(str(question["task"]))
+    spec = TASKS.get(str(question["task"]))
+    fn = resolve(spec.recompute) if spec is not None else None
     if fn is None:
         return Recomputed(None, problem=f"unknown task {question['task']!r}")
     try:

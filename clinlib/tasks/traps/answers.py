@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from clinlib.tasks.base import ABSTAIN, Score
+from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.traps.queries import ANSWER_FORMAT, QUERY_TYPES
 
 TRAP_TASK_NAMES: tuple[str, ...] = QUERY_TYPES
@@ -121,3 +122,18 @@ def trap_score(task: str, response: str | None, gold: str) -> Score:
     want = norm_text(gold) if ANSWER_FORMAT[task] == "S" and task != "TLA" else str(gold)
     correct = parsed != ABSTAIN and parsed == want
     return Score(parsed, correct, False, float(correct))
+
+
+def _spec(task: str) -> TaskSpec:
+    return TaskSpec(
+        name=task,
+        title=f"MedMemoryBench {task} query ({ANSWER_FORMAT[task]} format, trap set)",
+        answer_format=PROMPTS[task],
+        max_tokens=TRAP_MAX_TOKENS[task],
+        family="trap",
+        scorer=trap_score,
+    )
+
+
+SPECS: tuple[TaskSpec, ...] = tuple(_spec(t) for t in QUERY_TYPES)
+"""The six query types as tasks of the harness (one scorer, both parser modes)."""
