@@ -65,6 +65,7 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         (
             "clinlib/tasks/gates/common.py",
             "clinlib/tasks/gates/content.py",
+            "clinlib/tasks/gates/leaks.py",  # L3 per answer shape
             "clinlib/tasks/gates/structure.py",
             "clinlib/tasks/gates/gold.py",  # L2 gold recompute
             "clinlib/tasks/gates/ordering.py",  # L3 for T10 / T11

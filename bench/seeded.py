@@ -105,7 +105,7 @@ SEEDS: tuple[Seed, ...] = (
          tests=("tests/tasks/test_thresholds.py",)),
     Seed("lenient_skips_strict", "lenient parsing skipping the strict pass",
          "clinlib/tasks/answers/parse.py",
-         "    strict = parse_strict(task, response, options)\n"
+         "    strict = read_strict(kind, response, options)\n"
          "    if strict is not None:\n        return strict\n",
          "", tests=("tests/tasks/test_answers.py",)),
     Seed("accuracy_inverted", "`accuracy_table` returning 1 - accuracy (notebooks 07-10, 13)",

@@ -21,9 +21,9 @@ import pandas as pd
 
 from clinlib.analysis import cluster_report, cluster_stats, metrics, stats
 from clinlib.analysis.paper import STRATEGIES as PAPER_STRATEGIES  # light import; same names/order
+from clinlib.analysis.paper import TASKS
+from clinlib.llm.presets import OFFLINE_READER_NAMES as OFFLINE_READERS
 
-OFFLINE_READERS: tuple[str, ...] = ("reference", "eager")
-TASKS: tuple[str, ...] = tuple(f"T{i}" for i in range(1, 10))
 AGGREGATION_TASKS: tuple[str, ...] = ("T2", "T6", "T8")
 SKEWED_TASKS: tuple[str, ...] = ("T5", "T8")
 FULL = "full-context"

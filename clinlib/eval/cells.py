@@ -33,8 +33,8 @@ from clinlib.llm import Backbone, ChatRequest, ChatResult, GenerationParams, get
 from clinlib.llm.types import UnknownBackboneError
 from clinlib.strategies import get_strategy, question_contexts_many, setting_plan
 from clinlib.strategies.prep import MATCHED, RULE_BASED, get_prep, resolve_prep
-from clinlib.tasks import score
-from clinlib.tasks.answers import CUT_TASKS, MAX_TOKENS
+from clinlib.tasks import SPECS, score
+from clinlib.tasks.answers import CUT_TASKS
 from clinlib.tasks.extended import load_questions
 from clinlib.tasks.settings import (
     STATIC_SETTINGS,
@@ -43,7 +43,7 @@ from clinlib.tasks.settings import (
     asked_questions,
     parse_settings,
 )
-from clinlib.tasks.traps.answers import TRAP_MAX_TOKENS, is_trap_task, trap_score
+from clinlib.tasks.traps.answers import is_trap_task
 from clinlib.tasks.traps.facts import trap_dialogue
 
 log = logging.getLogger("clinlib.eval.runner")
@@ -127,11 +127,10 @@ def run_questions(
 
 
 def generation_params(task: str) -> GenerationParams:
-    """Temperature 0 and the task's output cap (Appendix E.3; a trap type's by its format)."""
-    caps = {**MAX_TOKENS, **TRAP_MAX_TOKENS}
-    if task not in caps:
-        raise RunnerError(f"unknown task {task!r}; known: {sorted(caps)}")
-    return GenerationParams(temperature=TEMPERATURE, max_tokens=caps[task])
+    """Temperature 0 and the task's output cap (Appendix E.3; its spec's ``max_tokens``)."""
+    if task not in SPECS:
+        raise RunnerError(f"unknown task {task!r}; known: {sorted(SPECS)}")
+    return GenerationParams(temperature=TEMPERATURE, max_tokens=SPECS[task].max_tokens)
 
 
 def request_id(key: Sequence[str]) -> str:
@@ -221,11 +220,9 @@ def scored_fields(q: dict[str, Any], response: str | None) -> dict[str, Any]:
     """The scoring columns of a prediction row: ``response`` parsed and scored strictly and
     leniently against question ``q``'s gold with the task's own parsers (also used by
     ``clintrace score`` for predictions made elsewhere, :mod:`clinlib.eval.external`)."""
-    if is_trap_task(q["task"]):  # one rule for both modes (clinlib.tasks.traps.answers)
-        strict = lenient = trap_score(q["task"], response, str(q["gold"]))
-    else:
-        strict = score(q["task"], response, str(q["gold"]), _options(q), lenient=False)
-        lenient = score(q["task"], response, str(q["gold"]), _options(q), lenient=True)
+    # a family with one rule for both modes (traps) scores through its spec's scorer
+    strict = score(q["task"], response, str(q["gold"]), _options(q), lenient=False)
+    lenient = score(q["task"], response, str(q["gold"]), _options(q), lenient=True)
     return {
         "response": response,
         "parsed": strict.parsed,

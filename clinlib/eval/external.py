@@ -44,6 +44,8 @@ from clinlib.eval.cells import _options, scored_fields
 from clinlib.eval.store import KEY_COLUMNS, claim_predictions, load_predictions, write_part
 from clinlib.tasks import TASKS
 from clinlib.tasks.answers import ALL_TASK_NAMES
+from clinlib.tasks.answers.kinds import PROBES
+from clinlib.tasks.answers.parse import read_strict
 from clinlib.tasks.extended import load_questions, question_digest
 
 EXTERNAL_PREFIX = "ext:"
@@ -51,20 +53,12 @@ EXTERNAL_PREP = "external"
 REQUIRED_COLUMNS: tuple[str, ...] = ("qid", "strategy", "backbone", "response")
 SCORE_SETTINGS: tuple[str, ...] = ("post", "pre")
 NUMERIC_COLUMNS: tuple[str, ...] = ("input_tokens", "output_tokens", "cost_usd", "latency_s")
-# Answer shapes a strict parser can tell apart: one probe task per shape family.
-SHAPE_OF: dict[str, str] = {
-    **dict.fromkeys(("T1", "T9", "T1R", "T1F"), "value"),
-    "T2": "trend",
-    **dict.fromkeys(("T3", "T5"), "yes/no"),
-    "T4": "event ids",
-    **dict.fromkeys(("T6", "T7", "T7R", "T11"), "letter"),
-    "T8": "direction",
-    "T10": "letter order",
-}
-SHAPE_PROBES: dict[str, str] = {
-    "value": "T1", "trend": "T2", "yes/no": "T3", "event ids": "T4", "letter": "T7",
-    "direction": "T8",
-}  # fmt: skip
+
+
+def answer_shape(task: str) -> str:
+    """What an answer of ``task`` looks like (its spec's answer kind), the task name if unknown."""
+    spec = TASKS.get(task)
+    return spec.answer.shape if spec is not None and spec.answer is not None else task
 
 
 class ScoreFileError(ValueError):
@@ -128,17 +122,16 @@ def wrong_task(task: str, response: str | None, options: list[str] | None) -> st
     not parse as ``task``'s answer (strict nor lenient) but parses strictly as a bare answer of
     another shape (e.g. ``42`` or ``LAB-1;LAB-2`` for a yes/no question). None otherwise (a
     parse failure the task's own scorer judges wrong)."""
-    if response is None or not str(response).strip() or task not in TASKS:
+    spec = TASKS.get(task)
+    if response is None or not str(response).strip() or spec is None or spec.answer is None:
         return None
-    spec = TASKS[task]
     if spec.parse_strict(response, options) is not None:
         return None
     if spec.parse_lenient(response, options) is not None:
         return None
-    own = SHAPE_OF.get(task)
-    for shape, probe in SHAPE_PROBES.items():
-        if shape != own and TASKS[probe].parse_strict(response, None) is not None:
-            return shape
+    for kind in PROBES:
+        if kind.shape != spec.answer.shape and read_strict(kind, response) is not None:
+            return kind.shape
     return None
 
 
@@ -189,7 +182,7 @@ def _check_row(r: Mapping[str, Any], q: Mapping[str, Any], where: str, current_d
     if shape is not None:
         raise ScoreFileError(
             f"{where}: response {str(r['response'])[:40]!r} is a {shape} answer, not a "
-            f"{SHAPE_OF.get(q['task'], q['task'])} answer for {q['task']} (wrong task? "
+            f"{answer_shape(q['task'])} answer for {q['task']} (wrong task? "
             "--allow-wrong-task scores it as a parse failure)"
         )
 

@@ -56,6 +56,7 @@ from clinlib.eval.reader_order import answer_order, order_subtype
 from clinlib.eval.reader_prompt import (
     _PANEL_RES,
     _TAG_RE,
+    Question,
     ReaderError,
     Record,
     _assign_ids,
@@ -78,6 +79,8 @@ from clinlib.eval.reader_trap import answer_trap
 from clinlib.llm.backbones import register_backbone, register_policy_backbone
 from clinlib.llm.types import OFFLINE_READER_MODEL_PREFIX, Backbone, OfflineReply
 from clinlib.tasks.base import ABSTAIN
+from clinlib.tasks.registry import get_spec
+from clinlib.tasks.spec import resolve
 
 REFERENCE_LABEL = "reference reader (deterministic policy, not an LLM)"
 EAGER_LABEL = "eager reader (deterministic, never abstains; not an LLM)"
@@ -212,25 +215,53 @@ def answer(messages: Sequence[Mapping[str, Any]], eager: bool = False) -> str:
     rec = _parse_cached(
         record, tuple(sorted({x for x in extra if x.strip().lower() not in _PANEL_RES}))
     )
-    if q.task in ("T1", "T9") and q.kind == "":
-        out = _answer_value(rec, q.fields, eager)
-    elif q.task == "T9":
-        out = _answer_t9_other(rec, q, eager)
-    elif q.task == "T2":
-        out = _answer_t2(rec, q.fields, eager)
-    elif q.task == "T3":
-        out = _answer_t3(rec, q.fields, eager)
-    elif q.task == "T4":
-        out = _answer_t4(rec, q.fields, eager)
-    elif q.task == "T5":
-        out = _answer_t5(rec, q, eager)
-    elif q.task == "T6":
-        out = _answer_t6(rec, q, eager)
-    elif q.task == "T7":
-        out = _answer_t7(rec, q.fields, eager)
-    else:
-        out = _answer_t8(rec, q.fields, eager)
+    # the recognised task's policy, named by its spec (clinlib.tasks.spec.TaskSpec.reader_policy)
+    out = resolve(get_spec(q.task).reader_policy)(rec, q, eager)
     return out if out is not None else ABSTAIN
+
+
+# --------------------------------------------------------------------------- per-task policies
+# One per paper task, ``(record, question, eager) -> answer | None``; a task's spec names its
+# policy (``reader_policy``), so the reader has no branch on a task's name.
+
+
+def answer_t1(rec: Record, q: Question, eager: bool) -> str | None:
+    return _answer_value(rec, q.fields, eager)
+
+
+def answer_t2(rec: Record, q: Question, eager: bool) -> str | None:
+    return _answer_t2(rec, q.fields, eager)
+
+
+def answer_t3(rec: Record, q: Question, eager: bool) -> str | None:
+    return _answer_t3(rec, q.fields, eager)
+
+
+def answer_t4(rec: Record, q: Question, eager: bool) -> str | None:
+    return _answer_t4(rec, q.fields, eager)
+
+
+def answer_t5(rec: Record, q: Question, eager: bool) -> str | None:
+    return _answer_t5(rec, q, eager)
+
+
+def answer_t6(rec: Record, q: Question, eager: bool) -> str | None:
+    return _answer_t6(rec, q, eager)
+
+
+def answer_t7(rec: Record, q: Question, eager: bool) -> str | None:
+    return _answer_t7(rec, q.fields, eager)
+
+
+def answer_t8(rec: Record, q: Question, eager: bool) -> str | None:
+    return _answer_t8(rec, q.fields, eager)
+
+
+def answer_t9(rec: Record, q: Question, eager: bool) -> str | None:
+    """A T9 lab question reads like T1's (the value, or an abstention); the others by kind."""
+    if q.kind == "":
+        return _answer_value(rec, q.fields, eager)
+    return _answer_t9_other(rec, q, eager)
 
 
 def reference_policy(messages: Sequence[Mapping[str, Any]], params: Any = None) -> str:

@@ -355,6 +355,41 @@ def _merged(m: re.Match[str]) -> dict[str, Any]:
     return out
 
 
+# Per-task wording knowledge of the recogniser, keyed by the pattern's task: a guard the
+# question must match (T2's patterns need "encounters") and a completion of the matched fields.
+_GUARDS = {"T2": re.compile(r"encounters")}
+
+
+def _keep(q: str, f: dict) -> None:
+    return None
+
+
+def _t2_fields(q: str, f: dict) -> None:
+    head = q.split("?")[0] + "?" + q.split("?")[1] if "?" in q else q
+    f["dates"] = _DATE_RE.findall(head)
+    f["lab"] = _t2_lab(q)
+
+
+def _t9_fields(q: str, f: dict) -> None:
+    if "date" not in f:
+        f["date"] = _DATE_RE.findall(q)[0]
+
+
+def _t7_fields(q: str, f: dict) -> None:
+    f["options"] = [
+        re.sub(r"^[A-D]\.\s*", "", line).strip()
+        for line in f["options"].strip().splitlines()
+        if re.match(r"^[A-D]\.", line)
+    ]
+
+
+def _t4_fields(q: str, f: dict) -> None:
+    f["labs"] = [s.strip() for s in re.split(r"\s+or\s+", f["labs"])]
+
+
+_FIELDS = {"T2": _t2_fields, "T9": _t9_fields, "T7": _t7_fields, "T4": _t4_fields}
+
+
 def recognise(question: str) -> Question:
     """Recognise a question's task and parts from its wording (the generators' templates).
 
@@ -371,26 +406,14 @@ def recognise(question: str) -> Question:
         if m and d:
             return Question("T9", "start", {"drug": m.group("drug"), "date": d[-1]})
     for task, kind, rx in _Q_PATTERNS:
-        if task == "T2" and not re.search(r"encounters", q):
+        guard = _GUARDS.get(task)
+        if guard is not None and not guard.search(q):
             continue
         m = rx.search(q)
         if not m:
             continue
         f = _merged(m)
-        if task == "T2":
-            head = q.split("?")[0] + "?" + q.split("?")[1] if "?" in q else q
-            f["dates"] = _DATE_RE.findall(head)
-            f["lab"] = _t2_lab(q)
-        if task == "T9" and "date" not in f:
-            f["date"] = _DATE_RE.findall(q)[0]
-        if task == "T7":
-            f["options"] = [
-                re.sub(r"^[A-D]\.\s*", "", line).strip()
-                for line in f["options"].strip().splitlines()
-                if re.match(r"^[A-D]\.", line)
-            ]
-        if task == "T4":
-            f["labs"] = [s.strip() for s in re.split(r"\s+or\s+", f["labs"])]
+        _FIELDS.get(task, _keep)(q, f)
         return Question(task, kind, f)
     raise ReaderError(f"reader cannot recognise the task of question {q[:120]!r}")
 

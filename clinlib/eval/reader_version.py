@@ -18,8 +18,10 @@ import functools
 import hashlib
 from pathlib import Path
 
+from clinlib.llm.presets import OFFLINE_READER_NAMES
+
 # The registered reader backbones whose rows carry a version (clinlib.eval.policies).
-READER_BACKBONES: tuple[str, ...] = ("reference", "eager")
+READER_BACKBONES: tuple[str, ...] = OFFLINE_READER_NAMES
 # The modules whose source is the readers' policy (every eval/reader_* module + policies).
 READER_MODULES: tuple[str, ...] = (
     "policies",

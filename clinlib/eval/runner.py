@@ -82,9 +82,8 @@ from clinlib.eval.store import (
 )
 from clinlib.llm import Backbone, check_egress, default_cache_path
 from clinlib.llm.context import context_window
-from clinlib.tasks.answers import EXTENDED_TASK_NAMES
+from clinlib.tasks import SPECS
 from clinlib.tasks.settings import PRE_TASKS
-from clinlib.tasks.traps.answers import is_trap_task
 
 log = logging.getLogger("clinlib.eval.runner")
 
@@ -282,7 +281,7 @@ def summary_predictions(name: str, tasks: Sequence[str] | None) -> pd.DataFrame:
     """The predictions a run's summary covers: the paper's tasks (as always), or, when an
     extended task (or a trap type) is asked, only the asked tasks, so that T10's mean Kendall's tau is never
     pooled with T1–T9 accuracy in one cell."""
-    extended = [t for t in (tasks or ()) if t in EXTENDED_TASK_NAMES or is_trap_task(t)]
+    extended = [t for t in (tasks or ()) if t in SPECS and not SPECS[t].paper]
     # the stream / mixed cells too
     preds = load_predictions(name, extended=bool(extended), all_settings=True)
     if extended:

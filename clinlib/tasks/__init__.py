@@ -7,12 +7,21 @@ once in :mod:`clinlib.tasks.registry` (docs/extending.md "Add a task").
 from __future__ import annotations
 
 from clinlib.tasks.base import ABSTAIN, QUESTION_COLUMNS, Score, Task, get_task, score
-from clinlib.tasks.registry import TASKS, get_spec, register, specs, task_names, unregister
+from clinlib.tasks.registry import (
+    SPECS,
+    TASKS,
+    get_spec,
+    register,
+    specs,
+    task_names,
+    unregister,
+)
 from clinlib.tasks.spec import TaskSpec
 
 __all__ = [
     "ABSTAIN",
     "QUESTION_COLUMNS",
+    "SPECS",
     "TASKS",
     "Score",
     "Task",

@@ -57,7 +57,7 @@ from clinlib.tasks import rules
 from clinlib.tasks.base import QUESTION_COLUMNS
 from clinlib.tasks.gates import check_gates, run_gates
 from clinlib.tasks.gates.content import MAX_PATIENT_SHARE, MIN_N_FOR_PATIENT_SHARE
-from clinlib.tasks.generate import generate_candidates, load_inputs
+from clinlib.tasks.generate import SUBTYPES, generate_candidates, load_inputs
 from clinlib.tasks.generators.common import INTERNAL_COLUMNS, TaskInputs, stable_hash
 from clinlib.tasks.registry import get_spec
 
@@ -128,7 +128,7 @@ def subtype_plan(task: str) -> dict[str, tuple[float, str]]:
     """``{subtype: (weight, group)}`` of a task."""
     if task in SUBTYPE_WEIGHTS:
         return SUBTYPE_WEIGHTS[task]
-    return {s: (1.0, s) for s in get_spec(task).subtypes}
+    return {s: (1.0, s) for s in SUBTYPES.get(task) or get_spec(task).subtypes}
 
 
 # --------------------------------------------------------------------------- quotas

@@ -23,14 +23,17 @@ from clinlib.tasks.registry import derived, get_spec, task_names
 
 log = logging.getLogger(__name__)
 
-
-def __getattr__(name: str):
-    # GENERATORS / SUBTYPES / TITLES: views of the task specs (clinlib.tasks.registry)
-    if name in ("GENERATORS", "SUBTYPES", "TITLES"):
-        return derived(name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Read-only views of the task specs (clinlib.tasks.registry), taken once: SUBTYPES is what the
+# selection plans from (clinlib.tasks.build.subtype_plan; a task registered later is looked
+# up in the registry).
+GENERATORS = derived("GENERATORS")
+SUBTYPES = derived("SUBTYPES")
+TITLES = derived("TITLES")
 
 __all__ = [
+    "GENERATORS",
+    "SUBTYPES",
+    "TITLES",
     "TaskInputError",
     "TaskInputs",
     "generate_candidates",

@@ -29,7 +29,7 @@ BACKBONES: tuple[str, ...] = (
     "claude-haiku-4.5",
     "claude-sonnet-4.6",
 )
-TASKS: tuple[str, ...] = tuple(f"T{i}" for i in range(1, 10))
+TASKS: tuple[str, ...] = tuple(PAPER_COUNTS)  # the paper's nine tasks, T1..T9
 
 # Evaluation-set sizes (§3 "Evaluation set"; Table 14 caption). They sum to 6,271.
 TASK_N: dict[str, int] = dict(PAPER_COUNTS)

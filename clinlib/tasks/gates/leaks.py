@@ -127,12 +127,17 @@ def _relative_number(row: Mapping[str, Any]) -> str | None:
 
 
 def value_leak(row: Mapping[str, Any]) -> str | None:
-    """T1 (and T1R): the stem states the gold value (T1R relative: any number)."""
+    """T1: the stem states the gold value."""
     gold, stem = str(row["gold"]), question_stem(row)
     g = _num(gold)
     if g is not None and any(n == g for n in _numbers(stem)):
         return f"the stem states the gold value {gold!r}"
-    return _relative_number(row)
+    return None
+
+
+def relative_value_leak(row: Mapping[str, Any]) -> str | None:
+    """T1R: T1's check, and a relative stem states no number (it names the visit by rank)."""
+    return value_leak(row) or _relative_number(row)
 
 
 def rejection_leak(row: Mapping[str, Any]) -> str | None:
@@ -185,11 +190,13 @@ def comparison_leak(row: Mapping[str, Any]) -> str | None:
     return f"the stem states the computed value(s) {hit}" if hit else None
 
 
+def relative_option_leak(row: Mapping[str, Any]) -> str | None:
+    """T7R: a relative stem states no number, then T7's check."""
+    return _relative_number(row) or option_leak(row)
+
+
 def option_leak(row: Mapping[str, Any]) -> str | None:
-    """T7 (and T7R): the stem names the answer outside the options (T7R relative: a number)."""
-    problem = _relative_number(row)
-    if problem:
-        return problem
+    """T7: the stem names the answer outside the options."""
     gold, low = str(row["gold"]), question_stem(row).lower()
     options = _as_list(row.get("options")) or []
     if gold in rules.OPTION_LETTERS and len(options) == 4:

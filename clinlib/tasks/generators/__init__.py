@@ -9,6 +9,8 @@ Each task module declares its :class:`~clinlib.tasks.spec.TaskSpec` (``SPEC``) n
 
 from __future__ import annotations
 
+import importlib
+
 from clinlib.tasks.generators.inputs import TaskInputs
 from clinlib.tasks.registry import derived
 
@@ -16,7 +18,12 @@ from clinlib.tasks.registry import derived
 def __getattr__(name: str):
     if name in ("GENERATORS", "SUBTYPES", "TITLES"):
         return derived(name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:  # a task module not imported yet (``generators.t1``): the registry imports lazily
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__name__}.{name}":
+            raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
 
 
 __all__ = ["GENERATORS", "SUBTYPES", "TITLES", "TaskInputs"]

@@ -30,7 +30,7 @@ from clinlib.dialogue.turns import ordinal_word
 from clinlib.tasks.answers.formats import VALUE_FORMAT
 from clinlib.tasks.answers.kinds import VALUE
 from clinlib.tasks.base import STATED_NUMBER
-from clinlib.tasks.gates.leaks import value_leak
+from clinlib.tasks.gates.leaks import relative_value_leak
 from clinlib.tasks.generators.common import (
     NUMERIC_TEXT,
     TaskInputs,
@@ -163,7 +163,7 @@ SPEC = TaskSpec(
     subtypes=tuple(SUBTYPES),
     generate=generate,
     recompute=recompute_t1r,
-    leak=value_leak,
+    leak=relative_value_leak,
     counts={"paper": 600, "quick": 24},
     select="clinlib.tasks.relative:select_t1r",
 )

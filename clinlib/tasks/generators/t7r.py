@@ -23,7 +23,7 @@ import pandas as pd
 from clinlib.dialogue.turns import ordinal_word
 from clinlib.tasks.answers.kinds import OPTION
 from clinlib.tasks.base import STATED_NUMBER
-from clinlib.tasks.gates.leaks import option_leak
+from clinlib.tasks.gates.leaks import relative_option_leak
 from clinlib.tasks.generators import t7
 from clinlib.tasks.generators.common import question_row, to_frame
 from clinlib.tasks.generators.inputs import TaskInputs
@@ -73,7 +73,7 @@ SPEC = TaskSpec(
     subtypes=tuple(SUBTYPES),
     generate=generate,
     recompute=recompute,
-    leak=option_leak,
+    leak=relative_option_leak,
     counts={"paper": 400, "quick": 16},
     select="clinlib.tasks.relative:select_t1r",
     options="texts",
