@@ -293,7 +293,9 @@ def audit_agreement(sheet: pd.DataFrame) -> pd.DataFrame:
     """
     done = sheet[sheet["auditor_verdict"].isin(VERDICTS)]
     rows = []
-    groups = [(t, done[done["task"] == t]) for t in task_names("paper") if (done["task"] == t).any()]
+    groups = [
+        (t, done[done["task"] == t]) for t in task_names("paper") if (done["task"] == t).any()
+    ]
     for task, g in groups + [("all", done)]:
         n = len(g)
         agree = int((g["auditor_verdict"] == "agree").sum())

@@ -100,5 +100,15 @@ def score(
     return Score(parsed, correct, False, value)
 
 
-__all__ = ["ABSTAIN", "QUESTION_COLUMNS", "STATED_NUMBER", "TASKS", "Score", "Task", "TaskSpec",
-           "get_task", "register", "score"]
+__all__ = [
+    "ABSTAIN",
+    "QUESTION_COLUMNS",
+    "STATED_NUMBER",
+    "TASKS",
+    "Score",
+    "Task",
+    "TaskSpec",
+    "get_task",
+    "register",
+    "score",
+]

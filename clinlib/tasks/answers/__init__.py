@@ -125,8 +125,18 @@ from clinlib.tasks.registry import derived
 # Views derived from the task specs on access (clinlib.tasks.registry.derived): the task
 # names, formats and token caps, and GRADERS / DIAGNOSERS (tasks with a graded score other
 # than 1/0, and tasks whose parse failures carry a diagnostic; clinlib.tasks.base.score).
-_VIEWS = frozenset(("ALL_TASK_NAMES", "ANSWER_FORMATS", "CUT_TASKS", "DIAGNOSERS",
-                    "EXTENDED_TASK_NAMES", "GRADERS", "MAX_TOKENS", "TASK_NAMES"))
+_VIEWS = frozenset(
+    (
+        "ALL_TASK_NAMES",
+        "ANSWER_FORMATS",
+        "CUT_TASKS",
+        "DIAGNOSERS",
+        "EXTENDED_TASK_NAMES",
+        "GRADERS",
+        "MAX_TOKENS",
+        "TASK_NAMES",
+    )
+)
 
 
 def __getattr__(name: str):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
+from typing import Any
 
 from clinlib.tasks.answers.formats import AnswerError, answer_kind
 from clinlib.tasks.answers.readings import _ID_RE, _norm_text
@@ -37,8 +38,12 @@ def is_correct(task: str, parsed: str | None, gold: str) -> bool:
         True when correct. Raises :class:`AnswerError` for a gold outside the task's
         canonical vocabulary.
     """
-    kind = answer_kind(task)
-    problem = gold_problem(task, gold)
+    return judge(answer_kind(task), parsed, gold, task)
+
+
+def judge(kind: Any, parsed: str | None, gold: str, task: str = "") -> bool:
+    """:func:`is_correct` for an answer kind (``task`` names the task in the error)."""
+    problem = kind_gold_problem(kind, gold)
     if problem:
         raise AnswerError(f"{task} gold {gold!r}: {problem}")
     if parsed is None:
@@ -59,7 +64,11 @@ def gold_problem(task: str, gold: object, options: list[str] | None = None) -> s
     Returns:
         A short reason, or None.
     """
-    kind = answer_kind(task)
+    return kind_gold_problem(answer_kind(task), gold, options)
+
+
+def kind_gold_problem(kind: Any, gold: object, options: list[str] | None = None):
+    """:func:`gold_problem` for an answer kind."""
     if not isinstance(gold, str) or not gold.strip():
         return "empty or not a string"
     if gold != gold.strip():

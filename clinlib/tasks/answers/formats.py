@@ -6,13 +6,9 @@ T1 question (the rules the parsers apply are in :mod:`clinlib.tasks.answers`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from clinlib.tasks import registry
-
-if TYPE_CHECKING:
-    from clinlib.tasks.answers.kinds import AnswerKind
-
 
 ABSTAIN_CLAUSE = "If the record does not state it, reply exactly: insufficient information."
 
@@ -28,8 +24,14 @@ VALUE_FORMAT = (
 # "Extended question set", written to temporal_questions.parquet, never pooled with the paper's),
 # ALL_TASK_NAMES (both), CUT_TASKS (questions that cut the target visit, asked only under
 # history-only strategies), ANSWER_FORMATS and MAX_TOKENS (per task).
-_VIEWS = ("TASK_NAMES", "EXTENDED_TASK_NAMES", "ALL_TASK_NAMES", "CUT_TASKS", "ANSWER_FORMATS",
-          "MAX_TOKENS")
+_VIEWS = (
+    "TASK_NAMES",
+    "EXTENDED_TASK_NAMES",
+    "ALL_TASK_NAMES",
+    "CUT_TASKS",
+    "ANSWER_FORMATS",
+    "MAX_TOKENS",
+)
 
 
 def __getattr__(name: str):
@@ -49,7 +51,7 @@ def check_task(task: str) -> str:
     return task
 
 
-def answer_kind(task: str) -> AnswerKind:
+def answer_kind(task: str) -> Any:
     """The answer kind ``task`` is read with (its spec's ``answer``); raises AnswerError for an
     unknown task."""
     return registry.TASKS[check_task(task)].answer

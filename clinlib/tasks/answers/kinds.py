@@ -26,7 +26,12 @@ from clinlib.tasks.answers.order import (
     parse_order_lenient,
     parse_order_strict,
 )
-from clinlib.tasks.answers.parse import concrete_lenient, concrete_strict
+from clinlib.tasks.answers.parse import (
+    concrete_lenient,
+    concrete_strict,
+    read_lenient,
+    read_strict,
+)
 from clinlib.tasks.answers.readings import (
     _t2_lenient,
     _t2_strict,
@@ -75,6 +80,15 @@ class AnswerKind:
     grade: Callable[[str | None, str], float] | None = None
     diagnose: Callable[[str, list[str] | None], str | None] | None = None
 
+    def parse_strict(self, response: str | None, options: list[str] | None = None) -> str | None:
+        return read_strict(self, response, options)
+
+    def parse_lenient(self, response: str | None, options: list[str] | None = None) -> str | None:
+        return read_lenient(self, response, options)
+
+    def is_correct(self, parsed: str | None, gold: str, task: str = "") -> bool:
+        return c.judge(self, parsed, gold, task)
+
 
 def _no_options(read: Callable[[str], str | None]) -> Reading:
     return lambda text, options=None: read(text)
@@ -119,7 +133,10 @@ def _yes_no(polarity: str) -> AnswerKind:
 
 
 VALUE = AnswerKind(
-    "value", _no_options(_strict_value), _no_options(_pick_value), c.value_gold_problem,
+    "value",
+    _no_options(_strict_value),
+    _no_options(_pick_value),
+    c.value_gold_problem,
     c.value_match,
 )
 TREND = AnswerKind("trend", _no_options(_t2_strict), _no_options(_t2_lenient), c.trend_gold_problem)
@@ -139,11 +156,20 @@ ABSTENTION = AnswerKind(
     "value", concrete_strict, concrete_lenient, c.abstain_gold_problem, over_answer=True
 )
 ORDER = AnswerKind(
-    "letter order", _order_strict, _order_lenient, _order_gold, c.exact_match,
-    grade=order_score, diagnose=_order_diagnosis,
+    "letter order",
+    _order_strict,
+    _order_lenient,
+    _order_gold,
+    c.exact_match,
+    grade=order_score,
+    diagnose=_order_diagnosis,
 )
 DECISION = AnswerKind(
-    "letter", _decision_strict, _decision_lenient, _decision_gold, decision_correct,
+    "letter",
+    _decision_strict,
+    _decision_lenient,
+    _decision_gold,
+    decision_correct,
     grade=decision_score,
 )
 

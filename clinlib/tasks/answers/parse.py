@@ -6,7 +6,7 @@ Appendix E.2 "D2 parse failures"; Appendix G.3 "strict vs lenient parser", Table
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Any
 
 from clinlib.tasks.answers.formats import answer_kind
 from clinlib.tasks.answers.readings import _YN_START, _yes_no_strict
@@ -19,9 +19,6 @@ from clinlib.tasks.answers.text import (
 from clinlib.tasks.answers.values import _date_in, _pick_value, _strict_value
 from clinlib.tasks.base import ABSTAIN
 from clinlib.tasks.rules import YES_NO
-
-if TYPE_CHECKING:
-    from clinlib.tasks.answers.kinds import AnswerKind
 
 # --------------------------------------------------------------------------- T9 over-answers
 
@@ -77,7 +74,7 @@ def parse_lenient(task: str, response: str | None, options: list[str] | None = N
     return read_lenient(answer_kind(task), response, options)
 
 
-def read_strict(kind: AnswerKind, response: str | None, options: list[str] | None = None):
+def read_strict(kind: Any, response: str | None, options: list[str] | None = None):
     """The strict reading of ``response`` as an answer of ``kind`` (see :func:`parse_strict`)."""
     norm = _normalize(response)
     if not norm:
@@ -87,7 +84,7 @@ def read_strict(kind: AnswerKind, response: str | None, options: list[str] | Non
     return kind.read_strict(norm, options)
 
 
-def read_lenient(kind: AnswerKind, response: str | None, options: list[str] | None = None):
+def read_lenient(kind: Any, response: str | None, options: list[str] | None = None):
     """The lenient reading of ``response`` as an answer of ``kind`` (see :func:`parse_lenient`)."""
     strict = read_strict(kind, response, options)
     if strict is not None:

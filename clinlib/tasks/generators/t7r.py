@@ -57,10 +57,10 @@ def generate(inp: TaskInputs) -> pd.DataFrame:
     meds = base[base["subtype"] == "medication"]
     return to_frame([r for row in meds.to_dict("records") for r in _twins(inp, row)])
 
+
 def recompute(meta, q, raw, status):
     """Gate L2 (both twins): T7's medication rule on the shared meta and options."""
     return gold_t7(meta, {**dict(q), "subtype": "medication"}, raw, status)
-
 
 
 SPEC = TaskSpec(

@@ -376,8 +376,6 @@ def gold_t10(meta, q, raw: RawRecord, status) -> Recomputed:
     return Recomputed(gold, anchors if gold is not None else None, problem)
 
 
-
-
 def recompute_question(
     question: Mapping[str, Any], raw: RawRecord, status: Mapping[str, str]
 ) -> Recomputed:
