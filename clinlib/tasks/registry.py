@@ -35,6 +35,7 @@ TASK_MODULES: tuple[str, ...] = (
 """The task modules, in the order tasks are listed (reports, generation)."""
 
 _SPECS: dict[str, TaskSpec] = {}
+_VIEWS: dict[str, object] = {}  # derived views, rebuilt after a task joins or leaves
 _state = {"loaded": False, "loading": False}
 
 
@@ -61,6 +62,7 @@ def register(spec: TaskSpec) -> TaskSpec:
     if spec.name in _SPECS:
         raise ValueError(f"task {spec.name} is already registered")
     _SPECS[spec.name] = spec
+    _VIEWS.clear()
     return spec
 
 
@@ -68,6 +70,7 @@ def unregister(name: str) -> None:
     """Remove a task added by :func:`register` (tests)."""
     _load()
     _SPECS.pop(name, None)
+    _VIEWS.clear()
 
 
 def get_spec(name: str) -> TaskSpec:
@@ -129,8 +132,10 @@ SPECS: Mapping[str, TaskSpec] = _Registry()
 
 
 def derived(name: str):
-    """The read-only views other modules re-export (``ANSWER_FORMATS`` ...), computed on access
-    so that a task registered later shows up; None for an unknown view name."""
+    """The read-only views other modules re-export (``ANSWER_FORMATS`` ...), built on first
+    access and rebuilt after a task joins or leaves; None for an unknown view name."""
+    if name in _VIEWS:
+        return _VIEWS[name]
     views = {
         "TASK_NAMES": lambda: task_names("paper"),
         "EXTENDED_TASK_NAMES": lambda: task_names("extended"),
@@ -146,7 +151,10 @@ def derived(name: str):
         "DIAGNOSERS": lambda: {s.name: s.diagnose for s in specs() if s.diagnose is not None},
     }
     view = views.get(name)
-    if view is not None and _state["loading"]:
+    if view is None:
+        return None
+    if _state["loading"]:
         # a module-level snapshot taken while the task modules import would miss tasks
         raise RuntimeError(f"{name} read while the task modules load: look it up when called")
-    return view() if view is not None else None
+    _VIEWS[name] = view()
+    return _VIEWS[name]

@@ -25,6 +25,8 @@ T4 retrospective evidence: a family of T4_EVIDENCE first coded (any diagnosis ro
 
 from __future__ import annotations
 
+from clinlib.tasks.registry import specs
+
 STABLE_REL = 0.05
 MODERATE_REL = 0.15
 STRONG_REL = 0.30
@@ -128,8 +130,6 @@ T10_HALVES = ("admission", "discharge")
 
 def __getattr__(name: str):
     if name == "EXTENDED_COUNTS":
-        from clinlib.tasks.registry import specs  # rules sits below the task modules
-
         return {s.name: s.counts["paper"] for s in specs("extended")}
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
