@@ -24,7 +24,7 @@ from clinlib.core.config import build_dir
 from clinlib.core.seed_facts import seed_fact
 from clinlib.llm.tokens import count_tokens, encoding_for_model
 from clinlib.tasks.population.build import QUESTIONS_FILE, build_population
-from clinlib.tasks.population.questions import prompt_text
+from clinlib.tasks.population.questions import population_answer, prompt_text
 from clinlib.tasks.population.render import DESC_CHARS, RENDERINGS  # noqa: F401 (DESC_CHARS: notebook 17)
 
 TOKENIZER_MODELS: tuple[str, ...] = ("gpt-4", "gpt-4o")
@@ -213,8 +213,8 @@ def tokens_per_code_chart(v: pd.DataFrame) -> alt.LayerChart:
 
 def _better(task: str, a: float, b: float) -> float:
     """1 if score a beats b, 0.5 on a tie (or an unscored side on both), else 0."""
-    a = -a if task == "P-IPW" else a  # absolute error: lower is better
-    b = -b if task == "P-IPW" else b
+    if population_answer(task).lower_is_better:  # absolute error: lower is better
+        a, b = -a, -b
     a = -np.inf if np.isnan(a) else a
     b = -np.inf if np.isnan(b) else b
     return 1.0 if a > b else 0.5 if a == b else 0.0

@@ -31,13 +31,13 @@ from clinlib.llm import Backbone, ChatRequest, ResponseCache, default_cache_path
 from clinlib.llm.tokens import count_tokens
 from clinlib.llm.types import GenerationParams
 from clinlib.tasks.population.build import QUESTIONS_FILE
-from clinlib.tasks.population.questions import prompt_text, score
+from clinlib.tasks.population.questions import population_answer, prompt_text, score
 from clinlib.tasks.population.spec import TASK_IDS
+from clinlib.tasks.population.tasks import MAX_TOKENS
 
 PREDICTIONS_FILE = "population_predictions.parquet"
 KEY = ["qid", "rendering", "backbone"]
 POPULATION_ALIAS = "population"  # `--tasks population`: all ten P- tasks
-MAX_TOKENS = 512
 SYSTEM_PROMPT = (
     "You are a population-health analyst. You are given the longitudinal records of a group of "
     "patients, then a question about the group. Answer from the records only, in exactly the "
@@ -52,15 +52,7 @@ def messages_for(question: str, context: str) -> list[dict[str, str]]:
 
 
 def _schema_ok(task: str, value: Any) -> bool:
-    if task in ("P-CLQ", "P-OUT", "P-SIM", "P-TOP", "P-SRT"):
-        return isinstance(value, list) and all(isinstance(x, str | int) for x in value)
-    if task in ("P-ICC", "P-CLS"):
-        return isinstance(value, dict)
-    if task == "P-CLU":
-        return isinstance(value, list) and all(isinstance(c, list) for c in value)
-    if task == "P-IPW":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    return isinstance(value, bool)  # P-TST
+    return population_answer(task).schema(value)
 
 
 def parse_strict(task: str, text: str | None) -> Any:
@@ -89,12 +81,14 @@ def parse_lenient(task: str, text: str | None) -> Any:
 
 
 def _score(task: str, value: Any, gold: Any) -> float:
+    # an unscored error metric (lower is better) is NaN, never a perfect 0
+    failed = math.nan if population_answer(task).lower_is_better else 0.0
     if value is None:
-        return math.nan if task == "P-IPW" else 0.0
+        return failed
     try:
         return score(task, value, gold)
     except (TypeError, ValueError):
-        return math.nan if task == "P-IPW" else 0.0
+        return failed
 
 
 def load_population(profile: str | None = None) -> pd.DataFrame:

@@ -34,6 +34,8 @@ from clinlib.tasks.population.questions import split_prompt, task_of
 from clinlib.tasks.population.render import Line, parse_group
 from clinlib.tasks.population.solve import Knowledge, solve
 from clinlib.tasks.population.spec import load_specs
+from clinlib.tasks.registry import get_spec
+from clinlib.tasks.spec import resolve
 
 SOLVER_READER = "population-solver"
 OVERLAP_READER = "population-overlap"
@@ -81,56 +83,87 @@ def _k(q: str, default: int = 2) -> int:
     return int(next(g for g in m.groups() if g)) if m else default
 
 
+class _Overlap:
+    """What the code-overlap baseline reads of a group: Jaccard similarity of code sets."""
+
+    def __init__(self, q: str, recs: dict[str, list[Line]]) -> None:
+        self.q, self.recs = q, recs
+        self.pids, self.sim = _jaccard(
+            {p: {ln.concept for ln in lines} for p, lines in recs.items()}
+        )
+        self.at = {p: i for i, p in enumerate(self.pids)}
+
+
 def overlap_answer(task: str, q: str, recs: dict[str, list[Line]]) -> Any:
-    """The code-overlap baseline's answer (see the module docstring)."""
-    sets = {p: {ln.concept for ln in lines} for p, lines in recs.items()}
-    pids, sim = _jaccard(sets)
-    at = {p: i for i, p in enumerate(pids)}
-    if task == "P-CLQ":
-        k = _k(q)
-        off = sim - np.eye(len(pids))
-        i, j = np.unravel_index(np.argmax(off), off.shape)
-        chosen = [int(i), int(j)]
-        while len(chosen) < k:
-            rest = [x for x in range(len(pids)) if x not in chosen]
-            chosen.append(max(rest, key=lambda x: off[x, chosen].sum()))
-        return sorted((pids[c] for c in chosen), key=int)
-    if task == "P-ICC":
-        pos, neg, test = (
-            _ids(q, s)
-            for s in ("Positive training examples", "Negative training examples", "Test examples")
-        )
-        lab = {p: True for p in pos} | {p: False for p in neg}
-        return {t: lab[max(lab, key=lambda p: (sim[at[t], at[p]], p))] for t in test}
-    if task == "P-CLU":
-        k = min(_k(q, 3), len(pids))
-        fit = AgglomerativeClustering(n_clusters=k, metric="precomputed", linkage="average").fit(
-            1 - sim
-        )
-        groups: dict[int, list[str]] = {}
-        for p, c in zip(pids, fit.labels_, strict=True):
-            groups.setdefault(int(c), []).append(p)
-        return list(groups.values())
-    if task == "P-IPW":
-        return _naive_effect(q, recs)
-    if task == "P-OUT":
-        mean = (sim.sum(axis=1) - 1) / max(len(pids) - 1, 1)
-        cut = mean.mean() - mean.std()
-        out = [p for p, m in zip(pids, mean, strict=True) if m < cut]
-        return out or [pids[int(np.argmin(mean))]]
-    if task == "P-TST":
-        a, b = _ids(q, "Group A"), _ids(q, "Group B")
-        within = np.mean([sim[at[x], at[y]] for g in (a, b) for x in g for y in g if x < y])
-        between = np.mean([sim[at[x], at[y]] for x in a for y in b])
-        return bool(within > 1.1 * between)
-    if task == "P-SIM":
-        (query,) = _ids(q, "Query patient")
-        others = [p for p in pids if p != query]
-        return sorted(others, key=lambda p: (-sim[at[query], at[p]], p))[: _k(q)]
-    if task in ("P-TOP", "P-SRT"):
-        ranked = sorted(pids, key=lambda p: (-len(recs[p]), p))
-        return ranked[: _k(q)] if task == "P-TOP" else ranked
-    return dict.fromkeys(pids, "hypertension")  # P-CLS: the majority program, no knowledge
+    """The code-overlap baseline's answer (see the module docstring): the task's own baseline,
+    named by its spec (``reader_policy``, :mod:`clinlib.tasks.population.tasks`)."""
+    return resolve(get_spec(task).reader_policy)(_Overlap(q, recs))
+
+
+def overlap_clique(o: _Overlap) -> list[str]:
+    k, pids = _k(o.q), o.pids
+    off = o.sim - np.eye(len(pids))
+    i, j = np.unravel_index(np.argmax(off), off.shape)
+    chosen = [int(i), int(j)]
+    while len(chosen) < k:
+        rest = [x for x in range(len(pids)) if x not in chosen]
+        chosen.append(max(rest, key=lambda x: off[x, chosen].sum()))
+    return sorted((pids[c] for c in chosen), key=int)
+
+
+def overlap_icc(o: _Overlap) -> dict[str, bool]:
+    labels = ("Positive training examples", "Negative training examples", "Test examples")
+    pos, neg, test = (_ids(o.q, s) for s in labels)
+    lab = {p: True for p in pos} | {p: False for p in neg}
+    return {t: lab[max(lab, key=lambda p: (o.sim[o.at[t], o.at[p]], p))] for t in test}
+
+
+def overlap_clusters(o: _Overlap) -> list[list[str]]:
+    k = min(_k(o.q, 3), len(o.pids))
+    fit = AgglomerativeClustering(n_clusters=k, metric="precomputed", linkage="average").fit(
+        1 - o.sim
+    )
+    groups: dict[int, list[str]] = {}
+    for p, c in zip(o.pids, fit.labels_, strict=True):
+        groups.setdefault(int(c), []).append(p)
+    return list(groups.values())
+
+
+def overlap_ate(o: _Overlap) -> float | None:
+    return _naive_effect(o.q, o.recs)
+
+
+def overlap_outliers(o: _Overlap) -> list[str]:
+    mean = (o.sim.sum(axis=1) - 1) / max(len(o.pids) - 1, 1)
+    cut = mean.mean() - mean.std()
+    out = [p for p, m in zip(o.pids, mean, strict=True) if m < cut]
+    return out or [o.pids[int(np.argmin(mean))]]
+
+
+def overlap_two_sample(o: _Overlap) -> bool:
+    a, b = _ids(o.q, "Group A"), _ids(o.q, "Group B")
+    sim, at = o.sim, o.at
+    within = np.mean([sim[at[x], at[y]] for g in (a, b) for x in g for y in g if x < y])
+    between = np.mean([sim[at[x], at[y]] for x in a for y in b])
+    return bool(within > 1.1 * between)
+
+
+def overlap_similar(o: _Overlap) -> list[str]:
+    (query,) = _ids(o.q, "Query patient")
+    others = [p for p in o.pids if p != query]
+    return sorted(others, key=lambda p: (-o.sim[o.at[query], o.at[p]], p))[: _k(o.q)]
+
+
+def overlap_sort(o: _Overlap) -> list[str]:
+    return sorted(o.pids, key=lambda p: (-len(o.recs[p]), p))
+
+
+def overlap_top(o: _Overlap) -> list[str]:
+    return overlap_sort(o)[: _k(o.q)]
+
+
+def overlap_classes(o: _Overlap) -> dict[str, str]:
+    return dict.fromkeys(o.pids, "hypertension")  # the majority program, no knowledge
 
 
 def _naive_effect(q: str, recs: dict[str, list[Line]]) -> float | None:

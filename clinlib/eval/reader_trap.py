@@ -26,6 +26,8 @@ from typing import Any
 
 from clinlib.data.vocab import LAB_PANEL
 from clinlib.tasks.base import ABSTAIN
+from clinlib.tasks.registry import get_spec
+from clinlib.tasks.spec import resolve
 from clinlib.tasks.traps.constraints import ALLERGENS, COSTS, PREFERENCES
 from clinlib.tasks.traps.queries import ANSWER_FORMAT, lab_state
 
@@ -58,42 +60,58 @@ MCD_LEAD = "Evidence in the record (quoted, not reasoned over): "
 
 def read_trap(question: dict, context: str) -> str:
     """The reference reader's answer to one trap question (module docstring); ``question``
-    needs task, subtype and meta (``example`` for MQ allergy, ``lab`` for SUA)."""
-    task, sub, text = question["task"], question["subtype"], str(context or "")
-    if task == "EEM":
-        m = _ALLERGY.findall(text)
-        return m[-1] if m else ABSTAIN
-    if task == "TLA":
-        for line in text.splitlines():
-            if _MONEY.search(line):
-                dates = _DATE.findall(text[: text.index(line)])
-                return dates[-1] if dates else ABSTAIN
-        return ABSTAIN
-    if task == "MQ" and sub == "allergy":
-        example = json.loads(question["meta"])["example"]
-        names = {n.strip().lower() for n in _ALLERGY.findall(text)}
-        covers = any(a.name in names and a.example == example for a in ALLERGENS)
-        return "B" if covers else "A"
-    if task == "SUA":
-        return _read_state(question, text)
-    if task in ("IG", "MCD"):
-        return quote_evidence(task, text)
-    return ABSTAIN  # MQ eGFR (no age / sex stated)
+    needs task, subtype and meta (``example`` for MQ allergy, ``lab`` for SUA). The type's
+    own reading is named by its spec (``reader_policy``, clinlib.tasks.traps.answers)."""
+    policy = resolve(get_spec(str(question["task"])).reader_policy)
+    return policy(question, str(context or ""))
 
 
-def quote_evidence(task: str, text: str) -> str:
-    """The quoting policy of the L types (module docstring): IG the constraint sentences in
-    context order, MCD the last creatinine and the first metformin sentence; ABSTAIN if none."""
-    sentences = [x.strip() for x in _SENTENCE.split(text) if x.strip()]
-    if task == "IG":
-        quoted = [x for x in sentences
-                  if _ALLERGY.search(x + ";") or any(st in x for st in _STATED)]  # fmt: skip
-        lead = IG_LEAD
-    else:
-        creat = [x for x in sentences if "creatinine" in x.lower()]
-        metf = [x for x in sentences if "metformin" in x.lower()]
-        quoted = [*creat[-1:], *metf[:1]] if metf else []
-        lead = MCD_LEAD
+def read_eem(question: dict, text: str) -> str:
+    m = _ALLERGY.findall(text)
+    return m[-1] if m else ABSTAIN
+
+
+def read_tla(question: dict, text: str) -> str:
+    for line in text.splitlines():
+        if _MONEY.search(line):
+            dates = _DATE.findall(text[: text.index(line)])
+            return dates[-1] if dates else ABSTAIN
+    return ABSTAIN
+
+
+def read_mq(question: dict, text: str) -> str:
+    if question["subtype"] != "allergy":
+        return ABSTAIN  # MQ eGFR (no age / sex stated)
+    example = json.loads(question["meta"])["example"]
+    names = {n.strip().lower() for n in _ALLERGY.findall(text)}
+    covers = any(a.name in names and a.example == example for a in ALLERGENS)
+    return "B" if covers else "A"
+
+
+def read_sua(question: dict, text: str) -> str:
+    return _read_state(question, text)
+
+
+def read_ig(question: dict, text: str) -> str:
+    """IG quotes the constraint sentences in context order (module docstring)."""
+    sentences = _sentences(text)
+    quoted = [x for x in sentences if _ALLERGY.search(x + ";") or any(st in x for st in _STATED)]
+    return _quote(IG_LEAD, quoted)
+
+
+def read_mcd(question: dict, text: str) -> str:
+    """MCD quotes the last creatinine and the first metformin sentence (module docstring)."""
+    sentences = _sentences(text)
+    creat = [x for x in sentences if "creatinine" in x.lower()]
+    metf = [x for x in sentences if "metformin" in x.lower()]
+    return _quote(MCD_LEAD, [*creat[-1:], *metf[:1]] if metf else [])
+
+
+def _sentences(text: str) -> list[str]:
+    return [x.strip() for x in _SENTENCE.split(text) if x.strip()]
+
+
+def _quote(lead: str, quoted: list[str]) -> str:
     quoted = list(dict.fromkeys(quoted))
     return lead + " ".join(quoted) if quoted else ABSTAIN
 

@@ -31,6 +31,7 @@ TASK_MODULES: tuple[str, ...] = (
     "clinlib.tasks.generators.t1f",
     "clinlib.tasks.generators.t7r",
     "clinlib.tasks.traps.answers",
+    "clinlib.tasks.population.tasks",
 )
 """The task modules, in the order tasks are listed (reports, generation)."""
 

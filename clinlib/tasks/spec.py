@@ -13,10 +13,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-FAMILIES: tuple[str, ...] = ("paper", "extended", "trap")
+FAMILIES: tuple[str, ...] = ("paper", "extended", "trap", "population")
 """``paper``: the 6,271-question set (questions.parquet); ``extended``: docs/design.md
 "Extended question set" (temporal_questions.parquet, never pooled with the paper's); ``trap``:
-MedMemoryBench query types (trap_questions.parquet)."""
+MedMemoryBench query types (trap_questions.parquet); ``population``: PopMedQA group questions
+(population_questions.parquet, their own harness)."""
 
 
 def resolve(ref: str | Callable | None) -> Callable | None:
@@ -86,7 +87,7 @@ class TaskSpec:
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
             raise ValueError(f"{self.name}: family {self.family!r} not in {FAMILIES}")
-        if self.answer is None and self.scorer is None:
+        if self.answer is None and self.scorer is None:  # population: answer = its schema
             raise ValueError(f"{self.name}: a task needs an answer kind or a scorer")
 
     @property

@@ -103,14 +103,10 @@ def test_unregistering_restores_the_registry():
 # --------------------------------------------------------------------------- no task branches
 
 BRANCH = re.compile(r'task ?== ?"|task in \(|task in \{|task != "')
-# A family's own modules may name its tasks: the trap types (their scorer and reader), and the
-# population family (its questions, solver, reader and analysis), not yet a TaskSpec family.
+# A family's own modules may name its tasks (the trap types' scorer, the population questions).
 FAMILY_MODULES = (
     "clinlib/tasks/traps/",
     "clinlib/tasks/population/",
-    "clinlib/eval/population",
-    "clinlib/eval/reader_trap.py",
-    "clinlib/analysis/population.py",
     # left for the strategies' owner: a demo question prefers an injected T3 question
     "clinlib/strategies/views.py",
 )

@@ -41,7 +41,7 @@ from clinlib.tasks.population.questions import (
 )
 from clinlib.tasks.population.render import RENDERINGS, parse_group
 from clinlib.tasks.population.solve import Knowledge, solve
-from clinlib.tasks.population.spec import TaskSpec, load_specs
+from clinlib.tasks.population.spec import TaskIdea, load_specs
 
 QUESTIONS_FILE = "population_questions.parquet"
 GATES_FILE = "population_gates.parquet"
@@ -105,7 +105,7 @@ def _rows(q: dict[str, Any], seed: int) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def _cell(spec: TaskSpec, attrs, events, bin_tokens, want, seed, kb, count, gates, offset=0):
+def _cell(spec: TaskIdea, attrs, events, bin_tokens, want, seed, kb, count, gates, offset=0):
     """Up to ``want`` questions of one (spec, bin); tallies the gates in ``gates``."""
     rows: list[dict[str, Any]] = []
     vs = spec.params.get("variants") or [{}]

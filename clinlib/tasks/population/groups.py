@@ -18,7 +18,7 @@ import pandas as pd
 
 from clinlib.data.vocab import INDEX_DISEASES, index_diseases_for
 from clinlib.tasks.population.render import concept_key, description
-from clinlib.tasks.population.spec import Cohort, Criterion, TaskSpec
+from clinlib.tasks.population.spec import Cohort, Criterion, TaskIdea
 
 MUST_KINDS: tuple[str, ...] = ("admission", "discharge", "diagnosis", "procedure")
 PLANT_SOURCE = "planted"
@@ -68,7 +68,7 @@ def bind(cohort: Cohort, variant: Mapping[str, Any]) -> Cohort:
 
 
 def sample_group(
-    spec: TaskSpec,
+    spec: TaskIdea,
     attrs: pd.DataFrame,
     n: int,
     variant: Mapping[str, Any],
@@ -100,7 +100,7 @@ def _event(sid: int, t: pd.Timestamp, ev: Mapping[str, Any], n: int, kind: str) 
 
 
 def plant(
-    spec: TaskSpec,
+    spec: TaskIdea,
     events: pd.DataFrame,
     roles: Mapping[str, list[int]],
     attrs: pd.DataFrame,

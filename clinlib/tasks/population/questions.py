@@ -24,7 +24,9 @@ import pandas as pd
 from clinlib.tasks.population import metrics
 from clinlib.tasks.population.groups import concept_sets, fit_records, plant, sample_group
 from clinlib.tasks.population.render import RENDERINGS, Rendered, render_group
-from clinlib.tasks.population.spec import TaskSpec
+from clinlib.tasks.population.spec import TaskIdea
+from clinlib.tasks.population.tasks import PopulationAnswer
+from clinlib.tasks.registry import SPECS
 
 QUICK_BINS: tuple[int, ...] = (8_000, 24_000)  # small bins that fit small models
 PAPER_BINS: tuple[int, ...] = (32_000, 64_000, 128_000, 256_000)
@@ -46,7 +48,7 @@ def split_prompt(text: str) -> tuple[str, str]:
     return "\n\n".join(blocks[: i + 1]), "\n\n".join(blocks[i + 1 :])
 
 
-def task_of(question: str, specs: Sequence[TaskSpec]) -> str | None:
+def task_of(question: str, specs: Sequence[TaskIdea]) -> str | None:
     """The task whose template ``question`` was rendered from (None if none matches)."""
     for spec in specs:
         parts = re.split(r"\{[a-z_]+\}", spec.question)
@@ -56,7 +58,7 @@ def task_of(question: str, specs: Sequence[TaskSpec]) -> str | None:
     return None
 
 
-def qid_of(spec: TaskSpec, n: int, bin_tokens: int, variant: Mapping, seed: int) -> str:
+def qid_of(spec: TaskIdea, n: int, bin_tokens: int, variant: Mapping, seed: int) -> str:
     key = json.dumps([spec.task, spec.name, n, bin_tokens, dict(variant), seed], sort_keys=True)
     return f"{spec.task}-" + hashlib.sha1(key.encode()).hexdigest()[:10]
 
@@ -67,7 +69,7 @@ def _pids(sids: Sequence[int], rng: np.random.Generator) -> dict[int, str]:
 
 
 def gold_of(
-    spec: TaskSpec,
+    spec: TaskIdea,
     roles: Mapping[str, list[int]],
     pid: Mapping[int, str],
     events: pd.DataFrame,
@@ -135,12 +137,12 @@ def _similar(spec, roles, pid, events) -> tuple[Any, dict[str, Any]]:
     return _top_k(score, spec.k), {"query": pid[q]}
 
 
-def stem_of(spec: TaskSpec, n: int, fill: Mapping[str, Any]) -> str:
+def stem_of(spec: TaskIdea, n: int, fill: Mapping[str, Any]) -> str:
     return spec.question.format(n=n, k=spec.k, **fill)
 
 
 def make_question(
-    spec: TaskSpec,
+    spec: TaskIdea,
     attrs: pd.DataFrame,
     events: pd.DataFrame,
     n: int,
@@ -178,27 +180,18 @@ def make_question(
     }  # fmt: skip
 
 
+def population_answer(task: str) -> PopulationAnswer:
+    """The answer schema and metric of population task ``task`` (its spec's ``answer``)."""
+    spec = SPECS.get(task)
+    if spec is None or spec.family != "population":
+        raise ValueError(f"unknown population task {task!r}")
+    return spec.answer
+
+
 def score(task: str, answer: Any, gold: Any) -> float:
     """The task's App. C metric of a parsed answer against the gold (see :mod:`metrics`)."""
-    if task in ("P-CLQ", "P-SIM", "P-TOP"):
-        return metrics.precision_at_k([str(a) for a in answer], gold)
-    if task in ("P-ICC", "P-CLS"):
-        return metrics.accuracy({str(k): v for k, v in dict(answer).items()}, gold)
-    if task == "P-CLU":
-        return metrics.rand_index([[str(x) for x in c] for c in answer], gold)
-    if task == "P-IPW":
-        return metrics.absolute_error(float(answer), float(gold))
-    if task == "P-OUT":
-        return metrics.f1([str(a) for a in answer], gold)
-    if task == "P-TST":
-        return float(bool(answer) == bool(gold))
-    if task == "P-SRT":
-        return metrics.kendall_tau_between([str(a) for a in answer], gold)
-    raise ValueError(f"unknown population task {task!r}")
-
-
-BEST = {"P-IPW": 0.0}  # every other task's best score is 1.0
+    return population_answer(task).metric(answer, gold)
 
 
 def is_perfect(task: str, value: float) -> bool:
-    return abs(value - BEST.get(task, 1.0)) < 1e-9
+    return abs(value - population_answer(task).best) < 1e-9

@@ -22,11 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from clinlib.core.config import DATA_DIR
+from clinlib.tasks.population.tasks import SPECS
 
 SPEC_PATH = DATA_DIR / "population" / "specs.toml"
-TASK_IDS: tuple[str, ...] = (
-    "P-CLQ", "P-ICC", "P-CLU", "P-IPW", "P-OUT", "P-TST", "P-SIM", "P-TOP", "P-SRT", "P-CLS",
-)  # fmt: skip
+TASK_IDS: tuple[str, ...] = tuple(s.name for s in SPECS)  # the population task specs
 FIELDS: dict[str, str] = {
     "disease": "the cohort's index disease",
     "tertile": "the complexity tertile",
@@ -78,7 +77,7 @@ class Cohort:
 
 
 @dataclass(frozen=True)
-class TaskSpec:
+class TaskIdea:
     task: str
     name: str
     question: str
@@ -139,7 +138,7 @@ def _criteria(raw: Any, where: str) -> tuple[Criterion, ...]:
     return tuple(out)
 
 
-def _task(raw: Mapping[str, Any], where: str) -> TaskSpec:
+def _task(raw: Mapping[str, Any], where: str) -> TaskIdea:
     for key in ("task", "name", "question", "sizes", "cohort"):
         if key not in raw:
             raise SpecError(f"{where}: missing key {key!r}")
@@ -161,11 +160,11 @@ def _task(raw: Mapping[str, Any], where: str) -> TaskSpec:
     plant = dict(raw.get("plant", {}))
     if plant and plant.get("pattern") not in PLANT_PATTERNS:
         raise SpecError(f"{where}.plant: pattern must be one of {', '.join(PLANT_PATTERNS)}")
-    return TaskSpec(raw["task"], str(raw["name"]), str(raw["question"]), sizes, k,
+    return TaskIdea(raw["task"], str(raw["name"]), str(raw["question"]), sizes, k,
                     tuple(cohorts), plant, dict(raw.get("params", {})))  # fmt: skip
 
 
-def parse_specs(text: str, origin: str = "<spec>") -> list[TaskSpec]:
+def parse_specs(text: str, origin: str = "<spec>") -> list[TaskIdea]:
     """Parse and validate spec TOML text; errors name ``origin``, the task and the key."""
     try:
         raw = tomllib.loads(text)
@@ -185,7 +184,7 @@ def parse_specs(text: str, origin: str = "<spec>") -> list[TaskSpec]:
     return out
 
 
-def load_specs(path: str | Path | None = None) -> list[TaskSpec]:
+def load_specs(path: str | Path | None = None) -> list[TaskIdea]:
     """Parse and validate a spec file; raises :class:`SpecError` naming file, task and key."""
     path = Path(path or SPEC_PATH)
     try:

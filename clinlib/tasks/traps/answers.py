@@ -132,6 +132,7 @@ def _spec(task: str) -> TaskSpec:
         max_tokens=TRAP_MAX_TOKENS[task],
         family="trap",
         scorer=trap_score,
+        reader_policy=f"clinlib.eval.reader_trap:read_{task.lower()}",
     )
 
 
