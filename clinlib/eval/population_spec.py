@@ -20,7 +20,7 @@ from typing import Any
 from clinlib.core.io import atomic_path
 from clinlib.llm import Backbone, ChatRequest, run_batch
 from clinlib.llm.types import GenerationParams
-from clinlib.tasks.population.spec import FIELDS, OPS, TASK_IDS, SpecError, TaskSpec, parse_specs
+from clinlib.tasks.population.spec import FIELDS, OPS, TASK_IDS, SpecError, TaskIdea, parse_specs
 
 SPEC_SYSTEM = (
     "You turn a population-health question idea into one TOML table of a cohort spec. Reply "
@@ -51,7 +51,7 @@ def spec_messages(sentence: str, task: str) -> list[dict[str, str]]:
 
 def sentence_to_spec(
     sentence: str, task: str, backbone: Backbone | str, **client_kwargs: Any
-) -> tuple[str, TaskSpec]:
+) -> tuple[str, TaskIdea]:
     """Ask ``backbone`` for the spec of ``sentence``; returns (the TOML text, the validated
     spec). Raises :class:`SpecError` when the call fails or the reply does not validate."""
     req = ChatRequest("population-spec", spec_messages(sentence, task),

@@ -97,11 +97,11 @@ class TaskSpec:
 
     @property
     def grade(self) -> Callable[[str | None, str], float] | None:
-        return self.answer.grade if self.answer is not None else None
+        return getattr(self.answer, "grade", None)  # population answers have none
 
     @property
     def diagnose(self) -> Callable[[str, list[str] | None], str | None] | None:
-        return self.answer.diagnose if self.answer is not None else None
+        return getattr(self.answer, "diagnose", None)
 
     def parse_strict(self, response: str | None, options: list[str] | None = None) -> str | None:
         """The strict reading of ``response`` (Appendix G.3)."""
