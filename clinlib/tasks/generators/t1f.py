@@ -7,7 +7,7 @@ A T1F question is worded exactly like a relative T1R question ("the third Potass
 measurement of the second hospital stay", T1R's templates) but names a measurement that does
 not exist: the visit holds n measurements of the lab and the question asks the (n + 1)-th.
 The correct answer is to say so (gold ``insufficient information``; answers are read as T9's,
-:data:`clinlib.tasks.answers.formats.READS_AS`), so a value is a hallucinated over-answer.
+its spec's answer kind is T9's ``ABSTENTION``), so a value is a hallucinated over-answer.
 
 Eligible series are T1R's (:func:`clinlib.tasks.generators.t1r.visit_series`: at least two
 measurements in the visit, all covered by the dialogue, on distinct days, each alone on its

@@ -10,7 +10,7 @@ rank in words ("the third hospital stay", :data:`clinlib.tasks.templates.
 T7R_RELATIVE_TEMPLATES`). Both share the options, the gold and the anchor; ``meta["pair"]``
 (the anchor) links them, so the selection is T1R's (:func:`clinlib.tasks.relative.select_t1r`)
 and explicit vs relative accuracy is paired. Answers are read as T7's
-(:data:`clinlib.tasks.answers.formats.READS_AS`); gate L2 is T7's recomputation (the drug
+(its spec's answer kind is T7's ``OPTION``); gate L2 is T7's recomputation (the drug
 documented in that admission only); L3 is T7's rule, and a relative stem states no number.
 """
 
