@@ -3,6 +3,7 @@ docs/guide.md name (files, folders, dotted module names, ``make`` targets, noteb
 resolves, and README.md stays a front door (at most 250 lines, the notebook map complete)."""
 
 import re
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,9 @@ PLACEHOLDER = re.compile(r"[<>*{}]|NN|\.\.\.|…")
 CODE_SPAN = re.compile(r"`([^`\n]+)`")
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
-NOTEBOOKS = re.compile(r"\bnotebooks?\s+(\d{2}(?:(?:\s*[–-]\s*|,\s*|\s+and\s+|\s+or\s+)\d{2})*)", re.I)
+NOTEBOOKS = re.compile(
+    r"\bnotebooks?\s+(\d{2}(?:(?:\s*[–-]\s*|,\s*|\s+and\s+|\s+or\s+)\d{2})*)", re.I
+)
 MAP_ROW = re.compile(r"^\|\s*(\d{2}) ([a-z0-9_]+)\s*\|", re.M)
 APP_ROW = re.compile(r"^\|\s*apps/([a-z0-9_]+)\b", re.M)
 
@@ -65,7 +68,9 @@ def _dotted_problem(token: str) -> str | None:
     parts = name.split(".")
     for n in range(len(parts), 0, -1):
         base = REPO.joinpath(*parts[:n])
-        module = next((p for p in (base / "__init__.py", base.with_suffix(".py")) if p.exists()), None)
+        module = next(
+            (p for p in (base / "__init__.py", base.with_suffix(".py")) if p.exists()), None
+        )
         if module is None:
             continue
         rest = parts[n:]
@@ -76,7 +81,7 @@ def _dotted_problem(token: str) -> str | None:
 
 
 def _make_problems(chunks: list[list[str]], targets: set[str]) -> list[str]:
-    pairs = [(a, b) for words in chunks for a, b in zip(words, words[1:])]
+    pairs = [(a, b) for words in chunks for a, b in pairwise(words)]
     named = {b for a, b in pairs if a == "make" and re.fullmatch(r"[a-z][\w-]*", b)}
     return [f"`make {t}`: no such Makefile target" for t in sorted(named - targets)]
 
@@ -117,13 +122,21 @@ def test_the_checker_finds_planted_stale_paths():
     )
     bad = stale_references(planted, REPO / "README.md")
     assert len(bad) == 8, bad
-    for name in ("answers.py", "cli_nothing", "no-such-guide", "tasks.nowhere", "NO_NAME",
-                 "missing.py", "notebook 99", "make no-such-target"):  # fmt: skip
+    for name in (
+        "answers.py",
+        "cli_nothing",
+        "no-such-guide",
+        "tasks.nowhere",
+        "NO_NAME",
+        "missing.py",
+        "notebook 99",
+        "make no-such-target",
+    ):
         assert any(name in b for b in bad), (name, bad)
     # and what exists, or is generated, or is a build artifact, passes
     fine = (
-        "`clinlib/tasks/answers/` `clinlib.core.pages.PAGE_SIZE` `figures/<profile>/NN_slug.png`\n"
-        "`data/build/<p>/site/` `raw/hosp/*.csv.gz` `tasks/relative.py` [design](docs/design.md)\n"
+        "`clinlib/core/` `clinlib.core.pages.PAGE_SIZE` `figures/<profile>/NN_slug.png`\n"
+        "`data/build/<p>/site/` `raw/hosp/*.csv.gz` `core/charts.py` [design](docs/design.md)\n"
         "notebooks 04, 06 and 11, `make test`, `.venv/bin/clintrace`, `bench.prefix_share`\n"
     )
     assert stale_references(fine, REPO / "README.md") == []
