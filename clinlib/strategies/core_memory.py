@@ -118,8 +118,11 @@ def rule_based_core(
     rx_visits = [f.visit_idx for f in facts if f.kind == "medication"]
     if rx_visits:
         last = max(rx_visits)
-        lines += [f"current medications: {f.statement()}" for f in facts
-                  if f.kind == "medication" and f.visit_idx == last]  # fmt: skip
+        lines += [
+            f"current medications: {f.statement()}"
+            for f in facts
+            if f.kind == "medication" and f.visit_idx == last
+        ]
     return lines[:max_items]
 
 
@@ -155,16 +158,25 @@ class CoreMemory(Strategy):
             cores = dict(enumerate(self._llm_cores(subject_id, turns, prep), start=1))
         else:
             cores = {t: self._rule_core(turns, visits[t - 1]) for t in wanted}
-        return {t: {"core": list(cores[t][0]), "warnings": list(cores[t][1]),
-                    "visits": visits[:t], "terms": [terms[v] for v in visits[:t]]}
-                for t in wanted}  # fmt: skip
+        return {
+            t: {
+                "core": list(cores[t][0]),
+                "warnings": list(cores[t][1]),
+                "visits": visits[:t],
+                "terms": [terms[v] for v in visits[:t]],
+            }
+            for t in wanted
+        }
 
     def _rule_core(self, turns: pd.DataFrame, last: int) -> tuple[list[str], list[str]]:
         """The rule-based block after the visit ``last`` (no warnings)."""
         p = self.params
-        core = rule_based_core([f for f in facts_of(turns) if f.visit_idx <= last],
-                               [x for x in _pinned_lines(turns) if x[0] <= last],
-                               int(p["problem_visits"]), int(p["core_items"]))  # fmt: skip
+        core = rule_based_core(
+            [f for f in facts_of(turns) if f.visit_idx <= last],
+            [x for x in _pinned_lines(turns) if x[0] <= last],
+            int(p["problem_visits"]),
+            int(p["core_items"]),
+        )
         return core, []
 
     def _llm_cores(self, subject_id: int, turns: pd.DataFrame, prep: Any) -> Iterator[tuple]:
@@ -173,12 +185,19 @@ class CoreMemory(Strategy):
         limit = int(self.params["core_items"])
         system = CORE_MEMORY_PROMPT.format(max_items=limit)
         for v, g in turns.groupby("visit_idx", sort=True):
-            user = CORE_MEMORY_USER.format(core="\n".join(core) or "(empty)",
-                                           encounter=render_visit(g, with_ids=True, header=True))  # fmt: skip
-            reply = prep.complete([PrepRequest(
-                f"{self.name}|{subject_id}|v{int(v)}|core",
-                [{"role": "system", "content": system}, {"role": "user", "content": user}],
-                max_tokens=1024)])[0]  # fmt: skip
+            user = CORE_MEMORY_USER.format(
+                core="\n".join(core) or "(empty)",
+                encounter=render_visit(g, with_ids=True, header=True),
+            )
+            reply = prep.complete(
+                [
+                    PrepRequest(
+                        f"{self.name}|{subject_id}|v{int(v)}|core",
+                        [{"role": "system", "content": system}, {"role": "user", "content": user}],
+                        max_tokens=1024,
+                    )
+                ]
+            )[0]
             try:
                 parsed = parse_json_reply(reply, f"visit {int(v)} core memory")
                 lines = parsed.get("core") if isinstance(parsed, Mapping) else None
@@ -221,6 +240,6 @@ class CoreMemory(Strategy):
             **{
                 f"n_{s.replace(' ', '_')}": sum(x.startswith(s + ":") for x in core)
                 for s in SECTIONS
-            },  # fmt: skip
+            },
             "store_tokens": count_text_tokens(self.core_text(artifact)),
         }

@@ -129,8 +129,9 @@ class DenseRetrieval(EmbedsQueries, _Retrieval):
     def validate_params(self) -> None:
         super().validate_params()
         if self.params["chunking"] not in CHUNKING:
-            raise StrategyError(f"{self.name}: chunking must be one of {CHUNKING}, "
-                                f"got {self.params['chunking']!r}")  # fmt: skip
+            raise StrategyError(
+                f"{self.name}: chunking must be one of {CHUNKING}, got {self.params['chunking']!r}"
+            )
 
     def _segments(self, turns: pd.DataFrame) -> list[tuple[int, str]]:
         """(visit_idx, text) segments to embed (one per visit unless chunking='max')."""
