@@ -200,19 +200,10 @@ class LoopbackServer:
             writer.close()
 
     @staticmethod
-    def send(
-        writer: asyncio.StreamWriter,
-        status: int,
-        body: bytes,
-        *,
-        headers: Mapping[str, str] | None = None,
-        content_length: int | None = None,
-        close: bool = False,
-    ) -> None:
-        """Queue one response (see :func:`http_response`); the caller drains."""
-        writer.write(
-            http_response(status, body, headers=headers, content_length=content_length, close=close)
-        )
+    def send(writer: asyncio.StreamWriter, status: int, body: bytes, **head: Any) -> None:
+        """Queue one response; ``head``: :func:`http_response`'s keyword options (headers,
+        content_length, close). The caller drains."""
+        writer.write(http_response(status, body, **head))
 
     async def respond(
         self, request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter

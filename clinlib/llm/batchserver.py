@@ -32,7 +32,6 @@ import email.parser
 import email.policy
 import json
 import signal
-import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -396,10 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     server = BatchServer(host=args.host, port=args.port, polls_to_finish=args.polls_to_finish)
     try:
-        with socket.socket() as probe:  # before the vocabularies load: fail in a moment
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind((args.host, args.port))
-        server.start()
+        server.start()  # binds before the vocabularies load: a taken port fails in a moment
     except (RuntimeError, ValueError, OSError) as exc:
         print(
             f"error: cannot serve on {args.host}:{args.port}: {exc}; pass another --port",

@@ -1,6 +1,6 @@
 """core-memory: a Letta / MemGPT-style memory (Letta is MedMemoryBench's best-performing
 baseline, MedMemoryBench §6 "Overall Performance and Main Findings"; Packer et al. 2023,
-"MemGPT"; issue 30 §4).
+"MemGPT").
 
 Two tiers, as in MemGPT:
 
@@ -9,8 +9,8 @@ Two tiers, as in MemGPT:
   lines, dropping from the end):
 
   1. *constraints* — sentences whose provenance tags carry a pinned kind's id prefix
-     (:data:`PINNED_KINDS`: the injected trap constraints, plus any kind registered with :func:`pin_kinds`; the
-     trap facts of issue 30 §1 register theirs), verbatim;
+     (:data:`PINNED_KINDS`: the injected trap constraints, plus any kind registered with
+     :func:`pin_kinds`), verbatim;
   2. *active problems* — the diagnoses of the last ``problem_visits`` stays that state any,
      most recent first, one line per code;
   3. *current medications* — the orders of the latest stay that states any.
@@ -48,19 +48,14 @@ from clinlib.strategies.base import (
 )
 from clinlib.strategies.facts import Fact, facts_of, split_sentences
 from clinlib.strategies.prep import PrepError, PrepRequest, count_text_tokens, parse_json_reply
-from clinlib.strategies.retrieval import (
-    BM25Retrieval,
-    retrieved_visits_text,
-    tokenize,
-    visit_chunks,
-)
+from clinlib.strategies.retrieval import bm25_ranking, retrieved_visits_text, visit_terms
 
 CORE_HEADER = "Core memory (pinned):"
 ARCHIVAL_HEADER = "Archival memory (retrieved visits):"
 SECTIONS: tuple[str, ...] = ("constraints", "active problems", "current medications")
 # Pinned kind -> the id prefix of the sentences stating it (e.g. a trap kind -> its tag
 # prefix). ONE registry: :func:`pin_kinds` adds to it; the core block reads it at build time.
-# Pinned from the start: issue 30's patient-stated constraints (allergy, cost, preference; tags
+# Pinned from the start: the injected patient-stated constraints (allergy, cost, preference; tags
 # TRAPALG- / TRAPCOST- / TRAPPREF-), the facts MedMemoryBench says a memory must never lose.
 PINNED_KINDS: dict[str, str] = dict(TRAP_STATEMENT_PREFIX)
 
@@ -153,7 +148,7 @@ class CoreMemory(Strategy):
         from the facts of those visits)."""
         visits = visit_order(turns)
         wanted = sorted({int(t) for t in at if 1 <= int(t) <= len(visits)})
-        terms = {v: tokenize(text) for v, text in visit_chunks(turns)}
+        terms = dict(visit_terms(turns))
         if getattr(prep, "is_llm", False):
             cores = dict(enumerate(self._llm_cores(subject_id, turns, prep), start=1))
         else:
@@ -215,11 +210,7 @@ class CoreMemory(Strategy):
         return CORE_HEADER + "\n" + ("\n".join(f"- {x}" for x in lines) or "(empty)")
 
     def rank_visits(self, artifact: Artifact, question: Mapping[str, Any]) -> list[int]:
-        data = artifact.data
-        return BM25Retrieval.bm25_ranking(
-            {"visits": data.get("visits", []), "terms": data.get("terms", [])},
-            question_text(question),
-        )
+        return bm25_ranking(artifact.data, question_text(question))
 
     def access(
         self, artifact: Artifact | None, question: Mapping[str, Any], turns_now: pd.DataFrame

@@ -1,5 +1,5 @@
 """The reference memory service: the memory protocol served by one of the kit's own memories
-(issue 32 §1; docs/memory-protocol.md; ``clintrace memory-serve``).
+(docs/memory-protocol.md; ``clintrace memory-serve``).
 
 :class:`ReferenceMemoryService` implements :class:`~clinlib.strategies.memory_protocol.MemoryService`
 in process: it keeps each memory's ingested sessions and, at the first query after an ingest,
@@ -9,8 +9,8 @@ contexts the backend gives in process (tested), and any difference a real servic
 that service's, not the transport's. Rule-based prep spends no tokens, so ingest reports
 zero usage; with an LLM prep model the building happens at query time and is not reported.
 
-:class:`MemoryServer` serves a service over HTTP (stdlib ``http.server``, one write per
-reply on a TCP_NODELAY socket) and can inject faults by a script, for tests: ``500`` / ``503``
+:class:`MemoryServer` serves a service over HTTP (the kit's loopback engine,
+:mod:`clinlib.core.http_server`; a slow service call runs off its event loop) and can inject faults by a script, for tests: ``500`` / ``503``
 / ``429`` (with ``Retry-After: 0``), ``hang`` (reply after ``hang_s``), ``disconnect`` (close
 without a reply), ``malformed`` (200 with a body that is not JSON), ``schema`` (200 with JSON
 outside the protocol) and ``400``; ``latency_s`` delays every reply (a slow service).
