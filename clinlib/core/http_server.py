@@ -97,6 +97,7 @@ class LoopbackServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
+        self._done = threading.Event()  # set when the loop has closed the server
         self._startup_error: BaseException | None = None
         self._conn_tasks: set[asyncio.Task[Any]] = set()
 
@@ -144,6 +145,7 @@ class LoopbackServer:
         loop, stop = self._loop, self._stop
         if loop is not None and stop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(stop.set)
+            self._done.wait(10)  # the loop may run in another thread (serve_forever)
         if self._thread is not None:
             self._thread.join(10)
             self._thread = None
@@ -165,6 +167,7 @@ class LoopbackServer:
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
+        self._done.clear()
         self.loop_started()
         server = await asyncio.start_server(self._handle, sock=self._sock)
         self._ready.set()
@@ -178,6 +181,7 @@ class LoopbackServer:
                 await asyncio.gather(*self._conn_tasks, return_exceptions=True)
             await server.wait_closed()
             self._loop = None
+            self._done.set()
 
     # -- HTTP --------------------------------------------------------------------------------
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

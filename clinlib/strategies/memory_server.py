@@ -197,6 +197,7 @@ class MemoryServer(LoopbackServer):
         self.faults: list[str] = []
         self._count = threading.Lock()
         self.listen()
+        self.bind_port = self.port  # a restart listens where base_url points
         self.base_url = f"http://{self.host}:{self.port}"
 
     def fault_for(self, name: str, payload: Mapping[str, Any]) -> str | None:
