@@ -37,9 +37,15 @@ T9_LABELS: dict[str, str] = {
 }
 # What the patient-clustered test adds beside McNemar (cluster_report.pairwise_clustered).
 CLUSTER_TEST_COLUMNS: tuple[str, ...] = (
-    "n_clusters", "clusters_discordant", "diff_low", "diff_high", "p_cluster",
-    "p_cluster_adj", "reject_cluster", "survives",
-)  # fmt: skip
+    "n_clusters",
+    "clusters_discordant",
+    "diff_low",
+    "diff_high",
+    "p_cluster",
+    "p_cluster_adj",
+    "reject_cluster",
+    "survives",
+)
 # Monotone tolerance (notebook 09): a step against the trend smaller than this is noise.
 MONOTONE_TOL = 0.01
 # Table 1's colour bins (<30, 30–45, 45–60, 60–70, >=70 %).
@@ -118,7 +124,7 @@ def accuracy_heatmap_chart(acc: pd.DataFrame, title: str = "") -> alt.FacetChart
             "n",
             alt.Tooltip("accuracy:Q", format=".3f"),
             "ci",
-        ],  # fmt: skip
+        ],
     )
     text = base.mark_text(fontSize=10).encode(
         text="pct:Q",
@@ -177,11 +183,17 @@ def aggregation_tax_chart(acc: pd.DataFrame, tasks: Sequence[str] = AGGREGATION_
         raise AnalysisInputError(f"aggregation_tax_chart: no rows for tasks {list(tasks)}")
     order = _order(df["strategy"], PAPER_STRATEGIES)
     x = alt.X("strategy:N", sort=order, title=None, axis=alt.Axis(labelAngle=-40))
-    bars = alt.Chart().mark_bar().encode(
-        x=x, xOffset="backbone:N", y=alt.Y("accuracy:Q", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("backbone:N", title="reader"),
-        tooltip=["strategy", "backbone", "task", alt.Tooltip("accuracy:Q", format=".3f")],
-    )  # fmt: skip
+    bars = (
+        alt.Chart()
+        .mark_bar()
+        .encode(
+            x=x,
+            xOffset="backbone:N",
+            y=alt.Y("accuracy:Q", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("backbone:N", title="reader"),
+            tooltip=["strategy", "backbone", "task", alt.Tooltip("accuracy:Q", format=".3f")],
+        )
+    )
     err = alt.Chart().mark_rule().encode(x=x, xOffset="backbone:N", y="ci_low:Q", y2="ci_high:Q")
     return (
         alt.layer(bars, err, data=df)
@@ -310,9 +322,13 @@ def blind_full_gap(summary: pd.DataFrame, source: str = "kit") -> pd.DataFrame:
         if s not in wide.columns or wide[s].isna().any():
             raise AnalysisInputError(f"blind_full_gap: summary lacks {s!r} for some backbone")
     out = pd.DataFrame(
-        {"source": source, "backbone": wide.index, "blind": wide[BLIND].to_numpy(),
-         "full": wide[FULL].to_numpy()}
-    )  # fmt: skip
+        {
+            "source": source,
+            "backbone": wide.index,
+            "blind": wide[BLIND].to_numpy(),
+            "full": wide[FULL].to_numpy(),
+        }
+    )
     out["gap_pp"] = 100 * (out["full"] - out["blind"])
     return out.reset_index(drop=True)
 
@@ -325,18 +341,39 @@ def gap_chart(gaps: pd.DataFrame) -> alt.LayerChart:
     """
     _need(gaps, ["source", "backbone", "blind", "full", "gap_pp"], "gap_chart")
     df = gaps.assign(label=gaps["source"] + " · " + gaps["backbone"])
-    long = df.melt(id_vars=["label", "source", "gap_pp"], value_vars=["blind", "full"],
-                   var_name="strategy", value_name="pooled")  # fmt: skip
+    long = df.melt(
+        id_vars=["label", "source", "gap_pp"],
+        value_vars=["blind", "full"],
+        var_name="strategy",
+        value_name="pooled",
+    )
     y = alt.Y("label:N", sort=list(df["label"]), title=None)
-    rule = alt.Chart(df).mark_rule(strokeWidth=3, opacity=0.5).encode(
-        y=y, x=alt.X("blind:Q", scale=alt.Scale(domain=[0, 1]), title="pooled accuracy"),
-        x2="full:Q", color=alt.Color("source:N"),
-    )  # fmt: skip
-    dots = alt.Chart(long).mark_point(filled=True, size=80).encode(
-        y=y, x="pooled:Q", shape=alt.Shape("strategy:N", title="cell"), color="source:N",
-        tooltip=["label", "strategy", alt.Tooltip("pooled:Q", format=".3f"),
-                 alt.Tooltip("gap_pp:Q", format=".1f")],
-    )  # fmt: skip
+    rule = (
+        alt.Chart(df)
+        .mark_rule(strokeWidth=3, opacity=0.5)
+        .encode(
+            y=y,
+            x=alt.X("blind:Q", scale=alt.Scale(domain=[0, 1]), title="pooled accuracy"),
+            x2="full:Q",
+            color=alt.Color("source:N"),
+        )
+    )
+    dots = (
+        alt.Chart(long)
+        .mark_point(filled=True, size=80)
+        .encode(
+            y=y,
+            x="pooled:Q",
+            shape=alt.Shape("strategy:N", title="cell"),
+            color="source:N",
+            tooltip=[
+                "label",
+                "strategy",
+                alt.Tooltip("pooled:Q", format=".3f"),
+                alt.Tooltip("gap_pp:Q", format=".1f"),
+            ],
+        )
+    )
     return (rule + dots).properties(width=420, height=24 * len(df), title="Blind → full gap")
 
 
@@ -350,12 +387,17 @@ def strategy_profile_chart(summary: pd.DataFrame, value: str = "macro") -> alt.C
     """
     _need(summary, ["strategy", "backbone", value], "strategy_profile_chart")
     order = _order(summary["strategy"], PAPER_STRATEGIES)
-    chart = alt.Chart(summary).mark_line(point=True).encode(
-        x=alt.X("strategy:N", sort=order, title=None, axis=alt.Axis(labelAngle=-40)),
-        y=alt.Y(f"{value}:Q", scale=alt.Scale(domain=[0, 1]), title=f"{value} accuracy"),
-        color="backbone:N",
-        tooltip=["strategy", "backbone", alt.Tooltip(f"{value}:Q", format=".3f")],
-    ).properties(width=300, height=200)  # fmt: skip
+    chart = (
+        alt.Chart(summary)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("strategy:N", sort=order, title=None, axis=alt.Axis(labelAngle=-40)),
+            y=alt.Y(f"{value}:Q", scale=alt.Scale(domain=[0, 1]), title=f"{value} accuracy"),
+            color="backbone:N",
+            tooltip=["strategy", "backbone", alt.Tooltip(f"{value}:Q", format=".3f")],
+        )
+        .properties(width=300, height=200)
+    )
     if "source" in summary.columns:
         return chart.facet(column=alt.Column("source:N", title=None)).resolve_scale(
             color="independent"
@@ -490,15 +532,19 @@ def parser_table(kit: pd.DataFrame, paper_t8: pd.DataFrame, paper_t9: pd.DataFra
         task, strategy, source ("paper (pooled LLMs)" or the reader), strict, lenient, delta.
     """
     _need(kit, ["task", "strategy", "backbone", "strict", "lenient", "delta"], "parser_table")
-    frames = [kit[["task", "strategy", "strict", "lenient", "delta"]].assign(
-        source=kit["backbone"].to_numpy())]  # fmt: skip
+    frames = [
+        kit[["task", "strategy", "strict", "lenient", "delta"]].assign(
+            source=kit["backbone"].to_numpy()
+        )
+    ]
     for tab in (paper_t8, paper_t9):
         _need(tab, ["strategy", "task", "parser", "value"], "parser_table")
         w = tab.astype({"strategy": str, "task": str, "parser": str}).pivot_table(
             index=["task", "strategy"], columns="parser", values="value"
         )
-        frames.append(w[["strict", "lenient", "delta"]].reset_index().assign(
-            source="paper (pooled LLMs)"))  # fmt: skip
+        frames.append(
+            w[["strict", "lenient", "delta"]].reset_index().assign(source="paper (pooled LLMs)")
+        )
     out = pd.concat(frames, ignore_index=True)
     out = out.assign(_s=out["strategy"].map({s: i for i, s in enumerate(PAPER_STRATEGIES)}))
     out = out.sort_values(["task", "_s", "source"], kind="mergesort")
@@ -524,8 +570,14 @@ def estimated_cells(estimate: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFra
         strategy, backbone, questions, input_tokens, output_tokens, cost_usd,
         cost_per_question, pooled, macro (if given), pareto.
     """
-    need = ["strategy", "backbone", "questions", "input_tokens", "output_tokens_typical",
-            "cost_usd_typical"]  # fmt: skip
+    need = [
+        "strategy",
+        "backbone",
+        "questions",
+        "input_tokens",
+        "output_tokens_typical",
+        "cost_usd_typical",
+    ]
     _need(estimate, need, "estimated_cells")
     _need(summary, ["strategy", "pooled"], "estimated_cells")
     if summary["strategy"].duplicated().any():
@@ -547,8 +599,17 @@ def estimated_cells(estimate: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFra
         raise AnalysisInputError(f"estimated_cells: no accuracy for strategy {miss!r}")
     out["cost_per_question"] = out["cost_usd"] / out["questions"]
     out["pareto"] = metrics.pareto_frontier(out, cost="cost_usd", acc="pooled").to_numpy()
-    cols = ["strategy", "backbone", "questions", "input_tokens", "output_tokens", "cost_usd",
-            "cost_per_question", *acc_cols, "pareto"]  # fmt: skip
+    cols = [
+        "strategy",
+        "backbone",
+        "questions",
+        "input_tokens",
+        "output_tokens",
+        "cost_usd",
+        "cost_per_question",
+        *acc_cols,
+        "pareto",
+    ]
     return out[cols]
 
 
@@ -566,12 +627,24 @@ def pareto_chart(
     df = cells.assign(_cost=pd.to_numeric(cells[cost]).clip(lower=1e-6))
     x = alt.X("_cost:Q", scale=alt.Scale(type="log"), title=f"{cost} (log)")
     y = alt.Y(f"{acc}:Q", scale=alt.Scale(domain=[0, 1]), title=f"{acc} accuracy")
-    points = alt.Chart(df).mark_point(filled=True, size=70).encode(
-        x=x, y=y, color=alt.Color("strategy:N", sort=_order(df["strategy"], PAPER_STRATEGIES)),
-        shape="backbone:N", opacity=alt.condition(alt.datum.pareto, alt.value(1), alt.value(0.35)),
-        tooltip=["strategy", "backbone", alt.Tooltip(f"{cost}:Q", format=".4f"),
-                 alt.Tooltip(f"{acc}:Q", format=".3f"), "pareto"],
-    )  # fmt: skip
+    points = (
+        alt.Chart(df)
+        .mark_point(filled=True, size=70)
+        .encode(
+            x=x,
+            y=y,
+            color=alt.Color("strategy:N", sort=_order(df["strategy"], PAPER_STRATEGIES)),
+            shape="backbone:N",
+            opacity=alt.condition(alt.datum.pareto, alt.value(1), alt.value(0.35)),
+            tooltip=[
+                "strategy",
+                "backbone",
+                alt.Tooltip(f"{cost}:Q", format=".4f"),
+                alt.Tooltip(f"{acc}:Q", format=".3f"),
+                "pareto",
+            ],
+        )
+    )
     front = df[df["pareto"]].sort_values("_cost")
     line = alt.Chart(front).mark_line(interpolate="step-after", color="black").encode(x=x, y=y)
     return (line + points).properties(width=420, height=260, title=title)

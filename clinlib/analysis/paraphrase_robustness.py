@@ -77,11 +77,21 @@ def robustness_table(pairs: pd.DataFrame, by: tuple[str, ...] = ("task",)) -> pd
         cr = paired_cluster_robust(p.astype(float), t.astype(float), g["cluster"].to_numpy())
         mc = mcnemar(t, p)
         key = key if isinstance(key, tuple) else (key,)
-        rows.append({**dict(zip(by, key, strict=True)), "n": len(g),
-                     "n_patients": int(g["cluster"].nunique()), "acc_template": t.mean(),
-                     "acc_paraphrase": p.mean(), "diff": cr.diff,
-                     "diff_lo": cr.diff - Z95 * cr.se, "diff_hi": cr.diff + Z95 * cr.se,
-                     "template_only": mc.b, "paraphrase_only": mc.c, "mcnemar_p": mc.p_value})  # fmt: skip
+        rows.append(
+            {
+                **dict(zip(by, key, strict=True)),
+                "n": len(g),
+                "n_patients": int(g["cluster"].nunique()),
+                "acc_template": t.mean(),
+                "acc_paraphrase": p.mean(),
+                "diff": cr.diff,
+                "diff_lo": cr.diff - Z95 * cr.se,
+                "diff_hi": cr.diff + Z95 * cr.se,
+                "template_only": mc.b,
+                "paraphrase_only": mc.c,
+                "mcnemar_p": mc.p_value,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -117,12 +127,36 @@ def homogeneity(pairs: pd.DataFrame) -> pd.DataFrame:
         st = StratifiedTable(tabs, shift_zeros=zeros)
         cmh, bd = st.test_null_odds(correction=False), st.test_equal_odds()
         note = "treats the wordings as independent" + ("; 0.5 added to zero cells" * zeros)
-        rows.append(("Cochran-Mantel-Haenszel (no wording effect)", float(cmh.statistic), 1,
-                     float(cmh.pvalue), len(tabs), note))  # fmt: skip
-        rows.append(("Breslow-Day (equal odds ratios)", float(bd.statistic), len(tabs) - 1,
-                     float(bd.pvalue), len(tabs), note))  # fmt: skip
+        rows.append(
+            (
+                "Cochran-Mantel-Haenszel (no wording effect)",
+                float(cmh.statistic),
+                1,
+                float(cmh.pvalue),
+                len(tabs),
+                note,
+            )
+        )
+        rows.append(
+            (
+                "Breslow-Day (equal odds ratios)",
+                float(bd.statistic),
+                len(tabs) - 1,
+                float(bd.pvalue),
+                len(tabs),
+                note,
+            )
+        )
     else:
-        rows.append(("Cochran-Mantel-Haenszel (no wording effect)", np.nan, np.nan, np.nan,
-                     len(tabs), "fewer than two tasks with both correct and wrong answers"))  # fmt: skip
+        rows.append(
+            (
+                "Cochran-Mantel-Haenszel (no wording effect)",
+                np.nan,
+                np.nan,
+                np.nan,
+                len(tabs),
+                "fewer than two tasks with both correct and wrong answers",
+            )
+        )
     cols = ["test", "statistic", "df", "p_value", "n_tasks", "note"]
     return pd.DataFrame(rows, columns=cols)

@@ -193,39 +193,51 @@ def beside_paper(
 def _panels(df: pd.DataFrame, label: str, order: list[str]) -> alt.HConcatChart:
     """Fig. 5 panels A (answer counts) and B (accuracy) for one setting."""
     long = df.melt(
-        id_vars=["cell", "n"], value_vars=list(ANSWER_CLASSES), var_name="answer",
+        id_vars=["cell", "n"],
+        value_vars=list(ANSWER_CLASSES),
+        var_name="answer",
         value_name="count",
-    )  # fmt: skip
+    )
     long["rank"] = long["answer"].map({c: i for i, c in enumerate(ANSWER_CLASSES)})
     y = alt.Y("cell:N", sort=order, title=None)
     colors = alt.Scale(domain=list(ANSWER_CLASSES), range=["#009E73", "#D55E00", "#999999"])
-    bars = alt.Chart(long).mark_bar().encode(
-        y=y,
-        x=alt.X("count:Q", title="predictions"),
-        color=alt.Color("answer:N", scale=colors, title="answer"),
-        order=alt.Order("rank:Q"),
-        tooltip=["cell", "answer", "count", "n"],
-    )  # fmt: skip
+    bars = (
+        alt.Chart(long)
+        .mark_bar()
+        .encode(
+            y=y,
+            x=alt.X("count:Q", title="predictions"),
+            color=alt.Color("answer:N", scale=colors, title="answer"),
+            order=alt.Order("rank:Q"),
+            tooltip=["cell", "answer", "count", "n"],
+        )
+    )
     # balanced gold: half of each cell's questions are "yes"
-    half = alt.Chart(df.assign(half=df["n"] / 2)).mark_tick(
-        color="black", thickness=2, size=14
-    ).encode(y=y, x="half:Q")  # fmt: skip
+    half = (
+        alt.Chart(df.assign(half=df["n"] / 2))
+        .mark_tick(color="black", thickness=2, size=14)
+        .encode(y=y, x="half:Q")
+    )
     flagged = df[df["constant_no"]]
-    flags = alt.Chart(flagged).mark_point(
-        shape="triangle-left", color="red", filled=True, size=80
-    ).encode(y=y, x=alt.X("n:Q"))  # fmt: skip
+    flags = (
+        alt.Chart(flagged)
+        .mark_point(shape="triangle-left", color="red", filled=True, size=80)
+        .encode(y=y, x=alt.X("n:Q"))
+    )
     panel_a = alt.layer(bars, half, flags).properties(
         width=240, title=f"A · {label}: answers (tick = n/2, red = constant-No)"
     )
     # one colour: a colour encoding here would share the answer-class scale of panel A
-    points = alt.Chart(df).mark_point(filled=True, size=70, color="#0072B2").encode(
-        y=y,
-        x=alt.X("accuracy:Q", scale=alt.Scale(domain=[0, 1]), title="accuracy"),
-        tooltip=["cell", "accuracy", "floor", "n"],
-    )  # fmt: skip
-    floor = alt.Chart(df).mark_tick(color="black", thickness=2, size=14).encode(
-        y=y, x="floor:Q"
-    )  # fmt: skip
+    points = (
+        alt.Chart(df)
+        .mark_point(filled=True, size=70, color="#0072B2")
+        .encode(
+            y=y,
+            x=alt.X("accuracy:Q", scale=alt.Scale(domain=[0, 1]), title="accuracy"),
+            tooltip=["cell", "accuracy", "floor", "n"],
+        )
+    )
+    floor = alt.Chart(df).mark_tick(color="black", thickness=2, size=14).encode(y=y, x="floor:Q")
     panel_b = alt.layer(points, floor).properties(
         width=200, title="B · accuracy (tick = constant-No floor)"
     )
@@ -273,9 +285,11 @@ def recall_chart(recall: pd.DataFrame, paper: pd.DataFrame | None = None) -> alt
     """
     _require(recall, ["strategy", "backbone", "recall_pre", "recall_post"], "recall_chart")
     long = recall.melt(
-        id_vars=["strategy", "backbone"], value_vars=["recall_pre", "recall_post"],
-        var_name="setting", value_name="recall",
-    ).dropna(subset=["recall"])  # fmt: skip
+        id_vars=["strategy", "backbone"],
+        value_vars=["recall_pre", "recall_post"],
+        var_name="setting",
+        value_name="recall",
+    ).dropna(subset=["recall"])
     long["setting"] = long["setting"].str.removeprefix("recall_").map(SETTING_LABELS)
     order = sorted(recall["strategy"].unique().tolist())
     y = alt.Y("strategy:N", sort=order, title=None)
@@ -285,27 +299,33 @@ def recall_chart(recall: pd.DataFrame, paper: pd.DataFrame | None = None) -> alt
         color=alt.Color("setting:N", title="setting"),
         shape=alt.Shape("backbone:N", title="kit reader"),
         tooltip=["strategy", "backbone", "setting", "recall"],
-    )  # fmt: skip
+    )
     # pre and post often coincide: pre is drawn as a large ring around the filled post point
     # (an offset within a layered band scale misplaces points across rows).
-    pre = alt.Chart(long[long["setting"] == SETTING_LABELS["pre"]]).mark_point(
-        filled=False, size=220, strokeWidth=2
-    ).encode(**enc)  # fmt: skip
-    post = alt.Chart(long[long["setting"] != SETTING_LABELS["pre"]]).mark_point(
-        filled=True, size=60
-    ).encode(**enc)  # fmt: skip
+    pre = (
+        alt.Chart(long[long["setting"] == SETTING_LABELS["pre"]])
+        .mark_point(filled=False, size=220, strokeWidth=2)
+        .encode(**enc)
+    )
+    post = (
+        alt.Chart(long[long["setting"] != SETTING_LABELS["pre"]])
+        .mark_point(filled=True, size=60)
+        .encode(**enc)
+    )
     pts = alt.layer(pre, post)
     layers = [pts]
     if paper is not None:
         _require(paper, ["strategy", "value"], "recall_chart (paper)")
         rng = paper.dropna(subset=["value"]).groupby("strategy")["value"].agg(["min", "max"])
         rng = rng.reset_index()
-        band = alt.Chart(rng).mark_rule(color="#777777", size=10, opacity=0.45).encode(
-            y=y, x="min:Q", x2="max:Q", tooltip=["strategy", "min", "max"]
-        )  # fmt: skip
-        tick = alt.Chart(rng).mark_tick(color="#444444", thickness=2, size=14).encode(
-            y=y, x="max:Q"
-        )  # fmt: skip
+        band = (
+            alt.Chart(rng)
+            .mark_rule(color="#777777", size=10, opacity=0.45)
+            .encode(y=y, x="min:Q", x2="max:Q", tooltip=["strategy", "min", "max"])
+        )
+        tick = (
+            alt.Chart(rng).mark_tick(color="#444444", thickness=2, size=14).encode(y=y, x="max:Q")
+        )
         layers = [band, tick, pts]
     return alt.layer(*layers).properties(
         width=320, title="T3 recall on injected positives (grey = paper Table 3, LLM backbones)"
@@ -348,8 +368,13 @@ def kept(text: str | None, parts: Mapping[str, str]) -> dict[str, Any]:
         the problem with an attribution phrase, :data:`RELATION_WORDS`), evidence (the first sentence with the lab fact, or "").
     """
     if text is None:
-        return {"sentence": False, "lab_fact": False, "problem": False, "relation": False,
-                "evidence": ""}  # fmt: skip
+        return {
+            "sentence": False,
+            "lab_fact": False,
+            "problem": False,
+            "relation": False,
+            "evidence": "",
+        }
     lab, problem = parts["lab"].lower(), parts["problem"].lower()
     value = re.compile(r"(?<![\d.])" + re.escape(parts["value"]) + r"(?!\.?\d)")
     sents = _sentences(text)
@@ -429,9 +454,14 @@ def artifact_inspection(
         strat = get_strategy(name)
         for setting in settings:
             art = load_artifacts(
-                name, profile, prep, setting=setting, subjects=[sid], questions=qs,
+                name,
+                profile,
+                prep,
+                setting=setting,
+                subjects=[sid],
+                questions=qs,
                 dialogues=turns,
-            )[sid]  # fmt: skip
+            )[sid]
             ctx = question_contexts(one, name, profile, setting, prep, dialogues=turns)
             for where, text in (
                 ("stored", strat.store_text(art)),
@@ -439,9 +469,16 @@ def artifact_inspection(
             ):
                 if text is None:
                     continue  # raw-text strategies store nothing but the dialogue
-                rows.append({"strategy": name, "setting": setting, "where": where,
-                             "prep_model": art.prep_model, "prep_warnings": _warnings(art),
-                             **kept(text, parts)})  # fmt: skip
+                rows.append(
+                    {
+                        "strategy": name,
+                        "setting": setting,
+                        "where": where,
+                        "prep_model": art.prep_model,
+                        "prep_warnings": _warnings(art),
+                        **kept(text, parts),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -485,11 +522,17 @@ def prep_outputs(
         got = data.get(key) or []
         items = [got] if isinstance(got, str) else [str(it.get(text_key, "")) for it in got]
         warnings = [str(w) for w in data.get("warnings", [])]
-        rows.append({"strategy": name, "prep_model": art[subject_id].prep_model,
-                     "setting": setting, "items": len(items),
-                     "first_item": items[0][:excerpt_chars] if items else "",
-                     "prep_warnings": len(warnings),
-                     "first_warning": warnings[0][:excerpt_chars] if warnings else ""})  # fmt: skip
+        rows.append(
+            {
+                "strategy": name,
+                "prep_model": art[subject_id].prep_model,
+                "setting": setting,
+                "items": len(items),
+                "first_item": items[0][:excerpt_chars] if items else "",
+                "prep_warnings": len(warnings),
+                "first_warning": warnings[0][:excerpt_chars] if warnings else "",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -525,17 +568,27 @@ def rank_positives(
     stored = {}
     for name in strategies:
         arts = load_artifacts(
-            name, profile, prep, setting="pre", subjects=sids, questions=questions,
+            name,
+            profile,
+            prep,
+            setting="pre",
+            subjects=sids,
+            questions=questions,
             dialogues=turns,
-        )  # fmt: skip
+        )
         stored[name] = {sid: get_strategy(name).store_text(a) for sid, a in arts.items()}
     rows = []
     for qid, inj in injs.items():
         parts, sid = parse_injection(inj["text"]), int(inj["subject_id"])
         marks = [kept(stored[n][sid], parts) for n in strategies]
-        rows.append({"qid": qid, "subject_id": sid,
-                     "n_lab_fact": sum(m["lab_fact"] for m in marks),
-                     "n_relation": sum(m["relation"] for m in marks)})  # fmt: skip
+        rows.append(
+            {
+                "qid": qid,
+                "subject_id": sid,
+                "n_lab_fact": sum(m["lab_fact"] for m in marks),
+                "n_relation": sum(m["relation"] for m in marks),
+            }
+        )
     out = pd.DataFrame(rows)
     return out.sort_values(["n_lab_fact", "n_relation", "qid"], ascending=[False, True, True])
 

@@ -82,8 +82,9 @@ def setting_rows(preds: pd.DataFrame) -> pd.DataFrame:
             raise MetricsInputError(f"setting_rows: {exc}") from None
     out = preds.copy()
     out["mode"] = [parsed[v][0].mode for v in out["setting"]]
-    out["noise_seed"] = pd.array([parsed[v][0].seed if parsed[v][0].mixed else None
-                                  for v in out["setting"]], dtype="Int64")  # fmt: skip
+    out["noise_seed"] = pd.array(
+        [parsed[v][0].seed if parsed[v][0].mixed else None for v in out["setting"]], dtype="Int64"
+    )
     out["stream"] = [parsed[v][0].stream for v in out["setting"]]
     out["checkpoint"] = pd.array([parsed[v][1] for v in out["setting"]], dtype="Int64")
     return out

@@ -46,8 +46,7 @@ def substrate_gap(
             f"substrate_gap: need {dialogue!r} and {table!r} predictions under {setting!r}; "
             f"have {sorted(set(sub['strategy']))}"
         )
-    frame = with_clusters(sub.assign(correct=sub["correct"].fillna(False).astype(bool)),
-                          questions)  # fmt: skip
+    frame = with_clusters(sub.assign(correct=sub["correct"].fillna(False).astype(bool)), questions)
     eq = ~frame["task"].isin(NOT_EQUIVALENT_TASKS)
     frame = pd.concat([frame, frame[eq].assign(task=POOLED)], ignore_index=True)
     out = []
@@ -61,7 +60,20 @@ def substrate_gap(
         out.append(gap.assign(backbone=backbone))
     res = pd.concat(out, ignore_index=True)
     res["equivalent"] = ~res["task"].isin(NOT_EQUIVALENT_TASKS)
-    cols = ["backbone", "task", "equivalent", "n", "n_clusters", "acc_dialogue", "acc_table",
-            "gap_pp", "q_low_pp", "q_high_pp", "c_low_pp", "c_high_pp", "p_mcnemar",
-            "p_cluster"]  # fmt: skip
+    cols = [
+        "backbone",
+        "task",
+        "equivalent",
+        "n",
+        "n_clusters",
+        "acc_dialogue",
+        "acc_table",
+        "gap_pp",
+        "q_low_pp",
+        "q_high_pp",
+        "c_low_pp",
+        "c_high_pp",
+        "p_mcnemar",
+        "p_cluster",
+    ]
     return res[cols]

@@ -72,8 +72,17 @@ SETTINGS: tuple[str, ...] = STATIC_SETTINGS  # the settings build_all / construc
 INJECTION_TASKS: tuple[str, ...] = ("T3", "T5")
 ALWAYS_PRE_TASKS: tuple[str, ...] = ("T5",)  # built from the injected dialogue in every setting
 BATCH = 64
-SUMMARY_COLUMNS: tuple[str, ...] = ("strategy", "label", "prep_model", "setting", "n_dialogues",
-                                    "built", "cached", "repaired", "seconds")  # fmt: skip
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    "strategy",
+    "label",
+    "prep_model",
+    "setting",
+    "n_dialogues",
+    "built",
+    "cached",
+    "repaired",
+    "seconds",
+)
 CONTEXT_COLUMNS: tuple[str, ...] = (
     "qid",
     "task",
@@ -185,8 +194,10 @@ def split_dialogues(
         if unknown:
             raise StrategyError(f"dialogues: no turns for subject_id(s) {sorted(unknown)[:5]}")
         turns = turns[turns["subject_id"].isin(wanted)]
-    return {int(s): g.sort_values("turn_idx", kind="stable").reset_index(drop=True)
-            for s, g in turns.groupby("subject_id", sort=True)}  # fmt: skip
+    return {
+        int(s): g.sort_values("turn_idx", kind="stable").reset_index(drop=True)
+        for s, g in turns.groupby("subject_id", sort=True)
+    }
 
 
 def _load_questions(profile: str, questions: pd.DataFrame | None) -> pd.DataFrame:
@@ -221,8 +232,9 @@ def _as_strategy(spec: str | Strategy, profile: str, root: Path | None = None) -
         return spec
     strategy = get_strategy(str(spec), profile=profile)
     if root is not None and "embedding_dir" in strategy.params:
-        strategy = get_strategy(str(spec), profile=profile,
-                                embedding_dir=str(Path(root) / EMBEDDINGS_DIR))  # fmt: skip
+        strategy = get_strategy(
+            str(spec), profile=profile, embedding_dir=str(Path(root) / EMBEDDINGS_DIR)
+        )
     return strategy
 
 
@@ -253,8 +265,12 @@ def build_strategy(
     # stage, and rebuilt — not left for `run` to trip over.
     corrupt = {sid for sid in present if cache.get(strategy.name, sid, keys[sid]) is None}
     if corrupt:
-        log.warning("%s: %d cached construction(s) unreadable, rebuilt (patients %s)",
-                    strategy.label(), len(corrupt), sorted(corrupt)[:5])  # fmt: skip
+        log.warning(
+            "%s: %d cached construction(s) unreadable, rebuilt (patients %s)",
+            strategy.label(),
+            len(corrupt),
+            sorted(corrupt)[:5],
+        )
     cached = set(present) - corrupt
     missing = [sid for sid in dialogues if sid not in cached]
     llm = bool(getattr(prep, "is_llm", False)) and strategy.uses_prep
@@ -335,20 +351,23 @@ def build_all(
     cache = ConstructionCache(root / CONSTRUCTIONS_DIR if root else constructions_dir(name))
     specs = list(strategies) if strategies is not None else list(LOCAL_STRATEGIES)
     rows = []
-    with progress_bar(len(specs) * len(groups), f"strategies {name} {setting}", "dialogue",
-                      enabled=progress) as bar:  # fmt: skip
+    with progress_bar(
+        len(specs) * len(groups), f"strategies {name} {setting}", "dialogue", enabled=progress
+    ) as bar:
         for spec in specs:
             strategy = _as_strategy(spec, name, root)
             bar.set_postfix(strategy=strategy.label())
             stats = build_strategy(strategy, groups, prep_model, cache, hashes, workers, bar)
-            rows.append({
-                "strategy": strategy.name,
-                "label": strategy.label(),
-                "prep_model": strategy.prep_id(prep_model),
-                "setting": setting,
-                "n_dialogues": len(groups),
-                **stats,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "strategy": strategy.name,
+                    "label": strategy.label(),
+                    "prep_model": strategy.prep_id(prep_model),
+                    "setting": setting,
+                    "n_dialogues": len(groups),
+                    **stats,
+                }
+            )
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
 
 
@@ -399,8 +418,9 @@ def question_contexts(
     Returns:
         One row per question (per checkpoint under ``stream``): :data:`CONTEXT_COLUMNS`.
     """
-    return question_contexts_many(questions, [strategy], profile, setting, prep,
-                                  dialogues=dialogues, token_model=token_model)[0]  # fmt: skip
+    return question_contexts_many(
+        questions, [strategy], profile, setting, prep, dialogues=dialogues, token_model=token_model
+    )[0]
 
 
 def _checked_now(
@@ -457,8 +477,9 @@ def _artifact(
     if sid not in built:
         raise StrategyError(f"question {q.get('qid')}: no dialogue for patient {sid}")
     if (variant, sid) not in shas:
-        shas[(variant, sid)] = (built.sha(sid) if isinstance(built, Prefixes)
-                                else dialogue_hash(built[sid]))  # fmt: skip
+        shas[(variant, sid)] = (
+            built.sha(sid) if isinstance(built, Prefixes) else dialogue_hash(built[sid])
+        )
     sha = shas[(variant, sid)]
     if (sha, sid) not in memo:
         memo[(sha, sid)] = cache.get_or_build(strat, sid, built[sid], prep_model, sha)
@@ -466,9 +487,14 @@ def _artifact(
 
 
 def _context_rows(
-    strat: Strategy, units: list[Unit], cache: ConstructionCache, prep_model: PrepModel,
-    shas: dict, checked: dict, setting: Setting,
-) -> list[dict[str, Any]]:  # fmt: skip
+    strat: Strategy,
+    units: list[Unit],
+    cache: ConstructionCache,
+    prep_model: PrepModel,
+    shas: dict,
+    checked: dict,
+    setting: Setting,
+) -> list[dict[str, Any]]:
     """The context row of every unit under one strategy."""
     memo: dict[tuple[str, int], Artifact] = {}
     # A question-independent context (full dialogue, summary, timeline ...) is the same for
@@ -482,25 +508,30 @@ def _context_rows(
         if not strat.query_dependent and key in shared:
             ctx, size = shared[key]
         else:
-            arts = {sid: _artifact(q, sid, strat, variant, built, shas, memo, cache, prep_model)
-                    for sid in sids}  # fmt: skip
-            ctx = context_for(q, strat, arts, _checked_now(checked, variant, now, sids),
-                              prechecked=True)  # fmt: skip
+            arts = {
+                sid: _artifact(q, sid, strat, variant, built, shas, memo, cache, prep_model)
+                for sid in sids
+            }
+            ctx = context_for(
+                q, strat, arts, _checked_now(checked, variant, now, sids), prechecked=True
+            )
             size = strat.footprint(arts[sids[0]]).get("n_items") if row is not None else None
             if not strat.query_dependent:
                 shared[key] = (ctx, size)
-        rows.append({
-            "qid": q.get("qid"),
-            "task": q.get("task"),
-            "strategy": strat.name,
-            "label": label,
-            "prep_model": pid,
-            "setting": setting.value() if row is None else row.setting,
-            "context": ctx,
-            "checkpoint_visit": None if row is None else row.checkpoint_visit,
-            "checkpoint_final": None if row is None else row.checkpoint_final,
-            "memory_items": size,
-        })  # fmt: skip
+        rows.append(
+            {
+                "qid": q.get("qid"),
+                "task": q.get("task"),
+                "strategy": strat.name,
+                "label": label,
+                "prep_model": pid,
+                "setting": setting.value() if row is None else row.setting,
+                "context": ctx,
+                "checkpoint_visit": None if row is None else row.checkpoint_visit,
+                "checkpoint_final": None if row is None else row.checkpoint_final,
+                "memory_items": size,
+            }
+        )
     return rows
 
 
@@ -531,9 +562,14 @@ def setting_plan(
     st = parse_setting(setting)
     qs = asked_questions(questions, st)
     if not st.stream:
-        return pd.DataFrame({"qid": qs["qid"].tolist(), "setting": st.value(),
-                             "checkpoint_visit": pd.array([None] * len(qs), dtype="Int64"),
-                             "checkpoint_final": pd.array([None] * len(qs), dtype="boolean")})  # fmt: skip
+        return pd.DataFrame(
+            {
+                "qid": qs["qid"].tolist(),
+                "setting": st.value(),
+                "checkpoint_visit": pd.array([None] * len(qs), dtype="Int64"),
+                "checkpoint_final": pd.array([None] * len(qs), dtype="boolean"),
+            }
+        )
     turns = dialogues if dialogues is not None else load("dialogues", resolve_profile(profile))
     wanted = {sid for q in qs.to_dict("records") for sid in subject_ids_of(q)}
     turns = turns[turns["subject_id"].isin(wanted)]

@@ -185,8 +185,15 @@ def question_units(
 ) -> list[Unit]:
     """The units asked: one per question (static), one per plan row (``stream``)."""
     if plan is None:
-        return [(q, q["task"] if q["task"] in variants else "base",
-                 *variants.get(q["task"], variants["base"]), None) for q in records]  # fmt: skip
+        return [
+            (
+                q,
+                q["task"] if q["task"] in variants else "base",
+                *variants.get(q["task"], variants["base"]),
+                None,
+            )
+            for q in records
+        ]
     by_qid = {q["qid"]: q for q in records}
     checked: dict[int, Checked] = {}  # one per distinct dialogue dict (variants share base)
     cut: dict[tuple[str, int], tuple[Prefixes, Prefixes]] = {}

@@ -63,8 +63,9 @@ def empty_rate(preds: pd.DataFrame, cell: Sequence[str] = CELL) -> pd.DataFrame:
     _require(preds, cell, "empty_rate")
     empty = empty_flags(preds)
     err = preds["error"].notna()
-    flags = preds[cell].assign(n=1, n_empty=empty.astype(int).to_numpy(),
-                               n_error=err.astype(int).to_numpy())  # fmt: skip
+    flags = preds[cell].assign(
+        n=1, n_empty=empty.astype(int).to_numpy(), n_error=err.astype(int).to_numpy()
+    )
     out = _group_counts(flags, cell)
     out["empty_rate"] = out["n_empty"] / out["n"]
     out["error_rate"] = out["n_error"] / out["n"]
@@ -85,8 +86,14 @@ def output_lengths(preds: pd.DataFrame, bin_width: int = LENGTH_BIN) -> pd.DataF
     rows = preds[preds["error"].isna()]
     tokens = _num_col(rows, "output_tokens", "output_lengths")
     start = (tokens // bin_width * bin_width).astype(int)
-    out = (rows[["task", "backbone"]].assign(bin_start=start.to_numpy())
-           .groupby(["task", "backbone", "bin_start"], sort=True).size().rename("n").reset_index())  # fmt: skip
+    out = (
+        rows[["task", "backbone"]]
+        .assign(bin_start=start.to_numpy())
+        .groupby(["task", "backbone", "bin_start"], sort=True)
+        .size()
+        .rename("n")
+        .reset_index()
+    )
     out["bin_end"] = out["bin_start"] + bin_width
     out["max_tokens"] = out["task"].map(MAX_TOKENS)
     return out
@@ -106,8 +113,9 @@ def truncation_rate(preds: pd.DataFrame, by: Sequence[str] = ("task", "backbone"
         raise MetricsInputError("truncation_rate: no answered rows")
     cap = rows["task"].map(MAX_TOKENS)
     if cap.isna().any():
-        raise MetricsInputError(f"truncation_rate: no max_tokens for task "
-                                f"{rows.loc[cap.isna(), 'task'].iloc[0]!r}")  # fmt: skip
+        raise MetricsInputError(
+            f"truncation_rate: no max_tokens for task {rows.loc[cap.isna(), 'task'].iloc[0]!r}"
+        )
     tokens = _num_col(rows, "output_tokens", "truncation_rate")
     flags = rows[by].assign(
         n=1,
@@ -181,5 +189,6 @@ def width_vs_n(widths: pd.DataFrame) -> float:
     (the paper: width "is dominated by per-cell sample size")."""
     _require(widths, ["n", "boot_width"], "width_vs_n")
     x = 1.0 / np.sqrt(widths["n"].to_numpy(float))
-    return float(pd.Series(x).corr(pd.Series(widths["boot_width"].to_numpy(float)),
-                                   method="spearman"))  # fmt: skip
+    return float(
+        pd.Series(x).corr(pd.Series(widths["boot_width"].to_numpy(float)), method="spearman")
+    )

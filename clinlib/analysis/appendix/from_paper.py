@@ -26,8 +26,12 @@ def fig16_cells(table4: pd.DataFrame, n_questions: int = N_QUESTIONS) -> pd.Data
     for m in ("cost_usd", "cache_hit_rate"):
         if m not in wide.columns:
             raise MetricsInputError(f"fig16_cells: Table 4 has no {m!r} rows")
-    out = pd.DataFrame({"cost_per_question": wide["cost_usd"] / n_questions,
-                        "cache_hit_rate": wide["cache_hit_rate"]}).reset_index()  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "cost_per_question": wide["cost_usd"] / n_questions,
+            "cache_hit_rate": wide["cache_hit_rate"],
+        }
+    ).reset_index()
     return out.melt(id_vars=["strategy", "backbone"], var_name="metric", value_name="value")
 
 

@@ -48,7 +48,8 @@ def size_vs_accuracy(
     if size["subject_id"].duplicated().any():
         raise MetricsInputError(f"size_vs_accuracy: several {strategy!r} footprints for a patient")
     out = acc.astype({"subject_id": "int64"}).merge(
-        size.astype({"subject_id": "int64"}), on="subject_id", how="inner")  # fmt: skip
+        size.astype({"subject_id": "int64"}), on="subject_id", how="inner"
+    )
     out = out.rename(columns={size_col: "size"})
     return out[["subject_id", "size", "n", "accuracy"]].reset_index(drop=True)
 

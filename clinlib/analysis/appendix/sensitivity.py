@@ -115,7 +115,8 @@ def macro_ablation_beside_paper(kit: pd.DataFrame, table13: pd.DataFrame) -> pd.
     _require(table13, ["strategy", "task_subset", "value"], "macro_ablation_beside_paper")
     paper = table13[["strategy", "task_subset", "value"]].rename(columns={"value": "paper"})
     kit = kit[["strategy", "task_subset", "macro_accuracy"]].rename(
-        columns={"macro_accuracy": "kit"})  # fmt: skip
+        columns={"macro_accuracy": "kit"}
+    )
     out = kit.merge(paper, on=["strategy", "task_subset"], how="outer")
     for src in ("kit", "paper"):
         base = out[out["task_subset"] == "all"].set_index("strategy")[src]
@@ -136,8 +137,10 @@ def empty_sensitivity(preds: pd.DataFrame, by: Sequence[str] = CELL) -> pd.DataF
     empty = empty_flags(preds)
     both = ok & empty
     if both.any():
-        raise MetricsInputError(f"empty_sensitivity: an empty response is scored correct "
-                                f"(qid={preds.loc[both, 'qid'].iloc[0]!r})")  # fmt: skip
+        raise MetricsInputError(
+            f"empty_sensitivity: an empty response is scored correct "
+            f"(qid={preds.loc[both, 'qid'].iloc[0]!r})"
+        )
     flags = preds[by].assign(n=1, k=ok.astype(int).to_numpy(), n_empty=empty.astype(int).to_numpy())
     out = _group_counts(flags, by)
     out["acc_counted"] = out["k"] / out["n"]

@@ -50,8 +50,9 @@ def subtype_accuracy(
     if strategy is not None:
         rows = rows[rows["strategy"] == strategy]
     if rows.empty:
-        raise MetricsInputError(f"subtype_accuracy: no post predictions of {strategy!r} on "
-                                f"{list(tasks)}")  # fmt: skip
+        raise MetricsInputError(
+            f"subtype_accuracy: no post predictions of {strategy!r} on {list(tasks)}"
+        )
     cell = ("strategy", "backbone", "task")
     return metrics.by_group(rows, "subtype", cell=cell, questions=questions)
 
@@ -64,8 +65,11 @@ def t5_family(subtype: object) -> str:
 def t5_families(preds: pd.DataFrame, questions: pd.DataFrame | None = None) -> pd.DataFrame:
     """Fig. 9: T5 accuracy per (strategy, backbone, family), controlled vs natural."""
     rows = metrics.common._with_question_cols(
-        metrics.common._task_rows(_post(preds), "T5", "t5_families"), questions, ["subtype"],
-        "t5_families")  # fmt: skip
+        metrics.common._task_rows(_post(preds), "T5", "t5_families"),
+        questions,
+        ["subtype"],
+        "t5_families",
+    )
     rows = rows.assign(family=rows["subtype"].map(t5_family))
     return metrics.accuracy_table(rows, by=("strategy", "backbone", "family"))
 
@@ -112,9 +116,11 @@ def t4_retrieval(preds: pd.DataFrame, questions: pd.DataFrame) -> dict[str, pd.D
     rows = rows.merge(qs[["qid", "gold"]], on="qid", how="inner")
     rows["set_f1"] = [set_f1(p, g) for p, g in zip(rows["parsed"], rows["gold"], strict=True)]
     rows["accuracy"] = rows["correct"].astype(float)
-    grid = (rows.groupby(["strategy", "backbone"], sort=True)
-            .agg(n=("qid", "size"), set_f1=("set_f1", "mean"), accuracy=("accuracy", "mean"))
-            .reset_index())  # fmt: skip
+    grid = (
+        rows.groupby(["strategy", "backbone"], sort=True)
+        .agg(n=("qid", "size"), set_f1=("set_f1", "mean"), accuracy=("accuracy", "mean"))
+        .reset_index()
+    )
     full = grid[grid["strategy"] == FULL].drop(columns="strategy").reset_index(drop=True)
     return {"pool": pool, "full": full, "grid": grid}
 
@@ -125,8 +131,10 @@ def t8_bins(preds: pd.DataFrame, questions: pd.DataFrame) -> dict[str, pd.DataFr
     counts = questions[questions["task"] == "T8"].groupby("subtype").size()
     rows = metrics.common._task_rows(_post(preds), "T8", "t8_bins")
     acc = metrics.by_group(rows, "subtype", questions=questions)
-    return {"counts": counts.rename("n").rename_axis("bin").reset_index(),
-            "accuracy": acc.rename(columns={"subtype": "bin"})}  # fmt: skip
+    return {
+        "counts": counts.rename("n").rename_axis("bin").reset_index(),
+        "accuracy": acc.rename(columns={"subtype": "bin"}),
+    }
 
 
 def t9_by_kind(
@@ -137,13 +145,17 @@ def t9_by_kind(
     over-answer rate when wrong (over-answers / wrong answers; empties are wrong but not
     over-answers)."""
     rows = metrics.common._with_question_cols(
-        metrics.common._task_rows(_post(preds), "T9", "t9_by_kind"), questions, ["subtype"],
-        "t9_by_kind")  # fmt: skip
+        metrics.common._task_rows(_post(preds), "T9", "t9_by_kind"),
+        questions,
+        ["subtype"],
+        "t9_by_kind",
+    )
     unknown = ~rows["subtype"].isin(list(T9_KIND))
     if unknown.any():
         raise MetricsInputError(
             f"t9_by_kind: T9 subtype {rows.loc[unknown, 'subtype'].iloc[0]!r} is not one of "
-            f"{sorted(T9_KIND)}")  # fmt: skip
+            f"{sorted(T9_KIND)}"
+        )
     rows = rows.assign(kind=rows["subtype"].map(T9_KIND))
     out = metrics.t9_decomposition(rows, cell=[*cell, "kind"])
     wrong = out["n"] - out["correct_abstain"]

@@ -70,8 +70,9 @@ def score_table(
     )
     out = out.reset_index()
     if n_boot > 0:
-        bounds = [bootstrap_ci(g["_s"].to_numpy(float), np.mean, n_boot, alpha, seed)
-                  for _, g in groups]  # fmt: skip
+        bounds = [
+            bootstrap_ci(g["_s"].to_numpy(float), np.mean, n_boot, alpha, seed) for _, g in groups
+        ]
         out["ci_low"] = [b[0] for b in bounds]
         out["ci_high"] = [b[1] for b in bounds]
     return out

@@ -75,10 +75,10 @@ from clinlib.analysis.paper_figures.claims import (
     TEXT_POOLED_RANGES,
     TEXT_T9,
     TEXT_TASK_RANGES,
-    UPSTREAM_BUILT,
     Claim,
     audit_text_claims,
 )
+from clinlib.analysis.paper_figures.recompute import UPSTREAM_BUILT
 from clinlib.analysis.paper_figures.report import (
     SUMMARY_KEYS,
     audit_all,
