@@ -369,6 +369,40 @@ def label_losses(
 SPLIT_SHARES = ("lost_representation", "lost_reading")
 
 
+def _split_row(g: pd.DataFrame, n_boot: int, seed: int) -> dict:
+    """One cell's shares of :func:`loss_split` and their two bootstrap intervals."""
+    row: dict = {}
+    lost = g["lost_in"].to_numpy()
+    oc = g["oracle_correct"]
+    has_o = oc.notna().all()
+    ocb = oc.fillna(False).astype(bool).to_numpy()
+    reading = lost == "reading"
+    acc = float(np.mean(lost == "correct"))
+    row.update(
+        n=len(g),
+        n_clusters=int(g[CLUSTER_COLUMN].nunique()),
+        accuracy=acc,
+        loss=1.0 - acc,
+        lost_representation=float(np.mean(lost == "representation")),
+        lost_reading=float(np.mean(reading)),
+        lost_reading_oracle_right=float(np.mean(reading & ocb)) if has_o else np.nan,
+        lost_reading_oracle_wrong=float(np.mean(reading & ~ocb)) if has_o else np.nan,
+        correct_without_evidence=float(
+            np.mean((lost == "correct") & ~g["all_present"].astype(bool))
+        ),
+        oracle_accuracy=float(ocb.mean()) if has_o else np.nan,
+    )
+    cl = g[CLUSTER_COLUMN].to_numpy()
+    for share, name in (
+        (lost == "representation", "lost_representation"),
+        (reading, "lost_reading"),
+    ):
+        s = _shares(share.astype(float), cl, n_boot, seed)
+        for b in ("q_low", "q_high", "boot_low", "boot_high"):
+            row[f"{name}_{b}"] = s[b]
+    return row
+
+
 def loss_split(
     preds: pd.DataFrame,
     per_question: pd.DataFrame,
@@ -425,35 +459,7 @@ def loss_split(
     rows = []
     for keys, g in tagged.groupby(by, sort=True):
         row = dict(zip(by, keys if isinstance(keys, tuple) else (keys,), strict=True))
-        lost = g["lost_in"].to_numpy()
-        oc = g["oracle_correct"]
-        has_o = oc.notna().all()
-        ocb = oc.fillna(False).astype(bool).to_numpy()
-        reading = lost == "reading"
-        acc = float(np.mean(lost == "correct"))
-        row.update(
-            n=len(g),
-            n_clusters=int(g[CLUSTER_COLUMN].nunique()),
-            accuracy=acc,
-            loss=1.0 - acc,
-            lost_representation=float(np.mean(lost == "representation")),
-            lost_reading=float(np.mean(reading)),
-            lost_reading_oracle_right=float(np.mean(reading & ocb)) if has_o else np.nan,
-            lost_reading_oracle_wrong=float(np.mean(reading & ~ocb)) if has_o else np.nan,
-            correct_without_evidence=float(
-                np.mean((lost == "correct") & ~g["all_present"].astype(bool))
-            ),
-            oracle_accuracy=float(ocb.mean()) if has_o else np.nan,
-        )
-        cl = g[CLUSTER_COLUMN].to_numpy()
-        for share, name in (
-            (lost == "representation", "lost_representation"),
-            (reading, "lost_reading"),
-        ):
-            s = _shares(share.astype(float), cl, n_boot, seed)
-            for b in ("q_low", "q_high", "boot_low", "boot_high"):
-                row[f"{name}_{b}"] = s[b]
-        rows.append(row)
+        rows.append(row | _split_row(g, n_boot, seed))
     return pd.DataFrame(rows).reindex(columns=cols)
 
 

@@ -27,7 +27,7 @@ keywords and tags. Derived: a sentence injected after construction is in no note
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -92,14 +92,11 @@ def _condition_tags(facts: Sequence[Fact]) -> list[str]:
     return list(tags)
 
 
-def rule_based_note(number: int, visit_idx: int, facts: Sequence[Fact], with_ids: bool) -> dict:
-    """Note construction (content, keywords, tags, context) from one encounter's facts."""
-    kinds: dict[str, list[Fact]] = {}
-    for f in facts:
-        kinds.setdefault(f.kind, []).append(f)
-    ids = lambda f: f" [{', '.join(f.ids)}]" if with_ids and f.ids else ""  # noqa: E731
+def _note_sentences(
+    kinds: dict[str, list[Fact]], date: str, ids: Callable[[Fact], str]
+) -> list[str]:
+    """The note's content: the encounter, abnormal labs, orders, diagnoses and symptoms."""
     adm, dis = kinds.get("admission", []), kinds.get("discharge", [])
-    date = adm[0].date if adm else next((f.date for f in facts if f.date), "")
     parts = [
         f"Encounter of {date or 'unknown date'}"
         + (f" ({adm[0].name})" if adm else "")
@@ -140,6 +137,20 @@ def rule_based_note(number: int, visit_idx: int, facts: Sequence[Fact], with_ids
     symptoms = [f.name for f in kinds.get("symptom", [])]
     if symptoms:
         parts.append("Patient reported: " + "; ".join(symptoms) + ".")
+    return parts
+
+
+def rule_based_note(number: int, visit_idx: int, facts: Sequence[Fact], with_ids: bool) -> dict:
+    """Note construction (content, keywords, tags, context) from one encounter's facts."""
+    kinds: dict[str, list[Fact]] = {}
+    for f in facts:
+        kinds.setdefault(f.kind, []).append(f)
+    ids = lambda f: f" [{', '.join(f.ids)}]" if with_ids and f.ids else ""  # noqa: E731
+    adm = kinds.get("admission", [])
+    date = adm[0].date if adm else next((f.date for f in facts if f.date), "")
+    parts = _note_sentences(kinds, date, ids)
+    labs = kinds.get("lab", [])
+    abnormal = [f for f in labs if f.flag]
     keywords: dict[str, None] = {}
     for f in abnormal:
         keywords.setdefault(f.name, None)

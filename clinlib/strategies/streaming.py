@@ -236,7 +236,7 @@ def fill_snapshots(
         needs: (subject_id, full built dialogue, checkpoint -> prefixes holding the
             truncated dialogue) (:func:`snapshot_needs`).
         prep: the prep model.
-        cache: the :class:`~clinlib.strategies.construction.ConstructionCache`.
+        cache: the :class:`~clinlib.strategies.cache.ConstructionCache`.
 
     Returns:
         The number of snapshots stored (prefixes already cached are skipped).

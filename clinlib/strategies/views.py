@@ -19,12 +19,8 @@ from clinlib.core.config import artifact_path, resolve_profile
 from clinlib.data.build import load
 from clinlib.strategies import PAPER_STRATEGIES, get_strategy
 from clinlib.strategies.base import context_for
-from clinlib.strategies.construction import (
-    ConstructionCache,
-    constructions_dir,
-    question_contexts,
-    split_dialogues,
-)
+from clinlib.strategies.cache import ConstructionCache, constructions_dir
+from clinlib.strategies.construction import question_contexts, split_dialogues
 from clinlib.strategies.facts import facts_of
 from clinlib.strategies.footprints import (
     HIT_KS,

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
-from clinlib.analysis.figures import pareto_chart
 from clinlib.analysis.paper import STRATEGIES as PAPER_STRATEGIES
+from clinlib.analysis.pareto import pareto_chart
 from clinlib.analysis.stats import PearsonResult
 from clinlib.tasks.rules import T8_BINS
 

@@ -91,6 +91,22 @@ def _filter_widgets(preds: pd.DataFrame) -> tuple[dict[str, Any], Any, Any]:
     return dd, outcome, lost
 
 
+def _layout(dd: dict, toggles: dict, page, pick, count, body):
+    """The explorer's box: filters in two rows, the count, the picker, the explanation."""
+    row1 = W.HBox([dd["task"], dd["subtype"], dd["strategy"]])
+    row2 = W.HBox([dd["backbone"], dd["setting"], *toggles.values()])
+    box = W.VBox([row1, row2, count, W.HBox([page, pick]), body])
+    box.controls = {
+        **dd,
+        **toggles,  # type: ignore
+        "pick": pick,
+        "page": page,
+        "count": count,
+        "body": body,
+    }
+    return box
+
+
 def failure_explorer(
     preds: pd.DataFrame,
     questions: pd.DataFrame,
@@ -161,19 +177,9 @@ def failure_explorer(
         w.observe(_filter, names="value")
     pick.observe(_show, names="value")
     page.observe(_fill, names="value")
-    row1 = W.HBox([dd["task"], dd["subtype"], dd["strategy"]])
-    row2 = W.HBox([dd["backbone"], dd["setting"], outcome, lost, only_flips])
-    box = W.VBox([row1, row2, count, W.HBox([page, pick]), body])
-    box.controls = {
-        **dd,
-        "outcome": outcome,
-        "lost": lost,
-        "flips": only_flips,  # type: ignore
-        "pick": pick,
-        "page": page,
-        "count": count,
-        "body": body,
-    }
+    box = _layout(
+        dd, {"outcome": outcome, "lost": lost, "flips": only_flips}, page, pick, count, body
+    )
     _filter()
     return box
 

@@ -78,13 +78,13 @@ from clinlib.analysis.paper_figures.claims import (
     Claim,
     audit_text_claims,
 )
-from clinlib.analysis.paper_figures.recompute import UPSTREAM_BUILT
 from clinlib.analysis.paper_figures.report import (
     SUMMARY_KEYS,
     audit_all,
     build_summary,
     write_summary,
 )
+from clinlib.analysis.probe_terms import UPSTREAM_BUILT
 
 __all__ = [
     "ACCURACY_BINS",

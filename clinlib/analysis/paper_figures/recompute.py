@@ -12,11 +12,10 @@ import pandas as pd
 from clinlib.analysis.paper import BACKBONES, BLIND, N_QUESTIONS, STRATEGIES, TASK_N
 from clinlib.analysis.paper_figures.cells import cell_labels, sp2_gaps
 from clinlib.analysis.paper_figures.claim_record import Evidence, Ours
+from clinlib.analysis.probe_terms import UPSTREAM_BUILT
 from clinlib.analysis.stats import wilson_ci
 
 _, GPT, HK, SN = BACKBONES
-# §5.5: "all four upstream-built strategies ... giving exactly 0.500" on T3.
-UPSTREAM_BUILT: tuple[str, ...] = ("structured-timeline", "llm-summary", "mem0", "a-mem")
 
 
 def full_pooled_pp(version: str) -> Callable[[Evidence], pd.Series]:
