@@ -18,8 +18,10 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis import cluster_report, cluster_stats, metrics, stats
+from clinlib.analysis import metrics, stats
 from clinlib.analysis.probe import recall_by_setting
+from clinlib.analysis.stats import cluster as cluster_stats
+from clinlib.analysis.stats import cluster_tables as cluster_report
 from clinlib.strategies import get_strategy, parse_label
 from clinlib.strategies.encoder_eval import ENCODERS
 from clinlib.strategies.views import hit_table
@@ -134,7 +136,7 @@ def sweep_table(
         by: grouping columns besides the variant.
         questions: questions (qid, subject_ids); when given, each row also gets the
             patient-clustered bootstrap CI (boot_low, boot_high;
-            :func:`clinlib.analysis.cluster_report.clustered_accuracy`).
+            :func:`clinlib.analysis.stats.cluster_tables.clustered_accuracy`).
 
     Returns:
         label, param (its name), value, ``by``, n, k (correct), accuracy, ci_low, ci_high
@@ -187,7 +189,7 @@ def paired_tests(
     the ``post`` rows paired by qid for one reader (a T3 question counts once).
 
     With ``questions`` the patient-clustered test sits beside each McNemar test
-    (:func:`clinlib.analysis.cluster_report.pairwise_clustered`).
+    (:func:`clinlib.analysis.stats.cluster_tables.pairwise_clustered`).
 
     Returns:
         :func:`clinlib.analysis.stats.pairwise_mcnemar`'s columns (``strategy_a`` /
@@ -215,7 +217,7 @@ def clustered_sweep(
 ) -> pd.DataFrame:
     """Pooled accuracy per variant and reader (``post`` rows) with the question-level Wilson
     interval beside the patient-clustered ones and the design effect
-    (:func:`clinlib.analysis.cluster_report.clustered_accuracy`).
+    (:func:`clinlib.analysis.stats.cluster_tables.clustered_accuracy`).
 
     Returns:
         label, backbone + clustered_accuracy's columns, variants in the order of ``labels``.

@@ -6,7 +6,7 @@ and question tables.
 * :func:`decision_table` — T11 (next action, argument, discharge within 6 h) per reader,
   memory window m (``history-visits(m=...)``; ``none`` = ``no-context-blind``, the working
   context alone) and subtype: the mean time-decay score with a patient-clustered bootstrap
-  interval (:func:`clinlib.analysis.cluster_stats.cluster_bootstrap_ci`) beside exact
+  interval (:func:`clinlib.analysis.stats.cluster.cluster_bootstrap_ci`) beside exact
   accuracy with its question-level Wilson interval.
 * :func:`rejection_table` — Lab-T recall (T1R explicit and relative) and medication recall
   (T7R explicit and relative) beside Lab-F rejection (T1F) per reader and window m (``window-visits(m=...)``), with the hallucination rate:
@@ -22,8 +22,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis.cluster_stats import cluster_bootstrap_ci, with_clusters
 from clinlib.analysis.metrics import MetricsInputError, accuracy_table
+from clinlib.analysis.stats.cluster import cluster_bootstrap_ci, with_clusters
 from clinlib.analysis.temporal import WINDOW_ORDER, window_of
 from clinlib.tasks.answers.decision import split_gold
 from clinlib.tasks.base import ABSTAIN

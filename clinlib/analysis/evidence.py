@@ -27,7 +27,7 @@ and scores 0. For a question with an injected sentence (T3 positives, T5 control
   this backbone reaches when the context holds the evidence and nothing else.
 
 Errors and empty responses count as wrong (paper App. D1). Every share comes with the
-question-level interval and the patient-clustered ones (:mod:`clinlib.analysis.cluster_stats`)
+question-level interval and the patient-clustered ones (:mod:`clinlib.analysis.stats.cluster`)
 beside it. The offline readers are deterministic policies, not language models: their split
 says how the kit's representations lose evidence, never how an LLM reads.
 """
@@ -43,13 +43,13 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis.cluster_stats import (
+from clinlib.analysis.stats.cluster import (
     CLUSTER_COLUMN,
     cluster_bootstrap_ci,
     cluster_robust_ci,
     question_clusters,
 )
-from clinlib.analysis.stats import StatsInputError, bootstrap_ci
+from clinlib.analysis.stats.question import StatsInputError, bootstrap_ci
 from clinlib.core.config import build_dir
 from clinlib.core.guards import predictions_basis
 from clinlib.core.io import atomic_path

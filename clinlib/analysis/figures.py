@@ -19,11 +19,13 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis import cluster_report, cluster_stats, metrics, stats
+from clinlib.analysis import metrics, stats
 from clinlib.analysis.frame_checks import AnalysisInputError, in_order, need_columns
 from clinlib.analysis.paper import STRATEGIES as PAPER_STRATEGIES  # light import; same names/order
 from clinlib.analysis.pareto import estimated_cells as estimated_cells
 from clinlib.analysis.pareto import pareto_chart as pareto_chart
+from clinlib.analysis.stats import cluster as cluster_stats
+from clinlib.analysis.stats import cluster_tables as cluster_report
 
 OFFLINE_READERS: tuple[str, ...] = ("reference", "eager")
 TASKS: tuple[str, ...] = tuple(f"T{i}" for i in range(1, 10))
@@ -238,8 +240,8 @@ def mcnemar_vs_full(
     comparison family. Only the ``setting`` rows are used (default ``post``: every task once;
     T3's ``pre`` rows are the §5.5 probe), paired on qid, so a T3 question is counted once.
     With ``questions``, the patient-clustered test sits beside McNemar
-    (:func:`clinlib.analysis.cluster_report.pairwise_clustered`, questions clustered by
-    :func:`clinlib.analysis.cluster_stats.question_clusters`).
+    (:func:`clinlib.analysis.stats.cluster_tables.pairwise_clustered`, questions clustered by
+    :func:`clinlib.analysis.stats.cluster.question_clusters`).
 
     Args:
         preds: predictions.

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis.cluster_stats import CLUSTER_COLUMN, cluster_bootstrap_ci, with_clusters
-from clinlib.analysis.stats import wilson_ci
+from clinlib.analysis.stats.cluster import CLUSTER_COLUMN, cluster_bootstrap_ci, with_clusters
+from clinlib.analysis.stats.question import wilson_ci
 from clinlib.eval.judge import KEY_COLUMNS, gold_text_of
 from clinlib.tasks.answers.overlap import rouge_l, token_f1
 
@@ -105,7 +105,7 @@ def audit_frame(
     judged: pd.DataFrame, predictions: pd.DataFrame, questions: pd.DataFrame
 ) -> pd.DataFrame:
     """The judged rows with the deterministic scorer's ``correct`` and the question's patient
-    cluster (:func:`clinlib.analysis.cluster_stats.with_clusters`: its first patient)."""
+    cluster (:func:`clinlib.analysis.stats.cluster.with_clusters`: its first patient)."""
     keys = [c for c in (*KEY_COLUMNS, "prep_model") if c in judged and c in predictions]
     merged = judged.merge(
         predictions[[*keys, "correct"]], on=keys, how="inner", validate="many_to_one"

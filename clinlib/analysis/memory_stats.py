@@ -24,7 +24,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from clinlib.analysis.metrics.common import CELL, MetricsInputError, _bool_col, _require
-from clinlib.analysis.stats import wilson_ci
+from clinlib.analysis.stats.question import wilson_ci
 from clinlib.dialogue.matching import find_spans
 from clinlib.strategies.base import Artifact
 from clinlib.strategies.registry import get_strategy

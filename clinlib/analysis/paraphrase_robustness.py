@@ -8,7 +8,7 @@ paraphrase variant (:mod:`clinlib.eval.paraphrase_run`); the pairs share the qid
 (pure functions):
 
 * per task: the two accuracies, their paired difference with a patient-clustered CR1 interval
-  (:func:`clinlib.analysis.cluster_stats.paired_cluster_robust`; questions of one patient are
+  (:func:`clinlib.analysis.stats.cluster.paired_cluster_robust`; questions of one patient are
   not independent) and McNemar's test on the discordant pairs (:func:`clinlib.analysis.stats.mcnemar`);
 * across tasks, :func:`homogeneity`: (a) the paired homogeneity test: a chi-square test on the
   tasks x (template-only correct, paraphrase-only correct) table of discordant pairs (is the
@@ -25,8 +25,8 @@ import pandas as pd
 from scipy.stats import chi2_contingency
 from statsmodels.stats.contingency_tables import StratifiedTable
 
-from clinlib.analysis.cluster_stats import paired_cluster_robust, with_clusters
-from clinlib.analysis.stats import StatsInputError, mcnemar
+from clinlib.analysis.stats.cluster import paired_cluster_robust, with_clusters
+from clinlib.analysis.stats.question import StatsInputError, mcnemar
 
 KEYS: tuple[str, ...] = ("qid", "strategy", "backbone", "prep_model", "setting")
 PAIR_COLUMNS: tuple[str, ...] = (*KEYS, "task", "cluster", "template", "paraphrase")

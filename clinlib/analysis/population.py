@@ -19,7 +19,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis.cluster_stats import cluster_robust_ci, overlap_robust_ci
+from clinlib.analysis.stats.cluster import cluster_robust_ci, overlap_robust_ci
 from clinlib.core.config import build_dir
 from clinlib.core.seed_facts import seed_fact
 from clinlib.llm.tokens import count_tokens, encoding_for_model
@@ -163,13 +163,13 @@ def clustered_scoreboard(
     - the *group* (one question, all its renderings): the renderings of a question print the same
       patients, ask the same question and share the gold and any planted pattern, so a reader's
       scores on them move together; groups partition the rows, so the partition-based intervals of
-      :mod:`clinlib.analysis.cluster_stats` (CR1, cluster bootstrap) apply. This is the unit.
+      :mod:`clinlib.analysis.stats.cluster` (CR1, cluster bootstrap) apply. This is the unit.
     - the *cohort spec*: one spec per task, so inside a per-task cell it is a single cluster (no
       interval at all) and over all tasks about ten clusters of different metrics; rejected.
     - *shared patients*: two groups of a task share patients (on quick, 37 questions over 48
       distinct patients); the connected components of the patient-overlap graph collapse to one
       cluster, so no partition can hold them. Their correlation is bounded instead by the
-      overlap-robust interval (:func:`clinlib.analysis.cluster_stats.overlap_robust_ci`), shown
+      overlap-robust interval (:func:`clinlib.analysis.stats.cluster.overlap_robust_ci`), shown
       beside the group-clustered one. It needs pairs that share nobody: on quick (measured)
       nearly every pair of a task's groups shares a patient and it is undefined (NaN); on
       paper about half the pairs do and it is defined.

@@ -14,8 +14,8 @@ import importlib.util
 import altair as alt
 import pandas as pd
 
-from clinlib.analysis.cluster_stats import cluster_bootstrap_ci
-from clinlib.analysis.stats import wilson_ci
+from clinlib.analysis.stats.cluster import cluster_bootstrap_ci
+from clinlib.analysis.stats.question import wilson_ci
 from clinlib.core.seed_facts import seed_fact
 
 # seed-fact value order of mmb_safe_rate_categories -> the kit's category names

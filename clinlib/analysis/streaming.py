@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from clinlib.analysis.metrics.common import MetricsInputError, _require
-from clinlib.analysis.stats import wilson_ci
+from clinlib.analysis.stats.question import wilson_ci
 from clinlib.tasks.settings import SettingError, parse_value
 
 EFFICIENT = "efficient"

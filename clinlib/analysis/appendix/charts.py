@@ -15,7 +15,7 @@ import pandas as pd
 
 from clinlib.analysis.paper import STRATEGIES as PAPER_STRATEGIES
 from clinlib.analysis.pareto import pareto_chart
-from clinlib.analysis.stats import PearsonResult
+from clinlib.analysis.stats.question import PearsonResult
 from clinlib.tasks.rules import T8_BINS
 
 PANEL_W, PANEL_H = 200, 140

@@ -14,7 +14,7 @@ import pandas as pd
 
 from clinlib.analysis.metrics.common import MetricsInputError, _require
 from clinlib.analysis.paper import N_QUESTIONS
-from clinlib.analysis.stats import wilson_ci
+from clinlib.analysis.stats.question import wilson_ci
 
 
 def fig16_cells(table4: pd.DataFrame, n_questions: int = N_QUESTIONS) -> pd.DataFrame:

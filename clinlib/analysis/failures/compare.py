@@ -16,7 +16,7 @@ from clinlib.analysis.failures.common import (
     as_list,
     require_columns,
 )
-from clinlib.analysis.stats import pairwise_mcnemar
+from clinlib.analysis.stats.question import pairwise_mcnemar
 from clinlib.dialogue.viewer import kind_of
 
 

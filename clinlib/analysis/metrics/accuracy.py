@@ -23,7 +23,7 @@ from clinlib.analysis.metrics.common import (
     _require,
     _with_question_cols,
 )
-from clinlib.analysis.stats import bootstrap_ci, wilson_ci
+from clinlib.analysis.stats.question import bootstrap_ci, wilson_ci
 
 BLIND_STRATEGY = "no-context-blind"
 MEM_AVG = "mem-avg"  # same spelling as clinlib.analysis.paper and data/paper/table02

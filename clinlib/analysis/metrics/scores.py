@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from clinlib.analysis.metrics.common import MetricsInputError, _require
-from clinlib.analysis.stats import bootstrap_ci
+from clinlib.analysis.stats.question import bootstrap_ci
 from clinlib.eval.store import row_scores
 
 SCORE_COLUMNS: dict[bool, tuple[str, str]] = {

@@ -13,7 +13,7 @@ from clinlib.analysis.paper import BACKBONES, BLIND, N_QUESTIONS, STRATEGIES, TA
 from clinlib.analysis.paper_figures.cells import cell_labels, sp2_gaps
 from clinlib.analysis.paper_figures.claim_record import Evidence, Ours
 from clinlib.analysis.probe_terms import UPSTREAM_BUILT
-from clinlib.analysis.stats import wilson_ci
+from clinlib.analysis.stats.question import wilson_ci
 
 _, GPT, HK, SN = BACKBONES
 

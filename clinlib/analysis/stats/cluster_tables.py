@@ -3,7 +3,7 @@ interval beside the patient-clustered ones, the patient-level test beside McNema
 effect per task and the MDE it implies (Table 7 at the effective sample size), the gap between
 two strategies with both intervals, and which significance verdicts survive clustering.
 
-The statistics are :mod:`clinlib.analysis.cluster_stats` (how questions are clustered, T6
+The statistics are :mod:`clinlib.analysis.stats.cluster` (how questions are clustered, T6
 included, is documented there); this module only applies them per cell and words the verdicts.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis.cluster_stats import (
+from clinlib.analysis.stats.cluster import (
     CLUSTER_COLUMN,
     cluster_bootstrap_ci,
     cluster_robust_ci,
@@ -22,13 +22,13 @@ from clinlib.analysis.cluster_stats import (
     design_effect,
     paired_cluster_bootstrap,
 )
-from clinlib.analysis.stats import (
+from clinlib.analysis.stats.question import (
     StatsInputError,
-    _as_bool_array,
-    _paired_correct,
+    as_bool_array,
     holm_bonferroni,
     minimum_detectable_effect,
     paired_bootstrap_diff,
+    paired_correct,
     pairwise_mcnemar,
     wilson_ci,
 )
@@ -65,7 +65,7 @@ def clustered_accuracy(
         raise StatsInputError("clustered_accuracy: frame is empty")
     rows = []
     for keys, grp in frame.groupby(by, sort=True, dropna=False):
-        y = _as_bool_array(grp[correct_col], correct_col).astype(float)
+        y = as_bool_array(grp[correct_col], correct_col).astype(float)
         cl = grp[cluster_col].to_numpy()
         boot = cluster_bootstrap_ci(y, cl, n_boot, alpha, seed)
         cr = cluster_robust_ci(y, cl, alpha)
@@ -136,7 +136,7 @@ def pairwise_clustered(
     out = pairwise_mcnemar(
         frame, cell=cell, pairs=pairs, key=key, correct_col=correct_col, alpha=alpha
     )
-    wide = _paired_correct(frame, cell, key, correct_col)
+    wide = paired_correct(frame, cell, key, correct_col)
     clusters = _key_clusters(frame, key, cluster_col).reindex(wide.index)
     lookup = {c if isinstance(c, tuple) else (c,): c for c in wide.columns}
     extra = []
@@ -240,7 +240,7 @@ def paired_gap(
         test = pairwise_clustered(
             sub, pairs=[(a, b)], cluster_col=cluster_col, alpha=alpha, n_boot=n_boot, seed=seed
         ).iloc[0]
-        wide = _paired_correct(sub, ["strategy"], ["qid"], "correct")[[a, b]].dropna()
+        wide = paired_correct(sub, ["strategy"], ["qid"], "correct")[[a, b]].dropna()
         q = paired_bootstrap_diff(
             wide[a].astype(float), wide[b].astype(float), n_boot=n_boot, alpha=alpha, seed=seed
         )
