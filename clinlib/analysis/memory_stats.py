@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from clinlib.analysis.metrics.common import CELL, MetricsInputError, _bool_col, _require
+from clinlib.analysis.metrics.common import CELL, MetricsInputError, bool_col, require
 from clinlib.analysis.stats.question import wilson_ci
 from clinlib.dialogue.matching import find_spans
 from clinlib.strategies.base import Artifact
@@ -118,7 +118,7 @@ def misattributed_memories(
         One row per strategy: :data:`MISATTRIBUTION_COLUMNS` (share = misattributed / noise
         entries, NaN without noise entries).
     """
-    _require(
+    require(
         facts, ["subject_id", "relation", "label", "value_text", "date"], "misattributed_memories"
     )
     by_sid: dict[int, list[dict]] = {}
@@ -182,9 +182,9 @@ def hallucination_rate(
         wrong answers, the seed's Table 3 denominator (NaN without wrong answers).
     """
     cell = list(cell)
-    _require(preds, [*cell, "correct", "parsed", "empty", "parse_failed"], "hallucination_rate")
-    correct = _bool_col(preds, "correct", "hallucination_rate")
-    no_answer = _bool_col(preds, "empty", "hallucination_rate") | _bool_col(
+    require(preds, [*cell, "correct", "parsed", "empty", "parse_failed"], "hallucination_rate")
+    correct = bool_col(preds, "correct", "hallucination_rate")
+    no_answer = bool_col(preds, "empty", "hallucination_rate") | bool_col(
         preds, "parse_failed", "hallucination_rate"
     )
     abstain = preds["parsed"].astype("string").str.strip().str.lower().eq(ABSTAIN).fillna(False)
@@ -214,7 +214,7 @@ def _seed_matrix(
     scores: pd.DataFrame, value: str, treatment: str, block: str, fn: str
 ) -> pd.DataFrame:
     """blocks x treatments matrix of one score each; complete, no duplicates."""
-    _require(scores, [treatment, block, value], fn)
+    require(scores, [treatment, block, value], fn)
     dup = scores.duplicated([treatment, block])
     if dup.any():
         r = scores[dup].iloc[0]

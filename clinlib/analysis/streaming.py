@@ -26,7 +26,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis.metrics.common import MetricsInputError, _require
+from clinlib.analysis.metrics.common import MetricsInputError, require
 from clinlib.analysis.stats.question import wilson_ci
 from clinlib.tasks.settings import SettingError, parse_value
 
@@ -73,7 +73,7 @@ def stream_subset(
 def setting_rows(preds: pd.DataFrame) -> pd.DataFrame:
     """Predictions with ``mode`` (``efficient``, or the mixed label such as ``mixed(seed=7)``),
     ``noise_seed`` (NA without noise), ``checkpoint`` (NA when static) and ``stream``."""
-    _require(preds, ["setting"], "setting_rows")
+    require(preds, ["setting"], "setting_rows")
     parsed = {}
     for value in pd.unique(preds["setting"]):
         try:
@@ -126,7 +126,7 @@ def accuracy_by_checkpoint(
     if rows.empty:
         raise MetricsInputError("accuracy_by_checkpoint: no stream predictions")
     col = "checkpoint" if x == "checkpoint" else x
-    _require(rows, [*by, col, "correct"], "accuracy_by_checkpoint")
+    require(rows, [*by, col, "correct"], "accuracy_by_checkpoint")
     values = rows[col].astype(float)
     if bins is not None:
         edges = pd.qcut(values, int(bins), duplicates="drop")
@@ -183,7 +183,7 @@ def seed_scores(preds: pd.DataFrame, by: Sequence[str] = ("strategy",)) -> pd.Da
 def checkpoint_chart(table: pd.DataFrame, x: str = "checkpoint", title: str = "") -> alt.Chart:
     """Accuracy vs ``x`` per strategy (colour), efficient solid and mixed dashed, with Wilson
     bands (a table from :func:`accuracy_by_checkpoint`)."""
-    _require(table, ["strategy", "mode", x, "accuracy", "ci_low", "ci_high"], "checkpoint_chart")
+    require(table, ["strategy", "mode", x, "accuracy", "ci_low", "ci_high"], "checkpoint_chart")
     base = alt.Chart(table).encode(
         x=alt.X(f"{x}:Q", title="sessions seen" if x == "checkpoint" else x.replace("_", " ")),
         color=alt.Color("strategy:N"),

@@ -25,7 +25,7 @@ import pandas as pd
 
 from clinlib.analysis import metrics
 from clinlib.analysis.appendix.from_paper import fig16_cells
-from clinlib.analysis.metrics.common import CELL, MetricsInputError, _num_col, _require
+from clinlib.analysis.metrics.common import CELL, MetricsInputError, num_col, require
 from clinlib.data.build import load
 from clinlib.dialogue.render import render_dialogue
 from clinlib.llm.backbones import get_backbone
@@ -55,7 +55,7 @@ def measured_cost(preds: pd.DataFrame, cell: Sequence[str] = CELL) -> pd.DataFra
     """
     cell = list(cell)
     table = metrics.cost_table(preds, cell=cell)
-    lat = _num_col(preds, "latency_s", "measured_cost")
+    lat = num_col(preds, "latency_s", "measured_cost")
     q = (
         preds[cell]
         .assign(_lat=lat.to_numpy())
@@ -104,7 +104,7 @@ def cost_beside(
             "output_tokens_typical",
             "cost_usd_typical",
         ]
-        _require(estimate, need, "cost_beside (estimate)")
+        require(estimate, need, "cost_beside (estimate)")
         est = estimate.groupby(["strategy", "backbone"], sort=False)[need[2:]].sum().reset_index()
         est = est.rename(
             columns={"output_tokens_typical": "output_tokens", "cost_usd_typical": "cost_usd"}
@@ -116,7 +116,7 @@ def cost_beside(
             )
         )
     if table4 is not None:
-        _require(table4, ["strategy", "backbone", "metric", "value"], "cost_beside (table4)")
+        require(table4, ["strategy", "backbone", "metric", "value"], "cost_beside (table4)")
         # "$/q" is printed to four decimals (cheap cells read 0.0000): recomputed as Fig. 16 does.
         paper = fig16_cells(table4)
         paper = paper[paper["metric"] == "cost_per_question"]
@@ -156,7 +156,7 @@ def construction_cost(rows: pd.DataFrame) -> pd.DataFrame:
         "prep_output_tokens",
         "prep_cost_usd",
     ]
-    _require(rows, ["strategy", "prep_model", "subject_id", *cols], "construction_cost")
+    require(rows, ["strategy", "prep_model", "subject_id", *cols], "construction_cost")
     g = rows.groupby(["strategy", "prep_model"], sort=False)
     out = g[cols].sum(min_count=1).reset_index()
     out.insert(2, "n_patients", g["subject_id"].nunique().to_numpy())
@@ -228,7 +228,7 @@ def estimated_prep_cost(rows: pd.DataFrame, backbone: Backbone) -> pd.DataFrame:
     Returns:
         strategy, prep_model, n_patients, prep_input_tokens, prep_output_tokens, cost_usd.
     """
-    _require(
+    require(
         rows,
         ["strategy", "subject_id", "dialogue_tokens", "artifact_tokens"],
         "estimated_prep_cost",
@@ -236,7 +236,7 @@ def estimated_prep_cost(rows: pd.DataFrame, backbone: Backbone) -> pd.DataFrame:
     if rows.empty:
         raise MetricsInputError("estimated_prep_cost: no rows")
     for col in ("dialogue_tokens", "artifact_tokens"):
-        values = _num_col(rows, col, "estimated_prep_cost")
+        values = num_col(rows, col, "estimated_prep_cost")
         if (values < 0).any():
             raise MetricsInputError(f"estimated_prep_cost: column {col!r} has a negative count")
     g = rows.groupby("strategy", sort=False)
@@ -272,8 +272,8 @@ def pareto_views(
     Returns:
         ``cells`` columns + view, total_cost, pareto (per view).
     """
-    _require(cells, ["strategy", "backbone", cost, acc], "pareto_views")
-    _require(construction, ["strategy", cost], "pareto_views (construction)")
+    require(cells, ["strategy", "backbone", cost, acc], "pareto_views")
+    require(construction, ["strategy", cost], "pareto_views (construction)")
     if construction["strategy"].duplicated().any():
         raise MetricsInputError("pareto_views: one construction row per strategy")
     known = cells["strategy"].isin(construction["strategy"])
