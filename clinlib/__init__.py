@@ -117,8 +117,8 @@ _API: dict[str, tuple[str, str | None]] = {
     "paper_figures": ("clinlib.analysis.paper_figures", None),  # 08-10, 12
     "token_totals": ("clinlib.analysis.token_totals", None),  # 10
     "ablations": ("clinlib.analysis.ablations", None),  # 11
-    "cluster_stats": ("clinlib.analysis.cluster_stats", None),  # 07-11: patient-clustered stats
-    "cluster_report": ("clinlib.analysis.cluster_report", None),  # 07-11: their tables
+    "cluster_stats": ("clinlib.analysis.stats.cluster", None),  # 07-11: patient-clustered stats
+    "cluster_report": ("clinlib.analysis.stats.cluster_tables", None),  # 07-11: their tables
     "headline": ("clinlib.analysis.headline", None),  # every notebook's last cell: its checks
     "failures": ("clinlib.analysis.failures", None),  # 13, apps/failure_explorer
     "evidence": ("clinlib.analysis.evidence", None),  # 05, 13, 16: evidence recall, loss split
