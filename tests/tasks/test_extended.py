@@ -178,7 +178,7 @@ def test_l3_fails_on_a_cloze_item_left_in_the_visit(t10):
 def test_cli_questions_reports_a_failed_extended_set_in_one_line(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
-    from clinlib import cli
+    from clinlib.cli import stages as cli
     from clinlib.core.guards import StageError
 
     paper = pd.DataFrame({"task": ["T1"]})

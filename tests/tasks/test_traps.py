@@ -214,7 +214,7 @@ def test_reference_reader_and_scoring_on_hand_made_contexts():
 def test_cli_questions_reports_traps_and_a_failure_in_one_line(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
-    from clinlib import cli
+    from clinlib.cli import stages as cli
     from clinlib.core.guards import StageError
 
     paper = pd.DataFrame({"task": ["T1"]})
