@@ -251,7 +251,8 @@ def site(
         Path | None, typer.Option(help="site folder (default data/build/<p>/site)")
     ] = None,
 ) -> None:
-    """Render the executed notebooks, figures, app snapshots and an index into one offline folder."""
+    """Render the executed notebooks, figures, app snapshots and an index into one offline
+    folder."""
     name = _profile(profile)
     with _writer(name):
         result = _run(build_site, name, out=out)

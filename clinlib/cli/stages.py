@@ -121,7 +121,8 @@ def dialogues(
     allow_unapproved: cr.UnapprovedOpt = False,
 ) -> None:
     """Synthesise and verify one dialogue per cohort patient (dialogues.parquet + checks);
-    with --rewrite, each visit rewritten by a backbone into a variant profile (clinlib.cli.rewrite)."""
+    with --rewrite, each visit rewritten by a backbone into a variant profile
+    (clinlib.cli.rewrite)."""
     t0 = time.perf_counter()
     name = _profile(profile)
     if rewrite:
