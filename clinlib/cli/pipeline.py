@@ -86,8 +86,7 @@ def pipeline(
     cohort_rule: CohortRuleOpt = None,
 ) -> None:
     """Run every stage in order on the embedded synthetic default. --allow-drops reaches every
-    stage; for evaluate-offline it accepts a run whose rows are mostly errors (--accept-errors
-    there)."""
+    stage; in evaluate-offline it accepts a run whose rows are mostly errors."""
     name = _profile(profile)
     with _writer(name):
         _pipeline(name, seed, skip_existing, allow_drops, cohort_rule)
