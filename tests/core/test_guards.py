@@ -318,7 +318,7 @@ def test_cli_turns_an_untranslated_duckdb_error_into_one_line():
     import duckdb
     import typer
 
-    from clinlib import cli
+    from clinlib.cli import common as cli
 
     def boom():
         raise duckdb.ConversionException(
@@ -333,7 +333,7 @@ def test_cli_turns_an_untranslated_duckdb_error_into_one_line():
 
 
 def test_stage_table_shares_and_total_worked_by_hand():
-    from clinlib.cli import stage_table
+    from clinlib.cli.pipeline import stage_table
 
     table = stage_table([("synth", 10.0), ("strategies (post)", 30.0)])
     assert table.splitlines() == [

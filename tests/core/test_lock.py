@@ -267,7 +267,7 @@ def test_sigterm_stops_a_writer_like_ctrl_c(tmp_build):
         import os, signal, time
         from pathlib import Path
         import pandas as pd
-        from clinlib import cli
+        from clinlib.cli import common as cli
         from clinlib.core import config, guards
         config.BUILD_DIR = Path({str(tmp_build)!r})
         with cli._writer("p"), guards.stage_run("cohort", "p") as staging:

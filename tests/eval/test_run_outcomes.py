@@ -173,7 +173,7 @@ def test_check_run_names_each_class_with_its_remedy_and_judges_this_run_only():
                            "and 1 are empty completions: context overflow x2 (")  # fmt: skip
     assert "transport error x1 (answers already received are cached; re-run the same " in text
     assert "--retry-errors" in text and "empty completion x1 (" in text and "--retry-empty" in text
-    assert text.endswith("The rows are recorded (30% errors > 20% allowed); pass --allow-drops "
+    assert text.endswith("The rows are recorded (30% errors > 20% allowed); pass --accept-errors "
                          "to accept them and exit 0")  # fmt: skip
     assert "dropped" not in text
     assert outcomes.check_run("run", bad, allow_drops=True) == [text.split(". The rows")[0]]

@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from clinlib import cli, cli_endpoints
+from clinlib import cli
+from clinlib.cli import endpoints as cli_endpoints
 from clinlib.llm import LLMClient, amx, get_backbone, load_config, register_backbone
 from clinlib.llm import local_server as ls
 from clinlib.llm.client import DEFAULT_TIMEOUT_S, LOCAL_TIMEOUT_S

@@ -10,7 +10,7 @@ import json
 import pandas as pd
 import pytest
 
-from clinlib.cli_common import _strategies
+from clinlib.cli.common import _strategies
 from clinlib.strategies import (
     DIAGNOSTIC_STRATEGIES,
     EVALUATION_STRATEGIES,

@@ -1,7 +1,8 @@
 """``clintrace dialogues --rewrite`` and ``clintrace questions --paraphrase``: the corpus written
-by a backbone into a variant profile (paper Fig. 2 stages 3-4; :mod:`clinlib.eval.
-rewrite_dialogues`, :mod:`clinlib.eval.paraphrase_run`). The options live here; :mod:`clinlib.
-cli`'s two commands hand over to :func:`rewrite_command` / :func:`paraphrase_command`.
+by a backbone into a variant profile (paper Fig. 2 stages 3-4;
+:mod:`clinlib.eval.rewrite_dialogues`, :mod:`clinlib.eval.paraphrase_run`). The options live
+here; the two commands in
+:mod:`clinlib.cli.stages` hand over to :func:`rewrite_command` / :func:`paraphrase_command`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Annotated
 import pandas as pd
 import typer
 
-from clinlib.cli_common import _run, _writer
+from clinlib.cli.common import _run, _writer
 from clinlib.eval.paraphrase_run import estimate_paraphrase, paraphrase_questions
 from clinlib.eval.rewrite_dialogues import estimate_rewrite, rewrite_dialogues
 from clinlib.eval.synth_calls import calls_frame
@@ -24,19 +25,28 @@ from clinlib.tasks.gates import gate_report
 
 RewriteOpt = Annotated[
     str | None,
-    typer.Option("--rewrite", help="rewrite every visit with this backbone, kept only when "
-                 "verified, into the variant profile <profile>+rw-<backbone>"),
-]  # fmt: skip
+    typer.Option(
+        "--rewrite",
+        help="rewrite every visit with this backbone, kept only when "
+        "verified, into the variant profile <profile>+rw-<backbone>",
+    ),
+]
 RescueOpt = Annotated[
     list[str] | None,
-    typer.Option("--rescue", help="backbone(s) a visit that failed goes to, in order "
-                 "(repeat the option or separate by commas)"),
-]  # fmt: skip
+    typer.Option(
+        "--rescue",
+        help="backbone(s) a visit that failed goes to, in order "
+        "(repeat the option or separate by commas)",
+    ),
+]
 ParaphraseOpt = Annotated[
     str | None,
-    typer.Option("--paraphrase", help="paraphrase every question with this backbone, kept "
-                 "only when checked, into the variant profile <profile>+pp-<backbone>"),
-]  # fmt: skip
+    typer.Option(
+        "--paraphrase",
+        help="paraphrase every question with this backbone, kept "
+        "only when checked, into the variant profile <profile>+pp-<backbone>",
+    ),
+]
 IntoOpt = Annotated[str | None, typer.Option("--into", help="the variant's profile name")]
 BudgetOpt = Annotated[
     float | None, typer.Option("--budget", help="stop before new spend could exceed this (USD)")
@@ -49,9 +59,10 @@ EstimateOpt = Annotated[
 ]
 UnapprovedOpt = Annotated[
     bool,
-    typer.Option("--allow-unapproved", help="send credentialed records to a backbone not "
-                 "approved for them"),
-]  # fmt: skip
+    typer.Option(
+        "--allow-unapproved", help="send credentialed records to a backbone not approved for them"
+    ),
+]
 WriterConfigOpt = Annotated[
     Path | None, typer.Option("--config", help="TOML with user backbones ($CLINTRACE_CONFIG)")
 ]
@@ -79,9 +90,19 @@ def _echo_table(df: pd.DataFrame) -> None:
     typer.echo(df.to_string(index=False))
 
 
-def rewrite_command(name: str, backbone: str, rescue: list[str] | None, *, into: str | None,
-                    budget: float | None, batch: bool, estimate_only: bool,
-                    config: Path | None, allow_unapproved: bool, allow_drops: bool) -> None:  # fmt: skip
+def rewrite_command(
+    name: str,
+    backbone: str,
+    rescue: list[str] | None,
+    *,
+    into: str | None,
+    budget: float | None,
+    batch: bool,
+    estimate_only: bool,
+    config: Path | None,
+    allow_unapproved: bool,
+    allow_drops: bool,
+) -> None:
     """The body of ``clintrace dialogues --rewrite``."""
     chain = [backbone, *_names(rescue)]
     if estimate_only:
@@ -90,36 +111,68 @@ def rewrite_command(name: str, backbone: str, rescue: list[str] | None, *, into:
     t0 = time.perf_counter()
     dst = into or _run(variant_name, name, "rewrite", chain)
     with _writer(name), _writer(dst):
-        out = _sending(rewrite_dialogues, name, backbone, chain[1:], into=dst, budget_usd=budget,
-                   mode="batch" if batch else "live", config=config,
-                   allow_unapproved=allow_unapproved, allow_drops=allow_drops)  # fmt: skip
+        out = _sending(
+            rewrite_dialogues,
+            name,
+            backbone,
+            chain[1:],
+            into=dst,
+            budget_usd=budget,
+            mode="batch" if batch else "live",
+            config=config,
+            allow_unapproved=allow_unapproved,
+            allow_drops=allow_drops,
+        )
         log = out["frames"]["dialogue_rewrites"]
-        typer.echo(log["outcome"].value_counts().reindex(["accepted", "rescued", "template"],
-                   fill_value=0).to_string())  # fmt: skip
+        typer.echo(
+            log["outcome"]
+            .value_counts()
+            .reindex(["accepted", "rescued", "template"], fill_value=0)
+            .to_string()
+        )
         _echo_table(calls_frame(out["calls"]))
-        typer.echo(f"rewritten dialogues -> profile {out['profile']} (${out['spent_usd']:.4f} "
-                   f"spent, {time.perf_counter() - t0:.1f}s); questions and gates on it:")  # fmt: skip
+        typer.echo(
+            f"rewritten dialogues -> profile {out['profile']} (${out['spent_usd']:.4f} "
+            f"spent, {time.perf_counter() - t0:.1f}s); questions and gates on it:"
+        )
         qs = _run(build_questions, dst, allow_drops=allow_drops)
     typer.echo(gate_report(qs["gates"]))
     typer.echo(f"{len(qs['questions']):,} questions on {dst}")
 
 
-def paraphrase_command(name: str, backbone: str, *, into: str | None, budget: float | None,
-                       batch: bool, estimate_only: bool, config: Path | None,
-                       allow_unapproved: bool) -> None:  # fmt: skip
+def paraphrase_command(
+    name: str,
+    backbone: str,
+    *,
+    into: str | None,
+    budget: float | None,
+    batch: bool,
+    estimate_only: bool,
+    config: Path | None,
+    allow_unapproved: bool,
+) -> None:
     """The body of ``clintrace questions --paraphrase``."""
     if estimate_only:
         _echo_table(_run(estimate_paraphrase, name, backbone, config, into))
         return
     dst = into or _run(variant_name, name, "paraphrase", [backbone])
     with _writer(name), _writer(dst):
-        out = _sending(paraphrase_questions, name, backbone, into=dst, budget_usd=budget,
-                   mode="batch" if batch else "live", config=config,
-                   allow_unapproved=allow_unapproved)  # fmt: skip
+        out = _sending(
+            paraphrase_questions,
+            name,
+            backbone,
+            into=dst,
+            budget_usd=budget,
+            mode="batch" if batch else "live",
+            config=config,
+            allow_unapproved=allow_unapproved,
+        )
     log = out["paraphrases"]
     by_task = log.groupby("task")["accepted"].agg(["size", "sum"])
-    typer.echo("kept paraphrases: " + ", ".join(f"{t} {int(r['sum'])}/{int(r['size'])}"
-                                                for t, r in by_task.iterrows()))  # fmt: skip
+    typer.echo(
+        "kept paraphrases: "
+        + ", ".join(f"{t} {int(r['sum'])}/{int(r['size'])}" for t, r in by_task.iterrows())
+    )
     checks = log.loc[~log["accepted"], "check"].value_counts()
     if len(checks):
         typer.echo("template kept: " + ", ".join(f"{c} x{n}" for c, n in checks.items()))

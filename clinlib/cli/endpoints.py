@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from clinlib.cli_common import (
+from clinlib.cli.common import (
     AcceptErrorsOpt,
     BackbonesOpt,
     ConfigOpt,
@@ -30,9 +30,9 @@ from clinlib.cli_common import (
     _run,
     _strategies,
     _writer,
-    app,
+    add_command,
 )
-from clinlib.cli_population import (
+from clinlib.cli.population import (
     PopQuestionsOpt,
     PopTokensOpt,
     RenderingsOpt,
@@ -51,14 +51,12 @@ from clinlib.llm.local_server import LocalServer, check_local_reachable, is_loca
 from clinlib.llm.presets import LOCAL_HOST, LOCAL_N_CTX, LOCAL_PORT
 
 
-@app.command()
 def backbones(config: ConfigOpt = None) -> None:
     """List the registered backbones (presets, offline readers, your config's endpoints)."""
     register_offline_backbones()
     typer.echo(_run(list_backbones, config).to_string(index=False))
 
 
-@app.command()
 def estimate(
     profile: ProfileOpt = None,
     strategies_: StrategiesOpt = "full-context",
@@ -74,13 +72,21 @@ def estimate(
 ) -> None:
     """Print the expected cost of a planned run per cell, before anything is sent.
 
-    With population tasks (``--tasks population`` or ``P-...`` ids; issue 29) the cells are
+    With population tasks (``--tasks population`` or ``P-...`` ids) the cells are
     (backbone, rendering, length bin) of the built population set, then a set of
     ``--population-questions`` prompts of ``--population-tokens`` tokens (default 256K)."""
     pop = _run(population_tasks, _csv(tasks))
     if pop:
-        estimate_population_cmd(_profile(profile), _csv(backbones_), _csv(renderings), pop,
-                                limit, config, population_questions, population_tokens)  # fmt: skip
+        estimate_population_cmd(
+            _profile(profile),
+            _csv(backbones_),
+            _csv(renderings),
+            pop,
+            limit,
+            config,
+            population_questions,
+            population_tokens,
+        )
         return
     table = _run(
         estimate_run,
@@ -104,7 +110,6 @@ def estimate(
     _local_note(_csv(backbones_), config)
 
 
-@app.command("run")
 def run_cmd(
     profile: ProfileOpt = None,
     strategies_: StrategiesOpt = "no-context-blind,full-context",
@@ -154,11 +159,11 @@ def run_cmd(
     Exit status: 0 the run finished (a budget stop too: see the `stopped` column); 2 bad
     input or a refusal (one line), no prediction at all, or more than 20% of THIS run's rows
     are errors or none is an answer (each class named with its count and remedy;
-    --allow-drops accepts them); 3 provider batch jobs still running (re-run to collect);
+    --accept-errors accepts them); 3 provider batch jobs still running (re-run to collect);
     130 interrupted by Ctrl-C (one line: what was saved and the command that resumes).
 
-    ``--tasks population`` / ``P-...``: population questions per ``--renderings`` (issue 29;
-    clinlib.cli_population.run_population), with the same cache, budget, guard and --batch.
+    ``--tasks population`` / ``P-...``: population questions per ``--renderings``
+    (clinlib.cli.population.run_population), with the same cache, budget, guard and --batch.
     """
     _check_local(profile, backbones_, config)  # a stopped server: one line, not retries
     batch_options = {"poll_interval_s": poll_interval, "max_wait_s": batch_wait}
@@ -222,7 +227,6 @@ def _check_local(profile: str | None, backbones_: str, config: Path | None) -> N
         typer.echo(f"local: {note}")
 
 
-@app.command("serve-local")
 def serve_local_cmd(
     port: Annotated[int, typer.Option(help="TCP port")] = LOCAL_PORT,
     host: Annotated[
@@ -243,17 +247,26 @@ def serve_local_cmd(
 
     Its log and its address (which `run --backbones local-smollm2 --profile P` follows) go
     under data/build/<profile>/local-server/."""
-    server = _run(LocalServer, port=port, host=host, threads=threads, n_ctx=n_ctx,
-                  extra_bufts=extra_bufts, profile=_profile(profile), record=True,
-                  hints=_hints())  # fmt: skip
+    server = _run(
+        LocalServer,
+        port=port,
+        host=host,
+        threads=threads,
+        n_ctx=n_ctx,
+        extra_bufts=extra_bufts,
+        profile=_profile(profile),
+        record=True,
+        hints=_hints(),
+    )
     # SIGTERM (e.g. `kill`) stops the server like Ctrl-C does: the finally below runs.
     signal.signal(signal.SIGTERM, _interrupt)
     _run(server.start)
     try:
-        typer.echo(f"local-smollm2 at {server.base_url} (model {server.backbone.model}, "
-                   f"{server.threads} threads, up in {server.start_seconds:.1f}s; "
-                   f"{server.describe_extra_bufts()}; log {server.log_path}); "
-                   "Ctrl-C stops it")  # fmt: skip
+        typer.echo(
+            f"local-smollm2 at {server.base_url} (model {server.backbone.model}, "
+            f"{server.threads} threads, up in {server.start_seconds:.1f}s; "
+            f"{server.describe_extra_bufts()}; log {server.log_path}); Ctrl-C stops it"
+        )
         while (died := server.death_report()) is None:
             time.sleep(0.5)
         typer.secho(f"error: {died}", err=True, fg=typer.colors.RED)
@@ -262,3 +275,11 @@ def serve_local_cmd(
         typer.echo("stopping the local server")
     finally:
         server.stop()
+
+
+def register(app: typer.Typer) -> None:
+    """Add the backbone commands to the ``clintrace`` app."""
+    add_command(app, backbones)
+    add_command(app, estimate)
+    add_command(app, run_cmd, "run")
+    add_command(app, serve_local_cmd, "serve-local")

@@ -1,35 +1,20 @@
-"""``clintrace`` command line: one command per pipeline stage (docs/design.md artifact contract).
-
-Every command takes ``--profile`` (else $CLINTRACE_PROFILE, else ``quick``). Errors from bad
-input are printed as one clear line (file, column, value) and exit with status 2. A command
-that writes into a profile's build folder holds that profile's writer lock
-(:mod:`clinlib.core.lock`): a second writer refuses with one line naming the holder, or waits
-(``clintrace --wait-for-lock SECONDS <command>``).
+"""``clintrace`` commands that build one pipeline stage each (docs/design.md artifact
+contract): ``synth``, ``cohort``, ``export-meds``, ``dialogues``, ``questions``,
+``strategies``, ``evaluate-offline`` and the L5 ``audit``. ``population`` lives in
+:mod:`clinlib.cli.population`; ``pipeline`` and ``reproduce`` run them in order
+(:mod:`clinlib.cli.pipeline`).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from clinlib import (
-    cli_endpoints,  # noqa: F401  (registers its commands on app)
-    cli_judge,  # noqa: F401  (registers `judge` on app)
-    cli_memory,  # noqa: F401  (registers `memory-serve` on app)
-    cli_population,  # noqa: F401  (registers `population` on app)
-    cli_score,  # noqa: F401  (registers `score`, `export` on app)
-    cli_site,  # noqa: F401  (registers `site` on app)
-)
-from clinlib import cli_rewrite as cr
-from clinlib.cli_common import (
+from clinlib.cli import rewrite as cr
+from clinlib.cli.common import (
     AcceptErrorsOpt,
     AllowDropsOpt,
     ProfileOpt,
@@ -38,9 +23,8 @@ from clinlib.cli_common import (
     _run,
     _strategies,
     _writer,
-    app,
+    add_command,
 )
-from clinlib.core.config import NOTEBOOKS_DIR, build_dir, figures_dir
 from clinlib.core.guards import check_constructions
 from clinlib.data.build import build_cohort, load, report_lines, resolve_source
 from clinlib.data.sources.meds import write_meds
@@ -48,7 +32,6 @@ from clinlib.data.sources.synthetic import synthesize
 from clinlib.dialogue.synth import build_dialogues
 from clinlib.eval.outcomes import check_run
 from clinlib.eval.parallel import run_parallel
-from clinlib.notebooks import execute_all
 from clinlib.strategies import EVALUATION_STRATEGIES, build_all
 from clinlib.tasks.audit import build_audit_sheet, score_audit_sheet
 from clinlib.tasks.build import build_questions
@@ -65,7 +48,6 @@ CohortRuleOpt = Annotated[
 ]
 
 
-@app.command()
 def synth(
     profile: ProfileOpt = None,
     seed: SeedOpt = None,
@@ -79,7 +61,6 @@ def synth(
     typer.echo(f"synthetic hosp tables -> {out} ({time.perf_counter() - t0:.1f}s)")
 
 
-@app.command()
 def cohort(
     profile: ProfileOpt = None,
     mimic_dir: Annotated[
@@ -95,9 +76,16 @@ def cohort(
     t0 = time.perf_counter()
     name, _ = _run(resolve_source, profile, mimic_dir, meds_dir)
     with _writer(name):
-        out = _run(build_cohort, name, mimic_dir=mimic_dir, meds_dir=meds_dir, seed=seed,
-                   per_disease=per_disease, allow_drops=allow_drops,
-                   rule=cohort_rule)  # fmt: skip
+        out = _run(
+            build_cohort,
+            name,
+            mimic_dir=mimic_dir,
+            meds_dir=meds_dir,
+            seed=seed,
+            per_disease=per_disease,
+            allow_drops=allow_drops,
+            rule=cohort_rule,
+        )
     att = out["attrition"]
     for row in att.itertuples():
         typer.echo(f"  {row.step:<40} {row.n_patients:>9,}")
@@ -109,7 +97,6 @@ def cohort(
     )
 
 
-@app.command("export-meds")
 def export_meds(
     out_dir: Annotated[Path, typer.Argument(help="MEDS dataset root to write")],
     profile: ProfileOpt = None,
@@ -120,7 +107,6 @@ def export_meds(
     typer.echo(f"MEDS dataset -> {out_dir}")
 
 
-@app.command()
 def dialogues(
     profile: ProfileOpt = None,
     seed: SeedOpt = None,
@@ -135,13 +121,23 @@ def dialogues(
     allow_unapproved: cr.UnapprovedOpt = False,
 ) -> None:
     """Synthesise and verify one dialogue per cohort patient (dialogues.parquet + checks);
-    with --rewrite, each visit rewritten by a backbone into a variant profile (clinlib.cli_rewrite)."""
+    with --rewrite, each visit rewritten by a backbone into a variant profile
+    (clinlib.cli.rewrite)."""
     t0 = time.perf_counter()
     name = _profile(profile)
     if rewrite:
-        cr.rewrite_command(name, rewrite, rescue, into=into, budget=budget, batch=batch,
-                           estimate_only=estimate, config=config,
-                           allow_unapproved=allow_unapproved, allow_drops=allow_drops)  # fmt: skip
+        cr.rewrite_command(
+            name,
+            rewrite,
+            rescue,
+            into=into,
+            budget=budget,
+            batch=batch,
+            estimate_only=estimate,
+            config=config,
+            allow_unapproved=allow_unapproved,
+            allow_drops=allow_drops,
+        )
         return
     with _writer(name):
         out = _run(build_dialogues, name, seed=seed, allow_drops=allow_drops)
@@ -156,7 +152,6 @@ def dialogues(
         typer.echo(f"  dropped {row.subject_id}: {row.drop_reason}")
 
 
-@app.command()
 def questions(
     profile: ProfileOpt = None,
     seed: SeedOpt = None,
@@ -172,12 +167,19 @@ def questions(
     """Generate T1–T9 questions and run the L0–L4 gates (questions.parquet + gates.parquet),
     then the extended set (T10; temporal_questions.parquet + temporal_gates.parquet; a failure
     there is reported in one line and does not fail the command). With --paraphrase, the
-    questions reworded by a backbone into a variant profile (clinlib.cli_rewrite)."""
+    questions reworded by a backbone into a variant profile (clinlib.cli.rewrite)."""
     name = _profile(profile)
     if paraphrase:
-        cr.paraphrase_command(name, paraphrase, into=into, budget=budget, batch=batch,
-                              estimate_only=estimate, config=config,
-                              allow_unapproved=allow_unapproved)  # fmt: skip
+        cr.paraphrase_command(
+            name,
+            paraphrase,
+            into=into,
+            budget=budget,
+            batch=batch,
+            estimate_only=estimate,
+            config=config,
+            allow_unapproved=allow_unapproved,
+        )
         return
     with _writer(name):
         _questions(name, seed, allow_drops)
@@ -224,7 +226,6 @@ def _traps(name: str) -> None:
     )
 
 
-@app.command()
 def strategies(
     profile: ProfileOpt = None,
     names: Annotated[
@@ -239,123 +240,41 @@ def strategies(
     name = _profile(profile)
     with _writer(name):
         summary = _run(
-            build_all, name, chosen, setting=setting, prep=prep, task=task, progress=True,
-        )  # fmt: skip
+            build_all,
+            name,
+            chosen,
+            setting=setting,
+            prep=prep,
+            task=task,
+            progress=True,
+        )
     typer.echo(summary.to_string(index=False))
     _run(check_constructions, summary)
 
 
-# (stage, wall seconds, CPU seconds) of the stages run by this process, for reproduce's
-# closing time table.
-STAGE_TIMES: list[tuple[str, float, float]] = []
-
-
-def _cpu_seconds() -> float:
-    """CPU time of this process and of its finished children (stage worker processes,
-    notebook kernels): unlike wall time, it does not grow when other jobs share the cores."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
-
-
-@contextmanager
-def _stage(label: str) -> Iterator[None]:
-    """Announce a stage and record its wall and CPU time in :data:`STAGE_TIMES` (also on
-    failure)."""
-    typer.secho(f"== {label}", bold=True)
-    t0, c0 = time.perf_counter(), _cpu_seconds()
-    try:
-        yield
-    finally:
-        STAGE_TIMES.append((label, time.perf_counter() - t0, _cpu_seconds() - c0))
-
-
-def stage_table(times: list[tuple]) -> str:
-    """A per-stage wall-time table with shares and a total line; with (stage, wall, cpu)
-    entries also each stage's CPU seconds (stage processes and kernels included)."""
-    total = sum(t[1] for t in times) or 1.0
-    width = max([len(t[0]) for t in times] + [len("total")])
-    cpu = bool(times) and all(len(t) > 2 for t in times)
-
-    def row(label: str, sec: float, share: str, c: float | None) -> str:
-        return f"  {label:<{width}} {sec:8.1f}s{share}" + (f"  cpu {c:8.1f}s" if cpu else "")
-
-    lines = [row(t[0], t[1], f" {100 * t[1] / total:5.1f}%", t[2] if cpu else None)
-             for t in times]  # fmt: skip
-    total_cpu = sum(t[2] for t in times) if cpu else None
-    lines.append(row("total", sum(t[1] for t in times), "       " if cpu else "", total_cpu))
-    return "\n".join(lines)
-
-
-STAGES = (
-    "synth",
-    "cohort",
-    "dialogues",
-    "questions",
-    "population",
-    "strategies",
-    "evaluate-offline",
-)
 OFFLINE_READERS = ("reference", "eager")
 
 
-@app.command()
-def pipeline(
-    profile: ProfileOpt = None,
-    seed: SeedOpt = None,
-    skip_existing: Annotated[
-        bool, typer.Option(help="skip synth when its tables already exist")
-    ] = True,
-    allow_drops: AllowDropsOpt = False,
-    cohort_rule: CohortRuleOpt = None,
-) -> None:
-    """Run every stage in order on the embedded synthetic default."""
-    name = _profile(profile)
-    with _writer(name):
-        _pipeline(name, seed, skip_existing, allow_drops, cohort_rule)
-
-
-def _pipeline(name: str, seed: int | None, skip_existing: bool, allow_drops: bool,
-              cohort_rule: str | None = None) -> None:  # fmt: skip
-    if not (skip_existing and (build_dir(name) / "raw" / "hosp").exists()):
-        with _stage("synth"):
-            synth(profile=name, seed=seed)
-    with _stage("cohort"):
-        cohort(profile=name, seed=seed, allow_drops=allow_drops, cohort_rule=cohort_rule)
-    with _stage("dialogues"):
-        dialogues(profile=name, seed=seed, allow_drops=allow_drops)
-    with _stage("questions"):
-        questions(profile=name, seed=seed, allow_drops=allow_drops)
-    with _stage("population"):  # PopMedQA group questions (issue 29): cohort + events only
-        cli_population.population(profile=name, seed=seed)
-    with _stage("strategies (post)"):
-        strategies(profile=name, setting="post")  # the original dialogues
-    with _stage("strategies (pre, T3-injected)"):
-        # The equal-input probe. Only the harness reads `pre` constructions, and only the
-        # paper's eight + the diagnostic controls (evaluate-offline: EVALUATION_STRATEGIES),
-        # so the extras are not built on injected dialogues
-        # (`strategies --setting pre` builds them all); nor are T5-injected constructions
-        # (the harness's `pre` setting is the T3 probe): `strategies --setting pre --task T5`.
-        strategies(profile=name, names=",".join(EVALUATION_STRATEGIES), setting="pre")
-    with _stage("evaluate-offline"):
-        evaluate_offline(profile=name, allow_drops=allow_drops)
-
-
-@app.command("evaluate-offline")
-def evaluate_offline(profile: ProfileOpt = None, allow_drops: AcceptErrorsOpt = False) -> None:
+def evaluate_offline(profile: ProfileOpt = None, accept_errors: AcceptErrorsOpt = False) -> None:
     """Answer every question with the offline readers under the paper's eight strategies and
     the diagnostic controls event-table and oracle, both T3 settings (the predictions the
     analysis notebooks read; resumable)."""
     # The readers are CPU-bound Python: one process per core, strategies dealt between them.
     name = _profile(profile)
     with _writer(name):
-        summary = _run(run_parallel, name, list(EVALUATION_STRATEGIES), list(OFFLINE_READERS),
-                       ["post", "pre"], "rule-based")  # fmt: skip
+        summary = _run(
+            run_parallel,
+            name,
+            list(EVALUATION_STRATEGIES),
+            list(OFFLINE_READERS),
+            ["post", "pre"],
+            "rule-based",
+        )
     typer.echo(summary.to_string(index=False))
-    for line in _run(check_run, "evaluate-offline", summary, allow_drops) or []:
+    for line in _run(check_run, "evaluate-offline", summary, accept_errors) or []:
         typer.echo(line, err=True)
 
 
-@app.command("audit")
 def audit_cmd(
     profile: ProfileOpt = None,
     score: Annotated[
@@ -381,61 +300,13 @@ def audit_cmd(
     typer.echo(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
 
 
-@app.command()
-def notebooks(
-    profile: ProfileOpt = None,
-    timeout: Annotated[int, typer.Option(help="seconds per notebook")] = 1200,
-    workers: Annotated[
-        int | None, typer.Option(help="notebooks run at once (default: 2 on 2+ cores)")
-    ] = None,
-) -> None:
-    """Execute every numbered notebook on a profile (outputs under data/build/<p>/notebooks/)."""
-    name = _profile(profile)
-
-    def line(r: dict) -> None:  # as each notebook finishes: the stage's progress
-        mark = "ok " if r["ok"] else "FAIL"
-        typer.echo(f"  {mark} {r['notebook']:<40} {r['seconds']:6.1f}s {r.get('error', '')}")
-
-    with _writer(name):  # the notebooks append predictions (04, 06, 11) and write figures
-        results = _run(execute_all, name, timeout=timeout, workers=workers, on_done=line)
-    failed = [r for r in results if not r["ok"]]
-    if failed:
-        raise typer.Exit(code=1)
-    typer.echo(f"figures -> {figures_dir(name)}")
-
-
-@app.command()
-def reproduce(profile: ProfileOpt = "paper", seed: SeedOpt = None) -> None:
-    """The main job: the whole pipeline + every notebook on a profile (default: paper)."""
-    t0 = time.perf_counter()
-    name = _profile(profile)
-    STAGE_TIMES.clear()
-    with _writer(name):
-        try:
-            pipeline(profile=name, seed=seed)
-            with _stage("notebooks"):
-                notebooks(profile=name, workers=None)
-        finally:
-            typer.echo(f"reproduce ({name}): time per stage\n{stage_table(STAGE_TIMES)}")
-    typer.echo(
-        f"reproduce ({name}) done in {time.perf_counter() - t0:.0f}s; "
-        f"figures in {figures_dir(name)}"
-    )
-
-
-@app.command()
-def info(profile: ProfileOpt = None) -> None:
-    """Show which artifacts exist for a profile and where the notebooks are."""
-    name = _profile(profile)
-    root = build_dir(name)
-    typer.echo(f"profile {name}: {root}")
-    for path in sorted(root.glob("*.parquet")):
-        typer.echo(f"  {path.name}")
-    src = root / "source.json"
-    if src.exists():
-        typer.echo(json.dumps(json.loads(src.read_text()), indent=2))
-    typer.echo(f"notebooks: {NOTEBOOKS_DIR}")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(app())
+def register(app: typer.Typer) -> None:
+    """Add the stage commands to the ``clintrace`` app, in pipeline order."""
+    add_command(app, synth)
+    add_command(app, cohort)
+    add_command(app, export_meds, "export-meds")
+    add_command(app, dialogues)
+    add_command(app, questions)
+    add_command(app, strategies)
+    add_command(app, evaluate_offline, "evaluate-offline")
+    add_command(app, audit_cmd, "audit")

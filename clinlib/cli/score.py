@@ -1,6 +1,6 @@
-"""``clintrace score``: predictions made elsewhere, scored and stored like the kit's own
-(issue 32 §2; :mod:`clinlib.eval.external`). Registered on the app like
-:mod:`clinlib.cli_population`."""
+"""``clintrace score`` and ``clintrace export``: predictions made elsewhere, scored and stored
+like the kit's own (:mod:`clinlib.eval.external`), and the question set written out for other
+harnesses (:mod:`clinlib.eval.export`)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,12 @@ from typing import Annotated
 
 import typer
 
-from clinlib.cli_common import ProfileOpt, _csv, _profile, _run, _writer, app
+from clinlib.cli.common import ProfileOpt, _csv, _profile, _run, _writer, add_command
 from clinlib.eval.export import FORMATS, export_records, export_table, write_export
 from clinlib.eval.inspect_log import score_any
 from clinlib.eval.store import cell_summary
 
 
-@app.command("score")
 def score(
     file: Annotated[Path, typer.Argument(help="JSONL / parquet predictions, or an inspect log")],
     profile: ProfileOpt = None,
@@ -36,7 +35,6 @@ def score(
     typer.echo(summary[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
 
 
-@app.command("export")
 def export(
     out: Annotated[Path, typer.Argument(help="folder to write (replaced whole)")],
     profile: ProfileOpt = None,
@@ -57,3 +55,9 @@ def export(
     _run(write_export, out, records, fmt)
     typer.echo(f"{len(records)} samples -> {out} ({fmt})")
     typer.echo(export_table(records).to_string(index=False))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``score`` and ``export`` to the ``clintrace`` app."""
+    add_command(app, score, "score")
+    add_command(app, export, "export")

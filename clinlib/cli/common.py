@@ -1,22 +1,26 @@
-"""The ``clintrace`` app and what its commands share: profile and run options, one-line
-errors (:func:`_run`), the profile's writer lock (:func:`_writer`). Commands live in
-:mod:`clinlib.cli` (pipeline stages) and :mod:`clinlib.cli_endpoints` (backbones, runs, the
-local server).
+"""What the ``clintrace`` commands share: the app and its top-level options, profile and run
+options, one-line errors (:func:`_run`), the profile's writer lock (:func:`_writer`), and
+:func:`add_command`, which registers a command with its docstring as plain help text.
+
+The helpers keep their underscore names (they are the command modules' plumbing, not the kit's
+API); ``__all__`` lists what the other modules of :mod:`clinlib.cli` import from here.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import duckdb
 import typer
+from rich.markup import escape
 
 from clinlib.core.config import resolve_profile
 from clinlib.core.lock import NOT_WRITABLE, not_writable, profile_lock
@@ -27,15 +31,66 @@ from clinlib.llm.local_server import is_local_name
 from clinlib.llm.presets import LOCAL_COST_NOTE
 from clinlib.strategies import EVALUATION_STRATEGIES, PAPER_STRATEGIES
 
-HELP = """``clintrace`` command line: one command per pipeline stage (docs/design.md artifact contract).
+__all__ = [
+    "AcceptErrorsOpt",
+    "AllowDropsOpt",
+    "BackbonesOpt",
+    "ConfigOpt",
+    "LimitOpt",
+    "ProfileOpt",
+    "SeedOpt",
+    "SettingsOpt",
+    "StrategiesOpt",
+    "TasksOpt",
+    "_csv",
+    "_fail",
+    "_interrupt",
+    "_local_note",
+    "_pending_as_value",
+    "_profile",
+    "_run",
+    "_strategies",
+    "_writer",
+    "add_command",
+    "new_app",
+    "plain_help",
+]
 
-Every command takes ``--profile`` (else $CLINTRACE_PROFILE, else ``quick``). Errors from bad
-input are printed as one clear line (file, column, value) and exit with status 2. A command
-that writes into a profile's build folder holds that profile's writer lock
-(:mod:`clinlib.core.lock`): a second writer refuses with one line naming the holder, or waits
-(``clintrace --wait-for-lock SECONDS <command>``).
+HELP = """clintrace: one command per pipeline stage (docs/design.md, artifact contract).
+
+Every command takes --profile (else $CLINTRACE_PROFILE, else quick). Errors from bad input are
+printed as one clear line (file, column, value) and exit with status 2. A command that writes
+into a profile's build folder holds that profile's writer lock: a second writer refuses with
+one line naming the holder, or waits (clintrace --wait-for-lock SECONDS <command>).
 """
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP)
+# An RST role such as :mod:`clinlib.core.lock` or :func:`~x.y`: its target stays, as plain text.
+_RST_ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
+
+
+def plain_help(doc: str | None) -> str | None:
+    """A docstring as ``--help`` text: RST roles and double backticks dropped, each paragraph
+    on one line (typer's rich output keeps a paragraph's line breaks after the first), and
+    square brackets escaped so rich prints them rather than reading them as markup."""
+    if not doc:
+        return doc
+    text = _RST_ROLE.sub(r"\1", inspect.cleandoc(doc)).replace("``", "")
+    paragraphs = [" ".join(ln.strip() for ln in p.splitlines()) for p in text.split("\n\n")]
+    return escape("\n\n".join(paragraphs))
+
+
+def add_command(app: typer.Typer, fn: Callable, name: str | None = None) -> None:
+    """Register ``fn`` on ``app`` as command ``name`` (default: its own name, ``_`` as ``-``),
+    its docstring shown as plain help."""
+    app.command(name, help=plain_help(fn.__doc__))(fn)
+
+
+def new_app() -> typer.Typer:
+    """The bare ``clintrace`` app with its top-level options; :mod:`clinlib.cli` adds the
+    command groups."""
+    app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP)
+    app.callback()(main)
+    return app
+
 
 ProfileOpt = Annotated[
     str | None, typer.Option("--profile", "-p", help="build profile (quick|paper|mimic|...)")
@@ -45,13 +100,14 @@ AllowDropsOpt = Annotated[
     bool,
     typer.Option("--allow-drops", help="accept dropping more than 20% of the stage's input"),
 ]
-
-
 AcceptErrorsOpt = Annotated[
     bool,
-    typer.Option("--allow-drops", help="exit 0 even when more than 20% of this run's rows are "
-                 "errors or none is an answer (the rows are recorded either way)"),
-]  # fmt: skip
+    typer.Option(
+        "--accept-errors",
+        help="exit 0 even when more than 20% of this run's rows are errors or none is an "
+        "answer (the rows are recorded either way)",
+    ),
+]
 
 
 def _fail(exc: Exception) -> None:
@@ -75,8 +131,12 @@ def _run(fn, *args, **kwargs):
 
 def _local_note(names: list[str] | None, config: Path | None) -> None:
     """Say that a local backbone's $0 is a fact, not a missing price."""
-    local = [n for n in names or [] if _run(is_local_name, n, config)
-             and _run(get_backbone, n, config).cost(1e6, 1e6, 1e6) == 0.0]  # fmt: skip
+    local = [
+        n
+        for n in names or []
+        if _run(is_local_name, n, config)
+        and _run(get_backbone, n, config).cost(1e6, 1e6, 1e6) == 0.0
+    ]
     if local:
         typer.echo(f"local: $0 for {', '.join(local)} ({LOCAL_COST_NOTE})")
 
@@ -113,7 +173,6 @@ def _profile(profile: str | None) -> str:
     return _run(resolve_profile, profile)
 
 
-@app.callback()
 def main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
     wait_for_lock: Annotated[
@@ -151,28 +210,36 @@ def _strategies(value: str | None) -> list[str] | None:
 
 StrategiesOpt = Annotated[
     str,
-    typer.Option("--strategies", help="comma-separated strategy names or labels, e.g. "
-                 "'dense-retrieval(k=3)'; 'paper' = the paper's eight, 'evaluation' = the eight + "
-                 "event-table + oracle"),
-]  # fmt: skip
+    typer.Option(
+        "--strategies",
+        help="comma-separated strategy names or labels, e.g. "
+        "'dense-retrieval(k=3)'; 'paper' = the paper's eight, 'evaluation' = the eight + "
+        "event-table + oracle",
+    ),
+]
 BackbonesOpt = Annotated[
     str, typer.Option("--backbones", help="comma-separated backbone names (see `backbones`)")
 ]
 SettingsOpt = Annotated[
     str,
-    typer.Option("--settings", help="comma-separated settings: post, pre (T3 injection), "
-                 "stream (checkpoints), mixed (noisy dialogues); '+' combines, e.g. "
-                 "'stream,stream+mixed,mixed(ratio=0.5, seed=123)' (clinlib.tasks.settings)"),
-]  # fmt: skip
+    typer.Option(
+        "--settings",
+        help="comma-separated settings: post, pre (T3 injection), "
+        "stream (checkpoints), mixed (noisy dialogues); '+' combines, e.g. "
+        "'stream,stream+mixed,mixed(ratio=0.5, seed=123)' (clinlib.tasks.settings)",
+    ),
+]
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", help="TOML with user backbones ($CLINTRACE_CONFIG)")
 ]
 TasksOpt = Annotated[str | None, typer.Option("--tasks", help="restrict to tasks, e.g. T1,T9")]
 LimitOpt = Annotated[
     int | None,
-    typer.Option(help="the first N questions of each task (questions.parquet order), e.g. "
-                 "--limit 2 asks 2 T1, 2 T2, ... under every strategy and setting"),
-]  # fmt: skip
+    typer.Option(
+        help="the first N questions of each task (questions.parquet order), e.g. "
+        "--limit 2 asks 2 T1, 2 T2, ... under every strategy and setting"
+    ),
+]
 
 
 def _interrupt(*_: object) -> None:
