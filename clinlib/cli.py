@@ -48,6 +48,7 @@ from clinlib.data.sources.synthetic import synthesize
 from clinlib.dialogue.synth import build_dialogues
 from clinlib.eval.outcomes import check_run
 from clinlib.eval.parallel import run_parallel
+from clinlib.eval.records import RunSpec
 from clinlib.notebooks import execute_all
 from clinlib.strategies import EVALUATION_STRATEGIES, build_all
 from clinlib.tasks.audit import build_audit_sheet, score_audit_sheet
@@ -348,8 +349,8 @@ def evaluate_offline(profile: ProfileOpt = None, allow_drops: AcceptErrorsOpt = 
     # The readers are CPU-bound Python: one process per core, strategies dealt between them.
     name = _profile(profile)
     with _writer(name):
-        summary = _run(run_parallel, name, list(EVALUATION_STRATEGIES), list(OFFLINE_READERS),
-                       ["post", "pre"], "rule-based")  # fmt: skip
+        spec = RunSpec(name, EVALUATION_STRATEGIES, OFFLINE_READERS, ["post", "pre"])
+        summary = _run(run_parallel, spec)
     typer.echo(summary.to_string(index=False))
     for line in _run(check_run, "evaluate-offline", summary, allow_drops) or []:
         typer.echo(line, err=True)
