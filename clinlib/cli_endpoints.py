@@ -182,6 +182,11 @@ def run_cmd(
         mode="batch" if batch else "live",
         batch_options=batch_options,
     )
+    _run_and_report(name, spec, options, allow_drops)
+
+
+def _run_and_report(name: str, spec: RunSpec, options: RunOptions, allow_drops: bool) -> None:
+    """`run`'s evaluation under the profile's writer lock, then its summary and exit status."""
     try:
         with _writer(name):  # two runs on one profile would ask every question twice
             summary = _run(_pending_as_value(run), spec, options)
@@ -192,7 +197,7 @@ def run_cmd(
         typer.echo(f"pending: {summary}", err=True)
         raise typer.Exit(code=3)
     typer.echo(summary.to_string(index=False))
-    _local_note(_csv(backbones_), config)
+    _local_note(list(spec.backbones), options.config)
     for line in _run(check_run, "run", summary, allow_drops) or []:
         typer.echo(line, err=True)
 
