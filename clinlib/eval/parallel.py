@@ -41,7 +41,7 @@ def _run_group(job: tuple[str, RunSpec, RunOptions]) -> None:
 
 def run_parallel(
     spec: RunSpec,
-    options: RunOptions = RunOptions(),  # noqa: B008
+    options: RunOptions | None = None,
     workers: int | None = None,
 ) -> pd.DataFrame:
     """:func:`run` with the strategies dealt round-robin to ``workers`` processes.
@@ -54,12 +54,14 @@ def run_parallel(
     Args:
         spec: as for :func:`run` (strategies by name or label, so they can be sent to another
             process).
-        options: as for :func:`run`; ``wait_for_lock`` is this call's, the workers share it.
+        options: as for :func:`run` (None: the defaults); ``wait_for_lock`` is this call's,
+            the workers share its lock.
         workers: processes (default: the CPU count, at most one per strategy).
 
     Returns:
         The cell summary of every (strategy, backbone, setting) cell run.
     """
+    options = RunOptions() if options is None else options
     name = resolve_profile(spec.profile)
     # one writer per profile: the workers are part of this call's work and share its lock
     # (clinlib.core.lock: a holder's child processes inherit it)

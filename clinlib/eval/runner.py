@@ -155,7 +155,7 @@ def _plan(
     return plan, counted
 
 
-def run(spec: RunSpec, options: RunOptions = RunOptions()) -> pd.DataFrame:  # noqa: B008
+def run(spec: RunSpec, options: RunOptions | None = None) -> pd.DataFrame:
     """Evaluate every (strategy, backbone, setting) cell of ``spec`` and append its predictions.
 
     Resumable: predicted keys are skipped (errors too, unless ``options.retry_errors``) and
@@ -168,12 +168,13 @@ def run(spec: RunSpec, options: RunOptions = RunOptions()) -> pd.DataFrame:  # n
             tasks, limit, questions).
         options: how (:class:`RunOptions`: budget, retries, mode, batch size, clients,
             progress, and ``wait_for_lock``: seconds to wait while another process writes
-            this profile; ``clintrace run`` holds the lock already).
+            this profile; ``clintrace run`` holds the lock already). None: the defaults.
 
     Returns:
         The cell summary: :data:`SUMMARY_COLUMNS` (accuracies over rows without a transport
         error; ``stopped`` says why a cell did not finish, e.g. the budget).
     """
+    options = RunOptions() if options is None else options
     if not isinstance(spec, RunSpec) or not isinstance(options, RunOptions):
         raise TypeError("run takes a RunSpec and RunOptions: run(RunSpec(profile, ...), ...)")
     name = resolve_profile(spec.profile)
