@@ -152,7 +152,7 @@ def sweep_table(
     if missing:
         raise AblationInputError(
             f"sweep_table: no predictions for {missing}; run them first, e.g. "
-            f"runner.run(profile, {missing!r}, backbones)"
+            f"runner.run(RunSpec(profile, {missing!r}, backbones))"
         )
     value_of = dict(zip(labels, values, strict=True))
     by = list(by)

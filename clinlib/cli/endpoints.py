@@ -44,6 +44,7 @@ from clinlib.eval.estimate import estimate as estimate_run
 from clinlib.eval.outcomes import check_run, interrupted_line
 from clinlib.eval.policies import register_offline_backbones
 from clinlib.eval.population import population_tasks
+from clinlib.eval.records import RunOptions, RunSpec
 from clinlib.eval.runner import run
 from clinlib.llm import list_backbones
 from clinlib.llm.batch import BatchPending
@@ -174,12 +175,26 @@ def run_cmd(
                               mode="batch" if batch else "live", batch_options=batch_options,
                               budget=budget, config=config, allow_unapproved=allow_unapproved,
                               allow_drops=allow_drops)  # fmt: skip
+    spec = RunSpec(
+        name, _strategies(strategies_), _csv(backbones_), _csv(settings), prep, _csv(tasks), limit
+    )
+    options = RunOptions(
+        budget_usd=budget,
+        retry_errors=retry_errors,
+        retry_empty=retry_empty,
+        allow_unapproved=allow_unapproved,
+        config=config,
+        mode="batch" if batch else "live",
+        batch_options=batch_options,
+    )
+    _run_and_report(name, spec, options, allow_drops)
+
+
+def _run_and_report(name: str, spec: RunSpec, options: RunOptions, allow_drops: bool) -> None:
+    """`run`'s evaluation under the profile's writer lock, then its summary and exit status."""
     try:
         with _writer(name):  # two runs on one profile would ask every question twice
-            summary = _run_cells(
-                name, strategies_, backbones_, settings, prep, budget, retry_errors, retry_empty,
-                allow_unapproved, config, tasks, limit, "batch" if batch else "live", batch_options,
-            )  # fmt: skip
+            summary = _run(_pending_as_value(run), spec, options)
     except KeyboardInterrupt as exc:  # one line: saved rows, the cache, the resuming command
         typer.echo(interrupted_line(exc, "clintrace " + shlex.join(sys.argv[1:])), err=True)
         raise typer.Exit(code=130) from None
@@ -187,32 +202,9 @@ def run_cmd(
         typer.echo(f"pending: {summary}", err=True)
         raise typer.Exit(code=3)
     typer.echo(summary.to_string(index=False))
-    _local_note(_csv(backbones_), config)
+    _local_note(list(spec.backbones), options.config)
     for line in _run(check_run, "run", summary, allow_drops) or []:
         typer.echo(line, err=True)
-
-
-def _run_cells(profile, strategies_, backbones_, settings, prep, budget, retry_errors,
-               retry_empty, allow_unapproved, config, tasks, limit, mode, batch_options):  # fmt: skip
-    """`run`'s evaluation call (one-line errors; a pending batch job is returned)."""
-    return _run(
-        _pending_as_value(run),
-        profile,
-        _strategies(strategies_),
-        _csv(backbones_),
-        _csv(settings),
-        prep,
-        budget_usd=budget,
-        retry_errors=retry_errors,
-        retry_empty=retry_empty,
-        allow_unapproved=allow_unapproved,
-        config=config,
-        tasks=_csv(tasks),
-        limit=limit,
-        progress=True,
-        mode=mode,
-        batch_options=batch_options,
-    )
 
 
 def _hints() -> str:

@@ -32,6 +32,7 @@ from clinlib.data.sources.synthetic import synthesize
 from clinlib.dialogue.synth import build_dialogues
 from clinlib.eval.outcomes import check_run
 from clinlib.eval.parallel import run_parallel
+from clinlib.eval.records import RunSpec
 from clinlib.strategies import EVALUATION_STRATEGIES, build_all
 from clinlib.tasks.audit import build_audit_sheet, score_audit_sheet
 from clinlib.tasks.build import build_questions
@@ -262,14 +263,8 @@ def evaluate_offline(profile: ProfileOpt = None, accept_errors: AcceptErrorsOpt 
     # The readers are CPU-bound Python: one process per core, strategies dealt between them.
     name = _profile(profile)
     with _writer(name):
-        summary = _run(
-            run_parallel,
-            name,
-            list(EVALUATION_STRATEGIES),
-            list(OFFLINE_READERS),
-            ["post", "pre"],
-            "rule-based",
-        )
+        spec = RunSpec(name, EVALUATION_STRATEGIES, OFFLINE_READERS, ["post", "pre"])
+        summary = _run(run_parallel, spec)
     typer.echo(summary.to_string(index=False))
     for line in _run(check_run, "evaluate-offline", summary, accept_errors) or []:
         typer.echo(line, err=True)

@@ -156,7 +156,7 @@ def start_hint(hints: Hints, profile: str) -> str:
     """How to start the kit's local model, in the words of where the message is printed."""
     if hints == "python":
         return ("start it around the run: `with clinlib.serve_local() as bb: "
-                "runner.run(..., backbones=[bb])`")  # fmt: skip
+                "runner.run(RunSpec(..., backbones=[bb]))`")  # fmt: skip
     return (f"start it first in another terminal: `clintrace serve-local --profile {profile}` "
             f"(or `make serve-local PROFILE={profile}`)")  # fmt: skip
 
