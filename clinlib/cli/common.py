@@ -1,5 +1,5 @@
 """What the ``clintrace`` commands share: the app and its top-level options, profile and run
-options, one-line errors (:func:`_run`), the profile's writer lock (:func:`_writer`), and
+options, one-line errors (:func:`run_stage`), the profile's writer lock (:func:`writer_lock`), and
 :func:`add_command`, which registers a command with its docstring as plain help text.
 
 The helpers keep their underscore names (they are the command modules' plumbing, not the kit's
@@ -42,15 +42,15 @@ __all__ = [
     "SettingsOpt",
     "StrategiesOpt",
     "TasksOpt",
-    "_csv",
-    "_fail",
-    "_interrupt",
-    "_local_note",
-    "_pending_as_value",
-    "_profile",
-    "_run",
-    "_strategies",
-    "_writer",
+    "csv_list",
+    "fail",
+    "interrupt",
+    "local_note",
+    "pending_as_value",
+    "profile_name",
+    "run_stage",
+    "strategy_list",
+    "writer_lock",
     "add_command",
     "new_app",
     "plain_help",
@@ -110,39 +110,39 @@ AcceptErrorsOpt = Annotated[
 ]
 
 
-def _fail(exc: Exception) -> None:
+def fail(exc: Exception) -> None:
     typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)
     raise typer.Exit(code=2)
 
 
-def _run(fn, *args, **kwargs):
+def run_stage(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except (ValueError, FileNotFoundError, KeyError) as exc:
         # SourceSchemaError, StageError, GateError, RunnerError ... are ValueErrors.
-        _fail(exc)
+        fail(exc)
     except duckdb.Error as exc:  # a read error a stage did not translate: still one line
-        _fail(source_error(exc))
+        fail(source_error(exc))
     except OSError as exc:  # a read-only build folder (or file) mid-stage: one line, not 90
         if exc.errno not in NOT_WRITABLE:
             raise
-        _fail(not_writable(Path(exc.filename or "."), exc))
+        fail(not_writable(Path(exc.filename or "."), exc))
 
 
-def _local_note(names: list[str] | None, config: Path | None) -> None:
+def local_note(names: list[str] | None, config: Path | None) -> None:
     """Say that a local backbone's $0 is a fact, not a missing price."""
     local = [
         n
         for n in names or []
-        if _run(is_local_name, n, config)
-        and _run(get_backbone, n, config).cost(1e6, 1e6, 1e6) == 0.0
+        if run_stage(is_local_name, n, config)
+        and run_stage(get_backbone, n, config).cost(1e6, 1e6, 1e6) == 0.0
     ]
     if local:
         typer.echo(f"local: $0 for {', '.join(local)} ({LOCAL_COST_NOTE})")
 
 
-def _pending_as_value(fn):
-    """``fn`` returning (not raising) a :class:`BatchPending`, which `_run` would make an error."""
+def pending_as_value(fn):
+    """``fn`` returning (not raising) a :class:`BatchPending`, which `run_stage` would make an error."""
 
     def call(*args, **kwargs):
         try:
@@ -158,19 +158,19 @@ LOCK_WAIT: dict[str, float] = {"seconds": 0.0}
 
 
 @contextmanager
-def _writer(profile: str) -> Iterator[None]:
+def writer_lock(profile: str) -> Iterator[None]:
     """Hold the profile's writer lock (another holder or a read-only folder: one line, exit 2)."""
     with ExitStack() as stack:
-        _run(stack.enter_context, profile_lock(profile, wait=LOCK_WAIT["seconds"]))
+        run_stage(stack.enter_context, profile_lock(profile, wait=LOCK_WAIT["seconds"]))
         if threading.current_thread() is threading.main_thread():
             # SIGTERM (`kill`) stops a writer like Ctrl-C: the stage replaces nothing
-            stack.callback(signal.signal, signal.SIGTERM, signal.signal(signal.SIGTERM, _interrupt))
+            stack.callback(signal.signal, signal.SIGTERM, signal.signal(signal.SIGTERM, interrupt))
         yield
 
 
-def _profile(profile: str | None) -> str:
+def profile_name(profile: str | None) -> str:
     """The resolved profile name, or a one-line error (e.g. CLINTRACE_PROFILE=../x)."""
-    return _run(resolve_profile, profile)
+    return run_stage(resolve_profile, profile)
 
 
 def main(
@@ -190,7 +190,7 @@ def main(
     )
 
 
-def _csv(value: str | None) -> list[str] | None:
+def csv_list(value: str | None) -> list[str] | None:
     # Commas inside parentheses belong to a strategy label: "dense-retrieval(k=3, ...)".
     return [v.strip() for v in re.split(r",(?![^()]*\))", value) if v.strip()] if value else None
 
@@ -198,10 +198,10 @@ def _csv(value: str | None) -> list[str] | None:
 STRATEGY_SETS = {"paper": PAPER_STRATEGIES, "evaluation": EVALUATION_STRATEGIES}
 
 
-def _strategies(value: str | None) -> list[str] | None:
+def strategy_list(value: str | None) -> list[str] | None:
     """Names with ``paper`` expanded to the paper's eight and ``evaluation`` to the default
     evaluation set (the eight + event-table + oracle; :mod:`clinlib.strategies.names`)."""
-    names = _csv(value)
+    names = csv_list(value)
     if names is None:
         return None
     out = [n for name in names for n in STRATEGY_SETS.get(name, (name,))]
@@ -242,5 +242,5 @@ LimitOpt = Annotated[
 ]
 
 
-def _interrupt(*_: object) -> None:
+def interrupt(*_: object) -> None:
     raise KeyboardInterrupt

@@ -22,15 +22,15 @@ from clinlib.cli.common import (
     SettingsOpt,
     StrategiesOpt,
     TasksOpt,
-    _csv,
-    _interrupt,
-    _local_note,
-    _pending_as_value,
-    _profile,
-    _run,
-    _strategies,
-    _writer,
     add_command,
+    csv_list,
+    interrupt,
+    local_note,
+    pending_as_value,
+    profile_name,
+    run_stage,
+    strategy_list,
+    writer_lock,
 )
 from clinlib.cli.population import (
     PopQuestionsOpt,
@@ -55,7 +55,7 @@ from clinlib.llm.presets import LOCAL_HOST, LOCAL_N_CTX, LOCAL_PORT
 def backbones(config: ConfigOpt = None) -> None:
     """List the registered backbones (presets, offline readers, your config's endpoints)."""
     register_offline_backbones()
-    typer.echo(_run(list_backbones, config).to_string(index=False))
+    typer.echo(run_stage(list_backbones, config).to_string(index=False))
 
 
 def estimate(
@@ -76,12 +76,12 @@ def estimate(
     With population tasks (``--tasks population`` or ``P-...`` ids) the cells are
     (backbone, rendering, length bin) of the built population set, then a set of
     ``--population-questions`` prompts of ``--population-tokens`` tokens (default 256K)."""
-    pop = _run(population_tasks, _csv(tasks))
+    pop = run_stage(population_tasks, csv_list(tasks))
     if pop:
         estimate_population_cmd(
-            _profile(profile),
-            _csv(backbones_),
-            _csv(renderings),
+            profile_name(profile),
+            csv_list(backbones_),
+            csv_list(renderings),
             pop,
             limit,
             config,
@@ -89,15 +89,15 @@ def estimate(
             population_tokens,
         )
         return
-    table = _run(
+    table = run_stage(
         estimate_run,
         profile,
-        _strategies(strategies_),
-        _csv(backbones_),
-        _csv(settings),
+        strategy_list(strategies_),
+        csv_list(backbones_),
+        csv_list(settings),
         prep,
         config=config,
-        tasks=_csv(tasks),
+        tasks=csv_list(tasks),
         limit=limit,
     )
     typer.echo(table.to_string(index=False))
@@ -106,9 +106,9 @@ def estimate(
             f"total (upper bound): ${table['cost_usd_max'].sum():,.2f} live, "
             f"${table['batch_cost_usd_max'].sum():,.2f} as provider batch jobs (run --batch)"
         )
-    for line in counter_notes(table, lambda name: _run(is_local_name, name, config)):
+    for line in counter_notes(table, lambda name: run_stage(is_local_name, name, config)):
         typer.echo(line)
-    _local_note(_csv(backbones_), config)
+    local_note(csv_list(backbones_), config)
 
 
 def run_cmd(
@@ -128,7 +128,7 @@ def run_cmd(
             "response cache for them)"
         ),
     ] = False,
-    allow_drops: AcceptErrorsOpt = False,
+    accept_errors: AcceptErrorsOpt = False,
     allow_unapproved: Annotated[
         bool, typer.Option(help="send credentialed data to an unapproved backbone")
     ] = False,
@@ -168,15 +168,30 @@ def run_cmd(
     """
     _check_local(profile, backbones_, config)  # a stopped server: one line, not retries
     batch_options = {"poll_interval_s": poll_interval, "max_wait_s": batch_wait}
-    name = _profile(profile)
-    pop = _run(population_tasks, _csv(tasks))
+    name = profile_name(profile)
+    pop = run_stage(population_tasks, csv_list(tasks))
     if pop:
-        return run_population(name, _csv(backbones_), _csv(renderings), pop, limit,
-                              mode="batch" if batch else "live", batch_options=batch_options,
-                              budget=budget, config=config, allow_unapproved=allow_unapproved,
-                              allow_drops=allow_drops)  # fmt: skip
+        return run_population(
+            name,
+            csv_list(backbones_),
+            csv_list(renderings),
+            pop,
+            limit,
+            mode="batch" if batch else "live",
+            batch_options=batch_options,
+            budget=budget,
+            config=config,
+            allow_unapproved=allow_unapproved,
+            allow_drops=accept_errors,
+        )
     spec = RunSpec(
-        name, _strategies(strategies_), _csv(backbones_), _csv(settings), prep, _csv(tasks), limit
+        name,
+        strategy_list(strategies_),
+        csv_list(backbones_),
+        csv_list(settings),
+        prep,
+        csv_list(tasks),
+        limit,
     )
     options = RunOptions(
         budget_usd=budget,
@@ -187,14 +202,14 @@ def run_cmd(
         mode="batch" if batch else "live",
         batch_options=batch_options,
     )
-    _run_and_report(name, spec, options, allow_drops)
+    _run_and_report(name, spec, options, accept_errors)
 
 
-def _run_and_report(name: str, spec: RunSpec, options: RunOptions, allow_drops: bool) -> None:
+def _run_and_report(name: str, spec: RunSpec, options: RunOptions, accept_errors: bool) -> None:
     """`run`'s evaluation under the profile's writer lock, then its summary and exit status."""
     try:
-        with _writer(name):  # two runs on one profile would ask every question twice
-            summary = _run(_pending_as_value(run), spec, options)
+        with writer_lock(name):  # two runs on one profile would ask every question twice
+            summary = run_stage(pending_as_value(run), spec, options)
     except KeyboardInterrupt as exc:  # one line: saved rows, the cache, the resuming command
         typer.echo(interrupted_line(exc, "clintrace " + shlex.join(sys.argv[1:])), err=True)
         raise typer.Exit(code=130) from None
@@ -202,8 +217,8 @@ def _run_and_report(name: str, spec: RunSpec, options: RunOptions, allow_drops: 
         typer.echo(f"pending: {summary}", err=True)
         raise typer.Exit(code=3)
     typer.echo(summary.to_string(index=False))
-    _local_note(list(spec.backbones), options.config)
-    for line in _run(check_run, "run", summary, allow_drops) or []:
+    local_note(list(spec.backbones), options.config)
+    for line in run_stage(check_run, "run", summary, accept_errors) or []:
         typer.echo(line, err=True)
 
 
@@ -214,7 +229,9 @@ def _hints() -> str:
 
 def _check_local(profile: str | None, backbones_: str, config: Path | None) -> None:
     """Follow a `serve-local` record and refuse a local backbone nobody serves (one line)."""
-    notes = _run(check_local_reachable, _csv(backbones_), config, _profile(profile), _hints())
+    notes = run_stage(
+        check_local_reachable, csv_list(backbones_), config, profile_name(profile), _hints()
+    )
     for note in notes:
         typer.echo(f"local: {note}")
 
@@ -239,20 +256,20 @@ def serve_local_cmd(
 
     Its log and its address (which `run --backbones local-smollm2 --profile P` follows) go
     under data/build/<profile>/local-server/."""
-    server = _run(
+    server = run_stage(
         LocalServer,
         port=port,
         host=host,
         threads=threads,
         n_ctx=n_ctx,
         extra_bufts=extra_bufts,
-        profile=_profile(profile),
+        profile=profile_name(profile),
         record=True,
         hints=_hints(),
     )
     # SIGTERM (e.g. `kill`) stops the server like Ctrl-C does: the finally below runs.
-    signal.signal(signal.SIGTERM, _interrupt)
-    _run(server.start)
+    signal.signal(signal.SIGTERM, interrupt)
+    run_stage(server.start)
     try:
         typer.echo(
             f"local-smollm2 at {server.base_url} (model {server.backbone.model}, "

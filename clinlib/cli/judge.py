@@ -8,7 +8,14 @@ from typing import Annotated
 import typer
 
 from clinlib.analysis.judge_audit import judge_audit
-from clinlib.cli.common import ProfileOpt, _csv, _profile, _run, _writer, add_command
+from clinlib.cli.common import (
+    ProfileOpt,
+    add_command,
+    csv_list,
+    profile_name,
+    run_stage,
+    writer_lock,
+)
 from clinlib.eval.judge import LEXICAL_JUDGE
 from clinlib.eval.judge_run import judge_profile, judge_traps
 from clinlib.eval.synth_calls import MODES, Calls
@@ -49,22 +56,22 @@ def judge_cmd(
     print the judge's agreement with the deterministic scorer (kappa, precision / recall / F1
     per task; agreement with its patient-clustered interval). The free-text trap tasks (IG,
     MCD: no deterministic scorer) are judged when named in --tasks; their verdicts are counted."""
-    name = _profile(profile)
-    calls = _run(Calls, name, budget_usd=budget, mode=mode)
-    named = _csv(tasks)
+    name = profile_name(profile)
+    calls = run_stage(Calls, name, budget_usd=budget, mode=mode)
+    named = csv_list(tasks)
     free = [t for t in named or [] if t in JUDGED_TRAP_TASKS]
     scored = [t for t in named or [] if t not in JUDGED_TRAP_TASKS]
     select = dict(
-        strategies=_csv(strategies),
-        backbones=_csv(backbones),
-        settings=_csv(settings) or ["post"],
+        strategies=csv_list(strategies),
+        backbones=csv_list(backbones),
+        settings=csv_list(settings) or ["post"],
         limit=limit,
     )
-    with _writer(name):
+    with writer_lock(name):
         if free:
-            _report_free(_run(judge_traps, name, judge, calls=calls, tasks=free, **select))
+            _report_free(run_stage(judge_traps, name, judge, calls=calls, tasks=free, **select))
         if scored or not free:
-            judged, preds, questions, path = _run(
+            judged, preds, questions, path = run_stage(
                 judge_profile, name, judge, calls=calls, tasks=scored or None, **select
             )
     if not (scored or not free):
@@ -72,7 +79,7 @@ def judge_cmd(
     if judged["error"].notna().all():
         typer.secho(f"error: every judge request failed, e.g. {judged['error'].iat[0]}", err=True)
         raise typer.Exit(code=2)
-    audit = _run(judge_audit, judged, preds, questions)
+    audit = run_stage(judge_audit, judged, preds, questions)
     typer.echo(audit[AUDIT_SHOWN].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     typer.echo(
         f"{len(judged)} verdicts ({int(judged['parse_failed'].sum())} unparsed, "

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from clinlib.cli.common import ProfileOpt, _fail, _profile, _run, add_command
+from clinlib.cli.common import ProfileOpt, add_command, fail, profile_name, run_stage
 from clinlib.strategies.memory_server import MemoryServer, ReferenceMemoryService
 
 MEMORY_PORT = 8790  # the default endpoint of remote-memory
@@ -25,12 +25,12 @@ def memory_serve(
 ) -> None:
     """Serve the memory protocol (reset / ingest / query) backed by one of the kit's
     memories until Ctrl-C; point `remote-memory(endpoint=URL)` at the printed URL."""
-    name = _profile(profile)
-    service = _run(ReferenceMemoryService, backend, name, prep)
+    name = profile_name(profile)
+    service = run_stage(ReferenceMemoryService, backend, name, prep)
     try:
         server = MemoryServer(service, host, port)
     except OSError as exc:  # port taken, unknown interface: one line
-        _fail(ValueError(f"memory-serve: cannot listen on {host}:{port}: {exc.strerror or exc}"))
+        fail(ValueError(f"memory-serve: cannot listen on {host}:{port}: {exc.strerror or exc}"))
     typer.echo(f"memory-serve: {service.backend} ({prep}, profile {name}) at {server.base_url}")
     sys.stdout.flush()  # the URL reaches a pipe or a log file at once, not at exit
     try:

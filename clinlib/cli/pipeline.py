@@ -17,10 +17,10 @@ from clinlib.cli.common import (
     AllowDropsOpt,
     ProfileOpt,
     SeedOpt,
-    _profile,
-    _run,
-    _writer,
     add_command,
+    profile_name,
+    run_stage,
+    writer_lock,
 )
 from clinlib.cli.notebooks import execute_all
 from clinlib.cli.population import population
@@ -87,8 +87,8 @@ def pipeline(
 ) -> None:
     """Run every stage in order on the embedded synthetic default. --allow-drops reaches every
     stage; in evaluate-offline it accepts a run whose rows are mostly errors."""
-    name = _profile(profile)
-    with _writer(name):
+    name = profile_name(profile)
+    with writer_lock(name):
         _pipeline(name, seed, skip_existing, allow_drops, cohort_rule)
 
 
@@ -131,14 +131,14 @@ def notebooks(
     ] = None,
 ) -> None:
     """Execute every numbered notebook on a profile (outputs under data/build/<p>/notebooks/)."""
-    name = _profile(profile)
+    name = profile_name(profile)
 
     def line(r: dict) -> None:  # as each notebook finishes: the stage's progress
         mark = "ok " if r["ok"] else "FAIL"
         typer.echo(f"  {mark} {r['notebook']:<40} {r['seconds']:6.1f}s {r.get('error', '')}")
 
-    with _writer(name):  # the notebooks append predictions (04, 06, 11) and write figures
-        results = _run(execute_all, name, timeout=timeout, workers=workers, on_done=line)
+    with writer_lock(name):  # the notebooks append predictions (04, 06, 11) and write figures
+        results = run_stage(execute_all, name, timeout=timeout, workers=workers, on_done=line)
     failed = [r for r in results if not r["ok"]]
     if failed:
         raise typer.Exit(code=1)
@@ -148,9 +148,9 @@ def notebooks(
 def reproduce(profile: ProfileOpt = "paper", seed: SeedOpt = None) -> None:
     """The main job: the whole pipeline + every notebook on a profile (default: paper)."""
     t0 = time.perf_counter()
-    name = _profile(profile)
+    name = profile_name(profile)
     STAGE_TIMES.clear()
-    with _writer(name):
+    with writer_lock(name):
         try:
             pipeline(profile=name, seed=seed)
             with _stage("notebooks"):
@@ -165,7 +165,7 @@ def reproduce(profile: ProfileOpt = "paper", seed: SeedOpt = None) -> None:
 
 def info(profile: ProfileOpt = None) -> None:
     """Show which artifacts exist for a profile and where the notebooks are."""
-    name = _profile(profile)
+    name = profile_name(profile)
     root = build_dir(name)
     typer.echo(f"profile {name}: {root}")
     for path in sorted(root.glob("*.parquet")):

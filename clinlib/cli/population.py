@@ -16,14 +16,14 @@ from clinlib.cli.common import (
     ConfigOpt,
     ProfileOpt,
     SeedOpt,
-    _csv,
-    _fail,
-    _local_note,
-    _pending_as_value,
-    _profile,
-    _run,
-    _writer,
     add_command,
+    csv_list,
+    fail,
+    local_note,
+    pending_as_value,
+    profile_name,
+    run_stage,
+    writer_lock,
 )
 from clinlib.core.config import build_dir
 from clinlib.eval.population import (
@@ -52,10 +52,10 @@ def population(
 ) -> None:
     """Write population_questions.parquet and population_gates.parquet (PopMedQA tasks)."""
     t0 = time.perf_counter()
-    name = _profile(profile)
-    bin_list = _run(lambda: [int(b) for b in _csv(bins)]) if bins else None
-    with _writer(name):
-        df, gates = _run(
+    name = profile_name(profile)
+    bin_list = run_stage(lambda: [int(b) for b in csv_list(bins)]) if bins else None
+    with writer_lock(name):
+        df, gates = run_stage(
             build_population,
             name,
             count=lambda s: count_tokens(s, BIN_MODEL),
@@ -63,7 +63,7 @@ def population(
             seed=seed or 0,
             per_cell=per_cell,
             bins=bin_list,
-            tasks=_csv(tasks),
+            tasks=csv_list(tasks),
         )
     n_q = df["qid"].nunique()
     typer.echo(f"population: {n_q} questions x 3 renderings ({time.perf_counter() - t0:.1f}s)")
@@ -111,9 +111,9 @@ def run_population(
     allow_drops: bool = False,
 ) -> None:
     """`run --tasks P-...` and its alias `population-run`: answer, print, judge the exit."""
-    with _writer(name):
-        new = _run(
-            _pending_as_value(answer_population),
+    with writer_lock(name):
+        new = run_stage(
+            pending_as_value(answer_population),
             name,
             backbones,
             renderings=renderings,
@@ -143,7 +143,7 @@ def run_population(
             err=True,
         )
         raise typer.Exit(code=2)
-    _local_note(backbones, config)
+    local_note(backbones, config)
 
 
 def estimate_population_cmd(
@@ -159,18 +159,18 @@ def estimate_population_cmd(
     """`estimate --tasks P-...` and its alias `population-estimate`: the built set per
     (backbone, rendering, bin), then a set of ``questions`` prompts of ``tokens`` tokens."""
     if (build_dir(name) / QUESTIONS_FILE).exists():
-        table = _run(estimate_population, name, backbones, renderings, tasks, limit, config)
+        table = run_stage(estimate_population, name, backbones, renderings, tasks, limit, config)
         typer.echo(f"population set of profile {name} (exact prompt tokens):")
         typer.echo(table.to_string(index=False))
-        n_built = int(_run(select_population, name, renderings, tasks, limit)["qid"].nunique())
+        n_built = int(run_stage(select_population, name, renderings, tasks, limit)["qid"].nunique())
     else:
         typer.echo(f"profile {name} has no population set yet (clintrace population)")
         n_built = 0
     n = questions or n_built or 100
-    price = _run(price_population, backbones, n, tokens, config=config)
+    price = run_stage(price_population, backbones, n, tokens, config=config)
     typer.echo(f"a set of {n} population questions of {tokens:,} input tokens each (upper bound):")
     typer.echo(price.to_string(index=False))
-    _local_note(backbones, config)
+    local_note(backbones, config)
 
 
 def population_run(
@@ -191,10 +191,10 @@ def population_run(
     """Alias of `run --tasks population`: answer population questions with any backbone
     -> population_predictions.parquet."""
     run_population(
-        _profile(profile),
-        _csv(backbones),
-        _csv(renderings),
-        _csv(tasks),
+        profile_name(profile),
+        csv_list(backbones),
+        csv_list(renderings),
+        csv_list(tasks),
         limit,
         mode="batch" if batch else "live",
         budget=budget,
@@ -214,10 +214,10 @@ def population_estimate(
     """Alias of `estimate --tasks population`: price population questions per backbone before
     anything is sent."""
     estimate_population_cmd(
-        _profile(profile),
-        _csv(backbones),
-        _csv(renderings),
-        _csv(tasks),
+        profile_name(profile),
+        csv_list(backbones),
+        csv_list(renderings),
+        csv_list(tasks),
         None,
         config,
         questions,
@@ -235,10 +235,10 @@ def population_spec(
     """neopatient's optional first step: a sentence -> one validated [[task]] spec, written
     atomically; a reply that does not validate exits 2 with one line and writes nothing."""
     try:
-        text, spec = sentence_to_spec(sentence, task, _run(get_backbone, backbone, config))
+        text, spec = sentence_to_spec(sentence, task, run_stage(get_backbone, backbone, config))
     except SpecError as exc:  # a TOML error can span lines: one line, always
-        _fail(SpecError(" ".join(str(exc).split())))
-    _run(write_spec, text, out)
+        fail(SpecError(" ".join(str(exc).split())))
+    run_stage(write_spec, text, out)
     typer.echo(f"spec {spec.name} ({spec.task}, {len(spec.cohorts)} cohorts) -> {out}")
 
 

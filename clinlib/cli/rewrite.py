@@ -14,7 +14,7 @@ from typing import Annotated
 import pandas as pd
 import typer
 
-from clinlib.cli.common import _run, _writer
+from clinlib.cli.common import run_stage, writer_lock
 from clinlib.eval.paraphrase_run import estimate_paraphrase, paraphrase_questions
 from clinlib.eval.rewrite_dialogues import estimate_rewrite, rewrite_dialogues
 from clinlib.eval.synth_calls import calls_frame
@@ -74,16 +74,16 @@ def _names(values: list[str] | None) -> list[str]:
 
 def _sending(fn, *args, **kwargs):
     """Run a sending stage: provider batch jobs still running exit 3 (rerun to collect, as
-    ``clintrace run --batch``); other refusals one line and exit 2 (:func:`_run`)."""
+    ``clintrace run --batch``); other refusals one line and exit 2 (:func:`run_stage`)."""
 
     def guarded():
         try:
             return fn(*args, **kwargs)
-        except BatchPending as exc:  # a ValueError: caught before _run turns it into exit 2
+        except BatchPending as exc:  # a ValueError: caught before run_stage turns it into exit 2
             typer.echo(f"batch jobs still running: {exc} (rerun the command to collect)", err=True)
             raise typer.Exit(code=3) from None
 
-    return _run(guarded)
+    return run_stage(guarded)
 
 
 def _echo_table(df: pd.DataFrame) -> None:
@@ -106,11 +106,11 @@ def rewrite_command(
     """The body of ``clintrace dialogues --rewrite``."""
     chain = [backbone, *_names(rescue)]
     if estimate_only:
-        _echo_table(_run(estimate_rewrite, name, chain, config, into))
+        _echo_table(run_stage(estimate_rewrite, name, chain, config, into))
         return
     t0 = time.perf_counter()
-    dst = into or _run(variant_name, name, "rewrite", chain)
-    with _writer(name), _writer(dst):
+    dst = into or run_stage(variant_name, name, "rewrite", chain)
+    with writer_lock(name), writer_lock(dst):
         out = _sending(
             rewrite_dialogues,
             name,
@@ -135,7 +135,7 @@ def rewrite_command(
             f"rewritten dialogues -> profile {out['profile']} (${out['spent_usd']:.4f} "
             f"spent, {time.perf_counter() - t0:.1f}s); questions and gates on it:"
         )
-        qs = _run(build_questions, dst, allow_drops=allow_drops)
+        qs = run_stage(build_questions, dst, allow_drops=allow_drops)
     typer.echo(gate_report(qs["gates"]))
     typer.echo(f"{len(qs['questions']):,} questions on {dst}")
 
@@ -153,10 +153,10 @@ def paraphrase_command(
 ) -> None:
     """The body of ``clintrace questions --paraphrase``."""
     if estimate_only:
-        _echo_table(_run(estimate_paraphrase, name, backbone, config, into))
+        _echo_table(run_stage(estimate_paraphrase, name, backbone, config, into))
         return
-    dst = into or _run(variant_name, name, "paraphrase", [backbone])
-    with _writer(name), _writer(dst):
+    dst = into or run_stage(variant_name, name, "paraphrase", [backbone])
+    with writer_lock(name), writer_lock(dst):
         out = _sending(
             paraphrase_questions,
             name,

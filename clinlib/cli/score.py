@@ -9,7 +9,14 @@ from typing import Annotated
 
 import typer
 
-from clinlib.cli.common import ProfileOpt, _csv, _profile, _run, _writer, add_command
+from clinlib.cli.common import (
+    ProfileOpt,
+    add_command,
+    csv_list,
+    profile_name,
+    run_stage,
+    writer_lock,
+)
 from clinlib.eval.export import FORMATS, export_records, export_table, write_export
 from clinlib.eval.inspect_log import score_any
 from clinlib.eval.store import cell_summary
@@ -26,9 +33,9 @@ def score(
     ] = False,
 ) -> None:
     """Score outside predictions with the kit's parsers and store them (backbone `ext:<label>`)."""
-    name = _profile(profile)
-    with _writer(name):
-        rows = _run(score_any, file, name, replace=replace, allow_wrong_task=allow_wrong_task)
+    name = profile_name(profile)
+    with writer_lock(name):
+        rows = run_stage(score_any, file, name, replace=replace, allow_wrong_task=allow_wrong_task)
     summary = cell_summary(rows)
     typer.echo(f"scored {len(rows)} outside prediction(s) from {file} into profile {name}:")
     cols = ["strategy", "backbone", "prep_model", "setting", "n_predicted", "accuracy"]
@@ -48,11 +55,13 @@ def export(
     limit: Annotated[int | None, typer.Option(help="first N questions per task")] = None,
 ) -> None:
     """Write the question set with each strategy's context as a dataset (+ an inspect_ai task)."""
-    name = _profile(profile)
+    name = profile_name(profile)
     if fmt not in FORMATS:
-        _run(write_export, out, [], fmt)  # refuses with one line
-    records = _run(export_records, name, _csv(strategies), _csv(settings), prep, _csv(tasks), limit)
-    _run(write_export, out, records, fmt)
+        run_stage(write_export, out, [], fmt)  # refuses with one line
+    records = run_stage(
+        export_records, name, csv_list(strategies), csv_list(settings), prep, csv_list(tasks), limit
+    )
+    run_stage(write_export, out, records, fmt)
     typer.echo(f"{len(records)} samples -> {out} ({fmt})")
     typer.echo(export_table(records).to_string(index=False))
 

@@ -34,7 +34,7 @@ from typing import Annotated
 import nbformat
 import typer
 
-from clinlib.cli.common import ProfileOpt, _profile, _run, _writer, add_command
+from clinlib.cli.common import ProfileOpt, add_command, profile_name, run_stage, writer_lock
 from clinlib.core.config import build_dir, figures_dir, resolve_profile
 from clinlib.core.io import atomic_path
 from clinlib.data.build import read_source_info
@@ -253,9 +253,9 @@ def site(
 ) -> None:
     """Render the executed notebooks, figures, app snapshots and an index into one offline
     folder."""
-    name = _profile(profile)
-    with _writer(name):
-        result = _run(build_site, name, out=out)
+    name = profile_name(profile)
+    with writer_lock(name):
+        result = run_stage(build_site, name, out=out)
     failed = [n for n, e in result["notebooks"] if e]
     typer.echo(
         f"site -> {result['site']}/index.html: {len(result['notebooks'])} notebooks"

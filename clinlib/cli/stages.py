@@ -19,11 +19,11 @@ from clinlib.cli.common import (
     AllowDropsOpt,
     ProfileOpt,
     SeedOpt,
-    _profile,
-    _run,
-    _strategies,
-    _writer,
     add_command,
+    profile_name,
+    run_stage,
+    strategy_list,
+    writer_lock,
 )
 from clinlib.core.guards import check_constructions
 from clinlib.data.build import build_cohort, load, report_lines, resolve_source
@@ -56,9 +56,9 @@ def synth(
 ) -> None:
     """Write the synthetic MIMIC-IV-shaped hosp tables (data/build/<profile>/raw/hosp/)."""
     t0 = time.perf_counter()
-    name = _profile(profile)
-    with _writer(name):
-        out = _run(synthesize, name, seed=seed, fmt=fmt)
+    name = profile_name(profile)
+    with writer_lock(name):
+        out = run_stage(synthesize, name, seed=seed, fmt=fmt)
     typer.echo(f"synthetic hosp tables -> {out} ({time.perf_counter() - t0:.1f}s)")
 
 
@@ -75,9 +75,9 @@ def cohort(
 ) -> None:
     """Select the cohort and extract its events (cohort/attrition/eligible/events.parquet)."""
     t0 = time.perf_counter()
-    name, _ = _run(resolve_source, profile, mimic_dir, meds_dir)
-    with _writer(name):
-        out = _run(
+    name, _ = run_stage(resolve_source, profile, mimic_dir, meds_dir)
+    with writer_lock(name):
+        out = run_stage(
             build_cohort,
             name,
             mimic_dir=mimic_dir,
@@ -103,8 +103,8 @@ def export_meds(
     profile: ProfileOpt = None,
 ) -> None:
     """Export the cohort's events as a MEDS dataset (data/*.parquet + metadata/)."""
-    events = _run(load, "events", profile)
-    _run(write_meds, events, out_dir)
+    events = run_stage(load, "events", profile)
+    run_stage(write_meds, events, out_dir)
     typer.echo(f"MEDS dataset -> {out_dir}")
 
 
@@ -125,7 +125,7 @@ def dialogues(
     with --rewrite, each visit rewritten by a backbone into a variant profile
     (clinlib.cli.rewrite)."""
     t0 = time.perf_counter()
-    name = _profile(profile)
+    name = profile_name(profile)
     if rewrite:
         cr.rewrite_command(
             name,
@@ -140,8 +140,8 @@ def dialogues(
             allow_drops=allow_drops,
         )
         return
-    with _writer(name):
-        out = _run(build_dialogues, name, seed=seed, allow_drops=allow_drops)
+    with writer_lock(name):
+        out = run_stage(build_dialogues, name, seed=seed, allow_drops=allow_drops)
     summary = out["dialogue_summary"]
     kept = int(summary["kept"].sum())
     typer.echo(
@@ -169,7 +169,7 @@ def questions(
     then the extended set (T10; temporal_questions.parquet + temporal_gates.parquet; a failure
     there is reported in one line and does not fail the command). With --paraphrase, the
     questions reworded by a backbone into a variant profile (clinlib.cli.rewrite)."""
-    name = _profile(profile)
+    name = profile_name(profile)
     if paraphrase:
         cr.paraphrase_command(
             name,
@@ -182,13 +182,13 @@ def questions(
             allow_unapproved=allow_unapproved,
         )
         return
-    with _writer(name):
+    with writer_lock(name):
         _questions(name, seed, allow_drops)
 
 
 def _questions(name: str, seed: int | None, allow_drops: bool) -> None:
     t0 = time.perf_counter()
-    out = _run(build_questions, name, seed=seed, allow_drops=allow_drops)
+    out = run_stage(build_questions, name, seed=seed, allow_drops=allow_drops)
     typer.echo(gate_report(out["gates"]))
     counts = out["questions"]["task"].value_counts().sort_index()
     typer.echo("questions: " + ", ".join(f"{t} {n}" for t, n in counts.items()))
@@ -237,10 +237,10 @@ def strategies(
     task: Annotated[str, typer.Option(help="whose injections 'pre' applies: T3 or T5")] = "T3",
 ) -> None:
     """Build (or re-use) every strategy's per-patient constructions."""
-    chosen = _strategies(names)  # a comma inside a label's parentheses is the label's
-    name = _profile(profile)
-    with _writer(name):
-        summary = _run(
+    chosen = strategy_list(names)  # a comma inside a label's parentheses is the label's
+    name = profile_name(profile)
+    with writer_lock(name):
+        summary = run_stage(
             build_all,
             name,
             chosen,
@@ -250,7 +250,7 @@ def strategies(
             progress=True,
         )
     typer.echo(summary.to_string(index=False))
-    _run(check_constructions, summary)
+    run_stage(check_constructions, summary)
 
 
 OFFLINE_READERS = ("reference", "eager")
@@ -261,12 +261,12 @@ def evaluate_offline(profile: ProfileOpt = None, accept_errors: AcceptErrorsOpt 
     the diagnostic controls event-table and oracle, both T3 settings (the predictions the
     analysis notebooks read; resumable)."""
     # The readers are CPU-bound Python: one process per core, strategies dealt between them.
-    name = _profile(profile)
-    with _writer(name):
+    name = profile_name(profile)
+    with writer_lock(name):
         spec = RunSpec(name, EVALUATION_STRATEGIES, OFFLINE_READERS, ["post", "pre"])
-        summary = _run(run_parallel, spec)
+        summary = run_stage(run_parallel, spec)
     typer.echo(summary.to_string(index=False))
-    for line in _run(check_run, "evaluate-offline", summary, accept_errors) or []:
+    for line in run_stage(check_run, "evaluate-offline", summary, accept_errors) or []:
         typer.echo(line, err=True)
 
 
@@ -283,15 +283,15 @@ def audit_cmd(
     """L5 human audit (Appendix A): write the stratified sheet a human fills (sampled question,
     gold, anchor events and dialogue turns), or score a filled sheet against the automated gold
     per task and overall, with the paper's figures beside."""
-    p = _profile(profile)
+    p = profile_name(profile)
     if score is None:
-        sheet, path = _run(build_audit_sheet, p, seed)
+        sheet, path = run_stage(build_audit_sheet, p, seed)
         by_task = sheet.groupby("task", sort=True)["risk"]
         typer.echo(", ".join(f"{t} {len(r)} ({r.iat[0]} risk)" for t, r in by_task))
         typer.echo(f"{len(sheet)} questions to audit -> {path}")
         typer.echo("fill auditor_verdict (agree|disagree), then: clintrace audit --score <sheet>")
         return
-    table = _run(score_audit_sheet, score, p, allow_blank=allow_blank)
+    table = run_stage(score_audit_sheet, score, p, allow_blank=allow_blank)
     typer.echo(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
 
 

@@ -328,7 +328,7 @@ def test_cli_turns_an_untranslated_duckdb_error_into_one_line():
         )
 
     with pytest.raises(typer.Exit) as info:
-        cli._run(boom)
+        cli.run_stage(boom)
     assert info.value.exit_code == 2
 
 

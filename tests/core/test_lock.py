@@ -270,7 +270,7 @@ def test_sigterm_stops_a_writer_like_ctrl_c(tmp_build):
         from clinlib.cli import common as cli
         from clinlib.core import config, guards
         config.BUILD_DIR = Path({str(tmp_build)!r})
-        with cli._writer("p"), guards.stage_run("cohort", "p") as staging:
+        with cli.writer_lock("p"), guards.stage_run("cohort", "p") as staging:
             pd.DataFrame({{"x": [2]}}).to_parquet(staging.path("cohort.parquet"))
             os.kill(os.getpid(), signal.SIGTERM)  # `kill <pid>` mid-stage
             time.sleep(30)

@@ -214,7 +214,7 @@ def test_the_local_cost_note_is_printed_only_for_a_declared_local_free_backbone(
         ("local = true\nprice_output = 0.5\n", ""),  # local but priced: its cost is real
     ]:  # fmt: skip
         cfg.write_text(USER_TOML.format(url=url).replace("price_output = 0.0\n", "") + extra)
-        cli_endpoints._local_note(["my-vllm", "gpt-4o-mini"], cfg)
+        cli_endpoints.local_note(["my-vllm", "gpt-4o-mini"], cfg)
         assert capsys.readouterr().out == expected
 
 
