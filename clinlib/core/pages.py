@@ -30,8 +30,16 @@ CONTEXT_WINDOW = 2_000
 CELL_CHARS = 60
 ELIDED = "\n… {n:,} characters not shown …\n"
 TABLE_COLUMNS: tuple[str, ...] = (
-    "row", "outcome", "qid", "task", "subtype", "strategy", "backbone", "setting", "parsed",
-)  # fmt: skip
+    "row",
+    "outcome",
+    "qid",
+    "task",
+    "subtype",
+    "strategy",
+    "backbone",
+    "setting",
+    "parsed",
+)
 
 
 def page_count(n_rows: int, size: int = PAGE_SIZE) -> int:
@@ -60,11 +68,14 @@ def failure_table(rows: pd.DataFrame) -> pd.DataFrame:
     parsed = rows["parsed"].astype(str)
     long = parsed.str.len() > CELL_CHARS
     parsed = parsed.where(~long, parsed.str.slice(0, CELL_CHARS - 1) + "…")
-    out = pd.DataFrame({
-        "row": range(len(rows)), "outcome": outcome.to_numpy(),
-        **{c: rows[c].astype(str).to_numpy() for c in TABLE_COLUMNS[2:-1]},
-        "parsed": parsed.to_numpy(),
-    })  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "row": range(len(rows)),
+            "outcome": outcome.to_numpy(),
+            **{c: rows[c].astype(str).to_numpy() for c in TABLE_COLUMNS[2:-1]},
+            "parsed": parsed.to_numpy(),
+        }
+    )
     return out[list(TABLE_COLUMNS)]
 
 

@@ -1,4 +1,4 @@
-"""Plausibility screen of the cohort stage (issue 26 §1; paper §3 "Cohort"): a source row that
+"""Plausibility screen of the cohort stage (paper §3 "Cohort"): a source row that
 is clinically impossible is excluded with its reason, counted and reported, never stated in a
 dialogue or asked about.
 

@@ -1,5 +1,5 @@
 """The plausibility screen again, in pandas, for the pandas cross-check of the cohort stage
-(:mod:`clinlib.data.cohort_pandas`; issue 26 §1).
+(:mod:`clinlib.data.cohort_pandas`).
 
 The rules are the documented ones (:mod:`clinlib.data.plausibility`,
 :mod:`clinlib.data.plausibility_rx`, docs/real-data.md "Plausibility rules") and so are their

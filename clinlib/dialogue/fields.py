@@ -19,7 +19,7 @@ import pandas as pd
 
 from clinlib.dialogue.matching import DIGIT_RE, DrugMatcher, is_noise_id
 
-# The kind of an injected statement event (issue 30's trap constraints, clinlib.tasks.traps):
+# The kind of an injected statement event (the trap constraints of clinlib.tasks.traps):
 # not a record event; a turn citing it must hold its ``label`` (the statement) verbatim, and may
 # then name what the statement names (an allergen, a sum of money).
 STATEMENT_KIND = "statement"

@@ -37,8 +37,8 @@ DRUG_LEXICON: tuple[str, ...] = (
 
 # --- tags ----------------------------------------------------------------------------------
 
-# Noise sessions' tags (clinlib.dialogue.noise) and injected statements' (issue 30's trap
-# constraints) use the same format with their own prefixes.
+# Noise sessions' tags (clinlib.dialogue.noise) and injected statements' (the trap
+# constraints of clinlib.tasks.traps) use the same format with their own prefixes.
 _PREFIXES = sorted({*EVENT_ID_PREFIX.values(), NOISE_ID_PREFIX, *TRAP_STATEMENT_PREFIX.values()})
 _ID = r"(?:" + "|".join(_PREFIXES) + r")-[A-Za-z0-9_.\-]+"
 TAG_RE = re.compile(r" ?\[(" + _ID + r"(?:, " + _ID + r")*)\]")

@@ -3,7 +3,7 @@
 llama.cpp (``libggml-cpu``) built natively on a CPU that advertises AMX packs the model's
 weights for AMX tiles through an "extra buffer type" and then runs ``tileloadd``. A virtual
 machine can advertise ``amx_tile`` / ``amx_int8`` / ``amx_bf16`` in ``/proc/cpuinfo`` without
-granting the AMX tile state: the first completion then dies with SIGILL (issue 24).
+granting the AMX tile state: the first completion then dies with SIGILL.
 llama.cpp's own guard is the kernel's answer to ``arch_prctl(ARCH_REQ_XCOMP_PERM,
 XFEATURE_XTILEDATA)``, and it still crashed there, so neither the flag nor that answer is
 trusted alone: :func:`amx_runs` asks for the permission *and* executes ``ldtilecfg`` /
@@ -11,7 +11,7 @@ trusted alone: :func:`amx_runs` asks for the permission *and* executes ``ldtilec
 the permission, once granted, cannot be dropped and would otherwise change this process).
 A granted tile load is still not enough: on a Xeon VM whose kernel grants AMX and runs the
 probe's tile load, llama-cpp-python 0.3.36's AMX path died with SIGSEGV on any prompt of more
-than a couple of tokens (a 1-token prompt ran; issue 33's CI). So :func:`llama_runs` then loads
+than a couple of tokens (a 1-token prompt ran; seen on a CI machine). So :func:`llama_runs` then loads
 the model with the extra buffer types in a second throwaway child and evaluates a prompt longer
 than one batch. The local server loads with llama.cpp's extra buffer types only when AMX is
 advertised, granted, *and* llama.cpp ran that prompt with them (:func:`extra_bufts_allowed`).

@@ -1,5 +1,5 @@
 """Anthropic's Message Batches through the batch seam of :class:`~clinlib.llm.batch.BatchClient`
-(issue 32 §5; README "Beyond one machine"; Appendix D: batches bill half the live price).
+(README "Beyond one machine"; Appendix D: batches bill half the live price).
 
 The kit keeps one batch machinery: the same local records (written durably before each step),
 the same response cache and keys, the same per-line outcomes and resume. Only the provider

@@ -1,4 +1,4 @@
-"""A local fake of Anthropic's Message Batches API, for tests (issue 32 §5; the real API is
+"""A local fake of Anthropic's Message Batches API, for tests (the real API is
 never called by the kit's tests).
 
 ``POST /v1/messages/batches`` (``{"requests": [{"custom_id", "params"}]}``; ``x-api-key`` and

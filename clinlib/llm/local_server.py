@@ -73,8 +73,8 @@ LOCAL_SWITCH_ENV = "CLINTRACE_LOCAL_MODEL"  # "off": local sections skipped (mak
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 10.0
 EXTRA_BUFTS: tuple[str, ...] = ("auto", "on", "off")
-# Signals llama.cpp's extra-buffer-type kernels were seen dying of (issue 24: SIGILL; issue
-# 33's CI: SIGSEGV on a VM that grants AMX): the death line then says how to load without them.
+# Signals llama.cpp's extra-buffer-type kernels were seen dying of (SIGILL on a VM that advertises
+# AMX without granting it; SIGSEGV on a VM that grants AMX): the death line then says how to load without them.
 CRASHES: dict[int, str] = {signal.SIGILL: "an illegal instruction", signal.SIGSEGV: "a segfault"}
 Hints = Literal["python", "cli", "make"]
 

@@ -1,4 +1,4 @@
-"""Where in a CSV a read error sits: the line, the column and the cause (issue 26 §4).
+"""Where in a CSV a read error sits: the line, the column and the cause.
 
 DuckDB names the line of some CSV errors but not of others: a value that fails the typed
 sample check of :mod:`clinlib.data.sources.mimic` comes from an aggregate (no line), and a

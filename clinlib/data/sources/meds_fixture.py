@@ -38,7 +38,7 @@ A missing code component is ``UNK``.
 
 Real-export shapes (:class:`MedsShapes`; :data:`REAL_SHAPES` turns them all on, the default
 turns them all off so the CSV and MEDS paths select the same cohort). Each is a shape a real
-MEDS-transforms MIMIC-IV export has and the kit once mishandled (issue 26 §2):
+MEDS-transforms MIMIC-IV export has and the kit once mishandled:
 
 - ``unk_drug_pct``: that percentage of orders (chosen by md5 of pharmacy_id) have no drug name
   in MIMIC's ``pharmacy.medication``, so their START / STOP codes read

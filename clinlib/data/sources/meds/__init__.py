@@ -44,7 +44,7 @@ lab's, an order's and an id-less admission's id is derived from the row's own co
 of an md5, held as BIGINT), so it does not change with other patients or splits; diagnoses and
 procedures are ranked by (time, code) within their admission.
 
-Real exports (:mod:`~clinlib.data.sources.meds.families`, issue 26 §2): a code whose name is
+Real exports (:mod:`~clinlib.data.sources.meds.families`): a code whose name is
 unknown (``MEDICATION//START//UNK``) feeds no view and is excluded with a counted reason; code
 families the kit does not use are counted as ignored (``code_families.parquet``); the cohort
 stage refuses a dataset without ``metadata/codes.parquet``.

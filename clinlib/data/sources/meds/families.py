@@ -1,4 +1,4 @@
-"""What a MEDS dataset holds and what the kit makes of it (issue 26 §2; paper §3 "Cohort"):
+"""What a MEDS dataset holds and what the kit makes of it (paper §3 "Cohort"):
 code families, codes whose name is unknown, content-derived ids, the required code metadata.
 
 Code families. A family is a code's leading component (``LAB``, ``HOSPITAL_ADMISSION``,
