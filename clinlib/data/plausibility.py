@@ -99,8 +99,14 @@ RAW_ADMISSIONS = "ct_raw_admissions"
 
 
 def _admission_rules_sql(has_dod: bool) -> str:
-    dod = ("WHEN p.dod IS NOT NULL AND CAST(a.admittime AS DATE) > p.dod "
-           "THEN 'admission_after_death'") if has_dod else ""  # fmt: skip
+    dod = (
+        (
+            "WHEN p.dod IS NOT NULL AND CAST(a.admittime AS DATE) > p.dod "
+            "THEN 'admission_after_death'"
+        )
+        if has_dod
+        else ""
+    )
     return f"""
     SELECT a.subject_id, a.hadm_id, a.admittime, a.dischtime,
            CASE WHEN a.admittime IS NULL OR year(a.admittime) NOT BETWEEN {MIN_YEAR} AND {MAX_YEAR}
@@ -234,8 +240,9 @@ def check_excluded(what: str, total: int, bad: pd.DataFrame, allow_drops: bool) 
     """The drop guard: more than MAX_DROP_SHARE of ``what`` implausible fails the stage."""
     if total:
         reasons = group_reasons(bad["rule"]) if len(bad) else None
-        check_kept("cohort (plausibility)", what, total - len(bad), total, reasons,
-                   allow_drops=allow_drops)  # fmt: skip
+        check_kept(
+            "cohort (plausibility)", what, total - len(bad), total, reasons, allow_drops=allow_drops
+        )
 
 
 def summary_lines(exclusions: pd.DataFrame) -> list[str]:

@@ -117,5 +117,8 @@ CODEBOOK_ID_PREFIX = "#"
 # Id prefixes of the injected patient statements (clinlib.tasks.traps.constraints:
 # ``TRAPALG-<subject>`` ...): tags in the same format, recognised by the tag grammar; no record
 # event has them.
-TRAP_STATEMENT_PREFIX: dict[str, str] = {"allergy": "TRAPALG", "cost": "TRAPCOST",
-                                         "preference": "TRAPPREF"}  # fmt: skip
+TRAP_STATEMENT_PREFIX: dict[str, str] = {
+    "allergy": "TRAPALG",
+    "cost": "TRAPCOST",
+    "preference": "TRAPPREF",
+}

@@ -50,8 +50,9 @@ def locate_bad_encoding(path: str | Path) -> tuple[int, str | None, str] | None:
     return None
 
 
-def _describe(chunk: bytes, err: UnicodeDecodeError, newlines: int, line_start: bytes,
-              header: bytes | None) -> tuple[int, str | None, str]:  # fmt: skip
+def _describe(
+    chunk: bytes, err: UnicodeDecodeError, newlines: int, line_start: bytes, header: bytes | None
+) -> tuple[int, str | None, str]:
     before = chunk[: err.start]
     line = newlines + before.count(b"\n") + 1
     cut = before.rfind(b"\n")

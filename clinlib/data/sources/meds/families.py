@@ -40,12 +40,33 @@ from clinlib.data.sources.mimic import SourceSchemaError
 
 UNNAMED_RULE = "name_unknown"
 CODES_FILE = Path("metadata") / "codes.parquet"
-FAMILY_COLUMNS = ("family", "example_code", "rows", "subjects", "used", "excluded", "ignored",
-                  "text_only", "use")  # fmt: skip
+FAMILY_COLUMNS = (
+    "family",
+    "example_code",
+    "rows",
+    "subjects",
+    "used",
+    "excluded",
+    "ignored",
+    "text_only",
+    "use",
+)
 
 # The row's content for its id: every core column and every extra column but event_id.
-CONTENT_COLUMNS = ("subject_id", "time", "code", "numeric_value", "text_value", "hadm_id",
-                   "unit", "end_time", "ref_low", "ref_high", "flag", "route")  # fmt: skip
+CONTENT_COLUMNS = (
+    "subject_id",
+    "time",
+    "code",
+    "numeric_value",
+    "text_value",
+    "hadm_id",
+    "unit",
+    "end_time",
+    "ref_low",
+    "ref_high",
+    "flag",
+    "route",
+)
 
 # A code component that names nothing: MEDS-transforms' UNK, or empty.
 _MISSING = "('', 'UNK')"
@@ -165,8 +186,10 @@ def code_families(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         )
         GROUP BY family ORDER BY rows DESC, family
     """).df()
-    df["use"] = [_use(f, k, u, x) for f, k, u, x in
-                 zip(df["family"], df["kind"], df["used"], df["excluded"], strict=True)]  # fmt: skip
+    df["use"] = [
+        _use(f, k, u, x)
+        for f, k, u, x in zip(df["family"], df["kind"], df["used"], df["excluded"], strict=True)
+    ]
     for col in ("rows", "subjects", "used", "excluded", "ignored", "text_only"):
         df[col] = df[col].astype("int64")
     return df[list(FAMILY_COLUMNS)].reset_index(drop=True)
@@ -187,8 +210,10 @@ def family_lines(families: pd.DataFrame, limit: int = 12) -> list[str]:
         return []
     total = int(families["rows"].sum())
     used, excluded = int(families["used"].sum()), int(families["excluded"].sum())
-    lines = [f"MEDS codes: {total} rows read in {len(families)} families; {used} used, "
-             f"{excluded} excluded ({UNNAMED_RULE}), {total - used - excluded} ignored"]  # fmt: skip
+    lines = [
+        f"MEDS codes: {total} rows read in {len(families)} families; {used} used, "
+        f"{excluded} excluded ({UNNAMED_RULE}), {total - used - excluded} ignored"
+    ]
     for what in ("excluded", "ignored"):
         part = families[families[what] > 0].sort_values(what, ascending=False, kind="stable")
         shown = [f"{f} x{n}" for f, n in zip(part["family"], part[what], strict=True)]
@@ -209,10 +234,12 @@ def unnamed_lines(exclusions: pd.DataFrame) -> list[str]:
     ]
 
 
-_TABLE_OF_KIND = {"medication": ("prescriptions", "pharmacy_id"),
-                  "lab": ("labevents", "labevent_id"),
-                  "diagnosis": ("diagnoses_icd", None),
-                  "procedure": ("procedures_icd", None)}  # fmt: skip
+_TABLE_OF_KIND = {
+    "medication": ("prescriptions", "pharmacy_id"),
+    "lab": ("labevents", "labevent_id"),
+    "diagnosis": ("diagnoses_icd", None),
+    "procedure": ("procedures_icd", None),
+}
 
 
 def unnamed_exclusions(con: duckdb.DuckDBPyConnection, subject_ids) -> pd.DataFrame:

@@ -237,7 +237,7 @@ def _prescriptions_table(srng, ids: _ChunkIds, o: SimpleNamespace, rows) -> pa.T
             _take(
                 [sv.synthetic_ndc(i) for i in range(len(all_drugs))] + ["0"],
                 np.where(ndc_zero, len(all_drugs), drug),
-            ),  # fmt: skip
+            ),
             _take([dr.prod_strength for dr in all_drugs], drug),
             _take([dr.form_rx or "" for dr in all_drugs], drug, form_rx_null),
             _take(shp.DOSE_STRINGS, row_dose, no_dose),
