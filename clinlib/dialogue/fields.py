@@ -267,8 +267,9 @@ def real_turns(turns: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The real turns of a noisy dialogue with their original numbering restored
     (``visit_idx`` from ``source_visit_idx``, ``turn_idx`` consecutive from the first), so
     checks written for the stored dialogue apply unchanged."""
-    recs = sorted((dict(t) for t in turns if not is_noise_turn(t)),
-                  key=lambda r: int(r["turn_idx"]))  # fmt: skip
+    recs = sorted(
+        (dict(t) for t in turns if not is_noise_turn(t)), key=lambda r: int(r["turn_idx"])
+    )
     first = int(recs[0]["turn_idx"]) if recs else 0
     for i, r in enumerate(recs):
         if present(r.get("source_visit_idx")) and int(r["source_visit_idx"]) >= 0:

@@ -76,8 +76,11 @@ log = logging.getLogger(__name__)
 # Below this many events one process is faster than starting workers.
 PARALLEL_MIN_EVENTS = 60_000
 
-TURN_COLUMNS: dict[str, str] = {**ARTIFACTS["dialogues"], "text_tagged": "string",
-                                "visit_date": "string"}  # fmt: skip
+TURN_COLUMNS: dict[str, str] = {
+    **ARTIFACTS["dialogues"],
+    "text_tagged": "string",
+    "visit_date": "string",
+}
 COVERAGE_COLUMNS: dict[str, str] = {
     "subject_id": "int64",
     "event_id": "string",
@@ -183,8 +186,7 @@ def _synthesize_records(
                 for e in in_visit
                 if status[str(e["event_id"])]["status"] == "missed"
             ]
-            new, log_row = try_rewrites(as_chain(rewriter), recs, v, events_by_id, missed_v,
-                                        drugs)  # fmt: skip
+            new, log_row = try_rewrites(as_chain(rewriter), recs, v, events_by_id, missed_v, drugs)
             rewrites.append({"subject_id": sid, **log_row})
             recs = new or recs
         vdate = fmt_date(starts[v]) if v in starts else None
@@ -326,8 +328,11 @@ def rewrite_log(
     return _frame(rows, REWRITE_COLUMNS)
 
 
-_Part = list[tuple[int, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]],
-                   list[dict[str, Any]]]]  # fmt: skip
+_Part = list[
+    tuple[
+        int, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]
+    ]
+]
 
 
 def _synthesize_verify(
@@ -387,8 +392,11 @@ def _summary(
         status = [c["status"] for c in cov]
         d = decisions.get(sid)
         if d is None:
-            d = {"kept": False, "drop_reason": "no events for this cohort patient",
-                 "n_soft_warnings": 0}  # fmt: skip
+            d = {
+                "kept": False,
+                "drop_reason": "no events for this cohort patient",
+                "n_soft_warnings": 0,
+            }
         rows.append(
             dict(
                 subject_id=int(sid),
@@ -437,12 +445,19 @@ def build_dialogues(
     cohort_path = artifact_path("cohort.parquet", name)
     cohort = read_artifact(cohort_path, hint) if cohort_path.exists() else None
     with stage_run("dialogues", name) as staging:
-        out = synthesize_corpus(events, cohort, seed=seed, rewriter=rewriter,
-                                source=str(events_path))  # fmt: skip
+        out = synthesize_corpus(
+            events, cohort, seed=seed, rewriter=rewriter, source=str(events_path)
+        )
         summary = out["dialogue_summary"]
         dropped = summary.loc[~summary["kept"], "drop_reason"]
-        check_kept("dialogues", "patients' dialogues", int(summary["kept"].sum()), len(summary),
-                   group_reasons(dropped), allow_drops=allow_drops)  # fmt: skip
+        check_kept(
+            "dialogues",
+            "patients' dialogues",
+            int(summary["kept"].sum()),
+            len(summary),
+            group_reasons(dropped),
+            allow_drops=allow_drops,
+        )
         _write_build(out, staging, rewriter is not None)
     return out
 

@@ -143,31 +143,49 @@ def verify_records(
     per_turn = check_turns(turns, index, drugs)
     rows.append(check_row(sid, "tags_consistent", *_passed(per_turn["tags_consistent"])))
     bad = check_covered(turns, index, covered)
-    rows.append(check_row(sid, "covered_fields_verbatim",
-                          *_passed(bad, f"{len(covered)} covered events verified")))  # fmt: skip
-    for check in ("no_untraced_numbers", "no_untraced_dates", "no_untraced_codes",
-                  "no_untraced_drugs"):  # fmt: skip
+    rows.append(
+        check_row(
+            sid, "covered_fields_verbatim", *_passed(bad, f"{len(covered)} covered events verified")
+        )
+    )
+    for check in (
+        "no_untraced_numbers",
+        "no_untraced_dates",
+        "no_untraced_codes",
+        "no_untraced_drugs",
+    ):
         rows.append(check_row(sid, check, *_passed(per_turn[check])))
     bad = check_time_order(turns, events, events_by_id, covered)
     rows.append(check_row(sid, "visits_in_time_order", *_passed(bad)))
     bad, ok = check_coverage(events_by_id, status, missed)
     rows.append(check_row(sid, "must_cover_coverage", *_passed(bad, ok)))
     bad = check_missed(turns, index, missed)
-    rows.append(check_row(sid, "missed_events_unstated",
-                          *_passed(bad, f"{len(missed)} missed events unstated")))  # fmt: skip
+    rows.append(
+        check_row(
+            sid, "missed_events_unstated", *_passed(bad, f"{len(missed)} missed events unstated")
+        )
+    )
     if noise:
-        n_sessions = len({int(t["visit_idx"]) for t in noise})
-        bad = check_noise_facts(noise, events)
-        rows.append(check_row(sid, *NOISE_CHECKS,
-                              *_passed(bad, f"{n_sessions} noise sessions checked")))  # fmt: skip
+        rows.append(_noise_row(sid, noise, events))
     if include_length:
         rows.append(length_row(sid, turns, length_bounds or DEFAULT_CHARS_PER_VISIT))
     rows += soft_checks(sid, turns)
     if rewrites:
-        fell = [f"visit {r['visit_idx']}: {r['reason']}" for r in rewrites if not r["accepted"]]
-        rows.append(check_row(sid, REWRITE_CHECK,
-                              *_passed(fell, f"{len(rewrites)} visits rewritten")))  # fmt: skip
+        rows.append(_rewrite_row(sid, rewrites))
     return rows
+
+
+def _noise_row(sid: int, noise: list, events: list) -> dict[str, Any]:
+    """The noise check of a noisy dialogue: no noise turn states a patient's own fact."""
+    n_sessions = len({int(t["visit_idx"]) for t in noise})
+    bad = check_noise_facts(noise, events)
+    return check_row(sid, *NOISE_CHECKS, *_passed(bad, f"{n_sessions} noise sessions checked"))
+
+
+def _rewrite_row(sid: int, rewrites: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The rewriter's check: every rewritten visit was accepted."""
+    fell = [f"visit {r['visit_idx']}: {r['reason']}" for r in rewrites if not r["accepted"]]
+    return check_row(sid, REWRITE_CHECK, *_passed(fell, f"{len(rewrites)} visits rewritten"))
 
 
 def _passed(problems: list[str], ok: str = "") -> tuple[bool, str]:
@@ -236,8 +254,12 @@ def verify_groups(
         Check rows for all patients; the length fences come from the whole corpus.
     """
     if drugs is None:
-        meds = {e.get("label") for evs in events.values() for e in evs
-                if e.get("kind") == "medication" and present(e.get("label"))}  # fmt: skip
+        meds = {
+            e.get("label")
+            for evs in events.values()
+            for e in evs
+            if e.get("kind") == "medication" and present(e.get("label"))
+        }
         drugs = DrugMatcher([*DRUG_LEXICON, *meds])
     # Fences over the real visits: noise sessions (clinlib.dialogue.noise) are not stored text.
     bounds = length_bounds_from(chars_per_visit(real_turns(tr)) for tr in turns.values() if tr)
@@ -294,10 +316,13 @@ def decide(rows: Iterable[Mapping[str, Any]]) -> dict[int, dict[str, Any]]:
             else:
                 d["n_soft_warnings"] += 1
     return {
-        sid: {"kept": not d["hard"], "drop_reason": " | ".join(d["hard"]),
-              "n_soft_warnings": d["n_soft_warnings"]}
+        sid: {
+            "kept": not d["hard"],
+            "drop_reason": " | ".join(d["hard"]),
+            "n_soft_warnings": d["n_soft_warnings"],
+        }
         for sid, d in out.items()
-    }  # fmt: skip
+    }
 
 
 def drop_decisions(checks: pd.DataFrame) -> pd.DataFrame:
@@ -310,8 +335,9 @@ def drop_decisions(checks: pd.DataFrame) -> pd.DataFrame:
     dec = decide(records(checks))
     rows = [{"subject_id": sid, **d} for sid, d in sorted(dec.items())]
     df = pd.DataFrame(rows, columns=["subject_id", "kept", "drop_reason", "n_soft_warnings"])
-    return df.astype({"subject_id": "int64", "kept": "bool", "drop_reason": "string",
-                      "n_soft_warnings": "int64"})  # fmt: skip
+    return df.astype(
+        {"subject_id": "int64", "kept": "bool", "drop_reason": "string", "n_soft_warnings": "int64"}
+    )
 
 
 def drop_report(checks: pd.DataFrame) -> pd.DataFrame:
