@@ -35,7 +35,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from clinlib.data.sources.meds.read import _lit
+from clinlib.data.sources.meds.read import sql_literal
 from clinlib.data.sources.mimic import SourceSchemaError
 
 UNNAMED_RULE = "name_unknown"
@@ -248,12 +248,14 @@ def unnamed_exclusions(con: duckdb.DuckDBPyConnection, subject_ids) -> pd.DataFr
     the row would have fed, :data:`UNNAMED_RULE`, its content id, field ``code``, the code."""
     ids = pd.DataFrame({"subject_id": pd.Series(list(subject_ids), dtype="int64")})
     con.register("ct_unnamed_subjects", ids)
-    cases = " ".join(f"WHEN {_lit(k)} THEN {_lit(t)}" for k, (t, _) in _TABLE_OF_KIND.items())
+    cases = " ".join(
+        f"WHEN {sql_literal(k)} THEN {sql_literal(t)}" for k, (t, _) in _TABLE_OF_KIND.items()
+    )
     source = """SELECT d.* FROM meds_data d JOIN ct_unnamed_subjects s USING (subject_id)
                 WHERE d.unnamed"""
     return (
         con.execute(f"""
-        SELECT CASE kind {cases} END AS "table", {_lit(UNNAMED_RULE)} AS rule,
+        SELECT CASE kind {cases} END AS "table", {sql_literal(UNNAMED_RULE)} AS rule,
                CAST(content_id AS VARCHAR) AS key, subject_id, 'code' AS field, code AS value
         FROM ({with_content_id(source, "content_id")})
         ORDER BY subject_id, time, code, key
