@@ -121,8 +121,10 @@ class AmxStatus:
             return "CPU advertises no AMX"
         flags = "/".join(self.advertised)
         if self.granted and self.llama is False:
-            return (f"CPU advertises {flags} and a tile load runs, but llama.cpp with its extra "
-                    f"buffer types does not ({self.detail})")  # fmt: skip
+            return (
+                f"CPU advertises {flags} and a tile load runs, but llama.cpp with its extra "
+                f"buffer types does not ({self.detail})"
+            )
         if self.granted and self.llama:
             return f"CPU advertises {flags}, a tile load runs and llama.cpp runs with them"
         if self.granted:
@@ -151,8 +153,13 @@ def _child(argv: list[str], timeout_s: float, what: str) -> tuple[bool, str]:
     """Run ``python -c argv...`` in a throwaway child: (True, "") on exit 0, else (False,
     the signal that killed it, its last stderr line, or why it did not run)."""
     try:
-        done = subprocess.run([sys.executable, "-c", *argv], capture_output=True, text=True,
-                              timeout=timeout_s, check=False)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"the probe did not run: {exc}"
     if done.returncode == 0:
@@ -181,9 +188,13 @@ def amx_runs(timeout_s: float = PROBE_TIMEOUT_S, script: str = PROBE_SCRIPT) -> 
 
 
 def llama_runs(
-    model: Path, n_ctx: int, threads: int, timeout_s: float = CANARY_TIMEOUT_S,
-    script: str = CANARY_SCRIPT, tokens: int = CANARY_TOKENS,
-) -> tuple[bool, str]:  # fmt: skip
+    model: Path,
+    n_ctx: int,
+    threads: int,
+    timeout_s: float = CANARY_TIMEOUT_S,
+    script: str = CANARY_SCRIPT,
+    tokens: int = CANARY_TOKENS,
+) -> tuple[bool, str]:
     """Load ``model`` with llama.cpp's extra buffer types (its default) and evaluate a prompt
     of ``tokens`` tokens and one more step, in a throwaway child (:data:`CANARY_SCRIPT`).
 

@@ -82,12 +82,19 @@ def subprocess_server(latency_s: float = 0.0, seed: int = 0) -> Iterator[str]:
     A benchmark must not share the GIL with the server it measures.
     """
     proc = subprocess.Popen(
-        [sys.executable, "-m", "clinlib.llm.testserver", "--latency", str(latency_s),
-         "--seed", str(seed)],
+        [
+            sys.executable,
+            "-m",
+            "clinlib.llm.testserver",
+            "--latency",
+            str(latency_s),
+            "--seed",
+            str(seed),
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-    )  # fmt: skip
+    )
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()
