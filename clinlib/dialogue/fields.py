@@ -17,12 +17,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from clinlib.data.schema import ARTIFACTS
 from clinlib.dialogue.matching import DIGIT_RE, DrugMatcher, is_noise_id
 
 # The kind of an injected statement event (the trap constraints of clinlib.tasks.traps):
 # not a record event; a turn citing it must hold its ``label`` (the statement) verbatim, and may
 # then name what the statement names (an allergen, a sum of money).
 STATEMENT_KIND = "statement"
+# The columns of a turn record and their dtypes: the stored ``dialogues`` columns plus the
+# tagged text and the visit's date the verifier and the noise sessions read.
+TURN_COLUMNS: dict[str, str] = {
+    **ARTIFACTS["dialogues"],
+    "text_tagged": "string",
+    "visit_date": "string",
+}
 
 # Labs always verbalised (the labs the index diseases and the tasks lean on); other panel
 # labs and medications may be left unstated by the synthesis rule (clinlib.dialogue.selection).

@@ -42,7 +42,7 @@ import pandas as pd
 
 from clinlib.data.vocab import NOISE_ID_PREFIX
 from clinlib.dialogue import noise_topics as nt
-from clinlib.dialogue.fields import is_noise_turn, present, real_turns
+from clinlib.dialogue.fields import TURN_COLUMNS, is_noise_turn, present, real_turns
 from clinlib.dialogue.matching import DATE_RE, find_spans, format_tag, is_noise_id
 from clinlib.dialogue.relatives import Relative, default_profiles, donor_profiles, relatives_of
 from clinlib.dialogue.templates import MED_ITEMS
@@ -63,16 +63,6 @@ __all__ = [
     "relatives_of",
 ]
 
-TURN_COLUMNS: tuple[str, ...] = (
-    "subject_id",
-    "visit_idx",
-    "turn_idx",
-    "speaker",
-    "text",
-    "event_ids",
-    "text_tagged",
-    "visit_date",
-)
 NOISE_COLUMNS: tuple[str, ...] = ("is_noise", "source_visit_idx")
 NOISE_KINDS: tuple[str, ...] = ("GH", "PROXY")
 PROXY_SHARE = 0.5  # share of noise sessions that are proxy consultations

@@ -56,9 +56,15 @@ from clinlib.core.config import PROFILES, artifact_path, base_profile, resolve_p
 from clinlib.core.guards import check_artifact, check_kept, group_reasons, stage_run
 from clinlib.core.io import read_artifact
 from clinlib.core.progress import progress
-from clinlib.data.schema import ARTIFACTS
 from clinlib.dialogue.checks import CHECK_ORDER, chars_per_visit, length_bounds_from, length_row
-from clinlib.dialogue.fields import fmt_date, group_records, present, records, visit_starts
+from clinlib.dialogue.fields import (
+    TURN_COLUMNS,
+    fmt_date,
+    group_records,
+    present,
+    records,
+    visit_starts,
+)
 from clinlib.dialogue.fitting import fit_budget
 from clinlib.dialogue.matching import DRUG_LEXICON, DrugMatcher
 from clinlib.dialogue.render import render_dialogue
@@ -76,11 +82,6 @@ log = logging.getLogger(__name__)
 # Below this many events one process is faster than starting workers.
 PARALLEL_MIN_EVENTS = 60_000
 
-TURN_COLUMNS: dict[str, str] = {
-    **ARTIFACTS["dialogues"],
-    "text_tagged": "string",
-    "visit_date": "string",
-}
 COVERAGE_COLUMNS: dict[str, str] = {
     "subject_id": "int64",
     "event_id": "string",
