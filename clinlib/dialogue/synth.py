@@ -1,42 +1,13 @@
 """Source-verifiable dialogue synthesis: the stage driver (paper §3 "Cohort": "Each record is
 transformed into a multi-visit patient–clinician dialogue, preserving structured fields (dates,
-lab values, ICD / procedure codes, medications) inside narrative turns"; Fig. 2 stage 3;
-Appendix C.1 corpus statistics).
+lab values, ICD / procedure codes, medications) inside narrative turns"; Fig. 2 stage 3).
 
-Each cohort patient's events become one dialogue: visits in order, each visit a sequence of
-alternating patient and clinician turns. The clinician states the facts with their structured
-fields verbatim (dates, lab labels with values, units and reference ranges, ICD codes with
-titles, drugs with dose, unit and route, procedure codes) and reacts to abnormal values; the
-patient reports symptoms consistent with the visit's diagnoses and asks questions, never with a
-number. Several templates per event kind are chosen by a hash of (seed, patient, visit, slot),
-so the text varies but is reproducible. Each fact-bearing sentence carries its event ids, so
-``text_tagged`` shows e.g. ``... was 1.3 mg/dL. [LAB-123]`` (tag format: clinlib.dialogue.matching).
-
-Event status (``event_coverage.parquet``):
-
-- ``unusable`` — the event cannot be stated faithfully
-  (:func:`clinlib.dialogue.selection.event_problem`); it is left out and its reason recorded.
-- ``missed`` — deliberately left unstated, the anchors of T9 abstention questions: by the
-  deterministic, hash-based missed-events rule (:func:`clinlib.dialogue.selection.missed_events`),
-  then by the length budget (:mod:`clinlib.dialogue.fitting`, fitted to the paper's Fig. 13),
-  with reason ``budget: over the visit's time budget (<tier>: <group>)``.
-- ``covered`` — stated in the turn given by ``turn_idx``.
-
-The parts, in pipeline order: :mod:`~clinlib.dialogue.templates` (phrasing),
-:mod:`~clinlib.dialogue.selection` (input checks, unusable events, the missed-events rule),
-:mod:`~clinlib.dialogue.turns` (a visit's turns), :mod:`~clinlib.dialogue.fitting` (the length
-budget), :mod:`~clinlib.dialogue.rewrite` (the optional LLM rewriter),
-:mod:`~clinlib.dialogue.render` (text) and :mod:`~clinlib.dialogue.stats` (corpus reports);
-this module drives them, verifies every dialogue and writes the artifacts.
-
-The verifier (clinlib.dialogue.verify) checks every dialogue; a patient failing any HARD check is
-dropped and the reason reported (the paper keeps 385 of 400). Large corpora run in two
-processes (:data:`PARALLEL_MIN_EVENTS`); the result does not depend on it.
-
-LLM rewriting (:class:`clinlib.dialogue.rewrite.Rewriter`, or a chain: primary then rescues) is
-driven from the command line by :mod:`clinlib.eval.rewrite_dialogues` (``clintrace dialogues
---rewrite``): a visit whose every rewrite fails a per-turn check keeps its template text, and
-each visit's outcome is recorded (``dialogue_rewrites.parquet``).
+Each cohort patient's events become one dialogue; each event is ``covered`` (stated, with its
+ids tagged), ``missed`` (left unstated on purpose: T9's anchors, or the length budget) or
+``unusable``. The parts live in :mod:`~clinlib.dialogue.templates`, :mod:`~clinlib.dialogue.selection`,
+:mod:`~clinlib.dialogue.turns`, :mod:`~clinlib.dialogue.fitting`, :mod:`~clinlib.dialogue.rewrite`
+and :mod:`~clinlib.dialogue.render`; this module drives them, verifies every dialogue
+(:mod:`clinlib.dialogue.verify`) and writes the artifacts.
 """
 
 from __future__ import annotations

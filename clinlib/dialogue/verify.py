@@ -1,58 +1,10 @@
 """Dialogue verifier: the source-verifiability contract of every synthesised dialogue
-(paper §3 "Cohort" — "15 patients fail dialogue invariants during synthesis and are dropped";
-Fig. 2 stage 3 "verifier v3.2 (10 HARD + 3 SOFT); 385/400 pass").
+(paper §3 "Cohort" — "15 patients fail dialogue invariants during synthesis and are dropped").
 
-The verifier is the authority on provenance. It runs the checks of
-:mod:`clinlib.dialogue.checks` on each patient's records and turns their rows into keep/drop
-decisions and reports. Its parts define
-
-- the tag format (:mod:`clinlib.dialogue.matching`): a fact-bearing sentence is followed by
-  ``[LAB-123, LAB-124]`` in ``text_tagged``; ``text`` is the same turn without tags;
-- which fields of an event must appear verbatim in the turn that cites it
-  (:func:`clinlib.dialogue.fields.required_fields`) and which strings a citing turn may contain
-  (:func:`clinlib.dialogue.fields.traceable_strings`);
-- what must be covered: everything except medications, labs outside :data:`KEY_LABS`, and
-  normal key-lab results on a middle day of a visit
-  (:func:`clinlib.dialogue.fields.key_lab_missable`), which the
-  synthesis rule may leave unstated (``missed``) as T9 abstention anchors; and what the length
-  budget (clinlib.dialogue.budget, coverage reason ``budget: ...``) leaves out: any lab, medication,
-  diagnosis or procedure, but never an admission, a discharge or every diagnosis of a visit.
-  Must-cover coverage is covered / (covered + unusable).
-
-HARD checks (any failure drops the patient):
-
-==========================  ==================================================================
-event_ids_exist             every id a turn lists exists in the patient's events and is usable
-tags_consistent             ``text_tagged`` minus its tags equals ``text``; tags == event_ids
-covered_fields_verbatim     each covered event's value, unit, date, code / title / drug, route
-                            appear verbatim in a turn that lists its id (a medication's dose
-                            and unit only when recorded: without one it is named as started)
-no_untraced_numbers         every number in a turn traces to an event the turn lists
-no_untraced_dates           every date in a turn is the date of an event the turn lists
-no_untraced_codes           every ICD-like code in a turn is the code of an event it lists
-no_untraced_drugs           every known drug name in a turn belongs to a medication it lists
-visits_in_time_order        visits ascend in time, turns ascend, facts sit in their own visit
-must_cover_coverage         >= 98 % of must-cover events covered; only missable kinds missed;
-                            every source event accounted for; a diagnosis told per visit
-missed_events_unstated      a missed event is never cited, a missed lab's name is never given
-                            with its date, a missed drug or ICD code is never named in its visit
-==========================  ==================================================================
-
-On a dialogue with inserted noise sessions (:mod:`clinlib.dialogue.noise`) the checks above
-run on its real turns with their original numbering restored, and one more HARD row is added
-(:data:`clinlib.dialogue.checks.NOISE_CHECKS`): ``noise_states_no_patient_fact`` — no noise
-turn names one of the patient's own labs or drugs together with that event's date.
-
-SOFT checks (warnings): ``length_outlier`` (mean characters per visit outside the corpus'
-Tukey fences on a log scale, k = 3), ``turn_alternation`` (patient and clinician alternate
-within each visit, patient first), ``repeated_sentences`` (no sentence of five or more words
-makes up more than 10 % of the dialogue's sentences, at least three copies). With an LLM
-rewriter a fourth soft row, ``rewrite_preserved``, records visits that fell back to the
-template text.
-
-Numbers have no whitelist: templates write ordinals and counts as words, so any digit in a
-turn must come from the events it cites (value_text, reference bounds, dose, dates, codes,
-titles). Matching is boundary-aware ("1.3" is not found inside "11.3").
+It runs the checks of :mod:`clinlib.dialogue.checks` (:data:`~clinlib.dialogue.checks.CHECK_ORDER`:
+HARD checks drop a patient, SOFT ones warn) on each patient's records, on a noisy dialogue's
+real turns plus the noise check, and turns their rows into keep/drop decisions and reports.
+Any digit in a turn must come from the events the turn cites: there is no number whitelist.
 """
 
 from __future__ import annotations

@@ -1,62 +1,9 @@
 """A MIMIC-derived MEDS dataset from a MIMIC-IV-shaped hosp directory, built the way the
-MEDS-transforms MIMIC-IV ETL builds one (paper §3 "Cohort").
-
-Real MIMIC-derived MEDS datasets do not look like the kit's own export (:func:`clinlib.data.sources.
-meds.write_meds`): there is no ``event_id``, medications carry no dose, and a medication order
-and its administrations are separate codes. :func:`mimic_to_meds` reproduces that shape from a
-hosp directory (e.g. the synthetic raw tables, which include ``emar``), so tests and users can
-run the MEDS path on data shaped like a real MEDS export. Codes follow MEDS-transforms'
-``MIMIC-IV_Example/configs/event_configs.yaml``:
-
-==========================  ===============================================  ===============
-source                      code (time)                                      values / extras
-==========================  ===============================================  ===============
-patients                    ``GENDER//<g>`` (null), ``MEDS_BIRTH`` (1 Jan    --
-                            of anchor_year - anchor_age), ``MEDS_DEATH``
-                            (dod)
-admissions                  ``HOSPITAL_ADMISSION//<type>//<location>``       hadm_id
-                            (admittime), ``HOSPITAL_DISCHARGE//<location>``
-                            (dischtime)
-labevents                   ``LAB//<itemid>//<valueuom>`` (charttime)        numeric_value =
-                                                                             valuenum,
-                                                                             text_value =
-                                                                             value; hadm_id,
-                                                                             priority
-diagnoses_icd               ``DIAGNOSIS//ICD//<version>//<code>``            hadm_id
-                            (the admission's dischtime)
-procedures_icd              ``PROCEDURE//ICD//<version>//<code>``            hadm_id
-                            (chartdate)
-pharmacy orders             ``MEDICATION//START//<drug>`` (starttime),       route,
-                            ``MEDICATION//STOP//<drug>`` (stoptime)          doses_per_24_hrs,
-                                                                             poe_id; NO dose,
-                                                                             NO hadm_id
-emar                        ``MEDICATION//<medication>//<event_txt>``        hadm_id, emar_id,
-                            (charttime)                                      emar_seq; no dose
-==========================  ===============================================  ===============
-
-A missing code component is ``UNK``.
-
-Real-export shapes (:class:`MedsShapes`; :data:`REAL_SHAPES` turns them all on, the default
-turns them all off so the CSV and MEDS paths select the same cohort). Each is a shape a real
-MEDS-transforms MIMIC-IV export has and the kit once mishandled:
-
-- ``unk_drug_pct``: that percentage of orders (chosen by md5 of pharmacy_id) have no drug name
-  in MIMIC's ``pharmacy.medication``, so their START / STOP codes read
-  ``MEDICATION//START//UNK``; their eMAR rows keep the name (eMAR has its own column);
-- ``unused_families``: rows of code families the kit does not use (:data:`UNUSED_ROWS`: ED
-  registration, transfers, DRG, HCPCS, ICU stays, infusions with the weight at infusion, ICU
-  procedures, text-only OMR values), inside or beside each admission;
-- ``bad_values``: panel lab values a real extract holds (NaN, inf, -5, 1e30) on about 1 in
-  :data:`BAD_VALUE_EVERY` lab rows (by md5 of labevent_id);
-- ``splits``: subjects spread over ``data/<split>/<k>.parquet`` by md5 of subject_id
-  (MEDS-transforms writes train / tuning / held_out folders of several shards);
-- ``codes``: False leaves out ``metadata/codes.parquet``. MEDS-transforms reads orders from MIMIC's ``pharmacy``
-table (one row per ``pharmacy_id``); a hosp directory the kit reads has ``prescriptions``
-instead, so the orders here are its medication-order rows (MAIN and ADDITIVE, never a BASE
-diluent: :data:`clinlib.data.schema.RX_DILUENT_TYPES`) — the same rows the cohort counts, which is
-why the CSV and MEDS paths select the same cohort. ``emar`` is optional (absent: no
-administration rows). Descriptions (d_labitems labels, ICD long titles) go to
-``metadata/codes.parquet``.
+MEDS-transforms MIMIC-IV ETL builds one (paper §3 "Cohort"): no ``event_id``, medication orders
+without a dose, orders and administrations as separate codes (MEDS-transforms'
+``MIMIC-IV_Example/configs/event_configs.yaml``). :class:`MedsShapes` turns on the shapes of a
+real export (:data:`REAL_SHAPES`: unnamed drugs, unused code families, bad values, split shards,
+no code metadata); the default turns them off so the CSV and MEDS paths select the same cohort.
 """
 
 from __future__ import annotations
