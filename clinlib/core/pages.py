@@ -79,7 +79,7 @@ def failure_table(rows: pd.DataFrame) -> pd.DataFrame:
     return out[list(TABLE_COLUMNS)]
 
 
-def _mention_spans(context: str, anchors: Sequence[str], window: int) -> list[tuple[int, int]]:
+def mention_spans(context: str, anchors: Sequence[str], window: int) -> list[tuple[int, int]]:
     spans = []
     for aid in anchors:
         # an id followed by a digit/dash is a different id (LAB-1 vs LAB-12, RX-2 vs RX-2-3)
@@ -110,7 +110,7 @@ def clip_context(
     """
     if len(context) <= limit:
         return context, 0
-    spans = [(0, window), *_mention_spans(context, anchors, window)]
+    spans = [(0, window), *mention_spans(context, anchors, window)]
     merged: list[list[int]] = []
     for s, e in sorted(_cut_to_line(context, s, e) for s, e in spans):
         if merged and s <= merged[-1][1] + 1:

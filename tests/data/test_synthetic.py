@@ -23,7 +23,7 @@ from clinlib.data.sources import synthetic_shapes as shp
 from clinlib.data.sources import synthetic_vocab as sv
 from clinlib.data.sources.synthetic import generate as syn_generate
 from clinlib.data.sources.synthetic.arrow import ChunkIds
-from clinlib.data.sources.synthetic.labvalues import _creatinine_from_egfr
+from clinlib.data.sources.synthetic.labvalues import creatinine_from_egfr
 from clinlib.data.sources.synthetic.population import draw_population
 from clinlib.data.vocab import INDEX_DISEASE_ICD, INDEX_DISEASES, LAB_BY_KEY, PANEL_ITEMIDS
 
@@ -372,7 +372,7 @@ def test_creatinine_inverts_ckd_epi_2021():
     egfr = np.array([120.0, 90, 60, 45, 30, 15, 8, 100, 60, 20])
     female = np.array([0, 0, 0, 1, 1, 1, 0, 1, 0, 1], dtype=bool)
     age = np.array([30.0, 50, 60, 70, 80, 65, 55, 40, 75, 85])
-    scr = _creatinine_from_egfr(egfr, female, age)
+    scr = creatinine_from_egfr(egfr, female, age)
     assert np.allclose(_ckd_epi_2021(scr, female, age), egfr)
     # By hand: 60-year-old man, eGFR 60 -> (Scr/0.9)^-1.2 = 60 / (142 * 0.9938^60) = 0.6136,
     # so Scr = 0.9 * 0.6136^(-1/1.2) = 1.352 mg/dL.

@@ -29,7 +29,7 @@ from clinlib.data.sources.synthetic.design import (
 from clinlib.data.sources.synthetic.numeric import lognoise, relu
 
 
-def _creatinine_from_egfr(egfr: np.ndarray, female: np.ndarray, age: np.ndarray) -> np.ndarray:
+def creatinine_from_egfr(egfr: np.ndarray, female: np.ndarray, age: np.ndarray) -> np.ndarray:
     """Serum creatinine (mg/dL) that gives ``egfr`` under the CKD-EPI 2021 equation.
 
     eGFR = 142 * min(Scr/k, 1)^a * max(Scr/k, 1)^-1.200 * 0.9938^age * 1.012 [female],
@@ -66,7 +66,7 @@ def latent_state(p: SimpleNamespace, plan: SimpleNamespace, pat: np.ndarray, t: 
         "td": td,
         "a1c": np.clip(a1c, 4.2, 15.0),
         "egfr": egfr,
-        "creat": _creatinine_from_egfr(egfr, p.female[pat], age),
+        "creat": creatinine_from_egfr(egfr, p.female[pat], age),
     }
 
 
