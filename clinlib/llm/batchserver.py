@@ -37,10 +37,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from clinlib.llm.batchfiles import BATCH_ENDPOINT, COMPLETION_WINDOW
 from clinlib.llm.testserver import FaultServer
 
 LINE_FAULTS: tuple[str, ...] = ("error", "server_error", "malformed", "missing", "expired")
-BATCH_ENDPOINT = "/v1/chat/completions"
 # (batch index in creation order, line index, custom_id) -> fault kind or None.
 LineFaultFn = Callable[[int, int, str], "str | None"]
 
@@ -194,7 +194,10 @@ class BatchServer(FaultServer):
             return 400, self._error_body(
                 400, f"{file_id} is not a batch input file", "invalid_request_error"
             )
-        if params.get("endpoint") != BATCH_ENDPOINT or params.get("completion_window") != "24h":
+        if (
+            params.get("endpoint") != BATCH_ENDPOINT
+            or params.get("completion_window") != COMPLETION_WINDOW
+        ):
             return 400, self._error_body(
                 400, "unsupported endpoint or completion_window", "invalid_request_error"
             )
@@ -206,7 +209,7 @@ class BatchServer(FaultServer):
             "endpoint": BATCH_ENDPOINT,
             "errors": None,
             "input_file_id": file_id,
-            "completion_window": "24h",
+            "completion_window": COMPLETION_WINDOW,
             "status": "validating",
             "output_file_id": None,
             "error_file_id": None,
