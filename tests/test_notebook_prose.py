@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from clinlib.core.prose import prose_numbers
-from clinlib.core.seed_facts import SECTIONS, SEEDS
+from clinlib.core.seed_facts import SEEDS
+from clinlib.core.seed_sections import SECTIONS
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
@@ -99,7 +100,7 @@ _OTHER_SEED = re.compile(
 
 def bare_section_errors(text: str) -> list[str]:
     """A bare "§5.5" in a notebook is ClinTraceBench's (unless its line names another seed):
-    the section must exist (``clinlib.core.seed_facts.SECTIONS``)."""
+    the section must exist (``clinlib.core.seed_sections.SECTIONS``)."""
     out = []
     for m in _BARE_SECTION.finditer(text):
         line = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]

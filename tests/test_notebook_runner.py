@@ -1,4 +1,4 @@
-"""clinlib.notebooks.execute_all: notebooks run two at a time, never before what they wait
+"""clinlib.cli.notebooks.execute_all: notebooks run two at a time, never before what they wait
 for (AFTER), results in numbered order."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-from clinlib import notebooks as N
+from clinlib.cli import notebooks as N
 
 NAMES = ["01_a", "04_run_evaluation", "05_b", "10_pareto_cost", "11_ablations",
          "12_c", "13_failure_explorer"]  # fmt: skip

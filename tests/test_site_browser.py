@@ -15,9 +15,9 @@ import pytest
 
 from bench import apps_browser as apps
 from bench import site_browser as sb
+from clinlib.cli.notebooks import execute_one
+from clinlib.cli.site import SiteError, build_site, offline_html
 from clinlib.core.config import NOTEBOOKS_DIR, build_dir
-from clinlib.notebooks import execute_one
-from clinlib.site import SiteError, build_site, offline_html
 
 WHY = apps.browser_missing()
 if WHY and os.environ.get("CLINTRACE_REQUIRE_BROWSER"):

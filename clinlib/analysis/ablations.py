@@ -18,8 +18,10 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis import cluster_report, cluster_stats, metrics, stats
+from clinlib.analysis import metrics, stats
 from clinlib.analysis.probe import recall_by_setting
+from clinlib.analysis.stats import cluster as cluster_stats
+from clinlib.analysis.stats import cluster_tables as cluster_report
 from clinlib.strategies import get_strategy, parse_label
 from clinlib.strategies.encoder_eval import ENCODERS
 from clinlib.strategies.views import hit_table
@@ -89,17 +91,21 @@ def _largest_remainder(sizes: Sequence[int], n: int) -> list[int]:
     return take
 
 
-def _allocate(ids: pd.DataFrame, n: int, strata: list[str], rng: np.random.Generator
-              ) -> list[int]:  # fmt: skip
+def _allocate(ids: pd.DataFrame, n: int, strata: list[str], rng: np.random.Generator) -> list[int]:
     # Level by level (disease, then tertile within disease), so each level is as balanced as
     # its sizes allow rather than ties piling up on the first diseases listed.
     if not strata:
-        return [int(i) for i in rng.choice(sorted(ids["subject_id"].astype(int)), size=n,
-                                           replace=False)]  # fmt: skip
+        return [
+            int(i) for i in rng.choice(sorted(ids["subject_id"].astype(int)), size=n, replace=False)
+        ]
     groups = [g for _, g in ids.groupby(strata[0], sort=True)]
     shares = _largest_remainder([len(g) for g in groups], n)
-    return [i for g, k in zip(groups, shares, strict=True) if k
-            for i in _allocate(g, k, strata[1:], rng)]  # fmt: skip
+    return [
+        i
+        for g, k in zip(groups, shares, strict=True)
+        if k
+        for i in _allocate(g, k, strata[1:], rng)
+    ]
 
 
 def subset_questions(questions: pd.DataFrame, subjects: Sequence[int] | None) -> pd.DataFrame:
@@ -130,7 +136,7 @@ def sweep_table(
         by: grouping columns besides the variant.
         questions: questions (qid, subject_ids); when given, each row also gets the
             patient-clustered bootstrap CI (boot_low, boot_high;
-            :func:`clinlib.analysis.cluster_report.clustered_accuracy`).
+            :func:`clinlib.analysis.stats.cluster_tables.clustered_accuracy`).
 
     Returns:
         label, param (its name), value, ``by``, n, k (correct), accuracy, ci_low, ci_high
@@ -146,7 +152,7 @@ def sweep_table(
     if missing:
         raise AblationInputError(
             f"sweep_table: no predictions for {missing}; run them first, e.g. "
-            f"runner.run(profile, {missing!r}, backbones)"
+            f"runner.run(RunSpec(profile, {missing!r}, backbones))"
         )
     value_of = dict(zip(labels, values, strict=True))
     by = list(by)
@@ -183,7 +189,7 @@ def paired_tests(
     the ``post`` rows paired by qid for one reader (a T3 question counts once).
 
     With ``questions`` the patient-clustered test sits beside each McNemar test
-    (:func:`clinlib.analysis.cluster_report.pairwise_clustered`).
+    (:func:`clinlib.analysis.stats.cluster_tables.pairwise_clustered`).
 
     Returns:
         :func:`clinlib.analysis.stats.pairwise_mcnemar`'s columns (``strategy_a`` /
@@ -198,9 +204,12 @@ def paired_tests(
     if questions is None:
         return stats.pairwise_mcnemar(sub, cell=["strategy"], pairs=pairs, key=["qid"], alpha=alpha)
     return cluster_report.pairwise_clustered(
-        cluster_stats.with_clusters(sub, questions), cell=["strategy"], pairs=pairs,
-        key=["qid"], alpha=alpha,
-    )  # fmt: skip
+        cluster_stats.with_clusters(sub, questions),
+        cell=["strategy"],
+        pairs=pairs,
+        key=["qid"],
+        alpha=alpha,
+    )
 
 
 def clustered_sweep(
@@ -208,7 +217,7 @@ def clustered_sweep(
 ) -> pd.DataFrame:
     """Pooled accuracy per variant and reader (``post`` rows) with the question-level Wilson
     interval beside the patient-clustered ones and the design effect
-    (:func:`clinlib.analysis.cluster_report.clustered_accuracy`).
+    (:func:`clinlib.analysis.stats.cluster_tables.clustered_accuracy`).
 
     Returns:
         label, backbone + clustered_accuracy's columns, variants in the order of ``labels``.
@@ -234,9 +243,16 @@ def sweep_chart(table: pd.DataFrame, param: str, title: str = "") -> alt.FacetCh
     )
     line = base.mark_line(point=True).encode(
         y=alt.Y("accuracy:Q", scale=alt.Scale(domain=[0, 1]), title="accuracy"),
-        tooltip=["label", "backbone", "task", "n", alt.Tooltip("accuracy:Q", format=".3f"),
-                 alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f")],
-    )  # fmt: skip
+        tooltip=[
+            "label",
+            "backbone",
+            "task",
+            "n",
+            alt.Tooltip("accuracy:Q", format=".3f"),
+            alt.Tooltip("ci_low:Q", format=".3f"),
+            alt.Tooltip("ci_high:Q", format=".3f"),
+        ],
+    )
     band = base.mark_errorbar().encode(y=alt.Y("ci_low:Q", title="accuracy"), y2="ci_high:Q")
     if {"boot_low", "boot_high"} <= set(table.columns):  # patient-clustered, drawn thick and faint
         band = band + base.mark_errorbar(thickness=6, opacity=0.3).encode(
@@ -271,18 +287,19 @@ def setting_table(preds: pd.DataFrame, questions: pd.DataFrame | None = None) ->
         on=["strategy", "backbone"],
     )
     return out.rename(columns={"drop": "recall_drop"})[
-        ["strategy", "backbone", "acc_pre", "acc_post", "recall_pre", "recall_post",
-         "recall_drop"]
-    ]  # fmt: skip
+        ["strategy", "backbone", "acc_pre", "acc_post", "recall_pre", "recall_post", "recall_drop"]
+    ]
 
 
 def setting_chart(table: pd.DataFrame, order: Sequence[str] | None = None) -> alt.FacetChart:
     """T3 positive recall pre vs post per strategy, one panel per reader: ``pre`` is a ring
     and ``post`` a dot, so equal values stay visible as a dot inside a ring."""
     long = table.melt(
-        id_vars=["strategy", "backbone"], value_vars=["recall_pre", "recall_post"],
-        var_name="setting", value_name="recall",
-    )  # fmt: skip
+        id_vars=["strategy", "backbone"],
+        value_vars=["recall_pre", "recall_post"],
+        var_name="setting",
+        value_name="recall",
+    )
     long["setting"] = long["setting"].str.removeprefix("recall_")
     y = alt.Y("strategy:N", sort=list(order) if order else None, title=None)
     x = alt.X("recall:Q", scale=alt.Scale(domain=[0, 1]), title="T3 positive-class recall")

@@ -47,14 +47,19 @@ def compare(summary: pd.DataFrame, questions: pd.DataFrame | None = None) -> pd.
     ]
     for dist, s in ours(summary, questions).items():
         stats = {"median": s.median(), "mean": s.mean(), "max": s.max()}
-        rows += [dict(distribution=dist, statistic=k, source="ours", value=float(v))
-                 for k, v in stats.items()]  # fmt: skip
+        rows += [
+            dict(distribution=dist, statistic=k, source="ours", value=float(v))
+            for k, v in stats.items()
+        ]
     df = pd.DataFrame(rows, columns=list(COLUMNS))
     order = {d: i for i, d in enumerate(CORPUS_DISTRIBUTIONS)}
     st = {s: i for i, s in enumerate(CORPUS_STATISTICS)}
-    df = df.sort_values(["distribution", "statistic", "source"],
-                        key=lambda c: c.map(order) if c.name == "distribution"
-                        else c.map(st) if c.name == "statistic" else c)  # fmt: skip
+    df = df.sort_values(
+        ["distribution", "statistic", "source"],
+        key=lambda c: (
+            c.map(order) if c.name == "distribution" else c.map(st) if c.name == "statistic" else c
+        ),
+    )
     return df.reset_index(drop=True)
 
 

@@ -6,7 +6,7 @@ and question tables.
 * :func:`decision_table` — T11 (next action, argument, discharge within 6 h) per reader,
   memory window m (``history-visits(m=...)``; ``none`` = ``no-context-blind``, the working
   context alone) and subtype: the mean time-decay score with a patient-clustered bootstrap
-  interval (:func:`clinlib.analysis.cluster_stats.cluster_bootstrap_ci`) beside exact
+  interval (:func:`clinlib.analysis.stats.cluster.cluster_bootstrap_ci`) beside exact
   accuracy with its question-level Wilson interval.
 * :func:`rejection_table` — Lab-T recall (T1R explicit and relative) and medication recall
   (T7R explicit and relative) beside Lab-F rejection (T1F) per reader and window m (``window-visits(m=...)``), with the hallucination rate:
@@ -22,15 +22,18 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis.cluster_stats import cluster_bootstrap_ci, with_clusters
 from clinlib.analysis.metrics import MetricsInputError, accuracy_table
+from clinlib.analysis.stats.cluster import cluster_bootstrap_ci, with_clusters
 from clinlib.analysis.temporal import WINDOW_ORDER, window_of
 from clinlib.tasks.answers.decision import split_gold
 from clinlib.tasks.base import ABSTAIN
 
 MEMORY_ORDER = ("none", *WINDOW_ORDER)
-SUBTASKS = {"next_action": "T11-N next action", "argument": "T11-A argument",
-            "discharge": "T11-D discharge within 6 h"}  # fmt: skip
+SUBTASKS = {
+    "next_action": "T11-N next action",
+    "argument": "T11-A argument",
+    "discharge": "T11-D discharge within 6 h",
+}
 
 
 def memory_of(label: str) -> str | None:
@@ -60,32 +63,55 @@ def _ordered(df: pd.DataFrame, col: str, order) -> pd.DataFrame:
     )
 
 
-def decision_table(preds: pd.DataFrame, questions: pd.DataFrame, n_boot: int = 1000,
-                   seed: int = 0, alpha: float = 0.05) -> pd.DataFrame:  # fmt: skip
+def decision_table(
+    preds: pd.DataFrame,
+    questions: pd.DataFrame,
+    n_boot: int = 1000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> pd.DataFrame:
     """T11 scores per reader, memory window and subtype (module docstring).
 
     Returns:
         backbone, m, subtype, n, n_patients, mean_score, score_low, score_high (clustered
         on patients), accuracy, ci_low, ci_high (Wilson); m in :data:`MEMORY_ORDER`.
     """
-    _need(preds, ["qid", "task", "strategy", "backbone", "subtype", "score", "correct"],
-          "decision_table")  # fmt: skip
+    _need(
+        preds,
+        ["qid", "task", "strategy", "backbone", "subtype", "score", "correct"],
+        "decision_table",
+    )
     rows = preds[preds["task"] == "T11"].assign(m=lambda d: d["strategy"].map(memory_of))
     rows = rows[rows["m"].notna()]
     if rows.empty:
-        raise MetricsInputError("decision_table: no T11 prediction under history-visits / "
-                                "no-context-blind")  # fmt: skip
+        raise MetricsInputError(
+            "decision_table: no T11 prediction under history-visits / no-context-blind"
+        )
     rows = with_clusters(rows, questions)
     out = []
     for (b, m, s), g in rows.groupby(["backbone", "m", "subtype"], sort=True):
-        ci = cluster_bootstrap_ci(g["score"].astype(float), g["cluster"], n_boot=n_boot,
-                                  alpha=alpha, seed=seed)  # fmt: skip
+        ci = cluster_bootstrap_ci(
+            g["score"].astype(float), g["cluster"], n_boot=n_boot, alpha=alpha, seed=seed
+        )
         out.append((b, m, s, ci.n, ci.n_clusters, ci.estimate, ci.low, ci.high))
-    table = pd.DataFrame(out, columns=["backbone", "m", "subtype", "n", "n_patients",
-                                       "mean_score", "score_low", "score_high"])  # fmt: skip
+    table = pd.DataFrame(
+        out,
+        columns=[
+            "backbone",
+            "m",
+            "subtype",
+            "n",
+            "n_patients",
+            "mean_score",
+            "score_low",
+            "score_high",
+        ],
+    )
     acc = accuracy_table(rows, by=["backbone", "m", "subtype"], alpha=alpha)
-    table = table.merge(acc[["backbone", "m", "subtype", "accuracy", "ci_low", "ci_high"]],
-                        on=["backbone", "m", "subtype"])  # fmt: skip
+    table = table.merge(
+        acc[["backbone", "m", "subtype", "accuracy", "ci_low", "ci_high"]],
+        on=["backbone", "m", "subtype"],
+    )
     return _ordered(table, "m", MEMORY_ORDER)
 
 
@@ -98,8 +124,9 @@ def rejection_table(preds: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
         accuracy, ci_low, ci_high, hallucination_rate (Lab-F rows: answers stating a value;
         NaN elsewhere).
     """
-    _need(preds, ["task", "strategy", "backbone", "subtype", "correct", "parsed"],
-          "rejection_table")  # fmt: skip
+    _need(
+        preds, ["task", "strategy", "backbone", "subtype", "correct", "parsed"], "rejection_table"
+    )
     rows = preds[preds["task"].isin(["T1R", "T1F", "T7R"])]
     rows = rows.assign(m=rows["strategy"].map(window_of))
     rows = rows[rows["m"].notna()]
@@ -112,8 +139,10 @@ def rejection_table(preds: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     f = rows[rows["task"] == "T1F"]
     stated = f["parsed"].notna() & (f["parsed"].astype(str) != ABSTAIN)
     hall = f.assign(_h=stated).groupby(["backbone", "m", "question"])["_h"].mean()
-    out["hallucination_rate"] = [hall.get((b, m, q), np.nan) for b, m, q in
-                                 zip(out["backbone"], out["m"], out["question"], strict=True)]  # fmt: skip
+    out["hallucination_rate"] = [
+        hall.get((b, m, q), np.nan)
+        for b, m, q in zip(out["backbone"], out["m"], out["question"], strict=True)
+    ]
     return _ordered(out, "m", WINDOW_ORDER)
 
 
@@ -131,8 +160,10 @@ def tau_by_options(preds: pd.DataFrame, questions: pd.DataFrame) -> pd.DataFrame
     n_items = dict(zip(questions["qid"], questions["options"].map(len), strict=True))
     rows = rows.assign(n_items=rows["qid"].map(n_items))
     if rows["n_items"].isna().any():
-        raise MetricsInputError(f"tau_by_options: qid {rows.loc[rows['n_items'].isna(), 'qid'].iloc[0]!r} "
-                                "is not in questions")  # fmt: skip
+        raise MetricsInputError(
+            f"tau_by_options: qid {rows.loc[rows['n_items'].isna(), 'qid'].iloc[0]!r} "
+            "is not in questions"
+        )
     g = rows.groupby(["backbone", "strategy", "subtype", "n_items"])["score"]
     out = g.agg(n="size", mean_tau="mean", sd_tau="std").reset_index()
     out["n_items"] = out["n_items"].astype(int)
@@ -152,8 +183,9 @@ def tau_option_slope(table: pd.DataFrame) -> pd.DataFrame:
         slope = np.nan
         if len(g) >= 2:
             xm = np.average(x, weights=w)
-            slope = float(np.sum(w * (x - xm) * (y - np.average(y, weights=w)))
-                          / np.sum(w * (x - xm) ** 2))  # fmt: skip
+            slope = float(
+                np.sum(w * (x - xm) * (y - np.average(y, weights=w))) / np.sum(w * (x - xm) ** 2)
+            )
         out.append((*key, len(g), slope))
     return pd.DataFrame(out, columns=["backbone", "strategy", "subtype", "n_counts", "slope"])
 
@@ -165,36 +197,60 @@ def decision_chart(table: pd.DataFrame) -> alt.FacetChart:
     """Mean time-decay score (clustered interval) by memory window per subtype, one panel per
     reader (:func:`decision_table`)."""
     data = table.assign(subtask=table["subtype"].map(SUBTASKS))
-    tip = ["backbone", "m", "subtask", "n", alt.Tooltip("mean_score:Q", format=".3f"),
-           alt.Tooltip("accuracy:Q", format=".3f")]  # fmt: skip
-    base = alt.Chart().encode(x=alt.X("m:O", sort=list(MEMORY_ORDER), title="memory m"),
-                              color=alt.Color("subtask:N"), tooltip=tip)  # fmt: skip
+    tip = [
+        "backbone",
+        "m",
+        "subtask",
+        "n",
+        alt.Tooltip("mean_score:Q", format=".3f"),
+        alt.Tooltip("accuracy:Q", format=".3f"),
+    ]
+    base = alt.Chart().encode(
+        x=alt.X("m:O", sort=list(MEMORY_ORDER), title="memory m"),
+        color=alt.Color("subtask:N"),
+        tooltip=tip,
+    )
     line = base.mark_line(point=True).encode(
         y=alt.Y("mean_score:Q", scale=alt.Scale(domain=[0, 1]), title="time-decay score")
     )
     bars = base.mark_errorbar().encode(y="score_low:Q", y2="score_high:Q")
-    return alt.layer(line, bars).facet(column=alt.Column("backbone:N", title="reader"), data=data,
-                                       title="T11 decisions by memory window")  # fmt: skip
+    return alt.layer(line, bars).facet(
+        column=alt.Column("backbone:N", title="reader"),
+        data=data,
+        title="T11 decisions by memory window",
+    )
 
 
 def rejection_chart(table: pd.DataFrame) -> alt.FacetChart:
     """Lab-T recall beside Lab-F rejection by window, one panel per reader."""
     tip = ["backbone", "m", "question", "n", alt.Tooltip("accuracy:Q", format=".3f")]
-    base = alt.Chart().encode(x=alt.X("m:O", sort=list(WINDOW_ORDER), title="window m"),
-                              color=alt.Color("question:N"), tooltip=tip)  # fmt: skip
+    base = alt.Chart().encode(
+        x=alt.X("m:O", sort=list(WINDOW_ORDER), title="window m"),
+        color=alt.Color("question:N"),
+        tooltip=tip,
+    )
     line = base.mark_line(point=True).encode(
         y=alt.Y("accuracy:Q", scale=alt.Scale(domain=[0, 1]), title="accuracy")
     )
     bars = base.mark_errorbar().encode(y="ci_low:Q", y2="ci_high:Q")
-    return alt.layer(line, bars).facet(column=alt.Column("backbone:N", title="reader"),
-                                       data=table, title="Lab-T recall vs Lab-F rejection")  # fmt: skip
+    return alt.layer(line, bars).facet(
+        column=alt.Column("backbone:N", title="reader"),
+        data=table,
+        title="Lab-T recall vs Lab-F rejection",
+    )
 
 
 def tau_options_chart(table: pd.DataFrame) -> alt.FacetChart:
     """Mean tau by number of items per T10 subtype (Fig. 3(a)'s layout), one panel per
     reader (:func:`tau_by_options`)."""
-    tip = ["backbone", "strategy", "subtype", "n_items", "n",
-           alt.Tooltip("mean_tau:Q", format=".3f")]  # fmt: skip
+    tip = [
+        "backbone",
+        "strategy",
+        "subtype",
+        "n_items",
+        "n",
+        alt.Tooltip("mean_tau:Q", format=".3f"),
+    ]
     chart = (
         alt.Chart()
         .mark_line(point=True)
@@ -206,8 +262,11 @@ def tau_options_chart(table: pd.DataFrame) -> alt.FacetChart:
             tooltip=tip,
         )
     )
-    return chart.facet(column=alt.Column("backbone:N", title="reader"), data=table,
-                       title="T10: tau by number of items (LongMedBench Fig. 3(a))")  # fmt: skip
+    return chart.facet(
+        column=alt.Column("backbone:N", title="reader"),
+        data=table,
+        title="T10: tau by number of items (LongMedBench Fig. 3(a))",
+    )
 
 
 def option_credits(question: pd.Series | dict) -> pd.DataFrame:
@@ -215,6 +274,11 @@ def option_credits(question: pd.Series | dict) -> pd.DataFrame:
     option, credit, gold (the ground-truth letter)."""
     letter, credits = split_gold(str(question["gold"]))
     opts = [str(o) for o in question["options"]]
-    return pd.DataFrame({"letter": [chr(65 + i) for i in range(len(opts))], "option": opts,
-                         "credit": [credits.get(chr(65 + i), 0.0) for i in range(len(opts))],
-                         "gold": [chr(65 + i) == letter for i in range(len(opts))]})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "letter": [chr(65 + i) for i in range(len(opts))],
+            "option": opts,
+            "credit": [credits.get(chr(65 + i), 0.0) for i in range(len(opts))],
+            "gold": [chr(65 + i) == letter for i in range(len(opts))],
+        }
+    )

@@ -27,7 +27,7 @@ and scores 0. For a question with an injected sentence (T3 positives, T5 control
   this backbone reaches when the context holds the evidence and nothing else.
 
 Errors and empty responses count as wrong (paper App. D1). Every share comes with the
-question-level interval and the patient-clustered ones (:mod:`clinlib.analysis.cluster_stats`)
+question-level interval and the patient-clustered ones (:mod:`clinlib.analysis.stats.cluster`)
 beside it. The offline readers are deterministic policies, not language models: their split
 says how the kit's representations lose evidence, never how an LLM reads.
 """
@@ -43,13 +43,13 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis.cluster_stats import (
+from clinlib.analysis.stats.cluster import (
     CLUSTER_COLUMN,
     cluster_bootstrap_ci,
     cluster_robust_ci,
     question_clusters,
 )
-from clinlib.analysis.stats import StatsInputError, bootstrap_ci
+from clinlib.analysis.stats.question import StatsInputError, bootstrap_ci
 from clinlib.core.config import build_dir
 from clinlib.core.guards import predictions_basis
 from clinlib.core.io import atomic_path
@@ -65,9 +65,17 @@ CACHE_VERSION = 1  # bump when recall_of_contexts changes
 ALL = "all"
 LOST = ("correct", "representation", "reading", "not measured")
 RECALL_COLUMNS: tuple[str, ...] = (
-    "qid", "task", "strategy", "setting", "n_anchors", "n_present", "recall", "all_present",
-    "measurable", "injection_in_context",
-)  # fmt: skip
+    "qid",
+    "task",
+    "strategy",
+    "setting",
+    "n_anchors",
+    "n_present",
+    "recall",
+    "all_present",
+    "measurable",
+    "injection_in_context",
+)
 
 
 def recall_of_contexts(questions: pd.DataFrame, contexts: pd.DataFrame) -> pd.DataFrame:
@@ -89,8 +97,9 @@ def recall_of_contexts(questions: pd.DataFrame, contexts: pd.DataFrame) -> pd.Da
     rows = []
     memo: dict[str, tuple[set[str], bool]] = {}
     names = contexts["label"] if "label" in contexts.columns else contexts["strategy"]
-    for qid, name, setting, ctx in zip(contexts["qid"], names, contexts["setting"],
-                                       contexts["context"], strict=True):  # fmt: skip
+    for qid, name, setting, ctx in zip(
+        contexts["qid"], names, contexts["setting"], contexts["context"], strict=True
+    ):
         if qid not in qs:
             raise StatsInputError(f"recall_of_contexts: qid {qid!r} is not in questions")
         q = qs[qid]
@@ -104,28 +113,51 @@ def recall_of_contexts(questions: pd.DataFrame, contexts: pd.DataFrame) -> pd.Da
         measurable = tagged or not text.strip()
         present = sum(a in ids for a in anchors)
         inj = injection_of(q)
-        rows.append({
-            "qid": qid, "task": q["task"], "strategy": name, "setting": setting,
-            "n_anchors": len(anchors), "n_present": present if measurable else np.nan,
-            "recall": present / len(anchors) if measurable else np.nan,
-            "all_present": (present == len(anchors)) if measurable else pd.NA,
-            "measurable": measurable,
-            "injection_in_context": pd.NA if inj is None else str(inj.get("text", "")) in text,
-        })  # fmt: skip
+        rows.append(
+            {
+                "qid": qid,
+                "task": q["task"],
+                "strategy": name,
+                "setting": setting,
+                "n_anchors": len(anchors),
+                "n_present": present if measurable else np.nan,
+                "recall": present / len(anchors) if measurable else np.nan,
+                "all_present": (present == len(anchors)) if measurable else pd.NA,
+                "measurable": measurable,
+                "injection_in_context": pd.NA if inj is None else str(inj.get("text", "")) in text,
+            }
+        )
     out = pd.DataFrame(rows, columns=list(RECALL_COLUMNS))
-    return out.astype({"n_anchors": "int64", "n_present": "float64", "recall": "float64",
-                       "all_present": "boolean", "measurable": "bool",
-                       "injection_in_context": "boolean"})  # fmt: skip
+    return out.astype(
+        {
+            "n_anchors": "int64",
+            "n_present": "float64",
+            "recall": "float64",
+            "all_present": "boolean",
+            "measurable": "bool",
+            "injection_in_context": "boolean",
+        }
+    )
 
 
 def _cache_path(
-    questions: pd.DataFrame, strategy: str, setting: str, profile: str | None, prep: str,
+    questions: pd.DataFrame,
+    strategy: str,
+    setting: str,
+    profile: str | None,
+    prep: str,
     basis: dict,
-) -> Path:  # fmt: skip
+) -> Path:
     """Where one (strategy, setting)'s recall is kept (see :func:`evidence_recall`)."""
-    key = {"v": CACHE_VERSION, "basis": basis, "prep": prep, "setting": setting,
-           "strategy": strategy, "code": STRATEGIES[parse_label(strategy)[0]].code_version,
-           "qids": hashlib.sha256("|".join(map(str, questions["qid"])).encode()).hexdigest()}  # fmt: skip
+    key = {
+        "v": CACHE_VERSION,
+        "basis": basis,
+        "prep": prep,
+        "setting": setting,
+        "strategy": strategy,
+        "code": STRATEGIES[parse_label(strategy)[0]].code_version,
+        "qids": hashlib.sha256("|".join(map(str, questions["qid"])).encode()).hexdigest(),
+    }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
     return build_dir(profile) / CACHE_DIR / f"recall-{digest}.parquet"
 
@@ -179,11 +211,20 @@ def _shares(values: np.ndarray, clusters: np.ndarray, n_boot: int, seed: int) ->
     """Mean with the question-level bootstrap CI and the patient-clustered ones."""
     boot = cluster_bootstrap_ci(values, clusters, n_boot, 0.05, seed)
     cr = cluster_robust_ci(values, clusters)
-    q_lo, q_hi = bootstrap_ci(values, np.mean, n_boot, 0.05, seed) if values.size > 1 else (
-        np.nan, np.nan)  # fmt: skip
-    return {"estimate": boot.estimate, "n": boot.n, "n_clusters": boot.n_clusters,
-            "q_low": q_lo, "q_high": q_hi, "boot_low": boot.low, "boot_high": boot.high,
-            "cr_low": cr.low, "cr_high": cr.high}  # fmt: skip
+    q_lo, q_hi = (
+        bootstrap_ci(values, np.mean, n_boot, 0.05, seed) if values.size > 1 else (np.nan, np.nan)
+    )
+    return {
+        "estimate": boot.estimate,
+        "n": boot.n,
+        "n_clusters": boot.n_clusters,
+        "q_low": q_lo,
+        "q_high": q_hi,
+        "boot_low": boot.low,
+        "boot_high": boot.high,
+        "cr_low": cr.low,
+        "cr_high": cr.high,
+    }
 
 
 def _with_overall(frame: pd.DataFrame, task_col: str = "task") -> pd.DataFrame:
@@ -221,13 +262,33 @@ def recall_table(
             rows.append(row)
             continue
         s = _shares(ok["recall"].to_numpy(float), ok[CLUSTER_COLUMN].to_numpy(), n_boot, seed)
-        row.update(n=s["n"], n_clusters=s["n_clusters"], recall=s["estimate"],
-                   q_low=s["q_low"], q_high=s["q_high"], boot_low=s["boot_low"],
-                   boot_high=s["boot_high"], cr_low=s["cr_low"], cr_high=s["cr_high"],
-                   full_recall=float(ok["all_present"].astype(bool).mean()))  # fmt: skip
+        row.update(
+            n=s["n"],
+            n_clusters=s["n_clusters"],
+            recall=s["estimate"],
+            q_low=s["q_low"],
+            q_high=s["q_high"],
+            boot_low=s["boot_low"],
+            boot_high=s["boot_high"],
+            cr_low=s["cr_low"],
+            cr_high=s["cr_high"],
+            full_recall=float(ok["all_present"].astype(bool).mean()),
+        )
         rows.append(row)
-    cols = [*by, "n", "n_clusters", "n_unmeasured", "recall", "q_low", "q_high", "boot_low",
-            "boot_high", "cr_low", "cr_high", "full_recall"]  # fmt: skip
+    cols = [
+        *by,
+        "n",
+        "n_clusters",
+        "n_unmeasured",
+        "recall",
+        "q_low",
+        "q_high",
+        "boot_low",
+        "boot_high",
+        "cr_low",
+        "cr_high",
+        "full_recall",
+    ]
     return pd.DataFrame(rows).reindex(columns=cols)
 
 
@@ -253,9 +314,11 @@ def lost_in(preds: pd.DataFrame, per_question: pd.DataFrame) -> pd.DataFrame:
     out = base.merge(rec, on=key, how="left", validate="many_to_one")
     correct = out["correct"].fillna(False).astype(bool).to_numpy()
     present = out["all_present"].astype("boolean")
-    lost = np.where(present.isna(), "not measured",
-                    np.where(correct, "correct",
-                             np.where(present.fillna(False), "reading", "representation")))  # fmt: skip
+    lost = np.where(
+        present.isna(),
+        "not measured",
+        np.where(correct, "correct", np.where(present.fillna(False), "reading", "representation")),
+    )
     out["lost_in"] = lost
     out.index = preds.index
     return out
@@ -284,10 +347,17 @@ def label_losses(
         if not is_kit_strategy(str(name)):  # an outside system's memory: not measured
             continue
         groups.setdefault(tuple(sorted(set(qids))), []).append(str(name))
-    frames = [evidence_recall(questions[questions["qid"].isin(qids)], names, profile, settings,
-                              prep) for qids, names in groups.items()]  # fmt: skip
-    per_q = pd.concat(frames, ignore_index=True) if frames else recall_of_contexts(
-        questions, pd.DataFrame(columns=["qid", "strategy", "setting", "context"]))  # fmt: skip
+    frames = [
+        evidence_recall(questions[questions["qid"].isin(qids)], names, profile, settings, prep)
+        for qids, names in groups.items()
+    ]
+    per_q = (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else recall_of_contexts(
+            questions, pd.DataFrame(columns=["qid", "strategy", "setting", "context"])
+        )
+    )
     out = lost_in(preds, per_q)
     if "prep_model" in out.columns:
         other = ~out["prep_model"].astype(str).isin([prep, "none"])
@@ -297,6 +367,40 @@ def label_losses(
 
 
 SPLIT_SHARES = ("lost_representation", "lost_reading")
+
+
+def _split_row(g: pd.DataFrame, n_boot: int, seed: int) -> dict:
+    """One cell's shares of :func:`loss_split` and their two bootstrap intervals."""
+    row: dict = {}
+    lost = g["lost_in"].to_numpy()
+    oc = g["oracle_correct"]
+    has_o = oc.notna().all()
+    ocb = oc.fillna(False).astype(bool).to_numpy()
+    reading = lost == "reading"
+    acc = float(np.mean(lost == "correct"))
+    row.update(
+        n=len(g),
+        n_clusters=int(g[CLUSTER_COLUMN].nunique()),
+        accuracy=acc,
+        loss=1.0 - acc,
+        lost_representation=float(np.mean(lost == "representation")),
+        lost_reading=float(np.mean(reading)),
+        lost_reading_oracle_right=float(np.mean(reading & ocb)) if has_o else np.nan,
+        lost_reading_oracle_wrong=float(np.mean(reading & ~ocb)) if has_o else np.nan,
+        correct_without_evidence=float(
+            np.mean((lost == "correct") & ~g["all_present"].astype(bool))
+        ),
+        oracle_accuracy=float(ocb.mean()) if has_o else np.nan,
+    )
+    cl = g[CLUSTER_COLUMN].to_numpy()
+    for share, name in (
+        (lost == "representation", "lost_representation"),
+        (reading, "lost_reading"),
+    ):
+        s = _shares(share.astype(float), cl, n_boot, seed)
+        for b in ("q_low", "q_high", "boot_low", "boot_high"):
+            row[f"{name}_{b}"] = s[b]
+    return row
 
 
 def loss_split(
@@ -329,16 +433,25 @@ def loss_split(
     by = list(by)
     tagged = lost_in(preds, per_question)
     tagged = tagged[tagged["lost_in"] != "not measured"].copy()
-    cols = [*by, "n", "n_clusters", "accuracy", "loss", *SPLIT_SHARES,
-            "lost_reading_oracle_right", "lost_reading_oracle_wrong",
-            "correct_without_evidence", "oracle_accuracy",
-            *(f"{s}_{b}" for s in SPLIT_SHARES for b in ("q_low", "q_high", "boot_low",
-                                                          "boot_high"))]  # fmt: skip
+    cols = [
+        *by,
+        "n",
+        "n_clusters",
+        "accuracy",
+        "loss",
+        *SPLIT_SHARES,
+        "lost_reading_oracle_right",
+        "lost_reading_oracle_wrong",
+        "correct_without_evidence",
+        "oracle_accuracy",
+        *(f"{s}_{b}" for s in SPLIT_SHARES for b in ("q_low", "q_high", "boot_low", "boot_high")),
+    ]
     if tagged.empty:
         return pd.DataFrame(columns=cols)
     o = preds[preds["strategy"] == oracle][["qid", "backbone", "setting", "correct"]]
-    o = o.rename(columns={"correct": "oracle_correct"}).drop_duplicates(["qid", "backbone",
-                                                                          "setting"])  # fmt: skip
+    o = o.rename(columns={"correct": "oracle_correct"}).drop_duplicates(
+        ["qid", "backbone", "setting"]
+    )
     tagged = tagged.merge(o, on=["qid", "backbone", "setting"], how="left")
     tagged[CLUSTER_COLUMN] = tagged["qid"].map(question_clusters(questions))
     if "task" in by:
@@ -346,29 +459,7 @@ def loss_split(
     rows = []
     for keys, g in tagged.groupby(by, sort=True):
         row = dict(zip(by, keys if isinstance(keys, tuple) else (keys,), strict=True))
-        lost = g["lost_in"].to_numpy()
-        oc = g["oracle_correct"]
-        has_o = oc.notna().all()
-        ocb = oc.fillna(False).astype(bool).to_numpy()
-        reading = lost == "reading"
-        acc = float(np.mean(lost == "correct"))
-        row.update(
-            n=len(g), n_clusters=int(g[CLUSTER_COLUMN].nunique()), accuracy=acc,
-            loss=1.0 - acc, lost_representation=float(np.mean(lost == "representation")),
-            lost_reading=float(np.mean(reading)),
-            lost_reading_oracle_right=float(np.mean(reading & ocb)) if has_o else np.nan,
-            lost_reading_oracle_wrong=float(np.mean(reading & ~ocb)) if has_o else np.nan,
-            correct_without_evidence=float(np.mean((lost == "correct")
-                                                   & ~g["all_present"].astype(bool))),
-            oracle_accuracy=float(ocb.mean()) if has_o else np.nan,
-        )  # fmt: skip
-        cl = g[CLUSTER_COLUMN].to_numpy()
-        for share, name in ((lost == "representation", "lost_representation"),
-                            (reading, "lost_reading")):  # fmt: skip
-            s = _shares(share.astype(float), cl, n_boot, seed)
-            for b in ("q_low", "q_high", "boot_low", "boot_high"):
-                row[f"{name}_{b}"] = s[b]
-        rows.append(row)
+        rows.append(row | _split_row(g, n_boot, seed))
     return pd.DataFrame(rows).reindex(columns=cols)
 
 
@@ -377,35 +468,62 @@ def recall_chart(table: pd.DataFrame, setting: str = "post") -> alt.Chart:
     data = table[table["setting"] == setting].dropna(subset=["recall"])
     tasks = sorted(t for t in data["task"].unique() if t != ALL) + [ALL]
     base = alt.Chart(data, title=f"Evidence recall: share of anchor events in context ({setting})")
-    enc = dict(x=alt.X("task:N", sort=tasks, title=None),
-               y=alt.Y("strategy:N", title=None, sort=alt.EncodingSortField("recall", "max", order="descending")))  # fmt: skip
+    enc = dict(
+        x=alt.X("task:N", sort=tasks, title=None),
+        y=alt.Y(
+            "strategy:N",
+            title=None,
+            sort=alt.EncodingSortField("recall", "max", order="descending"),
+        ),
+    )
     heat = base.mark_rect().encode(
         **enc,
         color=alt.Color("recall:Q", title="recall", scale=alt.Scale(domain=[0, 1], scheme="blues")),
-        tooltip=["strategy", "task", "n", alt.Tooltip("recall:Q", format=".3f"),
-                 alt.Tooltip("boot_low:Q", format=".3f"), alt.Tooltip("boot_high:Q", format=".3f")],
-    )  # fmt: skip
+        tooltip=[
+            "strategy",
+            "task",
+            "n",
+            alt.Tooltip("recall:Q", format=".3f"),
+            alt.Tooltip("boot_low:Q", format=".3f"),
+            alt.Tooltip("boot_high:Q", format=".3f"),
+        ],
+    )
     text = base.mark_text(fontSize=9).encode(
-        **enc, text=alt.Text("recall:Q", format=".2f"),
+        **enc,
+        text=alt.Text("recall:Q", format=".2f"),
         color=alt.condition(alt.datum.recall > 0.6, alt.value("white"), alt.value("black")),
-    )  # fmt: skip
+    )
     return (heat + text).properties(width=30 * len(tasks), height=22 * data["strategy"].nunique())
 
 
 def loss_chart(split: pd.DataFrame, backbone: str, setting: str = "post") -> alt.Chart:
     """One backbone's pooled (``task = all``) split per strategy: stacked bars of accuracy,
     lost in representation, lost in reading (the three sum to 1), oracle accuracy ticked."""
-    pooled = split[(split["backbone"] == backbone) & (split["setting"] == setting)
-                   & (split["task"] == ALL)]  # fmt: skip
-    long = pooled.melt(id_vars=["strategy"], value_vars=["accuracy", *SPLIT_SHARES],
-                       var_name="part", value_name="share")  # fmt: skip
+    pooled = split[
+        (split["backbone"] == backbone) & (split["setting"] == setting) & (split["task"] == ALL)
+    ]
+    long = pooled.melt(
+        id_vars=["strategy"],
+        value_vars=["accuracy", *SPLIT_SHARES],
+        var_name="part",
+        value_name="share",
+    )
     order = list(pooled.sort_values("accuracy", ascending=False)["strategy"])
-    bars = alt.Chart(long, title=f"Where the answer was lost ({backbone}, {setting})").mark_bar().encode(
-        y=alt.Y("strategy:N", sort=order, title=None),
-        x=alt.X("share:Q", stack="zero", title="share of measured questions", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("part:N", sort=["accuracy", *SPLIT_SHARES], title=None),
-        tooltip=["strategy", "part", alt.Tooltip("share:Q", format=".3f")],
-    )  # fmt: skip
+    bars = (
+        alt.Chart(long, title=f"Where the answer was lost ({backbone}, {setting})")
+        .mark_bar()
+        .encode(
+            y=alt.Y("strategy:N", sort=order, title=None),
+            x=alt.X(
+                "share:Q",
+                stack="zero",
+                title="share of measured questions",
+                scale=alt.Scale(domain=[0, 1]),
+            ),
+            color=alt.Color("part:N", sort=["accuracy", *SPLIT_SHARES], title=None),
+            tooltip=["strategy", "part", alt.Tooltip("share:Q", format=".3f")],
+        )
+    )
     tick = (
         alt.Chart(pooled.dropna(subset=["oracle_accuracy"]))
         .mark_tick(color="black", thickness=2, size=16)

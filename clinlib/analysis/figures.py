@@ -19,9 +19,14 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis import cluster_report, cluster_stats, metrics, stats
+from clinlib.analysis import metrics, stats
+from clinlib.analysis.frame_checks import AnalysisInputError, in_order, need_columns
 from clinlib.analysis.paper import STRATEGIES as PAPER_STRATEGIES  # light import; same names/order
 from clinlib.analysis.paper import TASKS
+from clinlib.analysis.pareto import estimated_cells as estimated_cells
+from clinlib.analysis.pareto import pareto_chart as pareto_chart
+from clinlib.analysis.stats import cluster as cluster_stats
+from clinlib.analysis.stats import cluster_tables as cluster_report
 from clinlib.llm.presets import OFFLINE_READER_NAMES as OFFLINE_READERS
 
 AGGREGATION_TASKS: tuple[str, ...] = ("T2", "T6", "T8")
@@ -37,31 +42,19 @@ T9_LABELS: dict[str, str] = {
 }
 # What the patient-clustered test adds beside McNemar (cluster_report.pairwise_clustered).
 CLUSTER_TEST_COLUMNS: tuple[str, ...] = (
-    "n_clusters", "clusters_discordant", "diff_low", "diff_high", "p_cluster",
-    "p_cluster_adj", "reject_cluster", "survives",
-)  # fmt: skip
+    "n_clusters",
+    "clusters_discordant",
+    "diff_low",
+    "diff_high",
+    "p_cluster",
+    "p_cluster_adj",
+    "reject_cluster",
+    "survives",
+)
 # Monotone tolerance (notebook 09): a step against the trend smaller than this is noise.
 MONOTONE_TOL = 0.01
 # Table 1's colour bins (<30, 30–45, 45–60, 60–70, >=70 %).
 ACC_BINS: tuple[float, ...] = (0.30, 0.45, 0.60, 0.70)
-
-
-class AnalysisInputError(ValueError):
-    """Raised when a frame handed to an analysis builder lacks what it needs."""
-
-
-def _need(df: pd.DataFrame, cols: Sequence[str], fn: str) -> None:
-    missing = [c for c in cols if c not in df.columns]
-    if missing:
-        raise AnalysisInputError(f"{fn}: frame lacks column(s) {missing}; has {list(df.columns)}")
-    if df.empty:
-        raise AnalysisInputError(f"{fn}: frame is empty")
-
-
-def _order(values: Sequence[str], canonical: Sequence[str]) -> list[str]:
-    """Canonical order first, then anything else alphabetically."""
-    present = list(dict.fromkeys(values))
-    return [v for v in canonical if v in present] + sorted(v for v in present if v not in canonical)
 
 
 def post_setting(preds: pd.DataFrame) -> pd.DataFrame:
@@ -73,7 +66,7 @@ def post_setting(preds: pd.DataFrame) -> pd.DataFrame:
     Returns:
         The rows whose setting is "post".
     """
-    _need(preds, ["setting"], "post_setting")
+    need_columns(preds, ["setting"], "post_setting")
     out = preds[preds["setting"] == "post"]
     if out.empty:
         raise AnalysisInputError(
@@ -95,14 +88,16 @@ def accuracy_heatmap_chart(acc: pd.DataFrame, title: str = "") -> alt.FacetChart
     Returns:
         Faceted altair heatmap (text = accuracy in %).
     """
-    _need(acc, ["strategy", "backbone", "task", "n", "accuracy", "ci_low", "ci_high"], "heatmap")
+    need_columns(
+        acc, ["strategy", "backbone", "task", "n", "accuracy", "ci_low", "ci_high"], "heatmap"
+    )
     df = acc.assign(
         pct=(100 * acc["accuracy"]).round().astype(int),
         ci=[f"[{lo:.2f}, {hi:.2f}]" for lo, hi in zip(acc["ci_low"], acc["ci_high"], strict=True)],
     )
-    y_order = _order(df["strategy"], PAPER_STRATEGIES)
+    y_order = in_order(df["strategy"], PAPER_STRATEGIES)
     base = alt.Chart(df).encode(
-        x=alt.X("task:N", sort=_order(df["task"], TASKS), title=None),
+        x=alt.X("task:N", sort=in_order(df["task"], TASKS), title=None),
         y=alt.Y("strategy:N", sort=y_order, title=None),
     )
     rect = base.mark_rect().encode(
@@ -118,7 +113,7 @@ def accuracy_heatmap_chart(acc: pd.DataFrame, title: str = "") -> alt.FacetChart
             "n",
             alt.Tooltip("accuracy:Q", format=".3f"),
             "ci",
-        ],  # fmt: skip
+        ],
     )
     text = base.mark_text(fontSize=10).encode(
         text="pct:Q",
@@ -140,7 +135,7 @@ def lift_wide(lift: pd.DataFrame) -> pd.DataFrame:
     Returns:
         One row per (regime, backbone); columns T1..T9 and macro, values in pp (rounded to 1).
     """
-    _need(lift, ["regime", "backbone", "task", "lift"], "lift_wide")
+    need_columns(lift, ["regime", "backbone", "task", "lift"], "lift_wide")
     wide = lift.pivot_table(index=["regime", "backbone"], columns="task", values="lift", sort=False)
     cols = [t for t in [*TASKS, "macro"] if t in wide.columns]
     return (100 * wide[cols]).round(1).reset_index().rename_axis(columns=None)
@@ -152,7 +147,7 @@ def paper_lift_wide(table2: pd.DataFrame) -> pd.DataFrame:
     Returns:
         One row per (regime, backbone); T1..T9, macro in pp as printed.
     """
-    _need(table2, ["strategy", "backbone", "task", "value"], "paper_lift_wide")
+    need_columns(table2, ["strategy", "backbone", "task", "value"], "paper_lift_wide")
     wide = table2.astype({"strategy": str, "backbone": str, "task": str}).pivot_table(
         index=["strategy", "backbone"], columns="task", values="value", sort=False
     )
@@ -171,17 +166,23 @@ def aggregation_tax_chart(acc: pd.DataFrame, tasks: Sequence[str] = AGGREGATION_
     Returns:
         Altair bar + error-bar chart faceted by task.
     """
-    _need(acc, ["strategy", "backbone", "task", "accuracy", "ci_low", "ci_high"], "agg_tax")
+    need_columns(acc, ["strategy", "backbone", "task", "accuracy", "ci_low", "ci_high"], "agg_tax")
     df = acc[acc["task"].isin(tasks)]
     if df.empty:
         raise AnalysisInputError(f"aggregation_tax_chart: no rows for tasks {list(tasks)}")
-    order = _order(df["strategy"], PAPER_STRATEGIES)
+    order = in_order(df["strategy"], PAPER_STRATEGIES)
     x = alt.X("strategy:N", sort=order, title=None, axis=alt.Axis(labelAngle=-40))
-    bars = alt.Chart().mark_bar().encode(
-        x=x, xOffset="backbone:N", y=alt.Y("accuracy:Q", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("backbone:N", title="reader"),
-        tooltip=["strategy", "backbone", "task", alt.Tooltip("accuracy:Q", format=".3f")],
-    )  # fmt: skip
+    bars = (
+        alt.Chart()
+        .mark_bar()
+        .encode(
+            x=x,
+            xOffset="backbone:N",
+            y=alt.Y("accuracy:Q", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("backbone:N", title="reader"),
+            tooltip=["strategy", "backbone", "task", alt.Tooltip("accuracy:Q", format=".3f")],
+        )
+    )
     err = alt.Chart().mark_rule().encode(x=x, xOffset="backbone:N", y="ci_low:Q", y2="ci_high:Q")
     return (
         alt.layer(bars, err, data=df)
@@ -207,7 +208,7 @@ def skewed_f1(
     Returns:
         task, ``cell``, n, accuracy, macro_f1, majority_accuracy, majority_macro_f1.
     """
-    _need(questions, ["qid", "task", "gold"], "skewed_f1")
+    need_columns(questions, ["qid", "task", "gold"], "skewed_f1")
     frames = []
     for task in tasks:
         f1 = metrics.macro_f1(preds, task, cell=cell, questions=questions)
@@ -239,8 +240,8 @@ def mcnemar_vs_full(
     comparison family. Only the ``setting`` rows are used (default ``post``: every task once;
     T3's ``pre`` rows are the §5.5 probe), paired on qid, so a T3 question is counted once.
     With ``questions``, the patient-clustered test sits beside McNemar
-    (:func:`clinlib.analysis.cluster_report.pairwise_clustered`, questions clustered by
-    :func:`clinlib.analysis.cluster_stats.question_clusters`).
+    (:func:`clinlib.analysis.stats.cluster_tables.pairwise_clustered`, questions clustered by
+    :func:`clinlib.analysis.stats.cluster.question_clusters`).
 
     Args:
         preds: predictions.
@@ -255,16 +256,16 @@ def mcnemar_vs_full(
         p_value, method, p_adj, reject (+ with ``questions``: n_clusters, clusters_discordant,
         diff_low, diff_high, p_cluster, p_cluster_adj, reject_cluster, survives).
     """
-    _need(preds, ["qid", "setting", "strategy", "backbone", "correct"], "mcnemar_vs_full")
+    need_columns(preds, ["qid", "setting", "strategy", "backbone", "correct"], "mcnemar_vs_full")
     preds = preds[preds["setting"] == setting]
     if preds.empty:
         raise AnalysisInputError(f"mcnemar_vs_full: no {setting!r} rows")
     if questions is not None:
         preds = cluster_stats.with_clusters(preds, questions)
     frames = []
-    for bb in backbones or _order(preds["backbone"], OFFLINE_READERS):
+    for bb in backbones or in_order(preds["backbone"], OFFLINE_READERS):
         sub = preds[preds["backbone"] == bb]
-        present = _order(sub["strategy"], PAPER_STRATEGIES)
+        present = in_order(sub["strategy"], PAPER_STRATEGIES)
         if reference not in present:
             raise AnalysisInputError(f"mcnemar_vs_full: no {reference!r} rows for backbone {bb!r}")
         pairs = [(reference, s) for s in present if s != reference]
@@ -304,15 +305,19 @@ def blind_full_gap(summary: pd.DataFrame, source: str = "kit") -> pd.DataFrame:
     Returns:
         source, backbone, blind, full, gap_pp (100 x (full - blind)).
     """
-    _need(summary, ["strategy", "backbone", "pooled"], "blind_full_gap")
+    need_columns(summary, ["strategy", "backbone", "pooled"], "blind_full_gap")
     wide = summary.pivot_table(index="backbone", columns="strategy", values="pooled", sort=False)
     for s in (BLIND, FULL):
         if s not in wide.columns or wide[s].isna().any():
             raise AnalysisInputError(f"blind_full_gap: summary lacks {s!r} for some backbone")
     out = pd.DataFrame(
-        {"source": source, "backbone": wide.index, "blind": wide[BLIND].to_numpy(),
-         "full": wide[FULL].to_numpy()}
-    )  # fmt: skip
+        {
+            "source": source,
+            "backbone": wide.index,
+            "blind": wide[BLIND].to_numpy(),
+            "full": wide[FULL].to_numpy(),
+        }
+    )
     out["gap_pp"] = 100 * (out["full"] - out["blind"])
     return out.reset_index(drop=True)
 
@@ -323,20 +328,41 @@ def gap_chart(gaps: pd.DataFrame) -> alt.LayerChart:
     Args:
         gaps: rows like :func:`blind_full_gap` (source, backbone, blind, full, gap_pp).
     """
-    _need(gaps, ["source", "backbone", "blind", "full", "gap_pp"], "gap_chart")
+    need_columns(gaps, ["source", "backbone", "blind", "full", "gap_pp"], "gap_chart")
     df = gaps.assign(label=gaps["source"] + " · " + gaps["backbone"])
-    long = df.melt(id_vars=["label", "source", "gap_pp"], value_vars=["blind", "full"],
-                   var_name="strategy", value_name="pooled")  # fmt: skip
+    long = df.melt(
+        id_vars=["label", "source", "gap_pp"],
+        value_vars=["blind", "full"],
+        var_name="strategy",
+        value_name="pooled",
+    )
     y = alt.Y("label:N", sort=list(df["label"]), title=None)
-    rule = alt.Chart(df).mark_rule(strokeWidth=3, opacity=0.5).encode(
-        y=y, x=alt.X("blind:Q", scale=alt.Scale(domain=[0, 1]), title="pooled accuracy"),
-        x2="full:Q", color=alt.Color("source:N"),
-    )  # fmt: skip
-    dots = alt.Chart(long).mark_point(filled=True, size=80).encode(
-        y=y, x="pooled:Q", shape=alt.Shape("strategy:N", title="cell"), color="source:N",
-        tooltip=["label", "strategy", alt.Tooltip("pooled:Q", format=".3f"),
-                 alt.Tooltip("gap_pp:Q", format=".1f")],
-    )  # fmt: skip
+    rule = (
+        alt.Chart(df)
+        .mark_rule(strokeWidth=3, opacity=0.5)
+        .encode(
+            y=y,
+            x=alt.X("blind:Q", scale=alt.Scale(domain=[0, 1]), title="pooled accuracy"),
+            x2="full:Q",
+            color=alt.Color("source:N"),
+        )
+    )
+    dots = (
+        alt.Chart(long)
+        .mark_point(filled=True, size=80)
+        .encode(
+            y=y,
+            x="pooled:Q",
+            shape=alt.Shape("strategy:N", title="cell"),
+            color="source:N",
+            tooltip=[
+                "label",
+                "strategy",
+                alt.Tooltip("pooled:Q", format=".3f"),
+                alt.Tooltip("gap_pp:Q", format=".1f"),
+            ],
+        )
+    )
     return (rule + dots).properties(width=420, height=24 * len(df), title="Blind → full gap")
 
 
@@ -348,14 +374,19 @@ def strategy_profile_chart(summary: pd.DataFrame, value: str = "macro") -> alt.C
             ``source`` column facets kit vs paper.
         value: the accuracy column to plot.
     """
-    _need(summary, ["strategy", "backbone", value], "strategy_profile_chart")
-    order = _order(summary["strategy"], PAPER_STRATEGIES)
-    chart = alt.Chart(summary).mark_line(point=True).encode(
-        x=alt.X("strategy:N", sort=order, title=None, axis=alt.Axis(labelAngle=-40)),
-        y=alt.Y(f"{value}:Q", scale=alt.Scale(domain=[0, 1]), title=f"{value} accuracy"),
-        color="backbone:N",
-        tooltip=["strategy", "backbone", alt.Tooltip(f"{value}:Q", format=".3f")],
-    ).properties(width=300, height=200)  # fmt: skip
+    need_columns(summary, ["strategy", "backbone", value], "strategy_profile_chart")
+    order = in_order(summary["strategy"], PAPER_STRATEGIES)
+    chart = (
+        alt.Chart(summary)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("strategy:N", sort=order, title=None, axis=alt.Axis(labelAngle=-40)),
+            y=alt.Y(f"{value}:Q", scale=alt.Scale(domain=[0, 1]), title=f"{value} accuracy"),
+            color="backbone:N",
+            tooltip=["strategy", "backbone", alt.Tooltip(f"{value}:Q", format=".3f")],
+        )
+        .properties(width=300, height=200)
+    )
     if "source" in summary.columns:
         return chart.facet(column=alt.Column("source:N", title=None)).resolve_scale(
             color="independent"
@@ -374,7 +405,7 @@ def t9_long(decomp: pd.DataFrame, cell: Sequence[str] = ("strategy", "backbone")
     """
     cell = list(cell)
     rate_cols = [f"{c}_rate" for c in metrics.T9_CATEGORIES]
-    _need(decomp, [*cell, "n", *metrics.T9_CATEGORIES, *rate_cols], "t9_long")
+    need_columns(decomp, [*cell, "n", *metrics.T9_CATEGORIES, *rate_cols], "t9_long")
     rows = []
     for i, cat in enumerate(metrics.T9_CATEGORIES):
         part = decomp[cell].copy()
@@ -394,13 +425,13 @@ def t9_chart(long: pd.DataFrame, facet: str = "backbone") -> alt.FacetChart:
         long: :func:`t9_long` output.
         facet: column to facet on.
     """
-    _need(long, ["strategy", facet, "label", "order", "share"], "t9_chart")
+    need_columns(long, ["strategy", facet, "label", "order", "share"], "t9_chart")
     labels = [T9_LABELS[c] for c in metrics.T9_CATEGORIES]
     return (
         alt.Chart(long)
         .mark_bar()
         .encode(
-            y=alt.Y("strategy:N", sort=_order(long["strategy"], PAPER_STRATEGIES), title=None),
+            y=alt.Y("strategy:N", sort=in_order(long["strategy"], PAPER_STRATEGIES), title=None),
             x=alt.X("share:Q", stack="zero", scale=alt.Scale(domain=[0, 1]), title="share of T9"),
             color=alt.Color("label:N", sort=labels, title="outcome"),
             order=alt.Order("order:Q"),
@@ -446,8 +477,8 @@ def abstention_vs_context(
         ``monotone`` (max_reversal <= tol).
     """
     cell = list(cell)
-    _need(preds, [*cell, "task", "context_tokens"], "abstention_vs_context")
-    _need(decomp, [*cell, "abstention_total"], "abstention_vs_context")
+    need_columns(preds, [*cell, "task", "context_tokens"], "abstention_vs_context")
+    need_columns(decomp, [*cell, "abstention_total"], "abstention_vs_context")
     t9 = preds[preds["task"] == "T9"]
     ctx = t9.groupby(cell, sort=True)["context_tokens"].mean().rename("mean_context_tokens")
     out = decomp[[*cell, "abstention_total"]].merge(ctx.reset_index(), on=cell, how="left")
@@ -466,7 +497,9 @@ def abstention_vs_context(
 
 def abstention_context_chart(df: pd.DataFrame) -> alt.Chart:
     """Abstention vs mean context tokens (log x), one line per backbone in context order."""
-    _need(df, ["strategy", "backbone", "mean_context_tokens", "abstention_total"], "abst_chart")
+    need_columns(
+        df, ["strategy", "backbone", "mean_context_tokens", "abstention_total"], "abst_chart"
+    )
     plot = df.assign(ctx=df["mean_context_tokens"].clip(lower=1))
     base = alt.Chart(plot).encode(
         x=alt.X("ctx:Q", scale=alt.Scale(type="log"), title="mean context tokens (T9, log)"),
@@ -489,89 +522,23 @@ def parser_table(kit: pd.DataFrame, paper_t8: pd.DataFrame, paper_t9: pd.DataFra
     Returns:
         task, strategy, source ("paper (pooled LLMs)" or the reader), strict, lenient, delta.
     """
-    _need(kit, ["task", "strategy", "backbone", "strict", "lenient", "delta"], "parser_table")
-    frames = [kit[["task", "strategy", "strict", "lenient", "delta"]].assign(
-        source=kit["backbone"].to_numpy())]  # fmt: skip
+    need_columns(
+        kit, ["task", "strategy", "backbone", "strict", "lenient", "delta"], "parser_table"
+    )
+    frames = [
+        kit[["task", "strategy", "strict", "lenient", "delta"]].assign(
+            source=kit["backbone"].to_numpy()
+        )
+    ]
     for tab in (paper_t8, paper_t9):
-        _need(tab, ["strategy", "task", "parser", "value"], "parser_table")
+        need_columns(tab, ["strategy", "task", "parser", "value"], "parser_table")
         w = tab.astype({"strategy": str, "task": str, "parser": str}).pivot_table(
             index=["task", "strategy"], columns="parser", values="value"
         )
-        frames.append(w[["strict", "lenient", "delta"]].reset_index().assign(
-            source="paper (pooled LLMs)"))  # fmt: skip
+        frames.append(
+            w[["strict", "lenient", "delta"]].reset_index().assign(source="paper (pooled LLMs)")
+        )
     out = pd.concat(frames, ignore_index=True)
     out = out.assign(_s=out["strategy"].map({s: i for i, s in enumerate(PAPER_STRATEGIES)}))
     out = out.sort_values(["task", "_s", "source"], kind="mergesort")
     return out[["task", "strategy", "source", "strict", "lenient", "delta"]].reset_index(drop=True)
-
-
-# --------------------------------------------------------------------------- 10 · Pareto
-
-
-def estimated_cells(estimate: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
-    """Priced cells: estimated cost per (strategy, backbone) x an accuracy per strategy.
-
-    The accuracy comes from one offline reader (it stands in for every priced backbone, so a
-    strategy's four cells share one accuracy and differ only in price); the cost is
-    :func:`clinlib.eval.runner.estimate`'s ``cost_usd_typical`` summed over settings.
-
-    Args:
-        estimate: runner.estimate output (strategy, backbone, questions, input_tokens,
-            output_tokens_typical, cost_usd_typical).
-        summary: one row per strategy with ``pooled`` (and ``macro``) accuracy.
-
-    Returns:
-        strategy, backbone, questions, input_tokens, output_tokens, cost_usd,
-        cost_per_question, pooled, macro (if given), pareto.
-    """
-    need = ["strategy", "backbone", "questions", "input_tokens", "output_tokens_typical",
-            "cost_usd_typical"]  # fmt: skip
-    _need(estimate, need, "estimated_cells")
-    _need(summary, ["strategy", "pooled"], "estimated_cells")
-    if summary["strategy"].duplicated().any():
-        raise AnalysisInputError("estimated_cells: summary must have one row per strategy")
-    cost = (
-        estimate.groupby(["strategy", "backbone"], sort=False)
-        .agg(
-            questions=("questions", "sum"),
-            input_tokens=("input_tokens", "sum"),
-            output_tokens=("output_tokens_typical", "sum"),
-            cost_usd=("cost_usd_typical", "sum"),
-        )
-        .reset_index()
-    )
-    acc_cols = [c for c in ("pooled", "macro") if c in summary.columns]
-    out = cost.merge(summary[["strategy", *acc_cols]], on="strategy", how="left")
-    if out["pooled"].isna().any():
-        miss = out.loc[out["pooled"].isna(), "strategy"].iloc[0]
-        raise AnalysisInputError(f"estimated_cells: no accuracy for strategy {miss!r}")
-    out["cost_per_question"] = out["cost_usd"] / out["questions"]
-    out["pareto"] = metrics.pareto_frontier(out, cost="cost_usd", acc="pooled").to_numpy()
-    cols = ["strategy", "backbone", "questions", "input_tokens", "output_tokens", "cost_usd",
-            "cost_per_question", *acc_cols, "pareto"]  # fmt: skip
-    return out[cols]
-
-
-def pareto_chart(
-    cells: pd.DataFrame, cost: str = "cost_usd", acc: str = "pooled", title: str = ""
-) -> alt.LayerChart:
-    """Cost (log x) vs accuracy, one point per cell, the frontier as a step line.
-
-    Args:
-        cells: one row per (strategy, backbone) with ``cost``, ``acc`` and boolean ``pareto``.
-        cost, acc: column names.
-        title: chart title.
-    """
-    _need(cells, ["strategy", "backbone", cost, acc, "pareto"], "pareto_chart")
-    df = cells.assign(_cost=pd.to_numeric(cells[cost]).clip(lower=1e-6))
-    x = alt.X("_cost:Q", scale=alt.Scale(type="log"), title=f"{cost} (log)")
-    y = alt.Y(f"{acc}:Q", scale=alt.Scale(domain=[0, 1]), title=f"{acc} accuracy")
-    points = alt.Chart(df).mark_point(filled=True, size=70).encode(
-        x=x, y=y, color=alt.Color("strategy:N", sort=_order(df["strategy"], PAPER_STRATEGIES)),
-        shape="backbone:N", opacity=alt.condition(alt.datum.pareto, alt.value(1), alt.value(0.35)),
-        tooltip=["strategy", "backbone", alt.Tooltip(f"{cost}:Q", format=".4f"),
-                 alt.Tooltip(f"{acc}:Q", format=".3f"), "pareto"],
-    )  # fmt: skip
-    front = df[df["pareto"]].sort_values("_cost")
-    line = alt.Chart(front).mark_line(interpolate="step-after", color="black").encode(x=x, y=y)
-    return (line + points).properties(width=420, height=260, title=title)

@@ -57,12 +57,24 @@ def accuracy_checks(
     for ``backbone`` (the `reference` reader never misses a fact in its context)."""
     truth = recount_accuracy(preds, list(by))
     got = acc.set_index(list(by))["accuracy"]
-    out = [claim("every cell's accuracy equals a plain recount of its correct answers "
-                 "(largest gap)", _largest_gap(got, truth), "<=", EXACT)]  # fmt: skip
+    out = [
+        claim(
+            "every cell's accuracy equals a plain recount of its correct answers (largest gap)",
+            _largest_gap(got, truth),
+            "<=",
+            EXACT,
+        )
+    ]
     if backbone is not None:
         p = pooled(acc, backbone)
-        out.append(claim(f"`{backbone}`: {full} pooled accuracy minus {blind}'s",
-                         float(p[full] - p[blind]), ">", 0))  # fmt: skip
+        out.append(
+            claim(
+                f"`{backbone}`: {full} pooled accuracy minus {blind}'s",
+                float(p[full] - p[blind]),
+                ">",
+                0,
+            )
+        )
     return out
 
 
@@ -77,12 +89,26 @@ def holm_checks(
     out = []
     for raw, adj in columns:
         gaps = [
-            float((pd.Series(multipletests(g[raw].to_numpy(float), method="holm")[1],
-                             index=g.index) - g[adj]).abs().max())
+            float(
+                (
+                    pd.Series(
+                        multipletests(g[raw].to_numpy(float), method="holm")[1], index=g.index
+                    )
+                    - g[adj]
+                )
+                .abs()
+                .max()
+            )
             for g in families
-        ]  # fmt: skip
-        out.append(claim(f"`{adj}` equals statsmodels' Holm adjustment of `{raw}` "
-                         "(largest gap)", max(gaps), "<=", EXACT))  # fmt: skip
+        ]
+        out.append(
+            claim(
+                f"`{adj}` equals statsmodels' Holm adjustment of `{raw}` (largest gap)",
+                max(gaps),
+                "<=",
+                EXACT,
+            )
+        )
     return out
 
 
@@ -98,9 +124,13 @@ def gate_checks(gates: pd.DataFrame, thresholds: dict[str, float] | None = None)
     return [
         claim("gates checked", len(gates), ">", 0),
         claim("hard gates that fail", int((~hard["passed"].astype(bool)).sum()), "==", 0),
-        claim("gates whose verdict disagrees with their counts",
-              int((rule != gates["passed"].astype(bool)).sum()), "==", 0),
-    ]  # fmt: skip
+        claim(
+            "gates whose verdict disagrees with their counts",
+            int((rule != gates["passed"].astype(bool)).sum()),
+            "==",
+            0,
+        ),
+    ]
 
 
 def pooled_checks(
@@ -110,8 +140,14 @@ def pooled_checks(
     backbone's predictions."""
     got = summary[summary["backbone"] == backbone].set_index("strategy")["pooled"]
     truth = recount_accuracy(preds[preds["backbone"] == backbone], ["strategy"])
-    return [claim(f"`{backbone}`: every strategy's pooled accuracy equals a recount (largest gap)",
-                  _largest_gap(got, truth), "<=", EXACT)]  # fmt: skip
+    return [
+        claim(
+            f"`{backbone}`: every strategy's pooled accuracy equals a recount (largest gap)",
+            _largest_gap(got, truth),
+            "<=",
+            EXACT,
+        )
+    ]
 
 
 def cohort_checks(
@@ -123,9 +159,13 @@ def cohort_checks(
     return [
         claim("attrition steps that add patients", int((n[1:] > n[:-1]).sum()), "==", 0),
         claim("last attrition step minus the cohort's patients", int(n[-1]) - len(cohort), "==", 0),
-        claim("events of patients outside the cohort",
-              int((~events["subject_id"].isin(cohort["subject_id"])).sum()), "==", 0),
-    ]  # fmt: skip
+        claim(
+            "events of patients outside the cohort",
+            int((~events["subject_id"].isin(cohort["subject_id"])).sum()),
+            "==",
+            0,
+        ),
+    ]
 
 
 def dialogue_checks(
@@ -139,11 +179,19 @@ def dialogue_checks(
     n_cov = kept.set_index("subject_id")["n_covered"]
     return [
         claim("kept dialogues", len(kept), ">", 0),
-        claim("kept dialogues failing a HARD check",
-              int(failed["subject_id"].isin(kept["subject_id"]).sum()), "==", 0),
-        claim("kept dialogues whose covered count disagrees with the coverage table",
-              int((n_cov != recount.reindex(n_cov.index).fillna(0)).sum()), "==", 0),
-    ]  # fmt: skip
+        claim(
+            "kept dialogues failing a HARD check",
+            int(failed["subject_id"].isin(kept["subject_id"]).sum()),
+            "==",
+            0,
+        ),
+        claim(
+            "kept dialogues whose covered count disagrees with the coverage table",
+            int((n_cov != recount.reindex(n_cov.index).fillna(0)).sum()),
+            "==",
+            0,
+        ),
+    ]
 
 
 def require_local(available: bool, why_not: str) -> list[Claim]:
@@ -166,14 +214,28 @@ def paper_pooled_checks(
     own = summary.set_index(["strategy", "backbone"])
     weighted = (wide[tasks] * w).sum(axis=1) / w.sum()
     return [
-        claim("reported pooled / macro vs Table 1's printed rows (largest gap)",
-              max(_largest_gap(own["reported_pooled"], wide["pooled"]),
-                  _largest_gap(own["reported_macro"], wide["macro"])), "<=", EXACT),
-        claim("pooled of Table 1's cells, size-weighted, vs a recomputation (largest gap)",
-              _largest_gap(own["table1_cells_pooled"], weighted), "<=", EXACT),
-        claim("macro of Table 1's cells vs their plain mean (largest gap)",
-              _largest_gap(own["table1_cells_macro"], wide[tasks].mean(axis=1)), "<=", EXACT),
-    ]  # fmt: skip
+        claim(
+            "reported pooled / macro vs Table 1's printed rows (largest gap)",
+            max(
+                _largest_gap(own["reported_pooled"], wide["pooled"]),
+                _largest_gap(own["reported_macro"], wide["macro"]),
+            ),
+            "<=",
+            EXACT,
+        ),
+        claim(
+            "pooled of Table 1's cells, size-weighted, vs a recomputation (largest gap)",
+            _largest_gap(own["table1_cells_pooled"], weighted),
+            "<=",
+            EXACT,
+        ),
+        claim(
+            "macro of Table 1's cells vs their plain mean (largest gap)",
+            _largest_gap(own["table1_cells_macro"], wide[tasks].mean(axis=1)),
+            "<=",
+            EXACT,
+        ),
+    ]
 
 
 def hit_checks(hits: pd.DataFrame, rates: pd.DataFrame) -> list[Claim]:

@@ -20,16 +20,29 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis.cluster_stats import CLUSTER_COLUMN, cluster_bootstrap_ci, with_clusters
-from clinlib.analysis.stats import wilson_ci
+from clinlib.analysis.stats.cluster import CLUSTER_COLUMN, cluster_bootstrap_ci, with_clusters
+from clinlib.analysis.stats.question import wilson_ci
 from clinlib.eval.judge import KEY_COLUMNS, gold_text_of
 from clinlib.tasks.answers.overlap import rouge_l, token_f1
 
 AUDIT_COLUMNS: tuple[str, ...] = (
-    "judge_backbone", "task", "n", "n_patients", "agreement", "agree_q_low", "agree_q_high",
-    "agree_boot_low", "agree_boot_high", "kappa", "precision", "recall", "f1", "judge_rate",
-    "gold_rate", "parse_failed",
-)  # fmt: skip
+    "judge_backbone",
+    "task",
+    "n",
+    "n_patients",
+    "agreement",
+    "agree_q_low",
+    "agree_q_high",
+    "agree_boot_low",
+    "agree_boot_high",
+    "kappa",
+    "precision",
+    "recall",
+    "f1",
+    "judge_rate",
+    "gold_rate",
+    "parse_failed",
+)
 N_BOOT = 1000
 ALL = "all"
 
@@ -74,27 +87,34 @@ def _row(g: pd.DataFrame, verdict: str) -> dict:
         "n": len(g),
         "n_patients": int(g[CLUSTER_COLUMN].nunique()),
         "agreement": float(agree.mean()),
-        "agree_q_low": float(q_low), "agree_q_high": float(q_high),
-        "agree_boot_low": boot.low, "agree_boot_high": boot.high,
+        "agree_q_low": float(q_low),
+        "agree_q_high": float(q_high),
+        "agree_boot_low": boot.low,
+        "agree_boot_high": boot.high,
         "kappa": cohen_kappa(truth, rater),
-        "precision": p, "recall": r, "f1": f,
+        "precision": p,
+        "recall": r,
+        "f1": f,
         "judge_rate": float(_binary(rater).mean()),
         "gold_rate": float(_binary(truth).mean()),
         "parse_failed": float(g["parse_failed"].mean()) if "parse_failed" in g else np.nan,
-    }  # fmt: skip
+    }
 
 
 def audit_frame(
     judged: pd.DataFrame, predictions: pd.DataFrame, questions: pd.DataFrame
 ) -> pd.DataFrame:
     """The judged rows with the deterministic scorer's ``correct`` and the question's patient
-    cluster (:func:`clinlib.analysis.cluster_stats.with_clusters`: its first patient)."""
+    cluster (:func:`clinlib.analysis.stats.cluster.with_clusters`: its first patient)."""
     keys = [c for c in (*KEY_COLUMNS, "prep_model") if c in judged and c in predictions]
-    merged = judged.merge(predictions[[*keys, "correct"]], on=keys, how="inner",
-                          validate="many_to_one")  # fmt: skip
+    merged = judged.merge(
+        predictions[[*keys, "correct"]], on=keys, how="inner", validate="many_to_one"
+    )
     if len(merged) != len(judged):
-        raise ValueError(f"judge audit: {len(judged) - len(merged)} judged row(s) have no "
-                         "prediction with a deterministic 'correct'")  # fmt: skip
+        raise ValueError(
+            f"judge audit: {len(judged) - len(merged)} judged row(s) have no "
+            "prediction with a deterministic 'correct'"
+        )
     return with_clusters(merged, questions)
 
 

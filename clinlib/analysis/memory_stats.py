@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from clinlib.analysis.metrics.common import CELL, MetricsInputError, _bool_col, _require
-from clinlib.analysis.stats import wilson_ci
+from clinlib.analysis.metrics.common import CELL, MetricsInputError, bool_col, require
+from clinlib.analysis.stats.question import wilson_ci
 from clinlib.dialogue.matching import find_spans
 from clinlib.strategies.base import Artifact
 from clinlib.strategies.registry import get_strategy
@@ -35,9 +35,16 @@ KIN_WORDS: tuple[str, ...] = ("relative", "family member")
 # Facts inside one entry are matched clause by clause (a summary lists many labs on one line).
 _CLAUSE_RE = re.compile(r";|\n|\|")
 MISATTRIBUTION_COLUMNS: tuple[str, ...] = (
-    "strategy", "n_patients", "n_entries", "n_noise_entries", "n_attributed", "n_misattributed",
-    "share_misattributed", "n_relative_facts", "n_facts_stored_as_patient",
-)  # fmt: skip
+    "strategy",
+    "n_patients",
+    "n_entries",
+    "n_noise_entries",
+    "n_attributed",
+    "n_misattributed",
+    "share_misattributed",
+    "n_relative_facts",
+    "n_facts_stored_as_patient",
+)
 
 
 # --- misattributed memories ----------------------------------------------------------------
@@ -111,8 +118,9 @@ def misattributed_memories(
         One row per strategy: :data:`MISATTRIBUTION_COLUMNS` (share = misattributed / noise
         entries, NaN without noise entries).
     """
-    _require(facts, ["subject_id", "relation", "label", "value_text", "date"],
-             "misattributed_memories")  # fmt: skip
+    require(
+        facts, ["subject_id", "relation", "label", "value_text", "date"], "misattributed_memories"
+    )
     by_sid: dict[int, list[dict]] = {}
     for f in facts.to_dict("records"):
         by_sid.setdefault(int(f["subject_id"]), []).append({k: str(v) for k, v in f.items()})
@@ -127,23 +135,30 @@ def misattributed_memories(
             n_entries += len(ents)
             n_facts += len(pf)
         share = counts[2] / counts[0] if counts[0] else float("nan")
-        rows.append((strategy, len(per_patient), n_entries, *counts[:3], share, n_facts,
-                     counts[3]))  # fmt: skip
+        rows.append((strategy, len(per_patient), n_entries, *counts[:3], share, n_facts, counts[3]))
     return pd.DataFrame(rows, columns=list(MISATTRIBUTION_COLUMNS))
 
 
 def entries_of(artifacts: Mapping[str, Mapping[int, Artifact]]) -> dict[str, dict[int, list[str]]]:
     """strategy -> subject_id -> :func:`memory_entries`, for :func:`misattributed_memories`."""
-    return {s: {int(sid): memory_entries(a) for sid, a in arts.items()}
-            for s, arts in artifacts.items()}  # fmt: skip
+    return {
+        s: {int(sid): memory_entries(a) for sid, a in arts.items()} for s, arts in artifacts.items()
+    }
 
 
 # --- hallucination -------------------------------------------------------------------------
 
 HALLUCINATION_COLUMNS: tuple[str, ...] = (
-    "n", "n_correct", "n_abstain", "n_no_answer", "n_hallucinated", "hallucination_rate",
-    "hallucination_low", "hallucination_high", "hallucination_share_of_errors",
-)  # fmt: skip
+    "n",
+    "n_correct",
+    "n_abstain",
+    "n_no_answer",
+    "n_hallucinated",
+    "hallucination_rate",
+    "hallucination_low",
+    "hallucination_high",
+    "hallucination_share_of_errors",
+)
 
 
 def hallucination_rate(
@@ -167,17 +182,22 @@ def hallucination_rate(
         wrong answers, the seed's Table 3 denominator (NaN without wrong answers).
     """
     cell = list(cell)
-    _require(preds, [*cell, "correct", "parsed", "empty", "parse_failed"], "hallucination_rate")
-    correct = _bool_col(preds, "correct", "hallucination_rate")
-    no_answer = _bool_col(preds, "empty", "hallucination_rate") | _bool_col(
+    require(preds, [*cell, "correct", "parsed", "empty", "parse_failed"], "hallucination_rate")
+    correct = bool_col(preds, "correct", "hallucination_rate")
+    no_answer = bool_col(preds, "empty", "hallucination_rate") | bool_col(
         preds, "parse_failed", "hallucination_rate"
     )
     abstain = preds["parsed"].astype("string").str.strip().str.lower().eq(ABSTAIN).fillna(False)
-    flags = pd.DataFrame({
-        "n": 1, "n_correct": correct, "n_abstain": abstain & ~correct,
-        "n_no_answer": no_answer & ~correct & ~abstain,
-        "n_hallucinated": ~correct & ~abstain & ~no_answer,
-    }, index=preds.index).astype(int)  # fmt: skip
+    flags = pd.DataFrame(
+        {
+            "n": 1,
+            "n_correct": correct,
+            "n_abstain": abstain & ~correct,
+            "n_no_answer": no_answer & ~correct & ~abstain,
+            "n_hallucinated": ~correct & ~abstain & ~no_answer,
+        },
+        index=preds.index,
+    ).astype(int)
     out = pd.concat([preds[cell], flags], axis=1).groupby(cell, sort=True).sum().reset_index()
     out["hallucination_rate"] = out["n_hallucinated"] / out["n"]
     lo, hi = wilson_ci(out["n_hallucinated"].to_numpy(), out["n"].to_numpy(), alpha)
@@ -194,17 +214,20 @@ def _seed_matrix(
     scores: pd.DataFrame, value: str, treatment: str, block: str, fn: str
 ) -> pd.DataFrame:
     """blocks x treatments matrix of one score each; complete, no duplicates."""
-    _require(scores, [treatment, block, value], fn)
+    require(scores, [treatment, block, value], fn)
     dup = scores.duplicated([treatment, block])
     if dup.any():
         r = scores[dup].iloc[0]
-        raise MetricsInputError(f"{fn}: two scores for {treatment}={r[treatment]!r}, "
-                                f"{block}={r[block]!r}")  # fmt: skip
+        raise MetricsInputError(
+            f"{fn}: two scores for {treatment}={r[treatment]!r}, {block}={r[block]!r}"
+        )
     vals = pd.to_numeric(scores[value], errors="coerce")
     if vals.isna().any():
         r = scores[vals.isna()].iloc[0]
-        raise MetricsInputError(f"{fn}: {value} is not a number for {treatment}="
-                                f"{r[treatment]!r}, {block}={r[block]!r}: {r[value]!r}")  # fmt: skip
+        raise MetricsInputError(
+            f"{fn}: {value} is not a number for {treatment}="
+            f"{r[treatment]!r}, {block}={r[block]!r}: {r[value]!r}"
+        )
     wide = scores.assign(**{value: vals}).pivot(index=block, columns=treatment, values=value)
     if wide.isna().any().any():
         b, t = next((b, t) for b in wide.index for t in wide.columns if pd.isna(wide.at[b, t]))
@@ -213,9 +236,12 @@ def _seed_matrix(
 
 
 def seed_stability(
-    scores: pd.DataFrame, value: str = "accuracy", treatment: str = "strategy",
-    block: str = "seed", ddof: int = 1,
-) -> pd.DataFrame:  # fmt: skip
+    scores: pd.DataFrame,
+    value: str = "accuracy",
+    treatment: str = "strategy",
+    block: str = "seed",
+    ddof: int = 1,
+) -> pd.DataFrame:
     """Cross-seed stability per strategy (MedMemoryBench's appendix "Results Across Multiple Random
     Seeds", Tables 12–13: Mean, Std and CV = 100 x Std / Mean over its five seeds, seed fact
     mmb_seeds).
@@ -230,13 +256,21 @@ def seed_stability(
     """
     wide = _seed_matrix(scores, value, treatment, block, "seed_stability")
     if len(wide) <= ddof:
-        raise MetricsInputError(f"seed_stability: {len(wide)} {block}(s); SD with ddof={ddof} "
-                                f"needs more")  # fmt: skip
+        raise MetricsInputError(
+            f"seed_stability: {len(wide)} {block}(s); SD with ddof={ddof} needs more"
+        )
     mean = wide.mean(axis=0)
     sd = wide.std(axis=0, ddof=ddof)
     cv = (100.0 * sd / mean).where(mean != 0)
-    out = pd.DataFrame({treatment: wide.columns, "n_seeds": len(wide), "mean": mean.to_numpy(),
-                        "sd": sd.to_numpy(), "cv": cv.to_numpy()})  # fmt: skip
+    out = pd.DataFrame(
+        {
+            treatment: wide.columns,
+            "n_seeds": len(wide),
+            "mean": mean.to_numpy(),
+            "sd": sd.to_numpy(),
+            "cv": cv.to_numpy(),
+        }
+    )
     return out.reset_index(drop=True)
 
 
@@ -256,9 +290,11 @@ def friedman_p(statistic: float, df: int) -> float:
 
 
 def friedman(
-    scores: pd.DataFrame, value: str = "accuracy", treatment: str = "strategy",
+    scores: pd.DataFrame,
+    value: str = "accuracy",
+    treatment: str = "strategy",
     block: str = "seed",
-) -> FriedmanResult:  # fmt: skip
+) -> FriedmanResult:
     """Friedman test with strategies as treatments and seeds as blocks (MedMemoryBench's
     appendix "Results Across Multiple Random Seeds", seed fact mmb_friedman: χ²_F = 42.47 and
     39.20, 9 df, over ten methods x five seeds).
@@ -280,13 +316,16 @@ def friedman(
     wide = _seed_matrix(scores, value, treatment, block, "friedman")
     n, k = wide.shape
     if k < 3 or n < 2:
-        raise MetricsInputError(f"friedman: needs >= 3 {treatment}s and >= 2 {block}s, got "
-                                f"{k} and {n}")  # fmt: skip
+        raise MetricsInputError(
+            f"friedman: needs >= 3 {treatment}s and >= 2 {block}s, got {k} and {n}"
+        )
     ranks = np.apply_along_axis(sps.rankdata, 1, wide.to_numpy(float))
     r_sum = ranks.sum(axis=0)
     chi2 = 12.0 / (n * k * (k + 1)) * float((r_sum**2).sum()) - 3.0 * n * (k + 1)
-    ties = sum(float((c**3 - c).sum()) for c in (np.unique(row, return_counts=True)[1]
-                                                for row in wide.to_numpy(float)))  # fmt: skip
+    ties = sum(
+        float((c**3 - c).sum())
+        for c in (np.unique(row, return_counts=True)[1] for row in wide.to_numpy(float))
+    )
     correction = 1.0 - ties / (n * k * (k * k - 1))
     stat = chi2 / correction if correction > 0 else float("nan")
     return FriedmanResult(float(stat), k - 1, friedman_p(stat, k - 1), k, n)

@@ -8,7 +8,7 @@ paraphrase variant (:mod:`clinlib.eval.paraphrase_run`); the pairs share the qid
 (pure functions):
 
 * per task: the two accuracies, their paired difference with a patient-clustered CR1 interval
-  (:func:`clinlib.analysis.cluster_stats.paired_cluster_robust`; questions of one patient are
+  (:func:`clinlib.analysis.stats.cluster.paired_cluster_robust`; questions of one patient are
   not independent) and McNemar's test on the discordant pairs (:func:`clinlib.analysis.stats.mcnemar`);
 * across tasks, :func:`homogeneity`: (a) the paired homogeneity test: a chi-square test on the
   tasks x (template-only correct, paraphrase-only correct) table of discordant pairs (is the
@@ -25,8 +25,8 @@ import pandas as pd
 from scipy.stats import chi2_contingency
 from statsmodels.stats.contingency_tables import StratifiedTable
 
-from clinlib.analysis.cluster_stats import paired_cluster_robust, with_clusters
-from clinlib.analysis.stats import StatsInputError, mcnemar
+from clinlib.analysis.stats.cluster import paired_cluster_robust, with_clusters
+from clinlib.analysis.stats.question import StatsInputError, mcnemar
 
 KEYS: tuple[str, ...] = ("qid", "strategy", "backbone", "prep_model", "setting")
 PAIR_COLUMNS: tuple[str, ...] = (*KEYS, "task", "cluster", "template", "paraphrase")
@@ -77,11 +77,21 @@ def robustness_table(pairs: pd.DataFrame, by: tuple[str, ...] = ("task",)) -> pd
         cr = paired_cluster_robust(p.astype(float), t.astype(float), g["cluster"].to_numpy())
         mc = mcnemar(t, p)
         key = key if isinstance(key, tuple) else (key,)
-        rows.append({**dict(zip(by, key, strict=True)), "n": len(g),
-                     "n_patients": int(g["cluster"].nunique()), "acc_template": t.mean(),
-                     "acc_paraphrase": p.mean(), "diff": cr.diff,
-                     "diff_lo": cr.diff - Z95 * cr.se, "diff_hi": cr.diff + Z95 * cr.se,
-                     "template_only": mc.b, "paraphrase_only": mc.c, "mcnemar_p": mc.p_value})  # fmt: skip
+        rows.append(
+            {
+                **dict(zip(by, key, strict=True)),
+                "n": len(g),
+                "n_patients": int(g["cluster"].nunique()),
+                "acc_template": t.mean(),
+                "acc_paraphrase": p.mean(),
+                "diff": cr.diff,
+                "diff_lo": cr.diff - Z95 * cr.se,
+                "diff_hi": cr.diff + Z95 * cr.se,
+                "template_only": mc.b,
+                "paraphrase_only": mc.c,
+                "mcnemar_p": mc.p_value,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -117,12 +127,36 @@ def homogeneity(pairs: pd.DataFrame) -> pd.DataFrame:
         st = StratifiedTable(tabs, shift_zeros=zeros)
         cmh, bd = st.test_null_odds(correction=False), st.test_equal_odds()
         note = "treats the wordings as independent" + ("; 0.5 added to zero cells" * zeros)
-        rows.append(("Cochran-Mantel-Haenszel (no wording effect)", float(cmh.statistic), 1,
-                     float(cmh.pvalue), len(tabs), note))  # fmt: skip
-        rows.append(("Breslow-Day (equal odds ratios)", float(bd.statistic), len(tabs) - 1,
-                     float(bd.pvalue), len(tabs), note))  # fmt: skip
+        rows.append(
+            (
+                "Cochran-Mantel-Haenszel (no wording effect)",
+                float(cmh.statistic),
+                1,
+                float(cmh.pvalue),
+                len(tabs),
+                note,
+            )
+        )
+        rows.append(
+            (
+                "Breslow-Day (equal odds ratios)",
+                float(bd.statistic),
+                len(tabs) - 1,
+                float(bd.pvalue),
+                len(tabs),
+                note,
+            )
+        )
     else:
-        rows.append(("Cochran-Mantel-Haenszel (no wording effect)", np.nan, np.nan, np.nan,
-                     len(tabs), "fewer than two tasks with both correct and wrong answers"))  # fmt: skip
+        rows.append(
+            (
+                "Cochran-Mantel-Haenszel (no wording effect)",
+                np.nan,
+                np.nan,
+                np.nan,
+                len(tabs),
+                "fewer than two tasks with both correct and wrong answers",
+            )
+        )
     cols = ["test", "statistic", "df", "p_value", "n_tasks", "note"]
     return pd.DataFrame(rows, columns=cols)

@@ -19,7 +19,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis.cluster_stats import cluster_robust_ci, overlap_robust_ci
+from clinlib.analysis.stats.cluster import cluster_robust_ci, overlap_robust_ci
 from clinlib.core.config import build_dir
 from clinlib.core.seed_facts import seed_fact
 from clinlib.llm.tokens import count_tokens, encoding_for_model
@@ -29,8 +29,19 @@ from clinlib.tasks.population.render import DESC_CHARS, RENDERINGS  # noqa: F401
 
 TOKENIZER_MODELS: tuple[str, ...] = ("gpt-4", "gpt-4o")
 BIN_MODEL = "gpt-4"  # length bins are measured with cl100k_base
-VERBOSITY_COLUMNS = ["qid", "task", "bin_tokens", "rendering", "tokenizer", "N", "M", "M_over_N",
-                     "n_codes", "tokens_per_code", "saving_vs_descriptions"]  # fmt: skip
+VERBOSITY_COLUMNS = [
+    "qid",
+    "task",
+    "bin_tokens",
+    "rendering",
+    "tokenizer",
+    "N",
+    "M",
+    "M_over_N",
+    "n_codes",
+    "tokens_per_code",
+    "saving_vs_descriptions",
+]
 
 
 def _count(text: str, model: str) -> int:
@@ -46,10 +57,20 @@ def verbosity(questions: pd.DataFrame, models: Sequence[str] = TOKENIZER_MODELS)
             concepts = json.loads(q.concepts)
             n = count_tokens(prompt_text(q.question, q.context), model)
             m = sum(tok(c) * k for c, k in concepts.items())
-            rows.append({"qid": q.qid, "task": q.task, "bin_tokens": q.bin_tokens,
-                         "rendering": q.rendering, "tokenizer": encoding_for_model(model),
-                         "N": n, "M": m, "M_over_N": m / n, "n_codes": q.n_codes,
-                         "tokens_per_code": m / max(q.n_codes, 1)})  # fmt: skip
+            rows.append(
+                {
+                    "qid": q.qid,
+                    "task": q.task,
+                    "bin_tokens": q.bin_tokens,
+                    "rendering": q.rendering,
+                    "tokenizer": encoding_for_model(model),
+                    "N": n,
+                    "M": m,
+                    "M_over_N": m / n,
+                    "n_codes": q.n_codes,
+                    "tokens_per_code": m / max(q.n_codes, 1),
+                }
+            )
     out = pd.DataFrame(rows)
     base = out[out["rendering"] == "descriptions"].set_index(["qid", "tokenizer"])["N"]
     key = pd.MultiIndex.from_frame(out[["qid", "tokenizer"]])
@@ -62,8 +83,10 @@ def verbosity_table(v: pd.DataFrame) -> pd.DataFrame:
     return (
         v.groupby(["tokenizer", "rendering"], sort=False)[
             ["N", "M", "M_over_N", "tokens_per_code", "saving_vs_descriptions"]
-        ].median().reset_index()
-    )  # fmt: skip
+        ]
+        .median()
+        .reset_index()
+    )
 
 
 # --- notebook 17 helpers -------------------------------------------------------------------
@@ -110,10 +133,14 @@ def scoreboard(preds: pd.DataFrame, questions: pd.DataFrame | None = None) -> pd
     :func:`clustered_scoreboard`."""
     board = (
         preds.groupby(["task", "backbone", "rendering"])
-        .agg(n=("qid", "size"), score=("score", "mean"), score_lenient=("score_lenient", "mean"),
-             parse_failed=("parse_failed", "mean"))
+        .agg(
+            n=("qid", "size"),
+            score=("score", "mean"),
+            score_lenient=("score_lenient", "mean"),
+            parse_failed=("parse_failed", "mean"),
+        )
         .reset_index()
-    )  # fmt: skip
+    )
     if questions is None:
         return board
     cl = clustered_scoreboard(preds, questions)
@@ -122,8 +149,9 @@ def scoreboard(preds: pd.DataFrame, questions: pd.DataFrame | None = None) -> pd
     return board.merge(cl.loc[cl["rendering"] != "all", keys + cols], on=keys, how="left")
 
 
-def clustered_scoreboard(preds: pd.DataFrame, questions: pd.DataFrame,
-                         alpha: float = 0.05) -> pd.DataFrame:  # fmt: skip
+def clustered_scoreboard(
+    preds: pd.DataFrame, questions: pd.DataFrame, alpha: float = 0.05
+) -> pd.DataFrame:
     """Mean score per (task, backbone), over all renderings and per rendering, with three
     95% normal intervals side by side: question-level (each (question, rendering) row alone),
     group-clustered (CR1 on the question's group) and shared-patient (overlap-robust). Rows
@@ -135,13 +163,13 @@ def clustered_scoreboard(preds: pd.DataFrame, questions: pd.DataFrame,
     - the *group* (one question, all its renderings): the renderings of a question print the same
       patients, ask the same question and share the gold and any planted pattern, so a reader's
       scores on them move together; groups partition the rows, so the partition-based intervals of
-      :mod:`clinlib.analysis.cluster_stats` (CR1, cluster bootstrap) apply. This is the unit.
+      :mod:`clinlib.analysis.stats.cluster` (CR1, cluster bootstrap) apply. This is the unit.
     - the *cohort spec*: one spec per task, so inside a per-task cell it is a single cluster (no
       interval at all) and over all tasks about ten clusters of different metrics; rejected.
     - *shared patients*: two groups of a task share patients (on quick, 37 questions over 48
       distinct patients); the connected components of the patient-overlap graph collapse to one
       cluster, so no partition can hold them. Their correlation is bounded instead by the
-      overlap-robust interval (:func:`clinlib.analysis.cluster_stats.overlap_robust_ci`), shown
+      overlap-robust interval (:func:`clinlib.analysis.stats.cluster.overlap_robust_ci`), shown
       beside the group-clustered one. It needs pairs that share nobody: on quick (measured)
       nearly every pair of a task's groups shares a patient and it is undefined (NaN); on
       paper about half the pairs do and it is defined.
@@ -151,32 +179,54 @@ def clustered_scoreboard(preds: pd.DataFrame, questions: pd.DataFrame,
     pooled = preds.assign(rendering="all")
     for key, sub in pd.concat([pooled, preds]).groupby(["task", "backbone", "rendering"]):
         ok = sub[sub["score"].notna()]
-        row = dict(zip(["task", "backbone", "rendering"], key, strict=True),
-                   n=len(ok), n_groups=ok["qid"].nunique(), n_unscored=len(sub) - len(ok))  # fmt: skip
+        row = dict(
+            zip(["task", "backbone", "rendering"], key, strict=True),
+            n=len(ok),
+            n_groups=ok["qid"].nunique(),
+            n_unscored=len(sub) - len(ok),
+        )
         if len(ok) >= 2:
             y = ok["score"].to_numpy(float)
             q = cluster_robust_ci(y, np.arange(len(y)), alpha)
             g = cluster_robust_ci(y, ok["qid"].to_numpy(), alpha)
             o = overlap_robust_ci(y, [set(members[x]) for x in ok["qid"]], alpha)
-            row |= {"score": q.estimate, "q_low": q.low, "q_high": q.high, "group_low": g.low,
-                    "group_high": g.high, "patient_low": o.low, "patient_high": o.high,
-                    "pair_overlap": o.pair_overlap}  # fmt: skip
+            row |= {
+                "score": q.estimate,
+                "q_low": q.low,
+                "q_high": q.high,
+                "group_low": g.low,
+                "group_high": g.high,
+                "patient_low": o.low,
+                "patient_high": o.high,
+                "pair_overlap": o.pair_overlap,
+            }
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def verbosity_chart(v: pd.DataFrame) -> alt.FacetChart:
     """N and M per question by rendering, one panel per tokenizer (App. B)."""
-    data = v.melt(id_vars=["qid", "rendering", "tokenizer", "bin_tokens"], value_vars=["N", "M"],
-                  var_name="measure", value_name="tokens")  # fmt: skip
+    data = v.melt(
+        id_vars=["qid", "rendering", "tokenizer", "bin_tokens"],
+        value_vars=["N", "M"],
+        var_name="measure",
+        value_name="tokens",
+    )
     return (
         alt.Chart()
         .mark_boxplot()
-        .encode(x=alt.X("rendering:N", sort=list(RENDERINGS)), y=alt.Y("tokens:Q"),
-                color="measure:N", xOffset="measure:N")
-        .facet(column=alt.Column("tokenizer:N"), data=data,
-               title="prompt tokens N and coded-concept tokens M per rendering (App. B)")
-    )  # fmt: skip
+        .encode(
+            x=alt.X("rendering:N", sort=list(RENDERINGS)),
+            y=alt.Y("tokens:Q"),
+            color="measure:N",
+            xOffset="measure:N",
+        )
+        .facet(
+            column=alt.Column("tokenizer:N"),
+            data=data,
+            title="prompt tokens N and coded-concept tokens M per rendering (App. B)",
+        )
+    )
 
 
 def scoreboard_chart(board: pd.DataFrame) -> alt.FacetChart:
@@ -184,13 +234,21 @@ def scoreboard_chart(board: pd.DataFrame) -> alt.FacetChart:
     return (
         alt.Chart()
         .mark_bar()
-        .encode(x=alt.X("rendering:N", sort=list(RENDERINGS)), y=alt.Y("score:Q"),
-                color="backbone:N", xOffset="backbone:N",
-                tooltip=["task", "backbone", "rendering", alt.Tooltip("score:Q", format=".3f")])
-        .facet(facet=alt.Facet("task:N"), columns=5, data=board,
-               title="offline readers per task (not LLMs); P-IPW: absolute ATE error")
+        .encode(
+            x=alt.X("rendering:N", sort=list(RENDERINGS)),
+            y=alt.Y("score:Q"),
+            color="backbone:N",
+            xOffset="backbone:N",
+            tooltip=["task", "backbone", "rendering", alt.Tooltip("score:Q", format=".3f")],
+        )
+        .facet(
+            facet=alt.Facet("task:N"),
+            columns=5,
+            data=board,
+            title="offline readers per task (not LLMs); P-IPW: absolute ATE error",
+        )
         .resolve_scale(y="independent")
-    )  # fmt: skip
+    )
 
 
 def tokens_per_code_chart(v: pd.DataFrame) -> alt.LayerChart:
@@ -198,9 +256,16 @@ def tokens_per_code_chart(v: pd.DataFrame) -> alt.LayerChart:
     (seed fact ``pmq_tokens_per_code``)."""
     lo, hi = (float(x) for x in seed_fact("pmq_tokens_per_code").values)
     band = pd.DataFrame({"lo": [lo], "hi": [hi], "label": ["PopMedQA: tokens per code as text"]})
-    boxes = alt.Chart(v).mark_boxplot().encode(
-        x=alt.X("rendering:N", sort=list(RENDERINGS)), y=alt.Y("tokens_per_code:Q", title="tokens per coded event"),
-        color="tokenizer:N", xOffset="tokenizer:N")  # fmt: skip
+    boxes = (
+        alt.Chart(v)
+        .mark_boxplot()
+        .encode(
+            x=alt.X("rendering:N", sort=list(RENDERINGS)),
+            y=alt.Y("tokens_per_code:Q", title="tokens per coded event"),
+            color="tokenizer:N",
+            xOffset="tokenizer:N",
+        )
+    )
     seed = (
         alt.Chart(band)
         .mark_rect(opacity=0.15, color="gray")
@@ -238,6 +303,12 @@ def win_rates(preds: pd.DataFrame, lengths: pd.Series, thresholds: Sequence[int]
                     if b != a:
                         wins += _better(task, r[a], r[b])
                         n += 1
-            rows.append({"backbone": a, "max_tokens": limit, "comparisons": int(n),
-                         "win_rate": wins / n if n else np.nan})  # fmt: skip
+            rows.append(
+                {
+                    "backbone": a,
+                    "max_tokens": limit,
+                    "comparisons": int(n),
+                    "win_rate": wins / n if n else np.nan,
+                }
+            )
     return pd.DataFrame(rows)

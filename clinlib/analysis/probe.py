@@ -19,52 +19,31 @@ caches) representations through :mod:`clinlib.strategies`.
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
 from clinlib.analysis.metrics import MetricsInputError, accuracy_table, positive_recall
-from clinlib.data.build import load
-from clinlib.strategies import get_strategy, load_artifacts, question_contexts
+from clinlib.analysis.probe_artifacts import artifact_inspection as artifact_inspection
+from clinlib.analysis.probe_artifacts import injected_excerpt as injected_excerpt
+from clinlib.analysis.probe_artifacts import kept as kept
+from clinlib.analysis.probe_artifacts import parse_injection as parse_injection
+from clinlib.analysis.probe_artifacts import prep_outputs as prep_outputs
+from clinlib.analysis.probe_artifacts import rank_positives as rank_positives
+from clinlib.analysis.probe_terms import TASK, ProbeError, require_columns
+from clinlib.analysis.probe_terms import UPSTREAM_BUILT as UPSTREAM_BUILT
 
-TASK = "T3"
 ANSWER_CLASSES: tuple[str, ...] = ("yes", "no", "other")
 # Fig. 5 flags a cell as collapsed at pred=no >= 575/600.
 CONSTANT_NO_SHARE = 575 / 600
 CELL: tuple[str, ...] = ("strategy", "backbone", "setting")
-# The strategies whose representation is built upstream of the question (§5.5): the ones the
-# post-construction probe makes stale.
-UPSTREAM_BUILT: tuple[str, ...] = ("structured-timeline", "llm-summary", "mem0", "a-mem")
-# The injected sentence's template (clinlib.tasks T3 generator, §3 "Task suite" T3).
-INJECTION_PATTERN = re.compile(
-    r"^Physician noted: (?P<lab>.+?) of (?P<value>[<>]?\d[\d.]*) (?P<unit>\S+) is consistent "
-    r"with (?P<problem>.+?)\.?$"
-)
-# A kept relation needs an attribution phrase, not just both names on one line (an A-Mem note
-# lists a visit's labs and diagnoses side by side without linking them).
-RELATION_WORDS = re.compile(
-    r"consistent with|attribut|due to|secondary to|caused by|explained by|because of", re.I
-)
 SETTING_LABELS = {"pre": "pre (equal input)", "post": "post (staleness)"}
 
 
-class ProbeError(ValueError):
-    """Raised when predictions, questions or an injection cannot be used by the T3 probe."""
-
-
-def _require(df: pd.DataFrame, cols: Sequence[str], fn: str) -> None:
-    missing = [c for c in cols if c not in df.columns]
-    if missing:
-        raise ProbeError(f"{fn}: table lacks column(s) {missing}; it has {list(df.columns)}")
-
-
 def _t3_rows(preds: pd.DataFrame, fn: str) -> pd.DataFrame:
-    _require(preds, ["task", *CELL, "parsed", "correct"], fn)
+    require_columns(preds, ["task", *CELL, "parsed", "correct"], fn)
     rows = preds[preds["task"] == TASK]
     if rows.empty:
         tasks = sorted(preds["task"].dropna().astype(str).unique().tolist())
@@ -101,7 +80,7 @@ def answer_counts(
     if "gold" not in rows.columns:
         if questions is None:
             raise ProbeError("answer_counts: predictions lack 'gold'; pass questions=")
-        _require(questions, ["qid", "gold"], "answer_counts (questions)")
+        require_columns(questions, ["qid", "gold"], "answer_counts (questions)")
         rows = rows.merge(questions[["qid", "gold"]], on="qid", how="left", validate="m:1")
         if rows["gold"].isna().any():
             qid = rows.loc[rows["gold"].isna(), "qid"].iloc[0]
@@ -174,8 +153,10 @@ def beside_paper(
         kit_recall_post, then ``paper: <backbone>`` columns (NaN where the paper has no cell,
         e.g. structured-timeline and the raw-text strategies, which Table 3 did not run).
     """
-    _require(recall, ["strategy", "backbone", "n_pos", "recall_pre", "recall_post"], "beside_paper")
-    _require(paper, ["prep", "strategy", "backbone", "value"], "beside_paper (paper)")
+    require_columns(
+        recall, ["strategy", "backbone", "n_pos", "recall_pre", "recall_post"], "beside_paper"
+    )
+    require_columns(paper, ["prep", "strategy", "backbone", "value"], "beside_paper (paper)")
     block = paper[paper["prep"] == prep]
     if block.empty:
         raise ProbeError(
@@ -193,39 +174,51 @@ def beside_paper(
 def _panels(df: pd.DataFrame, label: str, order: list[str]) -> alt.HConcatChart:
     """Fig. 5 panels A (answer counts) and B (accuracy) for one setting."""
     long = df.melt(
-        id_vars=["cell", "n"], value_vars=list(ANSWER_CLASSES), var_name="answer",
+        id_vars=["cell", "n"],
+        value_vars=list(ANSWER_CLASSES),
+        var_name="answer",
         value_name="count",
-    )  # fmt: skip
+    )
     long["rank"] = long["answer"].map({c: i for i, c in enumerate(ANSWER_CLASSES)})
     y = alt.Y("cell:N", sort=order, title=None)
     colors = alt.Scale(domain=list(ANSWER_CLASSES), range=["#009E73", "#D55E00", "#999999"])
-    bars = alt.Chart(long).mark_bar().encode(
-        y=y,
-        x=alt.X("count:Q", title="predictions"),
-        color=alt.Color("answer:N", scale=colors, title="answer"),
-        order=alt.Order("rank:Q"),
-        tooltip=["cell", "answer", "count", "n"],
-    )  # fmt: skip
+    bars = (
+        alt.Chart(long)
+        .mark_bar()
+        .encode(
+            y=y,
+            x=alt.X("count:Q", title="predictions"),
+            color=alt.Color("answer:N", scale=colors, title="answer"),
+            order=alt.Order("rank:Q"),
+            tooltip=["cell", "answer", "count", "n"],
+        )
+    )
     # balanced gold: half of each cell's questions are "yes"
-    half = alt.Chart(df.assign(half=df["n"] / 2)).mark_tick(
-        color="black", thickness=2, size=14
-    ).encode(y=y, x="half:Q")  # fmt: skip
+    half = (
+        alt.Chart(df.assign(half=df["n"] / 2))
+        .mark_tick(color="black", thickness=2, size=14)
+        .encode(y=y, x="half:Q")
+    )
     flagged = df[df["constant_no"]]
-    flags = alt.Chart(flagged).mark_point(
-        shape="triangle-left", color="red", filled=True, size=80
-    ).encode(y=y, x=alt.X("n:Q"))  # fmt: skip
+    flags = (
+        alt.Chart(flagged)
+        .mark_point(shape="triangle-left", color="red", filled=True, size=80)
+        .encode(y=y, x=alt.X("n:Q"))
+    )
     panel_a = alt.layer(bars, half, flags).properties(
         width=240, title=f"A · {label}: answers (tick = n/2, red = constant-No)"
     )
     # one colour: a colour encoding here would share the answer-class scale of panel A
-    points = alt.Chart(df).mark_point(filled=True, size=70, color="#0072B2").encode(
-        y=y,
-        x=alt.X("accuracy:Q", scale=alt.Scale(domain=[0, 1]), title="accuracy"),
-        tooltip=["cell", "accuracy", "floor", "n"],
-    )  # fmt: skip
-    floor = alt.Chart(df).mark_tick(color="black", thickness=2, size=14).encode(
-        y=y, x="floor:Q"
-    )  # fmt: skip
+    points = (
+        alt.Chart(df)
+        .mark_point(filled=True, size=70, color="#0072B2")
+        .encode(
+            y=y,
+            x=alt.X("accuracy:Q", scale=alt.Scale(domain=[0, 1]), title="accuracy"),
+            tooltip=["cell", "accuracy", "floor", "n"],
+        )
+    )
+    floor = alt.Chart(df).mark_tick(color="black", thickness=2, size=14).encode(y=y, x="floor:Q")
     panel_b = alt.layer(points, floor).properties(
         width=200, title="B · accuracy (tick = constant-No floor)"
     )
@@ -243,7 +236,7 @@ def collapse_chart(counts: pd.DataFrame, title: str = "") -> alt.VConcatChart:
     Returns:
         An altair chart.
     """
-    _require(
+    require_columns(
         counts, [*CELL, *ANSWER_CLASSES, "n", "accuracy", "floor", "constant_no"], "collapse_chart"
     )
     if counts.empty:
@@ -271,11 +264,13 @@ def recall_chart(recall: pd.DataFrame, paper: pd.DataFrame | None = None) -> alt
     Returns:
         An altair chart.
     """
-    _require(recall, ["strategy", "backbone", "recall_pre", "recall_post"], "recall_chart")
+    require_columns(recall, ["strategy", "backbone", "recall_pre", "recall_post"], "recall_chart")
     long = recall.melt(
-        id_vars=["strategy", "backbone"], value_vars=["recall_pre", "recall_post"],
-        var_name="setting", value_name="recall",
-    ).dropna(subset=["recall"])  # fmt: skip
+        id_vars=["strategy", "backbone"],
+        value_vars=["recall_pre", "recall_post"],
+        var_name="setting",
+        value_name="recall",
+    ).dropna(subset=["recall"])
     long["setting"] = long["setting"].str.removeprefix("recall_").map(SETTING_LABELS)
     order = sorted(recall["strategy"].unique().tolist())
     y = alt.Y("strategy:N", sort=order, title=None)
@@ -285,259 +280,37 @@ def recall_chart(recall: pd.DataFrame, paper: pd.DataFrame | None = None) -> alt
         color=alt.Color("setting:N", title="setting"),
         shape=alt.Shape("backbone:N", title="kit reader"),
         tooltip=["strategy", "backbone", "setting", "recall"],
-    )  # fmt: skip
+    )
     # pre and post often coincide: pre is drawn as a large ring around the filled post point
     # (an offset within a layered band scale misplaces points across rows).
-    pre = alt.Chart(long[long["setting"] == SETTING_LABELS["pre"]]).mark_point(
-        filled=False, size=220, strokeWidth=2
-    ).encode(**enc)  # fmt: skip
-    post = alt.Chart(long[long["setting"] != SETTING_LABELS["pre"]]).mark_point(
-        filled=True, size=60
-    ).encode(**enc)  # fmt: skip
+    pre = (
+        alt.Chart(long[long["setting"] == SETTING_LABELS["pre"]])
+        .mark_point(filled=False, size=220, strokeWidth=2)
+        .encode(**enc)
+    )
+    post = (
+        alt.Chart(long[long["setting"] != SETTING_LABELS["pre"]])
+        .mark_point(filled=True, size=60)
+        .encode(**enc)
+    )
     pts = alt.layer(pre, post)
     layers = [pts]
     if paper is not None:
-        _require(paper, ["strategy", "value"], "recall_chart (paper)")
+        require_columns(paper, ["strategy", "value"], "recall_chart (paper)")
         rng = paper.dropna(subset=["value"]).groupby("strategy")["value"].agg(["min", "max"])
         rng = rng.reset_index()
-        band = alt.Chart(rng).mark_rule(color="#777777", size=10, opacity=0.45).encode(
-            y=y, x="min:Q", x2="max:Q", tooltip=["strategy", "min", "max"]
-        )  # fmt: skip
-        tick = alt.Chart(rng).mark_tick(color="#444444", thickness=2, size=14).encode(
-            y=y, x="max:Q"
-        )  # fmt: skip
+        band = (
+            alt.Chart(rng)
+            .mark_rule(color="#777777", size=10, opacity=0.45)
+            .encode(y=y, x="min:Q", x2="max:Q", tooltip=["strategy", "min", "max"])
+        )
+        tick = (
+            alt.Chart(rng).mark_tick(color="#444444", thickness=2, size=14).encode(y=y, x="max:Q")
+        )
         layers = [band, tick, pts]
     return alt.layer(*layers).properties(
         width=320, title="T3 recall on injected positives (grey = paper Table 3, LLM backbones)"
     )
-
-
-# --------------------------------------------------------------------------- artifacts
-
-
-def parse_injection(text: str) -> dict[str, str]:
-    """Split the attribution sentence into lab, value, unit and problem.
-
-    Raises:
-        ProbeError: the sentence does not follow the T3 template.
-    """
-    m = INJECTION_PATTERN.match(str(text).strip())
-    if not m:
-        raise ProbeError(f"injection text does not follow the T3 template: {text!r}")
-    return m.groupdict()
-
-
-def _sentences(text: str) -> list[str]:
-    # artifacts are line-oriented (bullets, notes); within a line split on sentence ends
-    parts = []
-    for line in str(text).splitlines():
-        parts += [p for p in re.split(r"(?<=[.;])\s+", line) if p.strip()]
-    return parts
-
-
-def kept(text: str | None, parts: Mapping[str, str]) -> dict[str, Any]:
-    """What a context / stored text holds of one injection.
-
-    Args:
-        text: the text (None = the strategy holds nothing of this kind).
-        parts: :func:`parse_injection` output.
-
-    Returns:
-        sentence (the exact attribution sentence), lab_fact (a sentence with the lab's name and
-        the value), problem (the problem's title anywhere), relation (one sentence naming the lab and
-        the problem with an attribution phrase, :data:`RELATION_WORDS`), evidence (the first sentence with the lab fact, or "").
-    """
-    if text is None:
-        return {"sentence": False, "lab_fact": False, "problem": False, "relation": False,
-                "evidence": ""}  # fmt: skip
-    lab, problem = parts["lab"].lower(), parts["problem"].lower()
-    value = re.compile(r"(?<![\d.])" + re.escape(parts["value"]) + r"(?!\.?\d)")
-    sents = _sentences(text)
-    facts = [s for s in sents if lab in s.lower() and value.search(s)]
-    relation = any(
-        lab in s.lower() and problem in s.lower() and RELATION_WORDS.search(s) for s in sents
-    )
-    sentence = f"{parts['lab']} of {parts['value']} {parts['unit']} is consistent with"
-    return {
-        "sentence": sentence.lower() in str(text).lower(),
-        "lab_fact": bool(facts),
-        "problem": problem in str(text).lower(),
-        "relation": relation,
-        "evidence": facts[0].strip() if facts else "",
-    }
-
-
-def injected_excerpt(turns: pd.DataFrame, qid: str, window: int = 2) -> pd.DataFrame:
-    """The injected turn with ``window`` turns either side, from an injected dialogue.
-
-    Args:
-        turns: output of :func:`clinlib.tasks.injections.injected_dialogue`.
-        qid: the question whose injection to show.
-        window: turns of context either side.
-
-    Returns:
-        visit_idx, turn_idx, speaker, injected, text.
-    """
-    _require(turns, ["injected_qid", "turn_idx", "subject_id", "speaker", "text"], "excerpt")
-    hit = turns[turns["injected_qid"].astype(str) == qid]
-    if hit.empty:
-        raise ProbeError(f"injected_excerpt: no injected turn for question {qid!r}")
-    sid, t = int(hit["subject_id"].iloc[0]), int(hit["turn_idx"].iloc[0])
-    mine = turns[(turns["subject_id"] == sid) & turns["turn_idx"].between(t - window, t + window)]
-    return mine[["visit_idx", "turn_idx", "speaker", "injected", "text"]].reset_index(drop=True)
-
-
-def artifact_inspection(
-    question: Mapping[str, Any],
-    profile: str | None = None,
-    strategies: Sequence[str] = ("full-context", *UPSTREAM_BUILT),
-    prep: str = "rule-based",
-    dialogues: pd.DataFrame | None = None,
-    questions: pd.DataFrame | None = None,
-    settings: Sequence[str] = ("post", "pre"),
-) -> pd.DataFrame:
-    """For one injected-positive T3 question: what each strategy's stored artifact and
-    answer-time context keep of the injection, per setting (§5.5, Appendix H Case 1).
-
-    Args:
-        question: a questions.parquet row (dict) with a non-empty ``injection``.
-        profile: build profile.
-        strategies: strategies to inspect.
-        prep: prep model of the derived strategies.
-        dialogues: the profile's dialogues (loaded when None).
-        questions: the question set (loaded when None; the ``pre`` build injects every T3
-            positive of the patient).
-        settings: the settings to inspect (an LLM prep model builds each one it is asked for).
-
-    Returns:
-        One row per (strategy, setting): where (``stored`` artifact or ``context`` at answer
-        time), prep_model, prep_warnings (replies the prep model got wrong, e.g. invalid
-        JSON: Mem0 then stores nothing for that visit, A-Mem the raw encounter) and the
-        :func:`kept` columns.
-    """
-    raw = question.get("injection")
-    if not isinstance(raw, str) or not raw:
-        raise ProbeError(f"artifact_inspection: question {question.get('qid')!r} has no injection")
-    inj = json.loads(raw)
-    parts = parse_injection(inj["text"])
-    turns = dialogues if dialogues is not None else load("dialogues", profile)
-    qs = questions if questions is not None else load("questions", profile)
-    sid = int(inj["subject_id"])
-    one = pd.DataFrame([dict(question)])
-    rows = []
-    for name in strategies:
-        strat = get_strategy(name)
-        for setting in settings:
-            art = load_artifacts(
-                name, profile, prep, setting=setting, subjects=[sid], questions=qs,
-                dialogues=turns,
-            )[sid]  # fmt: skip
-            ctx = question_contexts(one, name, profile, setting, prep, dialogues=turns)
-            for where, text in (
-                ("stored", strat.store_text(art)),
-                ("context", ctx["context"].iloc[0]),
-            ):
-                if text is None:
-                    continue  # raw-text strategies store nothing but the dialogue
-                rows.append({"strategy": name, "setting": setting, "where": where,
-                             "prep_model": art.prep_model, "prep_warnings": _warnings(art),
-                             **kept(text, parts)})  # fmt: skip
-    return pd.DataFrame(rows)
-
-
-def _warnings(art: Any) -> int:
-    return len(_data(art).get("warnings", []))
-
-
-def _data(art: Any) -> Mapping[str, Any]:
-    return art.data if isinstance(art.data, Mapping) else {}
-
-
-# Where each derived strategy keeps what its prep model wrote: (list key, item text key).
-PREP_ITEMS: dict[str, tuple[str, str]] = {
-    "llm-summary": ("summary", ""),
-    "mem0": ("memories", "text"),
-    "a-mem": ("notes", "content"),
-}
-
-
-def prep_outputs(
-    subject_id: int,
-    profile: str | None = None,
-    prep: str = "rule-based",
-    setting: str = "pre",
-    strategies: Sequence[str] = tuple(PREP_ITEMS),
-    excerpt_chars: int = 240,
-) -> pd.DataFrame:
-    """What a prep model wrote for one patient (paper §4 "Memory prep model", Appendix G.5):
-    per derived strategy the number of items (1 summary, the memories, the notes), an excerpt
-    of the first, and the prep warnings (replies it could not use) with the first of them.
-
-    Returns:
-        strategy, prep_model, setting, items, first_item, prep_warnings, first_warning.
-    """
-    rows = []
-    for name in strategies:
-        if name not in PREP_ITEMS:
-            raise ProbeError(f"prep_outputs: {name!r} is not one of {sorted(PREP_ITEMS)}")
-        art = load_artifacts(name, profile, prep, setting=setting, subjects=[subject_id])
-        data, (key, text_key) = _data(art[subject_id]), PREP_ITEMS[name]
-        got = data.get(key) or []
-        items = [got] if isinstance(got, str) else [str(it.get(text_key, "")) for it in got]
-        warnings = [str(w) for w in data.get("warnings", [])]
-        rows.append({"strategy": name, "prep_model": art[subject_id].prep_model,
-                     "setting": setting, "items": len(items),
-                     "first_item": items[0][:excerpt_chars] if items else "",
-                     "prep_warnings": len(warnings),
-                     "first_warning": warnings[0][:excerpt_chars] if warnings else ""})  # fmt: skip
-    return pd.DataFrame(rows)
-
-
-def rank_positives(
-    questions: pd.DataFrame,
-    profile: str | None = None,
-    strategies: Sequence[str] = UPSTREAM_BUILT,
-    prep: str = "rule-based",
-    dialogues: pd.DataFrame | None = None,
-) -> pd.DataFrame:
-    """Injected T3 positives ranked by how many derived artifacts (built ``pre``, i.e. from
-    the injected dialogue) keep the lab fact — the instructive case for Case 1 is one whose
-    fact survives construction while the relation does not.
-
-    Args:
-        questions: the question set.
-        profile: build profile.
-        strategies: derived strategies to check.
-        prep: prep model.
-        dialogues: the profile's dialogues (loaded when None).
-
-    Returns:
-        qid, subject_id, n_lab_fact, n_relation, sorted best first (ties by qid).
-    """
-    _require(questions, ["qid", "task", "gold", "injection"], "rank_positives")
-    pos = questions[(questions["task"] == TASK) & (questions["injection"].astype(str) != "")]
-    pos = pos[pos["injection"].notna()]
-    if pos.empty:
-        raise ProbeError("rank_positives: the question set has no injected T3 positive")
-    turns = dialogues if dialogues is not None else load("dialogues", profile)
-    injs = {r.qid: json.loads(r.injection) for r in pos.itertuples()}
-    sids = sorted({int(i["subject_id"]) for i in injs.values()})
-    stored = {}
-    for name in strategies:
-        arts = load_artifacts(
-            name, profile, prep, setting="pre", subjects=sids, questions=questions,
-            dialogues=turns,
-        )  # fmt: skip
-        stored[name] = {sid: get_strategy(name).store_text(a) for sid, a in arts.items()}
-    rows = []
-    for qid, inj in injs.items():
-        parts, sid = parse_injection(inj["text"]), int(inj["subject_id"])
-        marks = [kept(stored[n][sid], parts) for n in strategies]
-        rows.append({"qid": qid, "subject_id": sid,
-                     "n_lab_fact": sum(m["lab_fact"] for m in marks),
-                     "n_relation": sum(m["relation"] for m in marks)})  # fmt: skip
-    out = pd.DataFrame(rows)
-    return out.sort_values(["n_lab_fact", "n_relation", "qid"], ascending=[False, True, True])
 
 
 def probe_figure(

@@ -14,8 +14,8 @@ import importlib.util
 import altair as alt
 import pandas as pd
 
-from clinlib.analysis.cluster_stats import cluster_bootstrap_ci
-from clinlib.analysis.stats import wilson_ci
+from clinlib.analysis.stats.cluster import cluster_bootstrap_ci
+from clinlib.analysis.stats.question import wilson_ci
 from clinlib.core.seed_facts import seed_fact
 
 # seed-fact value order of mmb_safe_rate_categories -> the kit's category names
@@ -57,8 +57,9 @@ def safe_rate(rows: pd.DataFrame, by: tuple[str, ...] = ()) -> pd.DataFrame:
         tot = df.groupby(list(by), sort=True)["correct"].agg(n_correct="sum", n="size")
         tot = tot.reset_index().assign(risk_category="overall")
     else:
-        tot = pd.DataFrame([{"risk_category": "overall", "n_correct": int(df["correct"].sum()),
-                             "n": len(df)}])  # fmt: skip
+        tot = pd.DataFrame(
+            [{"risk_category": "overall", "n_correct": int(df["correct"].sum()), "n": len(df)}]
+        )
     out = pd.concat([per, tot[keys + ["n_correct", "n"]]], ignore_index=True)
     out["n_correct"] = out["n_correct"].astype(int)
     out["safe_rate"] = out["n_correct"] / out["n"]
@@ -81,8 +82,15 @@ def _cell(values: pd.Series, clusters: pd.Series, n_boot: int, seed: int) -> dic
     k, n = float(v.sum()), len(v)
     lo, hi = wilson_ci(k, n)
     c = cluster_bootstrap_ci(v, clusters.to_numpy(), n_boot=n_boot, seed=seed)
-    return {"n": n, "patients": int(clusters.nunique()), "share": k / n if n else float("nan"),
-            "q_low": lo, "q_high": hi, "cl_low": c.low, "cl_high": c.high}  # fmt: skip
+    return {
+        "n": n,
+        "patients": int(clusters.nunique()),
+        "share": k / n if n else float("nan"),
+        "q_low": lo,
+        "q_high": hi,
+        "cl_low": c.low,
+        "cl_high": c.high,
+    }
 
 
 def share_table(
@@ -103,9 +111,13 @@ def share_table(
     if missing:
         raise ValueError(f"share_table: missing column(s) {missing}")
     df = run[run[value].notna()]
-    rows = [{**dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
-             **_cell(g[value], g["subject_id"], n_boot, seed)}
-            for key, g in df.groupby(list(by), sort=True)]  # fmt: skip
+    rows = [
+        {
+            **dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
+            **_cell(g[value], g["subject_id"], n_boot, seed),
+        }
+        for key, g in df.groupby(list(by), sort=True)
+    ]
     cols = [*by, "n", "patients", "share", "q_low", "q_high", "cl_low", "cl_high"]
     return pd.DataFrame(rows, columns=cols)
 
@@ -131,8 +143,11 @@ def l_type_status(run: pd.DataFrame, judged: pd.DataFrame | None = None) -> pd.D
     out = rows.groupby(keys, sort=True).size().rename("n").reset_index()
     if judged is None or judged.empty:
         return out.assign(status=L_STATUS, judged=0, accuracy=float("nan"))
-    j = rows.merge(judged[["qid", "strategy", "setting", "verdict"]], how="inner",
-                   on=["qid", "strategy", "setting"])  # fmt: skip
+    j = rows.merge(
+        judged[["qid", "strategy", "setting", "verdict"]],
+        how="inner",
+        on=["qid", "strategy", "setting"],
+    )
     agg = (
         j.groupby(keys).agg(judged=("verdict", "size"), accuracy=("verdict", "mean")).reset_index()
     )
@@ -178,11 +193,15 @@ def retention_chart(table: pd.DataFrame) -> alt.Chart:
     base = alt.Chart(table, title="Trap retention: trap fact in context when asked")
     y = alt.Y("strategy:N", title=None, sort=alt.EncodingSortField("share", "max", "descending"))
     pts = base.mark_point(filled=True).encode(
-        x=alt.X("share:Q", title="share in context", scale=alt.Scale(domain=[0, 1])), y=y,
-        color=alt.Color("setting:N"), yOffset="setting:N",
-        tooltip=["strategy", "setting", "n", "patients", alt.Tooltip("share:Q", format=".3f")])  # fmt: skip
-    bars = base.mark_rule().encode(x="cl_low:Q", x2="cl_high:Q", y=y, color="setting:N",
-                                   yOffset="setting:N")  # fmt: skip
+        x=alt.X("share:Q", title="share in context", scale=alt.Scale(domain=[0, 1])),
+        y=y,
+        color=alt.Color("setting:N"),
+        yOffset="setting:N",
+        tooltip=["strategy", "setting", "n", "patients", alt.Tooltip("share:Q", format=".3f")],
+    )
+    bars = base.mark_rule().encode(
+        x="cl_low:Q", x2="cl_high:Q", y=y, color="setting:N", yOffset="setting:N"
+    )
     return (bars + pts).properties(width=260, height=alt.Step(14))
 
 
@@ -190,10 +209,16 @@ def accuracy_chart(table: pd.DataFrame) -> alt.Chart:
     """Reference-reader accuracy per strategy × query type (heat map), one setting."""
     base = alt.Chart(table, title="Reference reader accuracy by query type (S/O only)")
     enc = dict(x=alt.X("task:N", title=None), y=alt.Y("strategy:N", title=None))
-    heat = base.mark_rect().encode(**enc, color=alt.Color(
-        "share:Q", title="accuracy", scale=alt.Scale(domain=[0, 1], scheme="greens")),
-        tooltip=["strategy", "task", "n", alt.Tooltip("share:Q", format=".3f")])  # fmt: skip
+    heat = base.mark_rect().encode(
+        **enc,
+        color=alt.Color(
+            "share:Q", title="accuracy", scale=alt.Scale(domain=[0, 1], scheme="greens")
+        ),
+        tooltip=["strategy", "task", "n", alt.Tooltip("share:Q", format=".3f")],
+    )
     text = base.mark_text(fontSize=9).encode(
-        **enc, text=alt.Text("share:Q", format=".2f"),
-        color=alt.condition(alt.datum.share > 0.6, alt.value("white"), alt.value("black")))  # fmt: skip
+        **enc,
+        text=alt.Text("share:Q", format=".2f"),
+        color=alt.condition(alt.datum.share > 0.6, alt.value("white"), alt.value("black")),
+    )
     return (heat + text).properties(width=40 * table["task"].nunique())

@@ -26,8 +26,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis.metrics.common import MetricsInputError, _require
-from clinlib.analysis.stats import wilson_ci
+from clinlib.analysis.metrics.common import MetricsInputError, require
+from clinlib.analysis.stats.question import wilson_ci
 from clinlib.tasks.settings import SettingError, parse_value
 
 EFFICIENT = "efficient"
@@ -73,7 +73,7 @@ def stream_subset(
 def setting_rows(preds: pd.DataFrame) -> pd.DataFrame:
     """Predictions with ``mode`` (``efficient``, or the mixed label such as ``mixed(seed=7)``),
     ``noise_seed`` (NA without noise), ``checkpoint`` (NA when static) and ``stream``."""
-    _require(preds, ["setting"], "setting_rows")
+    require(preds, ["setting"], "setting_rows")
     parsed = {}
     for value in pd.unique(preds["setting"]):
         try:
@@ -82,8 +82,9 @@ def setting_rows(preds: pd.DataFrame) -> pd.DataFrame:
             raise MetricsInputError(f"setting_rows: {exc}") from None
     out = preds.copy()
     out["mode"] = [parsed[v][0].mode for v in out["setting"]]
-    out["noise_seed"] = pd.array([parsed[v][0].seed if parsed[v][0].mixed else None
-                                  for v in out["setting"]], dtype="Int64")  # fmt: skip
+    out["noise_seed"] = pd.array(
+        [parsed[v][0].seed if parsed[v][0].mixed else None for v in out["setting"]], dtype="Int64"
+    )
     out["stream"] = [parsed[v][0].stream for v in out["setting"]]
     out["checkpoint"] = pd.array([parsed[v][1] for v in out["setting"]], dtype="Int64")
     return out
@@ -125,7 +126,7 @@ def accuracy_by_checkpoint(
     if rows.empty:
         raise MetricsInputError("accuracy_by_checkpoint: no stream predictions")
     col = "checkpoint" if x == "checkpoint" else x
-    _require(rows, [*by, col, "correct"], "accuracy_by_checkpoint")
+    require(rows, [*by, col, "correct"], "accuracy_by_checkpoint")
     values = rows[col].astype(float)
     if bins is not None:
         edges = pd.qcut(values, int(bins), duplicates="drop")
@@ -182,7 +183,7 @@ def seed_scores(preds: pd.DataFrame, by: Sequence[str] = ("strategy",)) -> pd.Da
 def checkpoint_chart(table: pd.DataFrame, x: str = "checkpoint", title: str = "") -> alt.Chart:
     """Accuracy vs ``x`` per strategy (colour), efficient solid and mixed dashed, with Wilson
     bands (a table from :func:`accuracy_by_checkpoint`)."""
-    _require(table, ["strategy", "mode", x, "accuracy", "ci_low", "ci_high"], "checkpoint_chart")
+    require(table, ["strategy", "mode", x, "accuracy", "ci_low", "ci_high"], "checkpoint_chart")
     base = alt.Chart(table).encode(
         x=alt.X(f"{x}:Q", title="sessions seen" if x == "checkpoint" else x.replace("_", " ")),
         color=alt.Color("strategy:N"),

@@ -1,7 +1,7 @@
 """The substrate pilot of ClinTraceBench App. G.8: the same questions answered from the dialogue
 (``full-context``) and from a bare dated table of the same source events (``event-table``),
 per backbone × task, with the paired accuracy gap's question-level interval beside the
-patient-clustered one (:func:`clinlib.analysis.cluster_report.paired_gap`).
+patient-clustered one (:func:`clinlib.analysis.stats.cluster_tables.paired_gap`).
 
 G.8: "the narrative relations targeted by T3, T4 and T5 were not explicitly represented in
 [the table], so those tasks could not be evaluated equivalently" — their rows carry
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from clinlib.analysis.cluster_report import paired_gap
-from clinlib.analysis.cluster_stats import with_clusters
-from clinlib.analysis.stats import StatsInputError
+from clinlib.analysis.stats.cluster import with_clusters
+from clinlib.analysis.stats.cluster_tables import paired_gap
+from clinlib.analysis.stats.question import StatsInputError
 from clinlib.strategies.event_table import NOT_EQUIVALENT_TASKS
 
 DIALOGUE, TABLE = "full-context", "event-table"
@@ -46,8 +46,7 @@ def substrate_gap(
             f"substrate_gap: need {dialogue!r} and {table!r} predictions under {setting!r}; "
             f"have {sorted(set(sub['strategy']))}"
         )
-    frame = with_clusters(sub.assign(correct=sub["correct"].fillna(False).astype(bool)),
-                          questions)  # fmt: skip
+    frame = with_clusters(sub.assign(correct=sub["correct"].fillna(False).astype(bool)), questions)
     eq = ~frame["task"].isin(NOT_EQUIVALENT_TASKS)
     frame = pd.concat([frame, frame[eq].assign(task=POOLED)], ignore_index=True)
     out = []
@@ -61,7 +60,20 @@ def substrate_gap(
         out.append(gap.assign(backbone=backbone))
     res = pd.concat(out, ignore_index=True)
     res["equivalent"] = ~res["task"].isin(NOT_EQUIVALENT_TASKS)
-    cols = ["backbone", "task", "equivalent", "n", "n_clusters", "acc_dialogue", "acc_table",
-            "gap_pp", "q_low_pp", "q_high_pp", "c_low_pp", "c_high_pp", "p_mcnemar",
-            "p_cluster"]  # fmt: skip
+    cols = [
+        "backbone",
+        "task",
+        "equivalent",
+        "n",
+        "n_clusters",
+        "acc_dialogue",
+        "acc_table",
+        "gap_pp",
+        "q_low_pp",
+        "q_high_pp",
+        "c_low_pp",
+        "c_high_pp",
+        "p_mcnemar",
+        "p_cluster",
+    ]
     return res[cols]

@@ -41,17 +41,29 @@ CLINTRACE_LENGTH_DROP_PP: tuple[float, float] = (_DROP.number(1), _DROP.number(0
 _DECAY, _MEM0 = seed_fact("lmb_explicit_decay"), seed_fact("lmb_mem0_explicit")
 LONGMEDBENCH_TABLE2: pd.DataFrame = pd.DataFrame(
     [
-        ("qwen-turbo", "explicit", "1", "retrieval", _DECAY.number(0),
-         "smallest window (3 visits)"),
+        (
+            "qwen-turbo",
+            "explicit",
+            "1",
+            "retrieval",
+            _DECAY.number(0),
+            "smallest window (3 visits)",
+        ),
         ("qwen-turbo", "explicit", "inf", "retrieval", _DECAY.number(1), "full history"),
-        ("qwen-turbo", "any", "any", "Lab-F rejection (max)", _DECAY.number(2),
-         "Lab-F rejection at most this in every window"),
+        (
+            "qwen-turbo",
+            "any",
+            "any",
+            "Lab-F rejection (max)",
+            _DECAY.number(2),
+            "Lab-F rejection at most this in every window",
+        ),
         ("mem0", "explicit", "-", "Lab-T", _MEM0.number(0), "explicit lab questions"),
         ("mem0", "explicit", "-", "Medication", _MEM0.number(1), "explicit medication questions"),
         ("mem0", "relative", "-", "Overall", _MEM0.number(2), "relative questions remain inferior"),
     ],
     columns=["system", "question", "m", "metric", "value", "note"],
-)  # fmt: skip
+)
 
 # LongMedBench "temporal reasoning" (Table 3; Kendall's tau, only the values its text states):
 # visit cloze (its best, a weak model, thinking on/off), and for visit sorting and joint
@@ -63,29 +75,42 @@ LONGMEDBENCH_TABLE3: pd.DataFrame = pd.DataFrame(
         ("visit cloze", "deepseek-v3.2-thinking", _CLOZE.number(2), "best", "thinking mode"),
         ("visit cloze", "deepseek-v3.2", _CLOZE.number(3), "other", ""),
         ("visit cloze", "qwen-turbo", _CLOZE.number(1), "other", "weak model"),
-        ("visit sorting", "deepseek-v3.2-thinking",
-         seed_fact("lmb_tau_visit_sorting").number(0), "best", "best"),
-        ("joint sorting", "best model", seed_fact("lmb_tau_joint_sorting").number(0), "best",
-         "best"),
+        (
+            "visit sorting",
+            "deepseek-v3.2-thinking",
+            seed_fact("lmb_tau_visit_sorting").number(0),
+            "best",
+            "best",
+        ),
+        (
+            "joint sorting",
+            "best model",
+            seed_fact("lmb_tau_joint_sorting").number(0),
+            "best",
+            "best",
+        ),
     ],
     columns=["subtask", "model", "tau", "stated", "note"],
-)  # fmt: skip
+)
 
 POSITION_BINS = 4
 LENGTH_QUARTILES = ("Q1 shortest", "Q2", "Q3", "Q4 longest")
 
 
 def _first_anchor_visits(questions: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
-    for df, cols, name in ((questions, ("qid", "subject_ids", "anchor_event_ids"), "questions"),
-                           (events, ("event_id", "subject_id", "visit_idx"), "events")):  # fmt: skip
+    for df, cols, name in (
+        (questions, ("qid", "subject_ids", "anchor_event_ids"), "questions"),
+        (events, ("event_id", "subject_id", "visit_idx"), "events"),
+    ):
         missing = [c for c in cols if c not in df.columns]
         if missing:
             raise MetricsInputError(f"anchor_positions: {name} lacks column(s) {missing}")
     visit = dict(zip(events["event_id"].astype(str), events["visit_idx"].astype(int), strict=True))
     owner = dict(zip(events["event_id"].astype(str), events["subject_id"].astype(int), strict=True))
     rows = []
-    for qid, sids, anchors in zip(questions["qid"], questions["subject_ids"],
-                                  questions["anchor_event_ids"], strict=True):  # fmt: skip
+    for qid, sids, anchors in zip(
+        questions["qid"], questions["subject_ids"], questions["anchor_event_ids"], strict=True
+    ):
         sid = int(list(sids)[0])
         found = [visit[str(a)] for a in list(anchors) if owner.get(str(a)) == sid]
         rows.append((str(qid), sid, min(found) if found else np.nan))
@@ -220,11 +245,15 @@ def window_table(preds: pd.DataFrame, correct_col: str = "correct", alpha: float
     rows = rows[rows["m"].notna()]
     if rows.empty:
         raise MetricsInputError("window_table: no T1R prediction under window-visits(m=...)")
-    out = accuracy_table(rows, by=["backbone", "m", "subtype"], correct_col=correct_col,
-                         alpha=alpha)  # fmt: skip
+    out = accuracy_table(
+        rows, by=["backbone", "m", "subtype"], correct_col=correct_col, alpha=alpha
+    )
     tokens = rows.groupby(["backbone", "m", "subtype"], as_index=False)["context_tokens"].mean()
-    out = out.merge(tokens.rename(columns={"context_tokens": "mean_context_tokens"}),
-                    on=["backbone", "m", "subtype"], how="left")  # fmt: skip
+    out = out.merge(
+        tokens.rename(columns={"context_tokens": "mean_context_tokens"}),
+        on=["backbone", "m", "subtype"],
+        how="left",
+    )
     order = {m: i for i, m in enumerate(WINDOW_ORDER)}
     out = out.assign(_o=out["m"].map(order).fillna(len(order)))
     return out.sort_values(["backbone", "_o", "subtype"]).drop(columns="_o").reset_index(drop=True)
@@ -235,10 +264,13 @@ def beside_table2(table: pd.DataFrame) -> pd.DataFrame:
     seed's explicit-retrieval values where it states one (m = 1 and m = inf)."""
     wide = table.pivot_table(index=["backbone", "m"], columns="subtype", values="accuracy")
     wide = wide.reset_index().rename_axis(columns=None)
-    seed = LONGMEDBENCH_TABLE2[(LONGMEDBENCH_TABLE2["system"] == "qwen-turbo")
-                               & (LONGMEDBENCH_TABLE2["question"] == "explicit")]  # fmt: skip
-    wide["seed_explicit_qwen_turbo"] = wide["m"].map(dict(zip(seed["m"], seed["value"],
-                                                              strict=True)))  # fmt: skip
+    seed = LONGMEDBENCH_TABLE2[
+        (LONGMEDBENCH_TABLE2["system"] == "qwen-turbo")
+        & (LONGMEDBENCH_TABLE2["question"] == "explicit")
+    ]
+    wide["seed_explicit_qwen_turbo"] = wide["m"].map(
+        dict(zip(seed["m"], seed["value"], strict=True))
+    )
     if {"explicit", "relative"} <= set(wide.columns):
         wide["explicit_minus_relative"] = wide["explicit"] - wide["relative"]
     return wide
@@ -261,8 +293,9 @@ def beside_table3(scores: pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in need if c not in scores.columns]
     if missing:
         raise MetricsInputError(f"beside_table3: score table lacks {missing}")
-    wide = scores.pivot_table(index="subtype", columns=["strategy", "backbone"],
-                              values="mean_score")  # fmt: skip
+    wide = scores.pivot_table(
+        index="subtype", columns=["strategy", "backbone"], values="mean_score"
+    )
     wide.columns = [f"{s} / {b}" for s, b in wide.columns]
     seed = LONGMEDBENCH_TABLE3.groupby("subtask")["tau"]
     best = seed.max()
@@ -292,21 +325,30 @@ SEED_SERIES = "LongMedBench explicit (qwen-turbo)"
 def window_chart(table: pd.DataFrame) -> alt.FacetChart:
     """Explicit vs relative accuracy by window size per reader (:func:`window_table`), with
     the seed's explicit values (qwen-turbo, m = 1 and inf) as one more series."""
-    seed = LONGMEDBENCH_TABLE2[(LONGMEDBENCH_TABLE2["system"] == "qwen-turbo")
-                               & (LONGMEDBENCH_TABLE2["question"] == "explicit")]  # fmt: skip
-    seeds = pd.DataFrame([(b, m, SEED_SERIES, v) for b in table["backbone"].unique()
-                          for m, v in zip(seed["m"], seed["value"], strict=True)],
-                         columns=["backbone", "m", "subtype", "accuracy"])  # fmt: skip
+    seed = LONGMEDBENCH_TABLE2[
+        (LONGMEDBENCH_TABLE2["system"] == "qwen-turbo")
+        & (LONGMEDBENCH_TABLE2["question"] == "explicit")
+    ]
+    seeds = pd.DataFrame(
+        [
+            (b, m, SEED_SERIES, v)
+            for b in table["backbone"].unique()
+            for m, v in zip(seed["m"], seed["value"], strict=True)
+        ],
+        columns=["backbone", "m", "subtype", "accuracy"],
+    )
     data = pd.concat([table, seeds], ignore_index=True)
     x = alt.X("m:O", sort=list(WINDOW_ORDER), title="m")
     tip = ["backbone", "m", "subtype", "n", alt.Tooltip("accuracy:Q", format=".3f")]
     # data only on the facet: a layer with its own data would ignore the facet's split
-    base = alt.Chart().encode(x=x, xOffset="subtype:N", tooltip=tip,
-                                  color=alt.Color("subtype:N", title="question"))  # fmt: skip
+    base = alt.Chart().encode(
+        x=x, xOffset="subtype:N", tooltip=tip, color=alt.Color("subtype:N", title="question")
+    )
     return _band(base, "accuracy").facet(
-        column=alt.Column("backbone:N", title="reader"), data=data,
+        column=alt.Column("backbone:N", title="reader"),
+        data=data,
         title="T1R: explicit vs relative accuracy by window (m visits either side)",
-    )  # fmt: skip
+    )
 
 
 def strata_chart(table: pd.DataFrame, x_col: str, title: str, color: str = "strategy"):
@@ -315,8 +357,9 @@ def strata_chart(table: pd.DataFrame, x_col: str, title: str, color: str = "stra
     :func:`accuracy_by_length_quartile` (x = quartile)."""
     order = sorted(table[x_col].astype(str).unique())
     tip = [color, "backbone", x_col, "n", alt.Tooltip("accuracy:Q", format=".3f")]
-    base = alt.Chart().encode(x=alt.X(f"{x_col}:O", sort=order, title=x_col),
-                                   color=alt.Color(f"{color}:N"), tooltip=tip)  # fmt: skip
+    base = alt.Chart().encode(
+        x=alt.X(f"{x_col}:O", sort=order, title=x_col), color=alt.Color(f"{color}:N"), tooltip=tip
+    )
     return _band(base, "accuracy").facet(
         column=alt.Column("backbone:N", title="reader"), data=table, title=title
     )
@@ -326,10 +369,14 @@ def tau_chart(scores: pd.DataFrame) -> alt.FacetChart:
     """Mean tau per T10 subtype and strategy, one panel per reader, with the seed's best
     model per subtask (Table 3) as one more series."""
     best = LONGMEDBENCH_TABLE3.groupby("subtask")["tau"].max()
-    seeds = pd.DataFrame([(b, t, "LongMedBench best", best[name])
-                          for b in scores["backbone"].unique()
-                          for t, name in T10_SUBTASKS.items()],
-                         columns=["backbone", "subtype", "strategy", "mean_score"])  # fmt: skip
+    seeds = pd.DataFrame(
+        [
+            (b, t, "LongMedBench best", best[name])
+            for b in scores["backbone"].unique()
+            for t, name in T10_SUBTASKS.items()
+        ],
+        columns=["backbone", "subtype", "strategy", "mean_score"],
+    )
     data = pd.concat([scores[["backbone", "subtype", "strategy", "mean_score"]], seeds])
     tip = ["strategy", "backbone", "subtype", alt.Tooltip("mean_score:Q", format=".3f")]
     bars = (
@@ -343,5 +390,8 @@ def tau_chart(scores: pd.DataFrame) -> alt.FacetChart:
             tooltip=tip,
         )
     )
-    return bars.facet(column=alt.Column("backbone:N", title="reader"), data=data,
-                      title="T10: Kendall's tau by subtask (LongMedBench Table 3 best beside)")  # fmt: skip
+    return bars.facet(
+        column=alt.Column("backbone:N", title="reader"),
+        data=data,
+        title="T10: Kendall's tau by subtask (LongMedBench Table 3 best beside)",
+    )

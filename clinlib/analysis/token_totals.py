@@ -31,8 +31,11 @@ TOKEN_TOL = 0.25  # the target: full-context input tokens within +-25 % of Table
 
 def token_totals(estimate: pd.DataFrame) -> pd.DataFrame:
     """Per cell: input tokens, typical output tokens and typical cost, summed over settings."""
-    cols = {"input_tokens": "input_tokens", "output_tokens_typical": "output_tokens",
-            "cost_usd_typical": "cost_usd"}  # fmt: skip
+    cols = {
+        "input_tokens": "input_tokens",
+        "output_tokens_typical": "output_tokens",
+        "cost_usd_typical": "cost_usd",
+    }
     out = estimate.groupby(["strategy", "backbone"], sort=False)[list(cols)].sum()
     return out.rename(columns=cols).reset_index()[list(TOTAL_COLUMNS)]
 
@@ -88,10 +91,19 @@ def recompute_table4_costs(
         h = r.cache_hit_rate / 100
         cost = r.input_tokens * ((1 - h) * p_in + h * p_cache) + r.output_tokens / 1000 * p_out
         rel = (cost - r.cost_usd) / r.cost_usd if r.cost_usd else float("nan")
-        rows.append(dict(strategy=r.strategy, backbone=r.backbone, input_m=r.input_tokens,
-                         output_k=r.output_tokens, cache_hit=r.cache_hit_rate,
-                         printed=r.cost_usd, recomputed=round(cost, 2), rel_diff=round(rel, 3),
-                         fits=bool(abs(rel) <= tol or abs(cost - r.cost_usd) <= CENT)))  # fmt: skip
+        rows.append(
+            dict(
+                strategy=r.strategy,
+                backbone=r.backbone,
+                input_m=r.input_tokens,
+                output_k=r.output_tokens,
+                cache_hit=r.cache_hit_rate,
+                printed=r.cost_usd,
+                recomputed=round(cost, 2),
+                rel_diff=round(rel, 3),
+                fits=bool(abs(rel) <= tol or abs(cost - r.cost_usd) <= CENT),
+            )
+        )
     return pd.DataFrame(rows)
 
 

@@ -1,4 +1,4 @@
-"""How an altair chart displays in a notebook: offline, in every frontend (issue 34).
+"""How an altair chart displays in a notebook: offline, in every frontend.
 
 altair 6 emits Vega-Lite 6. Its default renderer writes HTML that loads vega from a CDN
 (``Error loading script: https://cdn.jsdelivr.net/npm/vega@6`` offline), and JupyterLab 4's

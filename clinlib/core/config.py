@@ -62,7 +62,7 @@ PROFILES: dict[str, Profile] = {
     "paper": Profile("paper", n_patients=6000, per_disease=100),
     # MIMIC-IV hosp size (364,627 patients); used by `make bench-cohort` only.
     "mimic-scale": Profile("mimic-scale", n_patients=364_627, per_disease=100),
-    # LongMedBench's setting rebuilt small (issue 31): quick's population, patients with >= 15
+    # LongMedBench's setting rebuilt small: quick's population, patients with >= 15
     # complete hospitalisations and their abnormal labs only, 6 per index disease, quick's counts.
     "long-quick": Profile(
         "long-quick", n_patients=600, per_disease=6, cohort_rule=LONG_RULE, counts="quick"

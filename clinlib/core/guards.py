@@ -54,7 +54,7 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("temporal_questions", "temporal_gates", "temporal_availability"),
         ("cohort", "events", "dialogues", "event_coverage", "dialogue_summary"),
     ),
-    # trap facts and MedMemoryBench's six query types (clinlib.tasks.traps, issue 30)
+    # trap facts and MedMemoryBench's six query types (clinlib.tasks.traps)
     "traps": (
         ("trap_facts", "trap_checks", "trap_questions", "trap_gates"),
         ("cohort", "events", "dialogues"),
@@ -233,9 +233,10 @@ def stage_run(
         staging.commit()
         outs = {a: _fingerprint(artifact_path(f"{a}.parquet", name)) for a in outputs}
         _write_manifest(
-            stage, name, {"status": "ok", "finished": time.time(), "outputs": outs,
-                          "inputs": recorded_inputs},
-        )  # fmt: skip
+            stage,
+            name,
+            {"status": "ok", "finished": time.time(), "outputs": outs, "inputs": recorded_inputs},
+        )
 
 
 def _restore_manifest(stage: str, profile: str, previous: dict | None) -> None:

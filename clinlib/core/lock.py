@@ -1,4 +1,4 @@
-"""One writer per profile (docs/design.md "The artifact contract"; issue 26 §4).
+"""One writer per profile (docs/design.md "The artifact contract").
 
 Every command that writes into ``data/build/<profile>/`` (synth, cohort, dialogues,
 questions, strategies, run, evaluate-offline, notebooks, and pipeline / reproduce around
@@ -15,7 +15,7 @@ taken, removed before it is released), so taking the lock creates no profile fol
 command refused for a bad argument leaves nothing behind. The lock is re-entrant within a
 process, so ``pipeline`` can call each stage's command under its own lock.
 
-A writer's child processes share its lock (issue 26 §4 h): a notebook's kernel, started by
+A writer's child processes share its lock: a notebook's kernel, started by
 ``clintrace notebooks`` while that command holds the lock, calls
 :func:`clinlib.eval.runner.run`, which takes the lock too. The holder lists the lock file and
 its pid in ``$CLINTRACE_WRITER_LOCKS`` (inherited by children only); a process that finds its
@@ -75,8 +75,10 @@ def command_line(argv: list[str] | None = None) -> str:
 def lock_paths(profile: str | None = None) -> tuple[Path, Path]:
     """(lock file, holder record) of a profile: ``data/build/.<profile>.writer.{lock,json}``."""
     name = resolve_profile(profile)
-    return (config.BUILD_DIR / f".{name}{LOCK_SUFFIX}",
-            config.BUILD_DIR / f".{name}{HOLDER_SUFFIX}")  # fmt: skip
+    return (
+        config.BUILD_DIR / f".{name}{LOCK_SUFFIX}",
+        config.BUILD_DIR / f".{name}{HOLDER_SUFFIX}",
+    )
 
 
 def holder(profile: str | None = None) -> dict | None:
@@ -194,8 +196,11 @@ def _acquire(lock_file: Path, name: str, wait: float) -> FileLock:
         except Timeout:
             if wait <= 0:
                 raise
-            print(f"profile {name!r} is being written by {holder_text(holder(name))}; "
-                  f"waiting up to {wait:g} s", file=sys.stderr)  # fmt: skip
+            print(
+                f"profile {name!r} is being written by {holder_text(holder(name))}; "
+                f"waiting up to {wait:g} s",
+                file=sys.stderr,
+            )
             lock.acquire(timeout=float(wait))
     except Timeout:
         waited = f" (waited {wait:g} s)" if wait > 0 else ""

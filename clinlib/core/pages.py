@@ -30,8 +30,16 @@ CONTEXT_WINDOW = 2_000
 CELL_CHARS = 60
 ELIDED = "\n… {n:,} characters not shown …\n"
 TABLE_COLUMNS: tuple[str, ...] = (
-    "row", "outcome", "qid", "task", "subtype", "strategy", "backbone", "setting", "parsed",
-)  # fmt: skip
+    "row",
+    "outcome",
+    "qid",
+    "task",
+    "subtype",
+    "strategy",
+    "backbone",
+    "setting",
+    "parsed",
+)
 
 
 def page_count(n_rows: int, size: int = PAGE_SIZE) -> int:
@@ -60,15 +68,18 @@ def failure_table(rows: pd.DataFrame) -> pd.DataFrame:
     parsed = rows["parsed"].astype(str)
     long = parsed.str.len() > CELL_CHARS
     parsed = parsed.where(~long, parsed.str.slice(0, CELL_CHARS - 1) + "…")
-    out = pd.DataFrame({
-        "row": range(len(rows)), "outcome": outcome.to_numpy(),
-        **{c: rows[c].astype(str).to_numpy() for c in TABLE_COLUMNS[2:-1]},
-        "parsed": parsed.to_numpy(),
-    })  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "row": range(len(rows)),
+            "outcome": outcome.to_numpy(),
+            **{c: rows[c].astype(str).to_numpy() for c in TABLE_COLUMNS[2:-1]},
+            "parsed": parsed.to_numpy(),
+        }
+    )
     return out[list(TABLE_COLUMNS)]
 
 
-def _mention_spans(context: str, anchors: Sequence[str], window: int) -> list[tuple[int, int]]:
+def mention_spans(context: str, anchors: Sequence[str], window: int) -> list[tuple[int, int]]:
     spans = []
     for aid in anchors:
         # an id followed by a digit/dash is a different id (LAB-1 vs LAB-12, RX-2 vs RX-2-3)
@@ -99,7 +110,7 @@ def clip_context(
     """
     if len(context) <= limit:
         return context, 0
-    spans = [(0, window), *_mention_spans(context, anchors, window)]
+    spans = [(0, window), *mention_spans(context, anchors, window)]
     merged: list[list[int]] = []
     for s, e in sorted(_cut_to_line(context, s, e) for s, e in spans):
         if merged and s <= merged[-1][1] + 1:

@@ -53,9 +53,15 @@ class LineProgress:
         clock: the time source (tests pass a fake one).
     """
 
-    def __init__(self, total: int | None, desc: str, unit: str = "it",
-                 stream: IO[str] | None = None, every: float | None = None,
-                 clock: Any = time.monotonic) -> None:  # fmt: skip
+    def __init__(
+        self,
+        total: int | None,
+        desc: str,
+        unit: str = "it",
+        stream: IO[str] | None = None,
+        every: float | None = None,
+        clock: Any = time.monotonic,
+    ) -> None:
         self.total, self.desc, self.unit = total, desc, unit
         self.stream = stream if stream is not None else sys.stderr
         self.every = _every() if every is None else every
@@ -127,8 +133,15 @@ def is_terminal(stream: IO[str] | None = None) -> bool:
         return False
 
 
-def make_progress(total: int | None, desc: str, unit: str = "it", *, enabled: bool = True,
-                  stream: IO[str] | None = None, position: int | None = None) -> Any:  # fmt: skip
+def make_progress(
+    total: int | None,
+    desc: str,
+    unit: str = "it",
+    *,
+    enabled: bool = True,
+    stream: IO[str] | None = None,
+    position: int | None = None,
+) -> Any:
     """A progress counter: tqdm on a terminal, :class:`LineProgress` elsewhere, or a silent
     one when not ``enabled``. Every kind has ``update(n)``, ``set_postfix(**kv)``, ``close()``.
 
@@ -144,8 +157,9 @@ def make_progress(total: int | None, desc: str, unit: str = "it", *, enabled: bo
         return _Silent()
     stream = stream if stream is not None else sys.stderr
     if is_terminal(stream):
-        return tqdm(total=total, desc=desc, unit=unit, file=stream, position=position,
-                    dynamic_ncols=True)  # fmt: skip
+        return tqdm(
+            total=total, desc=desc, unit=unit, file=stream, position=position, dynamic_ncols=True
+        )
     return LineProgress(total, desc, unit, stream=stream)
 
 

@@ -1,4 +1,4 @@
-"""Prose that cannot drift (issue 25 §1): notebook text rendered from computed values, claims
+"""Prose that cannot drift: notebook text rendered from computed values, claims
 checked where they are made, and the static check that keeps result numbers out of
 hand-written prose.
 
@@ -63,8 +63,11 @@ class ClaimFailed(AssertionError):
 
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
-    "<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt,
-}  # fmt: skip
+    "<=": operator.le,
+    ">=": operator.ge,
+    "<": operator.lt,
+    ">": operator.gt,
+}
 
 
 @dataclass(frozen=True)
@@ -95,9 +98,15 @@ class Claim:
 
 
 def claim(
-    statement: str, value: float, op: str, bound: float, *, tol: float = 0.0,
-    fmt: str = ".3g", check: bool = True,
-) -> Claim:  # fmt: skip
+    statement: str,
+    value: float,
+    op: str,
+    bound: float,
+    *,
+    tol: float = 0.0,
+    fmt: str = ".3g",
+    check: bool = True,
+) -> Claim:
     """State a claim as ``value op bound`` within ``tol`` and check it.
 
     Args:
@@ -232,15 +241,24 @@ def prose_numbers(markdown: str) -> list[ProseNumber]:
             num = m["num"] + (m["unit"] or "")
             structural = (
                 bool(_ID_BEFORE.search(before))
-                or (prev_id_end is not None and bool(_LIST_GAP.match(sentence[prev_id_end : m.start()])))
+                or (
+                    prev_id_end is not None
+                    and bool(_LIST_GAP.match(sentence[prev_id_end : m.start()]))
+                )
                 or bool(re.fullmatch(r"0\d", m["num"]))
                 or bool(_HEADING_NUMBER.match(line_before))
                 or bool(_PARAM_BEFORE.search(before))
-                or (bool(_LIST_ITEM.match(line_before)) and sentence[m.end() : m.end() + 2] in (". ", ") "))
+                or (
+                    bool(_LIST_ITEM.match(line_before))
+                    and sentence[m.end() : m.end() + 2] in (". ", ") ")
+                )
                 or bool(re.fullmatch(r"\s*\d+[.)]\s*", sentence))  # "1." split off its item
-                or (num.replace(" ", "") == CI_LEVEL_PERCENT and bool(_CONFIDENCE.match(sentence[m.end() :])))
+                or (
+                    num.replace(" ", "") == CI_LEVEL_PERCENT
+                    and bool(_CONFIDENCE.match(sentence[m.end() :]))
+                )
                 or num == "$0"  # the offline readers' and the local model's price
-            )  # fmt: skip
+            )
             if structural:
                 prev_id_end = m.end()
                 continue

@@ -133,8 +133,12 @@ def source_spec(profile: str | None = None) -> SourceSpec:
     """The recorded source of a build as a :class:`SourceSpec` (a build from before cohort
     rules were recorded used the paper's)."""
     info = read_source_info(profile)
-    return SourceSpec(info["kind"], Path(info["path"]), bool(info["credentialed"]),
-                      info.get("cohort_rule", CTB_RULE))  # fmt: skip
+    return SourceSpec(
+        info["kind"],
+        Path(info["path"]),
+        bool(info["credentialed"]),
+        info.get("cohort_rule", CTB_RULE),
+    )
 
 
 def build_cohort(
@@ -207,8 +211,9 @@ def report_lines(out: dict[str, pd.DataFrame]) -> list[str]:
     return lines + family_lines(out.get("code_families", pd.DataFrame()))
 
 
-def _select_and_extract(spec: SourceSpec, per_disease: int, seed: int, threads: int | None,
-                        allow_drops: bool = False):  # fmt: skip
+def _select_and_extract(
+    spec: SourceSpec, per_disease: int, seed: int, threads: int | None, allow_drops: bool = False
+):
     """Plausibility screen + cohort selection + event extraction, with DuckDB read errors as
     one-line errors. Returns (selection result, events, exclusions, code families: what a
     MEDS source held and what the kit made of it, empty for other sources)."""
@@ -234,8 +239,11 @@ def _select_and_extract(spec: SourceSpec, per_disease: int, seed: int, threads: 
         check_excluded("medication order rows", n_rx, bad_rx, allow_drops)
         n_zero = zero_dose_count(con)
         if n_zero:
-            log.info("cohort: prescriptions: %d orders with dose 0 (sliding scale) are told "
-                     "without a dose", n_zero)  # fmt: skip
+            log.info(
+                "cohort: prescriptions: %d orders with dose 0 (sliding scale) are told "
+                "without a dose",
+                n_zero,
+            )
         families, unnamed = pd.DataFrame(columns=list(FAMILY_COLUMNS)), bad_lab.iloc[:0]
         if spec.kind == "meds":  # codes read / used / ignored; unnamed codes (no threshold)
             families, unnamed = code_families(con), unnamed_exclusions(con, subjects)
@@ -279,9 +287,14 @@ def _check_cohort(result, events: pd.DataFrame, allow_drops: bool) -> None:
     with_events = set(events["subject_id"].astype(int)) if len(events) else set()
     n = len(result.cohort)
     kept = sum(int(s) in with_events for s in result.cohort["subject_id"])
-    check_kept("cohort", "patients with events", kept, n,
-               {"no events extracted": n - kept} if kept < n else None,
-               allow_drops=allow_drops)  # fmt: skip
+    check_kept(
+        "cohort",
+        "patients with events",
+        kept,
+        n,
+        {"no events extracted": n - kept} if kept < n else None,
+        allow_drops=allow_drops,
+    )
 
 
 def _write_cohort(staging, spec, result, events, seed, per_disease) -> dict[str, pd.DataFrame]:

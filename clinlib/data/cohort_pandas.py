@@ -72,13 +72,23 @@ def _is_order(drug_type: pd.Series) -> pd.Series:
 def _rx_ids(rx: pd.DataFrame) -> pd.Series:
     """RX-<pharmacy_id>[-<k>]: k ranks an id's order rows by content (clinlib.data.events)."""
     ranked = rx.assign(
-        _not_main=rx["drug_type"].astype("string").str.strip().str.upper().fillna("MAIN")
-        != "MAIN"
+        _not_main=rx["drug_type"].astype("string").str.strip().str.upper().fillna("MAIN") != "MAIN"
     ).sort_values(
-        ["pharmacy_id", "_not_main", "drug", "dose_val_rx", "dose_unit_rx", "route",
-         "starttime", "stoptime", "subject_id", "hadm_id"],
-        na_position="last", kind="stable",
-    )  # fmt: skip
+        [
+            "pharmacy_id",
+            "_not_main",
+            "drug",
+            "dose_val_rx",
+            "dose_unit_rx",
+            "route",
+            "starttime",
+            "stoptime",
+            "subject_id",
+            "hadm_id",
+        ],
+        na_position="last",
+        kind="stable",
+    )
     k = ranked.groupby("pharmacy_id").cumcount() + 1
     pid = "RX-" + ranked["pharmacy_id"].astype("int64").astype(str)
     return (pid + k.map(lambda i: "" if i == 1 else f"-{i}")).reindex(rx.index)
@@ -249,11 +259,20 @@ def extract_events_pandas(hosp_dir: Path, subject_ids) -> pd.DataFrame:
 
 def screened_admissions(hosp_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(every admission with its plausibility ``rule``, the plausible ones)."""
-    cols = ["subject_id", "hadm_id", "admittime", "dischtime", "admission_type",
-            "discharge_location"]  # fmt: skip
+    cols = [
+        "subject_id",
+        "hadm_id",
+        "admittime",
+        "dischtime",
+        "admission_type",
+        "discharge_location",
+    ]
     adm = read_table(hosp_dir, "admissions", cols)
-    pcols = [c for c in ("subject_id", "anchor_age", "anchor_year", "dod")
-             if c in _columns(hosp_dir, "patients")]  # fmt: skip
+    pcols = [
+        c
+        for c in ("subject_id", "anchor_age", "anchor_year", "dod")
+        if c in _columns(hosp_dir, "patients")
+    ]
     ruled = screen.screen_admissions(adm, read_table(hosp_dir, "patients", pcols))
     return ruled, ruled[ruled["rule"].isna()].drop(columns="rule")
 
@@ -287,8 +306,13 @@ def _attach(df: pd.DataFrame, visits: pd.DataFrame, time_col: str, key: str) -> 
     return pd.concat([direct, loose], ignore_index=True)
 
 
-def _lab_events(hosp_dir: Path, subjects: set[int], visits: pd.DataFrame,
-                raw_adm: pd.DataFrame, adm: pd.DataFrame) -> pd.DataFrame:  # fmt: skip
+def _lab_events(
+    hosp_dir: Path,
+    subjects: set[int],
+    visits: pd.DataFrame,
+    raw_adm: pd.DataFrame,
+    adm: pd.DataFrame,
+) -> pd.DataFrame:
     """Plausible panel labs with a value, in the panel's unit (a known alternative converted)
     or none, one per (stay, lab, day): abnormal first, then earliest."""
     panel = {lab.key: lab for lab in LAB_PANEL}
@@ -349,8 +373,13 @@ _RX_COLUMNS: list[str] = [
 ]
 
 
-def _rx_events(hosp_dir: Path, subjects: set[int], visits: pd.DataFrame,
-               raw_adm: pd.DataFrame, adm: pd.DataFrame) -> pd.DataFrame:  # fmt: skip
+def _rx_events(
+    hosp_dir: Path,
+    subjects: set[int],
+    visits: pd.DataFrame,
+    raw_adm: pd.DataFrame,
+    adm: pd.DataFrame,
+) -> pd.DataFrame:
     """Plausible medication orders (not BASE diluents) with their RX-<pharmacy_id>[-<k>] ids;
     a dose of 0 is no dose, a name's inner spaces are collapsed (clinlib.data.events)."""
     rx = read_table(hosp_dir, "prescriptions", _RX_COLUMNS)

@@ -41,8 +41,22 @@ import re
 from functools import lru_cache
 
 STRENGTH_UNITS: tuple[str, ...] = (
-    "mg", "mcg", "g", "gm", "kg", "ml", "l", "meq", "mmol", "unit", "units", "u", "iu", "hr", "h",
-)  # fmt: skip
+    "mg",
+    "mcg",
+    "g",
+    "gm",
+    "kg",
+    "ml",
+    "l",
+    "meq",
+    "mmol",
+    "unit",
+    "units",
+    "u",
+    "iu",
+    "hr",
+    "h",
+)
 """Unit words dropped after a number (rule 4), also when glued to it ("5mg")."""
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")

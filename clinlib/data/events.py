@@ -2,57 +2,11 @@
 id (paper §3 "Cohort", Fig. 2 stage 2 "deterministic event IDs for provenance").
 
 Extraction runs in DuckDB over the MIMIC-shaped views, restricted to the cohort's subjects.
-
-Event ids come from the source record's natural key, never from row order, so the same record
-gets the same id on every run and the ids are unique: ``ADM-<hadm_id>`` / ``DIS-<hadm_id>``
-(admissions), ``LAB-<labevent_id>``, ``RX-<pharmacy_id>[-<k>]``, ``DX-<hadm_id>-<seq_num>``,
-``PX-<hadm_id>-<seq_num>``.
-
-Prescriptions. In real MIMIC-IV one ``pharmacy_id`` (one pharmacy order) carries up to four
-rows with the same starttime: the MAIN drug, its BASE diluent rows ("0.9% Sodium Chloride",
-"Bag", "D5W"; about a fifth of all rows) and occasionally ADDITIVE rows (a second drug added
-to the bag; ~0.1 %). So ``pharmacy_id`` is not a row key
-(:data:`clinlib.data.schema.RX_DILUENT_TYPES`):
-
-- BASE rows yield no event: a diluent is the vehicle of the MAIN drug, not a clinical
-  decision the clinician would tell or a question could ask about, and its dose is a bag
-  volume. Folding it into the MAIN event would need a column the event contract lacks.
-- MAIN and ADDITIVE rows (a NULL ``drug_type``, as from a MEDS source, counts as MAIN) each
-  yield an event. Within a pharmacy_id they are ranked by content — MAIN before ADDITIVE,
-  then drug, dose, unit, route, start, stop, subject, admission — and the first keeps the
-  plain ``RX-<pharmacy_id>``, the k-th (k >= 2) gets ``RX-<pharmacy_id>-<k>``. The rank never
-  depends on row order; rows tied on every ranked column are identical events, so which one
-  gets which k does not change the table. Several MAIN rows on one id are ranked the same way.
-- A row without ``pharmacy_id`` has no natural key, so it yields no event (none in the MIMIC-IV
-  demo; an id from row order would not be stable).
-- Orders pass the prescriptions screen first (:mod:`clinlib.data.plausibility_rx`: a negative,
-  non-finite or impossibly large dose, or an unknown / excluded ``hadm_id``, excludes its
-  pharmacy order with a counted reason). ``value_text`` is ``dose_val_rx`` as given ("1-2",
-  "25,000"); ``value`` is its number (thousands separators read: 25000), NULL for a range or
-  when the dose is missing (the dialogue then says the drug was started, no dose). A dose of 0
-  (a sliding-scale order, "Insulin 0 UNIT SC") is no dose: value, value_text and unit NULL.
-- ``label`` is the drug name trimmed with inner runs of whitespace collapsed to one space
-  ("Sodium Chloride 0.9%  Flush" is told "Sodium Chloride 0.9% Flush"); ``code`` keeps it as
-  recorded.
-
-Visits are admissions, numbered 0.. per patient by (admittime, hadm_id). A lab or prescription
-without hadm_id (MIMIC's outpatient draws) joins the admission whose window
-[admittime - 1 day, dischtime] contains it, else it is not part of any visit and is left out.
-
-Labs: the fixed 18-lab panel (:data:`clinlib.data.vocab.LAB_PANEL`) in its canonical units,
-after the plausibility screen (:mod:`clinlib.data.plausibility`: a known alternative unit is
-converted, an unknown one, a non-finite or physiologically impossible value, or an unknown
-``hadm_id`` is excluded and counted; a missing unit is kept, for the dialogue verifier to report),
-with clinical-priority de-duplication to one value per (visit, lab, calendar day): the
-preferred itemid first (measured LDL over calculated), then an abnormal result (the one that
-drives care), then the earliest charttime, then the lowest labevent_id. ``value_text`` is the
-result as reported (``labevents.value``), or the numeric value formatted at the lab's usual
-precision when MIMIC stores only the number (``value`` is NULL or ``'___'``). A row without
-``valuenum`` yields no event: that covers results reported only in ``comments`` (value and
-valuenum NULL, e.g. "HEMOLYZED SPECIMEN" or a result phoned in) and censored text results
-such as troponin ``<0.01``, which have no number a trend, extreme or recompute could use.
-Diagnoses carry the discharge time (ICD codes are assigned at discharge); procedures their
-chartdate.
+Ids come from the source record's natural key, never from row order (``ADM-<hadm_id>``,
+``LAB-<labevent_id>``, ``RX-<pharmacy_id>[-<k>]``, ``DX-<hadm_id>-<seq_num>``, ...). Visits are
+admissions in time order; an event without hadm_id joins the admission whose
+[admittime - 1 day, dischtime] holds it. A prescription's BASE diluent rows yield no event; labs
+are the 18-lab panel after the plausibility screen, one value per (visit, lab, calendar day).
 """
 
 from __future__ import annotations

@@ -35,8 +35,14 @@ from clinlib.data.cohort_rules import (
     MIN_HOSPITALISATIONS,
 )
 
-__all__ = ["MIN_HOSPITALISATIONS", "LongCohort", "built_rule", "long_cohort", "profile_long_cohort",
-           "seed_summary"]  # fmt: skip
+__all__ = [
+    "MIN_HOSPITALISATIONS",
+    "LongCohort",
+    "built_rule",
+    "long_cohort",
+    "profile_long_cohort",
+    "seed_summary",
+]
 
 VISITS_SQL = f"""
 WITH adm AS (
@@ -109,10 +115,16 @@ def seed_summary() -> dict[str, float]:
     """The seed's figures for the same rule (MIMIC-IV; seed facts lmb_cohort_rule and
     lmb_visit_events), keyed like :attr:`LongCohort.summary`."""
     rule, ev = seed_fact("lmb_cohort_rule"), seed_fact("lmb_visit_events")
-    return {"n_patients": rule.number(1), "n_visits": rule.number(2),
-            "visits_mean": rule.number(3), "visits_median": rule.number(4),
-            "visits_sd": rule.number(5), "events_mean": ev.number(0),
-            "events_median": ev.number(1), "events_sd": ev.number(2)}  # fmt: skip
+    return {
+        "n_patients": rule.number(1),
+        "n_visits": rule.number(2),
+        "visits_mean": rule.number(3),
+        "visits_median": rule.number(4),
+        "visits_sd": rule.number(5),
+        "events_mean": ev.number(0),
+        "events_median": ev.number(1),
+        "events_sd": ev.number(2),
+    }
 
 
 def profile_long_cohort(profile: str | None = None, min_visits: int = MIN_HOSPITALISATIONS):

@@ -1,43 +1,10 @@
-"""Plausibility screen of the cohort stage (issue 26 §1; paper §3 "Cohort"): a source row that
-is clinically impossible is excluded with its reason, counted and reported, never stated in a
-dialogue or asked about.
-
-One documented rule per field (the table in docs/real-data.md):
-
-Admissions (screened before cohort selection, so an impossible admission cannot make a patient
-eligible; an excluded admission takes its labs, prescriptions, diagnoses and procedures with it):
-
-* ``admittime_out_of_range`` — ``admittime`` missing, or its year outside
-  [:data:`MIN_YEAR`, :data:`MAX_YEAR`] (MIMIC-IV's per-patient date shift puts every record in
-  2100–2220; no record predates 1900).
-* ``age_at_admission_out_of_range`` — the patient's age at the admission,
-  ``anchor_age + year(admittime) - anchor_year``, outside [0, :data:`MAX_AGE`]. MIMIC-IV shifts
-  all of a patient's dates by one offset and states the age at the shifted ``anchor_year``, so
-  a stay decades away from the patient's other dates (year 9999 beside 2157) shows as an
-  impossible age.
-* ``discharge_before_admission`` — ``dischtime`` missing or earlier than ``admittime``.
-* ``admission_after_death`` — ``admittime`` after the patient's date of death
-  (``patients.dod``, when the table has it).
-
-Labs (the panel's rows of the cohort's patients with a number; comment-only results stay out as
-before, docs/real-data.md):
-
-* ``value_not_finite`` — ``valuenum`` NaN or ±infinity.
-* ``unit_not_convertible`` — a unit that is neither the panel's canonical unit nor one of its
-  known alternatives (:data:`UNIT_FACTORS`, e.g. creatinine µmol/L = mg/dL × 88.42); a known
-  alternative is converted (value, reference range; the reported text is re-formatted).
-* ``value_out_of_bounds`` — after conversion, outside the lab's physiological bounds
-  (:data:`BOUNDS`: beyond what a living patient's sample has been reported to hold, e.g.
-  creatinine (0, 40] mg/dL; much wider than the reference range).
-* ``unknown_hadm_id`` / ``admission_excluded`` — a ``hadm_id`` that is not one of the
-  patient's admissions, or names an admission excluded above.
-
-Prescriptions: :mod:`clinlib.data.plausibility_rx` (impossible doses, a dose of 0 as no dose).
-
-Each excluded row is one row of ``exclusions.parquet`` (table, rule, key, subject_id, field,
-value); the stage fails, as for any other drop, when a rule family removes more than
-guards.MAX_DROP_SHARE of its rows (admissions, the cohort's panel labs, or its medication
-order rows).
+"""Plausibility screen of the cohort stage (paper §3 "Cohort"): a source row that is clinically
+impossible is excluded with its reason, counted and reported, never stated in a dialogue or
+asked about. One documented rule per field (docs/real-data.md "Impossible values are
+excluded, counted and reported, never stated"): admissions are screened before cohort
+selection, panel labs after unit conversion (:data:`UNIT_FACTORS`, :data:`BOUNDS`);
+prescriptions in :mod:`clinlib.data.plausibility_rx`. Each excluded row is a row of
+``exclusions.parquet``.
 """
 
 from __future__ import annotations
@@ -99,8 +66,14 @@ RAW_ADMISSIONS = "ct_raw_admissions"
 
 
 def _admission_rules_sql(has_dod: bool) -> str:
-    dod = ("WHEN p.dod IS NOT NULL AND CAST(a.admittime AS DATE) > p.dod "
-           "THEN 'admission_after_death'") if has_dod else ""  # fmt: skip
+    dod = (
+        (
+            "WHEN p.dod IS NOT NULL AND CAST(a.admittime AS DATE) > p.dod "
+            "THEN 'admission_after_death'"
+        )
+        if has_dod
+        else ""
+    )
     return f"""
     SELECT a.subject_id, a.hadm_id, a.admittime, a.dischtime,
            CASE WHEN a.admittime IS NULL OR year(a.admittime) NOT BETWEEN {MIN_YEAR} AND {MAX_YEAR}
@@ -234,8 +207,9 @@ def check_excluded(what: str, total: int, bad: pd.DataFrame, allow_drops: bool) 
     """The drop guard: more than MAX_DROP_SHARE of ``what`` implausible fails the stage."""
     if total:
         reasons = group_reasons(bad["rule"]) if len(bad) else None
-        check_kept("cohort (plausibility)", what, total - len(bad), total, reasons,
-                   allow_drops=allow_drops)  # fmt: skip
+        check_kept(
+            "cohort (plausibility)", what, total - len(bad), total, reasons, allow_drops=allow_drops
+        )
 
 
 def summary_lines(exclusions: pd.DataFrame) -> list[str]:

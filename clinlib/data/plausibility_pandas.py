@@ -1,5 +1,5 @@
 """The plausibility screen again, in pandas, for the pandas cross-check of the cohort stage
-(:mod:`clinlib.data.cohort_pandas`; issue 26 §1).
+(:mod:`clinlib.data.cohort_pandas`).
 
 The rules are the documented ones (:mod:`clinlib.data.plausibility`,
 :mod:`clinlib.data.plausibility_rx`, docs/real-data.md "Plausibility rules") and so are their
@@ -82,12 +82,19 @@ def screen_labs(labs: pd.DataFrame, adm_raw: pd.DataFrame, adm_kept: pd.DataFram
     """Panel lab rows (with ``lab_key``) and a numeric value, screened: the rows kept, in
     canonical units (value re-formatted from the converted number, reference range scaled),
     plus a ``rule`` column on the excluded ones (returned too, for counting)."""
-    raw_keys = set(zip(adm_raw["subject_id"].astype(int), adm_raw["hadm_id"].astype(int),
-                       strict=True))  # fmt: skip
+    raw_keys = set(
+        zip(adm_raw["subject_id"].astype(int), adm_raw["hadm_id"].astype(int), strict=True)
+    )
     kept = set(adm_kept["hadm_id"].astype(int))
     rules, factors = [], []
-    for key, v, u, s, h in zip(labs["lab_key"], labs["valuenum"], labs["valueuom"],
-                               labs["subject_id"], labs["hadm_id"], strict=True):  # fmt: skip
+    for key, v, u, s, h in zip(
+        labs["lab_key"],
+        labs["valuenum"],
+        labs["valueuom"],
+        labs["subject_id"],
+        labs["hadm_id"],
+        strict=True,
+    ):
         rule, f = _lab_rule(key, float(v), u, _hadm_rule(s, h, raw_keys, kept))
         rules.append(rule)
         factors.append(f)
@@ -128,19 +135,21 @@ def _dose_rule(dose: float | None, unit) -> str | None:
     return "dose_out_of_bounds" if dose > cap else None
 
 
-def screen_prescriptions(rx: pd.DataFrame, adm_raw: pd.DataFrame,
-                         adm_kept: pd.DataFrame) -> pd.DataFrame:  # fmt: skip
+def screen_prescriptions(
+    rx: pd.DataFrame, adm_raw: pd.DataFrame, adm_kept: pd.DataFrame
+) -> pd.DataFrame:
     """Medication-order rows with ``dose_num`` and ``rule``: a failing row's rule, its
     pharmacy order's other rows ``order_excluded`` (None = kept)."""
-    raw_keys = set(zip(adm_raw["subject_id"].astype(int), adm_raw["hadm_id"].astype(int),
-                       strict=True))  # fmt: skip
+    raw_keys = set(
+        zip(adm_raw["subject_id"].astype(int), adm_raw["hadm_id"].astype(int), strict=True)
+    )
     kept = set(adm_kept["hadm_id"].astype(int))
     doses = [dose_number(t) for t in rx["dose_val_rx"]]
     own = [
         _dose_rule(d, u) or _hadm_rule(s, h, raw_keys, kept)
         for d, u, s, h in zip(
             doses, rx["dose_unit_rx"], rx["subject_id"], rx["hadm_id"], strict=True
-        )  # fmt: skip
+        )
     ]
     out = rx.assign(dose_num=pd.array(doses, dtype="Float64"), rule=own)
     failed = set(out.loc[out["rule"].notna(), "pharmacy_id"].astype(int))

@@ -1,4 +1,4 @@
-"""Plausibility screen of prescriptions (issue 26 §1 and §3; paper §3 "Cohort"; the table in
+"""Plausibility screen of prescriptions (paper §3 "Cohort"; the table in
 docs/real-data.md "Plausibility rules"): a medication order whose dose is impossible is
 excluded with its reason, counted and reported, never stated; a dose of 0 is no dose.
 

@@ -87,7 +87,7 @@ def exclusion_table(exclusions: pd.DataFrame) -> pd.DataFrame:
 
 
 def code_family_table(families: pd.DataFrame) -> pd.DataFrame:
-    """What a MEDS source held (code_families.parquet; issue 26 §2): rows read per code
+    """What a MEDS source held (code_families.parquet): rows read per code
     family, how many the kit used, excluded (name unknown) and ignored, subjects, text-only
     rows and what the kit makes of the family; largest first, empty for other sources."""
     cols = ["family", "rows", "used", "excluded", "ignored", "subjects", "text_only", "use"]

@@ -114,8 +114,11 @@ NOISE_ID_PREFIX = "NOISE"
 # Codebook ids (PopMedQA Fig. 8: "#1", "#2", ...): one prefix for the dialogue strategy
 # (clinlib.strategies.codebook) and the population renderings (clinlib.tasks.population.render).
 CODEBOOK_ID_PREFIX = "#"
-# Id prefixes of the injected patient statements of issue 30 (clinlib.tasks.traps.constraints:
+# Id prefixes of the injected patient statements (clinlib.tasks.traps.constraints:
 # ``TRAPALG-<subject>`` ...): tags in the same format, recognised by the tag grammar; no record
 # event has them.
-TRAP_STATEMENT_PREFIX: dict[str, str] = {"allergy": "TRAPALG", "cost": "TRAPCOST",
-                                         "preference": "TRAPPREF"}  # fmt: skip
+TRAP_STATEMENT_PREFIX: dict[str, str] = {
+    "allergy": "TRAPALG",
+    "cost": "TRAPCOST",
+    "preference": "TRAPPREF",
+}

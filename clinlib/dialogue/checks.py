@@ -101,8 +101,9 @@ def _index(events: EventIndex | Mapping[str, Mapping[str, Any]]) -> EventIndex:
 def check_row(sid: int, check: str, passed: bool, detail: str = "") -> dict[str, Any]:
     """One ``dialogue_checks`` row; the severity follows from the check's name."""
     severity = "hard" if check in HARD_CHECKS or check in NOISE_CHECKS else "soft"
-    return dict(subject_id=int(sid), check=check, severity=severity, passed=bool(passed),
-                detail=detail)  # fmt: skip
+    return dict(
+        subject_id=int(sid), check=check, severity=severity, passed=bool(passed), detail=detail
+    )
 
 
 def detail_of(problems: list[str], ok: str = "") -> str:
@@ -280,8 +281,9 @@ def check_missed(
                 if k not in labels_cache:
                     labels_cache[k] = labels_mentioned(views[k][1])
                 if label in labels_cache[k]:
-                    problems.append(f"{eid}: {label} on {date} stated in turn "
-                                    f"{views[k][0]['turn_idx']}")  # fmt: skip
+                    problems.append(
+                        f"{eid}: {label} on {date} stated in turn {views[k][0]['turn_idx']}"
+                    )
                     break
         elif ev.get("kind") in ("diagnosis", "procedure") and present(ev.get("code")):
             code = str(ev["code"]).strip()
@@ -328,8 +330,10 @@ def check_time_order(
     order = sorted(starts)
     for a, b in zip(order, order[1:], strict=False):
         if not starts[a] < starts[b]:
-            bad.append(f"visit {b} ({fmt_date(starts[b])}) does not follow visit {a} "
-                       f"({fmt_date(starts[a])})")  # fmt: skip
+            bad.append(
+                f"visit {b} ({fmt_date(starts[b])}) does not follow visit {a} "
+                f"({fmt_date(starts[a])})"
+            )
     for t in turns:
         vd = t.get("visit_date")
         v = int(t["visit_idx"])
@@ -392,11 +396,17 @@ def check_coverage(
     n_cov = sum(1 for eid in must if status[eid]["status"] == "covered")
     ratio = exact_share(n_cov, len(must)) if must else Fraction(1)
     if ratio < Fraction(str(MIN_COVERAGE)):  # exact: 97/99 is below 98 % however printed
-        unusable = [f"{eid} ({status[eid]['reason']})" for eid in must
-                    if status[eid]["status"] == "unusable"]  # fmt: skip
+        unusable = [
+            f"{eid} ({status[eid]['reason']})"
+            for eid in must
+            if status[eid]["status"] == "unusable"
+        ]
         shown = pct_beside(ratio, MIN_COVERAGE, min_decimals=1)
-        bad.insert(0, f"coverage {n_cov}/{len(must)} = {shown} < {MIN_COVERAGE:.0%}; "
-                      f"unusable: {detail_of(unusable)}")  # fmt: skip
+        bad.insert(
+            0,
+            f"coverage {n_cov}/{len(must)} = {shown} < {MIN_COVERAGE:.0%}; "
+            f"unusable: {detail_of(unusable)}",
+        )
     return bad, f"{n_cov}/{len(must)} must-cover events covered"
 
 
@@ -473,8 +483,12 @@ def length_row(
     """The ``length_outlier`` SOFT row: mean characters per visit inside ``bounds``."""
     per_visit = chars_per_visit(turns)
     lo, hi = bounds
-    return check_row(subject_id, "length_outlier", lo <= per_visit <= hi,
-                f"{per_visit:.0f} chars/visit, bounds {lo:.0f}-{hi:.0f}")  # fmt: skip
+    return check_row(
+        subject_id,
+        "length_outlier",
+        lo <= per_visit <= hi,
+        f"{per_visit:.0f} chars/visit, bounds {lo:.0f}-{hi:.0f}",
+    )
 
 
 def soft_checks(sid: int, turns: list[dict[str, Any]]) -> list[dict[str, Any]]:

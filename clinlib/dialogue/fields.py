@@ -17,12 +17,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from clinlib.data.schema import ARTIFACTS
 from clinlib.dialogue.matching import DIGIT_RE, DrugMatcher, is_noise_id
 
-# The kind of an injected statement event (issue 30's trap constraints, clinlib.tasks.traps):
+# The kind of an injected statement event (the trap constraints of clinlib.tasks.traps):
 # not a record event; a turn citing it must hold its ``label`` (the statement) verbatim, and may
 # then name what the statement names (an allergen, a sum of money).
 STATEMENT_KIND = "statement"
+# The columns of a turn record and their dtypes: the stored ``dialogues`` columns plus the
+# tagged text and the visit's date the verifier and the noise sessions read.
+TURN_COLUMNS: dict[str, str] = {
+    **ARTIFACTS["dialogues"],
+    "text_tagged": "string",
+    "visit_date": "string",
+}
 
 # Labs always verbalised (the labs the index diseases and the tasks lean on); other panel
 # labs and medications may be left unstated by the synthesis rule (clinlib.dialogue.selection).
@@ -267,8 +275,9 @@ def real_turns(turns: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The real turns of a noisy dialogue with their original numbering restored
     (``visit_idx`` from ``source_visit_idx``, ``turn_idx`` consecutive from the first), so
     checks written for the stored dialogue apply unchanged."""
-    recs = sorted((dict(t) for t in turns if not is_noise_turn(t)),
-                  key=lambda r: int(r["turn_idx"]))  # fmt: skip
+    recs = sorted(
+        (dict(t) for t in turns if not is_noise_turn(t)), key=lambda r: int(r["turn_idx"])
+    )
     first = int(recs[0]["turn_idx"]) if recs else 0
     for i, r in enumerate(recs):
         if present(r.get("source_visit_idx")) and int(r["source_visit_idx"]) >= 0:

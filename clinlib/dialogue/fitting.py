@@ -57,10 +57,17 @@ def _rendered_len(recs: list[dict[str, Any]], vdate: str | None) -> int:
 
 def _event_cost(e: Mapping[str, Any]) -> int:
     # Only string fields are told (records hold None for a missing one).
-    text = [v for c in ("label", "value_text", "unit", "code", "route")
-            if isinstance(v := e.get(c), str)]  # fmt: skip
-    extra = {"lab": 8 + (_EST_REACTION if lab_direction(e) else 0), "medication": 25,
-             "diagnosis": 20, "procedure": 45}.get(e["kind"], 0)  # fmt: skip
+    text = [
+        v
+        for c in ("label", "value_text", "unit", "code", "route")
+        if isinstance(v := e.get(c), str)
+    ]
+    extra = {
+        "lab": 8 + (_EST_REACTION if lab_direction(e) else 0),
+        "medication": 25,
+        "diagnosis": 20,
+        "procedure": 45,
+    }.get(e["kind"], 0)
     return sum(len(t) + 1 for t in text) + extra
 
 
@@ -87,8 +94,10 @@ def _budget_groups(
         else:
             k = (kind, str(e["event_id"]))
         keyed.setdefault(k, []).append(e)
-    dx = sorted((e for e in stated if e["kind"] == "diagnosis"),
-                key=lambda e: natural_key(str(e["event_id"])))  # fmt: skip
+    dx = sorted(
+        (e for e in stated if e["kind"] == "diagnosis"),
+        key=lambda e: natural_key(str(e["event_id"])),
+    )
     principal = str(dx[0]["event_id"]) if dx else None
     first, last = bounds.get(v, ("", ""))
     fixed: list[Mapping[str, Any]] = []
@@ -101,18 +110,25 @@ def _budget_groups(
                 fixed += evs
                 continue
             tier = B.priority(
-                "lab", key_lab=k[1] in KEY_LABS, abnormal=any(lab_direction(e) for e in evs),
-                first_day=k[2] == first, last_day=k[2] == last,
+                "lab",
+                key_lab=k[1] in KEY_LABS,
+                abnormal=any(lab_direction(e) for e in evs),
+                first_day=k[2] == first,
+                last_day=k[2] == last,
                 record_end=any(i in ends for i in ids),
                 first_abnormal=any(i in news for i in ids),
                 foreshadow=any(news.get(i) == -1 for i in ids),
-            )  # fmt: skip
+            )
         elif kind == "medication":
             tier = B.priority("medication", disease=not is_background_drug(evs[0]["label"]))
         elif kind in ("diagnosis", "procedure"):
             cond = condition_of(k[1]) if kind == "diagnosis" else None
-            tier = B.priority(kind, disease=cond is not None, principal=principal in ids,
-                              new_condition=cond is not None and first_coded.get(cond) == v)  # fmt: skip
+            tier = B.priority(
+                kind,
+                disease=cond is not None,
+                principal=principal in ids,
+                new_condition=cond is not None and first_coded.get(cond) == v,
+            )
         else:
             tier = 0
         if tier == 0:
@@ -185,6 +201,16 @@ def _fit_visit(
     return recs, [g for k, g in enumerate(groups) if k not in chosen]
 
 
+def _first_coded(usable: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """condition -> the first visit with a diagnosis of it."""
+    first: dict[str, int] = {}
+    for e in usable:
+        cond = condition_of(str(e["code"])) if e["kind"] == "diagnosis" else None
+        if cond is not None:
+            first[cond] = min(first.get(cond, 1 << 30), int(e["visit_idx"]))
+    return first
+
+
 def fit_budget(
     sid: int,
     visits: Sequence[int],
@@ -207,11 +233,7 @@ def fit_budget(
             series.setdefault(lab_key(e), []).append(e)
             day = (lab_key(e), fmt_date(e["time"]))
             lab_visits.setdefault(day, set()).add(int(e["visit_idx"]))
-    first_coded: dict[str, int] = {}  # condition -> first visit with a diagnosis of it
-    for e in usable:
-        cond = condition_of(str(e["code"])) if e["kind"] == "diagnosis" else None
-        if cond is not None:
-            first_coded[cond] = min(first_coded.get(cond, 1 << 30), int(e["visit_idx"]))
+    first_coded = _first_coded(usable)
     ends: set[str] = set()
     news: dict[str, int] = {}  # each lab's first abnormal values per direction -> rank
     heralds: dict[tuple[str | None, str | None], list[str]] = {}
@@ -238,8 +260,10 @@ def fit_budget(
     for v in visits:
         in_visit = usable_by_visit.get(v, [])
         stated = [e for e in in_visit if status[str(e["event_id"])]["status"] == "covered"]
-        dx = sorted((e for e in in_visit if e["kind"] == "diagnosis"),
-                    key=lambda e: natural_key(str(e["event_id"])))  # fmt: skip
+        dx = sorted(
+            (e for e in in_visit if e["kind"] == "diagnosis"),
+            key=lambda e: natural_key(str(e["event_id"])),
+        )
         render = functools.partial(visit_records, sid, v, dx, seed)
         vdate = fmt_date(starts[v]) if v in starts else None
         full = render(stated, False)

@@ -17,28 +17,109 @@ from clinlib.data.vocab import EVENT_ID_PREFIX, LAB_PANEL, NOISE_ID_PREFIX, TRAP
 # Common inpatient drug names (generic, lower case). A drug from this list, or any medication
 # label in the events, found in a turn that does not cite it is an untraced drug.
 DRUG_LEXICON: tuple[str, ...] = (
-    "acetaminophen", "albuterol", "allopurinol", "alprazolam", "amiodarone", "amlodipine",
-    "amoxicillin", "apixaban", "aspirin", "atenolol", "atorvastatin", "azithromycin",
-    "bisacodyl", "bumetanide", "calcitriol", "captopril", "carvedilol", "cefazolin",
-    "ceftriaxone", "cephalexin", "ciprofloxacin", "clonidine", "clopidogrel", "dapagliflozin",
-    "dexamethasone", "diazepam", "digoxin", "diltiazem", "docusate", "empagliflozin",
-    "enalapril", "enoxaparin", "epoetin", "famotidine", "fentanyl", "furosemide", "gabapentin",
-    "glargine", "glimepiride", "glipizide", "glyburide", "haloperidol", "heparin", "hydralazine",
-    "hydrochlorothiazide", "hydromorphone", "ibuprofen", "insulin", "isosorbide", "ketorolac",
-    "labetalol", "levetiracetam", "levofloxacin", "levothyroxine", "lisinopril", "lorazepam",
-    "losartan", "magnesium sulfate", "meropenem", "metformin", "methylprednisolone",
-    "metoclopramide", "metoprolol", "metronidazole", "midazolam", "morphine", "naloxone",
-    "nifedipine", "nitroglycerin", "omeprazole", "ondansetron", "oxycodone", "pantoprazole",
-    "piperacillin", "polyethylene glycol", "potassium chloride", "pravastatin", "prednisone",
-    "propofol", "quetiapine", "ranolazine", "rivaroxaban", "rosuvastatin", "senna", "sevelamer",
-    "simvastatin", "sitagliptin", "spironolactone", "tamsulosin", "ticagrelor", "torsemide",
-    "tramadol", "trazodone", "valsartan", "vancomycin", "warfarin", "zolpidem",
-)  # fmt: skip
+    "acetaminophen",
+    "albuterol",
+    "allopurinol",
+    "alprazolam",
+    "amiodarone",
+    "amlodipine",
+    "amoxicillin",
+    "apixaban",
+    "aspirin",
+    "atenolol",
+    "atorvastatin",
+    "azithromycin",
+    "bisacodyl",
+    "bumetanide",
+    "calcitriol",
+    "captopril",
+    "carvedilol",
+    "cefazolin",
+    "ceftriaxone",
+    "cephalexin",
+    "ciprofloxacin",
+    "clonidine",
+    "clopidogrel",
+    "dapagliflozin",
+    "dexamethasone",
+    "diazepam",
+    "digoxin",
+    "diltiazem",
+    "docusate",
+    "empagliflozin",
+    "enalapril",
+    "enoxaparin",
+    "epoetin",
+    "famotidine",
+    "fentanyl",
+    "furosemide",
+    "gabapentin",
+    "glargine",
+    "glimepiride",
+    "glipizide",
+    "glyburide",
+    "haloperidol",
+    "heparin",
+    "hydralazine",
+    "hydrochlorothiazide",
+    "hydromorphone",
+    "ibuprofen",
+    "insulin",
+    "isosorbide",
+    "ketorolac",
+    "labetalol",
+    "levetiracetam",
+    "levofloxacin",
+    "levothyroxine",
+    "lisinopril",
+    "lorazepam",
+    "losartan",
+    "magnesium sulfate",
+    "meropenem",
+    "metformin",
+    "methylprednisolone",
+    "metoclopramide",
+    "metoprolol",
+    "metronidazole",
+    "midazolam",
+    "morphine",
+    "naloxone",
+    "nifedipine",
+    "nitroglycerin",
+    "omeprazole",
+    "ondansetron",
+    "oxycodone",
+    "pantoprazole",
+    "piperacillin",
+    "polyethylene glycol",
+    "potassium chloride",
+    "pravastatin",
+    "prednisone",
+    "propofol",
+    "quetiapine",
+    "ranolazine",
+    "rivaroxaban",
+    "rosuvastatin",
+    "senna",
+    "sevelamer",
+    "simvastatin",
+    "sitagliptin",
+    "spironolactone",
+    "tamsulosin",
+    "ticagrelor",
+    "torsemide",
+    "tramadol",
+    "trazodone",
+    "valsartan",
+    "vancomycin",
+    "warfarin",
+    "zolpidem",
+)
 
 # --- tags ----------------------------------------------------------------------------------
 
-# Noise sessions' tags (clinlib.dialogue.noise) and injected statements' (issue 30's trap
-# constraints) use the same format with their own prefixes.
+# Noise sessions' tags (clinlib.dialogue.noise) and injected statements' (the trap
+# constraints of clinlib.tasks.traps) use the same format with their own prefixes.
 _PREFIXES = sorted({*EVENT_ID_PREFIX.values(), NOISE_ID_PREFIX, *TRAP_STATEMENT_PREFIX.values()})
 _ID = r"(?:" + "|".join(_PREFIXES) + r")-[A-Za-z0-9_.\-]+"
 TAG_RE = re.compile(r" ?\[(" + _ID + r"(?:, " + _ID + r")*)\]")
@@ -214,9 +295,14 @@ class DrugMatcher:
 
 # One pass classifies what is left after masking: a date, else an ICD-like code, else a number.
 _TOKEN_RE = re.compile(
-    "(?P<dates>" + DATE_RE.pattern + ")|(?P<codes>" + CODE_RE.pattern + ")|(?P<numbers>"
-    + NUMBER_RE.pattern + ")"
-)  # fmt: skip
+    "(?P<dates>"
+    + DATE_RE.pattern
+    + ")|(?P<codes>"
+    + CODE_RE.pattern
+    + ")|(?P<numbers>"
+    + NUMBER_RE.pattern
+    + ")"
+)
 
 
 def untraced_tokens(text: str, allowed: Iterable[str], drugs: DrugMatcher) -> dict[str, list[str]]:

@@ -40,42 +40,42 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from clinlib.data.donors import donor_events
 from clinlib.data.vocab import NOISE_ID_PREFIX
 from clinlib.dialogue import noise_topics as nt
-from clinlib.dialogue.fields import is_noise_turn, present, real_turns
+from clinlib.dialogue.fields import TURN_COLUMNS, is_noise_turn, present, real_turns
 from clinlib.dialogue.matching import DATE_RE, find_spans, format_tag, is_noise_id
+from clinlib.dialogue.relatives import Relative, default_profiles, donor_profiles, relatives_of
 from clinlib.dialogue.templates import MED_ITEMS
 
 # The light helpers live beside the tag format and the turn records, so the verifier does not
 # import the donor pool; they are part of this module's interface.
-__all__ = ["NoiseError", "Relative", "add_noise", "donor_profiles", "hide_noise_tags",
-           "is_noise_id", "is_noise_turn", "noise_facts", "noise_tag", "real_turns",
-           "relatives_of"]  # fmt: skip
+__all__ = [
+    "NoiseError",
+    "Relative",
+    "add_noise",
+    "donor_profiles",
+    "hide_noise_tags",
+    "is_noise_id",
+    "is_noise_turn",
+    "noise_facts",
+    "noise_tag",
+    "real_turns",
+    "relatives_of",
+]
 
-TURN_COLUMNS: tuple[str, ...] = ("subject_id", "visit_idx", "turn_idx", "speaker", "text",
-                                 "event_ids", "text_tagged", "visit_date")  # fmt: skip
 NOISE_COLUMNS: tuple[str, ...] = ("is_noise", "source_visit_idx")
 NOISE_KINDS: tuple[str, ...] = ("GH", "PROXY")
 PROXY_SHARE = 0.5  # share of noise sessions that are proxy consultations
-RELATIVES = (2, 4)  # relatives per patient (inclusive): seed fact mmb_relatives
 AFTER_LAST_DAYS = 365  # free days after the last real visit a session may fall on
 MAX_FACT_LAG_DAYS = 14  # a relative's result is at most this many days older than the session
 LABS_PER_SESSION = 2
-_REL_STREAM, _PLACE_STREAM = 1, 2  # separate streams: relatives do not depend on the ratio
+# the placement's own random stream (relatives.REL_STREAM is 1): relatives do not depend on
+# the ratio
+_PLACE_STREAM = 2
 
 
 class NoiseError(ValueError):
     """Unusable input to the noise transformation (missing column, bad ratio or seed)."""
-
-
-@dataclass(frozen=True)
-class Relative:
-    """A patient's relative: relation, donor patient and one of the donor's conditions."""
-
-    relation: str
-    donor_id: int
-    condition: str = ""
 
 
 @dataclass
@@ -111,76 +111,6 @@ def hide_noise_tags(turns: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-# --- donors and relatives ------------------------------------------------------------------
-
-
-def _usable_med(label: str) -> bool:
-    # Diluent flushes and combination products with strengths in the name read oddly as a
-    # relative's treatment; every other drug is told as the patients' are.
-    return (
-        "flush" not in label.lower() and "  " not in label and not any(c.isdigit() for c in label)
-    )
-
-
-def donor_profiles(donors: pd.DataFrame) -> dict[int, dict[str, list[dict[str, Any]]]]:
-    """donor subject_id -> {"labs", "meds", "conditions"}: the facts a relative can tell
-    (labs with a value and unit, drugs with dose, unit and route, diagnosis titles)."""
-    out: dict[int, dict[str, list[dict[str, Any]]]] = {}
-    cols = ["kind", "label", "value_text", "unit", "route", "flag"]
-    for sid, g in donors.groupby("subject_id", sort=True):
-        labs, meds, conds = [], [], []
-        for r in g[[c for c in cols if c in g.columns]].to_dict("records"):
-            label = str(r.get("label") or "")
-            if r["kind"] == "lab" and present(r.get("value_text")) and present(r.get("unit")):
-                labs.append({"label": label, "value_text": str(r["value_text"]),
-                             "unit": str(r["unit"]), "abnormal": r.get("flag") == "abnormal"})  # fmt: skip
-            elif (r["kind"] == "medication" and _usable_med(label)
-                  and all(present(r.get(k)) for k in ("value_text", "unit", "route"))):  # fmt: skip
-                meds.append({"label": label, "value_text": str(r["value_text"]),
-                             "unit": str(r["unit"]), "route": str(r["route"])})  # fmt: skip
-            elif r["kind"] == "diagnosis" and label and not any(c.isdigit() for c in label):
-                conds.append({"label": label})
-        if labs:
-            out[int(sid)] = {"labs": labs, "meds": meds, "conditions": conds}
-    return out
-
-
-def relatives_of(
-    subject_id: int, seed: int = 42, profiles: Mapping[int, Mapping[str, list]] | None = None
-) -> list[Relative]:
-    """The 2-4 relatives of a patient: relation and donor fixed by (patient, seed), the same
-    at every noise ratio (MedMemoryBench §4 "Noise Augmentation", seed fact mmb_relatives: "2–4 virtual family
-    members who have independent health profiles").
-
-    Args:
-        subject_id: the patient.
-        seed: the noise seed.
-        profiles: :func:`donor_profiles` of the donor pool (default: the default pool).
-    """
-    profiles = profiles if profiles is not None else _default_profiles()
-    pool = sorted(profiles)
-    rng = np.random.default_rng([int(seed), int(subject_id), _REL_STREAM])
-    k = min(int(rng.integers(RELATIVES[0], RELATIVES[1] + 1)), len(pool))
-    slots = rng.choice(len(nt.RELATION_SLOTS), size=k, replace=False)
-    donors = rng.choice(len(pool), size=k, replace=False)
-    out = []
-    for r, d in zip(slots, donors, strict=True):
-        relation = _pick(rng, nt.RELATION_SLOTS[int(r)])
-        conds = profiles[pool[int(d)]]["conditions"]
-        cond = conds[int(rng.integers(len(conds)))]["label"] if conds else ""
-        out.append(Relative(relation, int(pool[int(d)]), cond))
-    return out
-
-
-_PROFILES: dict[str, Any] = {}
-
-
-def _default_profiles() -> dict[int, dict[str, list[dict[str, Any]]]]:
-    if "default" not in _PROFILES:
-        _PROFILES["default"] = donor_profiles(donor_events())
-    return _PROFILES["default"]
-
-
 # --- the patient's calendar ----------------------------------------------------------------
 
 
@@ -188,8 +118,9 @@ def _day(text: str) -> date:
     return date.fromisoformat(str(text)[:10])
 
 
-def _calendar(recs: list[dict[str, Any]]) -> tuple[list[int], dict[int, tuple[date, date]],
-                                                   dict[str, list[str]]]:  # fmt: skip
+def _calendar(
+    recs: list[dict[str, Any]],
+) -> tuple[list[int], dict[int, tuple[date, date]], dict[str, list[str]]]:
     """(visit order, visit -> occupied (first, last) day, date -> real sentences naming it)."""
     spans: dict[int, tuple[date, date]] = {}
     said: dict[str, list[str]] = {}
@@ -247,23 +178,33 @@ def _gh_session(slot: int, day: date, n: int, rng: np.random.Generator) -> _Sess
     warning signs, sometimes a closing (4, 6 or 8 turns). No patient fact, no number."""
     slug, question, answer, follow, follow_answer, warning = _pick(rng, nt.GH_TOPICS)
     s = _Session("GH", slot, day, noise_tag("GH", slug, n))
-    s.turns = [("patient", [(_pick(rng, nt.GH_OPENERS), False), (question, False)]),
-               ("clinician", [(answer, True)]), ("patient", [(follow, False)]),
-               ("clinician", [(follow_answer, True)])]  # fmt: skip
+    s.turns = [
+        ("patient", [(_pick(rng, nt.GH_OPENERS), False), (question, False)]),
+        ("clinician", [(answer, True)]),
+        ("patient", [(follow, False)]),
+        ("clinician", [(follow_answer, True)]),
+    ]
     extra = int(rng.integers(3))
     if extra >= 1:
-        s.turns += [("patient", [(_pick(rng, nt.GH_WHEN), False)]),
-                    ("clinician", [(warning, True)])]  # fmt: skip
+        s.turns += [
+            ("patient", [(_pick(rng, nt.GH_WHEN), False)]),
+            ("clinician", [(warning, True)]),
+        ]
     if extra == 2:
-        s.turns += [("patient", [(_pick(rng, nt.CLOSINGS), False)]),
-                    ("clinician", [(_pick(rng, nt.CLOSING_REPLIES), False)])]  # fmt: skip
+        s.turns += [
+            ("patient", [(_pick(rng, nt.CLOSINGS), False)]),
+            ("clinician", [(_pick(rng, nt.CLOSING_REPLIES), False)]),
+        ]
     return s
 
 
 def _fact_day(
-    day: date, free: set[date], labels: Sequence[str], said: Mapping[str, list[str]],
+    day: date,
+    free: set[date],
+    labels: Sequence[str],
+    said: Mapping[str, list[str]],
     rng: np.random.Generator,
-) -> date | None:  # fmt: skip
+) -> date | None:
     """A free day at most MAX_FACT_LAG_DAYS before the session on which the patient's
     dialogue names none of ``labels``; None if there is none (the facts are dropped)."""
     lag = int(rng.integers(MAX_FACT_LAG_DAYS + 1))
@@ -287,21 +228,39 @@ def _proxy_labs(labs: list[dict[str, Any]], rng: np.random.Generator) -> list[di
 
 
 def _fact(s: _Session, rel: Relative, kind: str, item: Mapping[str, Any], d: date) -> dict:
-    return {"tag": s.tag, "relation": rel.relation, "donor_id": rel.donor_id, "kind": kind,
-            "label": item["label"], "value_text": item["value_text"], "unit": item["unit"],
-            "route": item.get("route", ""), "date": d.isoformat()}  # fmt: skip
+    return {
+        "tag": s.tag,
+        "relation": rel.relation,
+        "donor_id": rel.donor_id,
+        "kind": kind,
+        "label": item["label"],
+        "value_text": item["value_text"],
+        "unit": item["unit"],
+        "route": item.get("route", ""),
+        "date": d.isoformat(),
+    }
 
 
 def _proxy_session(
-    slot: int, day: date, n: int, rel: Relative, profile: Mapping[str, list],
-    free: set[date], said: Mapping[str, list[str]], rng: np.random.Generator,
-) -> _Session:  # fmt: skip
+    slot: int,
+    day: date,
+    n: int,
+    rel: Relative,
+    profile: Mapping[str, list],
+    free: set[date],
+    said: Mapping[str, list[str]],
+    rng: np.random.Generator,
+) -> _Session:
     """A proxy consultation about ``rel``: the patient asks (no numbers), the clinician tells
     the relative's labs and a drug, each sentence naming the relative (4 or 6 turns)."""
     s = _Session("PROXY", slot, day, noise_tag("PROXY", rel.relation, n))
     pron = nt.PRONOUN[rel.relation]
-    fill = dict(relation=rel.relation, pronoun=pron, possessive=nt.POSSESSIVE[pron],
-                possessive_cap=nt.POSSESSIVE[pron].capitalize())  # fmt: skip
+    fill = dict(
+        relation=rel.relation,
+        pronoun=pron,
+        possessive=nt.POSSESSIVE[pron],
+        possessive_cap=nt.POSSESSIVE[pron].capitalize(),
+    )
     ask = [(_pick(rng, nt.PROXY_ASKS).format(**fill), False)]
     if rel.condition:
         ask.append((_pick(rng, nt.PROXY_HISTORY).format(**fill, condition=rel.condition), False))
@@ -313,22 +272,29 @@ def _proxy_session(
         items = [item.format(label=x["label"], value=x["value_text"], unit=x["unit"]) for x in labs]
         told.append((frame.format(**fill, date=lab_day.isoformat(), items=_join(items)), True))
         s.facts += [_fact(s, rel, "lab", x, lab_day) for x in labs]
-    s.turns = [("patient", ask), ("clinician", told),
-               ("patient", [(_pick(rng, nt.PROXY_MED_ASKS).format(**fill), False)])]  # fmt: skip
+    s.turns = [
+        ("patient", ask),
+        ("clinician", told),
+        ("patient", [(_pick(rng, nt.PROXY_MED_ASKS).format(**fill), False)]),
+    ]
     med = _pick(rng, profile["meds"]) if profile["meds"] else None
     med_day = _fact_day(day, free, [med["label"]], said, rng) if med else None
     if med is not None and med_day is not None:
-        item = _pick(rng, MED_ITEMS).format(drug=med["label"], dose=med["value_text"],
-                                            unit=med["unit"], route=med["route"])  # fmt: skip
+        item = _pick(rng, MED_ITEMS).format(
+            drug=med["label"], dose=med["value_text"], unit=med["unit"], route=med["route"]
+        )
         frame = _pick(rng, nt.PROXY_MED_FRAMES)
-        s.turns.append(("clinician", [(frame.format(**fill, items=item,
-                                                    date=med_day.isoformat()), True)]))  # fmt: skip
+        s.turns.append(
+            ("clinician", [(frame.format(**fill, items=item, date=med_day.isoformat()), True)])
+        )
         s.facts.append(_fact(s, rel, "medication", med, med_day))
     else:
         s.turns.append(("clinician", [(_pick(rng, nt.PROXY_NO_MEDS).format(**fill), False)]))
     if int(rng.integers(2)):
-        s.turns += [("patient", [(_pick(rng, nt.PROXY_WORRY).format(**fill), False)]),
-                    ("clinician", [(_pick(rng, nt.PROXY_ADVICE).format(**fill), False)])]  # fmt: skip
+        s.turns += [
+            ("patient", [(_pick(rng, nt.PROXY_WORRY).format(**fill), False)]),
+            ("clinician", [(_pick(rng, nt.PROXY_ADVICE).format(**fill), False)]),
+        ]
     return s
 
 
@@ -356,9 +322,12 @@ def _place(
 
 
 def _plan_patient(
-    sid: int, recs: list[dict[str, Any]], ratio: float, seed: int,
+    sid: int,
+    recs: list[dict[str, Any]],
+    ratio: float,
+    seed: int,
     profiles: Mapping[int, Mapping[str, list]],
-) -> list[_Session]:  # fmt: skip
+) -> list[_Session]:
     """The noise sessions of one patient, in chronological order."""
     order, spans, said = _calendar(recs)
     n = math.floor(ratio * len(order) + 0.5)
@@ -371,8 +340,11 @@ def _plan_patient(
     for k, (slot, day) in enumerate(_place(order, free, n, rng), start=1):
         if rels and rng.random() < PROXY_SHARE:
             rel = _pick(rng, rels)
-            sessions.append(_proxy_session(slot, day, k, rel, profiles[rel.donor_id],
-                                           set(free[slot]), said, rng))  # fmt: skip
+            sessions.append(
+                _proxy_session(
+                    slot, day, k, rel, profiles[rel.donor_id], set(free[slot]), said, rng
+                )
+            )
         else:
             sessions.append(_gh_session(slot, day, k, rng))
     return sessions
@@ -382,12 +354,21 @@ def _noise_rows(sid: int, s: _Session, v: int, t: int, blank: Mapping[str, Any])
     rows = []
     for i, (speaker, sentences) in enumerate(s.turns):
         tagged = [x + (" " + format_tag([s.tag]) if tag else "") for x, tag in sentences]
-        rows.append({**blank, "subject_id": sid, "visit_idx": v, "turn_idx": t + i,
-                     "speaker": speaker, "text": " ".join(x for x, _ in sentences),
-                     "text_tagged": " ".join(tagged),
-                     "event_ids": [s.tag] if any(tag for _, tag in sentences) else [],
-                     "visit_date": s.day.isoformat(), "is_noise": True,
-                     "source_visit_idx": -1})  # fmt: skip
+        rows.append(
+            {
+                **blank,
+                "subject_id": sid,
+                "visit_idx": v,
+                "turn_idx": t + i,
+                "speaker": speaker,
+                "text": " ".join(x for x, _ in sentences),
+                "text_tagged": " ".join(tagged),
+                "event_ids": [s.tag] if any(tag for _, tag in sentences) else [],
+                "visit_date": s.day.isoformat(),
+                "is_noise": True,
+                "source_visit_idx": -1,
+            }
+        )
     return rows
 
 
@@ -406,8 +387,15 @@ def _assemble(
     v_new, t_new = 0, int(recs[0]["turn_idx"])
     for v in sorted(by_visit):
         for r in by_visit[v]:
-            out.append({**r, "visit_idx": v_new, "turn_idx": t_new, "is_noise": False,
-                        "source_visit_idx": v})  # fmt: skip
+            out.append(
+                {
+                    **r,
+                    "visit_idx": v_new,
+                    "turn_idx": t_new,
+                    "is_noise": False,
+                    "source_visit_idx": v,
+                }
+            )
             t_new += 1
         v_new += 1
         for s in by_slot.get(v, []):
@@ -422,8 +410,19 @@ def _assemble(
 
 # --- entry points --------------------------------------------------------------------------
 
-NOISE_FACT_COLUMNS: tuple[str, ...] = ("subject_id", "visit_idx", "tag", "relation", "donor_id",
-                                       "kind", "label", "value_text", "unit", "route", "date")  # fmt: skip
+NOISE_FACT_COLUMNS: tuple[str, ...] = (
+    "subject_id",
+    "visit_idx",
+    "tag",
+    "relation",
+    "donor_id",
+    "kind",
+    "label",
+    "value_text",
+    "unit",
+    "route",
+    "date",
+)
 
 
 def _check_args(turns: Any, ratio: Any, seed: Any) -> None:
@@ -461,14 +460,16 @@ def _blank(turns: pd.DataFrame) -> dict[str, Any]:
 
 def _profiles_of(donors: pd.DataFrame | None, cohort: set[int]) -> dict[int, dict]:
     if donors is None:
-        return _default_profiles()
+        return default_profiles()
     missing = [c for c in ("subject_id", "kind", "label", "value_text", "unit") if c not in donors]
     if missing:
         raise NoiseError(f"donors: missing column(s) {', '.join(missing)}")
     inside = sorted(set(donors["subject_id"].astype(int)) & cohort)
     if inside:
-        raise NoiseError(f"donors: subject_id {inside[0]} is a patient of the dialogues; "
-                         "donors must come from outside the cohort")  # fmt: skip
+        raise NoiseError(
+            f"donors: subject_id {inside[0]} is a patient of the dialogues; "
+            "donors must come from outside the cohort"
+        )
     return donor_profiles(donors)
 
 

@@ -173,13 +173,21 @@ def check_rewrite(
     want = [str(t["speaker"]) for t in turns]
     got = [sp for sp, _ in lines]
     if got != want:
-        problems["speaker_lines"].append(f"{len(got)} lines ({'/'.join(s[0] for s in got)}) for "
-                                         f"{len(want)} turns ({'/'.join(s[0] for s in want)})")  # fmt: skip
+        problems["speaker_lines"].append(
+            f"{len(got)} lines ({'/'.join(s[0] for s in got)}) for "
+            f"{len(want)} turns ({'/'.join(s[0] for s in want)})"
+        )
     recs = [
-        dict(turn_idx=i, visit_idx=v, speaker=sp, text=strip_tags(tt), text_tagged=tt,
-             event_ids=tag_ids(tt))
+        dict(
+            turn_idx=i,
+            visit_idx=v,
+            speaker=sp,
+            text=strip_tags(tt),
+            text_tagged=tt,
+            event_ids=tag_ids(tt),
+        )
         for i, (sp, tt) in enumerate(lines)
-    ]  # fmt: skip
+    ]
     cited = {i for t in turns for i in t["event_ids"]}
     listed = {i for r in recs for i in r["event_ids"]}
     if listed != cited:
@@ -251,12 +259,26 @@ def try_rewrites(
     for k, (name, rw) in enumerate(chain):
         recs, check, why = try_rewrite(rw, turns, v, events_by_id, missed, drugs)
         if recs is not None:
-            return recs, dict(visit_idx=v, accepted=True, reason="",
-                              outcome="accepted" if k == 0 else "rescued", backbone=name,
-                              check=first_check, attempts=attempts, n_attempts=k + 1)  # fmt: skip
+            return recs, dict(
+                visit_idx=v,
+                accepted=True,
+                reason="",
+                outcome="accepted" if k == 0 else "rescued",
+                backbone=name,
+                check=first_check,
+                attempts=attempts,
+                n_attempts=k + 1,
+            )
         first_check = first_check or check
         attempts.append(f"{name}: {check}")
         detail = f"{check}: {why}"
-    return None, dict(visit_idx=v, accepted=False, reason=detail, outcome="template",
-                      backbone="template", check=first_check, attempts=attempts,
-                      n_attempts=len(chain))  # fmt: skip
+    return None, dict(
+        visit_idx=v,
+        accepted=False,
+        reason=detail,
+        outcome="template",
+        backbone="template",
+        check=first_check,
+        attempts=attempts,
+        n_attempts=len(chain),
+    )

@@ -26,17 +26,28 @@ def backbone_rates(log: pd.DataFrame, chain: Sequence[str]) -> pd.DataFrame:
     for i, name in enumerate(chain):
         asked = int((log["n_attempts"] >= i + 1).sum())
         kept = int((log["backbone"] == name).sum())
-        rows.append({"backbone": name, "role": "primary" if i == 0 else f"rescue {i}",
-                     "asked": asked, "kept": kept,
-                     "acceptance": kept / asked if asked else float("nan")})  # fmt: skip
+        rows.append(
+            {
+                "backbone": name,
+                "role": "primary" if i == 0 else f"rescue {i}",
+                "asked": asked,
+                "kept": kept,
+                "acceptance": kept / asked if asked else float("nan"),
+            }
+        )
     return pd.DataFrame(rows, columns=["backbone", "role", "asked", "kept", "acceptance"])
 
 
 def outcome_shares(log: pd.DataFrame) -> pd.DataFrame:
     """Visits per outcome (accepted by the primary / rescued / template fallback) and share."""
     n = log["outcome"].value_counts().reindex(list(OUTCOMES), fill_value=0).astype(int)
-    return pd.DataFrame({"outcome": list(OUTCOMES), "visits": n.to_numpy(),
-                         "share": n.to_numpy() / max(len(log), 1)})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "outcome": list(OUTCOMES),
+            "visits": n.to_numpy(),
+            "share": n.to_numpy() / max(len(log), 1),
+        }
+    )
 
 
 def failing_checks(log: pd.DataFrame) -> pd.DataFrame:
@@ -67,8 +78,11 @@ def visit_verifier_rows(
     turns = sorted(records(template), key=lambda r: int(r["turn_idx"]))
     v = int(turns[0]["visit_idx"])
     status = dict(zip(coverage["event_id"].astype(str), coverage["status"], strict=True))
-    usable = {str(e["event_id"]): e for e in records(events)
-              if status.get(str(e["event_id"])) != "unusable"}  # fmt: skip
+    usable = {
+        str(e["event_id"]): e
+        for e in records(events)
+        if status.get(str(e["event_id"])) != "unusable"
+    }
     missed = [
         i for i, e in usable.items() if status.get(i) == "missed" and int(e["visit_idx"]) == v
     ]
@@ -76,8 +90,12 @@ def visit_verifier_rows(
     _, problems = check_rewrite(
         reply, turns, v, usable, missed, DrugMatcher([*DRUG_LEXICON, *meds])
     )
-    return pd.DataFrame([{"check": c, "passed": not problems[c],
-                          "detail": "; ".join(problems[c][:2])} for c in REWRITE_CHECKS])  # fmt: skip
+    return pd.DataFrame(
+        [
+            {"check": c, "passed": not problems[c], "detail": "; ".join(problems[c][:2])}
+            for c in REWRITE_CHECKS
+        ]
+    )
 
 
 def side_by_side(template: pd.DataFrame, rewrite: pd.DataFrame) -> pd.DataFrame:
@@ -87,6 +105,10 @@ def side_by_side(template: pd.DataFrame, rewrite: pd.DataFrame) -> pd.DataFrame:
     n = max(len(a), len(b))
     pad = [{"speaker": "", "text_tagged": ""}]
     a, b = a + pad * (n - len(a)), b + pad * (n - len(b))
-    return pd.DataFrame({"speaker": [x["speaker"] or y["speaker"] for x, y in zip(a, b, strict=True)],
-                         "template": [x["text_tagged"] for x in a],
-                         "rewrite": [y["text_tagged"] for y in b]})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "speaker": [x["speaker"] or y["speaker"] for x, y in zip(a, b, strict=True)],
+            "template": [x["text_tagged"] for x in a],
+            "rewrite": [y["text_tagged"] for y in b],
+        }
+    )

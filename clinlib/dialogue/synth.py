@@ -1,42 +1,13 @@
 """Source-verifiable dialogue synthesis: the stage driver (paper §3 "Cohort": "Each record is
 transformed into a multi-visit patient–clinician dialogue, preserving structured fields (dates,
-lab values, ICD / procedure codes, medications) inside narrative turns"; Fig. 2 stage 3;
-Appendix C.1 corpus statistics).
+lab values, ICD / procedure codes, medications) inside narrative turns"; Fig. 2 stage 3).
 
-Each cohort patient's events become one dialogue: visits in order, each visit a sequence of
-alternating patient and clinician turns. The clinician states the facts with their structured
-fields verbatim (dates, lab labels with values, units and reference ranges, ICD codes with
-titles, drugs with dose, unit and route, procedure codes) and reacts to abnormal values; the
-patient reports symptoms consistent with the visit's diagnoses and asks questions, never with a
-number. Several templates per event kind are chosen by a hash of (seed, patient, visit, slot),
-so the text varies but is reproducible. Each fact-bearing sentence carries its event ids, so
-``text_tagged`` shows e.g. ``... was 1.3 mg/dL. [LAB-123]`` (tag format: clinlib.dialogue.matching).
-
-Event status (``event_coverage.parquet``):
-
-- ``unusable`` — the event cannot be stated faithfully
-  (:func:`clinlib.dialogue.selection.event_problem`); it is left out and its reason recorded.
-- ``missed`` — deliberately left unstated, the anchors of T9 abstention questions: by the
-  deterministic, hash-based missed-events rule (:func:`clinlib.dialogue.selection.missed_events`),
-  then by the length budget (:mod:`clinlib.dialogue.fitting`, fitted to the paper's Fig. 13),
-  with reason ``budget: over the visit's time budget (<tier>: <group>)``.
-- ``covered`` — stated in the turn given by ``turn_idx``.
-
-The parts, in pipeline order: :mod:`~clinlib.dialogue.templates` (phrasing),
-:mod:`~clinlib.dialogue.selection` (input checks, unusable events, the missed-events rule),
-:mod:`~clinlib.dialogue.turns` (a visit's turns), :mod:`~clinlib.dialogue.fitting` (the length
-budget), :mod:`~clinlib.dialogue.rewrite` (the optional LLM rewriter),
-:mod:`~clinlib.dialogue.render` (text) and :mod:`~clinlib.dialogue.stats` (corpus reports);
-this module drives them, verifies every dialogue and writes the artifacts.
-
-The verifier (clinlib.dialogue.verify) checks every dialogue; a patient failing any HARD check is
-dropped and the reason reported (the paper keeps 385 of 400). Large corpora run in two
-processes (:data:`PARALLEL_MIN_EVENTS`); the result does not depend on it.
-
-LLM rewriting (:class:`clinlib.dialogue.rewrite.Rewriter`, or a chain: primary then rescues) is
-driven from the command line by :mod:`clinlib.eval.rewrite_dialogues` (``clintrace dialogues
---rewrite``): a visit whose every rewrite fails a per-turn check keeps its template text, and
-each visit's outcome is recorded (``dialogue_rewrites.parquet``).
+Each cohort patient's events become one dialogue; each event is ``covered`` (stated, with its
+ids tagged), ``missed`` (left unstated on purpose: T9's anchors, or the length budget) or
+``unusable``. The parts live in :mod:`~clinlib.dialogue.templates`, :mod:`~clinlib.dialogue.selection`,
+:mod:`~clinlib.dialogue.turns`, :mod:`~clinlib.dialogue.fitting`, :mod:`~clinlib.dialogue.rewrite`
+and :mod:`~clinlib.dialogue.render`; this module drives them, verifies every dialogue
+(:mod:`clinlib.dialogue.verify`) and writes the artifacts.
 """
 
 from __future__ import annotations
@@ -56,9 +27,15 @@ from clinlib.core.config import PROFILES, artifact_path, base_profile, resolve_p
 from clinlib.core.guards import check_artifact, check_kept, group_reasons, stage_run
 from clinlib.core.io import read_artifact
 from clinlib.core.progress import progress
-from clinlib.data.schema import ARTIFACTS
 from clinlib.dialogue.checks import CHECK_ORDER, chars_per_visit, length_bounds_from, length_row
-from clinlib.dialogue.fields import fmt_date, group_records, present, records, visit_starts
+from clinlib.dialogue.fields import (
+    TURN_COLUMNS,
+    fmt_date,
+    group_records,
+    present,
+    records,
+    visit_starts,
+)
 from clinlib.dialogue.fitting import fit_budget
 from clinlib.dialogue.matching import DRUG_LEXICON, DrugMatcher
 from clinlib.dialogue.render import render_dialogue
@@ -76,8 +53,6 @@ log = logging.getLogger(__name__)
 # Below this many events one process is faster than starting workers.
 PARALLEL_MIN_EVENTS = 60_000
 
-TURN_COLUMNS: dict[str, str] = {**ARTIFACTS["dialogues"], "text_tagged": "string",
-                                "visit_date": "string"}  # fmt: skip
 COVERAGE_COLUMNS: dict[str, str] = {
     "subject_id": "int64",
     "event_id": "string",
@@ -183,8 +158,7 @@ def _synthesize_records(
                 for e in in_visit
                 if status[str(e["event_id"])]["status"] == "missed"
             ]
-            new, log_row = try_rewrites(as_chain(rewriter), recs, v, events_by_id, missed_v,
-                                        drugs)  # fmt: skip
+            new, log_row = try_rewrites(as_chain(rewriter), recs, v, events_by_id, missed_v, drugs)
             rewrites.append({"subject_id": sid, **log_row})
             recs = new or recs
         vdate = fmt_date(starts[v]) if v in starts else None
@@ -326,8 +300,11 @@ def rewrite_log(
     return _frame(rows, REWRITE_COLUMNS)
 
 
-_Part = list[tuple[int, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]],
-                   list[dict[str, Any]]]]  # fmt: skip
+_Part = list[
+    tuple[
+        int, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]
+    ]
+]
 
 
 def _synthesize_verify(
@@ -387,8 +364,11 @@ def _summary(
         status = [c["status"] for c in cov]
         d = decisions.get(sid)
         if d is None:
-            d = {"kept": False, "drop_reason": "no events for this cohort patient",
-                 "n_soft_warnings": 0}  # fmt: skip
+            d = {
+                "kept": False,
+                "drop_reason": "no events for this cohort patient",
+                "n_soft_warnings": 0,
+            }
         rows.append(
             dict(
                 subject_id=int(sid),
@@ -437,12 +417,19 @@ def build_dialogues(
     cohort_path = artifact_path("cohort.parquet", name)
     cohort = read_artifact(cohort_path, hint) if cohort_path.exists() else None
     with stage_run("dialogues", name) as staging:
-        out = synthesize_corpus(events, cohort, seed=seed, rewriter=rewriter,
-                                source=str(events_path))  # fmt: skip
+        out = synthesize_corpus(
+            events, cohort, seed=seed, rewriter=rewriter, source=str(events_path)
+        )
         summary = out["dialogue_summary"]
         dropped = summary.loc[~summary["kept"], "drop_reason"]
-        check_kept("dialogues", "patients' dialogues", int(summary["kept"].sum()), len(summary),
-                   group_reasons(dropped), allow_drops=allow_drops)  # fmt: skip
+        check_kept(
+            "dialogues",
+            "patients' dialogues",
+            int(summary["kept"].sum()),
+            len(summary),
+            group_reasons(dropped),
+            allow_drops=allow_drops,
+        )
         _write_build(out, staging, rewriter is not None)
     return out
 

@@ -8,8 +8,13 @@ event it cites (:mod:`clinlib.dialogue.verify`).
 """
 
 OPENERS_FIRST = ("Hello, doctor.", "Hi.", "Good morning.", "Thanks for seeing me.", "Hello.")
-OPENERS_LATER = ("Hello again.", "Hi, doctor, it's me again.", "Good to see you again.",
-                 "Hello, doctor.", "Hi.")  # fmt: skip
+OPENERS_LATER = (
+    "Hello again.",
+    "Hi, doctor, it's me again.",
+    "Good to see you again.",
+    "Hello, doctor.",
+    "Hi.",
+)
 SYMPTOM_LEADS = (
     "I came in because {s}.",
     "The main problem is that {s}.",
@@ -41,7 +46,7 @@ SYMPTOM_CODES: dict[str, tuple[str, ...]] = {
         "J16",
         "J17",
         "J18",
-    ),  # fmt: skip
+    ),
     "copd": ("491", "492", "496", "J44"),
     "uti": ("5990", "N390"),
     "sepsis": ("038", "99591", "99592", "A40", "A41", "R652"),
@@ -54,17 +59,33 @@ SYMPTOM_CODES: dict[str, tuple[str, ...]] = {
     "back_pain": ("724", "M54"),
 }
 SYMPTOMS: dict[str, tuple[str, ...]] = {
-    "diabetes": ("I've been thirsty all the time", "I keep getting up at night to pass water",
-                 "my feet have been tingling", "my vision has been blurry"),
-    "hypertension": ("I've had pounding headaches", "I feel dizzy when I stand up quickly",
-                     "I can feel my heart pounding in my ears"),
-    "ckd": ("I've been tired all the time", "my ankles are swollen by the evening",
-            "my skin has been itchy", "I've lost my appetite"),
-    "cad": ("I get a tight feeling in my chest when I walk uphill",
-            "there's a pressure in my chest that spreads to my left arm",
-            "I get short of breath when I exert myself"),
-    "heart_failure": ("I get breathless lying flat", "my legs have swollen up",
-                      "I've been waking up at night gasping for air"),
+    "diabetes": (
+        "I've been thirsty all the time",
+        "I keep getting up at night to pass water",
+        "my feet have been tingling",
+        "my vision has been blurry",
+    ),
+    "hypertension": (
+        "I've had pounding headaches",
+        "I feel dizzy when I stand up quickly",
+        "I can feel my heart pounding in my ears",
+    ),
+    "ckd": (
+        "I've been tired all the time",
+        "my ankles are swollen by the evening",
+        "my skin has been itchy",
+        "I've lost my appetite",
+    ),
+    "cad": (
+        "I get a tight feeling in my chest when I walk uphill",
+        "there's a pressure in my chest that spreads to my left arm",
+        "I get short of breath when I exert myself",
+    ),
+    "heart_failure": (
+        "I get breathless lying flat",
+        "my legs have swollen up",
+        "I've been waking up at night gasping for air",
+    ),
     "arrhythmia": ("my heart keeps fluttering", "I've had spells of a racing heartbeat"),
     "aki": ("I've been passing much less urine", "I've felt sick and washed out"),
     "pneumonia": ("I've had a cough with phlegm and a fever", "it hurts when I breathe in"),
@@ -78,9 +99,12 @@ SYMPTOMS: dict[str, tuple[str, ...]] = {
     "obesity": ("I've been struggling with my weight",),
     "depression": ("my mood has been low",),
     "back_pain": ("my back has been hurting",),
-    "generic": ("I just haven't felt like myself", "I've been feeling run down",
-                "things have not been right lately"),
-}  # fmt: skip
+    "generic": (
+        "I just haven't felt like myself",
+        "I've been feeling run down",
+        "things have not been right lately",
+    ),
+}
 
 GREETINGS_FIRST = (
     "I'm sorry to hear that; let's go through this stay together.",
@@ -133,61 +157,120 @@ RANGE_BOTH = ("the reference range of {lo} to {hi} {unit}", "the normal range, {
 RANGE_HIGH_ONLY = ("the upper reference limit of {hi} {unit}",)
 RANGE_LOW_ONLY = ("the lower reference limit of {lo} {unit}",)
 LAB_MEANING: dict[str, dict[str, tuple[str, ...]]] = {
-    "creatinine": {"high": ("which suggests your kidneys are filtering less well",
-                            "which tells me the kidneys are under strain"),
-                   "low": ("which usually reflects low muscle mass",)},
-    "potassium": {"high": ("which can upset the heart rhythm, so we will watch it closely",
-                           "which we need to bring down because it affects the heart"),
-                  "low": ("which can cause cramps and palpitations", "which we will need to replace")},
-    "sodium": {"high": ("which often means you are dehydrated",),
-               "low": ("which can make you confused and unsteady",
-                       "which often comes from a fluid balance problem")},
-    "glucose": {"high": ("which means your blood sugar is running high",
-                         "which fits with poorly controlled blood sugar"),
-                "low": ("which is a low blood sugar we need to prevent",)},
-    "bun": {"high": ("which fits with dehydration or reduced kidney function",),
-            "low": ("which is not usually a concern",)},
-    "bicarbonate": {"high": ("which points to an alkaline shift in the blood",),
-                    "low": ("which means some acid is building up in the blood",)},
-    "chloride": {"high": ("which follows your fluid and salt balance",),
-                 "low": ("which follows your fluid and salt balance",)},
-    "anion_gap": {"high": ("which can mean acid is building up",),
-                  "low": ("which is rarely significant",)},
-    "calcium": {"high": ("which we will look into further",),
-                "low": ("which can cause tingling and cramps",)},
-    "hemoglobin": {"high": ("which means your blood is more concentrated than usual",),
-                   "low": ("which means you are anaemic and explains some of the tiredness",
-                           "which means you have some anaemia")},
-    "hematocrit": {"high": ("which means your blood is more concentrated than usual",),
-                   "low": ("which goes along with anaemia",)},
-    "platelets": {"high": ("which can happen with inflammation",),
-                  "low": ("which raises the risk of bleeding and bruising",)},
-    "wbc": {"high": ("which suggests your body is fighting an infection or inflammation",),
-            "low": ("which lowers your defences against infection",)},
-    "hba1c": {"high": ("which tells me your average blood sugar over recent months was too high",
-                       "which means your diabetes control needs tightening"),
-              "low": ("which means your average blood sugar has been low",)},
-    "ldl": {"high": ("which raises your risk of heart disease",
-                     "which means we should work on lowering your cholesterol")},
+    "creatinine": {
+        "high": (
+            "which suggests your kidneys are filtering less well",
+            "which tells me the kidneys are under strain",
+        ),
+        "low": ("which usually reflects low muscle mass",),
+    },
+    "potassium": {
+        "high": (
+            "which can upset the heart rhythm, so we will watch it closely",
+            "which we need to bring down because it affects the heart",
+        ),
+        "low": ("which can cause cramps and palpitations", "which we will need to replace"),
+    },
+    "sodium": {
+        "high": ("which often means you are dehydrated",),
+        "low": (
+            "which can make you confused and unsteady",
+            "which often comes from a fluid balance problem",
+        ),
+    },
+    "glucose": {
+        "high": (
+            "which means your blood sugar is running high",
+            "which fits with poorly controlled blood sugar",
+        ),
+        "low": ("which is a low blood sugar we need to prevent",),
+    },
+    "bun": {
+        "high": ("which fits with dehydration or reduced kidney function",),
+        "low": ("which is not usually a concern",),
+    },
+    "bicarbonate": {
+        "high": ("which points to an alkaline shift in the blood",),
+        "low": ("which means some acid is building up in the blood",),
+    },
+    "chloride": {
+        "high": ("which follows your fluid and salt balance",),
+        "low": ("which follows your fluid and salt balance",),
+    },
+    "anion_gap": {
+        "high": ("which can mean acid is building up",),
+        "low": ("which is rarely significant",),
+    },
+    "calcium": {
+        "high": ("which we will look into further",),
+        "low": ("which can cause tingling and cramps",),
+    },
+    "hemoglobin": {
+        "high": ("which means your blood is more concentrated than usual",),
+        "low": (
+            "which means you are anaemic and explains some of the tiredness",
+            "which means you have some anaemia",
+        ),
+    },
+    "hematocrit": {
+        "high": ("which means your blood is more concentrated than usual",),
+        "low": ("which goes along with anaemia",),
+    },
+    "platelets": {
+        "high": ("which can happen with inflammation",),
+        "low": ("which raises the risk of bleeding and bruising",),
+    },
+    "wbc": {
+        "high": ("which suggests your body is fighting an infection or inflammation",),
+        "low": ("which lowers your defences against infection",),
+    },
+    "hba1c": {
+        "high": (
+            "which tells me your average blood sugar over recent months was too high",
+            "which means your diabetes control needs tightening",
+        ),
+        "low": ("which means your average blood sugar has been low",),
+    },
+    "ldl": {
+        "high": (
+            "which raises your risk of heart disease",
+            "which means we should work on lowering your cholesterol",
+        )
+    },
     "total_cholesterol": {"high": ("which adds to your cardiovascular risk",)},
     "triglycerides": {"high": ("which is linked to diet and blood sugar control",)},
-    "troponin_t": {"high": ("which points to strain or injury of the heart muscle",
-                            "which means the heart muscle has been under stress")},
-}  # fmt: skip
+    "troponin_t": {
+        "high": (
+            "which points to strain or injury of the heart muscle",
+            "which means the heart muscle has been under stress",
+        )
+    },
+}
 MEANING_DEFAULT = ("which we will keep an eye on",)
 # lab -> (condition of SYMPTOM_CODES, direction) it points to: an abnormal value before that
 # condition is first coded foreshadows it, and the length budget tells it first (clinlib.dialogue.budget).
 FORESHADOWS: dict[str, tuple[str, str]] = {
-    "creatinine": ("ckd", "high"), "bun": ("ckd", "high"), "glucose": ("diabetes", "high"),
-    "hba1c": ("diabetes", "high"), "troponin_t": ("cad", "high"), "ldl": ("cad", "high"),
-    "potassium": ("electrolytes", "high"), "sodium": ("electrolytes", "low"),
-    "hemoglobin": ("anemia", "low"), "hematocrit": ("anemia", "low"),
-}  # fmt: skip
-STILL_FRAMES = ("{label} is still {state}.", "{label} remains {state}.",
-                "The {label} is again {state}.")  # fmt: skip
+    "creatinine": ("ckd", "high"),
+    "bun": ("ckd", "high"),
+    "glucose": ("diabetes", "high"),
+    "hba1c": ("diabetes", "high"),
+    "troponin_t": ("cad", "high"),
+    "ldl": ("cad", "high"),
+    "potassium": ("electrolytes", "high"),
+    "sodium": ("electrolytes", "low"),
+    "hemoglobin": ("anemia", "low"),
+    "hematocrit": ("anemia", "low"),
+}
+STILL_FRAMES = (
+    "{label} is still {state}.",
+    "{label} remains {state}.",
+    "The {label} is again {state}.",
+)
 STILL_STATE = {"high": "above its range", "low": "below its range", "flagged": "flagged abnormal"}
-OTHERS_WATCH = ("I'll keep an eye on the other results too.",
-                "A few others are also out of range, and we are watching them.")  # fmt: skip
+OTHERS_WATCH = (
+    "I'll keep an eye on the other results too.",
+    "A few others are also out of range, and we are watching them.",
+)
 ALL_NORMAL = (
     "Those values are all within their usual ranges.",
     "Everything there looks within the expected range.",
@@ -253,14 +336,33 @@ ASK_LABS_LATER = (
     "And the bloods after that?",
     "How did the repeat tests look?",
 )
-WORRY = ("That sounds worrying.", "Oh dear, is that serious?", "I was afraid of that.",
-         "Hmm, that doesn't sound good.")  # fmt: skip
-ASK_MEDS = ("What are you giving me for it?", "Which medicines did I get?",
-            "What treatment did you start?", "Did I need new medication?")  # fmt: skip
-ASK_PROCEDURES = ("Did I need any procedures?", "What was done while I was in?",
-                  "Were there any procedures?")  # fmt: skip
-ASK_DIAGNOSES = ("So what's the diagnosis?", "What did you conclude in the end?",
-                 "What conditions did you write down?")  # fmt: skip
+WORRY = (
+    "That sounds worrying.",
+    "Oh dear, is that serious?",
+    "I was afraid of that.",
+    "Hmm, that doesn't sound good.",
+)
+ASK_MEDS = (
+    "What are you giving me for it?",
+    "Which medicines did I get?",
+    "What treatment did you start?",
+    "Did I need new medication?",
+)
+ASK_PROCEDURES = (
+    "Did I need any procedures?",
+    "What was done while I was in?",
+    "Were there any procedures?",
+)
+ASK_DIAGNOSES = (
+    "So what's the diagnosis?",
+    "What did you conclude in the end?",
+    "What conditions did you write down?",
+)
 ASK_DISCHARGE = ("When could I go home?", "How did the stay end?", "And when was I discharged?")
-CLOSINGS = ("Thank you, that helps.", "Okay, I understand.", "Thanks for explaining everything.",
-            "Got it, thank you.", "That makes sense, thanks.")  # fmt: skip
+CLOSINGS = (
+    "Thank you, that helps.",
+    "Okay, I understand.",
+    "Thanks for explaining everything.",
+    "Got it, thank you.",
+    "That makes sense, thanks.",
+)

@@ -85,12 +85,38 @@ def _sentence(text: str) -> str:
     return text[:-1] if text.endswith("..") else text
 
 
-_ONES = ("", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-         "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
-         "eighteen", "nineteen")  # fmt: skip
+_ONES = (
+    "",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+)
 _TENS = ("", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
-_ORDINAL_IRREGULAR = {"one": "first", "two": "second", "three": "third", "five": "fifth",
-                      "eight": "eighth", "nine": "ninth", "twelve": "twelfth"}  # fmt: skip
+_ORDINAL_IRREGULAR = {
+    "one": "first",
+    "two": "second",
+    "three": "third",
+    "five": "fifth",
+    "eight": "eighth",
+    "nine": "ninth",
+    "twelve": "twelfth",
+}
 
 
 def ordinal_word(n: int) -> str:
@@ -168,8 +194,9 @@ def _lab_reaction(e: Mapping[str, Any], direction: str, seed: int, key: tuple) -
         meanings = LAB_MEANING.get(lk, {}).get(direction)
         frame = _pick(HIGH_FRAMES if direction == "high" else LOW_FRAMES, seed, *key, "frame")
     meaning = _pick(meanings or MEANING_DEFAULT, seed, *key, "meaning")
-    return frame.format(label=e["label"], value=e["value_text"], unit=e["unit"], range=rng,
-                        meaning=meaning)  # fmt: skip
+    return frame.format(
+        label=e["label"], value=e["value_text"], unit=e["unit"], range=rng, meaning=meaning
+    )
 
 
 def _symptom_sentence(dx: Sequence[Mapping[str, Any]], seed: int, key: tuple) -> str:
@@ -284,8 +311,10 @@ def _tell_labs(w: _Visit, labs: list[Mapping[str, Any]]) -> None:
     for e in labs:
         labs_by_day.setdefault(fmt_date(e["time"]), []).append(e)
     for d_i, day in enumerate(sorted(labs_by_day)):
-        day_labs = sorted(labs_by_day[day], key=lambda e: (_PANEL_ORDER.get(lab_key(e), 99),
-                                                           natural_key(str(e["event_id"]))))  # fmt: skip
+        day_labs = sorted(
+            labs_by_day[day],
+            key=lambda e: (_PANEL_ORDER.get(lab_key(e), 99), natural_key(str(e["event_id"]))),
+        )
         w.ask(w.pick(ASK_LABS_FIRST if d_i == 0 else ASK_LABS_LATER, "ask_labs", day), day)
         sentences, n_abnormal, n_said = _lab_sentences(w, day, day_labs, reacted)
         if n_abnormal == 0:
@@ -307,10 +336,12 @@ def _lab_sentences(
     n_abnormal = n_said = 0
     for c_i, chunk in enumerate(_chunks(labs, LAB_CHUNK)):
         frame, item = w.pick(LAB_FRAMES if c_i == 0 else LAB_MORE_FRAMES, "lab", day, c_i)
-        items = [item.format(label=e["label"], value=e["value_text"], unit=e["unit"])
-                 for e in chunk]  # fmt: skip
-        sentences.append((frame.format(date=day, items=_join(items)),
-                          [e["event_id"] for e in chunk]))  # fmt: skip
+        items = [
+            item.format(label=e["label"], value=e["value_text"], unit=e["unit"]) for e in chunk
+        ]
+        sentences.append(
+            (frame.format(date=day, items=_join(items)), [e["event_id"] for e in chunk])
+        )
         for e in chunk:
             direction = lab_direction(e)
             if not direction:
@@ -342,24 +373,33 @@ def _tell_medications(w: _Visit, meds: list[Mapping[str, Any]]) -> None:
         meds_by_day.setdefault(fmt_date(e["time"]), []).append(e)
     sentences = []
     for day in sorted(meds_by_day):
-        day_meds = sorted(meds_by_day[day], key=lambda e: (str(e["label"]).lower(),
-                                                           natural_key(str(e["event_id"]))))  # fmt: skip
+        day_meds = sorted(
+            meds_by_day[day],
+            key=lambda e: (str(e["label"]).lower(), natural_key(str(e["event_id"]))),
+        )
         for c_i, chunk in enumerate(_chunks(day_meds, MED_CHUNK)):
             items = [_med_item(e, w.pick, day, c_i) for e in chunk]
             frame = w.pick(MED_FRAMES, "med", day, c_i)
-            sentences.append((frame.format(date=day, items=_join(items)),
-                              [e["event_id"] for e in chunk]))  # fmt: skip
+            sentences.append(
+                (frame.format(date=day, items=_join(items)), [e["event_id"] for e in chunk])
+            )
     w.say(sentences)
 
 
 def _tell_procedures(w: _Visit, procedures: list[Mapping[str, Any]]) -> None:
     w.ask(w.pick(ASK_PROCEDURES, "ask_px"), "px")
     pxs = sorted(procedures, key=lambda e: (e["time"], natural_key(e["event_id"])))
-    w.say([
-        (w.pick(PROCEDURE_FRAMES, "px", e["event_id"]).format(
-            date=fmt_date(e["time"]), title=e["label"], code=e["code"]), [e["event_id"]])
-        for e in pxs
-    ])  # fmt: skip
+    w.say(
+        [
+            (
+                w.pick(PROCEDURE_FRAMES, "px", e["event_id"]).format(
+                    date=fmt_date(e["time"]), title=e["label"], code=e["code"]
+                ),
+                [e["event_id"]],
+            )
+            for e in pxs
+        ]
+    )
 
 
 def _tell_diagnoses(w: _Visit, diagnoses: list[Mapping[str, Any]]) -> None:
@@ -374,8 +414,9 @@ def _tell_diagnoses(w: _Visit, diagnoses: list[Mapping[str, Any]]) -> None:
             frames = DIAGNOSIS_MORE_FRAMES if sentences else DIAGNOSIS_FRAMES
             frame = w.pick(frames, "dx", chunk[0]["event_id"])
             items = [f"{e['label']} ({e['code']})" for e in chunk]
-            sentences.append((frame.format(date=day, items=_join(items, "; ")),
-                              [e["event_id"] for e in chunk]))  # fmt: skip
+            sentences.append(
+                (frame.format(date=day, items=_join(items, "; ")), [e["event_id"] for e in chunk])
+            )
     w.say(sentences)
 
 
@@ -409,10 +450,16 @@ def _patient_turn(text: str, worried: bool, seed: int, key: tuple, slot: str) ->
 
 def _as_records(sid: int, v: int, vturns: list[_Turn]) -> list[dict[str, Any]]:
     return [
-        dict(turn_idx=i, visit_idx=v, speaker=t.speaker, text=t.plain(),
-             text_tagged=t.tagged(), event_ids=t.ids())
+        dict(
+            turn_idx=i,
+            visit_idx=v,
+            speaker=t.speaker,
+            text=t.plain(),
+            text_tagged=t.tagged(),
+            event_ids=t.ids(),
+        )
         for i, t in enumerate(vturns)
-    ]  # fmt: skip
+    ]
 
 
 def visit_records(

@@ -1,58 +1,10 @@
 """Dialogue verifier: the source-verifiability contract of every synthesised dialogue
-(paper §3 "Cohort" — "15 patients fail dialogue invariants during synthesis and are dropped";
-Fig. 2 stage 3 "verifier v3.2 (10 HARD + 3 SOFT); 385/400 pass").
+(paper §3 "Cohort" — "15 patients fail dialogue invariants during synthesis and are dropped").
 
-The verifier is the authority on provenance. It runs the checks of
-:mod:`clinlib.dialogue.checks` on each patient's records and turns their rows into keep/drop
-decisions and reports. Its parts define
-
-- the tag format (:mod:`clinlib.dialogue.matching`): a fact-bearing sentence is followed by
-  ``[LAB-123, LAB-124]`` in ``text_tagged``; ``text`` is the same turn without tags;
-- which fields of an event must appear verbatim in the turn that cites it
-  (:func:`clinlib.dialogue.fields.required_fields`) and which strings a citing turn may contain
-  (:func:`clinlib.dialogue.fields.traceable_strings`);
-- what must be covered: everything except medications, labs outside :data:`KEY_LABS`, and
-  normal key-lab results on a middle day of a visit
-  (:func:`clinlib.dialogue.fields.key_lab_missable`), which the
-  synthesis rule may leave unstated (``missed``) as T9 abstention anchors; and what the length
-  budget (clinlib.dialogue.budget, coverage reason ``budget: ...``) leaves out: any lab, medication,
-  diagnosis or procedure, but never an admission, a discharge or every diagnosis of a visit.
-  Must-cover coverage is covered / (covered + unusable).
-
-HARD checks (any failure drops the patient):
-
-==========================  ==================================================================
-event_ids_exist             every id a turn lists exists in the patient's events and is usable
-tags_consistent             ``text_tagged`` minus its tags equals ``text``; tags == event_ids
-covered_fields_verbatim     each covered event's value, unit, date, code / title / drug, route
-                            appear verbatim in a turn that lists its id (a medication's dose
-                            and unit only when recorded: without one it is named as started)
-no_untraced_numbers         every number in a turn traces to an event the turn lists
-no_untraced_dates           every date in a turn is the date of an event the turn lists
-no_untraced_codes           every ICD-like code in a turn is the code of an event it lists
-no_untraced_drugs           every known drug name in a turn belongs to a medication it lists
-visits_in_time_order        visits ascend in time, turns ascend, facts sit in their own visit
-must_cover_coverage         >= 98 % of must-cover events covered; only missable kinds missed;
-                            every source event accounted for; a diagnosis told per visit
-missed_events_unstated      a missed event is never cited, a missed lab's name is never given
-                            with its date, a missed drug or ICD code is never named in its visit
-==========================  ==================================================================
-
-On a dialogue with inserted noise sessions (:mod:`clinlib.dialogue.noise`) the checks above
-run on its real turns with their original numbering restored, and one more HARD row is added
-(:data:`clinlib.dialogue.checks.NOISE_CHECKS`): ``noise_states_no_patient_fact`` — no noise
-turn names one of the patient's own labs or drugs together with that event's date.
-
-SOFT checks (warnings): ``length_outlier`` (mean characters per visit outside the corpus'
-Tukey fences on a log scale, k = 3), ``turn_alternation`` (patient and clinician alternate
-within each visit, patient first), ``repeated_sentences`` (no sentence of five or more words
-makes up more than 10 % of the dialogue's sentences, at least three copies). With an LLM
-rewriter a fourth soft row, ``rewrite_preserved``, records visits that fell back to the
-template text.
-
-Numbers have no whitelist: templates write ordinals and counts as words, so any digit in a
-turn must come from the events it cites (value_text, reference bounds, dose, dates, codes,
-titles). Matching is boundary-aware ("1.3" is not found inside "11.3").
+It runs the checks of :mod:`clinlib.dialogue.checks` (:data:`~clinlib.dialogue.checks.CHECK_ORDER`:
+HARD checks drop a patient, SOFT ones warn) on each patient's records, on a noisy dialogue's
+real turns plus the noise check, and turns their rows into keep/drop decisions and reports.
+Any digit in a turn must come from the events the turn cites: there is no number whitelist.
 """
 
 from __future__ import annotations
@@ -143,31 +95,49 @@ def verify_records(
     per_turn = check_turns(turns, index, drugs)
     rows.append(check_row(sid, "tags_consistent", *_passed(per_turn["tags_consistent"])))
     bad = check_covered(turns, index, covered)
-    rows.append(check_row(sid, "covered_fields_verbatim",
-                          *_passed(bad, f"{len(covered)} covered events verified")))  # fmt: skip
-    for check in ("no_untraced_numbers", "no_untraced_dates", "no_untraced_codes",
-                  "no_untraced_drugs"):  # fmt: skip
+    rows.append(
+        check_row(
+            sid, "covered_fields_verbatim", *_passed(bad, f"{len(covered)} covered events verified")
+        )
+    )
+    for check in (
+        "no_untraced_numbers",
+        "no_untraced_dates",
+        "no_untraced_codes",
+        "no_untraced_drugs",
+    ):
         rows.append(check_row(sid, check, *_passed(per_turn[check])))
     bad = check_time_order(turns, events, events_by_id, covered)
     rows.append(check_row(sid, "visits_in_time_order", *_passed(bad)))
     bad, ok = check_coverage(events_by_id, status, missed)
     rows.append(check_row(sid, "must_cover_coverage", *_passed(bad, ok)))
     bad = check_missed(turns, index, missed)
-    rows.append(check_row(sid, "missed_events_unstated",
-                          *_passed(bad, f"{len(missed)} missed events unstated")))  # fmt: skip
+    rows.append(
+        check_row(
+            sid, "missed_events_unstated", *_passed(bad, f"{len(missed)} missed events unstated")
+        )
+    )
     if noise:
-        n_sessions = len({int(t["visit_idx"]) for t in noise})
-        bad = check_noise_facts(noise, events)
-        rows.append(check_row(sid, *NOISE_CHECKS,
-                              *_passed(bad, f"{n_sessions} noise sessions checked")))  # fmt: skip
+        rows.append(_noise_row(sid, noise, events))
     if include_length:
         rows.append(length_row(sid, turns, length_bounds or DEFAULT_CHARS_PER_VISIT))
     rows += soft_checks(sid, turns)
     if rewrites:
-        fell = [f"visit {r['visit_idx']}: {r['reason']}" for r in rewrites if not r["accepted"]]
-        rows.append(check_row(sid, REWRITE_CHECK,
-                              *_passed(fell, f"{len(rewrites)} visits rewritten")))  # fmt: skip
+        rows.append(_rewrite_row(sid, rewrites))
     return rows
+
+
+def _noise_row(sid: int, noise: list, events: list) -> dict[str, Any]:
+    """The noise check of a noisy dialogue: no noise turn states a patient's own fact."""
+    n_sessions = len({int(t["visit_idx"]) for t in noise})
+    bad = check_noise_facts(noise, events)
+    return check_row(sid, *NOISE_CHECKS, *_passed(bad, f"{n_sessions} noise sessions checked"))
+
+
+def _rewrite_row(sid: int, rewrites: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The rewriter's check: every rewritten visit was accepted."""
+    fell = [f"visit {r['visit_idx']}: {r['reason']}" for r in rewrites if not r["accepted"]]
+    return check_row(sid, REWRITE_CHECK, *_passed(fell, f"{len(rewrites)} visits rewritten"))
 
 
 def _passed(problems: list[str], ok: str = "") -> tuple[bool, str]:
@@ -236,8 +206,12 @@ def verify_groups(
         Check rows for all patients; the length fences come from the whole corpus.
     """
     if drugs is None:
-        meds = {e.get("label") for evs in events.values() for e in evs
-                if e.get("kind") == "medication" and present(e.get("label"))}  # fmt: skip
+        meds = {
+            e.get("label")
+            for evs in events.values()
+            for e in evs
+            if e.get("kind") == "medication" and present(e.get("label"))
+        }
         drugs = DrugMatcher([*DRUG_LEXICON, *meds])
     # Fences over the real visits: noise sessions (clinlib.dialogue.noise) are not stored text.
     bounds = length_bounds_from(chars_per_visit(real_turns(tr)) for tr in turns.values() if tr)
@@ -294,10 +268,13 @@ def decide(rows: Iterable[Mapping[str, Any]]) -> dict[int, dict[str, Any]]:
             else:
                 d["n_soft_warnings"] += 1
     return {
-        sid: {"kept": not d["hard"], "drop_reason": " | ".join(d["hard"]),
-              "n_soft_warnings": d["n_soft_warnings"]}
+        sid: {
+            "kept": not d["hard"],
+            "drop_reason": " | ".join(d["hard"]),
+            "n_soft_warnings": d["n_soft_warnings"],
+        }
         for sid, d in out.items()
-    }  # fmt: skip
+    }
 
 
 def drop_decisions(checks: pd.DataFrame) -> pd.DataFrame:
@@ -310,8 +287,9 @@ def drop_decisions(checks: pd.DataFrame) -> pd.DataFrame:
     dec = decide(records(checks))
     rows = [{"subject_id": sid, **d} for sid, d in sorted(dec.items())]
     df = pd.DataFrame(rows, columns=["subject_id", "kept", "drop_reason", "n_soft_warnings"])
-    return df.astype({"subject_id": "int64", "kept": "bool", "drop_reason": "string",
-                      "n_soft_warnings": "int64"})  # fmt: skip
+    return df.astype(
+        {"subject_id": "int64", "kept": "bool", "drop_reason": "string", "n_soft_warnings": "int64"}
+    )
 
 
 def drop_report(checks: pd.DataFrame) -> pd.DataFrame:

@@ -38,8 +38,14 @@ KIND_COLORS: dict[str, str] = {
     "diagnosis": PALETTE[3],
     "procedure": PALETTE[4],
 }
-PREFIX_KIND: dict[str, str] = {"ADM": "admission", "DIS": "discharge", "LAB": "lab",
-                               "RX": "medication", "DX": "diagnosis", "PX": "procedure"}  # fmt: skip
+PREFIX_KIND: dict[str, str] = {
+    "ADM": "admission",
+    "DIS": "discharge",
+    "LAB": "lab",
+    "RX": "medication",
+    "DX": "diagnosis",
+    "PX": "procedure",
+}
 STATUS_TEXT = {
     "covered": "stated in turn {turn_idx} (visit {visit}, {speaker})",
     "missed": "deliberately left unstated — an abstention anchor ({reason})",
@@ -206,8 +212,12 @@ def locate_event(coverage: pd.DataFrame, turns: pd.DataFrame, event_id: str) -> 
         t = turns[(turns["subject_id"] == r["subject_id"]) & (turns["turn_idx"] == r["turn_idx"])]
         if not t.empty:
             tr = records(t)[0]
-            out |= {"turn_idx": int(tr["turn_idx"]), "visit_idx": int(tr["visit_idx"]),
-                    "speaker": tr["speaker"], "text": tr["text_tagged"]}  # fmt: skip
+            out |= {
+                "turn_idx": int(tr["turn_idx"]),
+                "visit_idx": int(tr["visit_idx"]),
+                "speaker": tr["speaker"],
+                "text": tr["text_tagged"],
+            }
     visit = "?" if out["visit_idx"] is None else int(out["visit_idx"]) + 1
     out["message"] = STATUS_TEXT.get(out["status"], "{reason}").format(
         turn_idx=out["turn_idx"], visit=visit, speaker=out["speaker"], reason=out["reason"]
@@ -238,10 +248,13 @@ def event_options(
     cov = cov.assign(_o=cov["visit_idx"].fillna(-1)).sort_values(["_o", "event_id"])
     titles = titles or {}
     return [
-        (f"v{'?' if r['visit_idx'] is None else int(r['visit_idx']) + 1} · {r['event_id']} · "
-         f"{titles.get(r['event_id'], r['kind'] or '')} · {r['status']}", str(r["event_id"]))
+        (
+            f"v{'?' if r['visit_idx'] is None else int(r['visit_idx']) + 1} · {r['event_id']} · "
+            f"{titles.get(r['event_id'], r['kind'] or '')} · {r['status']}",
+            str(r["event_id"]),
+        )
         for r in records(cov)
-    ]  # fmt: skip
+    ]
 
 
 def event_table(
@@ -264,13 +277,15 @@ def event_table(
         cov = cov[cov["visit_idx"].eq(visit).fillna(False).astype(bool)]
     cov = cov.assign(_o=cov["visit_idx"].fillna(-1)).sort_values(["_o", "event_id"])
     titles = titles or {}
-    return pd.DataFrame({
-        "visit": [None if pd.isna(v) else int(v) + 1 for v in cov["visit_idx"]],
-        "event_id": cov["event_id"].astype(str).to_numpy(),
-        "kind": cov["kind"].astype(str).to_numpy(),
-        "what": [titles.get(str(e), "") for e in cov["event_id"]],
-        "status": cov["status"].astype(str).to_numpy(),
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "visit": [None if pd.isna(v) else int(v) + 1 for v in cov["visit_idx"]],
+            "event_id": cov["event_id"].astype(str).to_numpy(),
+            "kind": cov["kind"].astype(str).to_numpy(),
+            "what": [titles.get(str(e), "") for e in cov["event_id"]],
+            "status": cov["status"].astype(str).to_numpy(),
+        }
+    )
 
 
 def dialogue_html_within(
@@ -324,10 +339,12 @@ def patient_options(summary: pd.DataFrame) -> list[tuple[str, int]]:
     """(label, subject_id) pairs for a patient picker, kept patients first."""
     s = summary.sort_values(["kept", "subject_id"], ascending=[False, True])
     return [
-        (f"{r['subject_id']} · {r['n_visits']} visits · {'kept' if r['kept'] else 'dropped'}",
-         int(r["subject_id"]))
+        (
+            f"{r['subject_id']} · {r['n_visits']} visits · {'kept' if r['kept'] else 'dropped'}",
+            int(r["subject_id"]),
+        )
         for r in records(s)
-    ]  # fmt: skip
+    ]
 
 
 def static_view(
@@ -356,6 +373,12 @@ def static_view(
     return head + "".join(parts) + dialogue_html(mine, sid, visits, titles=titles)
 
 
+def _summary_of(turns: pd.DataFrame) -> pd.DataFrame:
+    """A summary for the patient picker when none is given: every patient, kept."""
+    by_patient = turns.groupby("subject_id").agg(n_visits=("visit_idx", "nunique"))
+    return by_patient.reset_index().assign(kept=True)
+
+
 def dialogue_viewer(
     turns: pd.DataFrame,
     coverage: pd.DataFrame,
@@ -372,12 +395,7 @@ def dialogue_viewer(
     import ipywidgets as W
 
     if summary is None:
-        summary = (
-            turns.groupby("subject_id")
-            .agg(n_visits=("visit_idx", "nunique"))
-            .reset_index()
-            .assign(kept=True)
-        )
+        summary = _summary_of(turns)
     patient = W.Dropdown(options=patient_options(summary), description="patient")
     visit = W.Dropdown(description="visit")
     event = W.Dropdown(description="event", layout=W.Layout(width="70%"))
@@ -419,16 +437,22 @@ def dialogue_viewer(
             return
         vs = None if visit.value in (-1, None) else [visit.value]
         shown = turns if ids.value else turns.assign(text_tagged=turns["text"])
-        body.value = dialogue_html(shown, sid, vs, event.value or None,
-                                   titles=state.get("titles"))  # fmt: skip
+        body.value = dialogue_html(shown, sid, vs, event.value or None, titles=state.get("titles"))
 
     patient.observe(_patient, names="value")
     event.observe(_event, names="value")
     visit.observe(_render, names="value")
     ids.observe(_render, names="value")
     box = W.VBox([W.HBox([patient, visit, ids]), event, where, body, verdict])
-    box.controls = {"patient": patient, "visit": visit, "event": event, "ids": ids,  # type: ignore
-                    "where": where, "body": body, "checks": verdict}  # fmt: skip
+    box.controls = {
+        "patient": patient,
+        "visit": visit,
+        "event": event,
+        "ids": ids,  # type: ignore
+        "where": where,
+        "body": body,
+        "checks": verdict,
+    }
     if patient.options:
         _patient()
     return box

@@ -22,15 +22,13 @@ import sys
 from typing import Any
 
 from clinlib.core.config import build_dir
-from clinlib.eval.cells import Item, prediction_row
+from clinlib.eval.cells import prediction_row
+from clinlib.eval.records import Item, PlanEntry
 from clinlib.eval.store import write_part
 from clinlib.llm import Backbone, ResponseCache, cache_key, count_tokens
 from clinlib.llm.anthropic_batch import make_batch_client
 from clinlib.llm.batch import BatchPending
 
-# One planned cell: its backbone, key (strategy, backbone, prep_model, setting), question
-# count and the items still to answer.
-PlanEntry = tuple[Backbone, tuple[str, ...], int, list[Item]]
 # The runner's session (clinlib.eval.runner imports this module: importing it back would be a
 # cycle, so it is typed loosely here).
 Session = Any
@@ -111,7 +109,7 @@ async def answer_provider_batches(
     providers. Budget reservations are taken in plan order (each job reserves before its
     first await); a pending job does not stop the others from being submitted."""
     outcomes = await asyncio.gather(
-        *(answer_provider_batch(session, group[0][0], group, cache) for group in groups),
+        *(answer_provider_batch(session, group[0].backbone, group, cache) for group in groups),
         return_exceptions=True,
     )
     failures = [o for o in outcomes if isinstance(o, BaseException)]

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -28,6 +27,7 @@ from clinlib.eval import prompt_tokens
 from clinlib.eval.policies import register_offline_backbones
 from clinlib.eval.prompts import build_messages
 from clinlib.eval.reader_version import reader_version
+from clinlib.eval.records import Cell, Item, PredictionKey, RunSpec
 from clinlib.eval.store import RunnerError
 from clinlib.llm import Backbone, ChatRequest, ChatResult, GenerationParams, get_backbone
 from clinlib.llm.types import UnknownBackboneError
@@ -138,17 +138,6 @@ def request_id(key: Sequence[str]) -> str:
     return "|".join(str(k) for k in key)
 
 
-@dataclass
-class Item:
-    """One question to answer in one cell: its request and what the prediction row needs."""
-
-    key: tuple[str, str, str, str, str]
-    request: ChatRequest
-    question: dict[str, Any]
-    context_tokens: int
-    checkpoint: dict[str, Any] = field(default_factory=dict)
-
-
 def build_items(questions: pd.DataFrame, contexts: pd.DataFrame, backbone: Backbone) -> list[Item]:
     by_qid = {q["qid"]: q for q in questions.to_dict("records")}
     records = contexts.to_dict("records")
@@ -164,7 +153,9 @@ def build_items(questions: pd.DataFrame, contexts: pd.DataFrame, backbone: Backb
         q = by_qid[ctx["qid"]]
         # The label (name + non-default parameters, e.g. ``dense-retrieval(k=3)``) keys the
         # prediction, so an ablation variant never collides with the default strategy.
-        key = (q["qid"], ctx["label"], backbone.name, ctx["prep_model"], ctx["setting"])
+        key = PredictionKey(
+            q["qid"], ctx["label"], backbone.name, ctx["prep_model"], ctx["setting"]
+        )
         req = ChatRequest(
             request_id(key), build_messages(q, ctx["context"]), generation_params(q["task"])
         )
@@ -236,14 +227,6 @@ def scored_fields(q: dict[str, Any], response: str | None) -> dict[str, Any]:
     }
 
 
-def listed(value: Any) -> list[Any]:
-    """A bare string (or a single strategy / backbone object) as a one-name list: iterating
-    "full-context" would otherwise ask for strategies 'f', 'u' and so on."""
-    if isinstance(value, str | Backbone) or not isinstance(value, Iterable):
-        return [value]
-    return list(value)
-
-
 def resolve_backbones(names: Sequence[str | Backbone], config: str | Path | None) -> list[Backbone]:
     """Backbones by name; registers the kit's offline readers if a name is not yet known.
 
@@ -308,6 +291,17 @@ def refuse_leaking(questions: pd.DataFrame, strategies: Sequence[Any]) -> None:
         )
 
 
+class Prepared(NamedTuple):
+    """One (setting value, strategy) of a run: its questions and contexts, or None when every
+    key of it is already predicted for every backbone (a finished cell builds no context)."""
+
+    setting: str
+    questions: pd.DataFrame
+    strategy: str
+    prep_model: str
+    contexts: pd.DataFrame | None
+
+
 def prepare(
     profile: str,
     strategies: Sequence[Any],
@@ -316,40 +310,46 @@ def prepare(
     tasks: Iterable[str] | None,
     limit: int | None,
     questions: pd.DataFrame | None,
+    config: str | Path | None = None,
+    bar: Any = None,
+) -> list[tuple[str, pd.DataFrame, pd.DataFrame]]:
+    """(setting value, questions, contexts) per (setting value, strategy), every context built
+    (see :func:`prepare_contexts`)."""
+    spec = RunSpec(profile, strategies, settings=settings, prep=prep, tasks=tasks, limit=limit,
+                   questions=questions)  # fmt: skip
+    return [(p.setting, p.questions, p.contexts)
+            for p in prepare_contexts(profile, spec, prep, config=config, bar=bar)]  # fmt: skip
+
+
+def prepare_contexts(
+    profile: str,
+    spec: RunSpec,
+    prep: Any,
     done: set[tuple[str, ...]] | None = None,
     backbone_names: Sequence[str] = (),
     config: str | Path | None = None,
     bar: Any = None,
-) -> list[tuple[str, pd.DataFrame, pd.DataFrame | tuple[str, str]]]:
-    """(setting value, questions, contexts) per (setting value, strategy); contexts are built
-    offline. A static setting has one value (its label); ``stream`` one per checkpoint
-    (``stream@6``: 6 sessions seen), so every downstream cell is one checkpoint.
+) -> list[Prepared]:
+    """One :class:`Prepared` per (setting value, strategy) of ``spec`` under ``prep``;
+    contexts are built offline. A static setting has one value (its label); ``stream`` one per
+    checkpoint (``stream@6``: 6 sessions seen), so every downstream cell is one checkpoint.
 
-    A (setting, strategy) whose every key is already in ``done`` for every backbone gets
-    ``(strategy label, prep id)`` instead of contexts: a finished cell costs no context build.
-    ``bar`` (clinlib.core.progress) counts the contexts built.
+    A (setting, strategy) whose every key is already in ``done`` for every backbone is
+    prepared without contexts (finished). ``bar`` (clinlib.core.progress) counts the contexts
+    built.
     """
-    parsed = run_settings(settings)
-    if not strategies:
+    parsed = run_settings(spec.settings)
+    if not spec.strategies:
         raise RunnerError("no strategies given")
     # load_questions: the paper's set, plus the extended set only when an extended task is named
-    qs = select_questions(run_questions(profile, tasks, questions), tasks, limit)
-    refuse_leaking(qs, [get_strategy(s, profile=profile) if isinstance(s, str) else s
-                        for s in strategies])  # fmt: skip
-    resolved: dict[str, Any] = {}
-
-    def prep_for(strat: Any) -> Any:
-        # Resolved only for strategies that use one (with the user's config, so a prep
-        # backbone may be defined there), and once: an LLM prep opens the response cache.
-        if not strat.uses_prep:
-            return None
-        if "model" not in resolved:
-            resolved["model"] = get_prep(prep, profile=profile, config=config)
-        return resolved["model"]
-
+    qs = select_questions(run_questions(profile, spec.tasks, spec.questions), spec.tasks,
+                          spec.limit)  # fmt: skip
+    refuse_leaking(qs, [_strategy(s, profile) for s in spec.strategies])
+    prep_for = _prep_resolver(prep, profile, config)
     out: list[Any] = []
-    groups = _dialogue_groups(qs, profile)
-    for setting, (group, turns) in ((st, g) for st in parsed for g in groups):
+    for setting, (group, turns) in (
+        (st, g) for st in parsed for g in _dialogue_groups(qs, profile)
+    ):
         sub = asked_questions(group, setting)
         if sub.empty:
             continue
@@ -357,16 +357,14 @@ def prepare(
         values = list(dict.fromkeys(plan.sort_values("checkpoint_visit", kind="stable")["setting"]))
         sub_of = {v: sub[sub["qid"].isin(set(g["qid"]))] for v, g in plan.groupby("setting")}
         todo: list[tuple[int, Any]] = []
-        for strategy in strategies:
-            strat = (get_strategy(strategy, profile=profile)
-                     if isinstance(strategy, str) else strategy)  # fmt: skip
+        for strat in (_strategy(s, profile) for s in spec.strategies):
             if done is not None and backbone_names:
                 pid = strat.prep_id(prep_for(strat))
                 keys = [(str(q), strat.label(), bb, pid, v)
                         for q, v in zip(plan["qid"], plan["setting"], strict=True)
                         for bb in backbone_names]  # fmt: skip
                 if all(k in done for k in keys):
-                    out.append([(v, sub_of[v], (strat.label(), pid)) for v in values])
+                    out.append([Prepared(v, sub_of[v], strat.label(), pid, None) for v in values])
                     continue
             todo.append((len(out), strat))
             out.append(None)
@@ -376,10 +374,39 @@ def prepare(
             prep_arg = next((prep_for(st) for st in strats if st.uses_prep), RULE_BASED)
             frames = question_contexts_many(sub, strats, profile, setting, prep_arg, bar=bar,
                                             dialogues=turns)  # fmt: skip
-            for (i, _), frame in zip(todo, frames, strict=True):
-                out[i] = [(v, sub_of[v], frame[frame["setting"] == v].reset_index(drop=True))
+            for (i, strat), frame in zip(todo, frames, strict=True):
+                out[i] = [_built(v, sub_of[v], frame[frame["setting"] == v], strat)
                           for v in values]  # fmt: skip
     return [entry for group in out for entry in group]
+
+
+def _strategy(strategy: Any, profile: str) -> Any:
+    # a name is resolved afresh per (setting, dialogue group), as each context build expects
+    return get_strategy(strategy, profile=profile) if isinstance(strategy, str) else strategy
+
+
+def _prep_resolver(prep: Any, profile: str, config: str | Path | None) -> Any:
+    """The prep model of a strategy: resolved only for strategies that use one (with the
+    user's config, so a prep backbone may be defined there), and once: an LLM prep opens the
+    response cache."""
+    resolved: dict[str, Any] = {}
+
+    def prep_for(strat: Any) -> Any:
+        if not strat.uses_prep:
+            return None
+        if "model" not in resolved:
+            resolved["model"] = get_prep(prep, profile=profile, config=config)
+        return resolved["model"]
+
+    return prep_for
+
+
+def _built(value: str, questions: pd.DataFrame, frame: pd.DataFrame, strat: Any) -> Prepared:
+    """A prepared (setting value, strategy) with its contexts, keyed as its rows are."""
+    frame = frame.reset_index(drop=True)
+    if frame.empty:  # nothing to ask: the key is never read
+        return Prepared(value, questions, strat.label(), "", frame)
+    return Prepared(value, questions, frame["label"].iloc[0], frame["prep_model"].iloc[0], frame)
 
 
 def _dialogue_groups(
@@ -399,33 +426,29 @@ def _dialogue_groups(
 
 
 def prepare_cells(
-    profile: str,
-    strategies: Sequence[Any],
-    settings: Sequence[str],
-    prep: Any,
-    tasks: Iterable[str] | None,
-    limit: int | None,
-    questions: pd.DataFrame | None,
+    name: str,
+    spec: RunSpec,
     backbones: Sequence[Backbone],
     done: set[tuple[str, ...]] | None = None,
     config: str | Path | None = None,
     bar: Any = None,
-) -> list[tuple[Backbone, str, pd.DataFrame, pd.DataFrame | tuple[str, str]]]:
-    """(backbone, setting, questions, contexts) per cell.
+) -> list[Cell]:
+    """One :class:`Cell` per (backbone, setting value, strategy) of ``spec`` on profile
+    ``name`` (finished when ``done`` holds every key of it).
 
     With ``prep="matched"`` each answering backbone is its own prep model (Appendix G.5), so
     derived representations are built once per backbone; otherwise one prep model serves all.
     """
-    if isinstance(prep, str) and prep == MATCHED:
+    if isinstance(spec.prep, str) and spec.prep == MATCHED:
         groups = [([bb], resolve_prep(MATCHED, bb.name)) for bb in backbones]
     else:
-        groups = [(list(backbones), prep)]
+        groups = [(list(backbones), spec.prep)]
     out = []
     for group, group_prep in groups:
-        prepared = prepare(profile, strategies, settings, group_prep, tasks, limit, questions,
-                            done=done, backbone_names=[bb.name for bb in group],
-                            config=config, bar=bar)  # fmt: skip
-        out.extend((bb, setting, sub, ctx) for setting, sub, ctx in prepared for bb in group)
+        prepared = prepare_contexts(name, spec, group_prep, done=done, config=config, bar=bar,
+                                    backbone_names=[bb.name for bb in group])  # fmt: skip
+        out.extend(Cell(bb, p.setting, p.questions, p.strategy, p.prep_model, p.contexts)
+                   for p in prepared for bb in group)  # fmt: skip
     return out
 
 

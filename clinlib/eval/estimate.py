@@ -18,12 +18,12 @@ from clinlib.eval import prompt_tokens
 from clinlib.eval.cells import (
     build_items,
     generation_params,
-    listed,
     prepare_cells,
     record_counts,
     resolve_backbones,
     run_settings,
 )
+from clinlib.eval.records import RunSpec
 from clinlib.eval.store import CELL_COLUMNS, done_keys
 from clinlib.llm import Backbone, count_tokens, tokens
 from clinlib.llm.context import count_fits, counter_name
@@ -147,30 +147,28 @@ def estimate(
         ``overflow`` = questions over the backbone's ``context_window``).
     """
     name = resolve_profile(profile)
-    strategies, backbones, settings = listed(strategies), listed(backbones), listed(settings)
-    tasks = listed(tasks) if tasks is not None else None
-    run_settings(settings)  # a bad spec is refused before anything is read
-    bbs = resolve_backbones(backbones, config)
+    spec = RunSpec(name, strategies, backbones, settings, prep, tasks, limit, questions)
+    run_settings(spec.settings)  # a bad spec is refused before anything is read
+    bbs = resolve_backbones(spec.backbones, config)
     done = done_keys(name, retry_errors=False)
     # Cells whose every prompt was counted by an earlier run (prompt_tokens) need no context.
     # Counts are keyed by qid, so they serve (and record) the profile's own question set only.
-    own = questions is None
+    own = spec.own_questions
     if own:
         prompt_tokens.claim(name)
     counted = prompt_tokens.load_counts(name) if own else prompt_tokens.no_counts()
     known = _counted_keys(counted, bbs)
     rows = []
-    for bb, _setting, sub, ctx in prepare_cells(
-        name, strategies, settings, prep, tasks, limit, questions, bbs, done=known,
-        config=config,
-    ):  # fmt: skip
-        if isinstance(ctx, tuple):
-            label, pid = ctx
-            keys = [(str(q), label, bb.name, pid, _setting) for q in sub["qid"]]
-            n_in = _recorded_inputs(counted, sub["qid"], (label, pid, _setting), bb)
+    for cell in prepare_cells(name, spec, bbs, done=known, config=config):
+        bb, sub, key = cell.backbone, cell.questions, cell.key
+        if cell.finished:
+            keys = [
+                (str(q), key.strategy, bb.name, key.prep_model, key.setting) for q in sub["qid"]
+            ]
+            n_in = _recorded_inputs(counted, sub["qid"], key.basis, bb)
             tasks_, golds = sub["task"].tolist(), sub["gold"].astype(str).tolist()
         else:
-            items = build_items(sub, ctx, bb)
+            items = build_items(sub, cell.contexts, bb)
             if own:
                 record_counts(name, items)
             tokens.warm_message_counts([it.request.messages for it in items], bb.model)  # threads

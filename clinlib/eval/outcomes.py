@@ -10,7 +10,7 @@ that sends nothing is not failed for rows stored by earlier runs).
 Exit-code contract of ``clintrace run`` (README "Real endpoints"): 0 the run finished (a
 budget stop included: the summary's ``stopped`` says why); 2 bad input or a refusal (one
 line), no prediction at all, more than :data:`MAX_DROP_SHARE` of this run's rows are errors,
-or none of them is an answer (``--allow-drops`` accepts the rows and exits 0); 3 provider
+or none of them is an answer (``--accept-errors`` accepts the rows and exits 0); 3 provider
 batch jobs still running (a re-run collects them); 130 interrupted (Ctrl-C), after one line
 saying what was saved and how to resume.
 """
@@ -174,7 +174,7 @@ def check_run(stage: str, summary: pd.DataFrame, allow_drops: bool = False) -> l
     if (share > MAX_DROP_SHARE or unusable) and not allow_drops:
         why = (f"{share:.0%} errors > {MAX_DROP_SHARE:.0%} allowed" if share > MAX_DROP_SHARE
                else "no usable answer")  # fmt: skip
-        raise StageError(f"{head}. The rows are recorded ({why}); pass --allow-drops to accept "
+        raise StageError(f"{head}. The rows are recorded ({why}); pass --accept-errors to accept "
                          "them and exit 0")  # fmt: skip
     return [head]
 

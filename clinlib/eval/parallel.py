@@ -12,8 +12,9 @@ import concurrent.futures
 import multiprocessing as mp
 import os
 from collections.abc import Sequence
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -21,31 +22,27 @@ from clinlib.core import config
 from clinlib.core.config import resolve_profile
 from clinlib.core.lock import LIBRARY_LOCK_WAIT_S, profile_lock
 from clinlib.eval import prompt_tokens
-from clinlib.eval.cells import listed, run_questions, select_questions
+from clinlib.eval.cells import run_questions, select_questions
 from clinlib.eval.outcomes import new_outcomes
+from clinlib.eval.records import RunOptions, RunSpec, listed
 from clinlib.eval.runner import run, summary_predictions
 from clinlib.eval.store import CELL_COLUMNS, cell_summary, claim_predictions
 from clinlib.strategies import get_strategy
 from clinlib.tasks.settings import parse_settings, value_of
 
 
-def _run_group(job: tuple[str, dict[str, Any]]) -> None:
+def _run_group(job: tuple[str, RunSpec, RunOptions]) -> None:
     # Runs in a child process (spawned: no torch / SQLite state is inherited); the parent's
     # build folder is passed explicitly, since a spawned child re-imports clinlib.core.config.
-    build, kwargs = job
+    build, spec, options = job
     config.BUILD_DIR = Path(build)
-    run(**kwargs)
+    run(spec, options)
 
 
 def run_parallel(
-    profile: str | None,
-    strategies: Sequence[str],
-    backbones: Sequence[str],
-    settings: Sequence[str] = ("post",),
-    prep: str = "rule-based",
+    spec: RunSpec,
+    options: RunOptions | None = None,
     workers: int | None = None,
-    wait_for_lock: float = LIBRARY_LOCK_WAIT_S,
-    **kwargs: Any,
 ) -> pd.DataFrame:
     """:func:`run` with the strategies dealt round-robin to ``workers`` processes.
 
@@ -55,55 +52,53 @@ def run_parallel(
     are those of :func:`run`. Network backbones gain nothing: use :func:`run`.
 
     Args:
-        profile / strategies / backbones / settings / prep: as for :func:`run` (strategies
-            by name or label, so they can be sent to another process).
+        spec: as for :func:`run` (strategies by name or label, so they can be sent to another
+            process).
+        options: as for :func:`run` (None: the defaults); ``wait_for_lock`` is this call's,
+            the workers share its lock.
         workers: processes (default: the CPU count, at most one per strategy).
-        **kwargs: further :func:`run` keyword arguments (e.g. ``config``, ``tasks``).
 
     Returns:
         The cell summary of every (strategy, backbone, setting) cell run.
     """
-    name = resolve_profile(profile)
+    options = RunOptions() if options is None else options
+    name = resolve_profile(spec.profile)
     # one writer per profile: the workers are part of this call's work and share its lock
     # (clinlib.core.lock: a holder's child processes inherit it)
-    with profile_lock(name, wait=wait_for_lock):
-        return _run_parallel(name, strategies, backbones, settings, prep, workers, kwargs)
+    with profile_lock(name, wait=options.wait_for_lock):
+        return _run_parallel(replace(spec, profile=name), options, workers)
 
 
-def _run_parallel(name: str, strategies: Sequence[str], backbones: Sequence[str],
-                  settings: Sequence[str], prep: str, workers: int | None,
-                  kwargs: dict[str, Any]) -> pd.DataFrame:  # fmt: skip
+def _run_parallel(spec: RunSpec, options: RunOptions, workers: int | None) -> pd.DataFrame:
     """The body of :func:`run_parallel`, under the profile's writer lock."""
     since = pd.Timestamp.now(tz="UTC")  # this call's rows are the ones written from now
-    strategies, backbones, settings = listed(strategies), listed(backbones), listed(settings)
+    name = str(spec.profile)
     # Canonical labels (``dense-retrieval(k=5)`` is ``dense-retrieval``): what the
     # predictions record, so the summary below finds every cell that was run.
-    strats = [get_strategy(str(s), profile=name) for s in strategies]
+    strats = [get_strategy(str(s), profile=name) for s in spec.strategies]
     names = [st.label() for st in strats]
     n = max(1, min(workers or os.cpu_count() or 1, len(names)))
-    groups = [names[i::n] for i in range(n)]
-    progress = kwargs.pop("progress", True)
-    jobs = [dict(profile=name, strategies=g, backbones=list(backbones), settings=list(settings),
-                 prep=prep, progress=progress, progress_position=i if n > 1 else None, **kwargs)
-            for i, g in enumerate(groups)]  # fmt: skip
+    # the workers run under this call's lock (inherited), so their own wait is the default
+    jobs = [(replace(spec, strategies=names[i::n]),
+             replace(options, progress_position=i if n > 1 else None,
+                     wait_for_lock=LIBRARY_LOCK_WAIT_S)) for i in range(n)]  # fmt: skip
+    summary = partial(_parallel_summary, name, names, spec.backbones, spec.settings, spec.tasks)
     if n == 1:
-        run(**jobs[0])
-        return _parallel_summary(name, names, backbones, settings, kwargs.get("tasks"), since)
+        run(*jobs[0])
+        return summary(since)
     # Embed every question once here (both cores) rather than once per child process.
-    given = kwargs.get("questions")
-    tasks = listed(kwargs["tasks"]) if kwargs.get("tasks") is not None else None
-    records = select_questions(run_questions(name, tasks, given), tasks,
-                               kwargs.get("limit")).to_dict("records")  # fmt: skip
+    records = select_questions(run_questions(name, spec.tasks, spec.questions), spec.tasks,
+                               spec.limit).to_dict("records")  # fmt: skip
     for strat in strats:
         if strat.query_dependent:
             strat.warm_queries(records)
-    if given is None:
+    if spec.own_questions:
         claim_predictions(name)  # once here, before the children append
         prompt_tokens.claim(name)
     ctx = mp.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(n, mp_context=ctx) as pool:
-        list(pool.map(_run_group, [(str(config.BUILD_DIR), job) for job in jobs]))
-    return _parallel_summary(name, names, backbones, settings, kwargs.get("tasks"), since)
+        list(pool.map(_run_group, [(str(config.BUILD_DIR), *job) for job in jobs]))
+    return summary(since)
 
 
 def _parallel_summary(

@@ -26,7 +26,8 @@ Usage::
 
     from clinlib.eval import runner
     runner.estimate("quick", ["full-context"], ["gpt-4o-mini"])     # USD before sending
-    cells = runner.run("quick", ["no-context-blind", "full-context"], ["reference"])
+    spec = runner.RunSpec("quick", ["no-context-blind", "full-context"], ["reference"])
+    cells = runner.run(spec, runner.RunOptions(budget_usd=1.0))
     preds = runner.load_predictions("quick")
 """
 
@@ -34,26 +35,23 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from clinlib.core.config import resolve_profile
-from clinlib.core.lock import LIBRARY_LOCK_WAIT_S, profile_lock
+from clinlib.core.lock import profile_lock
 from clinlib.core.progress import make_progress
 from clinlib.core.progress import progress as progress_bar
 from clinlib.eval import prompt_tokens
-from clinlib.eval.batchmode import BATCHES_DIR, PlanEntry
+from clinlib.eval.batchmode import BATCHES_DIR
 from clinlib.eval.cells import (
     SETTINGS,
     Item,
     build_items,
     generation_params,
     is_credentialed,
-    listed,
     prediction_row,
     prepare_cells,
     request_id,
@@ -64,6 +62,15 @@ from clinlib.eval.cells import (
 )
 from clinlib.eval.estimate import ESTIMATE_COLUMNS, estimate
 from clinlib.eval.outcomes import RunInterrupted, new_outcomes, own_outcome
+from clinlib.eval.records import (
+    DEFAULT_BATCH_SIZE,
+    Cell,
+    CellKey,
+    PlanEntry,
+    PredictionKey,
+    RunOptions,
+    RunSpec,
+)
 from clinlib.eval.session import OFFLINE_BATCH_SIZE, Session, Tally
 from clinlib.eval.store import (
     CELL_COLUMNS,
@@ -80,14 +87,13 @@ from clinlib.eval.store import (
     predictions_dir,
     write_part,
 )
-from clinlib.llm import Backbone, check_egress, default_cache_path
+from clinlib.llm import check_egress, default_cache_path
 from clinlib.llm.context import context_window
 from clinlib.tasks import SPECS
 from clinlib.tasks.settings import PRE_TASKS
 
 log = logging.getLogger("clinlib.eval.runner")
 
-DEFAULT_BATCH_SIZE = 32
 # How network backbones are asked: one request at a time ("live"), or as provider batch jobs
 # at the batch price (clinlib.llm.batch), whose records live in BATCHES_DIR of the profile.
 MODES: tuple[str, ...] = ("live", "batch")
@@ -96,24 +102,20 @@ BATCH_OPTIONS: frozenset[str] = frozenset({"poll_interval_s", "max_wait_s", "max
                                            "max_bytes", "api"})  # fmt: skip
 
 
-def _check_run_args(
-    budget_usd: Any,
-    batch_size: Any,
-    mode: Any = "live",
-    batch_options: Any = None,
-    settings: Any = ("post",),
-) -> None:
-    run_settings(settings)  # a bad spec is refused before anything is read
+def _check_run_args(spec: RunSpec, options: RunOptions) -> None:
+    run_settings(spec.settings)  # a bad spec is refused before anything is read
+    budget_usd, batch_size = options.budget_usd, options.batch_size
     if budget_usd is not None and (not isinstance(budget_usd, int | float) or budget_usd < 0):
         raise RunnerError(f"budget_usd must be a number >= 0, got {budget_usd!r}")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise RunnerError(f"batch_size must be a positive integer, got {batch_size!r}")
-    if mode not in MODES:
-        raise RunnerError(f"mode must be one of {MODES}, got {mode!r}")
-    unknown = sorted(set(batch_options or {}) - BATCH_OPTIONS)
+    if options.mode not in MODES:
+        raise RunnerError(f"mode must be one of {MODES}, got {options.mode!r}")
+    batch_options = options.batch_options or {}
+    unknown = sorted(set(batch_options) - BATCH_OPTIONS)
     if unknown:
         raise RunnerError(f"unknown batch option(s) {unknown}; known: {sorted(BATCH_OPTIONS)}")
-    for name, value in (batch_options or {}).items():
+    for name, value in batch_options.items():
         if name == "api":
             if value not in (None, "openai", "anthropic"):
                 raise RunnerError(f"batch option api must be openai or anthropic, got {value!r}")
@@ -122,150 +124,96 @@ def _check_run_args(
             raise RunnerError(f"batch option {name} must be a number >= 0, got {value!r}")
 
 
-def _claim(
-    name: str, own_questions: bool, retry_errors: bool, retry_empty: bool
-) -> set[tuple[str, ...]]:
+def _claim(name: str, spec: RunSpec, options: RunOptions) -> set[tuple[str, ...]]:
     """Clear a killed writer's temporaries, claim the predictions folder (and the prompt
     counts) when the profile's own questions are asked, and return the keys already done."""
     clean_stale_temps(predictions_dir(name))
-    if own_questions:  # a run on a given question subset answers the profile's set too
+    if spec.own_questions:  # a run on a given question subset answers the profile's set too
         claim_predictions(name)
         prompt_tokens.claim(name)
-    return done_keys(name, retry_errors, retry_empty)
+    return done_keys(name, options.retry_errors, options.retry_empty)
 
 
 def _plan(
-    prepared: Sequence[tuple[Backbone, str, pd.DataFrame, Any]],
-    done: set[tuple[str, ...]],
-    own_questions: bool,
+    prepared: Sequence[Cell], done: set[tuple[str, ...]], own_questions: bool
 ) -> tuple[list[PlanEntry], dict[tuple[str, ...], list[Item]]]:
     """The plan (one entry per cell, with the items still to answer) and, when the profile's
     own questions are asked, one cell's items per (label, prep, setting) whose prompt counts
     are recorded after answering."""
     plan: list[PlanEntry] = []
     counted: dict[tuple[str, ...], list[Item]] = {}
-    for bb, setting, sub, ctx in prepared:
-        if isinstance(ctx, tuple):  # finished cell: nothing to build or send
-            plan.append((bb, (ctx[0], bb.name, ctx[1], setting), len(sub), []))
+    for cell in prepared:
+        if cell.finished:  # nothing to build or send
+            plan.append(PlanEntry(cell.backbone, cell.key, len(cell.questions), []))
             continue
-        items = build_items(sub, ctx, bb)
-        cell = (ctx["label"].iloc[0], bb.name, ctx["prep_model"].iloc[0], setting)
-        if own_questions and (cell[0], *cell[2:]) not in counted:
-            counted[(cell[0], *cell[2:])] = items
-        plan.append((bb, cell, len(items), [it for it in items if it.key not in done]))
+        items = build_items(cell.questions, cell.contexts, cell.backbone)
+        if own_questions:
+            counted.setdefault(cell.key.basis, items)
+        todo = [it for it in items if it.key not in done]
+        plan.append(PlanEntry(cell.backbone, cell.key, len(items), todo))
     return plan, counted
 
 
-def run(
-    profile: str | None = None,
-    strategies: Sequence[Any] = ("no-context-blind",),
-    backbones: Sequence[str | Backbone] = ("reference",),
-    settings: Sequence[str] = ("post",),
-    prep: Any = "rule-based",
-    budget_usd: float | None = None,
-    retry_errors: bool = False,
-    allow_unapproved: bool = False,
-    config: str | Path | None = None,
-    progress: bool = True,
-    limit: int | None = None,
-    tasks: Iterable[str] | None = None,
-    *,
-    retry_empty: bool = False,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    questions: pd.DataFrame | None = None,
-    client_options: dict[str, Any] | None = None,
-    progress_position: int | None = None,
-    mode: str = "live",
-    batch_options: dict[str, Any] | None = None,
-    wait_for_lock: float = LIBRARY_LOCK_WAIT_S,
-) -> pd.DataFrame:
-    """Evaluate every (strategy, backbone, setting) cell and append its predictions.
+def run(spec: RunSpec, options: RunOptions | None = None) -> pd.DataFrame:
+    """Evaluate every (strategy, backbone, setting) cell of ``spec`` and append its predictions.
 
-    Resumable: predicted keys are skipped (errors too, unless ``retry_errors``) and cached
-    answers cost no API call; parts are written atomically every ``batch_size`` answers.
+    Resumable: predicted keys are skipped (errors too, unless ``options.retry_errors``) and
+    cached answers cost no API call; parts are written atomically every
+    ``options.batch_size`` answers (network backbones answer through a pool: a hung request
+    holds one slot; offline readers write at least OFFLINE_BATCH_SIZE per file).
 
     Args:
-        profile: build profile.
-        strategies: strategy names (or instances) from :mod:`clinlib.strategies`.
-        backbones: backbone names (presets, config file, or offline readers) or objects.
-        settings: :mod:`clinlib.tasks.settings` specs (post, pre, stream, mixed, stream+mixed).
-        prep: the prep model of derived strategies.
-        budget_usd: stop before new spend (uncached API calls) could exceed this; checked
-            per request against its upper-bound cost plus that of the requests in flight.
-        retry_errors: re-run keys whose latest row has an error (the new row supersedes it).
-        retry_empty: re-ask keys whose latest completion was empty, past the response cache
-            (``LLMClient(refresh_empty=True)``, the paper's M1 pass); the new row supersedes.
-        allow_unapproved: send credentialed data to backbones not approved for it.
-        config: TOML config with user endpoints.
-        progress: show progress (done, cache hits, $ spent, errors): a tqdm bar on a
-            terminal, a line with counts and rate every few seconds in a log.
-        limit: the first ``limit`` questions of each task (in questions.parquet order).
-        tasks: restrict to these tasks.
-        batch_size: answers per part file (a crash loses at most this many, all cached);
-            network backbones answer through a pool (a hung request holds one slot);
-            offline readers write at least OFFLINE_BATCH_SIZE per file.
-        questions: use these rows instead of the profile's questions.parquet.
-        client_options: extra :class:`LLMClient` arguments (timeout_s, max_retries, ...).
-        progress_position: this run's bar row among parallel runs' (eval.parallel).
-        mode / batch_options: ``"batch"`` = provider jobs (:mod:`clinlib.eval.batchmode`).
-        wait_for_lock: seconds to wait while another process writes this profile (notebooks
-            side by side take turns; ``clintrace run`` holds the lock already and refuses
-            at once unless given ``--wait-for-lock``).
+        spec: what to run (:class:`RunSpec`: profile, strategies, backbones, settings, prep,
+            tasks, limit, questions).
+        options: how (:class:`RunOptions`: budget, retries, mode, batch size, clients,
+            progress, and ``wait_for_lock``: seconds to wait while another process writes
+            this profile; ``clintrace run`` holds the lock already). None: the defaults.
 
     Returns:
         The cell summary: :data:`SUMMARY_COLUMNS` (accuracies over rows without a transport
         error; ``stopped`` says why a cell did not finish, e.g. the budget).
     """
-    name = resolve_profile(profile)
+    options = RunOptions() if options is None else options
+    if not isinstance(spec, RunSpec) or not isinstance(options, RunOptions):
+        raise TypeError("run takes a RunSpec and RunOptions: run(RunSpec(profile, ...), ...)")
+    name = resolve_profile(spec.profile)
     # a writer (predictions, prompt counts, constructions): one per profile, from a notebook
     # as from `clintrace run` (clinlib.core.lock; a kernel of `clintrace notebooks` shares it)
-    with profile_lock(name, wait=wait_for_lock):
-        return _run(name, strategies, backbones, settings, prep, budget_usd, retry_errors,
-                    allow_unapproved, config, progress, limit, tasks, retry_empty, batch_size,
-                    questions, client_options, progress_position, mode, batch_options)  # fmt: skip
+    with profile_lock(name, wait=options.wait_for_lock):
+        return _run(name, spec, options)
 
 
-def _run(name, strategies, backbones, settings, prep, budget_usd, retry_errors,
-         allow_unapproved, config, progress, limit, tasks, retry_empty, batch_size, questions,
-         client_options, progress_position, mode, batch_options) -> pd.DataFrame:  # fmt: skip
+def _run(name: str, spec: RunSpec, options: RunOptions) -> pd.DataFrame:
     """The body of :func:`run`, under the profile's writer lock."""
-    strategies, backbones, settings = listed(strategies), listed(backbones), listed(settings)
-    tasks = listed(tasks) if tasks is not None else None
-    _check_run_args(budget_usd, batch_size, mode, batch_options, settings)
-    bbs = resolve_backbones(backbones, config)
+    _check_run_args(spec, options)
+    bbs = resolve_backbones(spec.backbones, options.config)
     credentialed = is_credentialed(name)
     for bb in bbs:  # refuse before any context is built or any request is sent
-        check_egress(bb, credentialed, allow_unapproved)
-    done = _claim(name, questions is None, retry_errors, retry_empty)
-    tag = f" [{progress_position + 1}]" if progress_position is not None else ""
-    with progress_bar(None, f"contexts {name}{tag}", "context", enabled=progress,
-                      position=progress_position) as ctx_bar:  # fmt: skip
-        prepared = prepare_cells(name, strategies, settings, prep, tasks, limit, questions,
-                                 bbs, done=done, config=config, bar=ctx_bar)  # fmt: skip
-    plan, counted = _plan(prepared, done, questions is None)
-    session = _session(name, plan, tag, progress, progress_position, credentialed,
-                       allow_unapproved, config, batch_size, budget_usd, mode, batch_options,
-                       ({"refresh_empty": True} if retry_empty else {})
-                       | dict(client_options or {}))  # fmt: skip
+        check_egress(bb, credentialed, options.allow_unapproved)
+    done = _claim(name, spec, options)
+    position = options.progress_position
+    tag = f" [{position + 1}]" if position is not None else ""
+    with progress_bar(None, f"contexts {name}{tag}", "context", enabled=options.progress,
+                      position=position) as ctx_bar:  # fmt: skip
+        prepared = prepare_cells(name, spec, bbs, done=done, config=options.config, bar=ctx_bar)
+    plan, counted = _plan(prepared, done, spec.own_questions)
+    session = _session(name, plan, tag, options, credentialed)
     _execute(session, plan, counted)
-    return summarize(summary_predictions(name, tasks), plan, session.tally, session.stopped,
+    return summarize(summary_predictions(name, spec.tasks), plan, session.tally, session.stopped,
                      session.run_id)  # fmt: skip
 
 
-def _session(name: str, plan: list[PlanEntry], tag: str, progress: bool,
-             position: int | None, credentialed: bool, allow_unapproved: bool,
-             config: str | Path | None, batch_size: int, budget_usd: float | None, mode: str,
-             batch_options: dict[str, Any] | None, opts: dict[str, Any]) -> Session:  # fmt: skip
-    """The answering session of a run: its progress bar, run id, client options (retry_empty
-    re-asks past the cache unless the caller's options say otherwise) and the context
-    window of every network backbone with something to send (clinlib.llm.context)."""
-    bar = make_progress(sum(len(todo) for *_, todo in plan), f"run {name}{tag}", "q",
-                        enabled=progress, position=position)  # fmt: skip
+def _session(
+    name: str, plan: list[PlanEntry], tag: str, options: RunOptions, credentialed: bool
+) -> Session:
+    """The answering session of a run: its progress bar, run id and the context window of
+    every network backbone with something to send (clinlib.llm.context)."""
+    bar = make_progress(sum(len(e.todo) for e in plan), f"run {name}{tag}", "q",
+                        enabled=options.progress, position=options.progress_position)  # fmt: skip
     run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
-    windows = {bb.name: context_window(bb) for bb, _c, _n, todo in plan
-               if todo and bb.kind == "openai"}  # fmt: skip
-    return Session(name, run_id, bar, credentialed, allow_unapproved, config, opts, batch_size,
-                   budget_usd, mode, dict(batch_options or {}), windows)  # fmt: skip
+    windows = {e.backbone.name: context_window(e.backbone) for e in plan
+               if e.todo and e.backbone.kind == "openai"}  # fmt: skip
+    return Session(name, run_id, bar, options, credentialed, windows)
 
 
 def _execute(session: Session, plan: list[PlanEntry], counted: dict) -> None:
@@ -339,6 +287,13 @@ def summarize(
 __all__ = [
     "BATCHES_DIR",
     "CELL_COLUMNS",
+    "DEFAULT_BATCH_SIZE",
+    "Cell",
+    "CellKey",
+    "PlanEntry",
+    "PredictionKey",
+    "RunOptions",
+    "RunSpec",
     "ESTIMATE_COLUMNS",
     "KEY_COLUMNS",
     "MODES",

@@ -18,14 +18,14 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from clinlib.eval.batchmode import PlanEntry, answer_provider_batches, upper_cost
-from clinlib.eval.cells import Item, prediction_row, record_counts
+from clinlib.eval.batchmode import answer_provider_batches, upper_cost
+from clinlib.eval.cells import prediction_row, record_counts
 from clinlib.eval.pool import run_pool
+from clinlib.eval.records import Item, PlanEntry, RunOptions
 from clinlib.eval.store import write_part
 from clinlib.llm import Backbone, ChatResult, LLMClient, ResponseCache, default_cache_path, tokens
 from clinlib.llm.context import overflow_message, prompt_fits
@@ -68,12 +68,12 @@ def answer_groups(plan: list[PlanEntry]) -> list[list[PlanEntry]]:
     same (strategy label, prep model, setting) form one group, every other cell its own."""
     groups: list[list[PlanEntry]] = []
     for entry in plan:
-        bb, cell, _n, todo = entry
-        if not todo:
+        if not entry.todo:
             continue
         prev = groups[-1][-1] if groups else None
-        if (prev is not None and bb.kind != "openai" and prev[0].kind != "openai"
-                and (prev[1][0], *prev[1][2:]) == (cell[0], *cell[2:])):  # fmt: skip
+        if (prev is not None and entry.backbone.kind != "openai"
+                and prev.backbone.kind != "openai"
+                and prev.cell.basis == entry.cell.basis):  # fmt: skip
             groups[-1].append(entry)
         else:
             groups.append([entry])
@@ -93,14 +93,8 @@ class Session:
     name: str
     run_id: str
     bar: Any
+    options: RunOptions
     credentialed: bool
-    allow_unapproved: bool
-    config: str | Path | None
-    client_options: dict[str, Any]
-    batch_size: int
-    budget_usd: float | None
-    mode: str = "live"
-    batch_options: dict[str, Any] = field(default_factory=dict)
     # Context window (tokens, source) per backbone name (clinlib.llm.context).
     windows: dict[str, tuple[int | None, str]] = field(default_factory=dict)
     # Upper-bound spend of requests sent (or submitted as batch jobs) but not yet answered.
@@ -108,6 +102,22 @@ class Session:
     tally: Tally = field(default_factory=Tally)
     stopped: dict[tuple[str, ...], str] = field(default_factory=dict)
     seq: int = 0
+
+    @property
+    def budget_usd(self) -> float | None:
+        return self.options.budget_usd
+
+    @property
+    def batch_size(self) -> int:
+        return self.options.batch_size
+
+    @property
+    def mode(self) -> str:
+        return self.options.mode
+
+    @property
+    def batch_options(self) -> dict[str, Any]:
+        return dict(self.options.batch_options or {})
 
     def on_result(self, cell: tuple[str, ...], bb: Backbone) -> Callable[[ChatResult], None]:
         tally, bar = self.tally, self.bar
@@ -131,8 +141,8 @@ class Session:
 
     def client_for(self, bb: Backbone, cache: ResponseCache) -> LLMClient:
         return LLMClient(bb, cache=cache, credentialed=self.credentialed,
-                         allow_unapproved=self.allow_unapproved, config=self.config,
-                         **self.client_options)  # fmt: skip
+                         allow_unapproved=self.options.allow_unapproved,
+                         config=self.options.config, **self.options.client_kwargs())  # fmt: skip
 
     def write(self, rows: list[tuple[tuple[str, ...], dict[str, Any]]]) -> None:
         """Append rows (of any cells) as one part file and count them; empties ``rows``."""
@@ -196,7 +206,7 @@ class Session:
     def skip_overflow(self, entry: PlanEntry) -> PlanEntry:
         """Record the entry's items that cannot fit the backbone's context window as
         ``context_overflow`` rows (no request sent); the entry keeps the others."""
-        bb, cell, n, todo = entry
+        bb, cell, _n, todo = entry
         window, source = self.windows.get(bb.name, (None, "unknown"))
         if window is None or not todo:
             return entry
@@ -214,7 +224,7 @@ class Session:
             rows.append((cell, prediction_row(it, res, self.run_id)))
         for start in range(0, len(rows), self.batch_size):
             self.write(rows[start : start + self.batch_size])
-        return (bb, cell, n, keep)
+        return entry._replace(todo=keep)
 
     def admit(self, bb: Backbone, cache: ResponseCache, held: dict[str, float]) -> Callable:
         """The pool's admission test: the item's upper-bound cost fits the budget left after
@@ -273,10 +283,10 @@ class Session:
         network: dict[str, list[PlanEntry]] = {}
         try:
             for group in answer_groups(plan):
-                if group[0][0].kind != "openai":
+                if group[0].backbone.kind != "openai":
                     await self.answer_offline(group, cache)
                     continue
-                network.setdefault(group[0][0].name, []).extend(
+                network.setdefault(group[0].backbone.name, []).extend(
                     self.skip_overflow(entry) for entry in group
                 )
             if self.mode == "batch":
@@ -285,7 +295,7 @@ class Session:
             for entries in network.values():
                 if self.stopped:
                     return
-                await self.answer_live(entries[0][0], entries, cache)
+                await self.answer_live(entries[0].backbone, entries, cache)
         finally:
             cache.close()
 

@@ -27,6 +27,7 @@ from clinlib.core.config import resolve_profile
 from clinlib.data.build import load
 from clinlib.eval import runner
 from clinlib.eval.prompts import build_messages
+from clinlib.eval.records import run_records
 from clinlib.eval.traps import RUN_COLUMNS, answer_contexts, trap_contexts
 from clinlib.tasks.traps.answers import HARNESS_TRAP_TASKS, is_trap_task
 
@@ -76,8 +77,16 @@ def ask_traps(
     to :func:`clinlib.eval.runner.run`) and return :func:`stored_traps` for every setting."""
     name = resolve_profile(profile)
     run_options.setdefault("progress", False)
-    runner.run(name, list(strategies), list(backbones), list(settings), prep,
-               tasks=list(HARNESS_TRAP_TASKS), **run_options)  # fmt: skip
+    spec, options = run_records(
+        profile=name,
+        strategies=strategies,
+        backbones=backbones,
+        settings=settings,
+        prep=prep,
+        tasks=HARNESS_TRAP_TASKS,
+        **run_options,
+    )
+    runner.run(spec, options)
     parts = [stored_traps(name, trap_contexts(name, strategies, s, prep), backbones)
              for s in settings]  # fmt: skip
     return pd.concat(parts, ignore_index=True)

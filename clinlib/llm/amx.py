@@ -3,7 +3,7 @@
 llama.cpp (``libggml-cpu``) built natively on a CPU that advertises AMX packs the model's
 weights for AMX tiles through an "extra buffer type" and then runs ``tileloadd``. A virtual
 machine can advertise ``amx_tile`` / ``amx_int8`` / ``amx_bf16`` in ``/proc/cpuinfo`` without
-granting the AMX tile state: the first completion then dies with SIGILL (issue 24).
+granting the AMX tile state: the first completion then dies with SIGILL.
 llama.cpp's own guard is the kernel's answer to ``arch_prctl(ARCH_REQ_XCOMP_PERM,
 XFEATURE_XTILEDATA)``, and it still crashed there, so neither the flag nor that answer is
 trusted alone: :func:`amx_runs` asks for the permission *and* executes ``ldtilecfg`` /
@@ -11,7 +11,7 @@ trusted alone: :func:`amx_runs` asks for the permission *and* executes ``ldtilec
 the permission, once granted, cannot be dropped and would otherwise change this process).
 A granted tile load is still not enough: on a Xeon VM whose kernel grants AMX and runs the
 probe's tile load, llama-cpp-python 0.3.36's AMX path died with SIGSEGV on any prompt of more
-than a couple of tokens (a 1-token prompt ran; issue 33's CI). So :func:`llama_runs` then loads
+than a couple of tokens (a 1-token prompt ran; seen on a CI machine). So :func:`llama_runs` then loads
 the model with the extra buffer types in a second throwaway child and evaluates a prompt longer
 than one batch. The local server loads with llama.cpp's extra buffer types only when AMX is
 advertised, granted, *and* llama.cpp ran that prompt with them (:func:`extra_bufts_allowed`).
@@ -121,8 +121,10 @@ class AmxStatus:
             return "CPU advertises no AMX"
         flags = "/".join(self.advertised)
         if self.granted and self.llama is False:
-            return (f"CPU advertises {flags} and a tile load runs, but llama.cpp with its extra "
-                    f"buffer types does not ({self.detail})")  # fmt: skip
+            return (
+                f"CPU advertises {flags} and a tile load runs, but llama.cpp with its extra "
+                f"buffer types does not ({self.detail})"
+            )
         if self.granted and self.llama:
             return f"CPU advertises {flags}, a tile load runs and llama.cpp runs with them"
         if self.granted:
@@ -151,8 +153,13 @@ def _child(argv: list[str], timeout_s: float, what: str) -> tuple[bool, str]:
     """Run ``python -c argv...`` in a throwaway child: (True, "") on exit 0, else (False,
     the signal that killed it, its last stderr line, or why it did not run)."""
     try:
-        done = subprocess.run([sys.executable, "-c", *argv], capture_output=True, text=True,
-                              timeout=timeout_s, check=False)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"the probe did not run: {exc}"
     if done.returncode == 0:
@@ -181,9 +188,13 @@ def amx_runs(timeout_s: float = PROBE_TIMEOUT_S, script: str = PROBE_SCRIPT) -> 
 
 
 def llama_runs(
-    model: Path, n_ctx: int, threads: int, timeout_s: float = CANARY_TIMEOUT_S,
-    script: str = CANARY_SCRIPT, tokens: int = CANARY_TOKENS,
-) -> tuple[bool, str]:  # fmt: skip
+    model: Path,
+    n_ctx: int,
+    threads: int,
+    timeout_s: float = CANARY_TIMEOUT_S,
+    script: str = CANARY_SCRIPT,
+    tokens: int = CANARY_TOKENS,
+) -> tuple[bool, str]:
     """Load ``model`` with llama.cpp's extra buffer types (its default) and evaluate a prompt
     of ``tokens`` tokens and one more step, in a throwaway child (:data:`CANARY_SCRIPT`).
 

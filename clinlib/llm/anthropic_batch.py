@@ -1,5 +1,5 @@
 """Anthropic's Message Batches through the batch seam of :class:`~clinlib.llm.batch.BatchClient`
-(issue 32 §5; README "Beyond one machine"; Appendix D: batches bill half the live price).
+(README "Beyond one machine"; Appendix D: batches bill half the live price).
 
 The kit keeps one batch machinery: the same local records (written durably before each step),
 the same response cache and keys, the same per-line outcomes and resume. Only the provider
@@ -48,10 +48,15 @@ ANTHROPIC_VERSION = "2023-06-01"
 BATCH_APIS: tuple[str, ...] = ("openai", "anthropic")
 # Anthropic error type -> HTTP status (docs.anthropic.com "Errors").
 ERROR_STATUS: dict[str, int] = {
-    "invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
-    "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429,
-    "api_error": 500, "overloaded_error": 529,
-}  # fmt: skip
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
 STOP_REASON = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
 _PARAMS = ("max_tokens", "temperature", "top_p")
 
@@ -65,7 +70,7 @@ def anthropic_params(body: dict[str, Any]) -> dict[str, Any]:
             {"role": m["role"], "content": m["content"]}
             for m in body["messages"]
             if m.get("role") != "system"
-        ],  # fmt: skip
+        ],
         "max_tokens": int(body.get("max_tokens") or 1024),
     }
     if system:
@@ -86,17 +91,34 @@ def openai_line(raw: str) -> str:
     except (ValueError, KeyError, TypeError):
         return raw
     if kind == "succeeded":
-        return json.dumps({"custom_id": cid, "error": None, "response": {
-            "status_code": 200, "body": completion_of(result["message"])}})  # fmt: skip
+        return json.dumps(
+            {
+                "custom_id": cid,
+                "error": None,
+                "response": {"status_code": 200, "body": completion_of(result["message"])},
+            }
+        )
     if kind == "errored":
         inner = (result.get("error") or {}).get("error") or {}
         status = ERROR_STATUS.get(str(inner.get("type")), 500)
-        return json.dumps({"custom_id": cid, "error": None, "response": {
-            "status_code": status, "body": {"error": {"message": inner.get("message"),
-                                                      "type": inner.get("type")}}}})  # fmt: skip
+        return json.dumps(
+            {
+                "custom_id": cid,
+                "error": None,
+                "response": {
+                    "status_code": status,
+                    "body": {"error": {"message": inner.get("message"), "type": inner.get("type")}},
+                },
+            }
+        )
     code = {"expired": "batch_expired", "canceled": "batch_cancelled"}.get(kind, f"batch_{kind}")
-    return json.dumps({"custom_id": cid, "response": None,
-                       "error": {"code": code, "message": f"request {kind} in the batch"}})  # fmt: skip
+    return json.dumps(
+        {
+            "custom_id": cid,
+            "response": None,
+            "error": {"code": code, "message": f"request {kind} in the batch"},
+        }
+    )
 
 
 def completion_of(message: dict[str, Any]) -> dict[str, Any]:
@@ -111,14 +133,24 @@ def completion_of(message: dict[str, Any]) -> dict[str, Any]:
         b.get("text", "") for b in message.get("content") or [] if b.get("type") == "text"
     )
     return {
-        "id": message.get("id", ""), "object": "chat.completion", "created": 0,
+        "id": message.get("id", ""),
+        "object": "chat.completion",
+        "created": 0,
         "model": message.get("model", ""),
-        "choices": [{"index": 0, "finish_reason": STOP_REASON.get(message.get("stop_reason"), "stop"),
-                     "message": {"role": "assistant", "content": text}}],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": out_tokens,
-                  "total_tokens": prompt + out_tokens,
-                  "prompt_tokens_details": {"cached_tokens": read}},
-    }  # fmt: skip
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": STOP_REASON.get(message.get("stop_reason"), "stop"),
+                "message": {"role": "assistant", "content": text},
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": out_tokens,
+            "total_tokens": prompt + out_tokens,
+            "prompt_tokens_details": {"cached_tokens": read},
+        },
+    }
 
 
 def batch_status(obj: dict[str, Any]) -> SimpleNamespace:
@@ -132,10 +164,13 @@ def batch_status(obj: dict[str, Any]) -> SimpleNamespace:
         status = "cancelled"
     failed = sum(int(counts.get(k) or 0) for k in ("errored", "expired", "canceled"))
     return SimpleNamespace(
-        id=obj["id"], status=status, errors=None, error_file_id=None,
+        id=obj["id"],
+        status=status,
+        errors=None,
+        error_file_id=None,
         output_file_id=obj.get("results_url") if state == "ended" else None,
         request_counts=SimpleNamespace(completed=int(counts.get("succeeded") or 0), failed=failed),
-    )  # fmt: skip
+    )
 
 
 class AnthropicBatchClient(BatchClient):
@@ -143,11 +178,15 @@ class AnthropicBatchClient(BatchClient):
 
     async def _http(self, method: str, url: str, body: Any = None) -> dict[str, Any] | str:
         sdk = self.client._ensure_sdk()
-        headers = {"x-api-key": str(sdk.api_key), "anthropic-version": ANTHROPIC_VERSION,
-                   "content-type": "application/json"}  # fmt: skip
+        headers = {
+            "x-api-key": str(sdk.api_key),
+            "anthropic-version": ANTHROPIC_VERSION,
+            "content-type": "application/json",
+        }
         async with httpx.AsyncClient(timeout=self.client.timeout_s) as http:
-            resp = await http.request(method, url, headers=headers,
-                                      content=None if body is None else json.dumps(body))  # fmt: skip
+            resp = await http.request(
+                method, url, headers=headers, content=None if body is None else json.dumps(body)
+            )
         if resp.status_code >= 400:
             try:
                 payload = resp.json()
@@ -165,8 +204,12 @@ class AnthropicBatchClient(BatchClient):
             self.stats.batches_resumed += 1
             return
         bodies = read_input_bodies(self.state_dir, entry)
-        payload = {"requests": [{"custom_id": cid, "params": anthropic_params(bodies[cid])}
-                                for cid, _key in entry.lines]}  # fmt: skip
+        payload = {
+            "requests": [
+                {"custom_id": cid, "params": anthropic_params(bodies[cid])}
+                for cid, _key in entry.lines
+            ]
+        }
 
         made = await self._create(entry, payload)
         batch = batch_status(made)
@@ -211,8 +254,9 @@ class AnthropicBatchClient(BatchClient):
         return batch_status(obj)
 
     async def _download(self, file_id: str, kind: str, batch_id: str) -> str:
-        text = await self._call(f"downloading the results of {batch_id}",
-                                lambda: self._http("GET", file_id))  # fmt: skip
+        text = await self._call(
+            f"downloading the results of {batch_id}", lambda: self._http("GET", file_id)
+        )
         return "\n".join(openai_line(raw) for raw in str(text).splitlines() if raw.strip())
 
 

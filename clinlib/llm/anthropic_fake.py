@@ -1,5 +1,5 @@
-"""A local fake of Anthropic's Message Batches API, for tests (issue 32 §5; the real API is
-never called by the kit's tests).
+"""A local fake of Anthropic's Message Batches API, for tests (the real API is never
+called by the kit's tests).
 
 ``POST /v1/messages/batches`` (``{"requests": [{"custom_id", "params"}]}``; ``x-api-key`` and
 ``anthropic-version`` required), ``GET /v1/messages/batches/{id}`` (``processing_status``
@@ -24,8 +24,13 @@ from typing import Any
 
 from clinlib.llm.testserver import FaultServer
 
-ANTHROPIC_LINE_FAULTS: tuple[str, ...] = ("errored", "overloaded", "expired", "canceled",
-                                          "malformed")  # fmt: skip
+ANTHROPIC_LINE_FAULTS: tuple[str, ...] = (
+    "errored",
+    "overloaded",
+    "expired",
+    "canceled",
+    "malformed",
+)
 
 
 def _json(value: Any) -> bytes:
@@ -64,8 +69,9 @@ class AnthropicBatchServer(FaultServer):
             return None
         rest = parts[parts.index("messages") + 2 :]
         if not headers.get("x-api-key") or not headers.get("anthropic-version"):
-            return 401, self._anthropic_error("authentication_error", "x-api-key and "
-                                              "anthropic-version headers are required")  # fmt: skip
+            return 401, self._anthropic_error(
+                "authentication_error", "x-api-key and anthropic-version headers are required"
+            )
         self.api_keys.append(headers["x-api-key"])
         if method == "POST" and not rest:
             return self._create(body)
@@ -88,20 +94,31 @@ class AnthropicBatchServer(FaultServer):
         try:
             reqs = json.loads(body)["requests"]
             ids = [str(r["custom_id"]) for r in reqs]
-            ok = all(isinstance(r["params"]["messages"], list) and r["params"]["max_tokens"] > 0
-                     and not any(m.get("role") == "system" for m in r["params"]["messages"])
-                     for r in reqs) and len(set(ids)) == len(ids)  # fmt: skip
+            ok = all(
+                isinstance(r["params"]["messages"], list)
+                and r["params"]["max_tokens"] > 0
+                and not any(m.get("role") == "system" for m in r["params"]["messages"])
+                for r in reqs
+            ) and len(set(ids)) == len(ids)
         except (ValueError, KeyError, TypeError):
             ok = False
         if not ok:
             return 400, self._anthropic_error("invalid_request_error", "bad requests list")
         batch_id = f"msgbatch_{len(self.batches) + 1:04d}"
         self.batches[batch_id] = {
-            "id": batch_id, "type": "message_batch", "processing_status": "in_progress",
-            "request_counts": {"processing": len(reqs), "succeeded": 0, "errored": 0,
-                               "canceled": 0, "expired": 0},
-            "results_url": None, "created_at": "2026-01-01T00:00:00Z",
-        }  # fmt: skip
+            "id": batch_id,
+            "type": "message_batch",
+            "processing_status": "in_progress",
+            "request_counts": {
+                "processing": len(reqs),
+                "succeeded": 0,
+                "errored": 0,
+                "canceled": 0,
+                "expired": 0,
+            },
+            "results_url": None,
+            "created_at": "2026-01-01T00:00:00Z",
+        }
         self.requests_of[batch_id], self.polls[batch_id] = reqs, 0
         if status is not None:
             return status, self._anthropic_error("api_error", f"injected {status} after create")
@@ -124,8 +141,13 @@ class AnthropicBatchServer(FaultServer):
             cid, kind = req["custom_id"], self.line_faults.get(req["custom_id"])
             if kind in ("errored", "overloaded"):
                 etype = "invalid_request_error" if kind == "errored" else "overloaded_error"
-                result = {"type": "errored", "error": {"type": "error", "error": {
-                    "type": etype, "message": f"injected {etype}"}}}  # fmt: skip
+                result = {
+                    "type": "errored",
+                    "error": {
+                        "type": "error",
+                        "error": {"type": etype, "message": f"injected {etype}"},
+                    },
+                }
                 counts["errored"] += 1
             elif kind in ("expired", "canceled"):
                 result = {"type": kind}
@@ -137,24 +159,38 @@ class AnthropicBatchServer(FaultServer):
             lines.append(row[: len(row) // 2] if kind == "malformed" else row)
         base = f"{self.base_url.rstrip('/')}/messages/batches/{batch['id']}/results"
         self.results[batch["id"]] = b"\n".join(lines) + b"\n"
-        batch.update(processing_status="ended", request_counts=counts, results_url=base,
-                     ended_at="2026-01-01T00:01:00Z")  # fmt: skip
+        batch.update(
+            processing_status="ended",
+            request_counts=counts,
+            results_url=base,
+            ended_at="2026-01-01T00:01:00Z",
+        )
 
     def _message(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """The chat server's answer to the same request, as an Anthropic message."""
-        messages = ([{"role": "system", "content": params["system"]}] if params.get("system")
-                    else []) + list(params["messages"])  # fmt: skip
-        body = {"model": params["model"], "messages": messages,
-                "max_tokens": params["max_tokens"],
-                **{k: params[k] for k in ("temperature", "top_p") if k in params}}  # fmt: skip
+        messages = (
+            [{"role": "system", "content": params["system"]}] if params.get("system") else []
+        ) + list(params["messages"])
+        body = {
+            "model": params["model"],
+            "messages": messages,
+            "max_tokens": params["max_tokens"],
+            **{k: params[k] for k in ("temperature", "top_p") if k in params},
+        }
         done = json.loads(self._completion(body, messages, str(params["model"]), empty=False))
         usage, choice = done["usage"], done["choices"][0]
         cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
         return {
-            "id": done["id"], "type": "message", "role": "assistant", "model": params["model"],
+            "id": done["id"],
+            "type": "message",
+            "role": "assistant",
+            "model": params["model"],
             "content": [{"type": "text", "text": choice["message"]["content"]}],
             "stop_reason": "max_tokens" if choice["finish_reason"] == "length" else "end_turn",
-            "usage": {"input_tokens": usage["prompt_tokens"] - cached,
-                      "cache_read_input_tokens": cached, "cache_creation_input_tokens": 0,
-                      "output_tokens": usage["completion_tokens"]},
-        }  # fmt: skip
+            "usage": {
+                "input_tokens": usage["prompt_tokens"] - cached,
+                "cache_read_input_tokens": cached,
+                "cache_creation_input_tokens": 0,
+                "output_tokens": usage["completion_tokens"],
+            },
+        }

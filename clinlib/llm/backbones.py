@@ -136,8 +136,11 @@ def list_backbones(config: str | Path | None = None) -> pd.DataFrame:
         row.pop("policy")
         row["label"] = backbone.display_name
         prices = backbone.batch_prices  # the effective ones (default: discounted live prices)
-        row.update(batch_price_input=prices.price_input, batch_price_output=prices.price_output,
-                   batch_price_cache_read=prices.price_cache_read)  # fmt: skip
+        row.update(
+            batch_price_input=prices.price_input,
+            batch_price_output=prices.price_output,
+            batch_price_cache_read=prices.price_cache_read,
+        )
         rows.append(row)
     columns = [f.name for f in fields(Backbone) if f.name != "policy"]
     columns.insert(1, columns.pop(columns.index("label")))

@@ -162,8 +162,9 @@ class BatchClient:
         if todo:
             by_key = await self._answer([requests[i] for i in todo])
             for i in todo:
-                res = dataclasses.replace(by_key[self.client.key_for(requests[i])],
-                                          request_id=requests[i].request_id)  # fmt: skip
+                res = dataclasses.replace(
+                    by_key[self.client.key_for(requests[i])], request_id=requests[i].request_id
+                )
                 results[i] = res
                 if on_result:
                     on_result(res)
@@ -176,8 +177,11 @@ class BatchClient:
         bb = self.backbone
         keys = {req.request_id: self.client.key_for(req) for req in requests}
         wanted = set(keys.values())
-        jobs = [e for e in pending_entries(self.state_dir, bb.base_url or "", bb.model)
-                if wanted & set(e.keys.values())]  # fmt: skip
+        jobs = [
+            e
+            for e in pending_entries(self.state_dir, bb.base_url or "", bb.model)
+            if wanted & set(e.keys.values())
+        ]
         covered = {key for e in jobs for key in e.keys.values()}
         fresh: dict[str, ChatRequest] = {}
         for req in requests:  # identical prompts are sent (and paid) once
@@ -203,10 +207,10 @@ class BatchClient:
         bb = self.backbone
         lines = [input_line(r.request_id, request_body(bb.model, r)) for r in requests]
         entries = []
-        for chunk in iter_chunks(list(range(len(requests))),
-                                 chunk_lines(lines, self.max_requests, self.max_bytes)):  # fmt: skip
-            rows = [(requests[i].request_id, keys[requests[i].request_id], lines[i])
-                    for i in chunk]  # fmt: skip
+        for chunk in iter_chunks(
+            list(range(len(requests))), chunk_lines(lines, self.max_requests, self.max_bytes)
+        ):
+            rows = [(requests[i].request_id, keys[requests[i].request_id], lines[i]) for i in chunk]
             entries.append(new_entry(self.state_dir, bb.name, bb.base_url or "", bb.model, rows))
         return entries
 
@@ -222,10 +226,13 @@ class BatchClient:
                 failure = classify_failure(exc)
                 message = self.client._scrub(failure.message)
                 if not failure.retryable or attempt == MAX_CALL_FAILURES - 1:
-                    hint = ("rerun the same command to resume" if failure.retryable
-                            else NO_BATCH_API_HINT
-                            if "HTTP 404" in message and what.startswith("uploading")
-                            else "fix the cause, then rerun the same command to resume")  # fmt: skip
+                    hint = (
+                        "rerun the same command to resume"
+                        if failure.retryable
+                        else NO_BATCH_API_HINT
+                        if "HTTP 404" in message and what.startswith("uploading")
+                        else "fix the cause, then rerun the same command to resume"
+                    )
                     raise BatchJobError(
                         f"{self.backbone.name} ({self.backbone.base_url}): {what} failed "
                         f"({failure.kind}: {message}); {hint}"
@@ -268,9 +275,10 @@ class BatchClient:
             data = input_path(self.state_dir, entry.local_id).read_bytes()
             upload = await self._call(
                 f"uploading {entry.label()}",
-                lambda: sdk.files.create(file=(f"{entry.local_id}.jsonl", data,
-                                               "application/jsonl"), purpose="batch"),
-            )  # fmt: skip
+                lambda: sdk.files.create(
+                    file=(f"{entry.local_id}.jsonl", data, "application/jsonl"), purpose="batch"
+                ),
+            )
             entry.input_file_id, entry.status = upload.id, "uploaded"
             save_entry(self.state_dir, entry)
         attempted = False
@@ -320,8 +328,11 @@ class BatchClient:
             if all(self._latest[e.local_id].status in TERMINAL_STATUSES for e in jobs):
                 return
             if self.max_wait_s is not None and time.monotonic() - started >= self.max_wait_s:
-                running = [e.label() for e in jobs
-                           if self._latest[e.local_id].status not in TERMINAL_STATUSES]  # fmt: skip
+                running = [
+                    e.label()
+                    for e in jobs
+                    if self._latest[e.local_id].status not in TERMINAL_STATUSES
+                ]
                 raise BatchPending(
                     f"{len(running)} batch(es) still running after {self.max_wait_s:g} s "
                     f"({'; '.join(running)}); rerun the same command to collect them - "
@@ -338,8 +349,9 @@ class BatchClient:
     async def _download(self, file_id: str, kind: str, batch_id: str) -> str:
         """The text of an output / error file in OpenAI's batch line format (the seam)."""
         sdk = self.client._ensure_sdk()
-        content = await self._call(f"downloading {kind} file {file_id}",
-                                   lambda: sdk.files.content(file_id))  # fmt: skip
+        content = await self._call(
+            f"downloading {kind} file {file_id}", lambda: sdk.files.content(file_id)
+        )
         return content.text
 
     def _show(
@@ -376,11 +388,14 @@ class BatchClient:
                     outcomes[cid] = self._error(cid, "bad_response", problem)
             for line in lines:
                 if line.custom_id not in keys:
-                    problems.append(f"{kind} file {file_id} of {batch.id} names unknown "
-                                    f"custom_id {line.custom_id!r}")  # fmt: skip
+                    problems.append(
+                        f"{kind} file {file_id} of {batch.id} names unknown "
+                        f"custom_id {line.custom_id!r}"
+                    )
                     continue
-                outcomes[line.custom_id] = self._outcome(line, bodies[line.custom_id],
-                                                         keys[line.custom_id], batch.id)  # fmt: skip
+                outcomes[line.custom_id] = self._outcome(
+                    line, bodies[line.custom_id], keys[line.custom_id], batch.id
+                )
         self.stats.malformed_lines += sum(" is malformed " in p for p in problems)
         for problem in problems:
             self._say(problem, logging.WARNING)
@@ -391,8 +406,10 @@ class BatchClient:
         entry.collected, entry.status = True, batch.status
         save_entry(self.state_dir, entry)
         n_err = sum(r.error is not None for r in outcomes.values())
-        self._say(f"{self.backbone.name}: collected {entry.label()}: {batch.status}, "
-                  f"{len(outcomes) - n_err} answered, {n_err} error(s)")  # fmt: skip
+        self._say(
+            f"{self.backbone.name}: collected {entry.label()}: {batch.status}, "
+            f"{len(outcomes) - n_err} answered, {n_err} error(s)"
+        )
         return {keys[cid]: res for cid, res in outcomes.items()}
 
     @staticmethod
@@ -401,11 +418,16 @@ class BatchClient:
         if batch.status == "failed":
             errors = getattr(getattr(batch, "errors", None), "data", None) or []
             first = errors[0] if errors else None
-            detail = (f"{first.code}: {first.message} (input line {first.line})"
-                      if first is not None else "no reason given")  # fmt: skip
+            detail = (
+                f"{first.code}: {first.message} (input line {first.line})"
+                if first is not None
+                else "no reason given"
+            )
             return "batch_failed", f"{batch.id} failed validation: {detail}"
-        message = (f"no line for this request in the output or error file of {batch.id} "
-                   f"(status {batch.status})")  # fmt: skip
+        message = (
+            f"no line for this request in the output or error file of {batch.id} "
+            f"(status {batch.status})"
+        )
         if problems:
             message += f"; {len(problems)} line(s) of its files were malformed"
         kind = "batch_missing" if batch.status == "completed" else f"batch_{batch.status}"
@@ -433,8 +455,11 @@ class BatchClient:
         try:
             completion = ChatCompletion.model_validate(line.body)
         except ValidationError as exc:
-            return self._error(cid, "bad_response", f"malformed completion in {batch_id}: "
-                               f"{exc.error_count()} validation error(s)")  # fmt: skip
+            return self._error(
+                cid,
+                "bad_response",
+                f"malformed completion in {batch_id}: {exc.error_count()} validation error(s)",
+            )
         failure = self.client.accept(ChatRequest(cid, body["messages"]), completion, 0.0, result)
         if failure is not None:
             return self._error(cid, failure.kind, f"{failure.message} ({batch_id})")

@@ -160,10 +160,14 @@ def new_entry(
     data = b"".join(line for *_, line in lines)
     _durable_write(input_path(state_dir, local_id), data)
     entry = BatchEntry(
-        local_id=local_id, backbone=backbone, base_url=public_base_url(base_url), model=model,
-        lines=[[cid, key] for cid, key, _ in lines], n_bytes=len(data),
+        local_id=local_id,
+        backbone=backbone,
+        base_url=public_base_url(base_url),
+        model=model,
+        lines=[[cid, key] for cid, key, _ in lines],
+        n_bytes=len(data),
         created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    )  # fmt: skip
+    )
     save_entry(state_dir, entry)
     return entry
 
@@ -183,8 +187,11 @@ def load_entries(state_dir: Path) -> list[BatchEntry]:
 def pending_entries(state_dir: Path, base_url: str, model: str) -> list[BatchEntry]:
     """Records of batches to this endpoint whose results were not collected yet."""
     url = public_base_url(base_url)
-    return [e for e in load_entries(state_dir)
-            if not e.collected and e.base_url == url and e.model == model]  # fmt: skip
+    return [
+        e
+        for e in load_entries(state_dir)
+        if not e.collected and e.base_url == url and e.model == model
+    ]
 
 
 def read_input_bodies(state_dir: Path, entry: BatchEntry) -> dict[str, dict[str, Any]]:
@@ -234,8 +241,12 @@ def parse_result_file(
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             snippet = raw[:60] + ("..." if len(raw) > 60 else "")
             found = CUSTOM_ID.search(raw)
-            problems.append((found.group(1) if found else None,
-                             f"{source} line {n} is malformed ({type(exc).__name__}): {snippet}"))  # fmt: skip
+            problems.append(
+                (
+                    found.group(1) if found else None,
+                    f"{source} line {n} is malformed ({type(exc).__name__}): {snippet}",
+                )
+            )
     return parsed, problems
 
 

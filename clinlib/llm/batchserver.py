@@ -32,16 +32,15 @@ import email.parser
 import email.policy
 import json
 import signal
-import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from clinlib.llm.batchfiles import BATCH_ENDPOINT, COMPLETION_WINDOW
 from clinlib.llm.testserver import FaultServer
 
 LINE_FAULTS: tuple[str, ...] = ("error", "server_error", "malformed", "missing", "expired")
-BATCH_ENDPOINT = "/v1/chat/completions"
 # (batch index in creation order, line index, custom_id) -> fault kind or None.
 LineFaultFn = Callable[[int, int, str], "str | None"]
 
@@ -148,9 +147,14 @@ class BatchServer(FaultServer):
     def _add_file(self, data: bytes, purpose: str, filename: str) -> dict[str, Any]:
         file_id = f"file-{len(self.files) + 1:04d}"
         self.files[file_id] = {
-            "id": file_id, "object": "file", "bytes": len(data), "created_at": int(time.time()),
-            "filename": filename, "purpose": purpose, "status": "processed",
-        }  # fmt: skip
+            "id": file_id,
+            "object": "file",
+            "bytes": len(data),
+            "created_at": int(time.time()),
+            "filename": filename,
+            "purpose": purpose,
+            "status": "processed",
+        }
         self.file_bytes[file_id] = data
         return self.files[file_id]
 
@@ -159,9 +163,15 @@ class BatchServer(FaultServer):
             return self._create(body)
         if method == "GET" and not rest:
             data = sorted(self.batches.values(), key=lambda b: b["id"], reverse=True)
-            return 200, _json({"object": "list", "data": data, "has_more": False,
-                               "first_id": data[0]["id"] if data else None,
-                               "last_id": data[-1]["id"] if data else None})  # fmt: skip
+            return 200, _json(
+                {
+                    "object": "list",
+                    "data": data,
+                    "has_more": False,
+                    "first_id": data[0]["id"] if data else None,
+                    "last_id": data[-1]["id"] if data else None,
+                }
+            )
         if not rest or rest[0] not in self.batches:
             return self._not_found(f"batch {rest[0] if rest else ''}")
         batch = self.batches[rest[0]]
@@ -181,20 +191,33 @@ class BatchServer(FaultServer):
         except (ValueError, KeyError, TypeError) as exc:
             return 400, self._error_body(400, f"bad request: {exc}", "invalid_request_error")
         if file_id not in self.files or self.files[file_id]["purpose"] != "batch":
-            return 400, self._error_body(400, f"{file_id} is not a batch input file",
-                                         "invalid_request_error")  # fmt: skip
-        if params.get("endpoint") != BATCH_ENDPOINT or params.get("completion_window") != "24h":
-            return 400, self._error_body(400, "unsupported endpoint or completion_window",
-                                         "invalid_request_error")  # fmt: skip
+            return 400, self._error_body(
+                400, f"{file_id} is not a batch input file", "invalid_request_error"
+            )
+        if (
+            params.get("endpoint") != BATCH_ENDPOINT
+            or params.get("completion_window") != COMPLETION_WINDOW
+        ):
+            return 400, self._error_body(
+                400, "unsupported endpoint or completion_window", "invalid_request_error"
+            )
         now = int(time.time())
         batch_id = f"batch_{len(self.batches) + 1:04d}"
         self.batches[batch_id] = {
-            "id": batch_id, "object": "batch", "endpoint": BATCH_ENDPOINT, "errors": None,
-            "input_file_id": file_id, "completion_window": "24h", "status": "validating",
-            "output_file_id": None, "error_file_id": None, "created_at": now,
-            "expires_at": now + 86_400, "metadata": params.get("metadata"),
+            "id": batch_id,
+            "object": "batch",
+            "endpoint": BATCH_ENDPOINT,
+            "errors": None,
+            "input_file_id": file_id,
+            "completion_window": COMPLETION_WINDOW,
+            "status": "validating",
+            "output_file_id": None,
+            "error_file_id": None,
+            "created_at": now,
+            "expires_at": now + 86_400,
+            "metadata": params.get("metadata"),
             "request_counts": {"total": 0, "completed": 0, "failed": 0},
-        }  # fmt: skip
+        }
         self.batch_polls[batch_id] = 0
         if self.lost_creates > 0:  # created, but the reply is lost: a retry must not duplicate
             self.lost_creates -= 1
@@ -214,11 +237,18 @@ class BatchServer(FaultServer):
         index = sorted(self.batches).index(batch["id"])
         lines, problem = self._parse_input(batch["input_file_id"])
         if problem is None and index < self.fail_batches:
-            problem = {"code": "invalid_request", "message": "injected validation failure",
-                       "line": 1, "param": None}  # fmt: skip
+            problem = {
+                "code": "invalid_request",
+                "message": "injected validation failure",
+                "line": 1,
+                "param": None,
+            }
         if problem is not None:
-            batch.update(status="failed", failed_at=int(time.time()),
-                         errors={"object": "list", "data": [problem]})  # fmt: skip
+            batch.update(
+                status="failed",
+                failed_at=int(time.time()),
+                errors={"object": "list", "data": [problem]},
+            )
             return
         self._run(batch, index, lines)
 
@@ -230,9 +260,12 @@ class BatchServer(FaultServer):
         for n, raw in enumerate(self.file_bytes[file_id].decode().splitlines(), 1):
             try:
                 line = json.loads(raw)
-                ok = (isinstance(line.get("custom_id"), str) and line.get("method") == "POST"
-                      and line.get("url") == BATCH_ENDPOINT
-                      and isinstance(line["body"]["messages"], list))  # fmt: skip
+                ok = (
+                    isinstance(line.get("custom_id"), str)
+                    and line.get("method") == "POST"
+                    and line.get("url") == BATCH_ENDPOINT
+                    and isinstance(line["body"]["messages"], list)
+                )
                 models.add(str(line["body"]["model"]))
             except (ValueError, KeyError, TypeError, AttributeError):
                 ok = False
@@ -266,22 +299,48 @@ class BatchServer(FaultServer):
             if kind == "missing":
                 continue
             if kind == "expired":
-                errors.append({"id": row_id, "custom_id": cid, "response": None, "error": {
-                    "code": "batch_expired", "message": "This request could not be executed "
-                    "before the completion window expired."}})  # fmt: skip
+                errors.append(
+                    {
+                        "id": row_id,
+                        "custom_id": cid,
+                        "response": None,
+                        "error": {
+                            "code": "batch_expired",
+                            "message": "This request could not be executed "
+                            "before the completion window expired.",
+                        },
+                    }
+                )
                 continue
             if kind in ("error", "server_error"):
                 status = 400 if kind == "error" else 500
                 body = json.loads(self._error_body(status, f"injected {status}", kind))
-                errors.append({"id": row_id, "custom_id": cid, "error": None,
-                               "response": {"status_code": status, "body": body}})  # fmt: skip
+                errors.append(
+                    {
+                        "id": row_id,
+                        "custom_id": cid,
+                        "error": None,
+                        "response": {"status_code": status, "body": body},
+                    }
+                )
                 continue
             body = line["body"]
             self.lines_run.append(cid)
-            completion = self._completion(body, list(body["messages"]), str(body["model"]),
-                                          empty=False)  # fmt: skip
-            row = _json({"id": row_id, "custom_id": cid, "error": None, "response": {
-                "status_code": 200, "request_id": row_id, "body": json.loads(completion)}})  # fmt: skip
+            completion = self._completion(
+                body, list(body["messages"]), str(body["model"]), empty=False
+            )
+            row = _json(
+                {
+                    "id": row_id,
+                    "custom_id": cid,
+                    "error": None,
+                    "response": {
+                        "status_code": 200,
+                        "request_id": row_id,
+                        "body": json.loads(completion),
+                    },
+                }
+            )
             out.append(row[: len(row) // 2] + b"\n" if kind == "malformed" else row + b"\n")
         expired = any(e.get("error") and e["error"]["code"] == "batch_expired" for e in errors)
         now = int(time.time())
@@ -290,10 +349,12 @@ class BatchServer(FaultServer):
             **({"expired_at": now} if expired else {"completed_at": now}),
             request_counts={"total": len(lines), "completed": len(out), "failed": len(errors)},
             output_file_id=self._add_file(_jsonl(out), "batch_output", "output.jsonl")["id"]
-            if out else None,
+            if out
+            else None,
             error_file_id=self._add_file(_jsonl(errors), "batch_output", "errors.jsonl")["id"]
-            if errors else None,
-        )  # fmt: skip
+            if errors
+            else None,
+        )
 
     @property
     def n_batches(self) -> int:
@@ -327,25 +388,31 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface (default: loopback)")
     parser.add_argument("--port", type=int, default=BATCH_PORT, help=f"default {BATCH_PORT}")
-    parser.add_argument("--polls-to-finish", type=int, default=1,
-                        help="retrieves before a batch is done (default 1)")  # fmt: skip
+    parser.add_argument(
+        "--polls-to-finish",
+        type=int,
+        default=1,
+        help="retrieves before a batch is done (default 1)",
+    )
     parser.add_argument("--name", default="batch-local", help="backbone name in the printed TOML")
     args = parser.parse_args(argv)
     server = BatchServer(host=args.host, port=args.port, polls_to_finish=args.polls_to_finish)
     try:
-        with socket.socket() as probe:  # before the vocabularies load: fail in a moment
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind((args.host, args.port))
-        server.start()
+        server.start()  # binds before the vocabularies load: a taken port fails in a moment
     except (RuntimeError, ValueError, OSError) as exc:
-        print(f"error: cannot serve on {args.host}:{args.port}: {exc}; pass another --port",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"error: cannot serve on {args.host}:{args.port}: {exc}; pass another --port",
+            file=sys.stderr,
+        )
         return 2
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it like Ctrl-C
-    print(f"batch server at {server.base_url}; Ctrl-C stops it. A backbone for it "
-          "(--config FILE, then `clintrace run --batch --backbones "
-          f"{args.name} --config FILE`):\n" + TOML_TEMPLATE.format(name=args.name,
-          url=server.base_url), flush=True)  # fmt: skip
+    print(
+        f"batch server at {server.base_url}; Ctrl-C stops it. A backbone for it "
+        "(--config FILE, then `clintrace run --batch --backbones "
+        f"{args.name} --config FILE`):\n"
+        + TOML_TEMPLATE.format(name=args.name, url=server.base_url),
+        flush=True,
+    )
     try:
         while True:
             time.sleep(3600)

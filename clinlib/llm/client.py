@@ -332,9 +332,14 @@ class LLMClient:
             self.stats.retries[failure.kind] = self.stats.retries.get(failure.kind, 0) + 1
             log.info(
                 "%s request %s attempt %d/%d failed (%s: %s); retrying in %.2fs",
-                bb.name, req.request_id, attempt + 1, self.max_retries + 1,
-                failure.kind, failure.message, delay,
-            )  # fmt: skip
+                bb.name,
+                req.request_id,
+                attempt + 1,
+                self.max_retries + 1,
+                failure.kind,
+                failure.message,
+                delay,
+            )
             await asyncio.sleep(delay)
         result.elapsed_s = time.perf_counter() - started
         if failure is None:

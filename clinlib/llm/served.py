@@ -65,8 +65,9 @@ def log_tail(path: Path | str | None, lines: int = TAIL_LINES) -> str:
     return " / ".join(kept) or "(empty log)"
 
 
-def died_line(name: str, base_url: str, returncode: int, log: Path | str | None,
-              hint: str = "") -> str:  # fmt: skip
+def died_line(
+    name: str, base_url: str, returncode: int, log: Path | str | None, hint: str = ""
+) -> str:
     """The one line that reports a dead server: how it ended and its log's last lines."""
     how = describe_exit(returncode)
     line = f"the local server of {name!r} at {base_url} died ({how}); its log {log} ends: "
@@ -144,9 +145,11 @@ def record_death(record: ServerRecord) -> str | None:
     if record.state == "dead":
         return record.death or f"the local server at {record.base_url} died"
     if not pid_alive(record.server_pid) and not pid_alive(record.pid):
-        return (f"the local server at {record.base_url} is gone (process {record.server_pid} "
-                f"and its watcher {record.pid} no longer run); its log {record.log} ends: "
-                f"{log_tail(record.log)}")  # fmt: skip
+        return (
+            f"the local server at {record.base_url} is gone (process {record.server_pid} "
+            f"and its watcher {record.pid} no longer run); its log {record.log} ends: "
+            f"{log_tail(record.log)}"
+        )
     return None
 
 

@@ -5,9 +5,8 @@ completions that survived the retry pass). This server reproduces them determini
 over real loopback HTTP, so the client's retry, accounting and caching are tested against
 the real ``openai`` SDK and httpx stack rather than mocks.
 
-It speaks just enough HTTP/1.1 (keep-alive, Content-Length bodies) on asyncio streams in a
-background thread: each response goes out in one write on a TCP_NODELAY socket, avoiding
-the ~40 ms Nagle / delayed-ACK stalls of ``http.server``. ``POST /v1/chat/completions``
+It runs on the kit's loopback HTTP engine (:mod:`clinlib.core.http_server`: asyncio streams
+in a background thread, one write per reply). ``POST /v1/chat/completions``
 answers with a deterministic ``answer(messages)`` (default: an echo of the last user
 message), realistic ``usage`` (prompt tokens counted with the kit's tokenizer, a simulated
 prompt-prefix cache reported as ``prompt_tokens_details.cached_tokens``) and
@@ -53,15 +52,14 @@ import asyncio
 import hashlib
 import json
 import random
-import socket
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from clinlib.core.http_server import LoopbackServer, Request
 from clinlib.llm import tokens
 from clinlib.llm.faults import (
     FaultConfigError,
@@ -69,17 +67,6 @@ from clinlib.llm.faults import (
     check_fault_config,
     choose_fault,
 )
-
-REASONS: dict[int, str] = {
-    200: "OK",
-    400: "Bad Request",
-    409: "Conflict",
-    401: "Unauthorized",
-    404: "Not Found",
-    429: "Too Many Requests",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-}
 
 AnswerFn = Callable[[Sequence[Mapping[str, Any]]], "str | None"]
 
@@ -127,7 +114,7 @@ def _canonical(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-class FaultServer:
+class FaultServer(LoopbackServer):
     """OpenAI-compatible chat server with injectable faults, on 127.0.0.1 in a thread.
 
     Args:
@@ -164,7 +151,7 @@ class FaultServer:
         port: int = 0,
     ) -> None:
         self.faults = dict(faults or {})
-        self.host, self.bind_port = host, int(port)
+        super().__init__(host, port)
         check_fault_config(self.faults, script)
         if cache_block < 1 or cache_min_tokens < 0:
             raise FaultConfigError("cache_block must be >= 1 and cache_min_tokens >= 0")
@@ -179,13 +166,6 @@ class FaultServer:
         self.cache_block = cache_block
         self.models = [dict(m) for m in models]
         self._release: asyncio.Event | None = None
-        self.port: int | None = None
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready = threading.Event()
-        self._startup_error: BaseException | None = None
-        self._conn_tasks: set[asyncio.Task[Any]] = set()
         self.reset_stats()
 
     # -- statistics --------------------------------------------------------------------------
@@ -226,146 +206,36 @@ class FaultServer:
         return f"http://{self.host}:{self.port}/v1"
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def __enter__(self) -> FaultServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     def start(self) -> None:
-        """Start serving in a daemon thread; returns once the port is bound."""
-        if self._thread is not None:
-            raise RuntimeError("FaultServer already started")
+        """Bind the port, then serve in a daemon thread; returns once connections are taken."""
+        self.listen()
         # Load both vocabularies now: building one takes ~1 s, which inside the server loop
         # would stall the first answer past a short client timeout.
         for name in tokens.BUNDLED_HASHES:
             tokens.get_encoding(name)
-        self._thread = threading.Thread(target=self._thread_main, name="FaultServer", daemon=True)
-        self._thread.start()
-        self._ready.wait(10)
-        if self._startup_error is not None:
-            raise RuntimeError(f"FaultServer failed to start: {self._startup_error}")
-        if self.port is None:
-            raise RuntimeError("FaultServer did not start within 10 s")
+        super().start()
 
-    def stop(self) -> None:
-        """Stop serving, abort open connections and join the thread."""
-        if self._thread is None:
-            return
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
-        self._thread = None
-        self.port = None
-
-    def _thread_main(self) -> None:
-        try:
-            asyncio.run(self._serve())
-        except BaseException as exc:  # surfaced by start()
-            self._startup_error = exc
-            self._ready.set()
-
-    async def _serve(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
+    def loop_started(self) -> None:
         self._release = asyncio.Event()
-        server = await asyncio.start_server(self._handle, self.host, self.bind_port)
-        self.port = server.sockets[0].getsockname()[1]
-        self._ready.set()
-        try:
-            await self._stop.wait()
-        finally:
-            server.close()
-            for task in list(self._conn_tasks):
-                task.cancel()
-            if self._conn_tasks:
-                await asyncio.gather(*self._conn_tasks, return_exceptions=True)
-            await server.wait_closed()
 
     # -- HTTP --------------------------------------------------------------------------------
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._conn_tasks.add(task)
-        self.n_connections += 1
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        try:
-            while True:
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-                    break
-                request_line, *lines = head.decode("latin-1").split("\r\n")
-                parts = request_line.split(" ")
-                if len(parts) != 3:
-                    break
-                method, path, _version = parts
-                headers = {}
-                for line in lines:
-                    if ":" in line:
-                        name, value = line.split(":", 1)
-                        headers[name.strip().lower()] = value.strip()
-                length = int(headers.get("content-length", "0") or 0)
-                try:
-                    body = await reader.readexactly(length) if length else b""
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    break
-                keep_alive = await self._dispatch(method, path, headers, body, reader, writer)
-                if not keep_alive or headers.get("connection", "").lower() == "close":
-                    break
-        except asyncio.CancelledError:
-            pass
-        except ConnectionError:
-            pass
-        finally:
-            self._conn_tasks.discard(task)
-            writer.close()
-
-    @staticmethod
-    def _send(
-        writer: asyncio.StreamWriter,
-        status: int,
-        body: bytes,
-        *,
-        extra_headers: Mapping[str, str] | None = None,
-        content_length: int | None = None,
-        close: bool = False,
-    ) -> None:
-        lines = [
-            f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}",
-            "Content-Type: application/json",
-            f"Content-Length: {len(body) if content_length is None else content_length}",
-            f"Connection: {'close' if close else 'keep-alive'}",
-        ]
-        lines += [f"{k}: {v}" for k, v in (extra_headers or {}).items()]
-        # One write: head and body leave in the same segment(s), nothing waits on Nagle.
-        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
-
     @staticmethod
     def _error_body(status: int, message: str, kind: str) -> bytes:
         return _canonical({"error": {"message": message, "type": kind, "code": status}})
 
-    async def _dispatch(
-        self,
-        method: str,
-        path: str,
-        headers: Mapping[str, str],
-        body: bytes,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+    async def respond(
+        self, request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> bool:
+        method, path, headers, body = request.method, request.path, request.headers, request.body
         route = path.split("?", 1)[0].rstrip("/")
         if method == "GET" and route.endswith("/models"):
-            self._send(writer, 200, _canonical({"object": "list", "data": self.models}))
+            self.send(writer, 200, _canonical({"object": "list", "data": self.models}))
             return True
         if method != "POST" or not route.endswith("/chat/completions"):
             reply = self._route(method, path, headers, body)
             if reply is None:
                 reply = (404, self._error_body(404, f"no route {method} {path}", "not_found"))
-            self._send(writer, *reply)
+            self.send(writer, *reply)
             await writer.drain()
             return True
         try:
@@ -374,7 +244,7 @@ class FaultServer:
             if not isinstance(messages, list) or not messages:
                 raise ValueError("messages must be a non-empty list")
         except (ValueError, KeyError, TypeError) as exc:
-            self._send(writer, 400, self._error_body(400, f"bad request: {exc}", "invalid_request"))
+            self.send(writer, 400, self._error_body(400, f"bad request: {exc}", "invalid_request"))
             return True
         if "authorization" in headers:
             self.authorization_headers.append(headers["authorization"])
@@ -389,8 +259,10 @@ class FaultServer:
 
     def _prompt_cache(self, messages: list[Any], model: str) -> int:
         """Tokens of the longest previously seen message prefix, in cache blocks."""
-        prefixes = [hashlib.sha256(_canonical([model, messages[:j]])).digest()
-                    for j in range(1, len(messages) + 1)]  # fmt: skip
+        prefixes = [
+            hashlib.sha256(_canonical([model, messages[:j]])).digest()
+            for j in range(1, len(messages) + 1)
+        ]
         hit = 0
         for j in range(len(prefixes), 0, -1):
             if prefixes[j - 1] in self._seen_prefixes:
@@ -445,22 +317,20 @@ class FaultServer:
                 return False
             reply = self._error_reply(fault, authorization, messages, model)
             if reply is not None:
-                self._send(writer, reply[0], reply[1], extra_headers=reply[2])
+                self.send(writer, reply[0], reply[1], headers=reply[2])
                 await writer.drain()
                 return True
             body = self._completion(payload, messages, model, empty=fault == "empty")
             if fault == "truncated":
                 cut = body[: len(body) // 2]
-                self._send(writer, 200, cut)
+                self.send(writer, 200, cut)
                 await writer.drain()
                 return True
             if fault == "drop":
-                self._send(
-                    writer, 200, body[: len(body) // 2], content_length=len(body), close=True
-                )
+                self.send(writer, 200, body[: len(body) // 2], content_length=len(body), close=True)
                 await writer.drain()
                 return False
-            self._send(writer, 200, body)
+            self.send(writer, 200, body)
             await writer.drain()
             return True
         finally:
@@ -484,9 +354,12 @@ class FaultServer:
             return status, self._error_body(status, f"injected {status}", "server_error"), {}
         if fault == "overflow":
             n = tokens.count_tokens(messages, model)
-            error = {"message": f"This model's maximum context length is {max(n // 2, 1)} "
-                     f"tokens. However, your messages resulted in {n} tokens.",
-                     "type": "invalid_request_error", "code": "context_length_exceeded"}  # fmt: skip
+            error = {
+                "message": f"This model's maximum context length is {max(n // 2, 1)} "
+                f"tokens. However, your messages resulted in {n} tokens.",
+                "type": "invalid_request_error",
+                "code": "context_length_exceeded",
+            }
             return 400, _canonical({"error": error}), {}
         return None
 
@@ -497,8 +370,9 @@ class FaultServer:
         eof = asyncio.ensure_future(reader.read(65536))
         released = asyncio.ensure_future(self._release.wait())
         try:
-            await asyncio.wait({eof, released}, timeout=self.hang_s,
-                               return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+            await asyncio.wait(
+                {eof, released}, timeout=self.hang_s, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
             for fut in (eof, released):
                 fut.cancel()

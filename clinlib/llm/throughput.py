@@ -26,7 +26,7 @@ from clinlib.llm.types import Backbone
 BENCH_MODEL = "gpt-4o-mini"
 
 
-async def _bench_bare(base_url: str, n: int, concurrency: int, timeout_s: float) -> float:
+async def bench_bare(base_url: str, n: int, concurrency: int, timeout_s: float) -> float:
     """Requests/s of a plain AsyncOpenAI + semaphore loop (the reference)."""
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0))
@@ -55,7 +55,7 @@ async def _bench_bare(base_url: str, n: int, concurrency: int, timeout_s: float)
     return n / elapsed
 
 
-async def _bench_kit(
+async def bench_kit(
     base_url: str, n: int, concurrency: int, timeout_s: float, cache_path: str | None
 ) -> float:
     """Requests/s of :class:`~clinlib.llm.client.LLMClient` on the same server."""
@@ -82,12 +82,19 @@ def subprocess_server(latency_s: float = 0.0, seed: int = 0) -> Iterator[str]:
     A benchmark must not share the GIL with the server it measures.
     """
     proc = subprocess.Popen(
-        [sys.executable, "-m", "clinlib.llm.testserver", "--latency", str(latency_s),
-         "--seed", str(seed)],
+        [
+            sys.executable,
+            "-m",
+            "clinlib.llm.testserver",
+            "--latency",
+            str(latency_s),
+            "--seed",
+            str(seed),
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-    )  # fmt: skip
+    )
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()
@@ -146,10 +153,10 @@ def compare_throughput(
                 cache_path = f"{tmp}/bench-{rep}.sqlite" if with_cache else None
                 # Alternate which client goes first so drift in machine load cancels out.
                 if rep % 2 == 0:
-                    bare_runs.append(timed(_bench_bare(url, n_requests, conc, timeout_s)))
-                kit_runs.append(timed(_bench_kit(url, n_requests, conc, timeout_s, cache_path)))
+                    bare_runs.append(timed(bench_bare(url, n_requests, conc, timeout_s)))
+                kit_runs.append(timed(bench_kit(url, n_requests, conc, timeout_s, cache_path)))
                 if rep % 2 == 1:
-                    bare_runs.append(timed(_bench_bare(url, n_requests, conc, timeout_s)))
+                    bare_runs.append(timed(bench_bare(url, n_requests, conc, timeout_s)))
         bare = statistics.median(r for r, _ in bare_runs)
         kit = statistics.median(r for r, _ in kit_runs)
         rows.append(

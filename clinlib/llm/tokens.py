@@ -373,10 +373,14 @@ def warm_message_counts(messages: Sequence[Sequence[Mapping[str, Any]]], model: 
     if model_tokenizer(model) is not None:
         return  # counted whole by the model's own tokenizer: nothing to memoise
     count_texts(
-        [_content_text(m.get("content")) for msgs in messages for m in msgs
-         if isinstance(m, Mapping)],
+        [
+            _content_text(m.get("content"))
+            for msgs in messages
+            for m in msgs
+            if isinstance(m, Mapping)
+        ],
         model,
-    )  # fmt: skip
+    )
 
 
 class Prices(Protocol):

@@ -140,17 +140,23 @@ def _replaces_builtin(name: str, entry: Mapping[str, Any]) -> list[tuple[str, st
     if preset is None:
         return []
     return [
-        (key, f"would replace built-in preset {name!r} ({getattr(preset, key)!r}); define your "
-              "endpoint under a new name")
+        (
+            key,
+            f"would replace built-in preset {name!r} ({getattr(preset, key)!r}); define your "
+            "endpoint under a new name",
+        )
         for key in IDENTITY_FIELDS
         if key in entry and entry[key] != getattr(preset, key)
-    ]  # fmt: skip
+    ]
 
 
 def _leaves_machine(name: str, entry: Mapping[str, Any]) -> bool:
     """A local preset's table moves it to a non-loopback host."""
-    return (name in LOCAL_PRESETS and "base_url" in entry
-            and url_host(str(entry["base_url"])) not in LOOPBACK_HOSTS)  # fmt: skip
+    return (
+        name in LOCAL_PRESETS
+        and "base_url" in entry
+        and url_host(str(entry["base_url"])) not in LOOPBACK_HOSTS
+    )
 
 
 def load_config(
@@ -189,8 +195,10 @@ def load_config(
         if not isinstance(entry, dict):
             raise LLMConfigError(f"{where} must be a table, got {type(entry).__name__}")
         if name in OFFLINE_READER_NAMES:
-            raise LLMConfigError(f"{where}: {name!r} is the kit's built-in offline reader; "
-                                 "define your endpoint under another name")  # fmt: skip
+            raise LLMConfigError(
+                f"{where}: {name!r} is the kit's built-in offline reader; "
+                "define your endpoint under another name"
+            )
         problems = _entry_problems(name, entry) + _replaces_builtin(name, entry)
         if problems:
             detail = "; ".join(f"key {key!r}: {msg}" for key, msg in problems)

@@ -18,11 +18,10 @@ Usage::
 from __future__ import annotations
 
 from clinlib.strategies.base import Artifact, Strategy, StrategyError, context_for
+from clinlib.strategies.cache import ConstructionCache, constructions_dir
 from clinlib.strategies.construction import (
-    ConstructionCache,
     build_all,
     construction_turns,
-    constructions_dir,
     load_artifacts,
     question_contexts,
     question_contexts_many,

@@ -27,7 +27,7 @@ keywords and tags. Derived: a sentence injected after construction is in no note
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -92,39 +92,65 @@ def _condition_tags(facts: Sequence[Fact]) -> list[str]:
     return list(tags)
 
 
-def rule_based_note(number: int, visit_idx: int, facts: Sequence[Fact], with_ids: bool) -> dict:
-    """Note construction (content, keywords, tags, context) from one encounter's facts."""
-    kinds: dict[str, list[Fact]] = {}
-    for f in facts:
-        kinds.setdefault(f.kind, []).append(f)
-    ids = lambda f: f" [{', '.join(f.ids)}]" if with_ids and f.ids else ""  # noqa: E731
+def _note_sentences(
+    kinds: dict[str, list[Fact]], date: str, ids: Callable[[Fact], str]
+) -> list[str]:
+    """The note's content: the encounter, abnormal labs, orders, diagnoses and symptoms."""
     adm, dis = kinds.get("admission", []), kinds.get("discharge", [])
-    date = adm[0].date if adm else next((f.date for f in facts if f.date), "")
-    parts = [f"Encounter of {date or 'unknown date'}"
-             + (f" ({adm[0].name})" if adm else "")
-             + (f", discharged {dis[-1].date}" + (f" to {dis[-1].name}" if dis[-1].name else "")
-                if dis else "") + "."]  # fmt: skip
+    parts = [
+        f"Encounter of {date or 'unknown date'}"
+        + (f" ({adm[0].name})" if adm else "")
+        + (
+            f", discharged {dis[-1].date}" + (f" to {dis[-1].name}" if dis[-1].name else "")
+            if dis
+            else ""
+        )
+        + "."
+    ]
     labs = kinds.get("lab", [])
     abnormal = [f for f in labs if f.flag]
     if abnormal:
-        parts.append("Abnormal labs: " + "; ".join(
-            f"{f.name} {f.value} {f.unit} ({f.flag}) on {f.date}{ids(f)}" for f in abnormal) + ".")  # fmt: skip
+        parts.append(
+            "Abnormal labs: "
+            + "; ".join(
+                f"{f.name} {f.value} {f.unit} ({f.flag}) on {f.date}{ids(f)}" for f in abnormal
+            )
+            + "."
+        )
     if labs:
         parts.append(f"{len(labs) - len(abnormal)} other lab result(s) within range.")
-    for kind, label in (("medication", "Medications"), ("procedure", "Procedures"),
-                        ("diagnosis", "Diagnoses")):  # fmt: skip
+    for kind, label in (
+        ("medication", "Medications"),
+        ("procedure", "Procedures"),
+        ("diagnosis", "Diagnoses"),
+    ):
         fs = kinds.get(kind, [])
         if not fs:
             continue
         if kind == "medication":
-            items = [f"{f.name} {f.value} {f.unit}{' ' + f.route if f.route else ''}{ids(f)}"
-                     for f in fs]  # fmt: skip
+            items = [
+                f"{f.name} {f.value} {f.unit}{' ' + f.route if f.route else ''}{ids(f)}" for f in fs
+            ]
         else:
             items = [f"{f.name} ({f.code}){ids(f)}" for f in fs]
         parts.append(f"{label}: " + "; ".join(items) + ".")
     symptoms = [f.name for f in kinds.get("symptom", [])]
     if symptoms:
         parts.append("Patient reported: " + "; ".join(symptoms) + ".")
+    return parts
+
+
+def rule_based_note(number: int, visit_idx: int, facts: Sequence[Fact], with_ids: bool) -> dict:
+    """Note construction (content, keywords, tags, context) from one encounter's facts."""
+    kinds: dict[str, list[Fact]] = {}
+    for f in facts:
+        kinds.setdefault(f.kind, []).append(f)
+    ids = lambda f: f" [{', '.join(f.ids)}]" if with_ids and f.ids else ""  # noqa: E731
+    adm = kinds.get("admission", [])
+    date = adm[0].date if adm else next((f.date for f in facts if f.date), "")
+    parts = _note_sentences(kinds, date, ids)
+    labs = kinds.get("lab", [])
+    abnormal = [f for f in labs if f.flag]
     keywords: dict[str, None] = {}
     for f in abnormal:
         keywords.setdefault(f.name, None)
@@ -132,14 +158,24 @@ def rule_based_note(number: int, visit_idx: int, facts: Sequence[Fact], with_ids
         keywords.setdefault(f.name, None)
     for f in kinds.get("diagnosis", []) + kinds.get("procedure", []):
         keywords.setdefault(f"{f.name} ({f.code})", None)
-    tags = [t for t, fs in (("abnormal labs", abnormal), ("medications", kinds.get("medication")),
-                            ("procedures", kinds.get("procedure")),
-                            ("diagnoses", kinds.get("diagnosis"))) if fs]  # fmt: skip
+    tags = [
+        t
+        for t, fs in (
+            ("abnormal labs", abnormal),
+            ("medications", kinds.get("medication")),
+            ("procedures", kinds.get("procedure")),
+            ("diagnoses", kinds.get("diagnosis")),
+        )
+        if fs
+    ]
     tags += _condition_tags(facts)
     top_dx = [f.name for f in kinds.get("diagnosis", [])[:2]]
-    context = (f"Encounter {number} on {date or 'an unknown date'}: {len(abnormal)} abnormal of "
-               f"{len(labs)} lab results, {len(kinds.get('medication', []))} medication orders"
-               + (f"; diagnoses include {' and '.join(top_dx)}" if top_dx else "") + ".")  # fmt: skip
+    context = (
+        f"Encounter {number} on {date or 'an unknown date'}: {len(abnormal)} abnormal of "
+        f"{len(labs)} lab results, {len(kinds.get('medication', []))} medication orders"
+        + (f"; diagnoses include {' and '.join(top_dx)}" if top_dx else "")
+        + "."
+    )
     return {
         "id": f"n{number}",
         "visit_idx": int(visit_idx),
@@ -161,8 +197,11 @@ def rule_based_evolution(note: dict, neighbors: Sequence[dict]) -> dict:
     """The rule-based stand-in of the evolution decision, in EVOLUTION_PROMPT's JSON shape."""
     mine = {_norm(k) for k in note["keywords"]}
     connect, contexts, tags = [], [], []
-    cond = [t for t in note["tags"] if t not in ("abnormal labs", "medications", "procedures",
-                                                 "diagnoses")]  # fmt: skip
+    cond = [
+        t
+        for t in note["tags"]
+        if t not in ("abnormal labs", "medications", "procedures", "diagnoses")
+    ]
     for i, nb in enumerate(neighbors):
         shared = [k for k in nb["keywords"] if _norm(k) in mine]
         if shared:
@@ -254,15 +293,18 @@ class AMemMemory(EmbedsQueries, Strategy):
         # Rule-based notes do not depend on each other: draft them all, embed in one batch.
         for sid, turns in jobs:
             self._drafts[sid] = self._rule_based_drafts(turns)
-        self.embedder.ensure([retrieval_text(n["content"]) for notes in self._drafts.values()
-                              for n in notes])  # fmt: skip
+        self.embedder.ensure(
+            [retrieval_text(n["content"]) for notes in self._drafts.values() for n in notes]
+        )
 
     def _rule_based_drafts(self, turns: pd.DataFrame) -> list[dict]:
         by_visit: dict[int, list[Fact]] = {int(v): [] for v in pd.unique(turns["visit_idx"])}
         for f in facts_of(turns):
             by_visit.setdefault(f.visit_idx, []).append(f)
-        return [rule_based_note(i, v, by_visit[v], bool(self.params["with_ids"]))
-                for i, v in enumerate(sorted(by_visit), start=1)]  # fmt: skip
+        return [
+            rule_based_note(i, v, by_visit[v], bool(self.params["with_ids"]))
+            for i, v in enumerate(sorted(by_visit), start=1)
+        ]
 
     def build(self, subject_id: int, turns: pd.DataFrame, prep: Any) -> dict:
         drafts = getattr(self, "_drafts", {}).pop(subject_id, None)
@@ -277,9 +319,11 @@ class AMemMemory(EmbedsQueries, Strategy):
         pass (the streaming protocol, MedMemoryBench §5 "Evaluation Protocol"); evolution rewrites earlier notes,
         so each snapshot is a deep copy."""
         wanted = {int(t) for t in at}
-        return {t: copy.deepcopy({"notes": notes, "warnings": warnings})
-                for t, notes, warnings in self._states(subject_id, turns, prep, None)
-                if t in wanted}  # fmt: skip
+        return {
+            t: copy.deepcopy({"notes": notes, "warnings": warnings})
+            for t, notes, warnings in self._states(subject_id, turns, prep, None)
+            if t in wanted
+        }
 
     def _states(
         self, subject_id: int, turns: pd.DataFrame, prep: Any, drafts: list[dict] | None
@@ -294,15 +338,23 @@ class AMemMemory(EmbedsQueries, Strategy):
         warnings: list[str] = []
         vectors: list[np.ndarray] = []
         for i, (v, g) in enumerate(visits, start=1):
-            note = drafts[i - 1] if drafts is not None else self._llm_note(
-                subject_id, i, v, g, prep, warnings)  # fmt: skip
+            note = (
+                drafts[i - 1]
+                if drafts is not None
+                else self._llm_note(subject_id, i, v, g, prep, warnings)
+            )
             vec = self.embedder.encode([retrieval_text(note["content"])])[0]
             if notes:
                 sims = np.stack(vectors) @ vec
-                near = [notes[int(j)] for j in np.argsort(-sims, kind="stable")
-                        [: int(self.params["neighbors"])]]  # fmt: skip
-                decision = (self._llm_evolution(subject_id, note, near, prep, warnings) if llm
-                            else rule_based_evolution(note, near))  # fmt: skip
+                near = [
+                    notes[int(j)]
+                    for j in np.argsort(-sims, kind="stable")[: int(self.params["neighbors"])]
+                ]
+                decision = (
+                    self._llm_evolution(subject_id, note, near, prep, warnings)
+                    if llm
+                    else rule_based_evolution(note, near)
+                )
                 apply_evolution(note, near, decision)
             notes.append(note)
             vectors.append(vec)
@@ -312,15 +364,30 @@ class AMemMemory(EmbedsQueries, Strategy):
         self, subject_id: int, number: int, v: int, g: pd.DataFrame, prep: Any, warnings: list
     ) -> dict:
         text = render_visit(g, with_ids=bool(self.params["with_ids"]), header=True)
-        reply = prep.complete([PrepRequest(
-            f"{self.name}|{subject_id}|v{v}|note",
-            [{"role": "system", "content": NOTE_CONSTRUCTION_PROMPT},
-             {"role": "user", "content": NOTE_CONSTRUCTION_USER.format(encounter=text)}],
-            max_tokens=1500)])[0]  # fmt: skip
+        reply = prep.complete(
+            [
+                PrepRequest(
+                    f"{self.name}|{subject_id}|v{v}|note",
+                    [
+                        {"role": "system", "content": NOTE_CONSTRUCTION_PROMPT},
+                        {"role": "user", "content": NOTE_CONSTRUCTION_USER.format(encounter=text)},
+                    ],
+                    max_tokens=1500,
+                )
+            ]
+        )[0]
         date = str(g["visit_date"].iloc[0]) if "visit_date" in g.columns else ""
-        note = {"id": f"n{number}", "visit_idx": v, "date": date, "content": text,
-                "keywords": [], "tags": [], "context": "General", "links": [],
-                "evolution_history": []}  # fmt: skip
+        note = {
+            "id": f"n{number}",
+            "visit_idx": v,
+            "date": date,
+            "content": text,
+            "keywords": [],
+            "tags": [],
+            "context": "General",
+            "links": [],
+            "evolution_history": [],
+        }
         try:
             parsed = parse_json_reply(reply, f"visit {v} note construction")
         except PrepError as exc:
@@ -339,12 +406,21 @@ class AMemMemory(EmbedsQueries, Strategy):
         self, subject_id: int, note: dict, near: Sequence[dict], prep: Any, warnings: list
     ) -> dict:
         prompt = EVOLUTION_PROMPT.format(
-            context=note["context"], content=note["content"], keywords=note["keywords"],
-            neighbors=_format_neighbors(near), n=len(near),
-        )  # fmt: skip
-        reply = prep.complete([PrepRequest(f"{self.name}|{subject_id}|{note['id']}|evolve",
-                                           [{"role": "user", "content": prompt}],
-                                           max_tokens=2000)])[0]  # fmt: skip
+            context=note["context"],
+            content=note["content"],
+            keywords=note["keywords"],
+            neighbors=_format_neighbors(near),
+            n=len(near),
+        )
+        reply = prep.complete(
+            [
+                PrepRequest(
+                    f"{self.name}|{subject_id}|{note['id']}|evolve",
+                    [{"role": "user", "content": prompt}],
+                    max_tokens=2000,
+                )
+            ]
+        )[0]
         try:
             parsed = parse_json_reply(reply, f"{note['id']} evolution")
         except PrepError as exc:
@@ -384,10 +460,12 @@ class AMemMemory(EmbedsQueries, Strategy):
     def render_note(note: Mapping[str, Any], linked: bool = False) -> str:
         """One note as shown to the answering model."""
         mark = " (linked)" if linked else ""
-        return (f"[{note['id']}{mark} | {note['date']}] {note['content']}\n"
-                f"  context: {note['context']}\n"
-                f"  keywords: {', '.join(note['keywords'])}\n"
-                f"  tags: {', '.join(note['tags'])}")  # fmt: skip
+        return (
+            f"[{note['id']}{mark} | {note['date']}] {note['content']}\n"
+            f"  context: {note['context']}\n"
+            f"  keywords: {', '.join(note['keywords'])}\n"
+            f"  tags: {', '.join(note['tags'])}"
+        )
 
     def access(
         self, artifact: Artifact | None, question: Mapping[str, Any], turns_now: pd.DataFrame
@@ -401,8 +479,11 @@ class AMemMemory(EmbedsQueries, Strategy):
 
     def rank_visits(self, artifact: Artifact, question: Mapping[str, Any]) -> list[int]:
         notes = artifact.data.get("notes", [])
-        return [int(n["visit_idx"]) for n in self._ranked(notes, question_text(question))] if \
-            notes else []  # fmt: skip
+        return (
+            [int(n["visit_idx"]) for n in self._ranked(notes, question_text(question))]
+            if notes
+            else []
+        )
 
     def store_text(self, artifact: Artifact) -> str:
         return "\n".join(self.render_note(n) for n in artifact.data.get("notes", []))

@@ -121,8 +121,9 @@ def check_turns(turns: pd.DataFrame, source: str = "turns") -> pd.DataFrame:
             or a null text.
     """
     if not isinstance(turns, pd.DataFrame):
-        raise StrategyError(f"{source}: expected a DataFrame of dialogue turns, got "
-                            f"{type(turns).__name__}")  # fmt: skip
+        raise StrategyError(
+            f"{source}: expected a DataFrame of dialogue turns, got {type(turns).__name__}"
+        )
     missing = [c for c in REQUIRED_TURN_COLUMNS if c not in turns.columns]
     if missing:
         raise StrategyError(
@@ -132,8 +133,10 @@ def check_turns(turns: pd.DataFrame, source: str = "turns") -> pd.DataFrame:
         raise StrategyError(f"{source}: no dialogue turns")
     sids = pd.unique(turns["subject_id"])
     if len(sids) != 1:
-        raise StrategyError(f"{source}: expected one patient's turns, got subject_ids "
-                            f"{sorted(int(s) for s in sids)[:5]}")  # fmt: skip
+        raise StrategyError(
+            f"{source}: expected one patient's turns, got subject_ids "
+            f"{sorted(int(s) for s in sids)[:5]}"
+        )
     out = turns.sort_values("turn_idx", kind="stable").reset_index(drop=True)
     if "text_tagged" not in out.columns:
         out = out.assign(text_tagged=out["text"])
@@ -257,8 +260,9 @@ class Strategy:
     def _positive_int(self, key: str) -> None:
         value = self.params[key]
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise StrategyError(f"strategy {self.name!r}: {key} must be an integer >= 1, "
-                                f"got {value!r}")  # fmt: skip
+            raise StrategyError(
+                f"strategy {self.name!r}: {key} must be an integer >= 1, got {value!r}"
+            )
 
     @property
     def construction_params(self) -> dict[str, Any]:
@@ -284,8 +288,11 @@ class Strategy:
     def label(self) -> str:
         """``name`` plus non-default parameters as Python literals, e.g. ``dense-retrieval(k=3)``
         or ``dense-retrieval(embedding_model='all-MiniLM-L6-v2')`` (so it parses back)."""
-        changed = {k: v for k, v in self.params.items()
-                   if not k.endswith("_dir") and self.defaults.get(k) != v}  # fmt: skip
+        changed = {
+            k: v
+            for k, v in self.params.items()
+            if not k.endswith("_dir") and self.defaults.get(k) != v
+        }
         if not changed:
             return self.name
         return f"{self.name}(" + ", ".join(f"{k}={v!r}" for k, v in sorted(changed.items())) + ")"

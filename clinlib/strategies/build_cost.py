@@ -52,8 +52,9 @@ def _subject_of(request_id: str) -> int:
     try:
         return int(parts[1])
     except (IndexError, ValueError):
-        raise StrategyError(f"prep request id {request_id!r} does not name a patient "
-                            "(<strategy>|<subject_id>|...)") from None  # fmt: skip
+        raise StrategyError(
+            f"prep request id {request_id!r} does not name a patient (<strategy>|<subject_id>|...)"
+        ) from None
 
 
 def usage_by_subject(sink: Iterable[tuple[str, Any]]) -> dict[int, dict[str, float]]:
@@ -88,7 +89,13 @@ def build_cost_rows(artifacts: Iterable[Artifact]) -> pd.DataFrame:
     rows = []
     for art in artifacts:
         usage = {f: float(art.prep_usage.get(f, 0.0)) for f in USAGE_FIELDS}
-        rows.append({"strategy": art.strategy, "subject_id": int(art.subject_id),
-                     "prep_model": art.prep_model, "build_seconds": float(art.build_seconds),
-                     **{f"prep_{k}": v for k, v in usage.items()}})  # fmt: skip
+        rows.append(
+            {
+                "strategy": art.strategy,
+                "subject_id": int(art.subject_id),
+                "prep_model": art.prep_model,
+                "build_seconds": float(art.build_seconds),
+                **{f"prep_{k}": v for k, v in usage.items()},
+            }
+        )
     return pd.DataFrame(rows, columns=list(BUILD_COST_COLUMNS))

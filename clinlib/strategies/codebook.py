@@ -70,8 +70,9 @@ def encode_text(text: str, replacements: Mapping[str, str]) -> str:
 def codebook_header(entries: Sequence[Mapping[str, str]], ids: Sequence[str]) -> str:
     """The codebook lines: ``#1: (dx 4019) Unspecified essential hypertension``."""
     lines = [CODEBOOK_TITLE]
-    lines += [f"{i}: ({e['kind']} {e['code']}) {e['title']}" for e, i in zip(entries, ids,
-                                                                              strict=True)]  # fmt: skip
+    lines += [
+        f"{i}: ({e['kind']} {e['code']}) {e['title']}" for e, i in zip(entries, ids, strict=True)
+    ]
     return "\n".join(lines)
 
 
@@ -119,8 +120,9 @@ class Codebook(Strategy):
             if artifact is None:
                 raise StrategyError(f"{self.name}: no artifact for a patient of this question")
             for e in artifact.data["entries"]:
-                union.setdefault((e["kind"], e["code"]), {k: e[k] for k in ("kind", "code",
-                                                                             "title")})  # fmt: skip
+                union.setdefault(
+                    (e["kind"], e["code"]), {k: e[k] for k in ("kind", "code", "title")}
+                )
         entries = list(union.values())
         ids = [f"{ID_PREFIX}{i}" for i in range(1, len(entries) + 1)]
         repl = _replacements(entries, ids)

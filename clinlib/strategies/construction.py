@@ -1,15 +1,6 @@
-"""Construction cache and batch builds (paper §4 "Memory prep model": artifacts are extracted
-"once before any question is asked"; Appendix G.5–G.6 ablations rebuild only what changed).
-
-Artifacts live under ``data/build/<profile>/constructions/<strategy>/<subject>-<key>.json``.
-The key is the sha256 of: the cache format version, the strategy name and code version, its
-construction parameters (not access-only ones such as K), the prep model's versioned id
-(``rule-based/v1``, ``deepseek-chat-v3.1:deepseek/deepseek-chat-v3.1``, or ``none``), the
-patient, and the sha256 of the dialogue text the construction read — so a T3 pre-injected
-variant of a dialogue gets its own entry while unchanged dialogues are shared between
-settings. Writes are atomic (:func:`clinlib.core.io.atomic_path`), so a crash never leaves a
-half-written artifact that looks complete; an unreadable file (or one holding another entry)
-is found by the batch build, reported as ``repaired`` and rebuilt.
+"""Batch builds of the strategies' constructions (paper §4 "Memory prep model": artifacts are
+extracted "once before any question is asked"; Appendix G.5–G.6 ablations rebuild only what
+changed). The artifacts are cached by :class:`clinlib.strategies.cache.ConstructionCache`.
 
 :func:`build_all` builds a profile's dialogues for several strategies and returns a summary
 frame (built / cached / seconds); :func:`question_contexts` gives the runner the prompt context
@@ -18,8 +9,6 @@ of every question under one strategy and setting.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -29,9 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from clinlib.core.config import artifact_path, build_dir, resolve_profile
+from clinlib.core.config import artifact_path, resolve_profile
 from clinlib.core.guards import check_artifact
-from clinlib.core.io import atomic_path
 from clinlib.core.progress import progress as progress_bar
 from clinlib.data.build import load
 from clinlib.strategies.base import (
@@ -45,6 +33,7 @@ from clinlib.strategies.base import (
     subject_ids_of,
 )
 from clinlib.strategies.build_cost import attach_usage, metered
+from clinlib.strategies.cache import CONSTRUCTIONS_DIR, ConstructionCache, constructions_dir
 from clinlib.strategies.prep import PrepModel, count_text_tokens_many, get_prep
 from clinlib.strategies.registry import EMBEDDINGS_DIR, LOCAL_STRATEGIES, get_strategy
 from clinlib.strategies.streaming import (
@@ -66,14 +55,21 @@ from clinlib.tasks.settings import (
 
 log = logging.getLogger("clinlib.strategies")
 
-CACHE_VERSION = 1
-CONSTRUCTIONS_DIR = "constructions"
 SETTINGS: tuple[str, ...] = STATIC_SETTINGS  # the settings build_all / construction_turns take
 INJECTION_TASKS: tuple[str, ...] = ("T3", "T5")
 ALWAYS_PRE_TASKS: tuple[str, ...] = ("T5",)  # built from the injected dialogue in every setting
 BATCH = 64
-SUMMARY_COLUMNS: tuple[str, ...] = ("strategy", "label", "prep_model", "setting", "n_dialogues",
-                                    "built", "cached", "repaired", "seconds")  # fmt: skip
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    "strategy",
+    "label",
+    "prep_model",
+    "setting",
+    "n_dialogues",
+    "built",
+    "cached",
+    "repaired",
+    "seconds",
+)
 CONTEXT_COLUMNS: tuple[str, ...] = (
     "qid",
     "task",
@@ -89,90 +85,6 @@ CONTEXT_COLUMNS: tuple[str, ...] = (
 )
 
 
-class ConstructionCache:
-    """Artifacts on disk keyed by what they were built from (see module docstring).
-
-    Args:
-        root: the ``constructions`` folder.
-    """
-
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
-
-    @staticmethod
-    def key(strategy: Strategy, subject_id: int, dialogue_sha: str, prep: PrepModel | None) -> str:
-        """The cache key of one construction."""
-        payload = {
-            "cache_version": CACHE_VERSION,
-            "strategy": strategy.name,
-            "code_version": strategy.code_version,
-            "params": strategy.construction_params,
-            "prep": strategy.prep_key(prep),
-            "subject_id": int(subject_id),
-            "dialogue": dialogue_sha,
-        }
-        blob = json.dumps(payload, sort_keys=True, default=str)
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-    def path(self, strategy_name: str, subject_id: int, key: str) -> Path:
-        """Where the artifact of ``key`` lives."""
-        return self.root / strategy_name / f"{int(subject_id)}-{key[:24]}.json"
-
-    def exists(self, strategy_name: str, subject_id: int, key: str) -> bool:
-        """True when the artifact is on disk."""
-        return self.path(strategy_name, subject_id, key).is_file()
-
-    def get(self, strategy_name: str, subject_id: int, key: str) -> Artifact | None:
-        """The stored artifact, or None (missing, or unreadable: it will be rebuilt)."""
-        path = self.path(strategy_name, subject_id, key)
-        if not path.is_file():
-            return None
-        try:
-            art = Artifact.from_dict(json.loads(path.read_text(encoding="utf-8")))
-        except (json.JSONDecodeError, UnicodeDecodeError, StrategyError, OSError) as exc:
-            log.warning("rebuilding unreadable construction %s (%s)", path, exc)
-            return None
-        if (art.strategy, art.subject_id, art.key) != (strategy_name, int(subject_id), key):
-            log.warning("rebuilding construction %s: it holds another entry", path)
-            return None
-        return art
-
-    def put(self, artifact: Artifact) -> Path:
-        """Write an artifact atomically (its ``key`` must be set)."""
-        if not artifact.key:
-            raise StrategyError("artifact has no cache key; use ConstructionCache.key()")
-        path = self.path(artifact.strategy, artifact.subject_id, artifact.key)
-        with atomic_path(path) as tmp:
-            tmp.write_text(artifact.to_json(), encoding="utf-8")
-        return path
-
-    def get_or_build(
-        self,
-        strategy: Strategy,
-        subject_id: int,
-        turns: pd.DataFrame,
-        prep: PrepModel | None,
-        dialogue_sha: str | None = None,
-    ) -> Artifact:
-        """The cached artifact, built and stored first if missing."""
-        sha = dialogue_sha or dialogue_hash(check_turns(turns, f"patient {subject_id}"))
-        key = self.key(strategy, subject_id, sha, prep)
-        hit = self.get(strategy.name, subject_id, key)
-        if hit is not None:
-            return hit
-        metered_prep, sink = metered(prep) if strategy.uses_prep else (prep, None)
-        artifact = strategy.construct(subject_id, turns, metered_prep)
-        attach_usage([artifact], sink)
-        artifact.key = key
-        self.put(artifact)
-        return artifact
-
-
-def constructions_dir(profile: str | None = None) -> Path:
-    """``data/build/<profile>/constructions``."""
-    return build_dir(profile) / CONSTRUCTIONS_DIR
-
-
 def split_dialogues(
     turns: pd.DataFrame, subjects: Iterable[int] | None = None
 ) -> dict[int, pd.DataFrame]:
@@ -185,8 +97,10 @@ def split_dialogues(
         if unknown:
             raise StrategyError(f"dialogues: no turns for subject_id(s) {sorted(unknown)[:5]}")
         turns = turns[turns["subject_id"].isin(wanted)]
-    return {int(s): g.sort_values("turn_idx", kind="stable").reset_index(drop=True)
-            for s, g in turns.groupby("subject_id", sort=True)}  # fmt: skip
+    return {
+        int(s): g.sort_values("turn_idx", kind="stable").reset_index(drop=True)
+        for s, g in turns.groupby("subject_id", sort=True)
+    }
 
 
 def _load_questions(profile: str, questions: pd.DataFrame | None) -> pd.DataFrame:
@@ -221,8 +135,9 @@ def _as_strategy(spec: str | Strategy, profile: str, root: Path | None = None) -
         return spec
     strategy = get_strategy(str(spec), profile=profile)
     if root is not None and "embedding_dir" in strategy.params:
-        strategy = get_strategy(str(spec), profile=profile,
-                                embedding_dir=str(Path(root) / EMBEDDINGS_DIR))  # fmt: skip
+        strategy = get_strategy(
+            str(spec), profile=profile, embedding_dir=str(Path(root) / EMBEDDINGS_DIR)
+        )
     return strategy
 
 
@@ -253,8 +168,12 @@ def build_strategy(
     # stage, and rebuilt — not left for `run` to trip over.
     corrupt = {sid for sid in present if cache.get(strategy.name, sid, keys[sid]) is None}
     if corrupt:
-        log.warning("%s: %d cached construction(s) unreadable, rebuilt (patients %s)",
-                    strategy.label(), len(corrupt), sorted(corrupt)[:5])  # fmt: skip
+        log.warning(
+            "%s: %d cached construction(s) unreadable, rebuilt (patients %s)",
+            strategy.label(),
+            len(corrupt),
+            sorted(corrupt)[:5],
+        )
     cached = set(present) - corrupt
     missing = [sid for sid in dialogues if sid not in cached]
     llm = bool(getattr(prep, "is_llm", False)) and strategy.uses_prep
@@ -335,20 +254,23 @@ def build_all(
     cache = ConstructionCache(root / CONSTRUCTIONS_DIR if root else constructions_dir(name))
     specs = list(strategies) if strategies is not None else list(LOCAL_STRATEGIES)
     rows = []
-    with progress_bar(len(specs) * len(groups), f"strategies {name} {setting}", "dialogue",
-                      enabled=progress) as bar:  # fmt: skip
+    with progress_bar(
+        len(specs) * len(groups), f"strategies {name} {setting}", "dialogue", enabled=progress
+    ) as bar:
         for spec in specs:
             strategy = _as_strategy(spec, name, root)
             bar.set_postfix(strategy=strategy.label())
             stats = build_strategy(strategy, groups, prep_model, cache, hashes, workers, bar)
-            rows.append({
-                "strategy": strategy.name,
-                "label": strategy.label(),
-                "prep_model": strategy.prep_id(prep_model),
-                "setting": setting,
-                "n_dialogues": len(groups),
-                **stats,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "strategy": strategy.name,
+                    "label": strategy.label(),
+                    "prep_model": strategy.prep_id(prep_model),
+                    "setting": setting,
+                    "n_dialogues": len(groups),
+                    **stats,
+                }
+            )
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
 
 
@@ -399,8 +321,9 @@ def question_contexts(
     Returns:
         One row per question (per checkpoint under ``stream``): :data:`CONTEXT_COLUMNS`.
     """
-    return question_contexts_many(questions, [strategy], profile, setting, prep,
-                                  dialogues=dialogues, token_model=token_model)[0]  # fmt: skip
+    return question_contexts_many(
+        questions, [strategy], profile, setting, prep, dialogues=dialogues, token_model=token_model
+    )[0]
 
 
 def _checked_now(
@@ -457,8 +380,9 @@ def _artifact(
     if sid not in built:
         raise StrategyError(f"question {q.get('qid')}: no dialogue for patient {sid}")
     if (variant, sid) not in shas:
-        shas[(variant, sid)] = (built.sha(sid) if isinstance(built, Prefixes)
-                                else dialogue_hash(built[sid]))  # fmt: skip
+        shas[(variant, sid)] = (
+            built.sha(sid) if isinstance(built, Prefixes) else dialogue_hash(built[sid])
+        )
     sha = shas[(variant, sid)]
     if (sha, sid) not in memo:
         memo[(sha, sid)] = cache.get_or_build(strat, sid, built[sid], prep_model, sha)
@@ -466,9 +390,14 @@ def _artifact(
 
 
 def _context_rows(
-    strat: Strategy, units: list[Unit], cache: ConstructionCache, prep_model: PrepModel,
-    shas: dict, checked: dict, setting: Setting,
-) -> list[dict[str, Any]]:  # fmt: skip
+    strat: Strategy,
+    units: list[Unit],
+    cache: ConstructionCache,
+    prep_model: PrepModel,
+    shas: dict,
+    checked: dict,
+    setting: Setting,
+) -> list[dict[str, Any]]:
     """The context row of every unit under one strategy."""
     memo: dict[tuple[str, int], Artifact] = {}
     # A question-independent context (full dialogue, summary, timeline ...) is the same for
@@ -482,25 +411,30 @@ def _context_rows(
         if not strat.query_dependent and key in shared:
             ctx, size = shared[key]
         else:
-            arts = {sid: _artifact(q, sid, strat, variant, built, shas, memo, cache, prep_model)
-                    for sid in sids}  # fmt: skip
-            ctx = context_for(q, strat, arts, _checked_now(checked, variant, now, sids),
-                              prechecked=True)  # fmt: skip
+            arts = {
+                sid: _artifact(q, sid, strat, variant, built, shas, memo, cache, prep_model)
+                for sid in sids
+            }
+            ctx = context_for(
+                q, strat, arts, _checked_now(checked, variant, now, sids), prechecked=True
+            )
             size = strat.footprint(arts[sids[0]]).get("n_items") if row is not None else None
             if not strat.query_dependent:
                 shared[key] = (ctx, size)
-        rows.append({
-            "qid": q.get("qid"),
-            "task": q.get("task"),
-            "strategy": strat.name,
-            "label": label,
-            "prep_model": pid,
-            "setting": setting.value() if row is None else row.setting,
-            "context": ctx,
-            "checkpoint_visit": None if row is None else row.checkpoint_visit,
-            "checkpoint_final": None if row is None else row.checkpoint_final,
-            "memory_items": size,
-        })  # fmt: skip
+        rows.append(
+            {
+                "qid": q.get("qid"),
+                "task": q.get("task"),
+                "strategy": strat.name,
+                "label": label,
+                "prep_model": pid,
+                "setting": setting.value() if row is None else row.setting,
+                "context": ctx,
+                "checkpoint_visit": None if row is None else row.checkpoint_visit,
+                "checkpoint_final": None if row is None else row.checkpoint_final,
+                "memory_items": size,
+            }
+        )
     return rows
 
 
@@ -531,9 +465,14 @@ def setting_plan(
     st = parse_setting(setting)
     qs = asked_questions(questions, st)
     if not st.stream:
-        return pd.DataFrame({"qid": qs["qid"].tolist(), "setting": st.value(),
-                             "checkpoint_visit": pd.array([None] * len(qs), dtype="Int64"),
-                             "checkpoint_final": pd.array([None] * len(qs), dtype="boolean")})  # fmt: skip
+        return pd.DataFrame(
+            {
+                "qid": qs["qid"].tolist(),
+                "setting": st.value(),
+                "checkpoint_visit": pd.array([None] * len(qs), dtype="Int64"),
+                "checkpoint_final": pd.array([None] * len(qs), dtype="boolean"),
+            }
+        )
     turns = dialogues if dialogues is not None else load("dialogues", resolve_profile(profile))
     wanted = {sid for q in qs.to_dict("records") for sid in subject_ids_of(q)}
     turns = turns[turns["subject_id"].isin(wanted)]

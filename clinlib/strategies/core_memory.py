@@ -1,6 +1,6 @@
 """core-memory: a Letta / MemGPT-style memory (Letta is MedMemoryBench's best-performing
 baseline, MedMemoryBench §6 "Overall Performance and Main Findings"; Packer et al. 2023,
-"MemGPT"; issue 30 §4).
+"MemGPT").
 
 Two tiers, as in MemGPT:
 
@@ -9,8 +9,8 @@ Two tiers, as in MemGPT:
   lines, dropping from the end):
 
   1. *constraints* — sentences whose provenance tags carry a pinned kind's id prefix
-     (:data:`PINNED_KINDS`: the injected trap constraints, plus any kind registered with :func:`pin_kinds`; the
-     trap facts of issue 30 §1 register theirs), verbatim;
+     (:data:`PINNED_KINDS`: the injected trap constraints, plus any kind registered with
+     :func:`pin_kinds`), verbatim;
   2. *active problems* — the diagnoses of the last ``problem_visits`` stays that state any,
      most recent first, one line per code;
   3. *current medications* — the orders of the latest stay that states any.
@@ -48,19 +48,14 @@ from clinlib.strategies.base import (
 )
 from clinlib.strategies.facts import Fact, facts_of, split_sentences
 from clinlib.strategies.prep import PrepError, PrepRequest, count_text_tokens, parse_json_reply
-from clinlib.strategies.retrieval import (
-    BM25Retrieval,
-    retrieved_visits_text,
-    tokenize,
-    visit_chunks,
-)
+from clinlib.strategies.retrieval import bm25_ranking, retrieved_visits_text, visit_terms
 
 CORE_HEADER = "Core memory (pinned):"
 ARCHIVAL_HEADER = "Archival memory (retrieved visits):"
 SECTIONS: tuple[str, ...] = ("constraints", "active problems", "current medications")
 # Pinned kind -> the id prefix of the sentences stating it (e.g. a trap kind -> its tag
 # prefix). ONE registry: :func:`pin_kinds` adds to it; the core block reads it at build time.
-# Pinned from the start: issue 30's patient-stated constraints (allergy, cost, preference; tags
+# Pinned from the start: the injected patient-stated constraints (allergy, cost, preference; tags
 # TRAPALG- / TRAPCOST- / TRAPPREF-), the facts MedMemoryBench says a memory must never lose.
 PINNED_KINDS: dict[str, str] = dict(TRAP_STATEMENT_PREFIX)
 
@@ -118,8 +113,11 @@ def rule_based_core(
     rx_visits = [f.visit_idx for f in facts if f.kind == "medication"]
     if rx_visits:
         last = max(rx_visits)
-        lines += [f"current medications: {f.statement()}" for f in facts
-                  if f.kind == "medication" and f.visit_idx == last]  # fmt: skip
+        lines += [
+            f"current medications: {f.statement()}"
+            for f in facts
+            if f.kind == "medication" and f.visit_idx == last
+        ]
     return lines[:max_items]
 
 
@@ -150,21 +148,30 @@ class CoreMemory(Strategy):
         from the facts of those visits)."""
         visits = visit_order(turns)
         wanted = sorted({int(t) for t in at if 1 <= int(t) <= len(visits)})
-        terms = {v: tokenize(text) for v, text in visit_chunks(turns)}
+        terms = dict(visit_terms(turns))
         if getattr(prep, "is_llm", False):
             cores = dict(enumerate(self._llm_cores(subject_id, turns, prep), start=1))
         else:
             cores = {t: self._rule_core(turns, visits[t - 1]) for t in wanted}
-        return {t: {"core": list(cores[t][0]), "warnings": list(cores[t][1]),
-                    "visits": visits[:t], "terms": [terms[v] for v in visits[:t]]}
-                for t in wanted}  # fmt: skip
+        return {
+            t: {
+                "core": list(cores[t][0]),
+                "warnings": list(cores[t][1]),
+                "visits": visits[:t],
+                "terms": [terms[v] for v in visits[:t]],
+            }
+            for t in wanted
+        }
 
     def _rule_core(self, turns: pd.DataFrame, last: int) -> tuple[list[str], list[str]]:
         """The rule-based block after the visit ``last`` (no warnings)."""
         p = self.params
-        core = rule_based_core([f for f in facts_of(turns) if f.visit_idx <= last],
-                               [x for x in _pinned_lines(turns) if x[0] <= last],
-                               int(p["problem_visits"]), int(p["core_items"]))  # fmt: skip
+        core = rule_based_core(
+            [f for f in facts_of(turns) if f.visit_idx <= last],
+            [x for x in _pinned_lines(turns) if x[0] <= last],
+            int(p["problem_visits"]),
+            int(p["core_items"]),
+        )
         return core, []
 
     def _llm_cores(self, subject_id: int, turns: pd.DataFrame, prep: Any) -> Iterator[tuple]:
@@ -173,12 +180,19 @@ class CoreMemory(Strategy):
         limit = int(self.params["core_items"])
         system = CORE_MEMORY_PROMPT.format(max_items=limit)
         for v, g in turns.groupby("visit_idx", sort=True):
-            user = CORE_MEMORY_USER.format(core="\n".join(core) or "(empty)",
-                                           encounter=render_visit(g, with_ids=True, header=True))  # fmt: skip
-            reply = prep.complete([PrepRequest(
-                f"{self.name}|{subject_id}|v{int(v)}|core",
-                [{"role": "system", "content": system}, {"role": "user", "content": user}],
-                max_tokens=1024)])[0]  # fmt: skip
+            user = CORE_MEMORY_USER.format(
+                core="\n".join(core) or "(empty)",
+                encounter=render_visit(g, with_ids=True, header=True),
+            )
+            reply = prep.complete(
+                [
+                    PrepRequest(
+                        f"{self.name}|{subject_id}|v{int(v)}|core",
+                        [{"role": "system", "content": system}, {"role": "user", "content": user}],
+                        max_tokens=1024,
+                    )
+                ]
+            )[0]
             try:
                 parsed = parse_json_reply(reply, f"visit {int(v)} core memory")
                 lines = parsed.get("core") if isinstance(parsed, Mapping) else None
@@ -196,11 +210,7 @@ class CoreMemory(Strategy):
         return CORE_HEADER + "\n" + ("\n".join(f"- {x}" for x in lines) or "(empty)")
 
     def rank_visits(self, artifact: Artifact, question: Mapping[str, Any]) -> list[int]:
-        data = artifact.data
-        return BM25Retrieval.bm25_ranking(
-            {"visits": data.get("visits", []), "terms": data.get("terms", [])},
-            question_text(question),
-        )
+        return bm25_ranking(artifact.data, question_text(question))
 
     def access(
         self, artifact: Artifact | None, question: Mapping[str, Any], turns_now: pd.DataFrame
@@ -221,6 +231,6 @@ class CoreMemory(Strategy):
             **{
                 f"n_{s.replace(' ', '_')}": sum(x.startswith(s + ":") for x in core)
                 for s in SECTIONS
-            },  # fmt: skip
+            },
             "store_tokens": count_text_tokens(self.core_text(artifact)),
         }

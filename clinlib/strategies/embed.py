@@ -252,8 +252,9 @@ class Embedder:
         """Normalised float32 vectors straight from the model (no store)."""
         if self.static:
             # max_length=None: whole texts (model2vec cuts at 512 pieces otherwise).
-            vecs = self.model.encode(texts, max_length=None, normalize=True,
-                                     use_multiprocessing=False)  # fmt: skip
+            vecs = self.model.encode(
+                texts, max_length=None, normalize=True, use_multiprocessing=False
+            )
         else:
             vecs = self.model.encode(
                 texts,

@@ -39,8 +39,9 @@ COMPARISON_COLUMNS: tuple[str, ...] = (
 )
 
 
-def time_visit_encoding(groups: Mapping[int, pd.DataFrame], model: str, store_dir: str | Path
-                        ) -> dict[str, float]:  # fmt: skip
+def time_visit_encoding(
+    groups: Mapping[int, pd.DataFrame], model: str, store_dir: str | Path
+) -> dict[str, float]:
     """Embed every visit chunk of ``groups`` with a fresh embedder into ``store_dir``.
 
     Returns:

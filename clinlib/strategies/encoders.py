@@ -87,9 +87,10 @@ def read_manifest(folder: str | Path = STATIC_MODEL_DIR) -> dict[str, Any]:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise StaticModelError(f"{path} is missing: the static model folder is incomplete; "
-                               "rebuild it with `python -m clinlib.strategies.rebuild_static`"
-                               ) from None  # fmt: skip
+        raise StaticModelError(
+            f"{path} is missing: the static model folder is incomplete; "
+            "rebuild it with `python -m clinlib.strategies.rebuild_static`"
+        ) from None
     except json.JSONDecodeError as exc:
         raise StaticModelError(f"{path} is not valid JSON ({exc})") from None
 
@@ -108,8 +109,10 @@ def verify_folder(folder: str | Path = STATIC_MODEL_DIR) -> dict[str, Any]:
             raise StaticModelError(f"{path} is missing (listed in {folder / MANIFEST})")
         got = sha256_file(path)
         if got != want:
-            raise StaticModelError(f"{path}: sha256 {got[:16]}… does not match the manifest's "
-                                   f"{want[:16]}…; the shipped model was altered")  # fmt: skip
+            raise StaticModelError(
+                f"{path}: sha256 {got[:16]}… does not match the manifest's "
+                f"{want[:16]}…; the shipped model was altered"
+            )
     return manifest
 
 
@@ -224,8 +227,9 @@ def rebuild(out_dir: str | Path) -> dict[str, Any]:
     try:
         from model2vec.distill import distill
     except ImportError as exc:
-        raise StaticModelError(f"rebuilding needs model2vec's distiller ({exc}); "
-                               "pip install 'clintrace-kit[distill]'") from None  # fmt: skip
+        raise StaticModelError(
+            f"rebuilding needs model2vec's distiller ({exc}); pip install 'clintrace-kit[distill]'"
+        ) from None
     source = _source_folder()
     out = Path(out_dir)
     t0 = time.perf_counter()

@@ -34,9 +34,20 @@ from clinlib.strategies.prep import count_text_tokens
 
 EVENTS_FILE = "events.parquet"
 EVENT_COLUMNS: tuple[str, ...] = (
-    "event_id", "subject_id", "time", "kind", "code", "code_system", "label", "value_text",
-    "unit", "ref_low", "ref_high", "flag", "route",
-)  # fmt: skip
+    "event_id",
+    "subject_id",
+    "time",
+    "kind",
+    "code",
+    "code_system",
+    "label",
+    "value_text",
+    "unit",
+    "ref_low",
+    "ref_high",
+    "flag",
+    "route",
+)
 NOT_EQUIVALENT_TASKS: tuple[str, ...] = ("T3", "T4", "T5")  # App. G.8
 TABLE_TITLE = "Patient events (one row per recorded event, in time order):"
 TABLE_HEADER = "| date | kind | event | value | reference / flag | detail |"
@@ -80,8 +91,7 @@ def event_row(e: Mapping[str, Any], with_ids: bool = True) -> str:
     else:
         what, detail = label, ""
     tag = f" [{_s(e.get('event_id'))}]" if with_ids else ""
-    cells = [_when(e.get("time")), kind, what + tag, value or "-", range_flag or "-",
-             detail or "-"]  # fmt: skip
+    cells = [_when(e.get("time")), kind, what + tag, value or "-", range_flag or "-", detail or "-"]
     return "| " + " | ".join(c.replace("|", "/").replace("\n", " ") for c in cells) + " |"
 
 
@@ -157,9 +167,14 @@ class EventTable(StoredTextStrategy):
                 f"dialogue are not in {self._events_path()} (rebuild the dialogues)"
             )
         rows = sorted((ev[i] for i in ids), key=_order)
-        return {"text": render_event_table(rows, bool(self.params["with_ids"])),
-                "n_events": len(rows)}  # fmt: skip
+        return {
+            "text": render_event_table(rows, bool(self.params["with_ids"])),
+            "n_events": len(rows),
+        }
 
     def footprint(self, artifact: Artifact) -> dict[str, Any]:
-        return {"n_items": artifact.data.get("n_events", 0), "item": "events",
-                "store_tokens": count_text_tokens(str(artifact.data.get("text", "")))}  # fmt: skip
+        return {
+            "n_items": artifact.data.get("n_events", 0),
+            "item": "events",
+            "store_tokens": count_text_tokens(str(artifact.data.get("text", ""))),
+        }

@@ -58,8 +58,9 @@ CODE = r"[A-Za-z0-9]+(?:\.[A-Za-z0-9]+)?"
 ABBREVIATED_ENDINGS: tuple[str, ...] = ("EMER",)
 SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
 
-_LAB_LABELS = sorted({lab.label for lab in LAB_PANEL} | set(EXTRA_LAB_LABELS), key=len,
-                     reverse=True)  # fmt: skip
+_LAB_LABELS = sorted(
+    {lab.label for lab in LAB_PANEL} | set(EXTRA_LAB_LABELS), key=len, reverse=True
+)
 LAB_RE = re.compile(
     r"(?<![A-Za-z])(?P<label>" + "|".join(re.escape(x) for x in _LAB_LABELS) + r")(?![A-Za-z])"
     r"(?P<gap>(?:\s*(?:,|:|\bresult\b|\bwas\b|\bat\b|\bof\b|\bmeasured\b|\bis\b|\bcame back at\b"
@@ -187,10 +188,10 @@ class Fact:
             "procedure": f"Procedure {self.name} (code {self.code}){on}",
             "admission": f"Admitted{on} (admission type {self.name})",
             "discharge": f"Discharged{on}" + (f" to {self.name}" if self.name else ""),
-            "symptom": f"Patient reported that {self.name}" + (f" (visit of {self.date})"
-                                                               if self.date else ""),
+            "symptom": f"Patient reported that {self.name}"
+            + (f" (visit of {self.date})" if self.date else ""),
             "negation": self.sentence,
-        }.get(self.kind, self.sentence)  # fmt: skip
+        }.get(self.kind, self.sentence)
         if with_ids and self.ids:
             text += " [" + ", ".join(self.ids) + "]"
         return text
@@ -284,7 +285,7 @@ def _lab_facts(sentence: str, base: dict) -> list[Fact]:
                 unit=m.group("unit"),
                 flag=flag,
                 **{**base, "date": date, "ids": own},
-            )  # fmt: skip
+            )
         )
     return out
 
@@ -295,8 +296,11 @@ def _structured(sentence: str, speaker: str, base: dict) -> list[Fact]:
         m = _match(SYMPTOM_RES, sentence)
         if not m:
             return []
-        return [Fact(kind="symptom", name=p.strip(), **base) for p in m.group("s").split(" and ")
-                if p.strip()]  # fmt: skip
+        return [
+            Fact(kind="symptom", name=p.strip(), **base)
+            for p in m.group("s").split(" and ")
+            if p.strip()
+        ]
     med = _match(MED_RES, sentence)
     # Drug names can contain lab words ("Sodium Chloride 0.9% Flush"): no labs in drug lists.
     facts = [] if med else _lab_facts(sentence, base)
@@ -307,28 +311,59 @@ def _structured(sentence: str, speaker: str, base: dict) -> list[Fact]:
         facts.append(Fact(kind="admission", name=code, **{**base, "date": m.group("date")}))
     elif m := _match(DISCHARGE_RES, sentence):
         code = m.groupdict().get("code") or ""
-        facts.append(Fact(kind="discharge", name=code.strip(),
-                          **{**base, "date": m.group("date")}))  # fmt: skip
+        facts.append(Fact(kind="discharge", name=code.strip(), **{**base, "date": m.group("date")}))
     elif m := med:
         items = _med_items(m.group("items"))
         for i, (drug, dose, unit, route) in enumerate(items):
-            facts.append(Fact(kind="medication", name=drug, value=dose, unit=unit, route=route,
-                              **{**base, "date": m.group("date"),
-                                 "ids": _own_ids(base["ids"], i, len(items))}))  # fmt: skip
+            facts.append(
+                Fact(
+                    kind="medication",
+                    name=drug,
+                    value=dose,
+                    unit=unit,
+                    route=route,
+                    **{
+                        **base,
+                        "date": m.group("date"),
+                        "ids": _own_ids(base["ids"], i, len(items)),
+                    },
+                )
+            )
     elif m := _match(PROCEDURE_RES, sentence):
-        facts.append(Fact(kind="procedure", name=m.group("title").strip(), code=m.group("code"),
-                          **{**base, "date": m.group("date")}))  # fmt: skip
+        facts.append(
+            Fact(
+                kind="procedure",
+                name=m.group("title").strip(),
+                code=m.group("code"),
+                **{**base, "date": m.group("date")},
+            )
+        )
     elif m := _match(DIAGNOSIS_RES, sentence):
-        items = [dm for item in _split_items(m.group("items"), r";\s+(?:and\s+)?")
-                 if (dm := DX_ITEM_RE.match(item.strip()))]  # fmt: skip
+        items = [
+            dm
+            for item in _split_items(m.group("items"), r";\s+(?:and\s+)?")
+            if (dm := DX_ITEM_RE.match(item.strip()))
+        ]
         for i, dm in enumerate(items):
-            facts.append(Fact(kind="diagnosis", name=dm.group("title").strip(),
-                              code=dm.group("code"), **{**base, "date": m.group("date"),
-                              "ids": _own_ids(base["ids"], i, len(items))}))  # fmt: skip
+            facts.append(
+                Fact(
+                    kind="diagnosis",
+                    name=dm.group("title").strip(),
+                    code=dm.group("code"),
+                    **{
+                        **base,
+                        "date": m.group("date"),
+                        "ids": _own_ids(base["ids"], i, len(items)),
+                    },
+                )
+            )
     elif not facts and any(c in sentence.lower() for c in DX_GENERIC_CUES):
         for dm in DX_GENERIC_RE.finditer(sentence):
-            facts.append(Fact(kind="diagnosis", name=dm.group("title").strip(),
-                              code=dm.group("code"), **base))  # fmt: skip
+            facts.append(
+                Fact(
+                    kind="diagnosis", name=dm.group("title").strip(), code=dm.group("code"), **base
+                )
+            )
     if not facts and NEGATION_RE.search(sentence):
         facts.append(Fact(kind="negation", name=sentence, **base))
     return facts
@@ -374,8 +409,13 @@ def extract_facts(turns: pd.DataFrame) -> list[Fact]:
             if dates:
                 running = dates[0]
             inferred = not running
-            base = {"visit_idx": v, "turn_idx": t, "date": running or visit_date.get(v, ""),
-                    "ids": tuple(ids), "sentence": sentence}  # fmt: skip
+            base = {
+                "visit_idx": v,
+                "turn_idx": t,
+                "date": running or visit_date.get(v, ""),
+                "ids": tuple(ids),
+                "sentence": sentence,
+            }
             for f in _structured(sentence, str(row.speaker), base):
                 if f.kind == "lab":
                     vk = (v, f.name, f.value, f.unit)

@@ -41,8 +41,16 @@ EXCLUDED_TASKS: tuple[str, ...] = ("T9",)
 # Appendix C.2 / Figure 14: BGE-M3 hit rates over the retrieval-eligible questions and the
 # per-task eligible n of the caption (data/paper/figure14_hit_rates.csv holds the same).
 PAPER_HIT_RATES: dict[int, float] = {1: 0.595, 3: 0.852, 5: 0.926, 10: 0.979}
-PAPER_HIT_N: dict[str, int] = {"T1": 1500, "T2": 889, "T3": 600, "T4": 53, "T5": 495,
-                               "T6": 700, "T7": 400, "T8": 134}  # fmt: skip
+PAPER_HIT_N: dict[str, int] = {
+    "T1": 1500,
+    "T2": 889,
+    "T3": 600,
+    "T4": 53,
+    "T5": 495,
+    "T6": 700,
+    "T7": 400,
+    "T8": 134,
+}
 FOOTPRINT_COLUMNS: tuple[str, ...] = (
     "subject_id",
     "strategy",
@@ -111,8 +119,9 @@ def artifact_footprint(
     if questions:
         if turns is None:
             raise StrategyError(f"{strategy.name}: the dialogue is needed for context tokens")
-        lens = [count_text_tokens(strategy.access(artifact, q, turns), token_model)
-                for q in questions]  # fmt: skip
+        lens = [
+            count_text_tokens(strategy.access(artifact, q, turns), token_model) for q in questions
+        ]
         row["context_tokens"] = float(np.mean(lens))
     return row
 
@@ -143,10 +152,11 @@ def footprints(
             if len(sids) == 1:
                 by_subject.setdefault(sids[0], []).append(q)
     rows = [
-        artifact_footprint(strategy, art, (dialogues or {}).get(sid), by_subject.get(sid, []),
-                           token_model)
+        artifact_footprint(
+            strategy, art, (dialogues or {}).get(sid), by_subject.get(sid, []), token_model
+        )
         for sid, art in sorted(artifacts.items())
-    ]  # fmt: skip
+    ]
     return pd.DataFrame(rows, columns=list(FOOTPRINT_COLUMNS))
 
 
@@ -254,8 +264,15 @@ def retrieval_hits(
         for k in ks:
             row[f"hit@{k}"] = bool(worst <= k)
         rows.append(row)
-    cols = ["qid", "task", "n_patients", "n_visits", "anchor_visits", "rank",
-            *(f"hit@{k}" for k in ks)]  # fmt: skip
+    cols = [
+        "qid",
+        "task",
+        "n_patients",
+        "n_visits",
+        "anchor_visits",
+        "rank",
+        *(f"hit@{k}" for k in ks),
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -266,8 +283,9 @@ def hit_rates(hits: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["task", "n", *kcols])
     per = hits.groupby("task")[kcols].mean()
     per.insert(0, "n", hits.groupby("task").size())
-    overall = pd.DataFrame([[len(hits), *hits[kcols].mean().tolist()]], columns=["n", *kcols],
-                           index=["overall"])  # fmt: skip
+    overall = pd.DataFrame(
+        [[len(hits), *hits[kcols].mean().tolist()]], columns=["n", *kcols], index=["overall"]
+    )
     out = pd.concat([per, overall]).rename_axis("task").reset_index()
     out["n"] = out["n"].astype(int)
     return out

@@ -141,8 +141,14 @@ class MemoryStore:
         """ADD a memory; returns its id."""
         mid = f"m{self._next}"
         self._next += 1
-        self.items[mid] = {"id": mid, "text": text, "attribute": attribute, "kind": kind,
-                           "created_visit": int(visit_idx), "updated_visit": int(visit_idx)}  # fmt: skip
+        self.items[mid] = {
+            "id": mid,
+            "text": text,
+            "attribute": attribute,
+            "kind": kind,
+            "created_visit": int(visit_idx),
+            "updated_visit": int(visit_idx),
+        }
         self._log("ADD", mid, text, visit_idx)
         return mid
 
@@ -227,8 +233,9 @@ class Mem0Memory(EmbedsQueries, Strategy):
         self._positive_int("k")
         self._positive_int("search_k")
         if self.params["engine"] not in ENGINES:
-            raise StrategyError(f"{self.name}: engine must be one of {ENGINES}, "
-                                f"got {self.params['engine']!r}")  # fmt: skip
+            raise StrategyError(
+                f"{self.name}: engine must be one of {ENGINES}, got {self.params['engine']!r}"
+            )
 
     # -- construction -----------------------------------------------------------------------
     def prepare(self, jobs: Sequence[tuple[int, pd.DataFrame]], prep: Any) -> None:
@@ -238,8 +245,9 @@ class Mem0Memory(EmbedsQueries, Strategy):
         # Rule-based: run every patient's pipeline first, then embed all memories in one batch.
         for sid, turns in jobs:
             self._built[sid] = self._rule_based(turns)
-        self.embedder.ensure([retrieval_text(m["text"]) for d in self._built.values()
-                              for m in d["memories"]])  # fmt: skip
+        self.embedder.ensure(
+            [retrieval_text(m["text"]) for d in self._built.values() for m in d["memories"]]
+        )
 
     def build(self, subject_id: int, turns: pd.DataFrame, prep: Any) -> dict:
         data = getattr(self, "_built", {}).pop(subject_id, None)
@@ -259,19 +267,25 @@ class Mem0Memory(EmbedsQueries, Strategy):
         if self.params["engine"] != "builtin":
             return None
         wanted = {int(t) for t in at}
-        out = {t: self._finish(store, n, list(warnings))
-               for t, store, n, warnings in self._states(subject_id, turns, prep)
-               if t in wanted}  # fmt: skip
-        self.embedder.ensure([retrieval_text(m["text"]) for d in out.values()
-                              for m in d["memories"]])  # fmt: skip
+        out = {
+            t: self._finish(store, n, list(warnings))
+            for t, store, n, warnings in self._states(subject_id, turns, prep)
+            if t in wanted
+        }
+        self.embedder.ensure(
+            [retrieval_text(m["text"]) for d in out.values() for m in d["memories"]]
+        )
         return out
 
     def _finish(self, store: MemoryStore, n_extracted: int, warnings: list[str]) -> dict:
         memories = [
-            {k: v for k, v in m.items() if k in ("id", "text", "kind", "created_visit",
-                                                 "updated_visit")}
+            {
+                k: v
+                for k, v in m.items()
+                if k in ("id", "text", "kind", "created_visit", "updated_visit")
+            }
             for m in store.items.values()
-        ]  # fmt: skip
+        ]
         return {
             "engine": self.params["engine"],
             "memories": memories,
@@ -316,11 +330,21 @@ class Mem0Memory(EmbedsQueries, Strategy):
         for i, (v, g) in enumerate(turns.groupby("visit_idx", sort=True), start=1):
             v = int(v)
             convo = render_visit(g, with_ids=bool(self.params["with_ids"]), header=True)
-            reply = prep.complete([PrepRequest(
-                f"{self.name}|{subject_id}|v{v}|extract",
-                [{"role": "system", "content": FACT_EXTRACTION_PROMPT},
-                 {"role": "user", "content": FACT_EXTRACTION_USER.format(conversation=convo)}],
-                max_tokens=4096)])[0]  # fmt: skip
+            reply = prep.complete(
+                [
+                    PrepRequest(
+                        f"{self.name}|{subject_id}|v{v}|extract",
+                        [
+                            {"role": "system", "content": FACT_EXTRACTION_PROMPT},
+                            {
+                                "role": "user",
+                                "content": FACT_EXTRACTION_USER.format(conversation=convo),
+                            },
+                        ],
+                        max_tokens=4096,
+                    )
+                ]
+            )[0]
             try:
                 parsed = parse_json_reply(reply, f"visit {v} fact extraction")
                 facts = [str(x).strip() for x in parsed.get("facts", []) if str(x).strip()]
@@ -361,13 +385,24 @@ class Mem0Memory(EmbedsQueries, Strategy):
         # or garble real ids.
         temp = {str(i): mid for i, mid in enumerate(similar)}
         old = [{"id": t, "text": store.items[mid]["text"]} for t, mid in temp.items()]
-        reply = prep.complete([PrepRequest(
-            f"{self.name}|{subject_id}|v{v}|update",
-            [{"role": "system", "content": MEMORY_UPDATE_PROMPT},
-             {"role": "user", "content": MEMORY_UPDATE_USER.format(
-                 old=json.dumps(old, ensure_ascii=False), facts=json.dumps(list(facts),
-                                                                           ensure_ascii=False))}],
-            max_tokens=4096)])[0]  # fmt: skip
+        reply = prep.complete(
+            [
+                PrepRequest(
+                    f"{self.name}|{subject_id}|v{v}|update",
+                    [
+                        {"role": "system", "content": MEMORY_UPDATE_PROMPT},
+                        {
+                            "role": "user",
+                            "content": MEMORY_UPDATE_USER.format(
+                                old=json.dumps(old, ensure_ascii=False),
+                                facts=json.dumps(list(facts), ensure_ascii=False),
+                            ),
+                        },
+                    ],
+                    max_tokens=4096,
+                )
+            ]
+        )[0]
         try:
             parsed = parse_json_reply(reply, f"visit {v} memory update")
             actions = parsed.get("memory", []) if isinstance(parsed, Mapping) else []

@@ -40,7 +40,7 @@ _USAGE = {
     "properties": {
         k: {"type": "number", "minimum": 0}
         for k in ("requests", "input_tokens", "output_tokens", "cached_tokens", "cost_usd")
-    },  # fmt: skip
+    },
     "additionalProperties": False,
 }
 TURN_SCHEMA = {
@@ -73,46 +73,66 @@ QUESTION_SCHEMA = {
         "task": {"type": "string"},
         "question": {"type": "string"},
         "options": {"type": "array", "items": {"type": "string"}},
-    },  # fmt: skip
+    },
     "additionalProperties": False,
 }
 _BASE = {"protocol": {"const": PROTOCOL_VERSION}, "memory_id": _STR, "subject_id": _INT}
 SCHEMAS: dict[str, dict[str, Any]] = {
     "reset_request": {
-        "type": "object", "required": ["protocol", "memory_id", "subject_id"],
-        "properties": dict(_BASE), "additionalProperties": False,
+        "type": "object",
+        "required": ["protocol", "memory_id", "subject_id"],
+        "properties": dict(_BASE),
+        "additionalProperties": False,
     },
     "ingest_request": {
-        "type": "object", "required": ["protocol", "memory_id", "subject_id", "seq", "session"],
-        "properties": {**_BASE, "seq": {"type": "integer", "minimum": 1},
-                       "session": SESSION_SCHEMA},
+        "type": "object",
+        "required": ["protocol", "memory_id", "subject_id", "seq", "session"],
+        "properties": {
+            **_BASE,
+            "seq": {"type": "integer", "minimum": 1},
+            "session": SESSION_SCHEMA,
+        },
         "additionalProperties": False,
     },
     "query_request": {
-        "type": "object", "required": ["protocol", "memory_id", "subject_id", "question"],
-        "properties": {**_BASE, "question": QUESTION_SCHEMA}, "additionalProperties": False,
+        "type": "object",
+        "required": ["protocol", "memory_id", "subject_id", "question"],
+        "properties": {**_BASE, "question": QUESTION_SCHEMA},
+        "additionalProperties": False,
     },
     "reset_response": {
-        "type": "object", "required": ["ok"], "properties": {"ok": {"const": True}},
+        "type": "object",
+        "required": ["ok"],
+        "properties": {"ok": {"const": True}},
         "additionalProperties": True,
     },
     "ingest_response": {
-        "type": "object", "required": ["ok", "seq"],
-        "properties": {"ok": {"const": True}, "seq": {"type": "integer", "minimum": 1},
-                       "usage": _USAGE},
+        "type": "object",
+        "required": ["ok", "seq"],
+        "properties": {
+            "ok": {"const": True},
+            "seq": {"type": "integer", "minimum": 1},
+            "usage": _USAGE,
+        },
         "additionalProperties": True,
     },
     "query_response": {
-        "type": "object", "required": ["context"],
-        "properties": {"context": {"type": "string"}, "answer": {"type": ["string", "null"]},
-                       "n_items": {"type": ["integer", "null"], "minimum": 0}},
+        "type": "object",
+        "required": ["context"],
+        "properties": {
+            "context": {"type": "string"},
+            "answer": {"type": ["string", "null"]},
+            "n_items": {"type": ["integer", "null"], "minimum": 0},
+        },
         "additionalProperties": True,
     },
     "error_response": {
-        "type": "object", "required": ["error"],
-        "properties": {"error": {"type": "string"}}, "additionalProperties": True,
+        "type": "object",
+        "required": ["error"],
+        "properties": {"error": {"type": "string"}},
+        "additionalProperties": True,
     },
-}  # fmt: skip
+}
 CALLS: tuple[str, ...] = ("reset", "ingest", "query")
 _TYPES: dict[str, Callable[[Any], bool]] = {
     "object": lambda v: isinstance(v, dict),
@@ -220,8 +240,9 @@ def resolve_service(endpoint: str, timeout_s: float = 30.0, max_retries: int = 4
         try:
             return _SERVICES[text[3:]]
         except KeyError:
-            raise StrategyError(f"no in-process memory service {text!r} is registered "
-                                "(register_memory_service)") from None  # fmt: skip
+            raise StrategyError(
+                f"no in-process memory service {text!r} is registered (register_memory_service)"
+            ) from None
     if text.startswith(("http://", "https://")):
         return HttpMemoryService(text, timeout_s=timeout_s, max_retries=max_retries)
     raise StrategyError(f"memory endpoint {text!r}: expected http(s)://host:port or py:NAME")
@@ -270,18 +291,28 @@ class HttpMemoryService:
     def ingest(
         self, memory_id: str, subject_id: int, seq: int, session: Mapping[str, Any]
     ) -> Mapping[str, float]:
-        reply = self.call("ingest", {"memory_id": memory_id, "subject_id": int(subject_id),
-                                     "seq": int(seq), "session": dict(session)})  # fmt: skip
+        reply = self.call(
+            "ingest",
+            {
+                "memory_id": memory_id,
+                "subject_id": int(subject_id),
+                "seq": int(seq),
+                "session": dict(session),
+            },
+        )
         if reply["seq"] != int(seq):
-            raise MemoryServiceError(f"{self.base_url}/ingest: acknowledged seq {reply['seq']}, "
-                                     f"sent {seq}")  # fmt: skip
+            raise MemoryServiceError(
+                f"{self.base_url}/ingest: acknowledged seq {reply['seq']}, sent {seq}"
+            )
         return dict(reply.get("usage", {}))
 
     def query(
         self, memory_id: str, subject_id: int, question: Mapping[str, Any]
     ) -> Mapping[str, Any]:
-        return self.call("query", {"memory_id": memory_id, "subject_id": int(subject_id),
-                                   "question": dict(question)})  # fmt: skip
+        return self.call(
+            "query",
+            {"memory_id": memory_id, "subject_id": int(subject_id), "question": dict(question)},
+        )
 
     def call(self, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """POST ``/name`` with the request (checked against its schema first), retrying
@@ -300,17 +331,22 @@ class HttpMemoryService:
                     ) from None
                 cap = min(self.backoff_max_s, self.backoff_base_s * 2.0**attempt)
                 self.retries += 1
-                self.sleep(exc.retry_after if exc.retry_after is not None
-                           else self._rng.uniform(0, cap))  # fmt: skip
+                self.sleep(
+                    exc.retry_after if exc.retry_after is not None else self._rng.uniform(0, cap)
+                )
         problem = schema_problem(reply, SCHEMAS[f"{name}_response"])
         if problem:
-            raise MemoryServiceError(f"{self.base_url}/{name} replied outside the protocol: "
-                                     f"{problem}")  # fmt: skip
+            raise MemoryServiceError(
+                f"{self.base_url}/{name} replied outside the protocol: {problem}"
+            )
         return reply
 
     def _post(self, name: str, data: bytes) -> Any:
-        cls = (http.client.HTTPSConnection if self.url.scheme == "https"
-               else http.client.HTTPConnection)  # fmt: skip
+        cls = (
+            http.client.HTTPSConnection
+            if self.url.scheme == "https"
+            else http.client.HTTPConnection
+        )
         conn = cls(self.url.hostname, self.url.port, timeout=self.timeout_s)
         path = f"{self.url.path.rstrip('/')}/{name}"
         try:

@@ -1,5 +1,5 @@
 """The reference memory service: the memory protocol served by one of the kit's own memories
-(issue 32 §1; docs/memory-protocol.md; ``clintrace memory-serve``).
+(docs/memory-protocol.md; ``clintrace memory-serve``).
 
 :class:`ReferenceMemoryService` implements :class:`~clinlib.strategies.memory_protocol.MemoryService`
 in process: it keeps each memory's ingested sessions and, at the first query after an ingest,
@@ -9,8 +9,8 @@ contexts the backend gives in process (tested), and any difference a real servic
 that service's, not the transport's. Rule-based prep spends no tokens, so ingest reports
 zero usage; with an LLM prep model the building happens at query time and is not reported.
 
-:class:`MemoryServer` serves a service over HTTP (stdlib ``http.server``, one write per
-reply on a TCP_NODELAY socket) and can inject faults by a script, for tests: ``500`` / ``503``
+:class:`MemoryServer` serves a service over HTTP (the kit's loopback engine,
+:mod:`clinlib.core.http_server`; a slow service call runs off its event loop) and can inject faults by a script, for tests: ``500`` / ``503``
 / ``429`` (with ``Retry-After: 0``), ``hang`` (reply after ``hang_s``), ``disconnect`` (close
 without a reply), ``malformed`` (200 with a body that is not JSON), ``schema`` (200 with JSON
 outside the protocol) and ``400``; ``latency_s`` delays every reply (a slow service).
@@ -18,25 +18,43 @@ outside the protocol) and ``400``; ``latency_s`` delays every reply (a slow serv
 
 from __future__ import annotations
 
+import asyncio
 import json
-import socket
 import threading
-import time
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pandas as pd
 
+from clinlib.core.http_server import LoopbackServer, Request
 from clinlib.strategies.base import Artifact, StrategyError
 from clinlib.strategies.memory_protocol import CALLS, MemoryServiceError, check_message
 from clinlib.strategies.prep import get_prep
 from clinlib.strategies.registry import get_strategy
 
-MEMORY_FAULT_KINDS: tuple[str, ...] = ("400", "429", "500", "503", "hang", "disconnect",
-                                       "malformed", "schema")  # fmt: skip
+MEMORY_FAULT_KINDS: tuple[str, ...] = (
+    "400",
+    "429",
+    "500",
+    "503",
+    "hang",
+    "disconnect",
+    "malformed",
+    "schema",
+)
 # (arrival index, call name, request payload) -> fault kind or None
 FaultScript = Callable[[int, str, Mapping[str, Any]], "str | None"]
+
+
+# Fault kind -> the reply that replaces the service's (status 0: close without a reply);
+# "hang" is not here: it delays the normal reply.
+FAULT_REPLIES: dict[str, tuple[int, Any, dict[str, str]]] = {
+    "disconnect": (0, None, {}),
+    "malformed": (200, b'{"context": "cut in hal', {}),
+    "schema": (200, {"contexts": ["not the protocol"], "ok": "yes"}, {}),
+    "429": (429, {"error": "rate limited"}, {"Retry-After": "0"}),
+    **{k: (int(k), {"error": f"injected {k}"}, {}) for k in ("400", "500", "503")},
+}
 
 
 class UnknownMemory(MemoryServiceError):
@@ -56,8 +74,9 @@ class ReferenceMemoryService:
         prep: the backend's prep model (default rule-based).
     """
 
-    def __init__(self, backend: str = "mem0", profile: str | None = None,
-                 prep: str = "rule-based") -> None:  # fmt: skip
+    def __init__(
+        self, backend: str = "mem0", profile: str | None = None, prep: str = "rule-based"
+    ) -> None:
         if str(backend).startswith("remote-memory"):
             raise StrategyError("memory-serve: the backend must be one of the kit's own memories")
         self.strategy = get_strategy(backend, profile=profile)
@@ -68,8 +87,11 @@ class ReferenceMemoryService:
 
     def reset(self, memory_id: str, subject_id: int) -> None:
         with self._lock:
-            self._memories[memory_id] = {"subject_id": int(subject_id), "sessions": [],
-                                         "artifact": None}  # fmt: skip
+            self._memories[memory_id] = {
+                "subject_id": int(subject_id),
+                "sessions": [],
+                "artifact": None,
+            }
 
     def ingest(
         self, memory_id: str, subject_id: int, seq: int, session: Mapping[str, Any]
@@ -104,8 +126,10 @@ class ReferenceMemoryService:
     def _memory(self, memory_id: str, subject_id: int) -> dict[str, Any]:
         mem = self._memories.get(memory_id)
         if mem is None:
-            raise UnknownMemory(f"unknown memory_id {memory_id!r} (reset it first; a restarted "
-                                "service forgets: rebuild the remote-memory constructions)")  # fmt: skip
+            raise UnknownMemory(
+                f"unknown memory_id {memory_id!r} (reset it first; a restarted "
+                "service forgets: rebuild the remote-memory constructions)"
+            )
         if mem["subject_id"] != int(subject_id):
             raise UnknownMemory(f"memory {memory_id} belongs to patient {mem['subject_id']}")
         return mem
@@ -118,9 +142,16 @@ class ReferenceMemoryService:
 
 def turns_of(subject_id: int, sessions: list[Mapping[str, Any]]) -> pd.DataFrame:
     """The dialogues.parquet-shaped turns of a memory's ingested sessions."""
-    rows = [{"subject_id": int(subject_id), "visit_idx": int(s["visit_idx"]),
-             "visit_date": s.get("visit_date"), **t}
-            for s in sessions for t in s["turns"]]  # fmt: skip
+    rows = [
+        {
+            "subject_id": int(subject_id),
+            "visit_idx": int(s["visit_idx"]),
+            "visit_date": s.get("visit_date"),
+            **t,
+        }
+        for s in sessions
+        for t in s["turns"]
+    ]
     out = pd.DataFrame(rows)
     if "event_ids" in out.columns:
         out["event_ids"] = [list(x) if isinstance(x, list) else [] for x in out["event_ids"]]
@@ -139,8 +170,10 @@ def dispatch(service: Any, name: str, payload: Mapping[str, Any]) -> dict[str, A
     return dict(service.query(mid, sid, payload["question"]))
 
 
-class MemoryServer:
-    """HTTP front of a memory service, with scripted faults (module docstring).
+class MemoryServer(LoopbackServer):
+    """HTTP front of a memory service, with scripted faults (module docstring). The port is
+    bound at construction, so a taken port fails at once and :attr:`base_url` is known
+    before serving.
 
     Usage::
 
@@ -157,37 +190,15 @@ class MemoryServer:
         latency_s: float = 0.0,
         hang_s: float = 5.0,
     ) -> None:
+        super().__init__(host, port)
         self.service, self.script = service, script
         self.latency_s, self.hang_s = float(latency_s), float(hang_s)
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.faults: list[str] = []
-        self._httpd = ThreadingHTTPServer((host, port), _handler(self))
-        self._httpd.daemon_threads = True
-        self._thread: threading.Thread | None = None
         self._count = threading.Lock()
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> MemoryServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-        self._thread.start()
-
-    def serve_forever(self) -> None:
-        self._httpd.serve_forever()
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self.listen()
+        self.bind_port = self.port  # a restart listens where base_url points
+        self.base_url = f"http://{self.host}:{self.port}"
 
     def fault_for(self, name: str, payload: Mapping[str, Any]) -> str | None:
         """Record the call; the fault the script gives it (None: answer normally)."""
@@ -202,71 +213,43 @@ class MemoryServer:
                 self.faults.append(kind)
         return kind
 
+    async def respond(
+        self, request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        """Check the request, act out its scripted fault, else answer from the service."""
+        status, reply, headers = await self._reply(request)
+        if status == 0:  # a disconnect: close without a reply
+            return False
+        body = reply if isinstance(reply, bytes) else json.dumps(reply, ensure_ascii=False).encode()
+        self.send(writer, status, body, headers=headers)
+        await writer.drain()
+        return True
 
-def _handler(server: MemoryServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: Any) -> None:  # quiet
-            return
-
-        def setup(self) -> None:
-            super().setup()
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
-            name = self.path.rstrip("/").rsplit("/", 1)[-1]
-            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if name not in CALLS:
-                return self._send(404, {"error": f"unknown call {self.path!r}; calls: {CALLS}"})
-            try:
-                payload = json.loads(raw)
-                check_message(f"{name}_request", payload)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                return self._send(400, {"error": f"request is not JSON: {exc}"})
-            except MemoryServiceError as exc:
-                return self._send(400, {"error": str(exc)})
-            if server.latency_s:
-                time.sleep(server.latency_s)
-            fault = server.fault_for(name, payload)
-            if fault is not None and self._fault(fault):
-                return None
-            try:
-                reply = dispatch(server.service, name, payload)
-            except UnknownMemory as exc:
-                return self._send(404, {"error": str(exc)})
-            except OutOfOrder as exc:
-                return self._send(422, {"error": str(exc)})
-            except (StrategyError, ValueError, KeyError) as exc:
-                return self._send(400, {"error": f"{type(exc).__name__}: {exc}"})
-            return self._send(200, reply)
-
-        def _fault(self, kind: str) -> bool:
-            """Act out a fault; True when the reply was replaced (else answer normally)."""
-            if kind == "hang":
-                time.sleep(server.hang_s)
-                return False
-            if kind == "disconnect":
-                self.close_connection = True
-                self.connection.shutdown(socket.SHUT_RDWR)
-                return True
-            if kind == "malformed":
-                self._send(200, None, b'{"context": "cut in hal')
-            elif kind == "schema":
-                self._send(200, {"contexts": ["not the protocol"], "ok": "yes"})
-            elif kind == "429":
-                self._send(429, {"error": "rate limited"}, headers={"Retry-After": "0"})
-            else:
-                self._send(int(kind), {"error": f"injected {kind}"})
-            return True
-
-        def _send(self, status: int, obj: Any, raw: bytes | None = None,
-                  headers: Mapping[str, str] | None = None) -> None:  # fmt: skip
-            body = raw if raw is not None else json.dumps(obj, ensure_ascii=False).encode()
-            head = [f"HTTP/1.1 {status} {self.responses.get(status, ('',))[0]}",
-                    "Content-Type: application/json", f"Content-Length: {len(body)}",
-                    *(f"{k}: {v}" for k, v in (headers or {}).items()), "", ""]  # fmt: skip
-            self.wfile.write("\r\n".join(head).encode("latin-1") + body)
-            self.wfile.flush()
-
-    return Handler
+    async def _reply(self, request: Request) -> tuple[int, Any, dict[str, str]]:
+        """(status, reply object or raw bytes, extra headers); status 0: disconnect."""
+        name = request.path.rstrip("/").rsplit("/", 1)[-1]
+        if request.method != "POST" or name not in CALLS:
+            return 404, {"error": f"unknown call {request.path!r}; calls: {CALLS}"}, {}
+        try:
+            payload = json.loads(request.body)
+            check_message(f"{name}_request", payload)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return 400, {"error": f"request is not JSON: {exc}"}, {}
+        except MemoryServiceError as exc:
+            return 400, {"error": str(exc)}, {}
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        fault = self.fault_for(name, payload)
+        if fault == "hang":  # reply late (after the client may have given up)
+            await asyncio.sleep(self.hang_s)
+        elif fault is not None:
+            return FAULT_REPLIES[fault]
+        try:
+            # the service may take long (a backend's construction): off the event loop
+            return 200, await asyncio.to_thread(dispatch, self.service, name, payload), {}
+        except UnknownMemory as exc:
+            return 404, {"error": str(exc)}, {}
+        except OutOfOrder as exc:
+            return 422, {"error": str(exc)}, {}
+        except (StrategyError, ValueError, KeyError) as exc:
+            return 400, {"error": f"{type(exc).__name__}: {exc}"}, {}

@@ -17,8 +17,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Rebuild the shipped static encoder.")
     parser.add_argument("--verify", action="store_true", help="only check the shipped files")
     parser.add_argument("--out", default=str(E.STATIC_MODEL_DIR), help="target folder")
-    parser.add_argument("--check", action="store_true",
-                        help="compare the rebuilt files with the shipped manifest")  # fmt: skip
+    parser.add_argument(
+        "--check", action="store_true", help="compare the rebuilt files with the shipped manifest"
+    )
     args = parser.parse_args(argv)
     try:
         if args.verify:

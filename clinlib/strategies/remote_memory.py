@@ -63,8 +63,9 @@ def sessions_of(turns: pd.DataFrame) -> list[dict[str, Any]]:
             row = {k: _plain(rec[k]) for k in TURN_FIELDS if k in rec and rec[k] is not None}
             row["turn_idx"] = int(row["turn_idx"])
             rows.append(row)
-        out.append({"visit_idx": int(v), "visit_date": None if pd.isna(date) else str(date),
-                    "turns": rows})  # fmt: skip
+        out.append(
+            {"visit_idx": int(v), "visit_date": None if pd.isna(date) else str(date), "turns": rows}
+        )
     return out
 
 
@@ -105,8 +106,9 @@ class RemoteMemory(Strategy):
     def validate_params(self) -> None:
         ep = str(self.params["endpoint"])
         if not ep.startswith(("http://", "https://", "py:")):
-            raise StrategyError(f"{self.name}: endpoint must be http(s)://host:port or py:NAME, "
-                                f"got {ep!r}")  # fmt: skip
+            raise StrategyError(
+                f"{self.name}: endpoint must be http(s)://host:port or py:NAME, got {ep!r}"
+            )
         if not float(self.params["timeout_s"]) > 0:
             raise StrategyError(f"{self.name}: timeout_s must be > 0")
         if int(self.params["max_retries"]) < 0:
@@ -117,20 +119,28 @@ class RemoteMemory(Strategy):
     def service(self) -> MemoryService:
         """The transport (resolved once)."""
         if self._service is None:
-            self._service = resolve_service(str(self.params["endpoint"]),
-                                            float(self.params["timeout_s"]),
-                                            int(self.params["max_retries"]))  # fmt: skip
+            self._service = resolve_service(
+                str(self.params["endpoint"]),
+                float(self.params["timeout_s"]),
+                int(self.params["max_retries"]),
+            )
         return self._service
 
     def build(self, subject_id: int, turns: pd.DataFrame, prep: Any) -> dict:
         mid = memory_id(subject_id, turns)
         sessions = sessions_of(turns)
         self.service.reset(mid, int(subject_id))
-        replies = [dict(self.service.ingest(mid, int(subject_id), i, s) or {})
-                   for i, s in enumerate(sessions, start=1)]  # fmt: skip
-        return {"endpoint": str(self.params["endpoint"]), "memory_id": mid,
-                "n_sessions": len(sessions), "n_turns": int(len(turns)),
-                "usage": sum_usage(replies)}  # fmt: skip
+        replies = [
+            dict(self.service.ingest(mid, int(subject_id), i, s) or {})
+            for i, s in enumerate(sessions, start=1)
+        ]
+        return {
+            "endpoint": str(self.params["endpoint"]),
+            "memory_id": mid,
+            "n_sessions": len(sessions),
+            "n_turns": int(len(turns)),
+            "usage": sum_usage(replies),
+        }
 
     def _artifact(self, subject_id, turns, prep, data, seconds) -> Artifact:  # noqa: ANN001
         art = super()._artifact(subject_id, turns, prep, data, seconds)
@@ -142,14 +152,19 @@ class RemoteMemory(Strategy):
     ) -> str:
         if artifact is None:
             raise StrategyError(f"{self.name}: no artifact for this patient")
-        reply = self.service.query(str(artifact.data["memory_id"]), int(artifact.subject_id),
-                                   question_payload(question))  # fmt: skip
+        reply = self.service.query(
+            str(artifact.data["memory_id"]), int(artifact.subject_id), question_payload(question)
+        )
         context = reply.get("context") if isinstance(reply, Mapping) else None
         if not isinstance(context, str):
-            raise MemoryServiceError(f"{self.params['endpoint']}: query of {question_id(question)} "
-                                     "returned no 'context' string")  # fmt: skip
+            raise MemoryServiceError(
+                f"{self.params['endpoint']}: query of {question_id(question)} "
+                "returned no 'context' string"
+            )
         return context
 
     def footprint(self, artifact: Artifact) -> dict[str, Any]:
-        return {"n_sessions": int(artifact.data.get("n_sessions", 0)),
-                "n_turns": int(artifact.data.get("n_turns", 0))}  # fmt: skip
+        return {
+            "n_sessions": int(artifact.data.get("n_sessions", 0)),
+            "n_turns": int(artifact.data.get("n_turns", 0)),
+        }

@@ -69,6 +69,22 @@ def visit_chunks(turns: pd.DataFrame) -> list[tuple[int, str]]:
     ]
 
 
+def visit_terms(turns: pd.DataFrame) -> list[tuple[int, list[str]]]:
+    """(visit_idx, BM25 terms) per visit, in time order (the lexical index of a patient)."""
+    return [(v, tokenize(text)) for v, text in visit_chunks(turns)]
+
+
+def bm25_ranking(data: Mapping[str, Any], query: str) -> list[int]:
+    """Visits by descending BM25 score of ``data``'s ``visits`` / ``terms`` (ties:
+    chronological); the lexical ranking of bm25, hybrid and core-memory's archival tier."""
+    visits, terms = list(data.get("visits", [])), list(data.get("terms", []))
+    if not visits:
+        return []
+    q = tokenize(query)
+    scores = BM25Okapi(terms, k1=BM25_K1, b=BM25_B).get_scores(q) if q else np.zeros(len(visits))
+    return [v for _, v in sorted(zip((-s for s in scores), visits, strict=True))]
+
+
 def rrf(rankings: Sequence[Sequence[int]], k: int = RRF_K) -> list[int]:
     """Reciprocal-rank fusion of several rankings (ties by first appearance)."""
     score: dict[int, float] = {}
@@ -129,8 +145,9 @@ class DenseRetrieval(EmbedsQueries, _Retrieval):
     def validate_params(self) -> None:
         super().validate_params()
         if self.params["chunking"] not in CHUNKING:
-            raise StrategyError(f"{self.name}: chunking must be one of {CHUNKING}, "
-                                f"got {self.params['chunking']!r}")  # fmt: skip
+            raise StrategyError(
+                f"{self.name}: chunking must be one of {CHUNKING}, got {self.params['chunking']!r}"
+            )
 
     def _segments(self, turns: pd.DataFrame) -> list[tuple[int, str]]:
         """(visit_idx, text) segments to embed (one per visit unless chunking='max')."""
@@ -202,24 +219,14 @@ class BM25Retrieval(_Retrieval):
     name = "bm25"
     defaults = {"k": 5}
 
-    def build(self, subject_id: int, turns: pd.DataFrame, prep: Any) -> dict:
-        chunks = visit_chunks(turns)
-        return {"visits": [v for v, _ in chunks], "terms": [tokenize(t) for _, t in chunks]}
+    bm25_ranking = staticmethod(bm25_ranking)
 
-    @staticmethod
-    def bm25_ranking(data: Mapping[str, Any], query: str) -> list[int]:
-        """Visits by descending BM25 score (ties: chronological)."""
-        visits, terms = list(data.get("visits", [])), list(data.get("terms", []))
-        if not visits:
-            return []
-        q = tokenize(query)
-        scores = (
-            BM25Okapi(terms, k1=BM25_K1, b=BM25_B).get_scores(q) if q else np.zeros(len(visits))
-        )
-        return [v for _, v in sorted(zip((-s for s in scores), visits, strict=True))]
+    def build(self, subject_id: int, turns: pd.DataFrame, prep: Any) -> dict:
+        terms = visit_terms(turns)
+        return {"visits": [v for v, _ in terms], "terms": [t for _, t in terms]}
 
     def rank_visits(self, artifact: Artifact, question: Mapping[str, Any]) -> list[int]:
-        return self.bm25_ranking(artifact.data, question_text(question))
+        return bm25_ranking(artifact.data, question_text(question))
 
 
 class HybridRetrieval(DenseRetrieval):
@@ -234,15 +241,15 @@ class HybridRetrieval(DenseRetrieval):
 
     def build(self, subject_id: int, turns: pd.DataFrame, prep: Any) -> dict:
         data = super().build(subject_id, turns, prep)
-        chunks = visit_chunks(turns)
-        data["terms"] = [tokenize(t) for _, t in chunks]
-        data["term_visits"] = [v for v, _ in chunks]
+        terms = visit_terms(turns)
+        data["terms"] = [t for _, t in terms]
+        data["term_visits"] = [v for v, _ in terms]
         return data
 
     def rank_visits(self, artifact: Artifact, question: Mapping[str, Any]) -> list[int]:
         query = question_text(question)
         dense = self.dense_ranking(artifact.data, query)
-        lexical = BM25Retrieval.bm25_ranking(
+        lexical = bm25_ranking(
             {"visits": artifact.data["term_visits"], "terms": artifact.data["terms"]}, query
         )
         return rrf([dense, lexical], k=int(self.params["rrf_k"]))

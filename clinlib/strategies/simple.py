@@ -117,8 +117,10 @@ class LastNVisits(VisitSubset):
         return self.held_visits(turns_now)
 
     def footprint(self, artifact: Artifact) -> dict[str, Any]:
-        return {"n_items": min(int(self.params["n"]), artifact.data.get("n_visits", 0)),
-                "item": "visits"}  # fmt: skip
+        return {
+            "n_items": min(int(self.params["n"]), artifact.data.get("n_visits", 0)),
+            "item": "visits",
+        }
 
 
 class LastVisitOnly(LastNVisits):

@@ -185,8 +185,15 @@ def question_units(
 ) -> list[Unit]:
     """The units asked: one per question (static), one per plan row (``stream``)."""
     if plan is None:
-        return [(q, q["task"] if q["task"] in variants else "base",
-                 *variants.get(q["task"], variants["base"]), None) for q in records]  # fmt: skip
+        return [
+            (
+                q,
+                q["task"] if q["task"] in variants else "base",
+                *variants.get(q["task"], variants["base"]),
+                None,
+            )
+            for q in records
+        ]
     by_qid = {q["qid"]: q for q in records}
     checked: dict[int, Checked] = {}  # one per distinct dialogue dict (variants share base)
     cut: dict[tuple[str, int], tuple[Prefixes, Prefixes]] = {}
@@ -229,7 +236,7 @@ def fill_snapshots(
         needs: (subject_id, full built dialogue, checkpoint -> prefixes holding the
             truncated dialogue) (:func:`snapshot_needs`).
         prep: the prep model.
-        cache: the :class:`~clinlib.strategies.construction.ConstructionCache`.
+        cache: the :class:`~clinlib.strategies.cache.ConstructionCache`.
 
     Returns:
         The number of snapshots stored (prefixes already cached are skipped).

@@ -113,8 +113,9 @@ def summary_items(facts: Sequence[Fact], n_visits: int) -> list[tuple[str, str, 
     meds: dict[str, list[Fact]] = {}
     for f in by_kind.get("medication", []):
         meds.setdefault(" ".join(f.name.lower().split()), []).append(f)
-    ranked_meds = sorted(meds.values(), key=lambda fs: (-len({f.visit_idx for f in fs}),
-                                                        fs[0].name.lower()))  # fmt: skip
+    ranked_meds = sorted(
+        meds.values(), key=lambda fs: (-len({f.visit_idx for f in fs}), fs[0].name.lower())
+    )
     for i, fs in enumerate(ranked_meds):
         last = max(fs, key=lambda f: (f.date, f.visit_idx))
         route = f" {last.route}" if last.route else ""
@@ -127,8 +128,9 @@ def summary_items(facts: Sequence[Fact], n_visits: int) -> list[tuple[str, str, 
         pxs.setdefault(f.code, []).append(f.date)
         px_title.setdefault(f.code, f.name)
     for code, ds in pxs.items():
-        items.append(("procedures", f"{px_title[code]} ({code}) on {', '.join(sorted(set(ds)))}",
-                      3))  # fmt: skip
+        items.append(
+            ("procedures", f"{px_title[code]} ({code}) on {', '.join(sorted(set(ds)))}", 3)
+        )
     symptoms = Counter(f.name for f in by_kind.get("symptom", []))
     for s, _ in symptoms.most_common():
         items.append(("symptoms", s, 3))
@@ -172,8 +174,9 @@ def budgeted_summary(
         rank[i] = seen.get((section, prio), 0)
         seen[(section, prio)] = rank[i] + 1
     sections = list(SECTION_LABELS)
-    order = sorted(range(len(items)),
-                   key=lambda i: (items[i][2], rank[i], sections.index(items[i][0])))  # fmt: skip
+    order = sorted(
+        range(len(items)), key=lambda i: (items[i][2], rank[i], sections.index(items[i][0]))
+    )
     chosen_idx: list[int] = []
     used = 0
     for i in order:
@@ -236,8 +239,9 @@ class LLMSummary(StoredTextStrategy):
         if getattr(prep, "is_llm", False):
             text = self._llm_summary(subject_id, turns, prep, budget)
         else:
-            text, left_out = budgeted_summary(facts_of(turns), len(visit_order(turns)), budget,
-                                              token_model)  # fmt: skip
+            text, left_out = budgeted_summary(
+                facts_of(turns), len(visit_order(turns)), budget, token_model
+            )
         text, truncated = truncate_to_budget(text.strip(), budget, token_model)
         return {
             "summary": text,
@@ -263,10 +267,14 @@ class LLMSummary(StoredTextStrategy):
         limit = self._window(prep)
         system = SUMMARY_PROMPT.format(budget=budget)
         if count_text_tokens(dialogue, prep.token_model) <= limit:
-            req = PrepRequest(f"{self.name}|{subject_id}|all",
-                              [{"role": "system", "content": system},
-                               {"role": "user", "content": SUMMARY_USER.format(dialogue=dialogue)}],
-                              max_tokens=budget)  # fmt: skip
+            req = PrepRequest(
+                f"{self.name}|{subject_id}|all",
+                [
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": SUMMARY_USER.format(dialogue=dialogue)},
+                ],
+                max_tokens=budget,
+            )
             return prep.complete([req])[0]
         # Too long for one call: summarise groups of whole visits, then merge (hierarchical).
         groups: list[list[int]] = [[]]
@@ -278,21 +286,36 @@ class LLMSummary(StoredTextStrategy):
                 used = 0
             groups[-1].append(v)
             used += n
-        parts = prep.complete([
-            PrepRequest(f"{self.name}|{subject_id}|part{i}",
-                        [{"role": "system", "content": system},
-                         {"role": "user", "content": SUMMARY_USER.format(
-                             dialogue=render(turns, visits=g))}],
-                        max_tokens=budget)
-            for i, g in enumerate(groups)
-        ])  # fmt: skip
+        parts = prep.complete(
+            [
+                PrepRequest(
+                    f"{self.name}|{subject_id}|part{i}",
+                    [
+                        {"role": "system", "content": system},
+                        {
+                            "role": "user",
+                            "content": SUMMARY_USER.format(dialogue=render(turns, visits=g)),
+                        },
+                    ],
+                    max_tokens=budget,
+                )
+                for i, g in enumerate(groups)
+            ]
+        )
         merged = "\n\n".join(f"Part {i + 1}: {p.strip()}" for i, p in enumerate(parts))
-        req = PrepRequest(f"{self.name}|{subject_id}|merge",
-                          [{"role": "system", "content": MERGE_PROMPT.format(budget=budget)},
-                           {"role": "user", "content": MERGE_USER.format(parts=merged)}],
-                          max_tokens=budget)  # fmt: skip
+        req = PrepRequest(
+            f"{self.name}|{subject_id}|merge",
+            [
+                {"role": "system", "content": MERGE_PROMPT.format(budget=budget)},
+                {"role": "user", "content": MERGE_USER.format(parts=merged)},
+            ],
+            max_tokens=budget,
+        )
         return prep.complete([req])[0]
 
     def footprint(self, artifact: Artifact) -> dict[str, Any]:
-        return {"n_items": int(artifact.data.get("words", 0)), "item": "words",
-                "summary_words": int(artifact.data.get("words", 0))}  # fmt: skip
+        return {
+            "n_items": int(artifact.data.get("words", 0)),
+            "item": "words",
+            "summary_words": int(artifact.data.get("words", 0)),
+        }

@@ -60,11 +60,13 @@ def rows_from_facts(facts: Sequence[Fact], visits: Sequence[int]) -> list[dict[s
     rows = []
     for number, v in enumerate(sorted(by_visit), start=1):
         fs = by_visit[v]
-        rows.append({
-            "visit_idx": v,
-            "number": number,
-            "facts": [f.to_dict() for f in fs if f.kind not in ("symptom", "negation")],
-        })  # fmt: skip
+        rows.append(
+            {
+                "visit_idx": v,
+                "number": number,
+                "facts": [f.to_dict() for f in fs if f.kind not in ("symptom", "negation")],
+            }
+        )
     return rows
 
 
@@ -91,8 +93,9 @@ def render_row(row: Mapping[str, Any], with_ids: bool) -> str:
         labs_by_day.setdefault(f.date, []).append(
             f"{f.name} {f.value} {f.unit}{mark}" + _ids(f, with_ids)
         )
-    labs = "; ".join(f"{d}: " + ", ".join(items) if d else ", ".join(items)
-                     for d, items in labs_by_day.items())  # fmt: skip
+    labs = "; ".join(
+        f"{d}: " + ", ".join(items) if d else ", ".join(items) for d, items in labs_by_day.items()
+    )
     meds = "; ".join(
         f"{f.name} {f.value} {f.unit}{' ' + f.route if f.route else ''}"
         f"{' (' + f.date + ')' if f.date else ''}" + _ids(f, with_ids)
@@ -109,8 +112,9 @@ def render_row(row: Mapping[str, Any], with_ids: bool) -> str:
 
 def render_timeline(rows: Sequence[Mapping[str, Any]], with_ids: bool) -> str:
     """The whole table, with its title and header."""
-    return "\n".join([TIMELINE_TITLE, TABLE_HEADER, TABLE_RULE,
-                      *(render_row(r, with_ids) for r in rows)])  # fmt: skip
+    return "\n".join(
+        [TIMELINE_TITLE, TABLE_HEADER, TABLE_RULE, *(render_row(r, with_ids) for r in rows)]
+    )
 
 
 def _s(value: Any) -> str:
@@ -132,28 +136,68 @@ def facts_from_extraction(reply: Mapping[str, Any], visit_idx: int) -> list[Fact
 
     adm = reply.get("admission")
     if isinstance(adm, Mapping) and (_s(adm.get("date")) or _s(adm.get("type"))):
-        out.append(Fact(kind="admission", date=_s(adm.get("date")), name=_s(adm.get("type")),
-                        ids=ids(adm), **base))  # fmt: skip
+        out.append(
+            Fact(
+                kind="admission",
+                date=_s(adm.get("date")),
+                name=_s(adm.get("type")),
+                ids=ids(adm),
+                **base,
+            )
+        )
     for d in _list(reply.get("labs")):
         if isinstance(d, Mapping) and _s(d.get("name")) and _s(d.get("value")):
             flag = _s(d.get("flag")).lower()
-            out.append(Fact(kind="lab", date=_s(d.get("date")), name=_s(d.get("name")),
-                            value=_s(d.get("value")), unit=_s(d.get("unit")),
-                            flag=flag if flag in FLAG_MARK else "", ids=ids(d), **base))  # fmt: skip
+            out.append(
+                Fact(
+                    kind="lab",
+                    date=_s(d.get("date")),
+                    name=_s(d.get("name")),
+                    value=_s(d.get("value")),
+                    unit=_s(d.get("unit")),
+                    flag=flag if flag in FLAG_MARK else "",
+                    ids=ids(d),
+                    **base,
+                )
+            )
     for d in _list(reply.get("medications")):
         if isinstance(d, Mapping) and _s(d.get("name")):
-            out.append(Fact(kind="medication", date=_s(d.get("date")), name=_s(d.get("name")),
-                            value=_s(d.get("dose")), unit=_s(d.get("unit")),
-                            route=_s(d.get("route")), ids=ids(d), **base))  # fmt: skip
+            out.append(
+                Fact(
+                    kind="medication",
+                    date=_s(d.get("date")),
+                    name=_s(d.get("name")),
+                    value=_s(d.get("dose")),
+                    unit=_s(d.get("unit")),
+                    route=_s(d.get("route")),
+                    ids=ids(d),
+                    **base,
+                )
+            )
     for kind, key in (("diagnosis", "diagnoses"), ("procedure", "procedures")):
         for d in _list(reply.get(key)):
             if isinstance(d, Mapping) and (_s(d.get("code")) or _s(d.get("title"))):
-                out.append(Fact(kind=kind, date=_s(d.get("date")), name=_s(d.get("title")),
-                                code=_s(d.get("code")), ids=ids(d), **base))  # fmt: skip
+                out.append(
+                    Fact(
+                        kind=kind,
+                        date=_s(d.get("date")),
+                        name=_s(d.get("title")),
+                        code=_s(d.get("code")),
+                        ids=ids(d),
+                        **base,
+                    )
+                )
     dis = reply.get("discharge")
     if isinstance(dis, Mapping) and (_s(dis.get("date")) or _s(dis.get("location"))):
-        out.append(Fact(kind="discharge", date=_s(dis.get("date")),
-                        name=_s(dis.get("location")), ids=ids(dis), **base))  # fmt: skip
+        out.append(
+            Fact(
+                kind="discharge",
+                date=_s(dis.get("date")),
+                name=_s(dis.get("location")),
+                ids=ids(dis),
+                **base,
+            )
+        )
     return out
 
 
@@ -179,7 +223,7 @@ def llm_visit_facts(
                 },
             ],
             max_tokens=4096,
-        )  # fmt: skip
+        )
         for v, g in visits
     ]
     facts: list[Fact] = []
@@ -220,6 +264,9 @@ class StructuredTimeline(StoredTextStrategy):
 
     def footprint(self, artifact: Artifact) -> dict[str, Any]:
         rows = artifact.data.get("rows", [])
-        return {"n_items": len(rows), "item": "rows",
-                "n_facts": sum(len(r["facts"]) for r in rows),
-                "store_tokens": count_text_tokens(str(artifact.data.get("text", "")))}  # fmt: skip
+        return {
+            "n_items": len(rows),
+            "item": "rows",
+            "n_facts": sum(len(r["facts"]) for r in rows),
+            "store_tokens": count_text_tokens(str(artifact.data.get("text", ""))),
+        }

@@ -19,12 +19,8 @@ from clinlib.core.config import artifact_path, resolve_profile
 from clinlib.data.build import load
 from clinlib.strategies import PAPER_STRATEGIES, get_strategy
 from clinlib.strategies.base import context_for
-from clinlib.strategies.construction import (
-    ConstructionCache,
-    constructions_dir,
-    question_contexts,
-    split_dialogues,
-)
+from clinlib.strategies.cache import ConstructionCache, constructions_dir
+from clinlib.strategies.construction import question_contexts, split_dialogues
 from clinlib.strategies.facts import facts_of
 from clinlib.strategies.footprints import (
     HIT_KS,
@@ -159,8 +155,9 @@ def hit_long(rates: pd.DataFrame) -> pd.DataFrame:
     """:func:`hit_table` rates in long form: strategy, task (``all`` for the overall row), k,
     hit_rate — the layout of ``figures/05_retrieval_hits.csv``."""
     kcols = [c for c in rates.columns if c.startswith("hit@")]
-    long = rates.melt(id_vars=["strategy", "task"], value_vars=kcols, var_name="k",
-                      value_name="hit_rate")  # fmt: skip
+    long = rates.melt(
+        id_vars=["strategy", "task"], value_vars=kcols, var_name="k", value_name="hit_rate"
+    )
     long["k"] = long["k"].str.replace("hit@", "").astype(int)
     long["task"] = long["task"].replace({"overall": "all"})
     return long.sort_values(["strategy", "task", "k"], kind="stable").reset_index(drop=True)[
@@ -186,8 +183,13 @@ def hit_chart(rates: pd.DataFrame) -> alt.Chart:
     kcols = [c for c in overall.columns if c.startswith("hit@")]
     long = overall.melt(id_vars=["strategy"], value_vars=kcols, var_name="k", value_name="rate")
     long["k"] = long["k"].str.replace("hit@", "").astype(int)
-    paper = pd.DataFrame({"k": list(PAPER_HIT_RATES), "rate": list(PAPER_HIT_RATES.values()),
-                          "strategy": "paper (BGE-M3)"})  # fmt: skip
+    paper = pd.DataFrame(
+        {
+            "k": list(PAPER_HIT_RATES),
+            "rate": list(PAPER_HIT_RATES.values()),
+            "strategy": "paper (BGE-M3)",
+        }
+    )
     data = pd.concat([long, paper], ignore_index=True)
     return (
         alt.Chart(data, title="Retrieval hit@k of the anchor visit")
@@ -220,8 +222,11 @@ def footprint_chart(fp: pd.DataFrame) -> alt.Chart:
 def items_chart(fp: pd.DataFrame) -> alt.HConcatChart:
     """Appendix C.3 panels: Mem0 facts, A-Mem notes and summary words per patient."""
     panels = []
-    for strategy, label in (("mem0", "Mem0 facts"), ("a-mem", "A-Mem notes"),
-                            ("llm-summary", "LLM-summary words")):  # fmt: skip
+    for strategy, label in (
+        ("mem0", "Mem0 facts"),
+        ("a-mem", "A-Mem notes"),
+        ("llm-summary", "LLM-summary words"),
+    ):
         data = fp[fp["strategy"] == strategy][["n_items"]]
         panels.append(
             alt.Chart(data, title=label)
@@ -264,11 +269,19 @@ def demo_question(turns: pd.DataFrame) -> dict[str, Any]:
     target = next((f for f in labs if names.count(f.name) > 1), labs[0] if labs else None)
     sid = int(turns["subject_id"].iloc[0])
     if target is None:
-        return {"qid": "demo", "task": "T1", "subject_ids": [sid],
-                "question": "What happened at the last encounter?"}  # fmt: skip
-    return {"qid": "demo", "task": "T1", "subject_ids": [sid],
-            "question": f"What was the patient's {target.name} on {target.date}?",
-            "gold": f"{target.value} {target.unit}"}  # fmt: skip
+        return {
+            "qid": "demo",
+            "task": "T1",
+            "subject_ids": [sid],
+            "question": "What happened at the last encounter?",
+        }
+    return {
+        "qid": "demo",
+        "task": "T1",
+        "subject_ids": [sid],
+        "question": f"What was the patient's {target.name} on {target.date}?",
+        "gold": f"{target.value} {target.unit}",
+    }
 
 
 def injection_table(

@@ -88,8 +88,10 @@ class WindowVisits(VisitSubset):
             (isinstance(m, int) and m >= 0) or (isinstance(m, float) and m == INF)
         )
         if not ok:
-            raise StrategyError(f"strategy {self.name!r}: m must be an integer >= 0 or inf, "
-                                f"got {self.params['m']!r}")  # fmt: skip
+            raise StrategyError(
+                f"strategy {self.name!r}: m must be an integer >= 0 or inf, "
+                f"got {self.params['m']!r}"
+            )
         self.params["m"] = m
 
     def label(self) -> str:
@@ -153,5 +155,7 @@ class HistoryVisits(WindowVisits):
     def footprint(self, artifact: Artifact) -> dict[str, Any]:
         n = artifact.data.get("n_visits", 0)
         m = self.params["m"]
-        return {"n_items": max(0, n - 1) if math.isinf(m) else min(max(0, n - 1), int(m)),
-                "item": "visits"}  # fmt: skip
+        return {
+            "n_items": max(0, n - 1) if math.isinf(m) else min(max(0, n - 1), int(m)),
+            "item": "visits",
+        }

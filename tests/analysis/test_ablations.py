@@ -10,7 +10,7 @@ from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
 from clinlib.analysis import ablations
-from clinlib.analysis import cluster_stats as cs
+from clinlib.analysis.stats import cluster as cs
 
 
 def preds_for(label: str, task: str, correct: list[bool], setting: str = "post") -> pd.DataFrame:

@@ -24,7 +24,7 @@ def _alpha_defaults():
 
 def test_every_alpha_default_is_the_kit_level():
     found = dict(_alpha_defaults())
-    assert "clinlib.analysis.stats.wilson_ci" in found  # the walk sees the stats
+    assert "clinlib.analysis.stats.question.wilson_ci" in found  # the walk sees the stats
     assert {k: v for k, v in found.items() if v != ALPHA} == {}
 
 

@@ -1,4 +1,4 @@
-"""Tests for clinlib.analysis.cluster_stats: hand-worked cases, and statsmodels (OLS with
+"""Tests for clinlib.analysis.stats.cluster: hand-worked cases, and statsmodels (OLS with
 cluster-robust errors) / scipy (exact paired permutation test, one-way ANOVA) as independent
 implementations."""
 
@@ -10,10 +10,10 @@ import pytest
 import statsmodels.api as sm
 from scipy import stats as sps
 
-from clinlib.analysis import cluster_report as cr
-from clinlib.analysis import cluster_stats as cs
 from clinlib.analysis import stats
-from clinlib.analysis.stats import StatsInputError
+from clinlib.analysis.stats import cluster as cs
+from clinlib.analysis.stats import cluster_tables as cr
+from clinlib.analysis.stats.question import StatsInputError
 
 # Hand case: patient A answers 1,1,0; B 0,0; C 1.  N = 6, G = 3, p = 1/2.
 Y = np.array([1, 1, 0, 0, 0, 1], dtype=float)
@@ -351,7 +351,7 @@ def test_cr1_is_gee_sandwich_with_small_sample_factor(seed):
 def test_overlap_robust_by_hand():
     """Rows 0-1 share patient a, rows 1-3 patient b, row 2 shares none: with y = 1, 1, 0, 0
     (e = .5, .5, -.5, -.5) the variance is (sum e^2 + 2 (e0 e1 + e1 e3)) / N^2 = 1 / 16."""
-    from clinlib.analysis.cluster_stats import overlap_robust_ci
+    from clinlib.analysis.stats.cluster import overlap_robust_ci
 
     r = overlap_robust_ci([1, 1, 0, 0], [{"a"}, {"a", "b"}, {"c"}, {"b"}])
     assert r.estimate == 0.5 and r.se == pytest.approx(0.25)
@@ -366,7 +366,7 @@ def test_overlap_robust_by_hand():
 def test_overlap_robust_on_a_partition_is_statsmodels_cr0():
     """One unit per row: the overlap-robust se is statsmodels' cluster se without the
     small-sample correction (intercept-only OLS)."""
-    from clinlib.analysis.cluster_stats import overlap_robust_ci
+    from clinlib.analysis.stats.cluster import overlap_robust_ci
 
     rng = np.random.default_rng(3)
     groups = rng.integers(0, 9, size=60)

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from clinlib.analysis.cluster_stats import cluster_bootstrap_ci, cluster_robust_ci
 from clinlib.analysis.evidence import loss_split, lost_in, recall_of_contexts, recall_table
-from clinlib.analysis.stats import StatsInputError, bootstrap_ci
+from clinlib.analysis.stats.cluster import cluster_bootstrap_ci, cluster_robust_ci
+from clinlib.analysis.stats.question import StatsInputError, bootstrap_ci
 
 
 def _questions() -> pd.DataFrame:

@@ -8,7 +8,7 @@ import pytest
 
 from clinlib.analysis import headline
 from clinlib.analysis.metrics import accuracy_table
-from clinlib.analysis.stats import holm_bonferroni
+from clinlib.analysis.stats.question import holm_bonferroni
 from clinlib.core.prose import ClaimFailed
 
 

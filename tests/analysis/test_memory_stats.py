@@ -12,7 +12,7 @@ from scipy.stats import friedmanchisquare
 
 from clinlib.analysis import memory_stats as M
 from clinlib.analysis.metrics.common import MetricsInputError
-from clinlib.analysis.stats import wilson_ci
+from clinlib.analysis.stats.question import wilson_ci
 from clinlib.strategies.base import Artifact
 
 FACTS = pd.DataFrame([

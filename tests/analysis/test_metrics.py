@@ -12,7 +12,7 @@ from sklearn.metrics import f1_score
 
 from clinlib.analysis import metrics
 from clinlib.analysis.metrics import MetricsInputError
-from clinlib.analysis.stats import wilson_ci
+from clinlib.analysis.stats.question import wilson_ci
 
 TASKS = [f"T{i}" for i in range(1, 10)]
 TASK_N = dict(zip(TASKS, [1500, 889, 600, 53, 495, 700, 400, 134, 1500], strict=True))

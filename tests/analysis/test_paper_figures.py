@@ -19,7 +19,7 @@ from clinlib.analysis import metrics
 from clinlib.analysis import paper_figures as pf
 from clinlib.analysis.paper import BACKBONES, STRATEGIES, TASK_N, TASKS, recompute_pooled_macro
 from clinlib.analysis.paper_figures import PaperFiguresError
-from clinlib.analysis.paper_figures.claims import Claim, Evidence, Ours, claim_rows
+from clinlib.analysis.paper_figures.claim_record import Claim, Evidence, Ours, claim_rows
 
 DS, GPT, HK, SN = BACKBONES
 BLIND, FULL = "no-context-blind", "full-context"

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from statsmodels.stats.proportion import proportion_confint
 
-from clinlib.analysis import paper, probe
+from clinlib.analysis import paper, probe, probe_artifacts
 from clinlib.core import config
 from clinlib.eval.slices import local_slice
 from clinlib.strategies.base import Artifact
@@ -193,7 +193,7 @@ def test_prep_outputs_counts_items_and_warnings(monkeypatch):
         "a-mem": _artifact("a-mem", {"notes": [{"content": "x" * 300}, {"content": "y"}],
                                      "warnings": ["visit 0 note: not JSON"]}),
     }  # fmt: skip
-    monkeypatch.setattr(probe, "load_artifacts", lambda name, *a, **k: {7: made[name]})
+    monkeypatch.setattr(probe_artifacts, "load_artifacts", lambda name, *a, **k: {7: made[name]})
     got = probe.prep_outputs(7, "p", prep="some-llm", excerpt_chars=10).set_index("strategy")
     assert got["items"].to_dict() == {"llm-summary": 1, "mem0": 0, "a-mem": 2}
     assert got["prep_warnings"].to_dict() == {"llm-summary": 0, "mem0": 2, "a-mem": 1}

@@ -13,7 +13,7 @@ from statsmodels.stats.power import NormalIndPower
 from statsmodels.stats.proportion import proportion_confint
 
 from clinlib.analysis import stats
-from clinlib.analysis.stats import StatsInputError
+from clinlib.analysis.stats.question import StatsInputError
 
 # ----------------------------------------------------------------------------- Wilson
 

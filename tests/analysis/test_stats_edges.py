@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.stats as sps
 
-from clinlib.analysis.stats import (
+from clinlib.analysis.stats.question import (
     StatsInputError,
     holm_bonferroni,
     mcnemar,

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 import scipy.stats as sps
 
-from clinlib.analysis import stats
-from clinlib.analysis.stats import (
+from clinlib.analysis.stats import question as stats  # reads its private helpers too
+from clinlib.analysis.stats.question import (
     StatsInputError,
     bootstrap_ci,
     paired_bootstrap_diff,
@@ -151,8 +151,8 @@ def test_one_dimensional_float_input_messages():
     with pytest.raises(StatsInputError, match=r"^y contains 1 NaN"):
         pearson([1, 2, 3, 4], [1, 2, 3, math.nan])
     # booleans and integers are read as numbers
-    assert stats._as_1d_float([True, False, 2], "v").tolist() == [1.0, 0.0, 2.0]
-    assert stats._as_1d_float([True, False], "v").dtype == np.float64
+    assert stats.as_1d_float([True, False, 2], "v").tolist() == [1.0, 0.0, 2.0]
+    assert stats.as_1d_float([True, False], "v").dtype == np.float64
 
 
 # --------------------------------------------------------------------------- paired diff
@@ -259,10 +259,10 @@ def test_bool_array_messages():
     with pytest.raises(StatsInputError, match=r"found value -1.0 at position 0$"):
         stats.mcnemar([-1.0, 1.0], [1.0, 1.0])
     # a Series without missing values, 0/1 numbers and bools are all fine
-    assert stats._as_bool_array(pd.Series([1, 0, 1]), "v").tolist() == [True, False, True]
-    assert stats._as_bool_array(np.array([0.0, 1.0]), "v").dtype == bool
+    assert stats.as_bool_array(pd.Series([1, 0, 1]), "v").tolist() == [True, False, True]
+    assert stats.as_bool_array(np.array([0.0, 1.0]), "v").dtype == bool
     both = np.array([True, False])
-    assert stats._as_bool_array(both, "v") is both
+    assert stats.as_bool_array(both, "v") is both
 
 
 # --------------------------------------------------------------------------- pairwise

@@ -7,7 +7,7 @@ import pytest
 
 from clinlib.analysis import streaming as S
 from clinlib.analysis.metrics.common import MetricsInputError
-from clinlib.analysis.stats import wilson_ci
+from clinlib.analysis.stats.question import wilson_ci
 
 
 def preds() -> pd.DataFrame:

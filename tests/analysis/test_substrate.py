@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from clinlib.analysis.stats import StatsInputError
+from clinlib.analysis.stats.question import StatsInputError
 from clinlib.analysis.substrate import POOLED, substrate_gap
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from clinlib.analysis import temporal as T
 from clinlib.analysis.metrics import MetricsInputError
-from clinlib.analysis.stats import wilson_ci
+from clinlib.analysis.stats.question import wilson_ci
 
 
 def _events() -> pd.DataFrame:

@@ -38,7 +38,7 @@ def test_clip_context_keeps_head_and_anchor_lines():
     assert elided == len(ctx) - (28 + 1 + 28) - (4 * 30 + 3)
     assert shown.count("characters not shown") == 2
     # LAB-1 must not match LAB-150 / LAB-15
-    spans = P._mention_spans(ctx, ["LAB-1"], 0)
+    spans = P.mention_spans(ctx, ["LAB-1"], 0)
     assert len(spans) == 1
 
 

@@ -16,7 +16,7 @@ from clinlib.cli import app
 from clinlib.core import config, guards
 from clinlib.core.guards import StageError
 from clinlib.data.sources.mimic import SourceSchemaError, open_hosp
-from clinlib.eval import cells, runner, store
+from clinlib.eval import records, runner, store
 from tests import hosp_fixture
 from tests import strategy_fixtures as F
 from tests.data.test_mimic_loader import CSV, with_table, write_hosp
@@ -177,8 +177,8 @@ def test_notebooks_refuse_a_never_built_profile(tmp_build):
 
 
 def test_runner_accepts_a_bare_strategy_string(quick_built):
-    assert cells.listed("full-context") == ["full-context"]
-    assert cells.listed(("a", "b")) == ["a", "b"]
+    assert records.listed("full-context") == ["full-context"]
+    assert records.listed(("a", "b")) == ["a", "b"]
     out = runner.estimate("quick", "no-context-blind", "gpt-4o-mini", "post", limit=1,
                           tasks="T1")  # fmt: skip
     assert out["strategy"].tolist() == ["no-context-blind"] and out["questions"].tolist() == [1]
@@ -318,7 +318,7 @@ def test_cli_turns_an_untranslated_duckdb_error_into_one_line():
     import duckdb
     import typer
 
-    from clinlib import cli
+    from clinlib.cli import common as cli
 
     def boom():
         raise duckdb.ConversionException(
@@ -328,12 +328,12 @@ def test_cli_turns_an_untranslated_duckdb_error_into_one_line():
         )
 
     with pytest.raises(typer.Exit) as info:
-        cli._run(boom)
+        cli.run_stage(boom)
     assert info.value.exit_code == 2
 
 
 def test_stage_table_shares_and_total_worked_by_hand():
-    from clinlib.cli import stage_table
+    from clinlib.cli.pipeline import stage_table
 
     table = stage_table([("synth", 10.0), ("strategies (post)", 30.0)])
     assert table.splitlines() == [

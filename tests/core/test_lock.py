@@ -267,10 +267,10 @@ def test_sigterm_stops_a_writer_like_ctrl_c(tmp_build):
         import os, signal, time
         from pathlib import Path
         import pandas as pd
-        from clinlib import cli
+        from clinlib.cli import common as cli
         from clinlib.core import config, guards
         config.BUILD_DIR = Path({str(tmp_build)!r})
-        with cli._writer("p"), guards.stage_run("cohort", "p") as staging:
+        with cli.writer_lock("p"), guards.stage_run("cohort", "p") as staging:
             pd.DataFrame({{"x": [2]}}).to_parquet(staging.path("cohort.parquet"))
             os.kill(os.getpid(), signal.SIGTERM)  # `kill <pid>` mid-stage
             time.sleep(30)
@@ -293,14 +293,17 @@ def test_a_notebook_run_takes_the_lock_and_a_writers_child_shares_it(tmp_build, 
 
     with _holder(tmp_build, "t") as proc:
         with pytest.raises(lock.ProfileBusy, match=f"pid {proc.pid}"):
-            runner.run("t", ["no-context-blind"], ["reference"], progress=False,
-                       wait_for_lock=0)  # fmt: skip
+            runner.run(runner.RunSpec("t", ["no-context-blind"], ["reference"]),
+                       runner.RunOptions(progress=False, wait_for_lock=0))  # fmt: skip
     assert not (tmp_build / "t" / "predictions").exists()
     # by default a notebook's run waits its turn (make test runs two notebooks at a time):
     # it takes the lock once the holder ends, and only then fails, on the profile not built
     with _holder(tmp_build, "t", hold_s=1.0) as proc:
         with pytest.raises(Exception, match="does not exist") as info:
-            runner.run("t", ["no-context-blind"], ["reference"], progress=False)
+            runner.run(
+                runner.RunSpec("t", ["no-context-blind"], ["reference"]),
+                runner.RunOptions(progress=False),
+            )
         assert not isinstance(info.value, lock.ProfileBusy)
         assert f"being written by pid {proc.pid}" in capsys.readouterr().err  # it waited
         proc.wait(timeout=30)

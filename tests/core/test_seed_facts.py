@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from clinlib.core import seed_facts as sf
+from clinlib.core import seed_sections as ss
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -96,13 +97,13 @@ def test_mixed_noise_ratio_from_the_seed_is_two():
     assert ratio == 2.0
 
 
-@pytest.mark.parametrize("section", sf._SECTIONS, ids=lambda s: f"{s.seed}-{s.number}")
+@pytest.mark.parametrize("section", ss.ALL_SECTIONS, ids=lambda s: f"{s.seed}-{s.number}")
 def test_sections_and_their_subheadings_are_in_the_seed(section):
     path = SEEDS_DIR / f"{section.seed}.txt"
     if not path.exists():
         pytest.skip(f"seed text {path} not present (set CLINTRACE_SEEDS_DIR)")
     lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
-    starts = {s.number: lines.index(s.heading) for s in sf._SECTIONS if s.seed == section.seed}
+    starts = {s.number: lines.index(s.heading) for s in ss.ALL_SECTIONS if s.seed == section.seed}
     begin = starts[section.number]
     later = [i for i in starts.values() if i > begin]
     body = _ws(" ".join(lines[begin : min(later) if later else len(lines)]))
@@ -112,14 +113,14 @@ def test_sections_and_their_subheadings_are_in_the_seed(section):
 
 def test_section_citation_check():
     ok = 'MedMemoryBench §4 "Noise Augmentation" and MedMemoryBench §5 "Evaluation Protocol"'
-    assert sf.check_section_citations(ok) == []
-    bad = sf.check_section_citations('(MedMemoryBench §3 "Noise Augmentation"; x)')
+    assert ss.check_section_citations(ok) == []
+    bad = ss.check_section_citations('(MedMemoryBench §3 "Noise Augmentation"; x)')
     assert bad == ["'MedMemoryBench §3 \"Noise Augmentation\"': 'Noise Augmentation' is in §4, "
                    "not §3"]  # fmt: skip
-    assert sf.check_section_citations("MedMemoryBench §9") == ["'MedMemoryBench §9': "
+    assert ss.check_section_citations("MedMemoryBench §9") == ["'MedMemoryBench §9': "
                                                               "MedMemoryBench has no §9"]  # fmt: skip
-    assert sf.check_section_citations('LongMedBench §"event retrieval"') == []
-    assert sf.check_section_citations("MedMemoryBench §5 repeats") == [
+    assert ss.check_section_citations('LongMedBench §"event retrieval"') == []
+    assert ss.check_section_citations("MedMemoryBench §5 repeats") == [
         "'MedMemoryBench §5': name the sub-heading, e.g. §5 \"Query Design\""
     ]
 
@@ -128,28 +129,28 @@ def test_paper_section_citations_are_checked_against_clintracebench():
     # "paper" is ClinTraceBench; its sections are numbered to one decimal, so a number alone
     # is checked for existence, and a quoted label must be one of that section's labels
     assert (
-        sf.check_section_citations('paper §5.5, paper §3 "Task\nsuite", Paper §4 ("Backbones")')
+        ss.check_section_citations('paper §5.5, paper §3 "Task\nsuite", Paper §4 ("Backbones")')
         == []
     )
-    assert sf.check_section_citations('paper §4 "dense-retrieval — BGE-M3 chunk embeddings"') == []
-    assert sf.check_section_citations('paper §4 "Evaluation protocol"') == [
+    assert ss.check_section_citations('paper §4 "dense-retrieval — BGE-M3 chunk embeddings"') == []
+    assert ss.check_section_citations('paper §4 "Evaluation protocol"') == [
         "'paper §4 \"Evaluation protocol\"': 'Evaluation protocol' is in no section in the "
         "table, not §4"
     ]
-    assert sf.check_section_citations('ClinTraceBench §3 "Backbones"') == [
+    assert ss.check_section_citations('ClinTraceBench §3 "Backbones"') == [
         "'ClinTraceBench §3 \"Backbones\"': 'Backbones' is in §4, not §3"
     ]
-    assert sf.check_section_citations("the paper's §5.8") == [
+    assert ss.check_section_citations("the paper's §5.8") == [
         '"paper\'s §5.8": ClinTraceBench has no §5.8'
     ]
-    assert sf.check_section_citations("Appendix G.8 and App. C.3") == []
-    assert sf.check_section_citations("Appendix G.9") == [
+    assert ss.check_section_citations("Appendix G.8 and App. C.3") == []
+    assert ss.check_section_citations("Appendix G.9") == [
         "'Appendix G.9': ClinTraceBench's Appendix G has no G.9"
     ]
     # another seed's appendix is not ClinTraceBench's (MedMemoryBench's judge prompts, D.1)
-    assert sf.check_section_citations("MedMemoryBench Appendix D.1") == []
-    assert sf.check_section_citations("MedMemoryBench's Appendix D.1 prompts") == []
-    assert sf.check_section_citations("the seed's Appendix D.1") == [
+    assert ss.check_section_citations("MedMemoryBench Appendix D.1") == []
+    assert ss.check_section_citations("MedMemoryBench's Appendix D.1 prompts") == []
+    assert ss.check_section_citations("the seed's Appendix D.1") == [
         "'Appendix D.1': ClinTraceBench's Appendix D has no D.1"
     ]
 
@@ -165,7 +166,7 @@ def _cited_texts():
 
 def test_section_citations_in_the_kit_match_the_seed():
     bad = [f"{path}: {msg}" for path, text in _cited_texts()
-           for msg in sf.check_section_citations(text)]  # fmt: skip
+           for msg in ss.check_section_citations(text)]  # fmt: skip
     assert not bad, "\n".join(bad)
 
 

@@ -22,9 +22,9 @@ from clinlib.data.sources import synthetic as syn
 from clinlib.data.sources import synthetic_shapes as shp
 from clinlib.data.sources import synthetic_vocab as sv
 from clinlib.data.sources.synthetic import generate as syn_generate
-from clinlib.data.sources.synthetic.arrow import _ChunkIds
-from clinlib.data.sources.synthetic.labvalues import _creatinine_from_egfr
-from clinlib.data.sources.synthetic.population import _population
+from clinlib.data.sources.synthetic.arrow import ChunkIds
+from clinlib.data.sources.synthetic.labvalues import creatinine_from_egfr
+from clinlib.data.sources.synthetic.population import draw_population
 from clinlib.data.vocab import INDEX_DISEASE_ICD, INDEX_DISEASES, LAB_BY_KEY, PANEL_ITEMIDS
 
 QUICK = PROFILES["quick"]
@@ -372,7 +372,7 @@ def test_creatinine_inverts_ckd_epi_2021():
     egfr = np.array([120.0, 90, 60, 45, 30, 15, 8, 100, 60, 20])
     female = np.array([0, 0, 0, 1, 1, 1, 0, 1, 0, 1], dtype=bool)
     age = np.array([30.0, 50, 60, 70, 80, 65, 55, 40, 75, 85])
-    scr = _creatinine_from_egfr(egfr, female, age)
+    scr = creatinine_from_egfr(egfr, female, age)
     assert np.allclose(_ckd_epi_2021(scr, female, age), egfr)
     # By hand: 60-year-old man, eGFR 60 -> (Scr/0.9)^-1.2 = 60 / (142 * 0.9938^60) = 0.6136,
     # so Scr = 0.9 * 0.6136^(-1/1.2) = 1.352 mg/dL.
@@ -511,7 +511,7 @@ def test_each_mode_fails_exactly_its_documented_rules(quick):
 def test_visit_distribution_matches_the_paper_cohort():
     # Appendix C.1: visits per patient median 10, mean 16.0, max 93.
     rng = np.random.default_rng(0)
-    p = _population(rng, 40_000)
+    p = draw_population(rng, 40_000)
     n = p.n_adm[p.mode == syn.MODES.index("index")]
     assert np.median(n) == 10 and 14.5 < n.mean() < 17.5 and n.max() <= 93 and n.min() >= 2
 
@@ -604,7 +604,7 @@ def test_format_fixed_by_hand():
 
 
 def test_id_ranges_are_guarded():
-    ids = _ChunkIds(first_patient=100, chunk_patients=10)
+    ids = ChunkIds(first_patient=100, chunk_patients=10)
     assert ids.subject == 10_000_100 and ids.hadm == 20_000_000 + 100 * syn.HADM_PER_PATIENT
     ids.check("labevent", ids.labevent, 10 * syn.LABEVENTS_PER_PATIENT, syn.LABEVENTS_PER_PATIENT)
     with pytest.raises(syn.SyntheticConfigError, match="chunk_patients"):

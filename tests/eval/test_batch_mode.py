@@ -35,9 +35,8 @@ def test_batch_run_matches_live_rows_at_half_price(profile, tmp_path):  # noqa: 
     with BatchServer(answer=answer, line_faults={"T1-q03|no-context-blind|fault|none|post":
                                                  "error"}) as srv:  # fmt: skip
         cfg = write_config(tmp_path / "c.toml", srv.base_url)
-        summary = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg,
-                             progress=False, mode="batch", batch_options=FAST_BATCH,
-                             client_options=FAST)  # fmt: skip
+        summary = runner.run(runner.RunSpec(profile, ["no-context-blind"], ["fault"]),
+                             runner.RunOptions(config=cfg, progress=False, mode="batch", batch_options=FAST_BATCH, client_options=FAST))  # fmt: skip
         assert srv.n_batches == 1 and srv.n_requests == 0  # no live call at all
         preds = runner.load_predictions(profile)
         assert len(preds) == 12 and preds["error"].notna().sum() == 1
@@ -57,8 +56,8 @@ def test_batch_run_matches_live_rows_at_half_price(profile, tmp_path):  # noqa: 
         with ResponseCache(default_cache_path(profile), readonly=True) as cache:
             assert len(cache) == 11
         # The failed one is re-asked live with retry_errors: the cache serves the other 11.
-        runner.run(profile, ["no-context-blind"], ["fault"], config=cfg, progress=False,
-                   retry_errors=True, client_options=FAST)  # fmt: skip
+        runner.run(runner.RunSpec(profile, ["no-context-blind"], ["fault"]),
+                   runner.RunOptions(config=cfg, progress=False, retry_errors=True, client_options=FAST))  # fmt: skip
         assert srv.n_requests == 1
     assert runner.load_predictions(profile)["error"].isna().all()
 
@@ -98,13 +97,13 @@ def test_budget_is_checked_at_the_batch_price(profile, tmp_path):  # noqa: F811 
                               config=cfg).set_index("strategy")  # fmt: skip
         # Half the live upper bound holds the whole cell at the batch price (live: ~6 of 12).
         budget = float(est.loc["no-context-blind", "cost_usd_max"]) / 2 * 1.001
-        whole = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg, progress=False,
-                           budget_usd=budget, mode="batch", batch_options=FAST_BATCH).iloc[0]  # fmt: skip
+        whole = runner.run(runner.RunSpec(profile, ["no-context-blind"], ["fault"]),
+                           runner.RunOptions(config=cfg, progress=False, budget_usd=budget, mode="batch", batch_options=FAST_BATCH)).iloc[0]  # fmt: skip
         assert whole["n_predicted"] == 12 and whole["stopped"] is None
         assert len(srv.lines_run) == 12
         half = float(est.loc["full-context", "batch_cost_usd_max"]) / 2
-        cut = runner.run(profile, ["full-context"], ["fault"], config=cfg, progress=False,
-                         budget_usd=half, mode="batch", batch_options=FAST_BATCH).iloc[0]  # fmt: skip
+        cut = runner.run(runner.RunSpec(profile, ["full-context"], ["fault"]),
+                         runner.RunOptions(config=cfg, progress=False, budget_usd=half, mode="batch", batch_options=FAST_BATCH)).iloc[0]  # fmt: skip
         assert cut["stopped"].startswith("budget") and 0 < cut["n_predicted"] < 12
         assert len(srv.lines_run) - 12 == cut["n_predicted"]
         assert 0 < cut["new_cost_usd"] <= half
@@ -117,11 +116,11 @@ def test_two_backbones_are_submitted_before_either_is_awaited(profile, tmp_path)
         cfg.write_text(cfg.read_text() + second.replace('"gpt-4o-mini"', '"gpt-4o"'))
         kwargs = dict(config=cfg, progress=False, mode="batch")
         with pytest.raises(BatchPending) as pending:
-            runner.run(profile, ["no-context-blind"], ["fault", "fault2"],
-                       batch_options={"poll_interval_s": 0, "max_wait_s": 0}, **kwargs)  # fmt: skip
+            runner.run(runner.RunSpec(profile, ["no-context-blind"], ["fault", "fault2"]),
+                       runner.RunOptions(batch_options={"poll_interval_s": 0, "max_wait_s": 0}, **kwargs))  # fmt: skip
         assert srv.n_batches == 2 and str(pending.value).count("still running") == 2
-        summary = runner.run(profile, ["no-context-blind"], ["fault", "fault2"],
-                             batch_options=FAST_BATCH, **kwargs)  # fmt: skip
+        summary = runner.run(runner.RunSpec(profile, ["no-context-blind"], ["fault", "fault2"]),
+                             runner.RunOptions(batch_options=FAST_BATCH, **kwargs))  # fmt: skip
         assert srv.n_batches == 2 and summary["n_predicted"].tolist() == [12, 12]
         assert sorted(b["model"] for b in _models(srv)) == ["gpt-4o", "gpt-4o-mini"]
 

@@ -65,8 +65,8 @@ def test_a_budget_equal_to_the_upper_cost_lets_every_request_through(profile, tm
         cfg = _config(tmp_path / "c.toml", srv.base_url)
         est = runner.estimate(profile, [STRATEGY], ["fault"], config=cfg)
         assert est.loc[0, "cost_usd_max"] == total  # the estimate agrees, to the dollar
-        cells = runner.run(profile, [STRATEGY], ["fault"], config=cfg, progress=False,
-                           budget_usd=float(total), batch_size=len(costs))  # fmt: skip
+        cells = runner.run(runner.RunSpec(profile, [STRATEGY], ["fault"]),
+                           runner.RunOptions(config=cfg, progress=False, budget_usd=float(total), batch_size=len(costs)))  # fmt: skip
         row = cells.iloc[0]
         assert (row["n_predicted"], row["stopped"]) == (len(costs), None)
         assert srv.n_requests == len(costs)
@@ -80,8 +80,8 @@ def test_one_dollar_less_stops_before_the_last_request_and_prices_what_is_pendin
     total = sum(costs.values())
     with FaultServer(answer=answer) as srv:
         cfg = _config(tmp_path / "c.toml", srv.base_url)
-        cells = runner.run(profile, [STRATEGY], ["fault"], config=cfg, progress=False,
-                           budget_usd=float(total - 1), batch_size=len(costs))  # fmt: skip
+        cells = runner.run(runner.RunSpec(profile, [STRATEGY], ["fault"]),
+                           runner.RunOptions(config=cfg, progress=False, budget_usd=float(total - 1), batch_size=len(costs)))  # fmt: skip
         row = cells.iloc[0]
         assert row["stopped"].startswith("budget")
         assert row["n_predicted"] == len(costs) - 1 and srv.n_requests == len(costs) - 1
@@ -104,8 +104,7 @@ def test_batch_mode_budget_edge(profile, tmp_path, below, n_cut):  # noqa: F811
     total = sum(half.values())
     with BatchServer(answer=answer) as srv:
         cfg = _config(tmp_path / "c.toml", srv.base_url)
-        row = runner.run(profile, [STRATEGY], ["fault"], config=cfg, progress=False,
-                         budget_usd=total - below, mode="batch",
-                         batch_options={"poll_interval_s": 0.001}).iloc[0]  # fmt: skip
+        row = runner.run(runner.RunSpec(profile, [STRATEGY], ["fault"]),
+                         runner.RunOptions(config=cfg, progress=False, budget_usd=total - below, mode="batch", batch_options={"poll_interval_s": 0.001})).iloc[0]  # fmt: skip
         assert row["n_predicted"] == len(half) - n_cut and len(srv.lines_run) == len(half) - n_cut
         assert (row["stopped"] is None) == (n_cut == 0)

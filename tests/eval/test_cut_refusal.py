@@ -73,17 +73,20 @@ def test_run_and_estimate_refuse_and_the_default_run_still_works(quick_in_tmp_bu
                                                                   quick_temporal):  # fmt: skip
     t11 = _t11(quick_temporal).head(6)
     with pytest.raises(RunnerError, match="T11 cannot be asked under event-table:"):
-        runner.run("quick", ["history-visits(m=1)", "event-table"], ["reference"],
-                   tasks=["T11"], questions=t11, progress=False)  # fmt: skip
+        runner.run(runner.RunSpec("quick", ["history-visits(m=1)", "event-table"], ["reference"], tasks=["T11"], questions=t11),
+                   runner.RunOptions(progress=False))  # fmt: skip
     with pytest.raises(RunnerError, match="T11 cannot be asked under full-context:"):
         runner.estimate("quick", ["full-context"], ["gpt-4o-mini"], tasks=["T11"], questions=t11)
-    ok = runner.run("quick", ["history-visits(m=1)", "no-context-blind"], ["reference"],
-                    tasks=["T11"], questions=t11, progress=False)  # fmt: skip
+    ok = runner.run(runner.RunSpec("quick", ["history-visits(m=1)", "no-context-blind"], ["reference"], tasks=["T11"], questions=t11),
+                    runner.RunOptions(progress=False))  # fmt: skip
     assert set(ok["strategy"]) == {"history-visits(m=1)", "no-context-blind"}
     assert (ok["n"] == len(t11)).all()
     # the default run (no task named) asks the paper's set only: full-context is not refused
     paper = load("questions", "quick").groupby("task").head(1)
-    default = runner.run("quick", ["full-context"], ["reference"], questions=paper, progress=False)
+    default = runner.run(
+        runner.RunSpec("quick", ["full-context"], ["reference"], questions=paper),
+        runner.RunOptions(progress=False),
+    )
     assert int(default["n"].sum()) == len(paper) and "T11" not in set(paper["task"])
 
 

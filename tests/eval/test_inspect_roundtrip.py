@@ -62,7 +62,10 @@ def test_inspect_scores_equal_the_kits_on_the_same_answers(profile, tmp_path, mo
         cfg.write_text(f'[backbones.kitfake]\nbase_url = "{srv.base_url}"\nmodel = '
                        f'"gpt-4o-mini"\napi_key_env = "{KEY_ENV}"\n')  # fmt: skip
         monkeypatch.setenv(KEY_ENV, "fake")
-        runner.run(profile, STRATS, ["kitfake"], config=cfg, progress=False)
+        runner.run(
+            runner.RunSpec(profile, STRATS, ["kitfake"]),
+            runner.RunOptions(config=cfg, progress=False),
+        )
     log = logs[0]
     inspect_scores = {s.id: s.scores["clintrace_score"].value for s in log.samples}
     stored = score_any(log.location, profile)

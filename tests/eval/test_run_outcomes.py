@@ -65,8 +65,8 @@ def test_prompts_that_cannot_fit_are_recorded_not_sent(profile, tmp_path):
     with FaultServer(answer=answer) as srv:
         cfg = write_config(tmp_path / "c.toml", srv.base_url)
         cfg.write_text(cfg.read_text() + f"context_window = {window}\n")
-        summary = runner.run(profile, ["no-context-blind", "full-context"], ["fault"],
-                             config=cfg, progress=False, client_options=FAST)  # fmt: skip
+        summary = runner.run(runner.RunSpec(profile, ["no-context-blind", "full-context"], ["fault"]),
+                             runner.RunOptions(config=cfg, progress=False, client_options=FAST))  # fmt: skip
         assert srv.n_requests == 12  # the 12 no-context prompts only
         preds = raw_parts(profile)
         full = preds[preds["strategy"] == "full-context"]
@@ -79,15 +79,15 @@ def test_prompts_that_cannot_fit_are_recorded_not_sent(profile, tmp_path):
                            r"\(.*larger window.*The rows are recorded"):  # fmt: skip
             outcomes.check_run("run", summary)
         # A re-run sends nothing and is judged by its own (no) rows: no exit 2.
-        again = runner.run(profile, ["no-context-blind", "full-context"], ["fault"],
-                           config=cfg, progress=False)  # fmt: skip
+        again = runner.run(runner.RunSpec(profile, ["no-context-blind", "full-context"], ["fault"]),
+                           runner.RunOptions(config=cfg, progress=False))  # fmt: skip
         assert srv.n_requests == 12 and again["new_predictions"].sum() == 0
         assert outcomes.check_run("run", again) == [
             "run: nothing new was asked; 12 stored row(s) of earlier runs hold errors: re-run "
             "with --retry-errors to ask them again"
         ]
-        retried = runner.run(profile, ["full-context"], ["fault"], config=cfg, progress=False,
-                             retry_errors=True)  # fmt: skip
+        retried = runner.run(runner.RunSpec(profile, ["full-context"], ["fault"]),
+                             runner.RunOptions(config=cfg, progress=False, retry_errors=True))  # fmt: skip
         assert srv.n_requests == 12 and retried.loc[0, "new_failures"] == {"context overflow": 12}
 
 
@@ -96,7 +96,10 @@ def test_the_window_the_server_reports_is_used(profile, tmp_path):
     models = [{"id": "gpt-4o-mini", "object": "model", "context_length": window}]
     with FaultServer(answer=answer, models=models) as srv:
         cfg = write_config(tmp_path / "c.toml", srv.base_url)  # no context_window in it
-        runner.run(profile, ["full-context"], ["fault"], config=cfg, progress=False)
+        runner.run(
+            runner.RunSpec(profile, ["full-context"], ["fault"]),
+            runner.RunOptions(config=cfg, progress=False),
+        )
         preds = raw_parts(profile)
         assert srv.n_requests == 0 and (preds["error_kind"] == "context_overflow").all()
         assert preds["error"].str.endswith("(server)").all()
@@ -108,8 +111,8 @@ def test_a_server_refusal_for_length_is_context_overflow_not_retried(profile, tm
 
     with FaultServer(script=script, answer=answer) as srv:
         cfg = write_config(tmp_path / "c.toml", srv.base_url)
-        summary = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg,
-                             progress=False, client_options=FAST)  # fmt: skip
+        summary = runner.run(runner.RunSpec(profile, ["no-context-blind"], ["fault"]),
+                             runner.RunOptions(config=cfg, progress=False, client_options=FAST))  # fmt: skip
         assert srv.n_requests == 12  # the 400 was not retried
         row = runner.load_predictions(profile).set_index("qid").loc["T1-q03"]
         assert row["error_kind"] == "context_overflow" and "maximum context length" in row["error"]
@@ -133,8 +136,8 @@ def test_a_hung_request_holds_one_slot_not_its_batch(profile, tmp_path):
 
         def go() -> None:
             try:
-                runner.run(profile, ["no-context-blind"], ["fault"], config=cfg, progress=False,
-                           batch_size=2, client_options={"timeout_s": 600, "max_retries": 0})  # fmt: skip
+                runner.run(runner.RunSpec(profile, ["no-context-blind"], ["fault"]),
+                           runner.RunOptions(config=cfg, progress=False, batch_size=2, client_options={"timeout_s": 600, "max_retries": 0}))  # fmt: skip
             except BaseException as exc:  # surfaced below
                 failure.append(exc)
 
@@ -173,7 +176,7 @@ def test_check_run_names_each_class_with_its_remedy_and_judges_this_run_only():
                            "and 1 are empty completions: context overflow x2 (")  # fmt: skip
     assert "transport error x1 (answers already received are cached; re-run the same " in text
     assert "--retry-errors" in text and "empty completion x1 (" in text and "--retry-empty" in text
-    assert text.endswith("The rows are recorded (30% errors > 20% allowed); pass --allow-drops "
+    assert text.endswith("The rows are recorded (30% errors > 20% allowed); pass --accept-errors "
                          "to accept them and exit 0")  # fmt: skip
     assert "dropped" not in text
     assert outcomes.check_run("run", bad, allow_drops=True) == [text.split(". The rows")[0]]
@@ -358,7 +361,10 @@ def test_ctrl_c_ends_with_one_line_and_the_command_resumes(profile, tmp_path):
         assert "Traceback" not in err
         assert len(raw_parts(profile)) == 11
         srv.release_hangs()
-        runner.run(profile, ["no-context-blind"], ["fault"], config=cfg, progress=False)
+        runner.run(
+            runner.RunSpec(profile, ["no-context-blind"], ["fault"]),
+            runner.RunOptions(config=cfg, progress=False),
+        )
         preds = raw_parts(profile)
         assert len(preds) == 12 and not preds.duplicated(list(runner.KEY_COLUMNS)).any()
         assert srv.n_requests == 13  # Q5 asked again (it was never answered), nothing else
@@ -422,9 +428,8 @@ def test_a_batch_expiry_is_named_as_such(profile, tmp_path):
               "T1-q03|no-context-blind|fault|none|post": "error"}  # fmt: skip
     with BatchServer(answer=answer, line_faults=faults) as srv:
         cfg = write_config(tmp_path / "c.toml", srv.base_url)
-        summary = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg,
-                             progress=False, mode="batch",
-                             batch_options={"poll_interval_s": 0.001})  # fmt: skip
+        summary = runner.run(runner.RunSpec(profile, ["no-context-blind"], ["fault"]),
+                             runner.RunOptions(config=cfg, progress=False, mode="batch", batch_options={"poll_interval_s": 0.001}))  # fmt: skip
     kinds = runner.load_predictions(profile).set_index("qid")["error_kind"]
     assert (kinds["T1-q01"], kinds["T1-q03"]) == ("batch_expired", "client_error")
     assert summary.loc[0, "new_failures"] == {"batch expiry": 1, "request refused": 1}
@@ -439,9 +444,8 @@ def test_every_request_failing_is_recorded_once_then_retried(profile, tmp_path):
     each once, and the latest rows supersede the errors."""
     with FaultServer(faults={"500": 1.0}, answer=answer) as srv:
         cfg = write_config(tmp_path / "c.toml", srv.base_url)
-        summary = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg,
-                             progress=False, batch_size=5,
-                             client_options={**FAST, "max_retries": 1})  # fmt: skip
+        summary = runner.run(runner.RunSpec(profile, ["no-context-blind"], ["fault"]),
+                             runner.RunOptions(config=cfg, progress=False, batch_size=5, client_options={**FAST, "max_retries": 1}))  # fmt: skip
         assert srv.n_requests == 24  # 12 questions x 2 attempts
     raw = raw_parts(profile)
     assert len(raw) == 12 and not raw.duplicated(list(runner.KEY_COLUMNS)).any()
@@ -452,8 +456,8 @@ def test_every_request_failing_is_recorded_once_then_retried(profile, tmp_path):
         outcomes.check_run("run", summary)
     with FaultServer(answer=answer) as srv:
         cfg = write_config(tmp_path / "c.toml", srv.base_url)
-        again = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg, progress=False,
-                           retry_errors=True)  # fmt: skip
+        again = runner.run(runner.RunSpec(profile, ["no-context-blind"], ["fault"]),
+                           runner.RunOptions(config=cfg, progress=False, retry_errors=True))  # fmt: skip
         assert srv.n_requests == 12
     assert outcomes.check_run("run", again) == []
     assert len(raw_parts(profile)) == 24 and runner.load_predictions(profile)["error"].isna().all()

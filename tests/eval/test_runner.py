@@ -133,8 +133,8 @@ def test_faults_lose_nothing_and_cached_rerun_makes_no_call(profile, tmp_path):
     faults = {"500": 0.08, "503": 0.05, "429": 0.04, "disconnect": 0.04, "truncated": 0.04}
     with FaultServer(faults=faults, seed=3, answer=answer, retry_after_s=0.01) as srv:
         cfg = write_config(tmp_path / "c.toml", srv.base_url)
-        cells = runner.run(profile, STRATS, ["fault"], config=cfg, progress=False,
-                           batch_size=5, client_options=FAST)  # fmt: skip
+        cells = runner.run(runner.RunSpec(profile, STRATS, ["fault"]),
+                           runner.RunOptions(config=cfg, progress=False, batch_size=5, client_options=FAST))  # fmt: skip
         assert sum(v for k, v in srv.fault_counts.items() if k != "ok") >= 4  # faults happened
         raw = raw_parts(profile)
         assert len(raw) == N_KEYS and not raw.duplicated(list(runner.KEY_COLUMNS)).any()
@@ -153,7 +153,10 @@ def test_faults_lose_nothing_and_cached_rerun_makes_no_call(profile, tmp_path):
         )
 
         n_seen = srv.n_requests
-        again = runner.run(profile, STRATS, ["fault"], config=cfg, progress=False)
+        again = runner.run(
+            runner.RunSpec(profile, STRATS, ["fault"]),
+            runner.RunOptions(config=cfg, progress=False),
+        )
         assert srv.n_requests == n_seen  # finished cells: skipped entirely
         assert again["new_predictions"].tolist() == [0, 0]
         assert again["accuracy"].tolist() == cells["accuracy"].tolist()
@@ -161,7 +164,10 @@ def test_faults_lose_nothing_and_cached_rerun_makes_no_call(profile, tmp_path):
         # Predictions lost but the response cache kept: every answer comes from the cache.
         for part in runner.predictions_dir(profile).iterdir():
             part.unlink()
-        cached = runner.run(profile, STRATS, ["fault"], config=cfg, progress=False)
+        cached = runner.run(
+            runner.RunSpec(profile, STRATS, ["fault"]),
+            runner.RunOptions(config=cfg, progress=False),
+        )
         assert srv.n_requests == n_seen
         assert cached["cache_hits"].tolist() == [12, 12] and cached["api_calls"].sum() == 0
         assert cached["accuracy"].tolist() == cells["accuracy"].tolist()
@@ -179,8 +185,8 @@ def test_empty_and_failed_answers_are_recorded_and_retried(profile, tmp_path):
 
     with FaultServer(script=script, answer=answer) as srv:
         cfg = write_config(tmp_path / "c.toml", srv.base_url)
-        cells = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg,
-                           progress=False, client_options=FAST)  # fmt: skip
+        cells = runner.run(runner.RunSpec(profile, ["no-context-blind"], ["fault"]),
+                           runner.RunOptions(config=cfg, progress=False, client_options=FAST))  # fmt: skip
         preds = runner.load_predictions(profile).set_index("qid")
         assert preds.loc["T1-q01", "empty"] and preds.loc["T1-q01", "response"] == ""
         assert not preds.loc["T1-q01", "correct"] and preds.loc["T1-q01", "parse_failed"]
@@ -190,10 +196,13 @@ def test_empty_and_failed_answers_are_recorded_and_retried(profile, tmp_path):
         assert cells.loc[0, "errors"] == 1 and cells.loc[0, "empty"] == 1
         assert cells.loc[0, "accuracy"] == pytest.approx(5 / 11)
 
-        plain = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg, progress=False)
+        plain = runner.run(
+            runner.RunSpec(profile, ["no-context-blind"], ["fault"]),
+            runner.RunOptions(config=cfg, progress=False),
+        )
         assert plain.loc[0, "new_predictions"] == 0  # errors are not retried by default
-        retried = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg,
-                             progress=False, retry_errors=True)  # fmt: skip
+        retried = runner.run(runner.RunSpec(profile, ["no-context-blind"], ["fault"]),
+                             runner.RunOptions(config=cfg, progress=False, retry_errors=True))  # fmt: skip
         assert retried.loc[0, "new_predictions"] == 1 and retried.loc[0, "errors"] == 0
         assert retried.loc[0, "accuracy"] == pytest.approx(6 / 12)  # Q2 now right
         raw = raw_parts(profile)
@@ -229,18 +238,21 @@ def test_budget_stops_before_exceeding(profile, tmp_path):
         cfg = write_config(tmp_path / "c.toml", srv.base_url)
         est = runner.estimate(profile, ["no-context-blind"], ["fault"], config=cfg)
         budget = float(est.loc[0, "cost_usd_max"]) / 2
-        cells = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg,
-                           progress=False, budget_usd=budget, batch_size=4)  # fmt: skip
+        cells = runner.run(runner.RunSpec(profile, ["no-context-blind"], ["fault"]),
+                           runner.RunOptions(config=cfg, progress=False, budget_usd=budget, batch_size=4))  # fmt: skip
         row = cells.iloc[0]
         assert row["stopped"].startswith("budget") and 0 < row["n_predicted"] < 12
         assert 0 < row["new_cost_usd"] <= budget
         assert srv.n_requests == row["n_predicted"]
-        rest = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg, progress=False)
+        rest = runner.run(
+            runner.RunSpec(profile, ["no-context-blind"], ["fault"]),
+            runner.RunOptions(config=cfg, progress=False),
+        )
         assert rest.loc[0, "n_predicted"] == 12 and rest.loc[0, "stopped"] is None
         assert srv.n_requests == 12
         # A zero budget sends nothing.
-        zero = runner.run(profile, ["full-context"], ["fault"], config=cfg, progress=False,
-                          budget_usd=0.0)  # fmt: skip
+        zero = runner.run(runner.RunSpec(profile, ["full-context"], ["fault"]),
+                          runner.RunOptions(config=cfg, progress=False, budget_usd=0.0))  # fmt: skip
         assert zero.loc[0, "n_predicted"] == 0 and zero.loc[0, "stopped"].startswith("budget")
         assert srv.n_requests == 12
 
@@ -251,18 +263,27 @@ def test_egress_refused_for_credentialed_profile(profile, tmp_path):
     with FaultServer(answer=answer) as srv:
         cfg = write_config(tmp_path / "c.toml", srv.base_url)
         with pytest.raises(EgressRefusedError, match="fault"):
-            runner.run(profile, ["no-context-blind"], ["fault"], config=cfg, progress=False)
+            runner.run(
+                runner.RunSpec(profile, ["no-context-blind"], ["fault"]),
+                runner.RunOptions(config=cfg, progress=False),
+            )
         assert srv.n_requests == 0 and not runner.predictions_dir(profile).exists()
-        ok = runner.run(profile, ["no-context-blind"], ["fault"], config=cfg, progress=False,
-                        allow_unapproved=True, limit=1)  # fmt: skip
+        ok = runner.run(runner.RunSpec(profile, ["no-context-blind"], ["fault"], limit=1),
+                        runner.RunOptions(config=cfg, progress=False, allow_unapproved=True))  # fmt: skip
         assert ok.loc[0, "n_predicted"] == 2  # first question of T1 and of T7
         approved = write_config(tmp_path / "a.toml", srv.base_url, approved=True)
-        runner.run(profile, ["no-context-blind"], ["fault"], config=approved, progress=False)
+        runner.run(
+            runner.RunSpec(profile, ["no-context-blind"], ["fault"]),
+            runner.RunOptions(config=approved, progress=False),
+        )
     # Offline backbones never send anything: always allowed.
     register_backbone(Backbone(name="runner-test-offline", model="gpt-4o-mini", kind="offline",
                                policy=lambda m, p: "A"), replace_existing=True)  # fmt: skip
     try:
-        off = runner.run(profile, ["no-context-blind"], ["runner-test-offline"], progress=False)
+        off = runner.run(
+            runner.RunSpec(profile, ["no-context-blind"], ["runner-test-offline"]),
+            runner.RunOptions(progress=False),
+        )
         assert off.loc[0, "n_predicted"] == 12
         assert off.loc[0, "accuracy"] == pytest.approx(2 / 12)  # only the two T7 "A"s are right
     finally:
@@ -271,9 +292,9 @@ def test_egress_refused_for_credentialed_profile(profile, tmp_path):
 
 def test_bad_input_errors(profile):
     with pytest.raises(runner.RunnerError, match="budget_usd"):
-        runner.run(profile, budget_usd=-1, progress=False)
+        runner.run(runner.RunSpec(profile), runner.RunOptions(budget_usd=-1, progress=False))
     with pytest.raises(ValueError, match="unknown backbone 'nope'"):
-        runner.run(profile, backbones=["nope"], progress=False)
+        runner.run(runner.RunSpec(profile, backbones=["nope"]), runner.RunOptions(progress=False))
     with pytest.raises(runner.RunnerError, match="setting"):
         runner.estimate(profile, settings=("later",), backbones=["gpt-4o-mini"])
 
@@ -284,8 +305,9 @@ from pathlib import Path
 import clinlib.core.config as config
 config.BUILD_DIR = Path(sys.argv[1])
 from clinlib.eval import runner
-runner.run("tiny", {strats!r}, ["fault"], config=sys.argv[2], progress=False, batch_size=2,
-           client_options={{"concurrency": 2}})
+runner.run(runner.RunSpec("tiny", {strats!r}, ["fault"]),
+           runner.RunOptions(config=sys.argv[2], progress=False, batch_size=2,
+                             client_options={{"concurrency": 2}}))
 """
 
 
@@ -338,9 +360,15 @@ def test_ablation_variant_is_its_own_cell(profile):
     register_backbone(Backbone(name="runner-test-offline", model="gpt-4o-mini", kind="offline",
                                policy=lambda m, p: "A"), replace_existing=True)  # fmt: skip
     try:
-        runner.run(profile, ["last-n-visits"], ["runner-test-offline"], progress=False)
+        runner.run(
+            runner.RunSpec(profile, ["last-n-visits"], ["runner-test-offline"]),
+            runner.RunOptions(progress=False),
+        )
         variant = get_strategy("last-n-visits", profile=profile, n=1)
-        cells = runner.run(profile, [variant], ["runner-test-offline"], progress=False)
+        cells = runner.run(
+            runner.RunSpec(profile, [variant], ["runner-test-offline"]),
+            runner.RunOptions(progress=False),
+        )
         assert cells["strategy"].tolist() == ["last-n-visits(n=1)"]
         assert cells.loc[0, "n_predicted"] == 12 and cells.loc[0, "new_predictions"] == 12
         preds = raw_parts(profile)
@@ -363,8 +391,8 @@ def test_matched_prep_uses_each_answering_backbone(profile, tmp_path):
 
     with FaultServer(answer=answer_or_summarise) as srv:
         cfg = write_config(tmp_path / "c.toml", srv.base_url)
-        cells = runner.run(profile, ["llm-summary"], ["fault"], config=cfg, prep="matched",
-                           progress=False)  # fmt: skip
+        cells = runner.run(runner.RunSpec(profile, ["llm-summary"], ["fault"], prep="matched"),
+                           runner.RunOptions(config=cfg, progress=False))  # fmt: skip
         assert cells[["strategy", "backbone", "prep_model"]].values.tolist() == [
             ["llm-summary", "fault", "fault"]
         ]
@@ -375,9 +403,15 @@ def test_matched_prep_uses_each_answering_backbone(profile, tmp_path):
 
     register_offline_backbones()
     with pytest.raises(PrepError, match="'reference' is an offline reader"):
-        runner.run(profile, ["llm-summary"], ["reference"], prep="matched", progress=False)
+        runner.run(
+            runner.RunSpec(profile, ["llm-summary"], ["reference"], prep="matched"),
+            runner.RunOptions(progress=False),
+        )
     # A strategy without a prep model runs under "matched" with a reader all the same.
-    ok = runner.run(profile, ["full-context"], ["reference"], prep="matched", progress=False)
+    ok = runner.run(
+        runner.RunSpec(profile, ["full-context"], ["reference"], prep="matched"),
+        runner.RunOptions(progress=False),
+    )
     assert ok.loc[0, "n_predicted"] == 12 and ok.loc[0, "prep_model"] == "none"
 
 
@@ -388,19 +422,19 @@ def test_run_parallel_matches_a_single_process_run(profile, tmp_path):
 
     register_offline_backbones()
     strats = ["no-context-blind", "full-context", "last-visit-only"]
-    par = parallel.run_parallel(profile, strats, ["reference"], workers=2)
+    par = parallel.run_parallel(runner.RunSpec(profile, strats, ["reference"]), workers=2)
     assert sorted(par["strategy"]) == sorted(strats) and (par["n_predicted"] == 12).all()
     preds = raw_parts(profile)
     assert len(preds) == 36 and not preds.duplicated(list(runner.KEY_COLUMNS)).any()
     assert preds["run_id"].nunique() == 2  # one run per process
-    again = parallel.run_parallel(profile, strats, ["reference"], workers=2)
+    again = parallel.run_parallel(runner.RunSpec(profile, strats, ["reference"]), workers=2)
     assert len(raw_parts(profile)) == 36 and again["n_predicted"].tolist() == [12, 12, 12]
     # the same answers as a single in-process run in a fresh profile
     single = tmp_path / "tiny2"
     single.mkdir()
     for f in ("dialogues.parquet", "questions.parquet", "source.json"):
         (single / f).write_bytes((config.BUILD_DIR / profile / f).read_bytes())
-    runner.run("tiny2", strats, ["reference"], progress=False)
+    runner.run(runner.RunSpec("tiny2", strats, ["reference"]), runner.RunOptions(progress=False))
     one = raw_parts("tiny2")
     cols = ["qid", "strategy", "response", "correct", "context_tokens"]
     assert (preds[cols].sort_values(cols[:2]).reset_index(drop=True)
@@ -440,15 +474,18 @@ def test_offline_readers_take_turns_and_parse_each_record_once(profile, monkeypa
                       "and its unit only (for example: 1.3 mg/dL)."
                       for d in ["2150-01-10", "2150-03-02"] * (N_T1 // 2)]  # fmt: skip
     qs.to_parquet(config.BUILD_DIR / profile / "questions.parquet", index=False)
-    runner.run(profile, ["full-context"], ["reference", "eager"], progress=False, batch_size=1)
+    runner.run(
+        runner.RunSpec(profile, ["full-context"], ["reference", "eager"]),
+        runner.RunOptions(progress=False, batch_size=1),
+    )
     preds = raw_parts(profile)
     assert len(preds) == 2 * N_T1 and preds["error"].isna().all(), preds["error"].iloc[0]
     assert preds["backbone"].tolist()[:4] == ["reference", "eager"] * 2  # write order
     contexts = question_contexts(qs, "full-context", profile)["context"]
     assert len(scans) == contexts.nunique() == 2  # two patients, one full context each
-    groups = session.answer_groups([(b, ("full-context", b.name, "rule-based", "post"), 1, [1])
-                                    for b in runner.resolve_backbones(["reference", "eager"],
-                                                                      None)])  # fmt: skip
+    groups = session.answer_groups(
+        [runner.PlanEntry(b, runner.CellKey("full-context", b.name, "rule-based", "post"), 1, [1])
+         for b in runner.resolve_backbones(["reference", "eager"], None)])  # fmt: skip
     assert len(groups) == 1 and len(groups[0]) == 2
 
 
@@ -468,7 +505,7 @@ def test_estimate_reads_prompt_counts_a_run_recorded(profile, monkeypatch):
     from clinlib.eval.policies import register_offline_backbones
 
     register_offline_backbones()
-    runner.run(profile, STRATS, ["reference"], progress=False)
+    runner.run(runner.RunSpec(profile, STRATS, ["reference"]), runner.RunOptions(progress=False))
     counts = prompt_tokens.load_counts(profile)
     assert len(counts) == len(STRATS) * (N_T1 + 2) * len(prompt_tokens.ENCODINGS)
     real = cells.question_contexts_many  # where the harness looks it up

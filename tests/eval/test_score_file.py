@@ -98,7 +98,10 @@ def test_scored_file_is_stored_like_a_run_and_reaches_tables_and_explorer(profil
     wrong = filter_predictions(preds, backbone="ext:my-gpt", outcome="incorrect")
     assert wrong["qid"].tolist() == ["T1-q2", "T1-q3", "T3-q5"]
     # a kit run afterwards summarises beside them (its own rows picked by run_id)
-    cells = runner.run(profile, ["no-context-blind"], ["reference"], progress=False)
+    cells = runner.run(
+        runner.RunSpec(profile, ["no-context-blind"], ["reference"]),
+        runner.RunOptions(progress=False),
+    )
     assert cells["new_predictions"].tolist() == [6]
 
 
@@ -180,17 +183,23 @@ def test_cli_scores_and_refuses_with_one_line_and_exit_2(profile, tmp_path):
 
 
 def test_reader_predictions_of_another_policy_version_are_asked_again(profile, monkeypatch):
-    first = runner.run(profile, ["full-context"], ["reference"], progress=False)
+    first = runner.run(
+        runner.RunSpec(profile, ["full-context"], ["reference"]), runner.RunOptions(progress=False)
+    )
     assert first["new_predictions"].tolist() == [6]
     preds = runner.load_predictions(profile)
     assert set(preds["reader_version"]) == {reader_version.policy_digest()}
-    again = runner.run(profile, ["full-context"], ["reference"], progress=False)
+    again = runner.run(
+        runner.RunSpec(profile, ["full-context"], ["reference"]), runner.RunOptions(progress=False)
+    )
     assert again["new_predictions"].tolist() == [0]  # same policy: done
     # The policy's source changes: its digest changes, stored reader rows no longer count.
     monkeypatch.setattr(reader_version, "policy_digest", lambda: "newer-policy")
     monkeypatch.setattr(store, "policy_digest", lambda: "newer-policy")
     assert runner.load_predictions(profile).empty
-    redo = runner.run(profile, ["full-context"], ["reference"], progress=False)
+    redo = runner.run(
+        runner.RunSpec(profile, ["full-context"], ["reference"]), runner.RunOptions(progress=False)
+    )
     assert redo["new_predictions"].tolist() == [6]
     assert set(runner.load_predictions(profile)["reader_version"]) == {"newer-policy"}
     assert len(runner.load_predictions(profile, dedupe=False)) == 6  # old rows left out

@@ -48,8 +48,8 @@ def _subset() -> pd.DataFrame:
 def test_final_checkpoint_equals_post(subset_build):
     qs = _subset()
     assert {"T1", "T3", "T5", "T9"} <= set(qs["task"])  # both injection variants and T9
-    runner.run(subset_build, STRATS, ["reference"], ["post", "stream(delta=2)"],
-               questions=qs, progress=False)  # fmt: skip
+    runner.run(runner.RunSpec(subset_build, STRATS, ["reference"], ["post", "stream(delta=2)"], questions=qs),
+               runner.RunOptions(progress=False))  # fmt: skip
     assert set(runner.load_predictions(subset_build)["setting"]) == {"post"}  # static only
     preds = runner.load_predictions(subset_build, all_settings=True)
     post = preds[preds["setting"] == "post"]
@@ -73,8 +73,8 @@ def test_final_checkpoint_equals_post(subset_build):
     mem0 = stream[stream["strategy"] == "mem0"].groupby("qid")["memory_items"]
     assert (mem0.max() >= mem0.min()).all() and (mem0.max() > mem0.min()).any()
     # a second run finds every key done: nothing is re-asked
-    again = runner.run(subset_build, STRATS, ["reference"], ["post", "stream(delta=2)"],
-                       questions=qs, progress=False)  # fmt: skip
+    again = runner.run(runner.RunSpec(subset_build, STRATS, ["reference"], ["post", "stream(delta=2)"], questions=qs),
+                       runner.RunOptions(progress=False))  # fmt: skip
     assert int(again["new_predictions"].sum()) == 0
     assert set(again["setting"]) == {"post", *plan["setting"]}
 

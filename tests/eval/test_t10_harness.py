@@ -35,8 +35,8 @@ def runs(quick_temporal, tmp_path_factory):
     (root / "tq").mkdir()
     for path in src.values():
         shutil.copy(path, root / "tq" / path.name)
-    summary = runner.run("tq", ["no-context-blind", "full-context"], ["reference", "eager"],
-                         tasks=["T10"], progress=False)  # fmt: skip
+    summary = runner.run(runner.RunSpec("tq", ["no-context-blind", "full-context"], ["reference", "eager"], tasks=["T10"]),
+                         runner.RunOptions(progress=False))  # fmt: skip
     gold = pd.read_parquet(src["temporal_questions"]).set_index("qid")["gold"]
     first = (summary, runner.load_predictions("tq", extended=True), runner.load_predictions("tq"),
              gold)  # fmt: skip
@@ -48,7 +48,10 @@ def runs(quick_temporal, tmp_path_factory):
     questions.loc[0, "qid"] = "T10-rerendered"
     questions.to_parquet(path, index=False)
     left = runner.load_predictions("tq", extended=True)
-    again = runner.run("tq", ["no-context-blind"], ["reference"], tasks=["T10"], progress=False)
+    again = runner.run(
+        runner.RunSpec("tq", ["no-context-blind"], ["reference"], tasks=["T10"]),
+        runner.RunOptions(progress=False),
+    )
     second = (old_qid, left, again, runner.load_predictions("tq", extended=True))
     yield first, second
     mp.undo()

@@ -42,8 +42,8 @@ def trap_runs(quick_traps, tmp_path_factory):
         shutil.copy(path, root / "tp" / path.name)
     got = ask_traps("tp", STRATEGIES, ["reference"], SETTINGS)
     parts = len(part_files(predictions_dir("tp")))
-    again = runner.run("tp", STRATEGIES, ["reference"], SETTINGS, tasks=list(HARNESS_TRAP_TASKS),
-                       progress=False)  # fmt: skip
+    again = runner.run(runner.RunSpec("tp", STRATEGIES, ["reference"], SETTINGS, tasks=list(HARNESS_TRAP_TASKS)),
+                       runner.RunOptions(progress=False))  # fmt: skip
     preds = runner.load_predictions("tp", extended=True, all_settings=True)
     yield got, preds, again, parts, len(part_files(predictions_dir("tp")))
     mp.undo()

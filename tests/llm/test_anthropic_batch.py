@@ -178,9 +178,8 @@ def test_the_harness_runs_in_anthropic_batch_mode(profile, tmp_path):  # noqa: F
     cid = "T1-q03|no-context-blind|fault|none|post"
     with AnthropicBatchServer(answer=answer, line_faults={cid: "overloaded"}) as srv:
         cfg = write_config(tmp_path / "c.toml", srv.base_url)
-        runner.run(profile, ["no-context-blind"], ["fault"], config=cfg, progress=False,
-                   mode="batch", client_options=FAST,
-                   batch_options={"api": "anthropic", "poll_interval_s": 0.001})  # fmt: skip
+        runner.run(runner.RunSpec(profile, ["no-context-blind"], ["fault"]),
+                   runner.RunOptions(config=cfg, progress=False, mode="batch", client_options=FAST, batch_options={"api": "anthropic", "poll_interval_s": 0.001}))  # fmt: skip
         assert len(srv.batches) == 1 and srv.n_requests == 0  # no live call at all
     preds = runner.load_predictions(profile)
     assert len(preds) == 12 and preds["error"].notna().sum() == 1

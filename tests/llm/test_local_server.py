@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from clinlib import cli, cli_endpoints
+from clinlib import cli
+from clinlib.cli import endpoints as cli_endpoints
 from clinlib.llm import LLMClient, amx, get_backbone, load_config, register_backbone
 from clinlib.llm import local_server as ls
 from clinlib.llm.client import DEFAULT_TIMEOUT_S, LOCAL_TIMEOUT_S
@@ -213,7 +214,7 @@ def test_the_local_cost_note_is_printed_only_for_a_declared_local_free_backbone(
         ("local = true\nprice_output = 0.5\n", ""),  # local but priced: its cost is real
     ]:  # fmt: skip
         cfg.write_text(USER_TOML.format(url=url).replace("price_output = 0.0\n", "") + extra)
-        cli_endpoints._local_note(["my-vllm", "gpt-4o-mini"], cfg)
+        cli_endpoints.local_note(["my-vllm", "gpt-4o-mini"], cfg)
         assert capsys.readouterr().out == expected
 
 

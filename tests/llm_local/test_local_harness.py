@@ -29,8 +29,13 @@ EXAMPLE = "1.3 mg/dL"  # the example value in every T1 question's answer instruc
 def answered(local_server_running, local_profile):
     """(partial-run summary, resumed-run summary, predictions) for the slice."""
     bb = local_server_running.backbone
-    partial = runner.run(local_profile, STRATEGY, [bb], tasks=TASKS, limit=1, progress=False)
-    resumed = runner.run(local_profile, STRATEGY, [bb], progress=False)
+    partial = runner.run(
+        runner.RunSpec(local_profile, STRATEGY, [bb], tasks=TASKS, limit=1),
+        runner.RunOptions(progress=False),
+    )
+    resumed = runner.run(
+        runner.RunSpec(local_profile, STRATEGY, [bb]), runner.RunOptions(progress=False)
+    )
     return partial, resumed, runner.load_predictions(local_profile)
 
 
@@ -70,7 +75,10 @@ def test_usage_is_the_models_own_tokenizer_and_costs_nothing(
 def test_a_rerun_is_served_from_the_response_cache(answered, local_server_running, local_profile):
     _, _, before = answered
     shutil.rmtree(runner.predictions_dir(local_profile))  # forget the rows, keep the cache
-    again = runner.run(local_profile, STRATEGY, [local_server_running.backbone], progress=False)
+    again = runner.run(
+        runner.RunSpec(local_profile, STRATEGY, [local_server_running.backbone]),
+        runner.RunOptions(progress=False),
+    )
     assert int(again["api_calls"].sum()) == 0
     assert int(again["cache_hits"].sum()) == len(before)
     after = runner.load_predictions(local_profile)

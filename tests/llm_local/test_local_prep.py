@@ -64,8 +64,8 @@ def test_matched_prep_builds_the_construction_with_the_real_model(
 ):
     bb = local_server_running.backbone
     before = len(_cache_rows(local_profile))  # one cache for the four cases
-    cells = runner.run(local_profile, [strategy], [bb], prep="matched", tasks=["T1"], limit=1,
-                       progress=False)  # fmt: skip
+    cells = runner.run(runner.RunSpec(local_profile, [strategy], [bb], prep="matched", tasks=["T1"], limit=1),
+                       runner.RunOptions(progress=False))  # fmt: skip
     assert cells["prep_model"].tolist() == [bb.name]
     assert int(cells["errors"].sum()) == 0 and int(cells["new_predictions"].sum()) == 1
     arts = load_artifacts(strategy, local_profile, prep=bb.name, subjects=[PATIENT])

@@ -10,7 +10,7 @@ import json
 import pandas as pd
 import pytest
 
-from clinlib.cli_common import _strategies
+from clinlib.cli.common import strategy_list
 from clinlib.strategies import (
     DIAGNOSTIC_STRATEGIES,
     EVALUATION_STRATEGIES,
@@ -185,9 +185,9 @@ def test_registered_and_selectable_from_the_command_line():
     rows = {r["name"]: r for r in list_strategies()}
     assert rows["oracle"]["diagnostic"] and not rows["oracle"]["paper"]
     assert "events_dir" not in rows["event-table"]["defaults"]
-    assert _strategies("evaluation") == list(EVALUATION_STRATEGIES)
-    assert _strategies("paper,oracle,bm25") == [*PAPER_STRATEGIES, "oracle", "bm25"]
-    assert _strategies("event-table") == ["event-table"]
+    assert strategy_list("evaluation") == list(EVALUATION_STRATEGIES)
+    assert strategy_list("paper,oracle,bm25") == [*PAPER_STRATEGIES, "oracle", "bm25"]
+    assert strategy_list("event-table") == ["event-table"]
     assert get_strategy("event-table").label() == "event-table"
 
 

@@ -370,16 +370,16 @@ def test_a_run_refused_by_a_failing_service_resumes_to_mem0s_answers(profile, tm
         FaultServer() as echo,
     ):
         label = f"remote-memory(endpoint={srv.base_url!r}, max_retries=1)"
-        kw = {"backbones": ["fault"], "progress": False, "client_options": FAST,
+        kw = {"progress": False, "client_options": FAST,
               "config": write_config(tmp_path / "c.toml", echo.base_url)}  # fmt: skip
         with pytest.raises(
             MemoryServiceError, match=r"/query failed after 2 attempt\(s\): HTTP 500"
         ):
-            runner.run(profile, [label], **kw)
+            runner.run(runner.RunSpec(profile, [label], ["fault"]), runner.RunOptions(**kw))
         assert runner.load_predictions(profile).empty and echo.n_requests == 0
         broken["on"] = False
-        runner.run(profile, [label], **kw)
-        runner.run(profile, ["mem0"], **kw)
+        runner.run(runner.RunSpec(profile, [label], ["fault"]), runner.RunOptions(**kw))
+        runner.run(runner.RunSpec(profile, ["mem0"], ["fault"]), runner.RunOptions(**kw))
     preds = runner.load_predictions(profile)
     remote = preds[preds["strategy"] == label].set_index("qid").sort_index()
     own = preds[preds["strategy"] == "mem0"].set_index("qid").sort_index()

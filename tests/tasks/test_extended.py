@@ -178,24 +178,24 @@ def test_l3_fails_on_a_cloze_item_left_in_the_visit(t10):
 def test_cli_questions_reports_a_failed_extended_set_in_one_line(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
-    from clinlib import cli
+    from clinlib.cli import app, stages
     from clinlib.core.guards import StageError
 
     paper = pd.DataFrame({"task": ["T1"]})
     gates = pd.DataFrame(columns=["gate", "task", "n_checked", "n_failed", "threshold",
                                   "passed", "severity", "detail"])  # fmt: skip
     monkeypatch.setattr(
-        cli, "build_questions", lambda *a, **k: {"questions": paper, "gates": gates}
+        stages, "build_questions", lambda *a, **k: {"questions": paper, "gates": gates}
     )
 
     def fail(*a, **k):
         raise StageError("temporal_questions: 0 of 24 questions generated")
 
-    monkeypatch.setattr(cli, "build_temporal_questions", fail)
+    monkeypatch.setattr(stages, "build_temporal_questions", fail)
     # the builders are stand-ins: take the writer lock of a build of our own, not of the shared
     # quick build, which a notebook on the other xdist worker may hold (the CLI refuses then)
     monkeypatch.setattr(config, "BUILD_DIR", tmp_path)
-    out = CliRunner().invoke(cli.app, ["questions", "--profile", "quick"])
+    out = CliRunner().invoke(app, ["questions", "--profile", "quick"])
     assert out.exit_code == 0  # the paper set stands; the add-on failed
     assert "extended set (T10) not built: temporal_questions: 0 of 24" in out.output
     assert "Traceback" not in out.output

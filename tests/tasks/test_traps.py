@@ -214,32 +214,32 @@ def test_reference_reader_and_scoring_on_hand_made_contexts():
 def test_cli_questions_reports_traps_and_a_failure_in_one_line(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
-    from clinlib import cli
+    from clinlib.cli import app, stages
     from clinlib.core.guards import StageError
 
     paper = pd.DataFrame({"task": ["T1"]})
     gates = pd.DataFrame(columns=["gate", "task", "n_checked", "n_failed", "threshold",
                                   "passed", "severity", "detail"])  # fmt: skip
     monkeypatch.setattr(
-        cli, "build_questions", lambda *a, **k: {"questions": paper, "gates": gates}
+        stages, "build_questions", lambda *a, **k: {"questions": paper, "gates": gates}
     )
-    monkeypatch.setattr(cli, "build_temporal_questions",
+    monkeypatch.setattr(stages, "build_temporal_questions",
                         lambda *a, **k: {"questions": pd.DataFrame({"task": ["T10"], "subtype": ["x"]}),
                                          "gates": gates})  # fmt: skip
-    monkeypatch.setattr(cli, "build_traps", lambda *a, **k: {
+    monkeypatch.setattr(stages, "build_traps", lambda *a, **k: {
         "facts": pd.DataFrame({"trap_id": ["TRAPALG-1"]}),
         "questions": pd.DataFrame({"task": ["EEM", "MQ", "MQ"]})})  # fmt: skip
     # stand-in builders: the writer lock of our own build, not the shared quick build's
     # (a notebook on the other xdist worker may hold that one, and the CLI refuses then)
     monkeypatch.setattr(config, "BUILD_DIR", tmp_path)
-    out = CliRunner().invoke(cli.app, ["questions", "--profile", "quick"])
+    out = CliRunner().invoke(app, ["questions", "--profile", "quick"])
     assert out.exit_code == 0 and "traps: 1 trap facts; EEM 1, MQ 2" in out.output
 
     def fail(*a, **k):
         raise StageError("trap gates failed: L2/MQ 1 of 61")
 
-    monkeypatch.setattr(cli, "build_traps", fail)
-    out = CliRunner().invoke(cli.app, ["questions", "--profile", "quick"])
+    monkeypatch.setattr(stages, "build_traps", fail)
+    out = CliRunner().invoke(app, ["questions", "--profile", "quick"])
     assert out.exit_code == 0  # the paper set stands; the add-on failed
     assert "trap questions not built: trap gates failed: L2/MQ 1 of 61" in out.output
     assert "Traceback" not in out.output

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
-from clinlib.analysis.figures import pareto_chart
 from clinlib.analysis.paper import STRATEGIES as PAPER_STRATEGIES
-from clinlib.analysis.stats import PearsonResult
+from clinlib.analysis.pareto import pareto_chart
+from clinlib.analysis.stats.question import PearsonResult
 from clinlib.tasks.rules import T8_BINS
 
 PANEL_W, PANEL_H = 200, 140
@@ -81,8 +81,10 @@ def heat(
 ) -> alt.TopLevelMixin:
     """A labelled heatmap of ``value`` per (x, y), one panel per ``column`` value."""
     data = df.assign(_label=df[value].map(lambda v: "" if pd.isna(v) else format(v, fmt)))
-    base = alt.Chart().encode(x=alt.X(f"{x}:N", sort=_sort(df[x]), title=None),
-                              y=alt.Y(f"{y}:N", sort=_sort(df[y]), title=None))  # fmt: skip
+    base = alt.Chart().encode(
+        x=alt.X(f"{x}:N", sort=_sort(df[x]), title=None),
+        y=alt.Y(f"{y}:N", sort=_sort(df[y]), title=None),
+    )
     rect = base.mark_rect().encode(
         color=alt.Color(f"{value}:Q", scale=alt.Scale(scheme=scheme)),
         tooltip=[x, y, alt.Tooltip(f"{value}:Q", format=fmt)],
@@ -99,10 +101,15 @@ def scatter_r(
     per_patient: pd.DataFrame, r: PearsonResult, x_title: str, y_title: str, title: str = ""
 ) -> alt.LayerChart:
     """Fig. 15D: one point per patient, a least-squares line, r and its CI in the title."""
-    pts = alt.Chart(per_patient).mark_circle(size=40, opacity=0.7).encode(
-        x=alt.X("size:Q", title=x_title), y=alt.Y("accuracy:Q", title=y_title,
-                                                  scale=alt.Scale(domain=[0, 1])),
-        tooltip=["subject_id", "size", "n", alt.Tooltip("accuracy:Q", format=".2f")])  # fmt: skip
+    pts = (
+        alt.Chart(per_patient)
+        .mark_circle(size=40, opacity=0.7)
+        .encode(
+            x=alt.X("size:Q", title=x_title),
+            y=alt.Y("accuracy:Q", title=y_title, scale=alt.Scale(domain=[0, 1])),
+            tooltip=["subject_id", "size", "n", alt.Tooltip("accuracy:Q", format=".2f")],
+        )
+    )
     line = pts.transform_regression("size", "accuracy").mark_line(color="black")
     head = f"Pearson r = {r.r:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}], n = {r.n} patients"
     return (pts + line).properties(width=320, height=220, title=[title, head] if title else head)
@@ -111,10 +118,17 @@ def scatter_r(
 def length_histogram(hist: pd.DataFrame, title: str = "") -> alt.TopLevelMixin:
     """D3 (Fig. 19): output-token histograms per task, coloured by backbone, the task's
     max_tokens as a red rule."""
-    bars_ = alt.Chart().mark_bar(opacity=0.6).encode(
-        x=alt.X("bin_start:Q", title="output tokens", bin="binned"), x2="bin_end:Q",
-        y=alt.Y("n:Q", stack=None, title="responses"), color="backbone:N",
-        tooltip=["task", "backbone", "bin_start", "n", "max_tokens"])  # fmt: skip
+    bars_ = (
+        alt.Chart()
+        .mark_bar(opacity=0.6)
+        .encode(
+            x=alt.X("bin_start:Q", title="output tokens", bin="binned"),
+            x2="bin_end:Q",
+            y=alt.Y("n:Q", stack=None, title="responses"),
+            color="backbone:N",
+            tooltip=["task", "backbone", "bin_start", "n", "max_tokens"],
+        )
+    )
     cap = alt.Chart().mark_rule(color="red", strokeDash=[4, 2]).encode(x="max_tokens:Q")
     chart = alt.layer(bars_, cap, data=hist).properties(width=160, height=110)
     return chart.facet(facet=alt.Facet("task:N", title=None), columns=5).properties(title=title)
@@ -123,11 +137,17 @@ def length_histogram(hist: pd.DataFrame, title: str = "") -> alt.TopLevelMixin:
 def patient_strip(per_patient: pd.DataFrame, title: str = "") -> alt.TopLevelMixin:
     """D5 (Fig. 21): per-patient accuracy per cell as a box plot over a jittered strip."""
     x = alt.X("strategy:N", sort=_sort(per_patient["strategy"]), title=None)
-    box = alt.Chart().mark_boxplot(extent="min-max", opacity=0.5).encode(
-        x=x, y=alt.Y("accuracy:Q", title="per-patient accuracy"))  # fmt: skip
-    strip = alt.Chart().mark_circle(size=12, color="grey", opacity=0.5).encode(
-        x=x, y="accuracy:Q", xOffset="jitter:Q", tooltip=["subject_id", "n", "accuracy"]
-    ).transform_calculate(jitter="random()")  # fmt: skip
+    box = (
+        alt.Chart()
+        .mark_boxplot(extent="min-max", opacity=0.5)
+        .encode(x=x, y=alt.Y("accuracy:Q", title="per-patient accuracy"))
+    )
+    strip = (
+        alt.Chart()
+        .mark_circle(size=12, color="grey", opacity=0.5)
+        .encode(x=x, y="accuracy:Q", xOffset="jitter:Q", tooltip=["subject_id", "n", "accuracy"])
+        .transform_calculate(jitter="random()")
+    )
     chart = alt.layer(box, strip, data=per_patient).properties(width=360, height=PANEL_H)
     return chart.facet(row=alt.Row("backbone:N", title=None)).properties(title=title)
 
@@ -137,7 +157,8 @@ def pareto_views_chart(
 ) -> alt.HConcatChart:
     """The frontier per view (answer-only | answer + construction) side by side; ``unit``
     names what ``total_cost`` counts (USD, seconds)."""
-    panels = [pareto_chart(views[views["view"] == v], cost="total_cost", acc=acc,
-                           title=f"{v} ({unit})")
-              for v in pd.unique(views["view"])]  # fmt: skip
+    panels = [
+        pareto_chart(views[views["view"] == v], cost="total_cost", acc=acc, title=f"{v} ({unit})")
+        for v in pd.unique(views["view"])
+    ]
     return alt.hconcat(*panels)

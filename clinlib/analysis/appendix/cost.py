@@ -25,7 +25,7 @@ import pandas as pd
 
 from clinlib.analysis import metrics
 from clinlib.analysis.appendix.from_paper import fig16_cells
-from clinlib.analysis.metrics.common import CELL, MetricsInputError, _num_col, _require
+from clinlib.analysis.metrics.common import CELL, MetricsInputError, num_col, require
 from clinlib.data.build import load
 from clinlib.dialogue.render import render_dialogue
 from clinlib.llm.backbones import get_backbone
@@ -55,16 +55,26 @@ def measured_cost(preds: pd.DataFrame, cell: Sequence[str] = CELL) -> pd.DataFra
     """
     cell = list(cell)
     table = metrics.cost_table(preds, cell=cell)
-    lat = _num_col(preds, "latency_s", "measured_cost")
-    q = (preds[cell].assign(_lat=lat.to_numpy()).groupby(cell, sort=True, dropna=False)["_lat"]
-         .quantile([0.5, 0.95]).unstack().reset_index())  # fmt: skip
+    lat = num_col(preds, "latency_s", "measured_cost")
+    q = (
+        preds[cell]
+        .assign(_lat=lat.to_numpy())
+        .groupby(cell, sort=True, dropna=False)["_lat"]
+        .quantile([0.5, 0.95])
+        .unstack()
+        .reset_index()
+    )
     q = q.rename(columns={0.5: "latency_p50_s", 0.95: "latency_p95_s"})
     return table.merge(q, on=cell, how="left")
 
 
 def _long(df: pd.DataFrame, source: str, metrics_: Sequence[str]) -> pd.DataFrame:
-    out = df.melt(id_vars=["strategy", "backbone"], value_vars=list(metrics_),
-                  var_name="metric", value_name="value")  # fmt: skip
+    out = df.melt(
+        id_vars=["strategy", "backbone"],
+        value_vars=list(metrics_),
+        var_name="metric",
+        value_name="value",
+    )
     out["value"] = out["value"].astype(float) * out["metric"].map(TABLE4_SCALE)
     return out.assign(source=source)
 
@@ -86,17 +96,27 @@ def cost_beside(
     """
     frames = [_long(measured, "measured", list(TABLE4_SCALE))]
     if estimate is not None:
-        need = ["strategy", "backbone", "questions", "input_tokens", "output_tokens_typical",
-                "cost_usd_typical"]  # fmt: skip
-        _require(estimate, need, "cost_beside (estimate)")
+        need = [
+            "strategy",
+            "backbone",
+            "questions",
+            "input_tokens",
+            "output_tokens_typical",
+            "cost_usd_typical",
+        ]
+        require(estimate, need, "cost_beside (estimate)")
         est = estimate.groupby(["strategy", "backbone"], sort=False)[need[2:]].sum().reset_index()
-        est = est.rename(columns={"output_tokens_typical": "output_tokens",
-                                  "cost_usd_typical": "cost_usd"})  # fmt: skip
+        est = est.rename(
+            columns={"output_tokens_typical": "output_tokens", "cost_usd_typical": "cost_usd"}
+        )
         est["cost_per_question"] = est["cost_usd"] / est["questions"]
-        frames.append(_long(est, "estimate", ["cost_usd", "cost_per_question", "input_tokens",
-                                              "output_tokens"]))  # fmt: skip
+        frames.append(
+            _long(
+                est, "estimate", ["cost_usd", "cost_per_question", "input_tokens", "output_tokens"]
+            )
+        )
     if table4 is not None:
-        _require(table4, ["strategy", "backbone", "metric", "value"], "cost_beside (table4)")
+        require(table4, ["strategy", "backbone", "metric", "value"], "cost_beside (table4)")
         # "$/q" is printed to four decimals (cheap cells read 0.0000): recomputed as Fig. 16 does.
         paper = fig16_cells(table4)
         paper = paper[paper["metric"] == "cost_per_question"]
@@ -115,8 +135,10 @@ def build_cost_table(
     columns."""
     if not strategies:
         raise MetricsInputError("build_cost_table: name at least one strategy")
-    frames = [build_cost_rows(load_artifacts(s, profile, prep, setting=setting).values())
-              for s in strategies]  # fmt: skip
+    frames = [
+        build_cost_rows(load_artifacts(s, profile, prep, setting=setting).values())
+        for s in strategies
+    ]
     return pd.concat(frames, ignore_index=True)
 
 
@@ -127,9 +149,14 @@ def construction_cost(rows: pd.DataFrame) -> pd.DataFrame:
         strategy, prep_model, n_patients, build_seconds, prep_requests, prep_input_tokens,
         prep_output_tokens, prep_cost_usd.
     """
-    cols = ["build_seconds", "prep_requests", "prep_input_tokens", "prep_output_tokens",
-            "prep_cost_usd"]  # fmt: skip
-    _require(rows, ["strategy", "prep_model", "subject_id", *cols], "construction_cost")
+    cols = [
+        "build_seconds",
+        "prep_requests",
+        "prep_input_tokens",
+        "prep_output_tokens",
+        "prep_cost_usd",
+    ]
+    require(rows, ["strategy", "prep_model", "subject_id", *cols], "construction_cost")
     g = rows.groupby(["strategy", "prep_model"], sort=False)
     out = g[cols].sum(min_count=1).reset_index()
     out.insert(2, "n_patients", g["subject_id"].nunique().to_numpy())
@@ -138,8 +165,9 @@ def construction_cost(rows: pd.DataFrame) -> pd.DataFrame:
 
 # The keys of an artifact's data that hold what a prep model writes (llm-summary's summary,
 # Mem0's memory texts, A-Mem's notes); the rest is bookkeeping (ids, counts, token model).
-WRITTEN_KEYS: frozenset[str] = frozenset({"summary", "text", "content", "keywords", "context",
-                                          "tags"})  # fmt: skip
+WRITTEN_KEYS: frozenset[str] = frozenset(
+    {"summary", "text", "content", "keywords", "context", "tags"}
+)
 
 
 def _texts(value: object, written: bool = False) -> list[str]:
@@ -166,15 +194,23 @@ def prep_token_rows(profile: str | None, strategies: Sequence[str], model: str) 
     if not prepared:
         raise MetricsInputError("prep_token_rows: none of the strategies uses a prep model")
     groups = split_dialogues(load("dialogues", profile))
-    dialogue = dict(zip(groups, count_texts([render_dialogue(g) for g in groups.values()], model),
-                        strict=True))  # fmt: skip
+    dialogue = dict(
+        zip(groups, count_texts([render_dialogue(g) for g in groups.values()], model), strict=True)
+    )
     frames = []
     for name in prepared:
         arts = load_artifacts(name, profile, "rule-based")
         n_out = count_texts(["\n".join(_texts(a.data)) for a in arts.values()], model)
-        frames.append(pd.DataFrame({"strategy": name, "subject_id": list(arts),
-                                    "dialogue_tokens": [dialogue[s] for s in arts],
-                                    "artifact_tokens": n_out}))  # fmt: skip
+        frames.append(
+            pd.DataFrame(
+                {
+                    "strategy": name,
+                    "subject_id": list(arts),
+                    "dialogue_tokens": [dialogue[s] for s in arts],
+                    "artifact_tokens": n_out,
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -192,23 +228,30 @@ def estimated_prep_cost(rows: pd.DataFrame, backbone: Backbone) -> pd.DataFrame:
     Returns:
         strategy, prep_model, n_patients, prep_input_tokens, prep_output_tokens, cost_usd.
     """
-    _require(rows, ["strategy", "subject_id", "dialogue_tokens", "artifact_tokens"],
-             "estimated_prep_cost")  # fmt: skip
+    require(
+        rows,
+        ["strategy", "subject_id", "dialogue_tokens", "artifact_tokens"],
+        "estimated_prep_cost",
+    )
     if rows.empty:
         raise MetricsInputError("estimated_prep_cost: no rows")
     for col in ("dialogue_tokens", "artifact_tokens"):
-        values = _num_col(rows, col, "estimated_prep_cost")
+        values = num_col(rows, col, "estimated_prep_cost")
         if (values < 0).any():
             raise MetricsInputError(f"estimated_prep_cost: column {col!r} has a negative count")
     g = rows.groupby("strategy", sort=False)
-    out = pd.DataFrame({
-        "prep_model": backbone.name,
-        "n_patients": g["subject_id"].nunique(),
-        "prep_input_tokens": g["dialogue_tokens"].sum(),
-        "prep_output_tokens": g["artifact_tokens"].sum(),
-    }).reset_index()  # fmt: skip
-    out["cost_usd"] = [backbone.cost(i, o) for i, o in
-                       zip(out["prep_input_tokens"], out["prep_output_tokens"], strict=True)]  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "prep_model": backbone.name,
+            "n_patients": g["subject_id"].nunique(),
+            "prep_input_tokens": g["dialogue_tokens"].sum(),
+            "prep_output_tokens": g["artifact_tokens"].sum(),
+        }
+    ).reset_index()
+    out["cost_usd"] = [
+        backbone.cost(i, o)
+        for i, o in zip(out["prep_input_tokens"], out["prep_output_tokens"], strict=True)
+    ]
     return out
 
 
@@ -229,8 +272,8 @@ def pareto_views(
     Returns:
         ``cells`` columns + view, total_cost, pareto (per view).
     """
-    _require(cells, ["strategy", "backbone", cost, acc], "pareto_views")
-    _require(construction, ["strategy", cost], "pareto_views (construction)")
+    require(cells, ["strategy", "backbone", cost, acc], "pareto_views")
+    require(construction, ["strategy", cost], "pareto_views (construction)")
     if construction["strategy"].duplicated().any():
         raise MetricsInputError("pareto_views: one construction row per strategy")
     known = cells["strategy"].isin(construction["strategy"])

@@ -23,9 +23,9 @@ from clinlib.analysis.figures import FULL
 from clinlib.analysis.metrics.common import (
     CELL,
     MetricsInputError,
-    _group_counts,
-    _num_col,
-    _require,
+    group_counts,
+    num_col,
+    require,
 )
 from clinlib.tasks.answers.formats import MAX_TOKENS
 
@@ -41,7 +41,7 @@ def empty_flags(preds: pd.DataFrame) -> pd.Series:
     ``empty`` is the harness flag; rows without it (or with it NA) count as empty when
     ``response`` is blank and ``error`` is null.
     """
-    _require(preds, ["response", "error"], "empty_flags")
+    require(preds, ["response", "error"], "empty_flags")
     err = preds["error"].notna()
     blank = preds["response"].isna() | (preds["response"].astype(str).str.strip() == "")
     derived = blank & ~err
@@ -60,12 +60,13 @@ def empty_rate(preds: pd.DataFrame, cell: Sequence[str] = CELL) -> pd.DataFrame:
         ``cell`` + n, n_empty, n_error, empty_rate, error_rate.
     """
     cell = list(cell)
-    _require(preds, cell, "empty_rate")
+    require(preds, cell, "empty_rate")
     empty = empty_flags(preds)
     err = preds["error"].notna()
-    flags = preds[cell].assign(n=1, n_empty=empty.astype(int).to_numpy(),
-                               n_error=err.astype(int).to_numpy())  # fmt: skip
-    out = _group_counts(flags, cell)
+    flags = preds[cell].assign(
+        n=1, n_empty=empty.astype(int).to_numpy(), n_error=err.astype(int).to_numpy()
+    )
+    out = group_counts(flags, cell)
     out["empty_rate"] = out["n_empty"] / out["n"]
     out["error_rate"] = out["n_error"] / out["n"]
     return out
@@ -79,14 +80,20 @@ def output_lengths(preds: pd.DataFrame, bin_width: int = LENGTH_BIN) -> pd.DataF
     Returns:
         task, backbone, bin_start, bin_end, n, max_tokens (the task's cap).
     """
-    _require(preds, ["task", "backbone", "output_tokens", "error"], "output_lengths")
+    require(preds, ["task", "backbone", "output_tokens", "error"], "output_lengths")
     if bin_width < 1:
         raise MetricsInputError(f"output_lengths: bin_width must be >= 1, got {bin_width}")
     rows = preds[preds["error"].isna()]
-    tokens = _num_col(rows, "output_tokens", "output_lengths")
+    tokens = num_col(rows, "output_tokens", "output_lengths")
     start = (tokens // bin_width * bin_width).astype(int)
-    out = (rows[["task", "backbone"]].assign(bin_start=start.to_numpy())
-           .groupby(["task", "backbone", "bin_start"], sort=True).size().rename("n").reset_index())  # fmt: skip
+    out = (
+        rows[["task", "backbone"]]
+        .assign(bin_start=start.to_numpy())
+        .groupby(["task", "backbone", "bin_start"], sort=True)
+        .size()
+        .rename("n")
+        .reset_index()
+    )
     out["bin_end"] = out["bin_start"] + bin_width
     out["max_tokens"] = out["task"].map(MAX_TOKENS)
     return out
@@ -100,21 +107,22 @@ def truncation_rate(preds: pd.DataFrame, by: Sequence[str] = ("task", "backbone"
         ``by`` + n, n_truncated, truncation_rate, n_at_cap, at_cap_rate, max_tokens.
     """
     by = list(by)
-    _require(preds, [*by, "task", "finish_reason", "output_tokens", "error"], "truncation_rate")
+    require(preds, [*by, "task", "finish_reason", "output_tokens", "error"], "truncation_rate")
     rows = preds[preds["error"].isna()]
     if rows.empty:
         raise MetricsInputError("truncation_rate: no answered rows")
     cap = rows["task"].map(MAX_TOKENS)
     if cap.isna().any():
-        raise MetricsInputError(f"truncation_rate: no max_tokens for task "
-                                f"{rows.loc[cap.isna(), 'task'].iloc[0]!r}")  # fmt: skip
-    tokens = _num_col(rows, "output_tokens", "truncation_rate")
+        raise MetricsInputError(
+            f"truncation_rate: no max_tokens for task {rows.loc[cap.isna(), 'task'].iloc[0]!r}"
+        )
+    tokens = num_col(rows, "output_tokens", "truncation_rate")
     flags = rows[by].assign(
         n=1,
         n_truncated=(rows["finish_reason"] == TRUNCATED).astype(int).to_numpy(),
         n_at_cap=(tokens >= cap - 1).astype(int).to_numpy(),
     )
-    out = _group_counts(flags, by)
+    out = group_counts(flags, by)
     out["truncation_rate"] = out["n_truncated"] / out["n"]
     out["at_cap_rate"] = out["n_at_cap"] / out["n"]
     if "task" in by:
@@ -132,7 +140,7 @@ def patient_accuracy(
 
 def patient_spread(per_patient: pd.DataFrame, cell: Sequence[str] = CELL) -> pd.DataFrame:
     """D5's summary: per cell the patients' median, IQR and standard deviation of accuracy."""
-    _require(per_patient, [*cell, "accuracy"], "patient_spread")
+    require(per_patient, [*cell, "accuracy"], "patient_spread")
     g = per_patient.groupby(list(cell), sort=True)["accuracy"]
     out = g.agg(n_patients="size", median="median", sd="std").reset_index()
     q = g.quantile([0.25, 0.75]).unstack()
@@ -179,7 +187,8 @@ def ci_widths(
 def width_vs_n(widths: pd.DataFrame) -> float:
     """D8's headline: Spearman correlation of bootstrap CI width with 1/sqrt(n) over cells
     (the paper: width "is dominated by per-cell sample size")."""
-    _require(widths, ["n", "boot_width"], "width_vs_n")
+    require(widths, ["n", "boot_width"], "width_vs_n")
     x = 1.0 / np.sqrt(widths["n"].to_numpy(float))
-    return float(pd.Series(x).corr(pd.Series(widths["boot_width"].to_numpy(float)),
-                                   method="spearman"))  # fmt: skip
+    return float(
+        pd.Series(x).corr(pd.Series(widths["boot_width"].to_numpy(float)), method="spearman")
+    )

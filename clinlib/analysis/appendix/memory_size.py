@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from clinlib.analysis import metrics, stats
-from clinlib.analysis.metrics.common import MetricsInputError, _require
+from clinlib.analysis.metrics.common import MetricsInputError, require
 
 
 def size_vs_accuracy(
@@ -35,7 +35,7 @@ def size_vs_accuracy(
     Returns:
         subject_id, size, n, accuracy — patients with both a memory and a question.
     """
-    _require(footprints, ["subject_id", "strategy", size_col], "size_vs_accuracy (footprints)")
+    require(footprints, ["subject_id", "strategy", size_col], "size_vs_accuracy (footprints)")
     rows = preds[(preds["strategy"] == strategy) & (preds["task"] == task)]
     if "setting" in rows.columns:
         rows = rows[rows["setting"] == "post"]
@@ -48,12 +48,13 @@ def size_vs_accuracy(
     if size["subject_id"].duplicated().any():
         raise MetricsInputError(f"size_vs_accuracy: several {strategy!r} footprints for a patient")
     out = acc.astype({"subject_id": "int64"}).merge(
-        size.astype({"subject_id": "int64"}), on="subject_id", how="inner")  # fmt: skip
+        size.astype({"subject_id": "int64"}), on="subject_id", how="inner"
+    )
     out = out.rename(columns={size_col: "size"})
     return out[["subject_id", "size", "n", "accuracy"]].reset_index(drop=True)
 
 
 def size_accuracy_r(per_patient: pd.DataFrame, alpha: float = 0.05) -> stats.PearsonResult:
     """Pearson r (Fisher-z CI) of size vs accuracy over patients."""
-    _require(per_patient, ["size", "accuracy"], "size_accuracy_r")
+    require(per_patient, ["size", "accuracy"], "size_accuracy_r")
     return stats.pearson(per_patient["size"], per_patient["accuracy"], alpha=alpha)

@@ -22,9 +22,9 @@ from clinlib.analysis.appendix.diagnostics import empty_flags
 from clinlib.analysis.metrics.common import (
     CELL,
     MetricsInputError,
-    _bool_col,
-    _group_counts,
-    _require,
+    bool_col,
+    group_counts,
+    require,
 )
 
 OVERANSWER_KINDS: tuple[str, ...] = ("invented_value", "bare_yes_no", "other")
@@ -60,7 +60,7 @@ def overanswer_makeup(preds: pd.DataFrame, cell: Sequence[str] = CELL) -> pd.Dat
         over-answers) per :data:`OVERANSWER_KINDS`.
     """
     cell = list(cell)
-    rows = metrics.common._task_rows(preds, "T9", "overanswer_makeup")
+    rows = metrics.common.task_rows(preds, "T9", "overanswer_makeup")
     if "setting" in rows.columns:
         rows = rows[rows["setting"] == "post"]
     outcome = metrics.t9_outcomes(rows)
@@ -72,7 +72,7 @@ def overanswer_makeup(preds: pd.DataFrame, cell: Sequence[str] = CELL) -> pd.Dat
         n_parser_missed=(outcome == "parser_missed").astype(int).to_numpy(),
         **{k: (kinds == k).to_numpy(bool).astype(int) for k in OVERANSWER_KINDS},
     )
-    out = _group_counts(flags, cell)
+    out = group_counts(flags, cell)
     for k in OVERANSWER_KINDS:
         out[f"{k}_share"] = (out[k] / out["n_over_answer"]).where(out["n_over_answer"] > 0)
     return out
@@ -112,10 +112,11 @@ def macro_ablation_beside_paper(kit: pd.DataFrame, table13: pd.DataFrame) -> pd.
         strategy, task_subset, kit, paper, kit_drop, paper_drop (macro on the subset minus
         macro on all tasks: the change the ablation makes).
     """
-    _require(table13, ["strategy", "task_subset", "value"], "macro_ablation_beside_paper")
+    require(table13, ["strategy", "task_subset", "value"], "macro_ablation_beside_paper")
     paper = table13[["strategy", "task_subset", "value"]].rename(columns={"value": "paper"})
     kit = kit[["strategy", "task_subset", "macro_accuracy"]].rename(
-        columns={"macro_accuracy": "kit"})  # fmt: skip
+        columns={"macro_accuracy": "kit"}
+    )
     out = kit.merge(paper, on=["strategy", "task_subset"], how="outer")
     for src in ("kit", "paper"):
         base = out[out["task_subset"] == "all"].set_index("strategy")[src]
@@ -131,15 +132,17 @@ def empty_sensitivity(preds: pd.DataFrame, by: Sequence[str] = CELL) -> pd.DataF
         every row is empty), delta (excluded - counted).
     """
     by = list(by)
-    _require(preds, [*by, "correct"], "empty_sensitivity")
-    ok = _bool_col(preds, "correct", "empty_sensitivity")
+    require(preds, [*by, "correct"], "empty_sensitivity")
+    ok = bool_col(preds, "correct", "empty_sensitivity")
     empty = empty_flags(preds)
     both = ok & empty
     if both.any():
-        raise MetricsInputError(f"empty_sensitivity: an empty response is scored correct "
-                                f"(qid={preds.loc[both, 'qid'].iloc[0]!r})")  # fmt: skip
+        raise MetricsInputError(
+            f"empty_sensitivity: an empty response is scored correct "
+            f"(qid={preds.loc[both, 'qid'].iloc[0]!r})"
+        )
     flags = preds[by].assign(n=1, k=ok.astype(int).to_numpy(), n_empty=empty.astype(int).to_numpy())
-    out = _group_counts(flags, by)
+    out = group_counts(flags, by)
     out["acc_counted"] = out["k"] / out["n"]
     answered = out["n"] - out["n_empty"]
     out["acc_excluded"] = (out["k"] / answered).where(answered > 0)

@@ -16,7 +16,7 @@ import pandas as pd
 
 from clinlib.analysis import metrics
 from clinlib.analysis.figures import FULL
-from clinlib.analysis.metrics.common import MetricsInputError, _norm_label, _require
+from clinlib.analysis.metrics.common import MetricsInputError, norm_label, require
 from clinlib.tasks.generators.t9 import SUBTYPE_GROUP as T9_KIND
 
 # Fig. 7's six panels (T2 / T4 / T9 have their own figures, Appendix B.1).
@@ -50,8 +50,9 @@ def subtype_accuracy(
     if strategy is not None:
         rows = rows[rows["strategy"] == strategy]
     if rows.empty:
-        raise MetricsInputError(f"subtype_accuracy: no post predictions of {strategy!r} on "
-                                f"{list(tasks)}")  # fmt: skip
+        raise MetricsInputError(
+            f"subtype_accuracy: no post predictions of {strategy!r} on {list(tasks)}"
+        )
     cell = ("strategy", "backbone", "task")
     return metrics.by_group(rows, "subtype", cell=cell, questions=questions)
 
@@ -63,9 +64,12 @@ def t5_family(subtype: object) -> str:
 
 def t5_families(preds: pd.DataFrame, questions: pd.DataFrame | None = None) -> pd.DataFrame:
     """Fig. 9: T5 accuracy per (strategy, backbone, family), controlled vs natural."""
-    rows = metrics.common._with_question_cols(
-        metrics.common._task_rows(_post(preds), "T5", "t5_families"), questions, ["subtype"],
-        "t5_families")  # fmt: skip
+    rows = metrics.common.with_question_cols(
+        metrics.common.task_rows(_post(preds), "T5", "t5_families"),
+        questions,
+        ["subtype"],
+        "t5_families",
+    )
     rows = rows.assign(family=rows["subtype"].map(t5_family))
     return metrics.accuracy_table(rows, by=("strategy", "backbone", "family"))
 
@@ -75,7 +79,7 @@ def t3_classes(preds: pd.DataFrame, questions: pd.DataFrame | None = None) -> pd
 
     Both settings are kept (``setting`` is a column): the paper's Fig. 8 is post-construction.
     """
-    rows = metrics.common._task_rows(preds, "T3", "t3_classes")
+    rows = metrics.common.task_rows(preds, "T3", "t3_classes")
     cell = ("strategy", "backbone", "setting") if "setting" in rows.columns else metrics.CELL
     return metrics.by_group(rows, "subtype", cell=cell, questions=questions)
 
@@ -85,7 +89,7 @@ def set_f1(parsed: object, gold: object) -> float:
 
     Ids compare case-insensitively; ``parsed`` and ``gold`` are ids joined by ``;``.
     """
-    p, g = _norm_label(parsed), _norm_label(gold)
+    p, g = norm_label(parsed), norm_label(gold)
     if g is None:
         raise MetricsInputError("set_f1: gold is empty")
     gs = {x.strip() for x in str(g).split(";") if x.strip()}
@@ -103,30 +107,34 @@ def t4_retrieval(preds: pd.DataFrame, questions: pd.DataFrame) -> dict[str, pd.D
         ``{"pool": subtype, n; "full": backbone, n, set_f1, accuracy;
         "grid": strategy, backbone, n, set_f1, accuracy}``.
     """
-    _require(questions, ["qid", "task", "subtype", "gold"], "t4_retrieval (questions)")
+    require(questions, ["qid", "task", "subtype", "gold"], "t4_retrieval (questions)")
     qs = questions[questions["task"] == "T4"]
     pool = qs.groupby("subtype").size().rename("n").reset_index()
-    rows = metrics.common._task_rows(_post(preds), "T4", "t4_retrieval")
-    _require(rows, ["qid", "parsed", "correct", "strategy", "backbone"], "t4_retrieval")
+    rows = metrics.common.task_rows(_post(preds), "T4", "t4_retrieval")
+    require(rows, ["qid", "parsed", "correct", "strategy", "backbone"], "t4_retrieval")
     rows = rows.drop(columns=[c for c in ("gold",) if c in rows.columns])
     rows = rows.merge(qs[["qid", "gold"]], on="qid", how="inner")
     rows["set_f1"] = [set_f1(p, g) for p, g in zip(rows["parsed"], rows["gold"], strict=True)]
     rows["accuracy"] = rows["correct"].astype(float)
-    grid = (rows.groupby(["strategy", "backbone"], sort=True)
-            .agg(n=("qid", "size"), set_f1=("set_f1", "mean"), accuracy=("accuracy", "mean"))
-            .reset_index())  # fmt: skip
+    grid = (
+        rows.groupby(["strategy", "backbone"], sort=True)
+        .agg(n=("qid", "size"), set_f1=("set_f1", "mean"), accuracy=("accuracy", "mean"))
+        .reset_index()
+    )
     full = grid[grid["strategy"] == FULL].drop(columns="strategy").reset_index(drop=True)
     return {"pool": pool, "full": full, "grid": grid}
 
 
 def t8_bins(preds: pd.DataFrame, questions: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Fig. 11: T8 question counts per bin and accuracy per (strategy, backbone, bin)."""
-    _require(questions, ["task", "subtype"], "t8_bins (questions)")
+    require(questions, ["task", "subtype"], "t8_bins (questions)")
     counts = questions[questions["task"] == "T8"].groupby("subtype").size()
-    rows = metrics.common._task_rows(_post(preds), "T8", "t8_bins")
+    rows = metrics.common.task_rows(_post(preds), "T8", "t8_bins")
     acc = metrics.by_group(rows, "subtype", questions=questions)
-    return {"counts": counts.rename("n").rename_axis("bin").reset_index(),
-            "accuracy": acc.rename(columns={"subtype": "bin"})}  # fmt: skip
+    return {
+        "counts": counts.rename("n").rename_axis("bin").reset_index(),
+        "accuracy": acc.rename(columns={"subtype": "bin"}),
+    }
 
 
 def t9_by_kind(
@@ -136,14 +144,18 @@ def t9_by_kind(
     (strict + lenient + parser-missed, :func:`clinlib.analysis.metrics.t9_decomposition`) and
     over-answer rate when wrong (over-answers / wrong answers; empties are wrong but not
     over-answers)."""
-    rows = metrics.common._with_question_cols(
-        metrics.common._task_rows(_post(preds), "T9", "t9_by_kind"), questions, ["subtype"],
-        "t9_by_kind")  # fmt: skip
+    rows = metrics.common.with_question_cols(
+        metrics.common.task_rows(_post(preds), "T9", "t9_by_kind"),
+        questions,
+        ["subtype"],
+        "t9_by_kind",
+    )
     unknown = ~rows["subtype"].isin(list(T9_KIND))
     if unknown.any():
         raise MetricsInputError(
             f"t9_by_kind: T9 subtype {rows.loc[unknown, 'subtype'].iloc[0]!r} is not one of "
-            f"{sorted(T9_KIND)}")  # fmt: skip
+            f"{sorted(T9_KIND)}"
+        )
     rows = rows.assign(kind=rows["subtype"].map(T9_KIND))
     out = metrics.t9_decomposition(rows, cell=[*cell, "kind"])
     wrong = out["n"] - out["correct_abstain"]

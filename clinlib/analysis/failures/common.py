@@ -15,20 +15,44 @@ FILTER_COLUMNS: tuple[str, ...] = ("task", "subtype", "strategy", "backbone", "s
 # "error": the request failed (any class); "context-overflow": the prompt did not fit the
 # backbone's context window (recorded without being sent, or refused by the server).
 OUTCOMES: tuple[str, ...] = (
-    "any", "correct", "incorrect", "parse-failed", "error", "context-overflow",
-)  # fmt: skip
+    "any",
+    "correct",
+    "incorrect",
+    "parse-failed",
+    "error",
+    "context-overflow",
+)
 # Where a wrong answer was lost (clinlib.analysis.evidence.lost_in): needs a ``lost_in`` column.
 LOSSES: tuple[str, ...] = ("any", "representation", "reading")
-LOSS_LABELS: dict[str, str] = {"any": "any", "representation": "lost in representation",
-                               "reading": "lost in reading"}  # fmt: skip
+LOSS_LABELS: dict[str, str] = {
+    "any": "any",
+    "representation": "lost in representation",
+    "reading": "lost in reading",
+}
 REQUIRED_COLUMNS: tuple[str, ...] = (
-    "qid", "task", "subtype", "strategy", "backbone", "setting", "response", "parsed",
-    "correct", "parse_failed",
-)  # fmt: skip
+    "qid",
+    "task",
+    "subtype",
+    "strategy",
+    "backbone",
+    "setting",
+    "response",
+    "parsed",
+    "correct",
+    "parse_failed",
+)
 FLIP_COLUMNS: tuple[str, ...] = (
-    "qid", "task", "subtype", "backbone", "setting", "good", "bad", "parsed_good",
-    "parsed_bad", "response_bad",
-)  # fmt: skip
+    "qid",
+    "task",
+    "subtype",
+    "backbone",
+    "setting",
+    "good",
+    "bad",
+    "parsed_good",
+    "parsed_bad",
+    "response_bad",
+)
 STATIC_ENV = "CLINTRACE_STATIC_VIEWER"
 ANCHOR_COLOR = "#d62728"
 NO_ANCHOR_TEXT = (

@@ -16,7 +16,7 @@ from clinlib.analysis.failures.common import (
     as_list,
     require_columns,
 )
-from clinlib.analysis.stats import pairwise_mcnemar
+from clinlib.analysis.stats.question import pairwise_mcnemar
 from clinlib.dialogue.viewer import kind_of
 
 
@@ -74,8 +74,9 @@ def flips(
     g = sides["good"][[*key, "task", "subtype", "parsed", "correct"]]
     b = sides["bad"][[*key, "parsed", "response", "correct"]]
     m = g.merge(b, on=key, suffixes=("_good", "_bad"))
-    m = m[m["correct_good"].fillna(False).astype(bool) & ~m["correct_bad"].fillna(False)
-          .astype(bool)]  # fmt: skip
+    m = m[
+        m["correct_good"].fillna(False).astype(bool) & ~m["correct_bad"].fillna(False).astype(bool)
+    ]
     out = m.rename(columns={"response": "response_bad"}).assign(good=good, bad=bad)
     return out[list(FLIP_COLUMNS)].sort_values(["task", "qid"]).reset_index(drop=True)
 
@@ -131,8 +132,7 @@ def flip_table(
             raise FailureExplorerError(f"backbone {bb!r}, setting {st!r}: {exc}") from None
         for r in res.to_dict("records"):
             a, b = r["strategy_a"], r["strategy_b"]
-            common = dict(backbone=bb, setting=st, n=r["n"], p_value=r["p_value"],
-                          p_adj=r["p_adj"])  # fmt: skip
+            common = dict(backbone=bb, setting=st, n=r["n"], p_value=r["p_value"], p_adj=r["p_adj"])
             rows.append({**common, "good": a, "bad": b, "flips": r["b"], "reverse": r["c"]})
             rows.append({**common, "good": b, "bad": a, "flips": r["c"], "reverse": r["b"]})
     return pd.DataFrame(rows, columns=cols)

@@ -56,8 +56,7 @@ def filter_predictions(
     if lost != "any":
         require_columns(preds, ("lost_in",), "predictions (label them with evidence.lost_in)")
     mask = pd.Series(True, index=preds.index)
-    given = dict(task=task, subtype=subtype, strategy=strategy, backbone=backbone,
-                 setting=setting)  # fmt: skip
+    given = dict(task=task, subtype=subtype, strategy=strategy, backbone=backbone, setting=setting)
     for col, value in given.items():
         wanted = as_list(value)
         if not wanted:
@@ -100,8 +99,9 @@ def missing_predictions(
     check so a notebook only calls ``runner.run`` (which rebuilds every context before it
     skips done keys) when there is work to do."""
     require_columns(preds, ("qid", "strategy", "backbone", "setting"), "predictions")
-    done = set(zip(preds["qid"], preds["strategy"], preds["backbone"], preds["setting"],
-                   strict=True))  # fmt: skip
+    done = set(
+        zip(preds["qid"], preds["strategy"], preds["backbone"], preds["setting"], strict=True)
+    )
     want = {
         (q, s, b, st)
         for st in settings
@@ -120,5 +120,7 @@ def options_of(preds: pd.DataFrame, col: str) -> list[str]:
 def prediction_label(row: Mapping[str, Any]) -> str:
     """A picker label for one prediction."""
     mark = "✔" if row["correct"] else ("⚠" if row["parse_failed"] else "✘")
-    return (f"{mark} {row['qid']} · {row['strategy']} · {row['backbone']} · {row['setting']} · "
-            f"{str(row['parsed'])[:40]}")  # fmt: skip
+    return (
+        f"{mark} {row['qid']} · {row['strategy']} · {row['backbone']} · {row['setting']} · "
+        f"{str(row['parsed'])[:40]}"
+    )

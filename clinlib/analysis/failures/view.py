@@ -85,8 +85,9 @@ def evidence_turns_html(question: Mapping[str, Any], dialogues: pd.DataFrame | N
     for ref in refs:
         sid, _, turn = ref.partition(":")
         try:
-            row = dialogues[(dialogues["subject_id"] == int(sid))
-                            & (dialogues["turn_idx"] == int(turn))]  # fmt: skip
+            row = dialogues[
+                (dialogues["subject_id"] == int(sid)) & (dialogues["turn_idx"] == int(turn))
+            ]
         except ValueError:
             raise FailureExplorerError(
                 f"question {question.get('qid')}: evidence turn {ref!r} is not 'subject:turn'"
@@ -148,8 +149,14 @@ def prediction_html(
         f"<tr><th>anchors</th><td>{html.escape(', '.join(anchors) or '(none)')}</td></tr>"
         "</table>"
     )
-    parts = [CSS, '<div class="ct-fx">', head, table, "<h5>Where the answer is in the "
-             "dialogue</h5>", evidence_turns_html(question, dialogues)]  # fmt: skip
+    parts = [
+        CSS,
+        '<div class="ct-fx">',
+        head,
+        table,
+        "<h5>Where the answer is in the dialogue</h5>",
+        evidence_turns_html(question, dialogues),
+    ]
     if context is not None:
         msg = anchor_message(context, anchors)
         cls = "ct-bad" if msg.startswith("Anchor event(s)") and "ABSENT" in msg else "ct-ok"
@@ -225,8 +232,9 @@ def anchors_in_context(
         missing = sorted(set(grp["qid"]) - set(sub["qid"]))
         if missing:
             raise FailureExplorerError(f"qid(s) {missing[:5]} are not in questions.parquet")
-        ctx = dict(zip(*context_fn(sub, strategy, str(setting))[["qid", "context"]].T.values,
-                       strict=True))  # fmt: skip
+        ctx = dict(
+            zip(*context_fn(sub, strategy, str(setting))[["qid", "context"]].T.values, strict=True)
+        )
         anchors = {q["qid"]: anchor_ids(q) for q in sub.to_dict("records")}
         for i, qid in zip(grp.index, grp["qid"], strict=True):
             found = anchor_presence(str(ctx.get(qid, "")), anchors[qid])
@@ -255,10 +263,14 @@ def side_by_side(
         context_tokens[, context_chars, anchors_present].
     """
     require_columns(preds, REQUIRED_COLUMNS, "predictions")
-    rows = preds[(preds["qid"] == qid) & (preds["backbone"] == backbone)
-                 & (preds["setting"] == setting)]  # fmt: skip
-    cols = [c for c in ("strategy", "prep_model", "parsed", "correct", "parse_failed",
-                        "context_tokens") if c in rows.columns]  # fmt: skip
+    rows = preds[
+        (preds["qid"] == qid) & (preds["backbone"] == backbone) & (preds["setting"] == setting)
+    ]
+    cols = [
+        c
+        for c in ("strategy", "prep_model", "parsed", "correct", "parse_failed", "context_tokens")
+        if c in rows.columns
+    ]
     out = rows[cols].sort_values("strategy").reset_index(drop=True)
     if context_fn is not None and len(out):
         anchors = anchor_ids(question_row(questions, qid))
@@ -323,12 +335,18 @@ def explain(
         if context_fn is None
         else context_of(
             questions, str(pred["qid"]), str(pred["strategy"]), str(pred["setting"]), context_fn
-        )  # fmt: skip
+        )
     )
     out = prediction_html(pred, q, ctx, dialogues)
     if others:
-        tab = side_by_side(preds_all(preds), questions, str(pred["qid"]), str(pred["backbone"]),
-                           str(pred["setting"]), context_fn)  # fmt: skip
+        tab = side_by_side(
+            preds_all(preds),
+            questions,
+            str(pred["qid"]),
+            str(pred["backbone"]),
+            str(pred["setting"]),
+            context_fn,
+        )
         out += "<h5>Same question, other strategies</h5>" + side_by_side_html(
             tab, highlight=str(pred["strategy"])
         )

@@ -49,14 +49,19 @@ def static_view(
         .agg(n=("qid", "size"), correct=("correct", "sum"), parse_failed=("parse_failed", "sum"))
         .reset_index()
     )
-    parts = [f"<h4>Failure explorer (static view): {len(preds)} predictions, "
-             f"{len(fl)} {good}→{bad} flips</h4>",
-             counts.to_html(index=False)]  # fmt: skip
+    parts = [
+        f"<h4>Failure explorer (static view): {len(preds)} predictions, "
+        f"{len(fl)} {good}→{bad} flips</h4>",
+        counts.to_html(index=False),
+    ]
     if len(fl):
         f0 = fl.iloc[0]
-        pick = preds[(preds["qid"] == f0["qid"]) & (preds["strategy"] == bad)
-                     & (preds["backbone"] == f0["backbone"])
-                     & (preds["setting"] == f0["setting"])]  # fmt: skip
+        pick = preds[
+            (preds["qid"] == f0["qid"])
+            & (preds["strategy"] == bad)
+            & (preds["backbone"] == f0["backbone"])
+            & (preds["setting"] == f0["setting"])
+        ]
     else:
         pick = preds[~preds["correct"].fillna(False).astype(bool)]
     if len(pick):
@@ -73,13 +78,33 @@ def _filter_widgets(preds: pd.DataFrame) -> tuple[dict[str, Any], Any, Any]:
             options=[("(all)", "")] + [(v, v) for v in options_of(preds, col)],
             value="",
             description=col,
-        )  # fmt: skip
+        )
         for col in FILTER_COLUMNS
     }
     outcome = W.Dropdown(options=list(OUTCOMES), value="incorrect", description="outcome")
-    lost = W.Dropdown(options=[(LOSS_LABELS[v], v) for v in LOSSES], value="any",
-                      description="lost in", disabled="lost_in" not in preds.columns)  # fmt: skip
+    lost = W.Dropdown(
+        options=[(LOSS_LABELS[v], v) for v in LOSSES],
+        value="any",
+        description="lost in",
+        disabled="lost_in" not in preds.columns,
+    )
     return dd, outcome, lost
+
+
+def _layout(dd: dict, toggles: dict, page, pick, count, body):
+    """The explorer's box: filters in two rows, the count, the picker, the explanation."""
+    row1 = W.HBox([dd["task"], dd["subtype"], dd["strategy"]])
+    row2 = W.HBox([dd["backbone"], dd["setting"], *toggles.values()])
+    box = W.VBox([row1, row2, count, W.HBox([page, pick]), body])
+    box.controls = {
+        **dd,
+        **toggles,  # type: ignore
+        "pick": pick,
+        "page": page,
+        "count": count,
+        "body": body,
+    }
+    return box
 
 
 def failure_explorer(
@@ -110,14 +135,20 @@ def failure_explorer(
     state: dict[str, Any] = {"rows": preds.iloc[:0]}
 
     def _filter(_=None) -> None:
-        rows = filter_predictions(preds, outcome=outcome.value, lost=lost.value,
-                                  **{c: (w.value or None) for c, w in dd.items()})  # fmt: skip
+        rows = filter_predictions(
+            preds,
+            outcome=outcome.value,
+            lost=lost.value,
+            **{c: (w.value or None) for c, w in dd.items()},
+        )
         if only_flips.value and {good, bad} <= set(preds["strategy"]):
             rows = only_flip_rows(rows, flips(preds, good, bad), bad)
         state["rows"] = with_source(rows, preds)
         n_pages = page_count(len(rows))
-        count.value = (f"<b>{len(rows)}</b> of {len(preds)} predictions match "
-                       f"({n_pages} page(s) of {PAGE_SIZE})")  # fmt: skip
+        count.value = (
+            f"<b>{len(rows)}</b> of {len(preds)} predictions match "
+            f"({n_pages} page(s) of {PAGE_SIZE})"
+        )
         if page.value != 1:
             page.value = 1  # observed: refills the picker
         else:
@@ -127,8 +158,9 @@ def failure_explorer(
     def _fill(_=None) -> None:
         rows = page_of(state["rows"], page.value - 1)
         first = (page.value - 1) * PAGE_SIZE
-        pick.options = [(prediction_label(r), first + i)
-                        for i, r in enumerate(rows.to_dict("records"))]  # fmt: skip
+        pick.options = [
+            (prediction_label(r), first + i) for i, r in enumerate(rows.to_dict("records"))
+        ]
         pick.value = first if len(rows) else None
         _show()
 
@@ -145,11 +177,9 @@ def failure_explorer(
         w.observe(_filter, names="value")
     pick.observe(_show, names="value")
     page.observe(_fill, names="value")
-    row1 = W.HBox([dd["task"], dd["subtype"], dd["strategy"]])
-    row2 = W.HBox([dd["backbone"], dd["setting"], outcome, lost, only_flips])
-    box = W.VBox([row1, row2, count, W.HBox([page, pick]), body])
-    box.controls = {**dd, "outcome": outcome, "lost": lost, "flips": only_flips,  # type: ignore
-                    "pick": pick, "page": page, "count": count, "body": body}  # fmt: skip
+    box = _layout(
+        dd, {"outcome": outcome, "lost": lost, "flips": only_flips}, page, pick, count, body
+    )
     _filter()
     return box
 

@@ -15,11 +15,11 @@ import pandas as pd
 
 from clinlib.analysis.metrics.common import (
     CELL,
-    _bool_col,
-    _group_counts,
-    _norm_label,
-    _require,
-    _task_rows,
+    bool_col,
+    group_counts,
+    norm_label,
+    require,
+    task_rows,
 )
 
 # T9 outcome categories of Fig. 4, in stacking order. The paper's five collapse "patched
@@ -67,7 +67,7 @@ def looks_like_abstention(text: object) -> bool:
     True when the text matches one of :data:`ABSTENTION_PATTERNS` and does not state a
     specific value (:data:`VALUE_PATTERN`, e.g. "4.2" or "138 mEq/L").
     """
-    if _norm_label(text) is None:
+    if norm_label(text) is None:
         return False
     s = str(text)
     return bool(_ABSTAIN_RE.search(s)) and not _VALUE_RE.search(s)
@@ -88,11 +88,11 @@ def t9_outcomes(
     Returns:
         Series of category strings aligned with ``preds.index``.
     """
-    _require(preds, [strict_col, lenient_col, response_col], "t9_outcomes")
-    strict = _bool_col(preds, strict_col, "t9_outcomes").to_numpy()
-    lenient = _bool_col(preds, lenient_col, "t9_outcomes").to_numpy()
+    require(preds, [strict_col, lenient_col, response_col], "t9_outcomes")
+    strict = bool_col(preds, strict_col, "t9_outcomes").to_numpy()
+    lenient = bool_col(preds, lenient_col, "t9_outcomes").to_numpy()
     resp = preds[response_col]
-    empty = resp.map(_norm_label).isna().to_numpy()
+    empty = resp.map(norm_label).isna().to_numpy()
     missed = resp.map(looks_like_abstention).to_numpy(bool)
     cat = np.select(
         [strict, lenient, empty, missed],
@@ -123,11 +123,11 @@ def t9_decomposition(
         abstention_total (+ parser-missed, the paper's "abstention rate").
     """
     cell = list(cell)
-    rows = _task_rows(preds, task, "t9_decomposition")
-    _require(rows, cell, "t9_decomposition")
+    rows = task_rows(preds, task, "t9_decomposition")
+    require(rows, cell, "t9_decomposition")
     cat = t9_outcomes(rows, strict_col, lenient_col, response_col)
     flags = pd.DataFrame({c: (cat == c).astype(int) for c in T9_CATEGORIES}, index=rows.index)
-    out = _group_counts(pd.concat([rows[cell], flags.assign(n=1)], axis=1), cell)
+    out = group_counts(pd.concat([rows[cell], flags.assign(n=1)], axis=1), cell)
     out = out[[*cell, "n", *T9_CATEGORIES]]
     for c in T9_CATEGORIES:
         out[f"{c}_rate"] = out[c] / out["n"]
@@ -155,9 +155,9 @@ def strict_vs_lenient(
         n_lost (strict only; non-zero means the lenient parser is not a superset).
     """
     by = list(by)
-    _require(preds, [*by, strict_col, lenient_col], "strict_vs_lenient")
-    s = _bool_col(preds, strict_col, "strict_vs_lenient")
-    le = _bool_col(preds, lenient_col, "strict_vs_lenient")
+    require(preds, [*by, strict_col, lenient_col], "strict_vs_lenient")
+    s = bool_col(preds, strict_col, "strict_vs_lenient")
+    le = bool_col(preds, lenient_col, "strict_vs_lenient")
     flags = preds[by].assign(
         n=1,
         _s=s.astype(int).to_numpy(),
@@ -165,7 +165,7 @@ def strict_vs_lenient(
         n_rescued=(le & ~s).astype(int).to_numpy(),
         n_lost=(s & ~le).astype(int).to_numpy(),
     )
-    out = _group_counts(flags, by)
+    out = group_counts(flags, by)
     out["strict"] = out["_s"] / out["n"]
     out["lenient"] = out["_l"] / out["n"]
     out["delta"] = out["lenient"] - out["strict"]
@@ -179,8 +179,8 @@ def parse_failure_rate(preds: pd.DataFrame, cell: Sequence[str] = CELL) -> pd.Da
         ``cell`` + n, n_parse_failed, parse_failure_rate.
     """
     cell = list(cell)
-    _require(preds, [*cell, "parse_failed"], "parse_failure_rate")
-    pf = _bool_col(preds, "parse_failed", "parse_failure_rate")
-    out = _group_counts(preds[cell].assign(n=1, n_parse_failed=pf.astype(int).to_numpy()), cell)
+    require(preds, [*cell, "parse_failed"], "parse_failure_rate")
+    pf = bool_col(preds, "parse_failed", "parse_failure_rate")
+    out = group_counts(preds[cell].assign(n=1, n_parse_failed=pf.astype(int).to_numpy()), cell)
     out["parse_failure_rate"] = out["n_parse_failed"] / out["n"]
     return out

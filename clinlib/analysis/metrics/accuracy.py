@@ -17,13 +17,13 @@ import pandas as pd
 from clinlib.analysis.metrics.common import (
     CELL,
     MetricsInputError,
-    _bool_col,
-    _example_id,
-    _group_counts,
-    _require,
-    _with_question_cols,
+    bool_col,
+    example_id,
+    group_counts,
+    require,
+    with_question_cols,
 )
-from clinlib.analysis.stats import bootstrap_ci, wilson_ci
+from clinlib.analysis.stats.question import bootstrap_ci, wilson_ci
 
 BLIND_STRATEGY = "no-context-blind"
 MEM_AVG = "mem-avg"  # same spelling as clinlib.analysis.paper and data/paper/table02
@@ -62,12 +62,12 @@ def accuracy_table(
         ``by`` columns + n, k, accuracy, ci_low, ci_high (+ boot_low, boot_high).
     """
     by = list(by)
-    _require(preds, [*by, correct_col], "accuracy_table")
+    require(preds, [*by, correct_col], "accuracy_table")
     if preds.empty:
         raise MetricsInputError("accuracy_table: predictions table is empty")
-    ok = _bool_col(preds, correct_col, "accuracy_table")
+    ok = bool_col(preds, correct_col, "accuracy_table")
     frame = preds[by].assign(n=1, k=ok.astype(int).to_numpy())
-    out = _group_counts(frame, by)
+    out = group_counts(frame, by)
     out["accuracy"] = out["k"] / out["n"]
     out["ci_low"], out["ci_high"] = wilson_ci(out["k"].to_numpy(), out["n"].to_numpy(), alpha)
     if n_boot > 0:
@@ -105,7 +105,7 @@ def summary_rows(
     cell, match = list(cell), list(match)
     if "strategy" not in cell:
         raise MetricsInputError(f"summary_rows: cell must include 'strategy', got {cell}")
-    _require(per_task, [*cell, "task", "accuracy"], "summary_rows")
+    require(per_task, [*cell, "task", "accuracy"], "summary_rows")
     df = per_task[[*cell, "task", "accuracy"]].copy()
     if task_n is not None:
         df["n"] = df["task"].map(dict(task_n))
@@ -113,7 +113,7 @@ def summary_rows(
             task = df.loc[df["n"].isna(), "task"].iloc[0]
             raise MetricsInputError(f"summary_rows: task_n has no size for task {task!r}")
     else:
-        _require(per_task, ["n"], "summary_rows", "or pass task_n={task: size}")
+        require(per_task, ["n"], "summary_rows", "or pass task_n={task: size}")
         df["n"] = per_task["n"].to_numpy()
     acc = pd.to_numeric(df["accuracy"], errors="coerce")
     if acc.isna().any() or ((acc < 0) | (acc > 1)).any():
@@ -180,7 +180,7 @@ def context_lift(
         Long table: regime, ``match`` columns, task, accuracy, baseline_accuracy, lift.
     """
     match = list(match)
-    _require(per_task, ["strategy", *match, "task", "accuracy"], "context_lift")
+    require(per_task, ["strategy", *match, "task", "accuracy"], "context_lift")
     df = per_task[["strategy", *match, "task", "accuracy"]]
     if df.duplicated(["strategy", *match, "task"]).any():
         raise MetricsInputError("context_lift: (strategy, backbone, task) repeated in per_task")
@@ -259,13 +259,13 @@ def by_group(
         As :func:`accuracy_table` with ``cell`` + the group column ("subject_id" for patient).
     """
     col = GROUP_COLUMNS.get(group, group)
-    rows = _with_question_cols(preds, questions, [col], "by_group")
+    rows = with_question_cols(preds, questions, [col], "by_group")
     if group == "patient":
         rows = rows.explode(col).rename(columns={col: "subject_id"})
         if rows["subject_id"].isna().any():
             bad = rows["subject_id"].isna()
             raise MetricsInputError(
-                f"by_group: a question has no subject_ids{_example_id(rows, bad)}"
+                f"by_group: a question has no subject_ids{example_id(rows, bad)}"
             )
         col = "subject_id"
     return accuracy_table(rows, by=[*cell, col], correct_col=correct_col, alpha=alpha)

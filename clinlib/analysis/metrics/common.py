@@ -17,7 +17,7 @@ class MetricsInputError(ValueError):
     """Raised when a predictions/questions table cannot be scored as given."""
 
 
-def _require(df: pd.DataFrame, cols: Sequence[str], fn: str, hint: str = "") -> None:
+def require(df: pd.DataFrame, cols: Sequence[str], fn: str, hint: str = "") -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
         extra = f"; {hint}" if hint else ""
@@ -26,19 +26,19 @@ def _require(df: pd.DataFrame, cols: Sequence[str], fn: str, hint: str = "") -> 
         )
 
 
-def _example_id(df: pd.DataFrame, mask: pd.Series | np.ndarray) -> str:
+def example_id(df: pd.DataFrame, mask: pd.Series | np.ndarray) -> str:
     if "qid" in df.columns:
         return f" (e.g. qid={df.loc[np.asarray(mask), 'qid'].iloc[0]!r})"
     return ""
 
 
-def _bool_col(df: pd.DataFrame, col: str, fn: str) -> pd.Series:
+def bool_col(df: pd.DataFrame, col: str, fn: str) -> pd.Series:
     """``df[col]`` as a plain bool Series; NA or non-boolean values are errors."""
     s = df[col]
     na = s.isna()
     if na.any():
         raise MetricsInputError(
-            f"{fn}: column {col!r} has {int(na.sum())} missing value(s){_example_id(df, na)}; "
+            f"{fn}: column {col!r} has {int(na.sum())} missing value(s){example_id(df, na)}; "
             "the harness must record True/False for every prediction"
         )
     if pd.api.types.is_bool_dtype(s):
@@ -47,33 +47,32 @@ def _bool_col(df: pd.DataFrame, col: str, fn: str) -> pd.Series:
     if not ok.all():
         bad = s[~ok].iloc[0]
         raise MetricsInputError(
-            f"{fn}: column {col!r} must be boolean; found {bad!r}{_example_id(df, ~ok)}"
+            f"{fn}: column {col!r} must be boolean; found {bad!r}{example_id(df, ~ok)}"
         )
     return s.astype(bool)
 
 
-def _num_col(df: pd.DataFrame, col: str, fn: str, allow_nan: bool = False) -> pd.Series:
+def num_col(df: pd.DataFrame, col: str, fn: str, allow_nan: bool = False) -> pd.Series:
     s = pd.to_numeric(df[col], errors="coerce")
     bad = s.isna() & df[col].notna()
     if bad.any():
         raise MetricsInputError(
             f"{fn}: column {col!r} is not numeric: {df.loc[bad, col].iloc[0]!r}"
-            f"{_example_id(df, bad)}"
+            f"{example_id(df, bad)}"
         )
     if not allow_nan and s.isna().any():
         raise MetricsInputError(
             f"{fn}: column {col!r} has {int(s.isna().sum())} missing value(s)"
-            f"{_example_id(df, s.isna())}"
+            f"{example_id(df, s.isna())}"
         )
     if (s < 0).any():
         raise MetricsInputError(
-            f"{fn}: column {col!r} has a negative value {s[s < 0].iloc[0]!r}"
-            f"{_example_id(df, s < 0)}"
+            f"{fn}: column {col!r} has a negative value {s[s < 0].iloc[0]!r}{example_id(df, s < 0)}"
         )
     return s.astype(float)
 
 
-def _with_question_cols(
+def with_question_cols(
     preds: pd.DataFrame, questions: pd.DataFrame | None, cols: Sequence[str], fn: str
 ) -> pd.DataFrame:
     """Join ``cols`` missing from ``preds`` from ``questions`` on qid."""
@@ -84,13 +83,13 @@ def _with_question_cols(
         raise MetricsInputError(
             f"{fn}: predictions lack {need}; pass questions= (questions.parquet) to join them"
         )
-    _require(questions, ["qid", *need], f"{fn} (questions)")
+    require(questions, ["qid", *need], f"{fn} (questions)")
     dup = questions["qid"].duplicated()
     if dup.any():
         raise MetricsInputError(
             f"{fn}: questions has duplicate qid {questions.loc[dup, 'qid'].iloc[0]!r}"
         )
-    _require(preds, ["qid"], fn)
+    require(preds, ["qid"], fn)
     out = preds.merge(questions[["qid", *need]], on="qid", how="left", validate="many_to_one")
     unknown = ~preds["qid"].isin(questions["qid"]).to_numpy()
     if unknown.any():
@@ -101,8 +100,8 @@ def _with_question_cols(
     return out
 
 
-def _task_rows(preds: pd.DataFrame, task: str, fn: str) -> pd.DataFrame:
-    _require(preds, ["task"], fn)
+def task_rows(preds: pd.DataFrame, task: str, fn: str) -> pd.DataFrame:
+    require(preds, ["task"], fn)
     # A fresh index: later steps select rows by label and must not hit duplicates.
     rows = preds[preds["task"] == task].reset_index(drop=True)
     if rows.empty:
@@ -113,7 +112,7 @@ def _task_rows(preds: pd.DataFrame, task: str, fn: str) -> pd.DataFrame:
     return rows
 
 
-def _norm_label(value: object) -> object:
+def norm_label(value: object) -> object:
     """Labels compare case- and whitespace-insensitively; missing stays None."""
     if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
         return None
@@ -121,5 +120,5 @@ def _norm_label(value: object) -> object:
     return text or None
 
 
-def _group_counts(flags: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+def group_counts(flags: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     return flags.groupby(list(keys), sort=True, dropna=False).sum().reset_index()

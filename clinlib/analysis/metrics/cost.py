@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis.metrics.common import CELL, MetricsInputError, _example_id, _num_col, _require
+from clinlib.analysis.metrics.common import CELL, MetricsInputError, example_id, num_col, require
 
 PRED_COST_COLUMNS: tuple[str, ...] = (
     "cost_usd",
@@ -41,10 +41,10 @@ def cost_table(
         cached_tokens, cache_hit_rate, mean_latency_s.
     """
     cell = list(cell)
-    _require(preds, [*cell, *PRED_COST_COLUMNS], "cost_table")
+    require(preds, [*cell, *PRED_COST_COLUMNS], "cost_table")
     num = pd.DataFrame(
         {
-            c: _num_col(preds, c, "cost_table", allow_nan=(c == "cost_usd"))
+            c: num_col(preds, c, "cost_table", allow_nan=(c == "cost_usd"))
             for c in PRED_COST_COLUMNS
         },
         index=preds.index,
@@ -53,7 +53,7 @@ def cost_table(
     if over.any():
         raise MetricsInputError(
             "cost_table: cached_tokens exceeds input_tokens"
-            f"{_example_id(preds, over)}; input_tokens must include cached tokens"
+            f"{example_id(preds, over)}; input_tokens must include cached tokens"
         )
     frame = pd.concat([preds[cell], num], axis=1)
     frame["n"] = 1
@@ -95,7 +95,7 @@ def pareto_frontier(df: pd.DataFrame, cost: str = "cost_usd", acc: str = "pooled
     Returns:
         Boolean Series named "pareto", aligned with ``df.index``.
     """
-    _require(df, [cost, acc], "pareto_frontier")
+    require(df, [cost, acc], "pareto_frontier")
     c = pd.to_numeric(df[cost], errors="coerce").to_numpy(float)
     a = pd.to_numeric(df[acc], errors="coerce").to_numpy(float)
     if np.isnan(c).any() or np.isnan(a).any():

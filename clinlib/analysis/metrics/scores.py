@@ -18,8 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis.metrics.common import MetricsInputError, _require
-from clinlib.analysis.stats import bootstrap_ci
+from clinlib.analysis.metrics.common import MetricsInputError, require
+from clinlib.analysis.stats.question import bootstrap_ci
 from clinlib.eval.store import row_scores
 
 SCORE_COLUMNS: dict[bool, tuple[str, str]] = {
@@ -31,7 +31,7 @@ SCORE_COLUMNS: dict[bool, tuple[str, str]] = {
 def graded_scores(preds: pd.DataFrame, lenient: bool = False) -> pd.Series:
     """Each prediction's graded score (``score`` / ``score_lenient``, else ``correct`` as
     1.0 / 0.0 where the score is missing; :func:`clinlib.eval.store.row_scores`)."""
-    _require(preds, [SCORE_COLUMNS[lenient][1]], "graded_scores")
+    require(preds, [SCORE_COLUMNS[lenient][1]], "graded_scores")
     return row_scores(preds, lenient)
 
 
@@ -57,7 +57,7 @@ def score_table(
         ``by`` columns + n, mean_score, parse_failure_rate (+ ci_low, ci_high).
     """
     by = list(by)
-    _require(preds, [*by, "parse_failed"], "score_table")
+    require(preds, [*by, "parse_failed"], "score_table")
     if preds.empty:
         raise MetricsInputError("score_table: predictions table is empty")
     frame = preds[by].assign(
@@ -70,8 +70,9 @@ def score_table(
     )
     out = out.reset_index()
     if n_boot > 0:
-        bounds = [bootstrap_ci(g["_s"].to_numpy(float), np.mean, n_boot, alpha, seed)
-                  for _, g in groups]  # fmt: skip
+        bounds = [
+            bootstrap_ci(g["_s"].to_numpy(float), np.mean, n_boot, alpha, seed) for _, g in groups
+        ]
         out["ci_low"] = [b[0] for b in bounds]
         out["ci_high"] = [b[1] for b in bounds]
     return out

@@ -13,10 +13,10 @@ from clinlib.analysis.metrics.accuracy import accuracy_table
 from clinlib.analysis.metrics.common import (
     CELL,
     MetricsInputError,
-    _norm_label,
-    _require,
-    _task_rows,
-    _with_question_cols,
+    norm_label,
+    require,
+    task_rows,
+    with_question_cols,
 )
 
 
@@ -59,15 +59,13 @@ def macro_f1(
         ``cell`` + n, accuracy (parsed == gold), macro_f1.
     """
     cell = list(cell)
-    rows = _task_rows(
-        _with_question_cols(preds, questions, [gold_col], "macro_f1"), task, "macro_f1"
-    )
-    _require(rows, [*cell, pred_col, gold_col], "macro_f1")
-    gold = rows[gold_col].map(_norm_label)
+    rows = task_rows(with_question_cols(preds, questions, [gold_col], "macro_f1"), task, "macro_f1")
+    require(rows, [*cell, pred_col, gold_col], "macro_f1")
+    gold = rows[gold_col].map(norm_label)
     if gold.isna().any():
         raise MetricsInputError(f"macro_f1: {int(gold.isna().sum())} {task} row(s) have no gold")
-    pred = rows[pred_col].map(_norm_label)
-    lab = sorted(set(gold)) if labels is None else [_norm_label(x) for x in labels]
+    pred = rows[pred_col].map(norm_label)
+    lab = sorted(set(gold)) if labels is None else [norm_label(x) for x in labels]
     records = []
     for key, idx in rows.groupby(cell, sort=True, dropna=False).groups.items():
         g = gold.loc[idx].to_numpy(object)
@@ -93,12 +91,12 @@ def majority_baseline(gold: Sequence[object], labels: Sequence[str] | None = Non
     Returns:
         dict with label, accuracy, macro_f1.
     """
-    g = np.asarray([_norm_label(x) for x in gold], dtype=object)
+    g = np.asarray([norm_label(x) for x in gold], dtype=object)
     if g.size == 0 or any(x is None for x in g):
         raise MetricsInputError("majority_baseline: gold must be non-empty with no missing labels")
     values, counts = np.unique(g.astype(str), return_counts=True)
     top = str(values[np.argmax(counts)])
-    lab = sorted(set(g)) if labels is None else [_norm_label(x) for x in labels]
+    lab = sorted(set(g)) if labels is None else [norm_label(x) for x in labels]
     pred = np.full(g.size, top, dtype=object)
     return {
         "label": top,
@@ -132,12 +130,12 @@ def positive_recall(
         ``cell`` + n_pos, k, recall, ci_low, ci_high.
     """
     cell = list(cell)
-    rows = _task_rows(
-        _with_question_cols(preds, questions, [gold_col], "positive_recall"),
+    rows = task_rows(
+        with_question_cols(preds, questions, [gold_col], "positive_recall"),
         task,
         "positive_recall",
     )
-    pos = rows[rows[gold_col].map(_norm_label) == _norm_label(positive)]
+    pos = rows[rows[gold_col].map(norm_label) == norm_label(positive)]
     if pos.empty:
         raise MetricsInputError(f"positive_recall: no {task} rows with gold {positive!r}")
     out = accuracy_table(pos, by=cell, correct_col=correct_col, alpha=alpha)

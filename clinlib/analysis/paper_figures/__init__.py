@@ -75,7 +75,6 @@ from clinlib.analysis.paper_figures.claims import (
     TEXT_POOLED_RANGES,
     TEXT_T9,
     TEXT_TASK_RANGES,
-    UPSTREAM_BUILT,
     Claim,
     audit_text_claims,
 )
@@ -85,6 +84,7 @@ from clinlib.analysis.paper_figures.report import (
     build_summary,
     write_summary,
 )
+from clinlib.analysis.probe_terms import UPSTREAM_BUILT
 
 __all__ = [
     "ACCURACY_BINS",

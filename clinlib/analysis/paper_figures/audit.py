@@ -27,7 +27,7 @@ from clinlib.analysis.paper_figures.cells import (
     per_task_accuracy,
     summary_comparison,
 )
-from clinlib.analysis.stats import minimum_detectable_effect
+from clinlib.analysis.stats.question import minimum_detectable_effect
 
 AUDIT_COLUMNS: tuple[str, ...] = (
     "check",

@@ -11,25 +11,20 @@ nothing is corrected: a claim that misses its recomputation by more than ``tol``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import NamedTuple
+from collections.abc import Mapping
 
 import pandas as pd
 
-from clinlib.analysis.paper import BACKBONES, BLIND, N_QUESTIONS, STRATEGIES, TASK_N
-from clinlib.analysis.paper_figures.audit import check_rows
+from clinlib.analysis.paper import BACKBONES
+from clinlib.analysis.paper_figures import recompute
 from clinlib.analysis.paper_figures.cells import (
     SP2_TEXT,
     SP2_VERSIONS,
-    PaperFiguresError,
     accuracy_cube,
-    cell_labels,
     cell_summary,
     need_table,
-    sp2_gaps,
 )
-from clinlib.analysis.stats import wilson_ci
+from clinlib.analysis.paper_figures.claim_record import Claim, Evidence, claim_rows
 
 DS, GPT, HK, SN = BACKBONES
 
@@ -66,265 +61,10 @@ TEXT_T9: dict[str, tuple[float, float, float, float]] = {
     "full-context": (0.701, 0.698, 0.907, 0.747),
     "last-visit-only": (0.883, 0.895, 0.994, 0.926),
 }
-# §5.5: "all four upstream-built strategies ... giving exactly 0.500" on T3.
-UPSTREAM_BUILT: tuple[str, ...] = ("structured-timeline", "llm-summary", "mem0", "a-mem")
 # Table 5 caption: majority-class macro-F1 on T5.
 T5_MAJORITY_F1 = 0.478
 # Tables the claims read (6 is optional: its T8 macro-F1 is checked when given).
 CLAIM_TABLES: tuple[int, ...] = (1, 3, 4, 5, 8, 10, 12, 14)
-
-
-# --- the claim record and what its recomputation reads --------------------------------------
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """The published tables and the frames built from them once for every claim."""
-
-    tables: Mapping[int, pd.DataFrame]
-    cube: pd.DataFrame  # accuracy_cube(tables)
-    summary: pd.DataFrame  # cell_summary(tables)
-
-    @property
-    def idx(self) -> pd.DataFrame:
-        return self.summary.set_index(["strategy", "backbone"])
-
-    def acc(self, strategy: str, task: str, backbones: Sequence[str] | None = None) -> pd.Series:
-        """Table 14 accuracy of ``strategy`` on ``task``, by backbone."""
-        cube = self.cube
-        sel = cube[(cube["strategy"] == strategy) & (cube["task"] == task)]
-        if backbones is not None:
-            sel = sel[sel["backbone"].isin(backbones)]
-        if sel.empty:
-            raise PaperFiguresError(f"Table 14 has no {task} cells for {strategy!r}")
-        return sel.set_index("backbone")["accuracy"]
-
-
-class Ours(NamedTuple):
-    """A recomputation whose note names what it found (overrides :attr:`Claim.note`)."""
-
-    values: object
-    note: str | Sequence[str]
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One number (or list of numbers) the text prints, and how to recompute it.
-
-    Attributes:
-        check: audit id shared by the claim's rows.
-        source: where the paper prints it (section, caption).
-        items: row labels; with a mapping ``claimed``, a pattern formatted with each key
-            (None = the key itself); None otherwise = the index of what ``ours`` returns.
-        claimed: the printed value: a scalar, one per item, a mapping key -> value (one row
-            per key ``ours`` can recompute, in the mapping's order), or a function of the
-            :class:`Evidence` when the printed number is a table entry.
-        ours: Evidence -> recomputed value(s) (a Series for mapping claims), or :class:`Ours`.
-        tol, unit, relation, note: as :func:`.audit.check_rows`.
-    """
-
-    check: str
-    source: str
-    items: str | Sequence[str] | None
-    claimed: object
-    ours: Callable[[Evidence], object]
-    tol: float | Sequence[float]
-    unit: str
-    relation: str | Sequence[str] = "="
-    note: str | Sequence[str] = ""
-
-
-def claim_rows(claim: Claim, ev: Evidence) -> pd.DataFrame:
-    """The audit rows of one claim (:data:`.audit.AUDIT_COLUMNS`)."""
-    got = claim.ours(ev)
-    values, note = (got.values, got.note) if isinstance(got, Ours) else (got, claim.note)
-    claimed = claim.claimed(ev) if callable(claim.claimed) else claim.claimed
-    items = claim.items
-    if isinstance(claimed, Mapping):
-        keys = [k for k in claimed if k in values.index]
-        items = [str(k) if items is None else items.format(k) for k in keys]
-        claimed = [claimed[k] for k in keys]
-        values = [values[k] for k in keys]
-    elif items is None:
-        items = list(values.index)
-    return check_rows(
-        claim.check, claim.source, items, claimed, values, claim.tol, claim.unit,
-        claim.relation, note,
-    )  # fmt: skip
-
-
-# --- recomputations (Evidence -> our value) --------------------------------------------------
-
-
-def _full_pooled_pp(version: str) -> Callable[[Evidence], pd.Series]:
-    return lambda ev: 100 * ev.idx.xs("full-context")[f"{version}_pooled"]
-
-
-def _sp2_part(ev: Evidence, version: str) -> pd.DataFrame:
-    """:func:`.cells.sp2_gaps` rows of one version, by backbone."""
-    sp2 = sp2_gaps(ev.summary)
-    return sp2[sp2["version"] == version].set_index("backbone")
-
-
-def _sp2_pooled(version: str) -> Callable[[Evidence], pd.Series]:
-    def ours(ev: Evidence) -> pd.Series:
-        part = _sp2_part(ev, version)
-        out = {}
-        for b in part.index:
-            out[f"blind × {b}"] = part.loc[b, "blind"]
-            out[f"full-context × {b}"] = part.loc[b, "full"]
-        return pd.Series(out, dtype=float)
-
-    return ours
-
-
-def _sp2_gap(version: str) -> Callable[[Evidence], pd.Series]:
-    return lambda ev: _sp2_part(ev, version)["gap_pp"]
-
-
-def _pooled_range(strategies: Sequence[str], version: str) -> Callable[[Evidence], list]:
-    def ours(ev: Evidence) -> list:
-        col = ev.summary[ev.summary["strategy"].isin(strategies)][f"{version}_pooled"]
-        return [col.min(), col.max()]
-
-    return ours
-
-
-def _task_range(strategy: str, task: str, backbones) -> Callable[[Evidence], list]:
-    def ours(ev: Evidence) -> list:
-        acc = ev.acc(strategy, task, backbones)
-        return [acc.min(), acc.max()]
-
-    return ours
-
-
-def _upstream_t3(ev: Evidence) -> pd.Series:
-    t3 = ev.cube[(ev.cube["task"] == "T3") & ev.cube["strategy"].isin(UPSTREAM_BUILT)]
-    return pd.Series(t3["accuracy"].to_numpy(), index=cell_labels(t3))
-
-
-def _t9_margin(ev: Evidence) -> list:
-    gap = 100 * (ev.acc("last-visit-only", "T9") - ev.acc("full-context", "T9"))
-    return [gap.min(), gap.max()]
-
-
-def _t9_pooled_table8(ev: Evidence) -> list:
-    t8 = ev.tables[8].astype({"strategy": str, "parser": str})
-    t8w = t8.pivot_table(index="strategy", columns="parser", values="value")
-    lv, fc = t8w.loc["last-visit-only"], t8w.loc["full-context"]
-    strict, lenient = [lv["strict"], fc["strict"]], [lv["lenient"], fc["lenient"]]
-    return [*strict, strict[0] - strict[1], *lenient, lenient[0] - lenient[1]]
-
-
-def _gpt_t2_lift(ev: Evidence) -> Ours:
-    blind_t2 = ev.acc(BLIND, "T2")
-    lifts = {s: 100 * (ev.acc(s, "T2")[GPT] - blind_t2[GPT]) for s in STRATEGIES[1:]}
-    closest = min(lifts, key=lambda s: abs(lifts[s] + 7.8))
-    note = (
-        f"Table 14; the -7.8 pp lift belongs to {closest} × gpt-4o-mini ({lifts[closest]:+.1f} pp)"
-    )
-    return Ours(lifts["llm-summary"], note)
-
-
-def _dense_pooled_gap(version: str) -> Callable[[Evidence], list]:
-    def ours(ev: Evidence) -> list:
-        idx, col = ev.idx, f"{version}_pooled"
-        g = 100 * (idx.xs("full-context")[col] - idx.xs("dense-retrieval")[col])
-        return [g.min(), g.max()]
-
-    return ours
-
-
-def _dense_task_gap(ev: Evidence) -> Ours:
-    cube = ev.cube
-    full_t, dense_t = (
-        cube[cube["strategy"] == "full-context"],
-        cube[cube["strategy"] == "dense-retrieval"],
-    )
-    both = full_t.merge(dense_t, on=["backbone", "task"], suffixes=("_f", "_d"))
-    both["gap"] = 100 * (both["accuracy_f"] - both["accuracy_d"]).abs()
-    worst = both[both["task"] != "T4"].loc[lambda d: d.groupby("task")["gap"].idxmax()]
-    gaps = pd.Series(worst["gap"].to_numpy(), index=[f"|full - dense| {t}" for t in worst["task"]])
-    return Ours(gaps, [f"largest on {b}" for b in worst["backbone"]])
-
-
-def _t5_lowest(ev: Evidence) -> pd.Series:
-    """Each strategy's lowest per-backbone T5 macro-F1 (Table 5)."""
-    t5 = ev.tables[5].astype({"strategy": str, "backbone": str})
-    return t5[t5["backbone"].isin(BACKBONES)].groupby("strategy")["value"].min()
-
-
-def _pooled_macro_f1(ev: Evidence) -> pd.Series:
-    out = {}
-    for number, task in ((5, "T5"), (6, "T8")):
-        if number not in ev.tables:
-            continue
-        t = ev.tables[number].astype({"strategy": str, "backbone": str})
-        pooled = t[t["backbone"] == "pooled"].set_index("strategy")["value"]
-        out.update({f"{task} {s}": v for s, v in pooled.items()})
-    return pd.Series(out, dtype=float)
-
-
-def _matched_prep_range(ev: Evidence) -> list:
-    t10 = ev.tables[10]
-    d10 = t10[t10["metric"] == "delta_matched_minus_deepseek"]["value"]
-    return [d10.max(), d10.min()]
-
-
-def _table12_caption(ev: Evidence) -> list:
-    t12 = ev.tables[12].astype({"backbone": str, "task_subset": str})
-    agg = t12[t12["task_subset"] == "aggregation"]["value"]
-    allw = t12[t12["task_subset"] == "all"].pivot_table(
-        index="backbone", columns="budget_tokens", values="value"
-    )
-    return [agg.min(), agg.max(), int((allw[1000] < allw[500]).sum())]
-
-
-def _table4(ev: Evidence, metric: str) -> pd.Series:
-    """Table 4's ``metric`` per (strategy, backbone) cell, the Total row left out."""
-    t4 = ev.tables[4].astype({"strategy": str, "backbone": str, "metric": str})
-    cells = t4[(t4["metric"] == metric) & (t4["strategy"] != "total")]
-    return cells.set_index(["strategy", "backbone"])["value"]
-
-
-def _table4_total_cost(ev: Evidence) -> float:
-    t4 = ev.tables[4].astype({"strategy": str, "backbone": str, "metric": str})
-    return t4[(t4["strategy"] == "total") & (t4["metric"] == "cost_usd")]["value"].iloc[0]
-
-
-def _quoted_costs(ev: Evidence) -> list:
-    cost = _table4(ev, "cost_usd")
-    return [cost[("full-context", SN)], cost[("full-context", HK)], _table4_total_cost(ev)]
-
-
-def _cost_per_question_extremes(ev: Evidence) -> Ours:
-    cost = _table4(ev, "cost_usd")
-    cheapest = cost.idxmin()
-    notes = [
-        f"cheapest is {cheapest[0]} × {cheapest[1]} (${cost.min():.2f})",
-        "Table 4 max cost / 6,271",
-    ]
-    return Ours([cost.min() / N_QUESTIONS, cost.max() / N_QUESTIONS], notes)
-
-
-def _cached_tokens(ev: Evidence) -> float:
-    return (_table4(ev, "input_tokens") * _table4(ev, "cache_hit_rate") / 100).sum()
-
-
-def _counts(ev: Evidence) -> list:
-    eligible = sum(n for t, n in TASK_N.items() if t != "T9")
-    return [len(STRATEGIES) * len(BACKBONES) * N_QUESTIONS, eligible]
-
-
-def _wilson_half_widths(ev: Evidence) -> list:
-    half = []
-    for n in (N_QUESTIONS, 1500, 53):  # pooled, T1/T9, T4
-        lo, hi = wilson_ci(0.5 * 4 * n, 4 * n)
-        half.append(100 * (hi - lo) / 2)
-    return half
-
-
-# --- the claims, in the order the audit lists them -------------------------------------------
 
 
 def _pooled_and_gap_claims() -> list[Claim]:
@@ -335,25 +75,65 @@ def _pooled_and_gap_claims() -> list[Claim]:
         sp2_values[f"full-context × {b}"] = full
     sp2_gaps_pp = {b: v[2] for b, v in SP2_TEXT.items()}
     out = [
-        Claim("text_full_pooled_vs_table1", "§5.1", "full-context × {}", TEXT_FULL_POOLED_PP,
-              _full_pooled_pp("reported"), 0.55, "percent", note="Table 1 Pool. (integer %)"),
-        Claim("text_full_pooled_vs_table14", "§5.1", "full-context × {}", TEXT_FULL_POOLED_PP,
-              _full_pooled_pp("recomputed"), 0.1, "percent",
-              note="pooled from Table 14 (§3 sizes)"),
-    ]  # fmt: skip
-    for version, table, tol, gap_tol in ((SP2_VERSIONS[1], "table1", 0.0055, 1.05),
-                                         (SP2_VERSIONS[2], "table14", 0.001, 0.15)):  # fmt: skip
+        Claim(
+            "text_full_pooled_vs_table1",
+            "§5.1",
+            "full-context × {}",
+            TEXT_FULL_POOLED_PP,
+            recompute.full_pooled_pp("reported"),
+            0.55,
+            "percent",
+            note="Table 1 Pool. (integer %)",
+        ),
+        Claim(
+            "text_full_pooled_vs_table14",
+            "§5.1",
+            "full-context × {}",
+            TEXT_FULL_POOLED_PP,
+            recompute.full_pooled_pp("recomputed"),
+            0.1,
+            "percent",
+            note="pooled from Table 14 (§3 sizes)",
+        ),
+    ]
+    for version, table, tol, gap_tol in (
+        (SP2_VERSIONS[1], "table1", 0.0055, 1.05),
+        (SP2_VERSIONS[2], "table14", 0.001, 0.15),
+    ):
         out += [
-            Claim(f"sp2_text_vs_{table}", "§5.3", None, sp2_values, _sp2_pooled(version), tol,
-                  "fraction", note=version),
-            Claim(f"sp2_gap_vs_{table}", "§5.3", "gap {}", sp2_gaps_pp, _sp2_gap(version),
-                  gap_tol, "pp", note=f"full - blind, {version}"),
-        ]  # fmt: skip
+            Claim(
+                f"sp2_text_vs_{table}",
+                "§5.3",
+                None,
+                sp2_values,
+                recompute.sp2_pooled(version),
+                tol,
+                "fraction",
+                note=version,
+            ),
+            Claim(
+                f"sp2_gap_vs_{table}",
+                "§5.3",
+                "gap {}",
+                sp2_gaps_pp,
+                recompute.sp2_gap(version),
+                gap_tol,
+                "pp",
+                note=f"full - blind, {version}",
+            ),
+        ]
     out.append(
-        Claim("sp2_gap_arithmetic", "§5.3", "gap {}", sp2_gaps_pp,
-              lambda ev: pd.Series({b: 100 * (v[1] - v[0]) for b, v in SP2_TEXT.items()}),
-              0.1, "pp", note="text full - text blind")
-    )  # fmt: skip
+        Claim(
+            "sp2_gap_arithmetic",
+            "§5.3",
+            "gap {}",
+            sp2_gaps_pp,
+            lambda ev: pd.Series({b: 100 * (v[1] - v[0]) for b, v in SP2_TEXT.items()}),
+            0.1,
+            "pp",
+            note="text full - text blind",
+        )
+    )
     return out
 
 
@@ -364,53 +144,113 @@ def _range_claims() -> list[Claim]:
         name = " / ".join(strategies)
         items = (f"{name} pooled low", f"{name} pooled high")
         out += [
-            Claim("text_pooled_range_vs_table1", source, items, (low, high),
-                  _pooled_range(strategies, "reported"), max(tol, 0.0055), "fraction",
-                  note="Table 1 Pool."),
-            Claim("text_pooled_range_vs_table14", source, items, (low, high),
-                  _pooled_range(strategies, "recomputed"), tol + 0.0005, "fraction",
-                  note="pooled from Table 14"),
-        ]  # fmt: skip
+            Claim(
+                "text_pooled_range_vs_table1",
+                source,
+                items,
+                (low, high),
+                recompute.pooled_range(strategies, "reported"),
+                max(tol, 0.0055),
+                "fraction",
+                note="Table 1 Pool.",
+            ),
+            Claim(
+                "text_pooled_range_vs_table14",
+                source,
+                items,
+                (low, high),
+                recompute.pooled_range(strategies, "recomputed"),
+                tol + 0.0005,
+                "fraction",
+                note="pooled from Table 14",
+            ),
+        ]
     for source, strategy, task, backbones, low, high in TEXT_TASK_RANGES:
         over = "all backbones" if backbones is None else "/".join(backbones)
         out.append(
-            Claim("text_task_range_vs_table14", source,
-                  (f"{strategy} {task} low", f"{strategy} {task} high"), (low, high),
-                  _task_range(strategy, task, backbones), 0.0005, "fraction",
-                  note=f"Table 14 {task} over {over}")
-        )  # fmt: skip
+            Claim(
+                "text_task_range_vs_table14",
+                source,
+                (f"{strategy} {task} low", f"{strategy} {task} high"),
+                (low, high),
+                recompute.task_range(strategy, task, backbones),
+                0.0005,
+                "fraction",
+                note=f"Table 14 {task} over {over}",
+            )
+        )
     return out
 
 
 def _abstention_claims() -> list[Claim]:
     """§5.5's constant T3 'No'; §5.4's T9 per cell, margins, Table 8 pools; G.4's share."""
     out = [
-        Claim("text_t3_constant_no", "§5.5", None, 0.5, _upstream_t3, 0.0005, "fraction",
-              note="Table 14 T3 (the text: 'No' on all 600 questions in all 16 cells)"),
-    ]  # fmt: skip
+        Claim(
+            "text_t3_constant_no",
+            "§5.5",
+            None,
+            0.5,
+            recompute.upstream_t3,
+            0.0005,
+            "fraction",
+            note="Table 14 T3 (the text: 'No' on all 600 questions in all 16 cells)",
+        ),
+    ]
     for strategy, values in TEXT_T9.items():
         out.append(
-            Claim("text_t9_vs_table14", "§5.4", f"{strategy} × " + "{}",
-                  dict(zip(BACKBONES, values, strict=True)),
-                  lambda ev, s=strategy: ev.acc(s, "T9"), 0.0005, "fraction",
-                  note="Table 14 T9")
-        )  # fmt: skip
-    table8_items = ("last-visit strict", "full-context strict", "Δ strict",
-                    "last-visit lenient", "full-context lenient", "Δ lenient")  # fmt: skip
+            Claim(
+                "text_t9_vs_table14",
+                "§5.4",
+                f"{strategy} × " + "{}",
+                dict(zip(BACKBONES, values, strict=True)),
+                lambda ev, s=strategy: ev.acc(s, "T9"),
+                0.0005,
+                "fraction",
+                note="Table 14 T9",
+            )
+        )
+    table8_items = (
+        "last-visit strict",
+        "full-context strict",
+        "Δ strict",
+        "last-visit lenient",
+        "full-context lenient",
+        "Δ lenient",
+    )
     return out + [
-        Claim("text_t9_last_visit_margin", "§5.4",
-              ("last-visit - full T9 smallest", "last-visit - full T9 largest"), (5.0, 30.0),
-              _t9_margin, 0.5, "pp", relation=(">=", "<="),
-              note="Table 14 T9 per backbone ('by 5–30 pp')"),
-        Claim("text_t9_pooled_vs_table8", "§5.4", table8_items,
-              (0.924, 0.763, 0.161, 0.930, 0.838, 0.092), _t9_pooled_table8, 0.0005,
-              "fraction", note="Table 8 (pooled over backbones)"),
+        Claim(
+            "text_t9_last_visit_margin",
+            "§5.4",
+            ("last-visit - full T9 smallest", "last-visit - full T9 largest"),
+            (5.0, 30.0),
+            recompute.t9_margin,
+            0.5,
+            "pp",
+            relation=(">=", "<="),
+            note="Table 14 T9 per backbone ('by 5–30 pp')",
+        ),
+        Claim(
+            "text_t9_pooled_vs_table8",
+            "§5.4",
+            table8_items,
+            (0.924, 0.763, 0.161, 0.930, 0.838, 0.092),
+            recompute.t9_pooled_table8,
+            0.0005,
+            "fraction",
+            note="Table 8 (pooled over backbones)",
+        ),
         # 36% fabricated values; 93% of the 36% 'other' are parser-missed abstentions.
-        Claim("text_g4_fabricated_share", "§5.4 / G.4",
-              ("fabricated values among genuine over-answers",), 54.0,
-              lambda ev: 100 * 0.36 / (1 - 0.36 * 0.93), 1.0, "percent",
-              note="36 / (100 - 36 x 0.93)"),
-    ]  # fmt: skip
+        Claim(
+            "text_g4_fabricated_share",
+            "§5.4 / G.4",
+            ("fabricated values among genuine over-answers",),
+            54.0,
+            lambda ev: 100 * 0.36 / (1 - 0.36 * 0.93),
+            1.0,
+            "percent",
+            note="36 / (100 - 36 x 0.93)",
+        ),
+    ]
 
 
 def _strategy_claims() -> list[Claim]:
@@ -418,50 +258,125 @@ def _strategy_claims() -> list[Claim]:
     beats = ("full-context", "dense-retrieval", "structured-timeline")
     compressed = ("mem0", "a-mem", "llm-summary")
     out = [
-        Claim("text_gpt_t2_summary_lift", "§5.2", ("llm-summary × gpt-4o-mini T2 lift",), -7.8,
-              _gpt_t2_lift, 0.1, "pp"),
-    ]  # fmt: skip
+        Claim(
+            "text_gpt_t2_summary_lift",
+            "§5.2",
+            ("llm-summary × gpt-4o-mini T2 lift",),
+            -7.8,
+            recompute.gpt_t2_lift,
+            0.1,
+            "pp",
+        ),
+    ]
     for version, table in (("reported", "table1"), ("recomputed", "table14")):
         out.append(
-            Claim(f"text_dense_pooled_gap_vs_{table}", "§5.1 / §6",
-                  ("full - dense pooled smallest", "full - dense pooled largest"), (1.0, 4.0),
-                  _dense_pooled_gap(version), 0.5, "pp", relation=(">=", "<="),
-                  note="Table 1 Pool." if version == "reported" else "pooled from Table 14")
-        )  # fmt: skip
+            Claim(
+                f"text_dense_pooled_gap_vs_{table}",
+                "§5.1 / §6",
+                ("full - dense pooled smallest", "full - dense pooled largest"),
+                (1.0, 4.0),
+                recompute.dense_pooled_gap(version),
+                0.5,
+                "pp",
+                relation=(">=", "<="),
+                note="Table 1 Pool." if version == "reported" else "pooled from Table 14",
+            )
+        )
     return out + [
-        Claim("text_dense_task_gap", "§6", None, 9.0, _dense_task_gap, 0.5, "pp",
-              relation="<="),
-        Claim("text_t5_beats_majority", "Table 5 caption", "{} lowest backbone macro-F1",
-              dict.fromkeys(beats, T5_MAJORITY_F1), _t5_lowest, 0.0, "fraction",
-              relation=">=", note="'exceed the baseline on every backbone'"),
-        Claim("text_t5_compressed_do_not", "Table 5 caption", "{} lowest backbone macro-F1",
-              dict.fromkeys(compressed, T5_MAJORITY_F1), _t5_lowest, 0.0, "fraction",
-              relation="<=",
-              note="'the compressed strategies do not' (exceed it on every backbone)"),
-        Claim("text_macro_f1", "§5.1", None,
-              {"T5 full-context": 0.695, "T5 dense-retrieval": 0.736,
-               "T5 structured-timeline": 0.656, "T8 structured-timeline": 0.523},
-              _pooled_macro_f1, 0.0005, "fraction", note="Tables 5/6 pooled"),
-    ]  # fmt: skip
+        Claim(
+            "text_dense_task_gap",
+            "§6",
+            None,
+            9.0,
+            recompute.dense_task_gap,
+            0.5,
+            "pp",
+            relation="<=",
+        ),
+        Claim(
+            "text_t5_beats_majority",
+            "Table 5 caption",
+            "{} lowest backbone macro-F1",
+            dict.fromkeys(beats, T5_MAJORITY_F1),
+            recompute.t5_lowest,
+            0.0,
+            "fraction",
+            relation=">=",
+            note="'exceed the baseline on every backbone'",
+        ),
+        Claim(
+            "text_t5_compressed_do_not",
+            "Table 5 caption",
+            "{} lowest backbone macro-F1",
+            dict.fromkeys(compressed, T5_MAJORITY_F1),
+            recompute.t5_lowest,
+            0.0,
+            "fraction",
+            relation="<=",
+            note="'the compressed strategies do not' (exceed it on every backbone)",
+        ),
+        Claim(
+            "text_macro_f1",
+            "§5.1",
+            None,
+            {
+                "T5 full-context": 0.695,
+                "T5 dense-retrieval": 0.736,
+                "T5 structured-timeline": 0.656,
+                "T8 structured-timeline": 0.523,
+            },
+            recompute.pooled_macro_f1,
+            0.0005,
+            "fraction",
+            note="Tables 5/6 pooled",
+        ),
+    ]
 
 
 def _appendix_claims() -> list[Claim]:
     """Table 10 / 3 / 12 / 14 extremes quoted in §5.1, §5.5, captions and G.1."""
     return [
-        Claim("text_matched_prep_range", "§5.1 / Limitations",
-              ("matched-prep Δ largest", "matched-prep Δ smallest"), (-0.045, -0.244),
-              _matched_prep_range, 0.0005, "fraction", note="Table 10 Δ"),
-        Claim("text_t3_best_recall", "§5.5", ("best equal-input recall (1/19)",), 1 / 19,
-              lambda ev: ev.tables[3]["value"].dropna().max(), 0.0005, "fraction",
-              note="Table 3 maximum"),
-        Claim("text_table12_caption", "Table 12 caption",
-              ("aggregation low", "aggregation high",
-               "backbones where 1,000 tokens lowers 'all'"),
-              (0.185, 0.304, 3), _table12_caption, 0.0005, "mixed", note="Table 12"),
-        Claim("text_t6_best_cell", "G.1", ("best T6 cell",), 0.609,
-              lambda ev: float(ev.cube.loc[ev.cube["task"] == "T6", "accuracy"].max()),
-              0.0005, "fraction", note="Table 14 T6 maximum"),
-    ]  # fmt: skip
+        Claim(
+            "text_matched_prep_range",
+            "§5.1 / Limitations",
+            ("matched-prep Δ largest", "matched-prep Δ smallest"),
+            (-0.045, -0.244),
+            recompute.matched_prep_range,
+            0.0005,
+            "fraction",
+            note="Table 10 Δ",
+        ),
+        Claim(
+            "text_t3_best_recall",
+            "§5.5",
+            ("best equal-input recall (1/19)",),
+            1 / 19,
+            lambda ev: ev.tables[3]["value"].dropna().max(),
+            0.0005,
+            "fraction",
+            note="Table 3 maximum",
+        ),
+        Claim(
+            "text_table12_caption",
+            "Table 12 caption",
+            ("aggregation low", "aggregation high", "backbones where 1,000 tokens lowers 'all'"),
+            (0.185, 0.304, 3),
+            recompute.table12_caption,
+            0.0005,
+            "mixed",
+            note="Table 12",
+        ),
+        Claim(
+            "text_t6_best_cell",
+            "G.1",
+            ("best T6 cell",),
+            0.609,
+            lambda ev: float(ev.cube.loc[ev.cube["task"] == "T6", "accuracy"].max()),
+            0.0005,
+            "fraction",
+            note="Table 14 T6 maximum",
+        ),
+    ]
 
 
 def _cost_and_count_claims() -> list[Claim]:
@@ -469,32 +384,75 @@ def _cost_and_count_claims() -> list[Claim]:
     where = "abstract / §1 / §5.6 / §6 / captions"
     return [
         # Dollar figures to the cent; the Total may differ from the cell sum by 32 half-cents.
-        Claim("text_cost_vs_table4", where,
-              ("full-context × claude-sonnet-4.6 (abstract, §5.6, §6: $106.21)",
-               "full-context × claude-haiku-4.5 ($25.76)",
-               "total spend (§1: $527.85) vs Table 4 Total"),
-              (106.21, 25.76, 527.85), _quoted_costs, 0.005, "USD",
-              note=("Table 4", "Table 4", "Table 4 Total")),
-        Claim("text_cost_vs_table4", where, ("Table 4 Total ($527.87) vs sum of cells",),
-              _table4_total_cost, lambda ev: _table4(ev, "cost_usd").sum(), 32 * 0.005, "USD",
-              note="sum of the 32 cells (rounding allows ±0.16)"),
-        Claim("text_cost_vs_table4", where,
-              ("cheapest cell $/q (Fig. 16: DeepSeek × blind $0.00003)",
-               "most expensive cell $/q (Fig. 16: Sonnet × full $0.0169)"),
-              (0.00003, 0.0169), _cost_per_question_extremes, (0.000005, 0.00005), "USD"),
+        Claim(
+            "text_cost_vs_table4",
+            where,
+            (
+                "full-context × claude-sonnet-4.6 (abstract, §5.6, §6: $106.21)",
+                "full-context × claude-haiku-4.5 ($25.76)",
+                "total spend (§1: $527.85) vs Table 4 Total",
+            ),
+            (106.21, 25.76, 527.85),
+            recompute.quoted_costs,
+            0.005,
+            "USD",
+            note=("Table 4", "Table 4", "Table 4 Total"),
+        ),
+        Claim(
+            "text_cost_vs_table4",
+            where,
+            ("Table 4 Total ($527.87) vs sum of cells",),
+            recompute.table4_total_cost,
+            lambda ev: recompute.table4(ev, "cost_usd").sum(),
+            32 * 0.005,
+            "USD",
+            note="sum of the 32 cells (rounding allows ±0.16)",
+        ),
+        Claim(
+            "text_cost_vs_table4",
+            where,
+            (
+                "cheapest cell $/q (Fig. 16: DeepSeek × blind $0.00003)",
+                "most expensive cell $/q (Fig. 16: Sonnet × full $0.0169)",
+            ),
+            (0.00003, 0.0169),
+            recompute.cost_per_question_extremes,
+            (0.000005, 0.00005),
+            "USD",
+        ),
         # 32 cells x (0.05 M input rounding x 35% + 0.05% rate rounding x 45 M)
-        Claim("text_cache_tokens", "§4", ("cache-read tokens (90.7 M)",), 90.7,
-              _cached_tokens, 1.3, "million_tokens",
-              note="Σ input x cache-hit % over Table 4 cells (rounding allows ~±1.3 M)"),
-        Claim("text_counts", "abstract / C.2",
-              ("predictions (200,672)", "retrieval-eligible questions (C.2 text: 1,177)"),
-              (200_672, 1_177), _counts, 0.0, "count",
-              note=("32 cells x 6,271", "Σ T1–T8 sizes = Fig. 14 caption's and §5.6's 4,771")),
-        Claim("text_wilson_half_width", "§3", ("pooled ±0.6 pp", "T1/T9 ±1.3 pp", "T4 ±9 pp"),
-              (0.6, 1.3, 9.0), _wilson_half_widths, (0.05, 0.05, 0.5), "pp",
-              note="Wilson 95% at p = 0.5 with n = 4 backbones x task size (the reading under "
-              "which the pooled and T1/T9 figures hold; one cell of 53 gives ±13 pp)"),
-    ]  # fmt: skip
+        Claim(
+            "text_cache_tokens",
+            "§4",
+            ("cache-read tokens (90.7 M)",),
+            90.7,
+            recompute.cached_tokens,
+            1.3,
+            "million_tokens",
+            note="Σ input x cache-hit % over Table 4 cells (rounding allows ~±1.3 M)",
+        ),
+        Claim(
+            "text_counts",
+            "abstract / C.2",
+            ("predictions (200,672)", "retrieval-eligible questions (C.2 text: 1,177)"),
+            (200_672, 1_177),
+            recompute.counts,
+            0.0,
+            "count",
+            note=("32 cells x 6,271", "Σ T1–T8 sizes = Fig. 14 caption's and §5.6's 4,771"),
+        ),
+        Claim(
+            "text_wilson_half_width",
+            "§3",
+            ("pooled ±0.6 pp", "T1/T9 ±1.3 pp", "T4 ±9 pp"),
+            (0.6, 1.3, 9.0),
+            recompute.wilson_half_widths,
+            (0.05, 0.05, 0.5),
+            "pp",
+            note="Wilson 95% at p = 0.5 with n = 4 backbones x task size (the reading under "
+            "which the pooled and T1/T9 figures hold; one cell of 53 gives ±13 pp)",
+        ),
+    ]
 
 
 CLAIMS: tuple[Claim, ...] = (

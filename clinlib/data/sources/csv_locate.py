@@ -1,4 +1,4 @@
-"""Where in a CSV a read error sits: the line, the column and the cause (issue 26 §4).
+"""Where in a CSV a read error sits: the line, the column and the cause.
 
 DuckDB names the line of some CSV errors but not of others: a value that fails the typed
 sample check of :mod:`clinlib.data.sources.mimic` comes from an aggregate (no line), and a
@@ -50,8 +50,9 @@ def locate_bad_encoding(path: str | Path) -> tuple[int, str | None, str] | None:
     return None
 
 
-def _describe(chunk: bytes, err: UnicodeDecodeError, newlines: int, line_start: bytes,
-              header: bytes | None) -> tuple[int, str | None, str]:  # fmt: skip
+def _describe(
+    chunk: bytes, err: UnicodeDecodeError, newlines: int, line_start: bytes, header: bytes | None
+) -> tuple[int, str | None, str]:
     before = chunk[: err.start]
     line = newlines + before.count(b"\n") + 1
     cut = before.rfind(b"\n")

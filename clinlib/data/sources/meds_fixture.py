@@ -1,62 +1,9 @@
 """A MIMIC-derived MEDS dataset from a MIMIC-IV-shaped hosp directory, built the way the
-MEDS-transforms MIMIC-IV ETL builds one (paper §3 "Cohort").
-
-Real MIMIC-derived MEDS datasets do not look like the kit's own export (:func:`clinlib.data.sources.
-meds.write_meds`): there is no ``event_id``, medications carry no dose, and a medication order
-and its administrations are separate codes. :func:`mimic_to_meds` reproduces that shape from a
-hosp directory (e.g. the synthetic raw tables, which include ``emar``), so tests and users can
-run the MEDS path on data shaped like a real MEDS export. Codes follow MEDS-transforms'
-``MIMIC-IV_Example/configs/event_configs.yaml``:
-
-==========================  ===============================================  ===============
-source                      code (time)                                      values / extras
-==========================  ===============================================  ===============
-patients                    ``GENDER//<g>`` (null), ``MEDS_BIRTH`` (1 Jan    --
-                            of anchor_year - anchor_age), ``MEDS_DEATH``
-                            (dod)
-admissions                  ``HOSPITAL_ADMISSION//<type>//<location>``       hadm_id
-                            (admittime), ``HOSPITAL_DISCHARGE//<location>``
-                            (dischtime)
-labevents                   ``LAB//<itemid>//<valueuom>`` (charttime)        numeric_value =
-                                                                             valuenum,
-                                                                             text_value =
-                                                                             value; hadm_id,
-                                                                             priority
-diagnoses_icd               ``DIAGNOSIS//ICD//<version>//<code>``            hadm_id
-                            (the admission's dischtime)
-procedures_icd              ``PROCEDURE//ICD//<version>//<code>``            hadm_id
-                            (chartdate)
-pharmacy orders             ``MEDICATION//START//<drug>`` (starttime),       route,
-                            ``MEDICATION//STOP//<drug>`` (stoptime)          doses_per_24_hrs,
-                                                                             poe_id; NO dose,
-                                                                             NO hadm_id
-emar                        ``MEDICATION//<medication>//<event_txt>``        hadm_id, emar_id,
-                            (charttime)                                      emar_seq; no dose
-==========================  ===============================================  ===============
-
-A missing code component is ``UNK``.
-
-Real-export shapes (:class:`MedsShapes`; :data:`REAL_SHAPES` turns them all on, the default
-turns them all off so the CSV and MEDS paths select the same cohort). Each is a shape a real
-MEDS-transforms MIMIC-IV export has and the kit once mishandled (issue 26 §2):
-
-- ``unk_drug_pct``: that percentage of orders (chosen by md5 of pharmacy_id) have no drug name
-  in MIMIC's ``pharmacy.medication``, so their START / STOP codes read
-  ``MEDICATION//START//UNK``; their eMAR rows keep the name (eMAR has its own column);
-- ``unused_families``: rows of code families the kit does not use (:data:`UNUSED_ROWS`: ED
-  registration, transfers, DRG, HCPCS, ICU stays, infusions with the weight at infusion, ICU
-  procedures, text-only OMR values), inside or beside each admission;
-- ``bad_values``: panel lab values a real extract holds (NaN, inf, -5, 1e30) on about 1 in
-  :data:`BAD_VALUE_EVERY` lab rows (by md5 of labevent_id);
-- ``splits``: subjects spread over ``data/<split>/<k>.parquet`` by md5 of subject_id
-  (MEDS-transforms writes train / tuning / held_out folders of several shards);
-- ``codes``: False leaves out ``metadata/codes.parquet``. MEDS-transforms reads orders from MIMIC's ``pharmacy``
-table (one row per ``pharmacy_id``); a hosp directory the kit reads has ``prescriptions``
-instead, so the orders here are its medication-order rows (MAIN and ADDITIVE, never a BASE
-diluent: :data:`clinlib.data.schema.RX_DILUENT_TYPES`) — the same rows the cohort counts, which is
-why the CSV and MEDS paths select the same cohort. ``emar`` is optional (absent: no
-administration rows). Descriptions (d_labitems labels, ICD long titles) go to
-``metadata/codes.parquet``.
+MEDS-transforms MIMIC-IV ETL builds one (paper §3 "Cohort"): no ``event_id``, medication orders
+without a dose, orders and administrations as separate codes (MEDS-transforms'
+``MIMIC-IV_Example/configs/event_configs.yaml``). :class:`MedsShapes` turns on the shapes of a
+real export (:data:`REAL_SHAPES`: unnamed drugs, unused code families, bad values, split shards,
+no code metadata); the default turns them off so the CSV and MEDS paths select the same cohort.
 """
 
 from __future__ import annotations
@@ -126,27 +73,71 @@ def _code(head: str, *components: str) -> str:
 # (source, time, code, values and extras, filter) per row kind; see the module docstring.
 _ROWS: tuple[tuple[str, str, str, dict, str], ...] = (
     ("patients", "NULL", "'GENDER//' || " + _c("gender"), {}, "TRUE"),
-    ("patients", "make_date(anchor_year - anchor_age, 1, 1)", "'MEDS_BIRTH'", {},
-     "anchor_year IS NOT NULL"),
+    (
+        "patients",
+        "make_date(anchor_year - anchor_age, 1, 1)",
+        "'MEDS_BIRTH'",
+        {},
+        "anchor_year IS NOT NULL",
+    ),
     ("patients", "dod", "'MEDS_DEATH'", {}, "dod IS NOT NULL"),
-    ("admissions", "admittime", _code("HOSPITAL_ADMISSION", "admission_type",
-                                      "admission_location"), {"hadm_id": "hadm_id"}, "TRUE"),
-    ("admissions", "dischtime", _code("HOSPITAL_DISCHARGE", "discharge_location"),
-     {"hadm_id": "hadm_id"}, "TRUE"),
-    ("labevents", "charttime", _code("LAB", "itemid", "valueuom"),
-     {"num": "valuenum", "text": "value", "hadm_id": "hadm_id", "priority": "priority"}, "TRUE"),
-    ("diagnoses_icd d JOIN admissions a USING (hadm_id, subject_id)", "a.dischtime",
-     _code("DIAGNOSIS//ICD", "d.icd_version", "d.icd_code"), {"hadm_id": "hadm_id"}, "TRUE"),
-    ("procedures_icd", "chartdate", _code("PROCEDURE//ICD", "icd_version", "icd_code"),
-     {"hadm_id": "hadm_id"}, "TRUE"),
-    ("prescriptions", "starttime", _code("MEDICATION//START", "drug"),
-     {"route": "route", "doses_per_24_hrs": "doses_per_24_hrs", "poe_id": "poe_id"},
-     f"{RX_ORDER_SQL} AND starttime IS NOT NULL"),
-    ("prescriptions", "stoptime", _code("MEDICATION//STOP", "drug"), {"poe_id": "poe_id"},
-     f"{RX_ORDER_SQL} AND stoptime IS NOT NULL"),
-)  # fmt: skip
-_EMAR_ROW = ("emar", "charttime", _code("MEDICATION", "medication", "event_txt"),
-             {"hadm_id": "hadm_id", "emar_id": "emar_id", "emar_seq": "emar_seq"}, "TRUE")  # fmt: skip
+    (
+        "admissions",
+        "admittime",
+        _code("HOSPITAL_ADMISSION", "admission_type", "admission_location"),
+        {"hadm_id": "hadm_id"},
+        "TRUE",
+    ),
+    (
+        "admissions",
+        "dischtime",
+        _code("HOSPITAL_DISCHARGE", "discharge_location"),
+        {"hadm_id": "hadm_id"},
+        "TRUE",
+    ),
+    (
+        "labevents",
+        "charttime",
+        _code("LAB", "itemid", "valueuom"),
+        {"num": "valuenum", "text": "value", "hadm_id": "hadm_id", "priority": "priority"},
+        "TRUE",
+    ),
+    (
+        "diagnoses_icd d JOIN admissions a USING (hadm_id, subject_id)",
+        "a.dischtime",
+        _code("DIAGNOSIS//ICD", "d.icd_version", "d.icd_code"),
+        {"hadm_id": "hadm_id"},
+        "TRUE",
+    ),
+    (
+        "procedures_icd",
+        "chartdate",
+        _code("PROCEDURE//ICD", "icd_version", "icd_code"),
+        {"hadm_id": "hadm_id"},
+        "TRUE",
+    ),
+    (
+        "prescriptions",
+        "starttime",
+        _code("MEDICATION//START", "drug"),
+        {"route": "route", "doses_per_24_hrs": "doses_per_24_hrs", "poe_id": "poe_id"},
+        f"{RX_ORDER_SQL} AND starttime IS NOT NULL",
+    ),
+    (
+        "prescriptions",
+        "stoptime",
+        _code("MEDICATION//STOP", "drug"),
+        {"poe_id": "poe_id"},
+        f"{RX_ORDER_SQL} AND stoptime IS NOT NULL",
+    ),
+)
+_EMAR_ROW = (
+    "emar",
+    "charttime",
+    _code("MEDICATION", "medication", "event_txt"),
+    {"hadm_id": "hadm_id", "emar_id": "emar_id", "emar_seq": "emar_seq"},
+    "TRUE",
+)
 
 
 @dataclass(frozen=True)
@@ -162,8 +153,9 @@ class MedsShapes:
 
 
 REAL_SPLITS = ("train", "tuning", "held_out")
-REAL_SHAPES = MedsShapes(unk_drug_pct=10, unused_families=True, bad_values=True,
-                         splits=REAL_SPLITS, shards_per_split=2)  # fmt: skip
+REAL_SHAPES = MedsShapes(
+    unk_drug_pct=10, unused_families=True, bad_values=True, splits=REAL_SPLITS, shards_per_split=2
+)
 BAD_VALUE_EVERY = 400
 BAD_VALUES = ("'nan'::FLOAT", "'inf'::FLOAT", "-5", "1e30")
 
@@ -171,24 +163,49 @@ _ICU = "hadm_id % 4 = 0 AND dischtime > admittime + INTERVAL 1 DAY"
 _DAY = "CAST(CAST(admittime AS DATE) AS TIMESTAMP)"
 # Code families the kit does not use, one set per admission (MEDS-transforms MIMIC-IV codes).
 UNUSED_ROWS: tuple[tuple[str, str, str, dict, str], ...] = (
-    ("admissions", "admittime - INTERVAL 3 HOUR", "'ED_REGISTRATION'", {},
-     "admission_type LIKE '%EMER%'"),
-    ("admissions", "admittime", _code("TRANSFER_TO//admit", "admission_location"),
-     {"hadm_id": "hadm_id"}, "TRUE"),
-    ("admissions", "dischtime", "'DRG//HCFA//' || CAST(100 + hadm_id % 800 AS VARCHAR)",
-     {"hadm_id": "hadm_id"}, "TRUE"),
+    (
+        "admissions",
+        "admittime - INTERVAL 3 HOUR",
+        "'ED_REGISTRATION'",
+        {},
+        "admission_type LIKE '%EMER%'",
+    ),
+    (
+        "admissions",
+        "admittime",
+        _code("TRANSFER_TO//admit", "admission_location"),
+        {"hadm_id": "hadm_id"},
+        "TRUE",
+    ),
+    (
+        "admissions",
+        "dischtime",
+        "'DRG//HCFA//' || CAST(100 + hadm_id % 800 AS VARCHAR)",
+        {"hadm_id": "hadm_id"},
+        "TRUE",
+    ),
     ("admissions", "admittime", "'HCPCS//G0378'", {"hadm_id": "hadm_id"}, "hadm_id % 3 = 0"),
-    ("admissions", "admittime + INTERVAL 2 HOUR", "'ICU_ADMISSION//MICU'",
-     {"hadm_id": "hadm_id"}, _ICU),
+    (
+        "admissions",
+        "admittime + INTERVAL 2 HOUR",
+        "'ICU_ADMISSION//MICU'",
+        {"hadm_id": "hadm_id"},
+        _ICU,
+    ),
     ("admissions", "admittime + INTERVAL 3 HOUR", "'INFUSION_START//225158'", {"num": "100"}, _ICU),
-    ("admissions", "admittime + INTERVAL 3 HOUR", "'SUBJECT_WEIGHT_AT_INFUSION//KG'",
-     {"num": "80.5"}, _ICU),
+    (
+        "admissions",
+        "admittime + INTERVAL 3 HOUR",
+        "'SUBJECT_WEIGHT_AT_INFUSION//KG'",
+        {"num": "80.5"},
+        _ICU,
+    ),
     ("admissions", "admittime + INTERVAL 5 HOUR", "'INFUSION_END//225158'", {}, _ICU),
     ("admissions", "admittime + INTERVAL 4 HOUR", "'PROCEDURE//START//225792'", {}, _ICU),
     ("admissions", "admittime + INTERVAL 6 HOUR", "'PROCEDURE//END//225792'", {}, _ICU),
     ("admissions", _DAY, "'Blood Pressure'", {"text": "'128/76'"}, "TRUE"),
     ("admissions", _DAY, "'Weight (Lbs)'", {"text": "'182.4'"}, "TRUE"),
-)  # fmt: skip
+)
 
 
 def _md5_pct(expr: str) -> str:
@@ -208,8 +225,11 @@ def _shaped_rows(shapes: MedsShapes) -> tuple:
             pick = "CAST('0x' || substr(md5(CAST(labevent_id AS VARCHAR)), 1, 8) AS BIGINT)"
             bad = f"{pick} % {BAD_VALUE_EVERY} = 0"
             value = f"[{', '.join(BAD_VALUES)}][({pick} // {BAD_VALUE_EVERY}) % 4 + 1]"
-            extra = {**extra, "num": f"CASE WHEN {bad} THEN {value} ELSE valuenum END",
-                     "text": f"CASE WHEN {bad} THEN CAST({value} AS VARCHAR) ELSE value END"}  # fmt: skip
+            extra = {
+                **extra,
+                "num": f"CASE WHEN {bad} THEN {value} ELSE valuenum END",
+                "text": f"CASE WHEN {bad} THEN CAST({value} AS VARCHAR) ELSE value END",
+            }
         rows.append((src, time, code, extra, where))
     return tuple(rows) + (UNUSED_ROWS if shapes.unused_families else ())
 

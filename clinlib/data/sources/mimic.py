@@ -158,8 +158,9 @@ def _csv_header(path: Path) -> list[str]:
         header = next(csv.reader([first]), None)
     except UnicodeDecodeError:
         line, column, cause = locate_bad_encoding(path) or (1, None, "not UTF-8")
-        raise SourceSchemaError(path, column=column, expected="UTF-8 text", found=cause,
-                                hint=f"line {line}") from None  # fmt: skip
+        raise SourceSchemaError(
+            path, column=column, expected="UTF-8 text", found=cause, hint=f"line {line}"
+        ) from None
     except (OSError, EOFError) as err:
         raise SourceSchemaError(path, expected="a readable CSV file", found=str(err)) from None
     if not header:
@@ -210,9 +211,11 @@ def _check_csv_sample(
     if row[0] == 0:
         # A header-only table otherwise yields an empty cohort with no word about why.
         raise SourceSchemaError(
-            path, expected="at least one data row", found="a header only",
+            path,
+            expected="at least one data row",
+            found="a header only",
             hint=f"{table} needs columns {', '.join(REQUIRED[table])}",
-        )  # fmt: skip
+        )
     for (column, expected), bad in zip(typed.items(), row[1:], strict=True):
         if bad is not None:
             line = value_line(path, column, bad, sample_rows)  # the aggregate names no row
@@ -221,10 +224,11 @@ def _check_csv_sample(
                 path,
                 column=column,
                 expected="TIMESTAMP without a UTC offset (DuckDB would drop it)"
-                if offset else expected,
+                if offset
+                else expected,
                 found=f"value {bad!r}",
                 hint=f"line {line}" if line else f"first {sample_rows} rows checked",
-            )  # fmt: skip
+            )
 
 
 # A time with a UTC offset or a Z: DuckDB's TIMESTAMP cast drops the offset without a word,
@@ -258,21 +262,25 @@ def source_error(err: duckdb.Error, path: str | Path | None = None) -> SourceSch
     line = _CSV_LINE.search(text)
     at = f"line {line.group(1)}" if line else None
     if m := _CONVERT.search(text):
-        return SourceSchemaError(where, column=m.group(1), expected=m.group(3),
-                                 found=f"value {m.group(2)!r}", hint=at)  # fmt: skip
+        return SourceSchemaError(
+            where, column=m.group(1), expected=m.group(3), found=f"value {m.group(2)!r}", hint=at
+        )
     if m := _COLUMNS.search(text):
-        return SourceSchemaError(where, expected=f"{m.group(1)} fields",
-                                 found=f"{m.group(2)} (a ragged row)", hint=at)  # fmt: skip
+        return SourceSchemaError(
+            where, expected=f"{m.group(1)} fields", found=f"{m.group(2)} (a ragged row)", hint=at
+        )
     if "unterminated quote" in text:
-        return SourceSchemaError(where, expected='a closing quote (")',
-                                 found="an unterminated quote", hint=at)  # fmt: skip
+        return SourceSchemaError(
+            where, expected='a closing quote (")', found="an unterminated quote", hint=at
+        )
     if "Invalid unicode" in text and Path(where).is_file():
         # DuckDB names a line (its "Original Line" is another one) but no column or byte.
         found = locate_bad_encoding(where)
         if found is not None:
             line, column, cause = found
-            return SourceSchemaError(where, column=column, expected="UTF-8 text", found=cause,
-                                     hint=f"line {line}")  # fmt: skip
+            return SourceSchemaError(
+                where, column=column, expected="UTF-8 text", found=cause, hint=f"line {line}"
+            )
     if path is not None and not str(path).endswith(".parquet") and Path(path).is_file():
         # DuckDB's sniffer reports no line on a small file: find it with the csv module.
         problem = _locate_csv_problem(Path(path))
@@ -280,8 +288,9 @@ def source_error(err: duckdb.Error, path: str | Path | None = None) -> SourceSch
             line, expected, found = problem
             return SourceSchemaError(where, expected=expected, found=found, hint=f"line {line}")
     first = (text.strip().splitlines() or [type(err).__name__])[0]
-    return SourceSchemaError(where, expected="MIMIC-IV CSV (comma, double-quote escaped)",
-                             found=first, hint=at)  # fmt: skip
+    return SourceSchemaError(
+        where, expected="MIMIC-IV CSV (comma, double-quote escaped)", found=first, hint=at
+    )
 
 
 def _locate_csv_problem(path: Path, max_rows: int = DEFAULT_SAMPLE_ROWS):
@@ -355,10 +364,11 @@ def _refused_timestamp(text: str) -> SourceSchemaError | None:
         file,
         column=column,
         expected="TIMESTAMP without a UTC offset (DuckDB would drop it)"
-        if kind == "offset" else "TIMESTAMP",
+        if kind == "offset"
+        else "TIMESTAMP",
         found=f"value {value!r}",
         hint=f"line {line}" if line else None,
-    )  # fmt: skip
+    )
 
 
 # --------------------------------------------------------------------------- parquet tables
@@ -470,8 +480,12 @@ def check_unique(
         # row_number counts data rows; a CSV's line adds the header.
         unit, off = ("line", 1) if not str(path).endswith(".parquet") else ("row", 0)
         where = f"{unit}s " + " and ".join(str(r + off) for r in rows)
-    raise SourceSchemaError(path, column=key, expected="unique values (a primary key)",
-                            found=f"value {value} on {where}")  # fmt: skip
+    raise SourceSchemaError(
+        path,
+        column=key,
+        expected="unique values (a primary key)",
+        found=f"value {value} on {where}",
+    )
 
 
 # --------------------------------------------------------------------------- public API

@@ -1,4 +1,4 @@
-"""What a MEDS dataset holds and what the kit makes of it (issue 26 §2; paper §3 "Cohort"):
+"""What a MEDS dataset holds and what the kit makes of it (paper §3 "Cohort"):
 code families, codes whose name is unknown, content-derived ids, the required code metadata.
 
 Code families. A family is a code's leading component (``LAB``, ``HOSPITAL_ADMISSION``,
@@ -35,17 +35,38 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from clinlib.data.sources.meds.read import _lit
+from clinlib.data.sources.meds.read import sql_literal
 from clinlib.data.sources.mimic import SourceSchemaError
 
 UNNAMED_RULE = "name_unknown"
 CODES_FILE = Path("metadata") / "codes.parquet"
-FAMILY_COLUMNS = ("family", "example_code", "rows", "subjects", "used", "excluded", "ignored",
-                  "text_only", "use")  # fmt: skip
+FAMILY_COLUMNS = (
+    "family",
+    "example_code",
+    "rows",
+    "subjects",
+    "used",
+    "excluded",
+    "ignored",
+    "text_only",
+    "use",
+)
 
 # The row's content for its id: every core column and every extra column but event_id.
-CONTENT_COLUMNS = ("subject_id", "time", "code", "numeric_value", "text_value", "hadm_id",
-                   "unit", "end_time", "ref_low", "ref_high", "flag", "route")  # fmt: skip
+CONTENT_COLUMNS = (
+    "subject_id",
+    "time",
+    "code",
+    "numeric_value",
+    "text_value",
+    "hadm_id",
+    "unit",
+    "end_time",
+    "ref_low",
+    "ref_high",
+    "flag",
+    "route",
+)
 
 # A code component that names nothing: MEDS-transforms' UNK, or empty.
 _MISSING = "('', 'UNK')"
@@ -165,8 +186,10 @@ def code_families(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         )
         GROUP BY family ORDER BY rows DESC, family
     """).df()
-    df["use"] = [_use(f, k, u, x) for f, k, u, x in
-                 zip(df["family"], df["kind"], df["used"], df["excluded"], strict=True)]  # fmt: skip
+    df["use"] = [
+        _use(f, k, u, x)
+        for f, k, u, x in zip(df["family"], df["kind"], df["used"], df["excluded"], strict=True)
+    ]
     for col in ("rows", "subjects", "used", "excluded", "ignored", "text_only"):
         df[col] = df[col].astype("int64")
     return df[list(FAMILY_COLUMNS)].reset_index(drop=True)
@@ -187,8 +210,10 @@ def family_lines(families: pd.DataFrame, limit: int = 12) -> list[str]:
         return []
     total = int(families["rows"].sum())
     used, excluded = int(families["used"].sum()), int(families["excluded"].sum())
-    lines = [f"MEDS codes: {total} rows read in {len(families)} families; {used} used, "
-             f"{excluded} excluded ({UNNAMED_RULE}), {total - used - excluded} ignored"]  # fmt: skip
+    lines = [
+        f"MEDS codes: {total} rows read in {len(families)} families; {used} used, "
+        f"{excluded} excluded ({UNNAMED_RULE}), {total - used - excluded} ignored"
+    ]
     for what in ("excluded", "ignored"):
         part = families[families[what] > 0].sort_values(what, ascending=False, kind="stable")
         shown = [f"{f} x{n}" for f, n in zip(part["family"], part[what], strict=True)]
@@ -209,10 +234,12 @@ def unnamed_lines(exclusions: pd.DataFrame) -> list[str]:
     ]
 
 
-_TABLE_OF_KIND = {"medication": ("prescriptions", "pharmacy_id"),
-                  "lab": ("labevents", "labevent_id"),
-                  "diagnosis": ("diagnoses_icd", None),
-                  "procedure": ("procedures_icd", None)}  # fmt: skip
+_TABLE_OF_KIND = {
+    "medication": ("prescriptions", "pharmacy_id"),
+    "lab": ("labevents", "labevent_id"),
+    "diagnosis": ("diagnoses_icd", None),
+    "procedure": ("procedures_icd", None),
+}
 
 
 def unnamed_exclusions(con: duckdb.DuckDBPyConnection, subject_ids) -> pd.DataFrame:
@@ -221,12 +248,14 @@ def unnamed_exclusions(con: duckdb.DuckDBPyConnection, subject_ids) -> pd.DataFr
     the row would have fed, :data:`UNNAMED_RULE`, its content id, field ``code``, the code."""
     ids = pd.DataFrame({"subject_id": pd.Series(list(subject_ids), dtype="int64")})
     con.register("ct_unnamed_subjects", ids)
-    cases = " ".join(f"WHEN {_lit(k)} THEN {_lit(t)}" for k, (t, _) in _TABLE_OF_KIND.items())
+    cases = " ".join(
+        f"WHEN {sql_literal(k)} THEN {sql_literal(t)}" for k, (t, _) in _TABLE_OF_KIND.items()
+    )
     source = """SELECT d.* FROM meds_data d JOIN ct_unnamed_subjects s USING (subject_id)
                 WHERE d.unnamed"""
     return (
         con.execute(f"""
-        SELECT CASE kind {cases} END AS "table", {_lit(UNNAMED_RULE)} AS rule,
+        SELECT CASE kind {cases} END AS "table", {sql_literal(UNNAMED_RULE)} AS rule,
                CAST(content_id AS VARCHAR) AS key, subject_id, 'code' AS field, code AS value
         FROM ({with_content_id(source, "content_id")})
         ORDER BY subject_id, time, code, key

@@ -8,8 +8,8 @@ from __future__ import annotations
 from clinlib.data.schema import HOSP_TABLES
 from clinlib.data.sources.meds.families import CODE_ROUTE_SQL, DRUG_SQL, with_content_id
 from clinlib.data.sources.meds.format import EVENT_ID_PATTERN, ID_TYPES
-from clinlib.data.sources.meds.ranges import VALUE_AS_DOUBLE, _panel_ranges_sql
-from clinlib.data.sources.meds.read import _lit
+from clinlib.data.sources.meds.ranges import VALUE_AS_DOUBLE, panel_ranges_sql
+from clinlib.data.sources.meds.read import sql_literal
 
 
 def _assign_hadm_sql(kind: str, trusted: bool, by_day: bool = False) -> str:
@@ -21,7 +21,7 @@ def _assign_hadm_sql(kind: str, trusted: bool, by_day: bool = False) -> str:
     calendar day for date-only rows (procedure chartdate is midnight of the admission day).
     """
     if trusted:
-        return f"SELECT *, hadm_id AS hid FROM meds_data WHERE kind = {_lit(kind)} AND NOT unnamed"
+        return f"SELECT *, hadm_id AS hid FROM meds_data WHERE kind = {sql_literal(kind)} AND NOT unnamed"
     key = "time + INTERVAL 1 DAY - INTERVAL 1 MICROSECOND" if by_day else "time"
     inside = (
         "CAST(e.time AS DATE) <= CAST(a.dischtime AS DATE)" if by_day else "e.time <= a.dischtime"
@@ -30,7 +30,7 @@ def _assign_hadm_sql(kind: str, trusted: bool, by_day: bool = False) -> str:
         SELECT e.* EXCLUDE (key_time),
                CASE WHEN a.dischtime IS NULL OR {inside} THEN a.hadm_id END AS hid
         FROM (SELECT *, {key} AS key_time FROM meds_data
-              WHERE kind = {_lit(kind)} AND NOT unnamed) e
+              WHERE kind = {sql_literal(kind)} AND NOT unnamed) e
         ASOF LEFT JOIN meds_admission_spans a
           ON e.subject_id = a.subject_id AND e.key_time >= a.admittime"""
 
@@ -42,7 +42,7 @@ def _surrogate(partition: str = "") -> str:
 
 def _id_sql(kind: str, profile: dict, partition: str = "") -> str:
     if profile.get(kind, {}).get("ids"):
-        return f"TRY_CAST(regexp_extract(event_id, {_lit(EVENT_ID_PATTERN[kind])}, 1) AS INTEGER)"
+        return f"TRY_CAST(regexp_extract(event_id, {sql_literal(EVENT_ID_PATTERN[kind])}, 1) AS INTEGER)"
     return _surrogate(partition)
 
 
@@ -64,7 +64,7 @@ def _mimic_select(table: str, provided: dict[str, str], source: str) -> str:
     return f"SELECT {', '.join(cols)} FROM ({source})"
 
 
-def _admission_spans_sql(profile: dict) -> str:
+def admission_spans_sql(profile: dict) -> str:
     dis_trusted = profile.get("discharge", {}).get("hadm", False)
     # A discharge without hadm_id closes the latest admission that started before it.
     dis_hadm = (
@@ -106,7 +106,7 @@ def _admission_spans_sql(profile: dict) -> str:
     """
 
 
-def _views_sql(profile: dict, ranges_given: bool = True) -> dict[str, str]:
+def views_sql(profile: dict, ranges_given: bool = True) -> dict[str, str]:
     """SQL of the nine MIMIC-shaped hosp views, by table name (``profile``: :func:`_profile`
     of the views module; ``ranges_given``: the dataset carries its own lab ranges)."""
     views = {
@@ -171,7 +171,7 @@ def _admissions_sql() -> str:
 
 def _labevents_sql(profile: dict, ranges_given: bool) -> str:
     """labevents: LAB//<itemid>//<unit> rows, with their own or the panel's ranges."""
-    range_join, range_columns = _panel_ranges_sql(ranges_given)
+    range_join, range_columns = panel_ranges_sql(ranges_given)
     return _mimic_select(
         "labevents",
         {

@@ -13,7 +13,7 @@ from clinlib.data.sources.mimic import SourceSchemaError
 from clinlib.data.vocab import LAB_PANEL
 
 
-def _check_id_ranges(con: duckdb.DuckDBPyConnection, profile: dict, shards: list[Path]) -> None:
+def check_id_ranges(con: duckdb.DuckDBPyConnection, profile: dict, shards: list[Path]) -> None:
     """MIMIC-shaped views hold subject ids as INTEGER: refuse ids that would overflow
     (hadm_id, labevent_id and pharmacy_id are BIGINT there: format.ID_TYPES)."""
     lo, hi = con.execute("SELECT min(subject_id), max(subject_id) FROM meds_data").fetchone()
@@ -32,7 +32,7 @@ def _check_id_ranges(con: duckdb.DuckDBPyConnection, profile: dict, shards: list
 VALUE_AS_DOUBLE = "CAST(CAST(numeric_value AS VARCHAR) AS DOUBLE)"
 
 
-def _panel_ranges_sql(ranges_given: bool) -> tuple[str, dict[str, str]]:
+def panel_ranges_sql(ranges_given: bool) -> tuple[str, dict[str, str]]:
     """A JOIN clause and the labevents range/flag columns (package docstring, "Lab reference
     ranges"): the dataset's own when it has any, else the panel's typical range."""
     own = {"ref_range_lower": "ref_low", "ref_range_upper": "ref_high", "flag": "flag"}

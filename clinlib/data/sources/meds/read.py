@@ -40,7 +40,7 @@ def meds_shards(meds_dir: Path) -> list[Path]:
     return shards
 
 
-def _is_text(t: pa.DataType) -> bool:
+def is_text(t: pa.DataType) -> bool:
     if pa.types.is_dictionary(t):
         t = t.value_type
     return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
@@ -52,11 +52,11 @@ def _core_type_ok(column: str, t: pa.DataType) -> bool:
     if column == "time":
         return pa.types.is_timestamp(t) and t.unit == "us" and t.tz is None
     if column == "code":
-        return _is_text(t)
+        return is_text(t)
     if column == "numeric_value":
         return pa.types.is_float32(t) or pa.types.is_null(t)
     if column == "text_value":
-        return _is_text(t) or pa.types.is_null(t)
+        return is_text(t) or pa.types.is_null(t)
     raise ValueError(column)
 
 
@@ -69,18 +69,18 @@ CORE_EXPECTED = {
 }
 
 
-def _read_schema(path: Path) -> pa.Schema:
+def read_schema(path: Path) -> pa.Schema:
     try:
         return pq.read_schema(path)
     except (OSError, pa.ArrowException) as err:
         raise SourceSchemaError(path, expected="a readable parquet file", found=str(err)) from None
 
 
-def _check_schemas(shards: list[Path]) -> set[str]:
+def check_schemas(shards: list[Path]) -> set[str]:
     """Check every shard's core columns; return the union of column names."""
     names: set[str] = set()
     for path in shards:
-        schema = _read_schema(path)
+        schema = read_schema(path)
         for column, expected in CORE_EXPECTED.items():
             if column not in schema.names:
                 if column in ("numeric_value", "text_value"):  # optional in MEDS 0.4
@@ -95,21 +95,21 @@ def _check_schemas(shards: list[Path]) -> set[str]:
     return names
 
 
-def _lit(text: str | Path) -> str:
+def sql_literal(text: str | Path) -> str:
     return "'" + str(text).replace("'", "''") + "'"
 
 
-def _scan(shards: list[Path], columns: str = "*") -> str:
-    files = "[" + ", ".join(_lit(p) for p in shards) + "]"
+def scan_sql(shards: list[Path], columns: str = "*") -> str:
+    files = "[" + ", ".join(sql_literal(p) for p in shards) + "]"
     return (
         f"(SELECT {columns} FROM read_parquet({files}, filename=true, "
         f"file_row_number=true, union_by_name=true))"
     )
 
 
-def _check_data(con: duckdb.DuckDBPyConnection, shards: list[Path]) -> None:
+def check_data(con: duckdb.DuckDBPyConnection, shards: list[Path]) -> None:
     """Non-null subject/code, sort order within shards, one shard per subject."""
-    scan = _scan(shards, "filename, file_row_number, subject_id, time, code")
+    scan = scan_sql(shards, "filename, file_row_number, subject_id, time, code")
     row = con.execute(
         f"SELECT filename, file_row_number, subject_id IS NULL FROM {scan} "
         "WHERE subject_id IS NULL OR code IS NULL ORDER BY filename, file_row_number LIMIT 1"
@@ -169,8 +169,8 @@ def read_meds(meds_dir: Path) -> pd.DataFrame:
             null subject_id / code, unsorted subject/time, or a subject split across shards.
     """
     shards = meds_shards(meds_dir)
-    _check_schemas(shards)
-    _check_data(duckdb.connect(), shards)
+    check_schemas(shards)
+    check_data(duckdb.connect(), shards)
     tables = [pq.read_table(p) for p in shards]
     table = pa.concat_tables(tables, promote_options="permissive")
     df = table.to_pandas()

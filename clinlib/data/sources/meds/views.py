@@ -12,16 +12,16 @@ import pyarrow as pa
 
 from clinlib.data.sources.meds.families import unnamed_sql
 from clinlib.data.sources.meds.format import EVENT_ID_PATTERN, EXTRA_COLUMNS
-from clinlib.data.sources.meds.hosp_sql import _admission_spans_sql, _views_sql
-from clinlib.data.sources.meds.ranges import _check_id_ranges
+from clinlib.data.sources.meds.hosp_sql import admission_spans_sql, views_sql
+from clinlib.data.sources.meds.ranges import check_id_ranges
 from clinlib.data.sources.meds.read import (
-    _check_data,
-    _check_schemas,
-    _is_text,
-    _lit,
-    _read_schema,
-    _scan,
+    check_data,
+    check_schemas,
+    is_text,
     meds_shards,
+    read_schema,
+    scan_sql,
+    sql_literal,
 )
 from clinlib.data.sources.mimic import SourceSchemaError
 
@@ -63,7 +63,7 @@ def _data_view_sql(shards: list[Path], names: set[str], has_starts: bool = False
         select.append(f"{source} AS {column}")
     kind = _kind_sql(has_starts)
     select += ["filename AS meds_shard", "file_row_number AS meds_row", f"{kind} AS kind"]
-    inner = f"SELECT {', '.join(select)} FROM {_scan(shards)}"
+    inner = f"SELECT {', '.join(select)} FROM {scan_sql(shards)}"
     return f"SELECT *, {unnamed_sql()} AS unnamed FROM ({inner})"
 
 
@@ -71,12 +71,12 @@ def _codes_view_sql(meds_dir: Path) -> str:
     path = Path(meds_dir) / "metadata" / "codes.parquet"
     if not path.exists():
         return "SELECT CAST(NULL AS VARCHAR) AS code, CAST(NULL AS VARCHAR) AS description LIMIT 0"
-    schema = _read_schema(path)
+    schema = read_schema(path)
     if "code" not in schema.names:
         raise SourceSchemaError(path, column="code", expected="string", found="no such column")
     for column in ("code", "description"):
         if column in schema.names and not (
-            _is_text(schema.field(column).type) or pa.types.is_null(schema.field(column).type)
+            is_text(schema.field(column).type) or pa.types.is_null(schema.field(column).type)
         ):
             raise SourceSchemaError(
                 path, column=column, expected="string", found=str(schema.field(column).type)
@@ -84,14 +84,14 @@ def _codes_view_sql(meds_dir: Path) -> str:
     description = "CAST(description AS VARCHAR)" if "description" in schema.names else "NULL"
     return (
         f"SELECT CAST(code AS VARCHAR) AS code, {description} AS description "
-        f"FROM read_parquet({_lit(path)})"
+        f"FROM read_parquet({sql_literal(path)})"
     )
 
 
 def _profile(con: duckdb.DuckDBPyConnection) -> dict[str, dict]:
     """Per kind: rows, whether hadm_id is present, whether every event_id yields an id."""
     cases = " ".join(
-        f"WHEN {_lit(k)} THEN TRY_CAST(regexp_extract(event_id, {_lit(p)}, 1) AS INTEGER)"
+        f"WHEN {sql_literal(k)} THEN TRY_CAST(regexp_extract(event_id, {sql_literal(p)}, 1) AS INTEGER)"
         for k, p in EVENT_ID_PATTERN.items()
     )
     rows = con.execute(
@@ -135,22 +135,22 @@ def open_meds(
     """
     meds_dir = Path(meds_dir)
     shards = meds_shards(meds_dir)
-    names = _check_schemas(shards)
+    names = check_schemas(shards)
     codes_sql = _codes_view_sql(meds_dir)
     con = duckdb.connect() if con is None else con
     if validate:
-        _check_data(con, shards)
+        check_data(con, shards)
     starts = con.execute(
-        f"SELECT count(*) FROM {_scan(shards, 'code')} "
+        f"SELECT count(*) FROM {scan_sql(shards, 'code')} "
         "WHERE starts_with(code, 'MEDICATION//START//')"
     ).fetchone()[0]
     view = _data_view_sql(shards, names, has_starts=starts > 0)
     con.execute(f"CREATE OR REPLACE VIEW meds_data AS {view}")
     con.execute(f"CREATE OR REPLACE VIEW meds_codes AS {codes_sql}")
     profile = _profile(con)
-    _check_id_ranges(con, profile, shards)
-    con.execute(f"CREATE OR REPLACE VIEW meds_admission_spans AS {_admission_spans_sql(profile)}")
+    check_id_ranges(con, profile, shards)
+    con.execute(f"CREATE OR REPLACE VIEW meds_admission_spans AS {admission_spans_sql(profile)}")
     ranges_given = bool(names & {"ref_low", "ref_high", "flag"})
-    for table, sql in _views_sql(profile, ranges_given).items():
+    for table, sql in views_sql(profile, ranges_given).items():
         con.execute(f"CREATE OR REPLACE VIEW {table} AS {sql}")
     return con

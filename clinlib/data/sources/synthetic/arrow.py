@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from clinlib.data.schema import HOSP_TABLES, OPTIONAL_HOSP_TABLES
 from clinlib.data.sources.synthetic.design import (
-    _DAY,
+    DAY_S,
     HADM_ID_BASE,
     HADM_PER_PATIENT,
     LABEVENTS_PER_PATIENT,
@@ -53,7 +53,7 @@ def arrow_schema(table: str) -> pa.Schema:
 
 
 @dataclass
-class _ChunkIds:
+class ChunkIds:
     """Id bases of one chunk (disjoint ranges; see the module docstring)."""
 
     first_patient: int
@@ -82,24 +82,24 @@ class _ChunkIds:
             )
 
 
-def _str_table(values) -> pa.Array:
+def str_array(values) -> pa.Array:
     return pa.array(list(values), type=pa.string())
 
 
-def _take(values, idx: np.ndarray, null: np.ndarray | None = None) -> pa.Array:
+def take_strings(values, idx: np.ndarray, null: np.ndarray | None = None) -> pa.Array:
     """Strings ``values[idx]`` as an arrow array (NULL where ``null``)."""
-    table = values if isinstance(values, pa.Array) else _str_table(values)
+    table = values if isinstance(values, pa.Array) else str_array(values)
     return table.take(pa.array(np.asarray(idx, dtype=np.int32), mask=null))
 
 
-def _ts(seconds: np.ndarray, null: np.ndarray | None = None) -> pa.Array:
+def ts_array(seconds: np.ndarray, null: np.ndarray | None = None) -> pa.Array:
     return pa.array(np.asarray(seconds, np.int64) * 1_000_000, type=pa.timestamp("us"), mask=null)
 
 
-def _date(seconds: np.ndarray, null: np.ndarray | None = None) -> pa.Array:
-    days = (np.asarray(seconds, np.int64) // _DAY).astype(np.int32)
+def date_array(seconds: np.ndarray, null: np.ndarray | None = None) -> pa.Array:
+    days = (np.asarray(seconds, np.int64) // DAY_S).astype(np.int32)
     return pa.array(days, type=pa.date32(), mask=null)
 
 
-def _int(values: np.ndarray, typ: pa.DataType, null: np.ndarray | None = None) -> pa.Array:
+def int_array(values: np.ndarray, typ: pa.DataType, null: np.ndarray | None = None) -> pa.Array:
     return pa.array(np.asarray(values), type=typ, mask=null)

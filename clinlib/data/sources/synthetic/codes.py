@@ -10,12 +10,18 @@ import numpy as np
 import pyarrow as pa
 
 from clinlib.data.sources import synthetic_vocab as sv
-from clinlib.data.sources.synthetic.arrow import _ChunkIds, _date, _int, _take, arrow_schema
+from clinlib.data.sources.synthetic.arrow import (
+    ChunkIds,
+    arrow_schema,
+    date_array,
+    int_array,
+    take_strings,
+)
 from clinlib.data.sources.synthetic.design import (
-    _DAY,
     CAD,
     CKD,
     COMORBIDITIES,
+    DAY_S,
     DM,
     DX_CODE,
     DX_KEYS,
@@ -26,9 +32,9 @@ from clinlib.data.sources.synthetic.design import (
     PX_KEYS,
     SINGLE,
 )
-from clinlib.data.sources.synthetic.labvalues import _latent
-from clinlib.data.sources.synthetic.numeric import _choose, _masked, _rank_in_sorted_groups
-from clinlib.data.sources.synthetic.population import _first_flagged
+from clinlib.data.sources.synthetic.labvalues import latent_state
+from clinlib.data.sources.synthetic.numeric import choose, masked, rank_in_sorted_groups
+from clinlib.data.sources.synthetic.population import first_flagged
 
 
 class _DxRows:
@@ -41,8 +47,8 @@ class _DxRows:
     def add(self, mask: np.ndarray, key, prio) -> None:
         """Code ``key`` (one or per admission) at priority ``prio`` on the admissions in mask."""
         self.adm.append(self.idx_a[mask])
-        self.key.append(_masked(key, mask))
-        self.prio.append(_masked(prio, mask))
+        self.key.append(masked(key, mask))
+        self.prio.append(masked(prio, mask))
 
 
 def _dialysis_on(plan: SimpleNamespace, a: SimpleNamespace) -> np.ndarray:
@@ -51,7 +57,7 @@ def _dialysis_on(plan: SimpleNamespace, a: SimpleNamespace) -> np.ndarray:
     return (start >= 0) & (np.arange(a.n) >= start)
 
 
-def _diagnoses(rng, p, a, plan, ext, ids: _ChunkIds) -> pa.Table:
+def icd_diagnoses(rng, p, a, plan, ext, ids: ChunkIds) -> pa.Table:
     """diagnoses_icd rows: reason for admission, index diseases, comorbidities, lab-driven
     and status codes, in ICD-9 or ICD-10 by the admission's date."""
     rows = _DxRows(a.n)
@@ -64,11 +70,11 @@ def _diagnoses(rng, p, a, plan, ext, ids: _ChunkIds) -> pa.Table:
 def _reason_codes(rng: np.random.Generator, rows: _DxRows, a: SimpleNamespace) -> None:
     """Principal reason for admission (priority 0), and sepsis's source (priority 1)."""
     A, c = a.n, DX_CODE
-    acs_kind = _choose(rng, [0.6, 0.2, 0.2], A)
+    acs_kind = choose(rng, [0.6, 0.2, 0.2], A)
     acs_code = np.array([c["nstemi"], c["stemi_anterior"], c["stemi_inferior"]])[acs_kind]
     generic = np.array(
         [c["chest_pain"], c["chest_pain_other"], c["syncope"], c["hypotension"], c["constipation"]]
-    )[_choose(rng, [0.25, 0.2, 0.25, 0.15, 0.15], A)]
+    )[choose(rng, [0.25, 0.2, 0.25, 0.15, 0.15], A)]
     reason = np.select(
         [a.acs, a.sepsis, a.pneumonia, a.infection, a.hf_exac, a.aki, a.elective_cath, a.chest_obs],
         [
@@ -93,7 +99,7 @@ def _index_disease_codes(rng: np.random.Generator, rows: _DxRows, p, a, plan) ->
     each coded by its severity (diabetes complications, hypertensive CKD, CKD stage)."""
     A, c, pat, idx_a, add = a.n, DX_CODE, a.pat, rows.idx_a, rows.add
     mode, des = p.mode[pat], p.designated[pat]
-    lat = _latent(p, plan, pat, a.admit)
+    lat = latent_state(p, plan, pat, a.admit)
     egfr, a1c = lat["egfr"], lat["a1c"]
     coded = np.zeros((A, 4), dtype=bool)
     for dis in range(4):
@@ -141,7 +147,7 @@ def _index_disease_codes(rng: np.random.Generator, rows: _DxRows, p, a, plan) ->
     add(coded[:, CKD], stage, prio(CKD))
     add(coded[:, CAD], c["cad"], prio(CAD))
     after_acs = (a.k > 0) & p.cad[pat]
-    first_acs = _first_flagged(a, a.acs, p.n)[pat]
+    first_acs = first_flagged(a, a.acs, p.n)[pat]
     add(
         after_acs & (first_acs >= 0) & (idx_a > first_acs) & coded[:, CAD] & (rng.random(A) < 0.5),
         c["old_mi"],
@@ -175,11 +181,11 @@ def _other_codes(rng: np.random.Generator, rows: _DxRows, p, a, plan, ext) -> No
     add(status[:, 2] & on_drug("aspirin"), c["aspirin_use"], 5)
     add(status[:, 3] & on_drug("clopidogrel"), c["antiplatelet_use"], 5)
     add(status[:, 4] & _dialysis_on(plan, a), c["dialysis_status"], 5)
-    first_pci = _first_flagged(a, a.pci, p.n)[pat]
+    first_pci = first_flagged(a, a.pci, p.n)[pat]
     add(status[:, 5] & (first_pci >= 0) & (idx_a > first_pci), c["ptca_status"], 5)
 
 
-def _diagnoses_table(rows: _DxRows, a: SimpleNamespace, ids: _ChunkIds) -> pa.Table:
+def _diagnoses_table(rows: _DxRows, a: SimpleNamespace, ids: ChunkIds) -> pa.Table:
     """One row per (stay, code), keeping its most important position; then seq_num in order."""
     r_adm = np.concatenate(rows.adm)
     r_key = np.concatenate(rows.key)
@@ -190,24 +196,24 @@ def _diagnoses_table(rows: _DxRows, a: SimpleNamespace, ids: _ChunkIds) -> pa.Ta
     r_adm, r_key, r_prio = r_adm[first], r_key[first], r_prio[first]
     order = np.lexsort((r_key, r_prio, r_adm))
     r_adm, r_key = r_adm[order], r_key[order]
-    seq = _rank_in_sorted_groups(r_adm) + 1
+    seq = rank_in_sorted_groups(r_adm) + 1
     icd10 = a.icd10[r_adm]
     codes9 = [sv.DX_PAIRS[k][0] for k in DX_KEYS]
     codes10 = [sv.DX_PAIRS[k][1] for k in DX_KEYS]
     code_idx = np.where(icd10, r_key + len(DX_KEYS), r_key)
     return pa.Table.from_arrays(
         [
-            _int(ids.subject + a.pat[r_adm], pa.int32()),
-            _int(ids.hadm + r_adm, pa.int32()),
-            _int(seq, pa.int32()),
-            _take(codes9 + codes10, code_idx),
-            _int(np.where(icd10, 10, 9), pa.int16()),
+            int_array(ids.subject + a.pat[r_adm], pa.int32()),
+            int_array(ids.hadm + r_adm, pa.int32()),
+            int_array(seq, pa.int32()),
+            take_strings(codes9 + codes10, code_idx),
+            int_array(np.where(icd10, 10, 9), pa.int16()),
         ],
         schema=arrow_schema("diagnoses_icd"),
     )
 
 
-def _procedures(rng, p, a, plan, ext, ids: _ChunkIds) -> pa.Table:
+def icd_procedures(rng, p, a, plan, ext, ids: ChunkIds) -> pa.Table:
     """procedures_icd rows: catheterisation / PCI, dialysis, transfusion, lines, echo."""
     A = a.n
     idx_a = np.arange(A)
@@ -219,8 +225,8 @@ def _procedures(rng, p, a, plan, ext, ids: _ChunkIds) -> pa.Table:
         rows_adm.append(sel)
         rows_grp.append(np.full(sel.size, PX_CODE[key], np.int64))
         # A procedure happens during the stay: its chartdate is at most the discharge date.
-        last_day = (a.disch[sel] // _DAY) - (a.admit[sel] // _DAY)
-        rows_day.append(np.minimum(_masked(day, mask), last_day))
+        last_day = (a.disch[sel] // DAY_S) - (a.admit[sel] // DAY_S)
+        rows_day.append(np.minimum(masked(day, mask), last_day))
 
     cath = (a.acs & (rng.random(A) < 0.9)) | a.elective_cath | a.pci
     cath_day = np.where(a.acs, rng.integers(0, 2, A), 0)
@@ -249,7 +255,7 @@ def _procedures(rng, p, a, plan, ext, ids: _ChunkIds) -> pa.Table:
         icd10, np.array([len(x) for x in per10])[r_grp], np.array([len(x) for x in per9])[r_grp]
     )
     rep = np.repeat(np.arange(r_adm.size), n_codes)
-    j = _rank_in_sorted_groups(rep)
+    j = rank_in_sorted_groups(rep)
     flat9 = [code for codes in per9 for code in codes]
     flat10 = [code for codes in per10 for code in codes]
     off9 = np.cumsum([0] + [len(x) for x in per9])[:-1]
@@ -264,16 +270,16 @@ def _procedures(rng, p, a, plan, ext, ids: _ChunkIds) -> pa.Table:
     keep = np.zeros(key.size, bool)
     keep[uniq] = True
     e_adm, e_day, code_idx = e_adm[keep], e_day[keep], code_idx[keep]
-    seq = _rank_in_sorted_groups(e_adm) + 1
-    chartdate = (a.admit[e_adm] // _DAY + e_day) * _DAY
+    seq = rank_in_sorted_groups(e_adm) + 1
+    chartdate = (a.admit[e_adm] // DAY_S + e_day) * DAY_S
     return pa.Table.from_arrays(
         [
-            _int(ids.subject + pat[e_adm], pa.int32()),
-            _int(ids.hadm + e_adm, pa.int32()),
-            _int(seq, pa.int32()),
-            _date(chartdate),
-            _take(flat9 + flat10, code_idx),
-            _int(np.where(a.icd10[e_adm], 10, 9), pa.int16()),
+            int_array(ids.subject + pat[e_adm], pa.int32()),
+            int_array(ids.hadm + e_adm, pa.int32()),
+            int_array(seq, pa.int32()),
+            date_array(chartdate),
+            take_strings(flat9 + flat10, code_idx),
+            int_array(np.where(a.icd10[e_adm], 10, 9), pa.int16()),
         ],
         schema=arrow_schema("procedures_icd"),
     )

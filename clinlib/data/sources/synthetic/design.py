@@ -82,10 +82,10 @@ RX_PER_PATIENT = 1_000
 MAX_ADMISSIONS = 93  # the paper's cohort maximum (Appendix C.1)
 MAX_PATIENTS = 500_000  # keeps every id inside INTEGER (int32)
 
-_DAY = 86_400
-_HOUR = 3_600
-_YEAR_DAYS = 365.25
-_T_BASE = int(np.datetime64("2100-01-01T00:00:00", "s").astype(np.int64))
+DAY_S = 86_400
+HOUR_S = 3_600
+YEAR_DAYS = 365.25
+T_BASE = int(np.datetime64("2100-01-01T00:00:00", "s").astype(np.int64))
 
 ADMISSION_TYPES: tuple[str, ...] = (
     "EW EMER.",

@@ -15,26 +15,26 @@ from tqdm.auto import tqdm
 from clinlib.core.config import profile_sizes, raw_hosp_dir, resolve_profile
 from clinlib.core.io import atomic_path
 from clinlib.data.sources import synthetic_shapes as shp
-from clinlib.data.sources.synthetic.arrow import WRITTEN_TABLES, _ChunkIds
-from clinlib.data.sources.synthetic.codes import _diagnoses, _procedures
+from clinlib.data.sources.synthetic.arrow import WRITTEN_TABLES, ChunkIds
+from clinlib.data.sources.synthetic.codes import icd_diagnoses, icd_procedures
 from clinlib.data.sources.synthetic.design import (
     FORMATS,
     MANIFEST_NAME,
     MAX_PATIENTS,
     SyntheticConfigError,
 )
-from clinlib.data.sources.synthetic.labevents import _labevents
-from clinlib.data.sources.synthetic.orders import _prescriptions
-from clinlib.data.sources.synthetic.population import _admissions, _population
+from clinlib.data.sources.synthetic.labevents import labevents_rows
+from clinlib.data.sources.synthetic.orders import prescription_rows
+from clinlib.data.sources.synthetic.population import admission_timeline, draw_population
 from clinlib.data.sources.synthetic.tables import (
     MANIFEST_SCHEMA,
-    _admissions_table,
-    _manifest_table,
-    _patients_table,
+    admissions_table,
     dictionary_tables,
+    manifest_table,
+    patients_table,
 )
-from clinlib.data.sources.synthetic.treatment import _plan
-from clinlib.data.sources.synthetic.writer import _Sink
+from clinlib.data.sources.synthetic.treatment import treatment_plan
+from clinlib.data.sources.synthetic.writer import Sink
 
 log = logging.getLogger(__name__)
 
@@ -52,22 +52,22 @@ def generate_chunk(seed: int, chunk_idx: int, n: int, chunk_patients: int) -> di
         table name -> arrow table (schemas of :func:`arrow_schema`), plus ``"manifest"``.
     """
     rng = np.random.default_rng([seed, chunk_idx])
-    ids = _ChunkIds(chunk_idx * chunk_patients, chunk_patients)
-    p = _population(rng, n)
-    a = _admissions(rng, p)
-    plan = _plan(rng, p, a)
+    ids = ChunkIds(chunk_idx * chunk_patients, chunk_patients)
+    p = draw_population(rng, n)
+    a = admission_timeline(rng, p)
+    plan = treatment_plan(rng, p, a)
     srng = np.random.default_rng([seed, chunk_idx, shp.SHAPES_STREAM])
-    labevents, ext = _labevents(rng, srng, p, a, plan, ids)
-    prescriptions, emar = _prescriptions(rng, srng, p, a, plan, ext, ids)
+    labevents, ext = labevents_rows(rng, srng, p, a, plan, ids)
+    prescriptions, emar = prescription_rows(rng, srng, p, a, plan, ext, ids)
     return {
-        "patients": _patients_table(p, ids),
-        "admissions": _admissions_table(p, a, ids),
+        "patients": patients_table(p, ids),
+        "admissions": admissions_table(p, a, ids),
         "labevents": labevents,
         "prescriptions": prescriptions,
         "emar": emar,
-        "diagnoses_icd": _diagnoses(rng, p, a, plan, ext, ids),
-        "procedures_icd": _procedures(rng, p, a, plan, ext, ids),
-        "manifest": _manifest_table(p, ids),
+        "diagnoses_icd": icd_diagnoses(rng, p, a, plan, ext, ids),
+        "procedures_icd": icd_procedures(rng, p, a, plan, ext, ids),
+        "manifest": manifest_table(p, ids),
     }
 
 
@@ -128,7 +128,7 @@ def generate_hosp(
     # Nesting order: hosp/ is renamed into place first, then the manifest that describes it.
     with atomic_path(manifest_path) as tmp_manifest, atomic_path(hosp) as tmp_hosp:
         tmp_hosp.mkdir(parents=True)
-        sinks = {name: _Sink(tmp_hosp / f"{name}.{fmt}", name, fmt) for name in WRITTEN_TABLES}
+        sinks = {name: Sink(tmp_hosp / f"{name}.{fmt}", name, fmt) for name in WRITTEN_TABLES}
         manifest = pq.ParquetWriter(tmp_manifest, MANIFEST_SCHEMA)
         try:
             for name, table in dictionary_tables().items():

@@ -9,9 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from clinlib.data.sources.synthetic.design import (
-    _DAY,
-    _HOUR,
-    _YEAR_DAYS,
+    DAY_S,
     FEW_LABS,
     G_A1C,
     G_BNP,
@@ -23,6 +21,7 @@ from clinlib.data.sources.synthetic.design import (
     G_MINI,
     G_TROP,
     GROUPS,
+    HOUR_S,
     INDEX,
     K_COAG,
     K_DAILY,
@@ -32,8 +31,9 @@ from clinlib.data.sources.synthetic.design import (
     K_OUTPT,
     K_SERIAL,
     NO_ADM,
+    YEAR_DAYS,
 )
-from clinlib.data.sources.synthetic.numeric import _minute, _rank_in_sorted_groups, _uniform
+from clinlib.data.sources.synthetic.numeric import rank_in_sorted_groups, to_minute, uniform
 
 
 def _part(pat, adm, hadm_adm, t, kind: int, forced=None) -> tuple[np.ndarray, ...]:
@@ -42,13 +42,13 @@ def _part(pat, adm, hadm_adm, t, kind: int, forced=None) -> tuple[np.ndarray, ..
         np.asarray(pat, np.int64),
         np.asarray(adm, np.int64),
         np.asarray(hadm_adm, np.int64),
-        _minute(t),
+        to_minute(t),
         np.full(len(pat), kind, np.int8),
         np.zeros(len(pat), bool) if forced is None else np.asarray(forced, bool),
     )
 
 
-def _draws(
+def lab_draws(
     rng: np.random.Generator, p: SimpleNamespace, a: SimpleNamespace, plan
 ) -> SimpleNamespace:
     """Blood-draw times: admission days, serial troponins, ED, outpatient, few-labs draws."""
@@ -70,26 +70,26 @@ def _inpatient_draws(rng: np.random.Generator, a: SimpleNamespace, regular: np.n
     parts = []
     n_days = np.where(regular, np.ceil(a.los).astype(np.int64), 0)
     da = np.repeat(np.arange(a.n), n_days)
-    dd = _rank_in_sorted_groups(da)
-    midnight = (a.admit[da] // _DAY) * _DAY
+    dd = rank_in_sorted_groups(da)
+    midnight = (a.admit[da] // DAY_S) * DAY_S
     t = np.where(
         dd == 0,
-        a.admit[da] + np.rint(_uniform(rng, 0.25, 1.25, da.size) * _HOUR).astype(np.int64),
-        midnight + dd * _DAY + np.rint(_uniform(rng, 4.0, 7.0, da.size) * _HOUR).astype(np.int64),
+        a.admit[da] + np.rint(uniform(rng, 0.25, 1.25, da.size) * HOUR_S).astype(np.int64),
+        midnight + dd * DAY_S + np.rint(uniform(rng, 4.0, 7.0, da.size) * HOUR_S).astype(np.int64),
     )
-    keep = (dd == 0) | ((t < a.disch[da] - _HOUR // 2) & (rng.random(da.size) < 0.72))
+    keep = (dd == 0) | ((t < a.disch[da] - HOUR_S // 2) & (rng.random(da.size) < 0.72))
     da, dd, t = da[keep], dd[keep], t[keep]
     parts.append(_part(a.pat[da], da, da, t, K_DAY0))
     parts[-1][4][dd > 0] = K_DAILY
     acs = np.flatnonzero(a.acs & regular)
     for hours in (6.0, 12.0):
-        ts = a.admit[acs] + np.rint((hours + _uniform(rng, -0.5, 0.5, acs.size)) * _HOUR).astype(
+        ts = a.admit[acs] + np.rint((hours + uniform(rng, -0.5, 0.5, acs.size)) * HOUR_S).astype(
             np.int64
         )
         ok = ts < a.disch[acs]
         parts.append(_part(a.pat[acs][ok], acs[ok], acs[ok], ts[ok], K_SERIAL))
     ed = np.flatnonzero(a.ed & regular & (rng.random(a.n) < 0.5))
-    ts = a.edreg[ed] + np.rint(_uniform(rng, 0.3, 1.0, ed.size) * _HOUR).astype(np.int64)
+    ts = a.edreg[ed] + np.rint(uniform(rng, 0.3, 1.0, ed.size) * HOUR_S).astype(np.int64)
     parts.append(_part(a.pat[ed], ed, np.full(ed.size, -1), ts, K_ED))
     return parts
 
@@ -101,23 +101,23 @@ def _outpatient_draws(rng: np.random.Generator, p: SimpleNamespace, a: SimpleNam
     n_out = np.where(p.mode == NO_ADM, 1 + rng.poisson(3.0, p.n), n_out)
     op = np.repeat(np.arange(p.n), n_out)
     has_adm = p.n_adm[op] > 0
-    lo = np.where(has_adm, p.t0[op] - 180 * _DAY, p.t0[op])
+    lo = np.where(has_adm, p.t0[op] - 180 * DAY_S, p.t0[op])
     span = np.where(
         has_adm,
-        (p.last_disch[op] - p.t0[op]) + 545 * _DAY,
-        np.rint(_uniform(rng, 0.5, 5.0, op.size) * _YEAR_DAYS * _DAY),
+        (p.last_disch[op] - p.t0[op]) + 545 * DAY_S,
+        np.rint(uniform(rng, 0.5, 5.0, op.size) * YEAR_DAYS * DAY_S),
     )
-    day = (lo + np.floor(rng.random(op.size) * span).astype(np.int64)) // _DAY
-    ts = day * _DAY + np.rint(_uniform(rng, 8.0, 16.5, op.size) * _HOUR).astype(np.int64)
+    day = (lo + np.floor(rng.random(op.size) * span).astype(np.int64)) // DAY_S
+    ts = day * DAY_S + np.rint(uniform(rng, 8.0, 16.5, op.size) * HOUR_S).astype(np.int64)
     if a.n and op.size:
-        j = np.searchsorted(a.key, op * 1e6 + (ts - p.t0[op]) / _DAY, side="right") - 1
+        j = np.searchsorted(a.key, op * 1e6 + (ts - p.t0[op]) / DAY_S, side="right") - 1
         js = np.maximum(j, 0)
-        inside = (j >= 0) & (a.pat[js] == op) & (ts < a.disch[js] + _DAY)
-        push = np.ceil((a.disch[js] - ts) / _DAY + _uniform(rng, 2.0, 20.0, op.size)) * _DAY
+        inside = (j >= 0) & (a.pat[js] == op) & (ts < a.disch[js] + DAY_S)
+        push = np.ceil((a.disch[js] - ts) / DAY_S + uniform(rng, 2.0, 20.0, op.size)) * DAY_S
         ts = np.where(inside, ts + push.astype(np.int64), ts)
-    alive = ts < p.death_s[op] - _DAY
+    alive = ts < p.death_s[op] - DAY_S
     # no_admission patients always keep their first draw (it carries a forced chemistry).
-    first_out = _rank_in_sorted_groups(op) == 0
+    first_out = rank_in_sorted_groups(op) == 0
     alive |= first_out & (p.mode[op] == NO_ADM)
     forced = first_out[alive] & (p.mode[op[alive]] == NO_ADM)
     none = np.full(int(alive.sum()), -1)
@@ -127,7 +127,7 @@ def _outpatient_draws(rng: np.random.Generator, p: SimpleNamespace, a: SimpleNam
 def _few_labs_draws(rng: np.random.Generator, p: SimpleNamespace, a: SimpleNamespace) -> list:
     """(e) few_labs patients: one small chemistry (0-4 panel items) and coagulation per stay."""
     fl = np.flatnonzero(p.mode[a.pat] == FEW_LABS)
-    t_fl = a.admit[fl] + np.rint(_uniform(rng, 0.25, 1.25, fl.size) * _HOUR).astype(np.int64)
+    t_fl = a.admit[fl] + np.rint(uniform(rng, 0.25, 1.25, fl.size) * HOUR_S).astype(np.int64)
     first_fl = fl[a.k[fl] == 0]
     return [
         _part(a.pat[first_fl], first_fl, first_fl, t_fl[a.k[fl] == 0] + 60, K_MINI),
@@ -135,7 +135,7 @@ def _few_labs_draws(rng: np.random.Generator, p: SimpleNamespace, a: SimpleNames
     ]
 
 
-def _specimens(
+def lab_specimens(
     rng: np.random.Generator, p: SimpleNamespace, a: SimpleNamespace, plan, d: SimpleNamespace
 ) -> tuple[np.ndarray, np.ndarray]:
     """Which specimen groups each draw carries: returns (draw index, group) per specimen."""

@@ -14,15 +14,14 @@ import pyarrow.compute as pc
 from clinlib.data.sources import synthetic_shapes as shp
 from clinlib.data.sources import synthetic_vocab as sv
 from clinlib.data.sources.synthetic.arrow import (
-    _ChunkIds,
-    _int,
-    _str_table,
-    _take,
-    _ts,
+    ChunkIds,
     arrow_schema,
+    int_array,
+    str_array,
+    take_strings,
+    ts_array,
 )
 from clinlib.data.sources.synthetic.design import (
-    _T_BASE,
     G_A1C,
     G_CBC,
     G_LIPID,
@@ -38,11 +37,12 @@ from clinlib.data.sources.synthetic.design import (
     LABEVENTS_PER_PATIENT,
     PRIORITIES,
     SPECIMENS_PER_PATIENT,
+    T_BASE,
     SyntheticConfigError,
 )
-from clinlib.data.sources.synthetic.labdraws import _draws, _specimens
-from clinlib.data.sources.synthetic.labvalues import _group_values
-from clinlib.data.sources.synthetic.numeric import _choose, _minute, _providers, _uniform
+from clinlib.data.sources.synthetic.labdraws import lab_draws, lab_specimens
+from clinlib.data.sources.synthetic.labvalues import group_values
+from clinlib.data.sources.synthetic.numeric import choose, providers, to_minute, uniform
 
 
 def _item_table(attr: str) -> np.ndarray:
@@ -124,13 +124,13 @@ def format_fixed(
         whole, frac = divmod(abs(number), 10**dec)
         sign = "-" if number < 0 else ""
         texts.append(f"{sign}{whole}.{frac:0{dec}d}" if dec else f"{sign}{whole}")
-    return _str_table(texts).take(pa.array(inverse.astype(np.int32), mask=null))
+    return str_array(texts).take(pa.array(inverse.astype(np.int32), mask=null))
 
 
-def _labevents(rng, srng, p, a, plan, ids: _ChunkIds) -> tuple[pa.Table, SimpleNamespace]:
+def labevents_rows(rng, srng, p, a, plan, ids: ChunkIds) -> tuple[pa.Table, SimpleNamespace]:
     """labevents rows of a chunk plus per-admission lab extremes used for coding (``srng``:
     the shape stream, for results reported only in ``comments``)."""
-    d = _draws(rng, p, a, plan)
+    d = lab_draws(rng, p, a, plan)
     spec_draw, spec_group = _ordered_specimens(rng, p, a, plan, d, ids)
     n_rep, r_val, r_item = _results(rng, p, a, plan, d, spec_draw, spec_group, ids)
     s = _specimen_attributes(rng, d, spec_draw, spec_group)
@@ -145,17 +145,17 @@ def _labevents(rng, srng, p, a, plan, ids: _ChunkIds) -> tuple[pa.Table, SimpleN
     return table, ext
 
 
-def _ordered_specimens(rng, p, a, plan, d: SimpleNamespace, ids: _ChunkIds) -> tuple:
+def _ordered_specimens(rng, p, a, plan, d: SimpleNamespace, ids: ChunkIds) -> tuple:
     """(draw index, group) per specimen, in id order: patient, time, group."""
-    spec_draw, spec_group = _specimens(rng, p, a, plan, d)
-    skey = (d.pat[spec_draw] << 42) | ((d.t[spec_draw] - _T_BASE) << 4) | spec_group
+    spec_draw, spec_group = lab_specimens(rng, p, a, plan, d)
+    skey = (d.pat[spec_draw] << 42) | ((d.t[spec_draw] - T_BASE) << 4) | spec_group
     order = np.argsort(skey, kind="stable")
     spec_draw, spec_group = spec_draw[order], spec_group[order]
     ids.check("specimen", ids.specimen, spec_draw.size, SPECIMENS_PER_PATIENT)
     return spec_draw, spec_group
 
 
-def _results(rng, p, a, plan, d, spec_draw, spec_group, ids: _ChunkIds) -> tuple:
+def _results(rng, p, a, plan, d, spec_draw, spec_group, ids: ChunkIds) -> tuple:
     """Reported results per specimen, value and item code per row.
 
     Values are made one group at a time. Rows follow specimen order, then the group's item
@@ -166,7 +166,7 @@ def _results(rng, p, a, plan, d, spec_draw, spec_group, ids: _ChunkIds) -> tuple
     for g in range(len(GROUPS)):
         si = np.flatnonzero(spec_group == g)
         if si.size:
-            values = _group_values(rng, g, p, a, plan, d, spec_draw[si])
+            values = group_values(rng, g, p, a, plan, d, spec_draw[si])
             matrix = np.column_stack([values[k] for k in GROUP_ITEMS[g]])
             reported = ~np.isnan(matrix)
             n_rep[si] = reported.sum(axis=1)
@@ -198,11 +198,11 @@ def _specimen_attributes(rng, d: SimpleNamespace, spec_draw, spec_group) -> Simp
     s.priority_null = rng.random(S) < 0.08
     lag_min = np.select(
         [spec_group == G_A1C, spec_group == G_LIPID, spec_group == G_CBC],
-        [_uniform(rng, 900, 2800, S), _uniform(rng, 120, 480, S), _uniform(rng, 20, 60, S)],
-        _uniform(rng, 35, 120, S),
+        [uniform(rng, 900, 2800, S), uniform(rng, 120, 480, S), uniform(rng, 20, 60, S)],
+        uniform(rng, 35, 120, S),
     )
-    s.store = _minute(s.time + np.rint(lag_min * 60).astype(np.int64))
-    s.provider = rng.integers(0, _providers().size, S)
+    s.store = to_minute(s.time + np.rint(lag_min * 60).astype(np.int64))
+    s.provider = rng.integers(0, providers().size, S)
     s.provider_null = ~((s.kind == K_OUTPT) | (rng.random(S) < 0.3))
     s.n = S
     return s
@@ -232,23 +232,23 @@ def _admission_extremes(a, s: SimpleNamespace, r_val, r_item) -> SimpleNamespace
     return ext
 
 
-def _id_columns(ids: _ChunkIds, s: SimpleNamespace, r_item) -> dict[str, pa.Array]:
+def _id_columns(ids: ChunkIds, s: SimpleNamespace, r_item) -> dict[str, pa.Array]:
     """labevent_id .. storetime: ids, item, provider and times."""
 
     def rows(x: np.ndarray) -> np.ndarray:
         return np.repeat(x, s.n_rep)
 
     col: dict[str, pa.Array] = {}
-    col["labevent_id"] = _int(ids.labevent + np.arange(r_item.size), pa.int32())
-    col["subject_id"] = _int(ids.subject + rows(s.pat), pa.int32())
+    col["labevent_id"] = int_array(ids.labevent + np.arange(r_item.size), pa.int32())
+    col["subject_id"] = int_array(ids.subject + rows(s.pat), pa.int32())
     hadm_adm = rows(s.hadm)
-    col["hadm_id"] = _int(ids.hadm + np.maximum(hadm_adm, 0), pa.int32(), hadm_adm < 0)
+    col["hadm_id"] = int_array(ids.hadm + np.maximum(hadm_adm, 0), pa.int32(), hadm_adm < 0)
     del hadm_adm
-    col["specimen_id"] = _int(rows(ids.specimen + np.arange(s.n)), pa.int32())
-    col["itemid"] = _int(ITEM_IDS[r_item], pa.int32())
-    col["order_provider_id"] = _take(_providers(), rows(s.provider), rows(s.provider_null))
-    col["charttime"] = _ts(rows(s.time))
-    col["storetime"] = _ts(rows(s.store))
+    col["specimen_id"] = int_array(rows(ids.specimen + np.arange(s.n)), pa.int32())
+    col["itemid"] = int_array(ITEM_IDS[r_item], pa.int32())
+    col["order_provider_id"] = take_strings(providers(), rows(s.provider), rows(s.provider_null))
+    col["charttime"] = ts_array(rows(s.time))
+    col["storetime"] = ts_array(rows(s.store))
     return col
 
 
@@ -275,21 +275,21 @@ def _value_columns(rng, srng, p, s: SimpleNamespace, r_val, r_item) -> dict[str,
     del below_detect
     col["valuenum"] = pa.array(valuenum, type=pa.float64(), from_pandas=True)
     unit_null = np.array([u is None for u in ITEM_UNITS])[r_item]
-    col["valueuom"] = _take([u or "" for u in ITEM_UNITS], r_item, unit_null)
+    col["valueuom"] = take_strings([u or "" for u in ITEM_UNITS], r_item, unit_null)
     del unit_null
     col["ref_range_lower"] = pa.array(ref_lo, type=pa.float64(), from_pandas=True)
     col["ref_range_upper"] = pa.array(ref_hi, type=pa.float64(), from_pandas=True)
     with np.errstate(invalid="ignore"):
         normal = ~((valuenum < ref_lo) | (valuenum > ref_hi))
     del valuenum, ref_lo, ref_hi
-    col["flag"] = _take(["abnormal"], np.zeros(R, np.int32), normal)
+    col["flag"] = take_strings(["abnormal"], np.zeros(R, np.int32), normal)
     del normal
-    col["priority"] = _take(
+    col["priority"] = take_strings(
         PRIORITIES, np.repeat(s.priority, s.n_rep), np.repeat(s.priority_null, s.n_rep)
     )
     has_comment = rng.random(R) < 0.005
     comment_idx = np.zeros(R, dtype=np.int64)
-    comment_idx[has_comment] = _choose(rng, [1] * len(LAB_COMMENTS), int(has_comment.sum()))
-    comments = _take(LAB_COMMENTS, comment_idx, ~has_comment)
+    comment_idx[has_comment] = choose(rng, [1] * len(LAB_COMMENTS), int(has_comment.sum()))
+    comments = take_strings(LAB_COMMENTS, comment_idx, ~has_comment)
     col["comments"] = pc.if_else(pa.array(in_comment), comment_text, comments)
     return col

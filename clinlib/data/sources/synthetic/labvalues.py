@@ -9,9 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from clinlib.data.sources.synthetic.design import (
-    _DAY,
-    _HOUR,
-    _YEAR_DAYS,
+    DAY_S,
     EFFECT_TAU_DAYS,
     G_A1C,
     G_BNP,
@@ -23,13 +21,15 @@ from clinlib.data.sources.synthetic.design import (
     G_MINI,
     G_TROP,
     GROUP_ITEMS,
+    HOUR_S,
     K_DAILY,
     K_OUTPT,
+    YEAR_DAYS,
 )
-from clinlib.data.sources.synthetic.numeric import _lognoise, _relu
+from clinlib.data.sources.synthetic.numeric import lognoise, relu
 
 
-def _creatinine_from_egfr(egfr: np.ndarray, female: np.ndarray, age: np.ndarray) -> np.ndarray:
+def creatinine_from_egfr(egfr: np.ndarray, female: np.ndarray, age: np.ndarray) -> np.ndarray:
     """Serum creatinine (mg/dL) that gives ``egfr`` under the CKD-EPI 2021 equation.
 
     eGFR = 142 * min(Scr/k, 1)^a * max(Scr/k, 1)^-1.200 * 0.9938^age * 1.012 [female],
@@ -49,10 +49,10 @@ def _effect(plan: SimpleNamespace, name: str, pat: np.ndarray, td: np.ndarray) -
     return 1.0 - np.exp(-dt / EFFECT_TAU_DAYS[name])
 
 
-def _latent(p: SimpleNamespace, plan: SimpleNamespace, pat: np.ndarray, t: np.ndarray) -> dict:
+def latent_state(p: SimpleNamespace, plan: SimpleNamespace, pat: np.ndarray, t: np.ndarray) -> dict:
     """Chronic (noise-free) state of each patient at time ``t`` (epoch seconds)."""
-    td = (t - p.t0[pat]) / _DAY
-    ty = td / _YEAR_DAYS
+    td = (t - p.t0[pat]) / DAY_S
+    ty = td / YEAR_DAYS
     a1c = (
         p.a1c0[pat]
         + p.a1c_drift[pat] * ty
@@ -61,12 +61,12 @@ def _latent(p: SimpleNamespace, plan: SimpleNamespace, pat: np.ndarray, t: np.nd
         - p.e_ins[pat] * _effect(plan, "insulin_glargine", pat, td)
     )
     egfr = np.clip(p.egfr0[pat] - p.egfr_rate[pat] * ty, 5.0, 140.0)
-    age = p.age0[pat] + (t - p.year0[pat]) / (_YEAR_DAYS * _DAY)
+    age = p.age0[pat] + (t - p.year0[pat]) / (YEAR_DAYS * DAY_S)
     return {
         "td": td,
         "a1c": np.clip(a1c, 4.2, 15.0),
         "egfr": egfr,
-        "creat": _creatinine_from_egfr(egfr, p.female[pat], age),
+        "creat": creatinine_from_egfr(egfr, p.female[pat], age),
     }
 
 
@@ -74,7 +74,7 @@ def _acute(a: SimpleNamespace, adm: np.ndarray, t: np.ndarray) -> dict:
     """Acute, admission-bound perturbations (decaying from admission), zero outside stays."""
     has = adm >= 0
     j = np.maximum(adm, 0)
-    h = np.where(has, np.maximum((t - a.admit[j]) / _HOUR, 0.0), 0.0) if a.n else np.zeros(t.size)
+    h = np.where(has, np.maximum((t - a.admit[j]) / HOUR_S, 0.0), 0.0) if a.n else np.zeros(t.size)
 
     def on(x: np.ndarray) -> np.ndarray:
         return np.where(has, x[j], 0) if a.n else np.zeros(t.size)
@@ -93,7 +93,7 @@ def _acute(a: SimpleNamespace, adm: np.ndarray, t: np.ndarray) -> dict:
     }
 
 
-def _group_values(
+def group_values(
     rng: np.random.Generator,
     group: int,
     p: SimpleNamespace,
@@ -109,7 +109,7 @@ def _group_values(
     calculated LDL = TC - HDL - TG/5 (Friedewald), MCHC = Hgb / Hct.
     """
     pat, t = d.pat[di], d.t[di]
-    s = SimpleNamespace(pat=pat, kind=d.kind[di], m=di.size, lat=_latent(p, plan, pat, t))
+    s = SimpleNamespace(pat=pat, kind=d.kind[di], m=di.size, lat=latent_state(p, plan, pat, t))
     s.ac = _acute(a, d.adm[di], t)
     s.egfr, s.td = s.lat["egfr"], s.lat["td"]
 
@@ -132,12 +132,12 @@ def _chem_core(rng: np.random.Generator, p: SimpleNamespace, s: SimpleNamespace)
         lat["creat"]
         * (1 + p.e_lis_cr[pat] * g_lis)
         * (1 + ac["aki"] + 0.25 * ac["sepsis"])
-        * _lognoise(rng, 0.05, m)
+        * lognoise(rng, 0.05, m)
     )
     creat = np.maximum(r(creat, 1), 0.2)
     k = (
         p.k0[pat]
-        + 0.025 * _relu(60 - egfr)
+        + 0.025 * relu(60 - egfr)
         + p.e_lis_k[pat] * g_lis
         - p.e_fur_k[pat] * g_fur
         - p.e_hctz_k[pat] * g_hctz
@@ -146,7 +146,7 @@ def _chem_core(rng: np.random.Generator, p: SimpleNamespace, s: SimpleNamespace)
     )
     na = r(p.na0[pat] - p.e_hctz_na[pat] * g_hctz - 2.0 * ac["hf"] + norm(1.6), 0)
     fasting = np.where(s.kind == K_OUTPT, 0.92, 1.0)
-    glucose = (28.7 * lat["a1c"] - 46.7) * fasting * _lognoise(rng, 0.15, m)
+    glucose = (28.7 * lat["a1c"] - 46.7) * fasting * lognoise(rng, 0.15, m)
     glucose = np.maximum(r(glucose + 30 * ac["inf"] + 25 * ac["acs"], 0), 40)
     return dict(creatinine=creat, potassium=np.clip(r(k, 1), 2.5, 7.5), sodium=na, glucose=glucose)
 
@@ -168,7 +168,7 @@ def _chem_values(rng: np.random.Generator, p: SimpleNamespace, s: SimpleNamespac
     na, creat, g_fur = out["sodium"], out["creatinine"], eff("furosemide")
     hco3 = (
         p.hco3_0[pat]
-        - 0.15 * _relu(45 - egfr)
+        - 0.15 * relu(45 - egfr)
         + p.e_bic[pat] * eff("sodium_bicarbonate")
         + 1.0 * g_fur
         - 4.0 * ac["sepsis"]
@@ -176,9 +176,9 @@ def _chem_values(rng: np.random.Generator, p: SimpleNamespace, s: SimpleNamespac
         + norm(1.2)
     )
     hco3 = np.clip(r(hco3, 0), 10, 40)
-    gap = p.ag0[pat] + 0.1 * _relu(30 - egfr) + 3.0 * ac["sepsis"] + norm(1.0)
+    gap = p.ag0[pat] + 0.1 * relu(30 - egfr) + 3.0 * ac["sepsis"] + norm(1.0)
     cl = r(na - hco3 - gap + norm(0.8), 0)
-    bun = p.bun_ratio[pat] * creat**0.8 * (1 + 0.25 * g_fur) * _lognoise(rng, 0.12, m)
+    bun = p.bun_ratio[pat] * creat**0.8 * (1 + 0.25 * g_fur) * lognoise(rng, 0.12, m)
     out.update(
         bicarbonate=hco3, chloride=cl, anion_gap=na - cl - hco3, bun=np.maximum(r(bun, 0), 2)
     )
@@ -190,10 +190,10 @@ def _chem_optional(rng: np.random.Generator, p, s: SimpleNamespace, g_fur: np.nd
     """Calcium, magnesium, phosphate, albumin and liver tests, each only on some specimens."""
     pat, ac, egfr, norm, m, kind = s.pat, s.ac, s.egfr, s.norm, s.m, s.kind
     r = np.round
-    ca = p.ca0[pat] - 0.02 * _relu(30 - egfr) - 0.3 * ac["sepsis"] - 0.15 * ac["inf"]
-    mg = 2.0 + 0.012 * _relu(30 - egfr) - 0.12 * g_fur + norm(0.15)
-    phos = 3.4 + 0.07 * _relu(30 - egfr) + norm(0.35)
-    alb = p.alb0[pat] - 0.5 * ac["inf"] - 0.012 * _relu(30 - egfr) + norm(0.2)
+    ca = p.ca0[pat] - 0.02 * relu(30 - egfr) - 0.3 * ac["sepsis"] - 0.15 * ac["inf"]
+    mg = 2.0 + 0.012 * relu(30 - egfr) - 0.12 * g_fur + norm(0.15)
+    phos = 3.4 + 0.07 * relu(30 - egfr) + norm(0.35)
+    alb = p.alb0[pat] - 0.5 * ac["inf"] - 0.012 * relu(30 - egfr) + norm(0.2)
     outpt, daily = kind == K_OUTPT, kind == K_DAILY
 
     def opt(p_in: float, p_daily: float, p_out: float) -> np.ndarray:
@@ -211,11 +211,11 @@ def _chem_optional(rng: np.random.Generator, p, s: SimpleNamespace, g_fur: np.nd
         magnesium=np.where(with_mg, np.maximum(r(mg, 1), 0.8), nan),
         phosphate=np.where(with_phos, np.maximum(r(phos, 1), 0.8), nan),
         albumin=np.where(with_alb, np.clip(r(alb, 1), 1.5, 5.5), nan),
-        alt=np.where(with_lft, r(p.alt0[pat] * _lognoise(rng, 0.25, m), 0), nan),
-        ast=np.where(with_lft, r(p.ast0[pat] * _lognoise(rng, 0.25, m), 0), nan),
-        alk_phos=np.where(with_lft, r(p.alp0[pat] * _lognoise(rng, 0.15, m), 0), nan),
+        alt=np.where(with_lft, r(p.alt0[pat] * lognoise(rng, 0.25, m), 0), nan),
+        ast=np.where(with_lft, r(p.ast0[pat] * lognoise(rng, 0.25, m), 0), nan),
+        alk_phos=np.where(with_lft, r(p.alp0[pat] * lognoise(rng, 0.15, m), 0), nan),
         bilirubin=np.where(
-            with_lft, np.maximum(r(p.bili0[pat] * _lognoise(rng, 0.25, m), 1), 0.1), nan
+            with_lft, np.maximum(r(p.bili0[pat] * lognoise(rng, 0.25, m), 1), 0.1), nan
         ),
     )
 
@@ -227,7 +227,7 @@ def _cbc_values(rng: np.random.Generator, p: SimpleNamespace, s: SimpleNamespace
     stay_days = ac["h"] / 24.0
     hgb = (
         p.hb0[pat]
-        - 0.07 * _relu(60 - egfr)
+        - 0.07 * relu(60 - egfr)
         + p.e_epo[pat] * eff("epoetin")
         - 0.7 * ac["inf"]
         - np.minimum(0.15 * stay_days, 1.0)
@@ -237,8 +237,8 @@ def _cbc_values(rng: np.random.Generator, p: SimpleNamespace, s: SimpleNamespace
     hct = r(hgb * 100.0 / p.mchc0[pat] + norm(0.6), 1)
     mcv = r(p.mcv0[pat] + norm(1.0), 0)
     rbc = r(hct / mcv * 10.0, 2)
-    wbc = p.wbc0[pat] * _lognoise(rng, 0.12, m) + ac["wbc_bump"] + 2.0 * ac["acs"]
-    plt = p.plt0[pat] * _lognoise(rng, 0.08, m) * (1 + 0.25 * ac["inf"])
+    wbc = p.wbc0[pat] * lognoise(rng, 0.12, m) + ac["wbc_bump"] + 2.0 * ac["acs"]
+    plt = p.plt0[pat] * lognoise(rng, 0.08, m) * (1 + 0.25 * ac["inf"])
     return dict(
         wbc=r(wbc, 1),
         rbc=rbc,
@@ -255,8 +255,8 @@ def _cbc_values(rng: np.random.Generator, p: SimpleNamespace, s: SimpleNamespace
 def _coag_values(rng: np.random.Generator, p: SimpleNamespace, s: SimpleNamespace) -> dict:
     """PT (up in sepsis), INR from PT, PTT."""
     r = np.round
-    pt = r(p.pt0[s.pat] * _lognoise(rng, 0.05, s.m) + 1.5 * s.ac["sepsis"], 1)
-    return dict(pt=pt, inr=r(pt / 11.4, 1), ptt=r(30.0 * _lognoise(rng, 0.08, s.m), 1))
+    pt = r(p.pt0[s.pat] * lognoise(rng, 0.05, s.m) + 1.5 * s.ac["sepsis"], 1)
+    return dict(pt=pt, inr=r(pt / 11.4, 1), ptt=r(30.0 * lognoise(rng, 0.08, s.m), 1))
 
 
 def _a1c_values(rng: np.random.Generator, p: SimpleNamespace, s: SimpleNamespace) -> dict:
@@ -269,10 +269,10 @@ def _lipid_values(rng: np.random.Generator, p: SimpleNamespace, s: SimpleNamespa
     pat, lat, m = s.pat, s.lat, s.m
     r = np.round
     g_stat = s.eff("atorvastatin")
-    ldl = p.ldl0[pat] * (1 - p.e_stat[pat] * g_stat) * _lognoise(rng, 0.06, m)
-    hdl = r(p.hdl0[pat] * _lognoise(rng, 0.05, m), 0)
-    tg = p.tg0[pat] * (1 + 0.12 * _relu(lat["a1c"] - 6)) * (1 - 0.2 * g_stat)
-    tg = r(tg * _lognoise(rng, 0.18, m), 0)
+    ldl = p.ldl0[pat] * (1 - p.e_stat[pat] * g_stat) * lognoise(rng, 0.06, m)
+    hdl = r(p.hdl0[pat] * lognoise(rng, 0.05, m), 0)
+    tg = p.tg0[pat] * (1 + 0.12 * relu(lat["a1c"] - 6)) * (1 - 0.2 * g_stat)
+    tg = r(tg * lognoise(rng, 0.18, m), 0)
     tc = r(ldl + hdl + tg / 5.0, 0)
     measured = (tg > 400) | (rng.random(m) < 0.08)
     return dict(
@@ -280,26 +280,26 @@ def _lipid_values(rng: np.random.Generator, p: SimpleNamespace, s: SimpleNamespa
         hdl=hdl,
         triglycerides=tg,
         ldl_calc=np.where(tg <= 400, tc - hdl - r(tg / 5.0, 0), np.nan),
-        ldl_measured=np.where(measured, r(ldl * _lognoise(rng, 0.03, m), 0), np.nan),
+        ldl_measured=np.where(measured, r(ldl * lognoise(rng, 0.03, m), 0), np.nan),
     )
 
 
 def _trop_values(rng: np.random.Generator, p: SimpleNamespace, s: SimpleNamespace) -> dict:
     """Troponin T: a CKD-raised baseline plus the ACS curve."""
-    base = (0.004 + 0.0016 * _relu(60 - s.egfr)) * _lognoise(rng, 0.25, s.m)
-    trop = (base + s.ac["trop"]) * _lognoise(rng, 0.08, s.m)
+    base = (0.004 + 0.0016 * relu(60 - s.egfr)) * lognoise(rng, 0.25, s.m)
+    trop = (base + s.ac["trop"]) * lognoise(rng, 0.08, s.m)
     return {"troponin_t": np.round(trop, 2)}  # < 0.01 is reported as "<0.01" with no valuenum
 
 
 def _bnp_values(rng: np.random.Generator, p: SimpleNamespace, s: SimpleNamespace) -> dict:
     """NT-proBNP: up with CKD and in heart-failure exacerbations."""
-    bnp = p.bnp0[s.pat] * np.exp(0.04 * _relu(60 - s.egfr)) * (1 + 2.0 * s.ac["hf"])
-    return {"ntprobnp": np.maximum(np.round(bnp * _lognoise(rng, 0.3, s.m), 0), 5)}
+    bnp = p.bnp0[s.pat] * np.exp(0.04 * relu(60 - s.egfr)) * (1 + 2.0 * s.ac["hf"])
+    return {"ntprobnp": np.maximum(np.round(bnp * lognoise(rng, 0.3, s.m), 0), 5)}
 
 
 def _lactate_values(rng: np.random.Generator, p: SimpleNamespace, s: SimpleNamespace) -> dict:
     """Lactate: up in sepsis and infection."""
-    lact = 1.1 * _lognoise(rng, 0.25, s.m) + 2.5 * s.ac["sepsis"] + 0.6 * s.ac["inf"]
+    lact = 1.1 * lognoise(rng, 0.25, s.m) + 2.5 * s.ac["sepsis"] + 0.6 * s.ac["inf"]
     return {"lactate": np.round(lact, 1)}
 
 

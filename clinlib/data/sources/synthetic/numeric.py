@@ -9,7 +9,7 @@ from functools import lru_cache
 import numpy as np
 
 
-def _exact_labels(rng: np.random.Generator, n: int, shares) -> np.ndarray:
+def exact_labels(rng: np.random.Generator, n: int, shares) -> np.ndarray:
     """``n`` labels whose counts follow ``shares`` exactly (largest remainder), shuffled."""
     shares = np.asarray(shares, dtype=float)
     raw = shares / shares.sum() * n
@@ -19,13 +19,13 @@ def _exact_labels(rng: np.random.Generator, n: int, shares) -> np.ndarray:
     return rng.permutation(np.repeat(np.arange(len(shares)), counts))
 
 
-def _choose(rng: np.random.Generator, probs, size: int) -> np.ndarray:
+def choose(rng: np.random.Generator, probs, size: int) -> np.ndarray:
     """Categorical draws from one probability vector."""
     cum = np.cumsum(np.asarray(probs, dtype=float))
     return np.minimum(np.searchsorted(cum / cum[-1], rng.random(size), side="right"), len(cum) - 1)
 
 
-def _choose_by(rng: np.random.Generator, table: np.ndarray, cls: np.ndarray) -> np.ndarray:
+def choose_by(rng: np.random.Generator, table: np.ndarray, cls: np.ndarray) -> np.ndarray:
     """Categorical draws where row ``cls[i]`` of ``table`` gives draw i's probabilities."""
     cum = np.cumsum(table, axis=1)
     cum = cum / cum[:, -1:]
@@ -33,20 +33,20 @@ def _choose_by(rng: np.random.Generator, table: np.ndarray, cls: np.ndarray) -> 
     return np.minimum((u[:, None] >= cum[cls]).sum(axis=1), table.shape[1] - 1)
 
 
-def _uniform(rng: np.random.Generator, lo, hi, size: int) -> np.ndarray:
+def uniform(rng: np.random.Generator, lo, hi, size: int) -> np.ndarray:
     return lo + (np.asarray(hi) - lo) * rng.random(size)
 
 
-def _lognoise(rng: np.random.Generator, sigma: float, size: int) -> np.ndarray:
+def lognoise(rng: np.random.Generator, sigma: float, size: int) -> np.ndarray:
     return np.exp(sigma * rng.standard_normal(size))
 
 
-def _minute(t: np.ndarray) -> np.ndarray:
+def to_minute(t: np.ndarray) -> np.ndarray:
     """Seconds truncated to the whole minute (MIMIC times have minute resolution)."""
     return (np.asarray(t, dtype=np.int64) // 60) * 60
 
 
-def _rank_in_sorted_groups(groups: np.ndarray) -> np.ndarray:
+def rank_in_sorted_groups(groups: np.ndarray) -> np.ndarray:
     """0-based position of each element within its run of equal values (input sorted)."""
     if groups.size == 0:
         return np.zeros(0, dtype=np.int64)
@@ -55,24 +55,24 @@ def _rank_in_sorted_groups(groups: np.ndarray) -> np.ndarray:
     return np.arange(groups.size) - np.repeat(starts, lengths)
 
 
-def _year_start_s(years: np.ndarray) -> np.ndarray:
+def year_start_s(years: np.ndarray) -> np.ndarray:
     """Epoch seconds of 1 January of each (shifted) year."""
     return (
         (np.asarray(years) - 1970).astype("datetime64[Y]").astype("datetime64[s]").astype(np.int64)
     )
 
 
-def _month_start_s(years: np.ndarray, month: int) -> np.ndarray:
+def month_start_s(years: np.ndarray, month: int) -> np.ndarray:
     """Epoch seconds of the first day of ``month`` (1-12) in each year."""
     months = (np.asarray(years, dtype=np.int64) - 1970) * 12 + (month - 1)
     return months.astype("datetime64[M]").astype("datetime64[s]").astype(np.int64)
 
 
-def _relu(x: np.ndarray) -> np.ndarray:
+def relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, 0.0)
 
 
-def _masked(value, mask: np.ndarray) -> np.ndarray:
+def masked(value, mask: np.ndarray) -> np.ndarray:
     """``value[mask]`` for a per-row array, or the scalar repeated, as int64."""
     if np.ndim(value):
         return np.asarray(value, dtype=np.int64)[mask]
@@ -85,7 +85,7 @@ def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:
 
 
 @lru_cache(maxsize=1)
-def _providers() -> np.ndarray:
+def providers() -> np.ndarray:
     """A fixed pool of MIMIC-style provider ids (``P`` + 5 characters)."""
     rng = np.random.default_rng(20_240_601)
     alphabet = np.array(list("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"))

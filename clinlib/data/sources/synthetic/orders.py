@@ -13,23 +13,29 @@ import pyarrow.compute as pc
 
 from clinlib.data.sources import synthetic_shapes as shp
 from clinlib.data.sources import synthetic_vocab as sv
-from clinlib.data.sources.synthetic.arrow import _ChunkIds, _int, _take, _ts, arrow_schema
+from clinlib.data.sources.synthetic.arrow import (
+    ChunkIds,
+    arrow_schema,
+    int_array,
+    take_strings,
+    ts_array,
+)
 from clinlib.data.sources.synthetic.design import (
-    _DAY,
-    _HOUR,
-    _T_BASE,
     BACKGROUND_DRUGS,
     CHRONIC_DRUGS,
+    DAY_S,
     DRUG_CODE,
     FEW_RX,
+    HOUR_S,
     RX_PER_PATIENT,
     SINGLE,
+    T_BASE,
 )
 from clinlib.data.sources.synthetic.numeric import (
-    _minute,
-    _providers,
-    _rank_in_sorted_groups,
-    _uniform,
+    providers,
+    rank_in_sorted_groups,
+    to_minute,
+    uniform,
 )
 
 
@@ -47,17 +53,17 @@ class _Orders:
         adm = np.asarray(adm, dtype=np.int64)
         if start is None:
             hi = np.minimum(20.0, a.los[adm] * 24 - 1.0)
-            hours = _uniform(rng, 1.5, np.maximum(hi, 1.6), adm.size)
-            start = _minute(a.admit[adm] + np.rint(hours * _HOUR).astype(np.int64))
+            hours = uniform(rng, 1.5, np.maximum(hi, 1.6), adm.size)
+            start = to_minute(a.admit[adm] + np.rint(hours * HOUR_S).astype(np.int64))
         if stop is None:
-            stop = _minute(
-                a.disch[adm] - np.rint(_uniform(rng, 0, 2, adm.size) * _HOUR).astype(np.int64)
+            stop = to_minute(
+                a.disch[adm] - np.rint(uniform(rng, 0, 2, adm.size) * HOUR_S).astype(np.int64)
             )
         self.adm.append(adm)
         self.drug.append(np.full(adm.size, DRUG_CODE[drug_key], np.int16))
         self.start.append(np.asarray(start, np.int64))
         self.stop.append(
-            np.maximum(np.asarray(stop, np.int64), np.asarray(start, np.int64) + _HOUR)
+            np.maximum(np.asarray(stop, np.int64), np.asarray(start, np.int64) + HOUR_S)
         )
 
     def arrays(self) -> tuple[np.ndarray, ...]:
@@ -65,7 +71,7 @@ class _Orders:
         return tuple(np.concatenate(x) for x in (self.adm, self.drug, self.start, self.stop))
 
 
-def _prescriptions(rng, srng, p, a, plan, ext, ids: _ChunkIds) -> tuple[pa.Table, pa.Table]:
+def prescription_rows(rng, srng, p, a, plan, ext, ids: ChunkIds) -> tuple[pa.Table, pa.Table]:
     """prescriptions and emar rows: chronic drugs from their start on, acute and background
     orders (``srng``: the shape stream of :mod:`clinlib.data.sources.synthetic_shapes`)."""
     orders = _Orders(rng, a)
@@ -76,7 +82,7 @@ def _prescriptions(rng, srng, p, a, plan, ext, ids: _ChunkIds) -> tuple[pa.Table
     )
     r_pat = a.pat[r_adm]
     order = np.argsort(
-        (r_pat << 42) | ((r_start - _T_BASE) << 8) | r_drug.astype(np.int64), kind="stable"
+        (r_pat << 42) | ((r_start - T_BASE) << 8) | r_drug.astype(np.int64), kind="stable"
     )
     base = SimpleNamespace(
         adm=r_adm[order], drug=r_drug[order], start=r_start[order], stop=r_stop[order]
@@ -107,21 +113,21 @@ def _acute_orders(rng: np.random.Generator, orders: _Orders, p, a, ext: SimpleNa
     orders.add(idx_a[dm & (rng.random(A) < 0.8)], "insulin_sliding")
     orders.add(idx_a[a.acs | a.chest_obs], "nitroglycerin")
     inf = idx_a[a.infection]
-    abx_days = _uniform(rng, 3, 7, inf.size)
+    abx_days = uniform(rng, 3, 7, inf.size)
     first_abx = np.where(rng.random(inf.size) < 0.6, "ceftriaxone", "levofloxacin")
     for drug in ("ceftriaxone", "levofloxacin"):
         sel = inf[first_abx == drug]
-        hrs = _uniform(rng, 1.0, 6.0, sel.size)
-        st = _minute(a.admit[sel] + np.rint(hrs * _HOUR).astype(np.int64))
+        hrs = uniform(rng, 1.0, 6.0, sel.size)
+        st = to_minute(a.admit[sel] + np.rint(hrs * HOUR_S).astype(np.int64))
         stop = np.minimum(
-            st + np.rint(abx_days[first_abx == drug] * _DAY).astype(np.int64), a.disch[sel]
+            st + np.rint(abx_days[first_abx == drug] * DAY_S).astype(np.int64), a.disch[sel]
         )
-        orders.add(sel, drug, start=st, stop=_minute(stop))
+        orders.add(sel, drug, start=st, stop=to_minute(stop))
     # Potassium replacement one hour after the first potassium below 3.4 of a stay.
     low = np.flatnonzero(ext.low_k_time < np.iinfo(np.int64).max)
-    st = _minute(ext.low_k_time[low] + _HOUR)
+    st = to_minute(ext.low_k_time[low] + HOUR_S)
     ok = st < a.disch[low]
-    orders.add(low[ok], "potassium_chloride", start=st[ok], stop=_minute(st[ok] + 2 * _HOUR))
+    orders.add(low[ok], "potassium_chloride", start=st[ok], stop=to_minute(st[ok] + 2 * HOUR_S))
     for name, prob in BACKGROUND_DRUGS:
         orders.add(idx_a[rng.random(A) < prob], name)
 
@@ -132,15 +138,15 @@ def _at_least_one_order(rng, p, a, r_adm, r_drug, r_start, r_stop) -> tuple[np.n
     need = np.where(p.mode[a.pat] == SINGLE, 2, 1) - count
     extra = np.repeat(np.arange(a.n), np.maximum(need, 0))
     extra_drug = np.where(
-        _rank_in_sorted_groups(extra) == 0, DRUG_CODE["heparin_sc"], DRUG_CODE["acetaminophen"]
+        rank_in_sorted_groups(extra) == 0, DRUG_CODE["heparin_sc"], DRUG_CODE["acetaminophen"]
     )
-    hours = _uniform(rng, 1.5, 3.0, extra.size)
-    extra_start = _minute(a.admit[extra] + np.rint(hours * _HOUR).astype(np.int64))
+    hours = uniform(rng, 1.5, 3.0, extra.size)
+    extra_start = to_minute(a.admit[extra] + np.rint(hours * HOUR_S).astype(np.int64))
     return (
         np.r_[r_adm, extra],
         np.r_[r_drug, extra_drug.astype(np.int16)],
         np.r_[r_start, extra_start],
-        np.r_[r_stop, np.maximum(a.disch[extra], extra_start + _HOUR)],
+        np.r_[r_stop, np.maximum(a.disch[extra], extra_start + HOUR_S)],
     )
 
 
@@ -172,10 +178,10 @@ def _order_details(rng: np.random.Generator, p: SimpleNamespace, base: SimpleNam
     route_first = np.array([shp.ROUTE_POS[dr.routes[0]] for dr in drugs])
     route_second = np.array([shp.ROUTE_POS[dr.routes[-1]] for dr in drugs])
     base.route = np.where(rng.random(r_drug.size) < 0.8, route_first[r_drug], route_second[r_drug])
-    base.provider = rng.integers(0, _providers().size, r_drug.size)
+    base.provider = rng.integers(0, providers().size, r_drug.size)
 
 
-def _order_tables(srng, p, a, ids: _ChunkIds, k_max, base: SimpleNamespace) -> tuple:
+def _order_tables(srng, p, a, ids: ChunkIds, k_max, base: SimpleNamespace) -> tuple:
     """prescriptions and emar tables from the base orders plus the real-data shapes of
     :mod:`clinlib.data.sources.synthetic_shapes` (IV orders, BASE / ADDITIVE rows sharing the
     order's pharmacy_id, missing doses and hadm_ids, one emar row per administration)."""
@@ -183,7 +189,7 @@ def _order_tables(srng, p, a, ids: _ChunkIds, k_max, base: SimpleNamespace) -> t
     ids.check("pharmacy", ids.pharmacy, o.adm.size, RX_PER_PATIENT)
     rows = shp.order_rows(srng, o.drug, o.route)
     o.subject = ids.subject + o.pat
-    o.poe_seq = _rank_in_sorted_groups(o.pat) + 1
+    o.poe_seq = rank_in_sorted_groups(o.pat) + 1
     o.poe_id = pc.binary_join_element_wise(
         pc.cast(pa.array(o.subject), pa.string()), pc.cast(pa.array(o.poe_seq), pa.string()), "-"
     )
@@ -200,16 +206,16 @@ def _with_iv_orders(srng, p, a, k_max, base: SimpleNamespace) -> SimpleNamespace
     r_start, r_stop = np.r_[base.start, iv["start"]], np.r_[base.stop, iv["stop"]]
     dose = np.r_[base.dose, shp.pick_dose(srng, iv["drug"])]
     route = np.r_[base.route, iv["route"]]
-    provider = np.r_[base.provider, srng.integers(0, _providers().size, n_iv)]
+    provider = np.r_[base.provider, srng.integers(0, providers().size, n_iv)]
     r_pat = a.pat[r_adm]
-    order = np.argsort((r_pat << 42) | ((r_start - _T_BASE) << 8) | r_drug, kind="stable")
+    order = np.argsort((r_pat << 42) | ((r_start - T_BASE) << 8) | r_drug, kind="stable")
     o = SimpleNamespace(adm=r_adm[order], start=r_start[order], stop=r_stop[order])
     o.pat, o.dose, o.route, o.provider = r_pat[order], dose[order], route[order], provider[order]
     o.drug = shp.name_variants(srng, r_drug[order])
     return o
 
 
-def _prescriptions_table(srng, ids: _ChunkIds, o: SimpleNamespace, rows) -> pa.Table:
+def _prescriptions_table(srng, ids: ChunkIds, o: SimpleNamespace, rows) -> pa.Table:
     """One prescriptions row per MAIN / BASE / ADDITIVE row of each order."""
     oi, drug = rows.order, rows.drug
     main = rows.drug_type == shp.MAIN
@@ -222,58 +228,58 @@ def _prescriptions_table(srng, ids: _ChunkIds, o: SimpleNamespace, rows) -> pa.T
     form_rx_null = np.array([dr.form_rx is None for dr in all_drugs])[drug]
     return pa.Table.from_arrays(
         [
-            _int(o.subject[oi], pa.int32()),
-            _int(ids.hadm + o.adm[oi], pa.int32(), rows.no_hadm[oi]),
-            _int(ids.pharmacy + oi, pa.int32()),
+            int_array(o.subject[oi], pa.int32()),
+            int_array(ids.hadm + o.adm[oi], pa.int32(), rows.no_hadm[oi]),
+            int_array(ids.pharmacy + oi, pa.int32()),
             o.poe_id.take(pa.array(oi.astype(np.int32))),
-            _int(o.poe_seq[oi], pa.int32()),
-            _take(_providers(), o.provider[oi]),
-            _ts(o.start[oi]),
-            _ts(o.stop[oi]),
-            _take(shp.DRUG_TYPES, rows.drug_type),
-            _take([dr.drug for dr in all_drugs], drug),
-            _take([dr.formulary_drug_cd for dr in all_drugs], drug),
-            _take([sv.synthetic_gsn(i) for i in range(len(all_drugs))], drug),
-            _take(
+            int_array(o.poe_seq[oi], pa.int32()),
+            take_strings(providers(), o.provider[oi]),
+            ts_array(o.start[oi]),
+            ts_array(o.stop[oi]),
+            take_strings(shp.DRUG_TYPES, rows.drug_type),
+            take_strings([dr.drug for dr in all_drugs], drug),
+            take_strings([dr.formulary_drug_cd for dr in all_drugs], drug),
+            take_strings([sv.synthetic_gsn(i) for i in range(len(all_drugs))], drug),
+            take_strings(
                 [sv.synthetic_ndc(i) for i in range(len(all_drugs))] + ["0"],
                 np.where(ndc_zero, len(all_drugs), drug),
-            ),  # fmt: skip
-            _take([dr.prod_strength for dr in all_drugs], drug),
-            _take([dr.form_rx or "" for dr in all_drugs], drug, form_rx_null),
-            _take(shp.DOSE_STRINGS, row_dose, no_dose),
-            _take([dr.dose_unit for dr in all_drugs], drug, no_dose),
-            _take([dr.form_val_disp for dr in all_drugs], drug),
-            _take([dr.form_unit_disp for dr in all_drugs], drug),
+            ),
+            take_strings([dr.prod_strength for dr in all_drugs], drug),
+            take_strings([dr.form_rx or "" for dr in all_drugs], drug, form_rx_null),
+            take_strings(shp.DOSE_STRINGS, row_dose, no_dose),
+            take_strings([dr.dose_unit for dr in all_drugs], drug, no_dose),
+            take_strings([dr.form_val_disp for dr in all_drugs], drug),
+            take_strings([dr.form_unit_disp for dr in all_drugs], drug),
             pa.array(np.array([dr.doses_per_24_hrs for dr in all_drugs], np.float32)[drug]),
-            _take(shp.ROUTES, row_route),
+            take_strings(shp.ROUTES, row_route),
         ],
         schema=arrow_schema("prescriptions"),
     )
 
 
-def _emar_table(srng, ids: _ChunkIds, o: SimpleNamespace, rows) -> pa.Table:
+def _emar_table(srng, ids: ChunkIds, o: SimpleNamespace, rows) -> pa.Table:
     """One emar row per administration of each order, in (patient, charttime) order."""
     all_drugs = shp.ALL_DRUGS
     per_day = np.array([dr.doses_per_24_hrs for dr in all_drugs])[o.drug]
     e = shp.emar_rows(srng, o.start, o.stop, per_day, o.drug)
-    srt = np.argsort((o.pat[e.order] << 42) | (e.chart - _T_BASE), kind="stable")
+    srt = np.argsort((o.pat[e.order] << 42) | (e.chart - T_BASE), kind="stable")
     eo = e.order[srt]
-    seq = _rank_in_sorted_groups(o.pat[eo]) + 1
+    seq = rank_in_sorted_groups(o.pat[eo]) + 1
     e_subject = pc.cast(pa.array(o.subject[eo]), pa.string())
     return pa.Table.from_arrays(
         [
-            _int(o.subject[eo], pa.int32()),
-            _int(ids.hadm + o.adm[eo], pa.int32(), rows.no_hadm[eo]),
+            int_array(o.subject[eo], pa.int32()),
+            int_array(ids.hadm + o.adm[eo], pa.int32(), rows.no_hadm[eo]),
             pc.binary_join_element_wise(e_subject, pc.cast(pa.array(seq), pa.string()), "-"),
-            _int(seq, pa.int32()),
+            int_array(seq, pa.int32()),
             o.poe_id.take(pa.array(eo.astype(np.int32))),
-            _int(ids.pharmacy + eo, pa.int32()),
+            int_array(ids.pharmacy + eo, pa.int32()),
             pa.nulls(eo.size, pa.string()),
-            _ts(e.chart[srt]),
-            _take([dr.drug for dr in all_drugs], o.drug[eo]),
-            _take(shp.EMAR_EVENTS, e.event[srt]),
-            _ts(e.schedule[srt]),
-            _ts(e.store[srt]),
+            ts_array(e.chart[srt]),
+            take_strings([dr.drug for dr in all_drugs], o.drug[eo]),
+            take_strings(shp.EMAR_EVENTS, e.event[srt]),
+            ts_array(e.schedule[srt]),
+            ts_array(e.store[srt]),
         ],
         schema=arrow_schema("emar"),
     )

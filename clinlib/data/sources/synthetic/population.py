@@ -9,9 +9,6 @@ from types import SimpleNamespace
 import numpy as np
 
 from clinlib.data.sources.synthetic.design import (
-    _DAY,
-    _HOUR,
-    _YEAR_DAYS,
     ADMISSION_LOCATION_P,
     ADMISSION_TYPE_P,
     ANCHOR_YEAR_GROUPS,
@@ -20,12 +17,14 @@ from clinlib.data.sources.synthetic.design import (
     CKD,
     COMORBIDITIES,
     COMORBIDITY_P,
+    DAY_S,
     DISCHARGE_LOCATION_P,
     DISCHARGE_LOCATIONS,
     DM,
     ED_TYPES,
     FEW_LABS,
     FEW_RX,
+    HOUR_S,
     HTN,
     INDEX,
     LANGUAGE_P,
@@ -38,24 +37,25 @@ from clinlib.data.sources.synthetic.design import (
     RACE_P,
     READMIT,
     SINGLE,
+    YEAR_DAYS,
 )
 from clinlib.data.sources.synthetic.numeric import (
-    _choose,
-    _choose_by,
-    _exact_labels,
-    _lognoise,
-    _minute,
-    _month_start_s,
-    _providers,
-    _uniform,
-    _year_start_s,
+    choose,
+    choose_by,
+    exact_labels,
+    lognoise,
+    month_start_s,
+    providers,
+    to_minute,
+    uniform,
+    year_start_s,
 )
 
 
-def _population(rng: np.random.Generator, n: int) -> SimpleNamespace:
+def draw_population(rng: np.random.Generator, n: int) -> SimpleNamespace:
     """Patient-level design: mode, diseases, demographics, timeline and latent parameters."""
     p = SimpleNamespace(n=n)
-    p.mode = _exact_labels(rng, n, MODE_SHARES).astype(np.int8)
+    p.mode = exact_labels(rng, n, MODE_SHARES).astype(np.int8)
     p.female = rng.random(n) < 0.46
     _diseases(rng, p)
     _demographics(rng, p)
@@ -72,10 +72,10 @@ def _diseases(rng: np.random.Generator, p: SimpleNamespace) -> None:
     des = np.full(n, -1, dtype=np.int8)
     for m in (INDEX, FEW_LABS, FEW_RX, READMIT, ONE_CODE):
         idx = np.flatnonzero(p.mode == m)
-        des[idx] = _exact_labels(rng, idx.size, (1, 1, 1, 1))
+        des[idx] = exact_labels(rng, idx.size, (1, 1, 1, 1))
     idx = np.flatnonzero(p.mode == SINGLE)
     # One admission can carry two codes of diabetes, CKD or CAD, not of hypertension alone.
-    des[idx] = np.array([DM, CKD, CAD])[_exact_labels(rng, idx.size, (1, 1, 1))]
+    des[idx] = np.array([DM, CKD, CAD])[exact_labels(rng, idx.size, (1, 1, 1))]
     p.designated = des
     has = des >= 0
     flags = np.zeros((n, 4), dtype=bool)
@@ -106,14 +106,14 @@ def _demographics(rng: np.random.Generator, p: SimpleNamespace) -> None:
     age = np.clip(np.rint(age), 18, 95).astype(np.int64)
     p.anchor_age = np.where(age > 89, 91, age)  # MIMIC top-codes ages over 89 as 91
     p.age0 = age.astype(float)
-    p.insurance = _choose_by(
+    p.insurance = choose_by(
         rng,
         np.array([[0.2, 0.25, 0.42, 0.1, 0.03], [0.78, 0.08, 0.1, 0.04, 0.0]]),
         (age >= 65).astype(np.int64),
     )
-    p.language = _choose(rng, LANGUAGE_P, n)
-    p.marital = _choose(rng, MARITAL_P, n)
-    p.race = _choose(rng, RACE_P, n)
+    p.language = choose(rng, LANGUAGE_P, n)
+    p.marital = choose(rng, MARITAL_P, n)
+    p.race = choose(rng, RACE_P, n)
 
 
 def _timeline(rng: np.random.Generator, p: SimpleNamespace) -> None:
@@ -137,7 +137,7 @@ def _timeline(rng: np.random.Generator, p: SimpleNamespace) -> None:
         np.clip(rng.lognormal(np.log(1.0 + 0.45 * n_adm**0.8), 0.5), 0.25, 13.0),
         np.clip(rng.lognormal(np.log(1.5), 0.7), 0.1, 8.0),
     )
-    p.span_days = span_years * _YEAR_DAYS
+    p.span_days = span_years * YEAR_DAYS
 
     # Shifted calendar: anchor_year in 2110-2190; the real start year (hidden, as in MIMIC)
     # fixes anchor_year_group and where the ICD-9 -> ICD-10 switch (1 Oct 2015) falls.
@@ -146,9 +146,9 @@ def _timeline(rng: np.random.Generator, p: SimpleNamespace) -> None:
     p.anchor_year = rng.integers(2110, 2191, n)
     p.anchor_group = np.minimum((real_start - 2008) // 3, len(ANCHOR_YEAR_GROUPS) - 1)
     shift = p.anchor_year - real_start
-    p.icd10_from = _month_start_s(2015 + shift, 10)
-    p.year0 = _year_start_s(p.anchor_year)
-    p.t0 = _minute(p.year0 + rng.random(n) * 365 * _DAY)
+    p.icd10_from = month_start_s(2015 + shift, 10)
+    p.year0 = year_start_s(p.anchor_year)
+    p.t0 = to_minute(p.year0 + rng.random(n) * 365 * DAY_S)
 
 
 def _latent_parameters(rng: np.random.Generator, p: SimpleNamespace) -> None:
@@ -156,7 +156,7 @@ def _latent_parameters(rng: np.random.Generator, p: SimpleNamespace) -> None:
     n = p.n
 
     def u(lo: float, hi: float) -> np.ndarray:
-        return _uniform(rng, lo, hi, n)
+        return uniform(rng, lo, hi, n)
 
     pre = rng.random(n) < 0.15
     p.a1c0 = np.where(p.dm, u(6.3, 8.6), np.where(pre, u(5.7, 6.3), u(4.8, 5.6)))
@@ -191,7 +191,7 @@ def _latent_parameters(rng: np.random.Generator, p: SimpleNamespace) -> None:
     p.mini_k = rng.integers(0, 5, n)  # few_labs: panel items in the single small draw
 
 
-def _admissions(rng: np.random.Generator, p: SimpleNamespace) -> SimpleNamespace:
+def admission_timeline(rng: np.random.Generator, p: SimpleNamespace) -> SimpleNamespace:
     """Admission timeline, acute events, types, deaths (one row per admission)."""
     a = SimpleNamespace()
     n_adm = p.n_adm
@@ -204,17 +204,17 @@ def _admissions(rng: np.random.Generator, p: SimpleNamespace) -> SimpleNamespace
     mode = p.mode[a.pat]
 
     los = np.clip(rng.gamma(1.5, 1.8, A) + 0.6, 1.0, 10.0)
-    los = np.where(mode == READMIT, _uniform(rng, 1.0, 3.0, A), los)
+    los = np.where(mode == READMIT, uniform(rng, 1.0, 3.0, A), los)
     gap_med = p.span_days / np.maximum(n_adm - 1, 1)
-    gap = gap_med[a.pat] * _lognoise(rng, 0.6, A)
-    gap = np.where((a.k >= 2) & (rng.random(A) < 0.08), _uniform(rng, 0.5, 6.0, A), gap)
+    gap = gap_med[a.pat] * lognoise(rng, 0.6, A)
+    gap = np.where((a.k >= 2) & (rng.random(A) < 0.08), uniform(rng, 0.5, 6.0, A), gap)
     gap = np.where(a.k == 1, np.maximum(gap, 8.0), gap)  # rule 1 holds for multi-admission modes
-    gap = np.where((a.k == 1) & (mode == READMIT), _uniform(rng, 0.3, 3.0, A), gap)
+    gap = np.where((a.k == 1) & (mode == READMIT), uniform(rng, 0.3, 3.0, A), gap)
     prev_los = np.r_[0.0, los[:-1]]
     step = np.where(a.k == 0, 0.0, prev_los + gap)
     offset = np.cumsum(step)
     offset -= offset[a.first[a.pat]] if A else 0
-    admit = p.t0[a.pat] + np.rint(offset * _DAY).astype(np.int64)
+    admit = p.t0[a.pat] + np.rint(offset * DAY_S).astype(np.int64)
 
     # Acute events.
     allow_cad = p.cad[a.pat] & ~np.isin(mode, (ONE_CODE, NO_CODE))
@@ -229,36 +229,34 @@ def _admissions(rng: np.random.Generator, p: SimpleNamespace) -> SimpleNamespace
     a.chest_obs = p.cad[a.pat] & ~a.acs & ~a.elective_cath & (rng.random(A) < 0.1)
     acute = a.infection | a.aki | a.hf_exac | a.chest_obs
     cls = np.where(a.elective_cath, 0, np.where(a.acs | a.sepsis, 1, np.where(acute, 2, 3)))
-    a.type = _choose_by(rng, ADMISSION_TYPE_P, cls)
+    a.type = choose_by(rng, ADMISSION_TYPE_P, cls)
     a.ed = ED_TYPES[a.type]
-    a.location = _choose_by(rng, ADMISSION_LOCATION_P, a.type)
+    a.location = choose_by(rng, ADMISSION_LOCATION_P, a.type)
     # Planned admissions start in the morning: moved earlier by less than a day, which cannot
     # touch the previous stay (gap >= 2 days) nor the next one; not applied to the readmission
     # mode, whose two admissions must stay < 7 days apart.
     planned = np.isin(a.type, (6, 7)) & ((a.k == 0) | (gap >= 2.0)) & (mode != READMIT)
-    hour = np.rint(_uniform(rng, 6.5, 10.5, A) * _HOUR).astype(np.int64)
-    morning = (admit // _DAY) * _DAY + hour
-    morning = np.where(morning > admit, morning - _DAY, morning)
+    hour = np.rint(uniform(rng, 6.5, 10.5, A) * HOUR_S).astype(np.int64)
+    morning = (admit // DAY_S) * DAY_S + hour
+    morning = np.where(morning > admit, morning - DAY_S, morning)
     admit = np.where(planned, morning, admit)
-    a.admit = _minute(admit)
-    a.disch = _minute(a.admit + np.rint(los * _DAY).astype(np.int64))
-    a.los = (a.disch - a.admit) / _DAY
-    a.edreg = _minute(a.admit - np.rint(_uniform(rng, 2.0, 9.0, A) * _HOUR).astype(np.int64))
-    a.edout = _minute(a.admit + np.rint(_uniform(rng, 0.1, 1.5, A) * _HOUR).astype(np.int64))
-    a.day = (a.admit - p.t0[a.pat]) / _DAY
+    a.admit = to_minute(admit)
+    a.disch = to_minute(a.admit + np.rint(los * DAY_S).astype(np.int64))
+    a.los = (a.disch - a.admit) / DAY_S
+    a.edreg = to_minute(a.admit - np.rint(uniform(rng, 2.0, 9.0, A) * HOUR_S).astype(np.int64))
+    a.edout = to_minute(a.admit + np.rint(uniform(rng, 0.1, 1.5, A) * HOUR_S).astype(np.int64))
+    a.day = (a.admit - p.t0[a.pat]) / DAY_S
     a.icd10 = a.admit >= p.icd10_from[a.pat]
-    a.provider = rng.integers(0, _providers().size, A)
-    a.inf_mag = np.where(a.infection, _uniform(rng, 4.0, 10.0, A), 0.0)
-    a.aki_mag = np.where(a.aki, _uniform(rng, 0.5, 1.5, A), 0.0)
-    a.acs_peak = np.where(a.acs, np.exp(_uniform(rng, np.log(0.05), np.log(2.0), A)), 0.0)
+    a.provider = rng.integers(0, providers().size, A)
+    a.inf_mag = np.where(a.infection, uniform(rng, 4.0, 10.0, A), 0.0)
+    a.aki_mag = np.where(a.aki, uniform(rng, 0.5, 1.5, A), 0.0)
+    a.acs_peak = np.where(a.acs, np.exp(uniform(rng, np.log(0.05), np.log(2.0), A)), 0.0)
 
     # Deaths: in hospital on the last admission, or within a year after it (patients.dod).
     last = (a.k == n_adm[a.pat] - 1) & (A > 0)
     died = last & (rng.random(A) < 0.02 + 0.06 * a.sepsis)
     a.died = died
-    a.discharge = np.where(
-        died, len(DISCHARGE_LOCATIONS) - 1, _choose(rng, DISCHARGE_LOCATION_P, A)
-    )
+    a.discharge = np.where(died, len(DISCHARGE_LOCATIONS) - 1, choose(rng, DISCHARGE_LOCATION_P, A))
     p.death_s = np.full(p.n, np.iinfo(np.int64).max)
     p.death_s[a.pat[died]] = a.disch[died]
     last_disch = np.full(p.n, -1, dtype=np.int64)
@@ -266,13 +264,13 @@ def _admissions(rng: np.random.Generator, p: SimpleNamespace) -> SimpleNamespace
         last_disch[a.pat[last]] = a.disch[last]
     p.last_disch = last_disch
     later = (p.n_adm > 0) & (p.death_s == np.iinfo(np.int64).max) & (rng.random(p.n) < 0.06)
-    later_dod = last_disch + np.rint(_uniform(rng, 7, 365, p.n) * _DAY).astype(np.int64)
+    later_dod = last_disch + np.rint(uniform(rng, 7, 365, p.n) * DAY_S).astype(np.int64)
     p.death_s = np.where(later, later_dod, p.death_s)
     a.key = a.pat * 1e6 + a.day  # sorted: patient-major, time within patient
     return a
 
 
-def _first_adm_from(a: SimpleNamespace, pats: np.ndarray, x_days: np.ndarray) -> np.ndarray:
+def first_adm_from(a: SimpleNamespace, pats: np.ndarray, x_days: np.ndarray) -> np.ndarray:
     """Index of each patient's first admission on or after day ``x_days`` (-1 if none)."""
     finite = np.isfinite(x_days)
     q = pats * 1e6 + np.clip(np.where(finite, x_days, 0.0), 0.0, 9e5)
@@ -282,20 +280,20 @@ def _first_adm_from(a: SimpleNamespace, pats: np.ndarray, x_days: np.ndarray) ->
     return np.where(ok, idx, -1)
 
 
-def _first_flagged(a: SimpleNamespace, flag: np.ndarray, n: int) -> np.ndarray:
+def first_flagged(a: SimpleNamespace, flag: np.ndarray, n: int) -> np.ndarray:
     """Each patient's first admission with ``flag`` set (-1 if none)."""
     out = np.full(n, np.iinfo(np.int64).max)
     np.minimum.at(out, a.pat[flag], np.flatnonzero(flag))
     return np.where(out == np.iinfo(np.int64).max, -1, out)
 
 
-def _kth(a: SimpleNamespace, p: SimpleNamespace, k: np.ndarray) -> np.ndarray:
+def kth_admission(a: SimpleNamespace, p: SimpleNamespace, k: np.ndarray) -> np.ndarray:
     """Index of each patient's k-th admission (-1 if it has fewer)."""
     k = np.asarray(k)
     return np.where((k >= 0) & (k < p.n_adm), a.first + k, -1)
 
 
-def _earliest(*candidates: np.ndarray) -> np.ndarray:
+def earliest_index(*candidates: np.ndarray) -> np.ndarray:
     stacked = np.stack([np.where(c >= 0, c, np.iinfo(np.int64).max) for c in candidates])
     best = stacked.min(axis=0)
     return np.where(best == np.iinfo(np.int64).max, -1, best)

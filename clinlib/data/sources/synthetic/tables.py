@@ -10,7 +10,14 @@ import numpy as np
 import pyarrow as pa
 
 from clinlib.data.sources import synthetic_vocab as sv
-from clinlib.data.sources.synthetic.arrow import _ChunkIds, _date, _int, _take, _ts, arrow_schema
+from clinlib.data.sources.synthetic.arrow import (
+    ChunkIds,
+    arrow_schema,
+    date_array,
+    int_array,
+    take_strings,
+    ts_array,
+)
 from clinlib.data.sources.synthetic.design import (
     ADMISSION_LOCATIONS,
     ADMISSION_TYPES,
@@ -23,47 +30,47 @@ from clinlib.data.sources.synthetic.design import (
     MODES,
     RACES,
 )
-from clinlib.data.sources.synthetic.numeric import _providers
+from clinlib.data.sources.synthetic.numeric import providers
 from clinlib.data.vocab import INDEX_DISEASES
 
 
-def _patients_table(p: SimpleNamespace, ids: _ChunkIds) -> pa.Table:
+def patients_table(p: SimpleNamespace, ids: ChunkIds) -> pa.Table:
     dod_null = p.death_s == np.iinfo(np.int64).max
     return pa.Table.from_arrays(
         [
-            _int(ids.subject + np.arange(p.n), pa.int32()),
-            _take(["M", "F"], p.female.astype(np.int32)),
-            _int(p.anchor_age, pa.int16()),
-            _int(p.anchor_year, pa.int16()),
-            _take(ANCHOR_YEAR_GROUPS, p.anchor_group),
-            _date(np.where(dod_null, 0, p.death_s), dod_null),
+            int_array(ids.subject + np.arange(p.n), pa.int32()),
+            take_strings(["M", "F"], p.female.astype(np.int32)),
+            int_array(p.anchor_age, pa.int16()),
+            int_array(p.anchor_year, pa.int16()),
+            take_strings(ANCHOR_YEAR_GROUPS, p.anchor_group),
+            date_array(np.where(dod_null, 0, p.death_s), dod_null),
         ],
         schema=arrow_schema("patients"),
     )
 
 
-def _admissions_table(p: SimpleNamespace, a: SimpleNamespace, ids: _ChunkIds) -> pa.Table:
+def admissions_table(p: SimpleNamespace, a: SimpleNamespace, ids: ChunkIds) -> pa.Table:
     pat = a.pat
     no_ed = ~a.ed
     marital_null = p.marital[pat] == len(MARITAL)
     return pa.Table.from_arrays(
         [
-            _int(ids.subject + pat, pa.int32()),
-            _int(ids.hadm + np.arange(a.n), pa.int32()),
-            _ts(a.admit),
-            _ts(a.disch),
-            _ts(a.disch, ~a.died),
-            _take(ADMISSION_TYPES, a.type),
-            _take(_providers(), a.provider),
-            _take(ADMISSION_LOCATIONS, a.location),
-            _take(DISCHARGE_LOCATIONS, a.discharge),
-            _take(INSURANCES, p.insurance[pat]),
-            _take(LANGUAGES, p.language[pat]),
-            _take(MARITAL, np.minimum(p.marital[pat], len(MARITAL) - 1), marital_null),
-            _take(RACES, p.race[pat]),
-            _ts(a.edreg, no_ed),
-            _ts(a.edout, no_ed),
-            _int(a.died.astype(np.int16), pa.int16()),
+            int_array(ids.subject + pat, pa.int32()),
+            int_array(ids.hadm + np.arange(a.n), pa.int32()),
+            ts_array(a.admit),
+            ts_array(a.disch),
+            ts_array(a.disch, ~a.died),
+            take_strings(ADMISSION_TYPES, a.type),
+            take_strings(providers(), a.provider),
+            take_strings(ADMISSION_LOCATIONS, a.location),
+            take_strings(DISCHARGE_LOCATIONS, a.discharge),
+            take_strings(INSURANCES, p.insurance[pat]),
+            take_strings(LANGUAGES, p.language[pat]),
+            take_strings(MARITAL, np.minimum(p.marital[pat], len(MARITAL) - 1), marital_null),
+            take_strings(RACES, p.race[pat]),
+            ts_array(a.edreg, no_ed),
+            ts_array(a.edout, no_ed),
+            int_array(a.died.astype(np.int16), pa.int16()),
         ],
         schema=arrow_schema("admissions"),
     )
@@ -84,20 +91,20 @@ MANIFEST_SCHEMA = pa.schema(
 )
 
 
-def _manifest_table(p: SimpleNamespace, ids: _ChunkIds) -> pa.Table:
+def manifest_table(p: SimpleNamespace, ids: ChunkIds) -> pa.Table:
     fails = [",".join(sorted(MODE_FAILS[m])) for m in MODES]
     des_null = p.designated < 0
     return pa.Table.from_arrays(
         [
-            _int(ids.subject + np.arange(p.n), pa.int32()),
-            _take(MODES, p.mode),
-            _take(INDEX_DISEASES, np.maximum(p.designated, 0), des_null),
+            int_array(ids.subject + np.arange(p.n), pa.int32()),
+            take_strings(MODES, p.mode),
+            take_strings(INDEX_DISEASES, np.maximum(p.designated, 0), des_null),
             pa.array(p.dm),
             pa.array(p.htn),
             pa.array(p.ckd),
             pa.array(p.cad),
-            _int(p.n_adm, pa.int32()),
-            _take(fails, p.mode),
+            int_array(p.n_adm, pa.int32()),
+            take_strings(fails, p.mode),
         ],
         schema=MANIFEST_SCHEMA,
     )

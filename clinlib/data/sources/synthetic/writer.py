@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from clinlib.data.sources.synthetic.arrow import WRITTEN_TABLES, _str_table, arrow_schema
-from clinlib.data.sources.synthetic.design import _DAY
+from clinlib.data.sources.synthetic.arrow import WRITTEN_TABLES, arrow_schema, str_array
+from clinlib.data.sources.synthetic.design import DAY_S
 
 _CSV_NEEDS_QUOTE = r'[",\r\n]'
 _CSV_SLICE_ROWS = 500_000
@@ -25,7 +25,7 @@ _CSV_SLICE_ROWS = 500_000
 @lru_cache(maxsize=1)
 def _clock_strings() -> pa.Array:
     """ "HH:MM:SS" for every second of the day (index = seconds since midnight)."""
-    return _str_table(
+    return str_array(
         f"{h:02d}:{m:02d}:{sec:02d}" for h in range(24) for m in range(60) for sec in range(60)
     )
 
@@ -34,9 +34,9 @@ def _format_timestamps(col: pa.Array) -> pa.Array:
     """Timestamps as 'YYYY-MM-DD HH:MM:SS' (one formatting per distinct day, then a gather)."""
     micros = pc.fill_null(col.cast(pa.int64()), 0).to_numpy()
     seconds = micros // 1_000_000
-    days, clock = np.divmod(seconds, _DAY)
+    days, clock = np.divmod(seconds, DAY_S)
     uniq, inverse = np.unique(days, return_inverse=True)
-    dates = _str_table(np.datetime_as_string(uniq.astype("datetime64[D]")).tolist())
+    dates = str_array(np.datetime_as_string(uniq.astype("datetime64[D]")).tolist())
     mask = pc.is_null(col).to_numpy(zero_copy_only=False) if col.null_count else None
     date_part = dates.take(pa.array(inverse.astype(np.int32), mask=mask))
     clock_part = _clock_strings().take(pa.array(clock.astype(np.int32)))
@@ -85,7 +85,7 @@ def csv_bytes(table: pa.Table, name: str) -> Iterator[bytes]:
         yield memoryview(lines.buffers()[2])[lo:hi].tobytes()
 
 
-class _Sink:
+class Sink:
     """Appends arrow tables to one output file (parquet row groups or a gzip CSV stream)."""
 
     def __init__(self, path: Path, name: str, fmt: str) -> None:

@@ -98,12 +98,12 @@ def _check_alpha(alpha: float) -> float:
     return float(alpha)
 
 
-def _z(alpha: float) -> float:
+def z_value(alpha: float) -> float:
     """Two-sided critical value z_{1 - alpha/2}."""
     return float(sps.norm.ppf(1.0 - _check_alpha(alpha) / 2.0))
 
 
-def _as_1d_float(values: object, name: str) -> np.ndarray:
+def as_1d_float(values: object, name: str) -> np.ndarray:
     arr = np.asarray(values, dtype=float)
     if arr.ndim != 1:
         raise StatsInputError(f"{name} must be one-dimensional, got shape {arr.shape}")
@@ -114,7 +114,7 @@ def _as_1d_float(values: object, name: str) -> np.ndarray:
     return arr
 
 
-def _as_bool_array(values: object, name: str) -> np.ndarray:
+def as_bool_array(values: object, name: str) -> np.ndarray:
     """A 1-D boolean array from bools or 0/1 numbers; anything else is an error."""
     if isinstance(values, pd.Series) and values.isna().any():
         raise StatsInputError(f"{name} has {int(values.isna().sum())} missing value(s)")
@@ -149,7 +149,7 @@ def wilson_ci(k: object, n: object, alpha: float = ALPHA) -> tuple[object, objec
     Returns:
         ``(low, high)``: floats for scalar input, arrays otherwise.
     """
-    z = _z(alpha)
+    z = z_value(alpha)
     k_arr = np.asarray(k, dtype=float)
     n_arr = np.asarray(n, dtype=float)
     if np.isnan(k_arr).any() or np.isnan(n_arr).any():
@@ -208,7 +208,7 @@ def _boot_stats(
     return [np.concatenate(parts) for parts in out]
 
 
-def _check_boot_args(n_boot: int, alpha: float) -> None:
+def check_boot_args(n_boot: int, alpha: float) -> None:
     _check_alpha(alpha)
     if int(n_boot) < 1:
         raise StatsInputError(f"n_boot must be >= 1, got {n_boot!r}")
@@ -234,8 +234,8 @@ def bootstrap_ci(
         ``(low, high)``: the alpha/2 and 1 - alpha/2 quantiles (linear interpolation) of the
         bootstrap distribution.
     """
-    _check_boot_args(n_boot, alpha)
-    arr = _as_1d_float(values, "values")
+    check_boot_args(n_boot, alpha)
+    arr = as_1d_float(values, "values")
     (boot,) = _boot_stats([arr], stat, int(n_boot), seed)
     low, high = np.quantile(boot, [alpha / 2.0, 1.0 - alpha / 2.0])
     return float(low), float(high)
@@ -258,9 +258,9 @@ def paired_bootstrap_diff(
     Returns:
         :class:`PairedDiff` (estimate on the full sample, low, high).
     """
-    _check_boot_args(n_boot, alpha)
-    a_arr = _as_1d_float(a, "a")
-    b_arr = _as_1d_float(b, "b")
+    check_boot_args(n_boot, alpha)
+    a_arr = as_1d_float(a, "a")
+    b_arr = as_1d_float(b, "b")
     if a_arr.size != b_arr.size:
         raise StatsInputError(f"paired samples differ in length: a={a_arr.size}, b={b_arr.size}")
     boot_a, boot_b = _boot_stats([a_arr, b_arr], stat, int(n_boot), seed)
@@ -286,8 +286,8 @@ def mcnemar(a_correct: object, b_correct: object, exact: bool | None = None) -> 
     Returns:
         :class:`McNemarResult`.
     """
-    a = _as_bool_array(a_correct, "a_correct")
-    b_arr = _as_bool_array(b_correct, "b_correct")
+    a = as_bool_array(a_correct, "a_correct")
+    b_arr = as_bool_array(b_correct, "b_correct")
     if a.size != b_arr.size:
         raise StatsInputError(f"paired arrays differ in length: a={a.size}, b={b_arr.size}")
     if a.size == 0:
@@ -364,12 +364,12 @@ def minimum_detectable_effect(
         discordance: psi for ``paired=True``.
         design_effect: variance inflation from clustering (scalar or like ``n``); the MDE is
             computed at the effective size ``n / design_effect`` (patient-clustered questions,
-            :mod:`clinlib.analysis.cluster_stats`). 1 = independent questions.
+            :mod:`clinlib.analysis.stats.cluster`). 1 = independent questions.
 
     Returns:
         The MDE as a proportion (multiply by 100 for pp): float or array like ``n``.
     """
-    z_a = _z(alpha)
+    z_a = z_value(alpha)
     if not 0.5 <= float(power) < 1.0:
         raise StatsInputError(f"power must be in [0.5, 1), got {power!r}")
     if not 0.0 < float(p0) < 1.0:
@@ -409,9 +409,9 @@ def pearson(x: object, y: object, alpha: float = ALPHA) -> PearsonResult:
     Returns:
         :class:`PearsonResult` (r, p, ci_low, ci_high, n); p is the two-sided t test.
     """
-    z = _z(alpha)
-    xa = _as_1d_float(x, "x")
-    ya = _as_1d_float(y, "y")
+    z = z_value(alpha)
+    xa = as_1d_float(x, "x")
+    ya = as_1d_float(y, "y")
     if xa.size != ya.size:
         raise StatsInputError(f"x and y differ in length: {xa.size} vs {ya.size}")
     n = xa.size
@@ -465,7 +465,7 @@ def pairwise_mcnemar(
         statistic, p_value, method, p_adj, reject.
     """
     cell = list(cell)
-    wide = _paired_correct(frame, cell, list(key), correct_col)
+    wide = paired_correct(frame, cell, list(key), correct_col)
     available = [_cell_label(c) for c in wide.columns]
     lookup = dict(zip(available, wide.columns, strict=True))
     if pairs is None:
@@ -489,7 +489,7 @@ def pairwise_mcnemar(
     return out
 
 
-def _paired_correct(
+def paired_correct(
     frame: pd.DataFrame, cell: list[str], key: list[str], correct_col: str
 ) -> pd.DataFrame:
     """Correctness with one row per question (``key``) and one column per cell."""
@@ -505,7 +505,7 @@ def _paired_correct(
             f"pairwise_mcnemar: {int(dup.sum())} rows repeat a question within a cell, e.g. "
             f"{row}; filter by setting/task or add the distinguishing column to `key`"
         )
-    correct = pd.Series(_as_bool_array(frame[correct_col], correct_col), index=frame.index)
+    correct = pd.Series(as_bool_array(frame[correct_col], correct_col), index=frame.index)
     return (
         frame[key + cell]
         .assign(_correct=correct)

@@ -1,6 +1,6 @@
-"""``clintrace score``: predictions made elsewhere, scored and stored like the kit's own
-(issue 32 §2; :mod:`clinlib.eval.external`). Registered on the app like
-:mod:`clinlib.cli_population`."""
+"""``clintrace score`` and ``clintrace export``: predictions made elsewhere, scored and stored
+like the kit's own (:mod:`clinlib.eval.external`), and the question set written out for other
+harnesses (:mod:`clinlib.eval.export`)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,19 @@ from typing import Annotated
 
 import typer
 
-from clinlib.cli_common import ProfileOpt, _csv, _profile, _run, _writer, app
+from clinlib.cli.common import (
+    ProfileOpt,
+    add_command,
+    csv_list,
+    profile_name,
+    run_stage,
+    writer_lock,
+)
 from clinlib.eval.export import FORMATS, export_records, export_table, write_export
 from clinlib.eval.inspect_log import score_any
 from clinlib.eval.store import cell_summary
 
 
-@app.command("score")
 def score(
     file: Annotated[Path, typer.Argument(help="JSONL / parquet predictions, or an inspect log")],
     profile: ProfileOpt = None,
@@ -27,16 +33,15 @@ def score(
     ] = False,
 ) -> None:
     """Score outside predictions with the kit's parsers and store them (backbone `ext:<label>`)."""
-    name = _profile(profile)
-    with _writer(name):
-        rows = _run(score_any, file, name, replace=replace, allow_wrong_task=allow_wrong_task)
+    name = profile_name(profile)
+    with writer_lock(name):
+        rows = run_stage(score_any, file, name, replace=replace, allow_wrong_task=allow_wrong_task)
     summary = cell_summary(rows)
     typer.echo(f"scored {len(rows)} outside prediction(s) from {file} into profile {name}:")
     cols = ["strategy", "backbone", "prep_model", "setting", "n_predicted", "accuracy"]
     typer.echo(summary[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
 
 
-@app.command("export")
 def export(
     out: Annotated[Path, typer.Argument(help="folder to write (replaced whole)")],
     profile: ProfileOpt = None,
@@ -50,10 +55,18 @@ def export(
     limit: Annotated[int | None, typer.Option(help="first N questions per task")] = None,
 ) -> None:
     """Write the question set with each strategy's context as a dataset (+ an inspect_ai task)."""
-    name = _profile(profile)
+    name = profile_name(profile)
     if fmt not in FORMATS:
-        _run(write_export, out, [], fmt)  # refuses with one line
-    records = _run(export_records, name, _csv(strategies), _csv(settings), prep, _csv(tasks), limit)
-    _run(write_export, out, records, fmt)
+        run_stage(write_export, out, [], fmt)  # refuses with one line
+    records = run_stage(
+        export_records, name, csv_list(strategies), csv_list(settings), prep, csv_list(tasks), limit
+    )
+    run_stage(write_export, out, records, fmt)
     typer.echo(f"{len(records)} samples -> {out} ({fmt})")
     typer.echo(export_table(records).to_string(index=False))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``score`` and ``export`` to the ``clintrace`` app."""
+    add_command(app, score, "score")
+    add_command(app, export, "export")

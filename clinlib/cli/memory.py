@@ -1,5 +1,5 @@
-"""``clintrace memory-serve``: the reference memory service over HTTP (issue 32 §1;
-docs/memory-protocol.md). Registered on the app like :mod:`clinlib.cli_endpoints`."""
+"""``clintrace memory-serve``: the reference memory service over HTTP
+(docs/memory-protocol.md)."""
 
 from __future__ import annotations
 
@@ -8,30 +8,29 @@ from typing import Annotated
 
 import typer
 
-from clinlib.cli_common import ProfileOpt, _fail, _profile, _run, app
+from clinlib.cli.common import ProfileOpt, add_command, fail, profile_name, run_stage
 from clinlib.strategies.memory_server import MemoryServer, ReferenceMemoryService
 
 MEMORY_PORT = 8790  # the default endpoint of remote-memory
 
 
-@app.command("memory-serve")
 def memory_serve(
     profile: ProfileOpt = None,
     backend: Annotated[
         str, typer.Option(help="the kit memory behind it, e.g. mem0 or dense-retrieval(k=3)")
-    ] = "mem0",  # fmt: skip
+    ] = "mem0",
     prep: Annotated[str, typer.Option(help="the backend's prep model")] = "rule-based",
     host: Annotated[str, typer.Option(help="interface (loopback by default)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0: any free port)")] = MEMORY_PORT,
 ) -> None:
     """Serve the memory protocol (reset / ingest / query) backed by one of the kit's
     memories until Ctrl-C; point `remote-memory(endpoint=URL)` at the printed URL."""
-    name = _profile(profile)
-    service = _run(ReferenceMemoryService, backend, name, prep)
+    name = profile_name(profile)
+    service = run_stage(ReferenceMemoryService, backend, name, prep)
     try:
         server = MemoryServer(service, host, port)
     except OSError as exc:  # port taken, unknown interface: one line
-        _fail(ValueError(f"memory-serve: cannot listen on {host}:{port}: {exc.strerror or exc}"))
+        fail(ValueError(f"memory-serve: cannot listen on {host}:{port}: {exc.strerror or exc}"))
     typer.echo(f"memory-serve: {service.backend} ({prep}, profile {name}) at {server.base_url}")
     sys.stdout.flush()  # the URL reaches a pipe or a log file at once, not at exit
     try:
@@ -40,3 +39,8 @@ def memory_serve(
         typer.echo("memory-serve: stopped")
     finally:
         server.stop()
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``memory-serve`` to the ``clintrace`` app."""
+    add_command(app, memory_serve, "memory-serve")

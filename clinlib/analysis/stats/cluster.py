@@ -25,7 +25,7 @@ counterparts, to be shown beside them:
   patients, and :func:`paired_cluster_robust` — its CR1 Wald test.
 
 The per-cell tables the notebooks show (clustered accuracy beside Wilson, the clustered test
-beside McNemar, the MDE with the design effect) are in :mod:`clinlib.analysis.cluster_report`.
+beside McNemar, the MDE with the design effect) are in :mod:`clinlib.analysis.stats.cluster_tables`.
 
 **How a question is clustered** (:func:`question_clusters`): on its first-named patient,
 ``subject_ids[0]``. Only T6 names two patients (A and B). T6 pairs each patient with its next
@@ -51,11 +51,11 @@ import pandas as pd
 from scipy import sparse
 from scipy import stats as sps
 
-from clinlib.analysis.stats import (
+from clinlib.analysis.stats.question import (
     StatsInputError,
-    _as_1d_float,
-    _check_boot_args,
-    _z,
+    as_1d_float,
+    check_boot_args,
+    z_value,
 )
 from clinlib.core.config import ALPHA
 
@@ -175,7 +175,7 @@ def _cluster_sums(
     values: object, clusters: object, name: str = "values"
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per-cluster sums and sizes (clusters in order of first appearance)."""
-    y = _as_1d_float(values, name)
+    y = as_1d_float(values, name)
     cl = np.asarray(clusters)
     if cl.ndim != 1 or cl.size != y.size:
         raise StatsInputError(
@@ -226,7 +226,7 @@ def cluster_bootstrap_ci(
         :class:`ClusterCI`; with a single cluster the bounds are NaN (no between-patient
         variation can be resampled).
     """
-    _check_boot_args(n_boot, alpha)
+    check_boot_args(n_boot, alpha)
     sums, sizes = _cluster_sums(values, clusters)
     est = float(sums.sum() / sizes.sum())
     n, g = int(sizes.sum()), int(sizes.size)
@@ -249,7 +249,7 @@ def cluster_robust_ci(values: object, clusters: object, alpha: float = ALPHA) ->
     Returns:
         :class:`ClusterRobust`; NaN se and bounds with a single cluster.
     """
-    z = _z(alpha)
+    z = z_value(alpha)
     sums, sizes = _cluster_sums(values, clusters)
     n_tot = float(sizes.sum())
     est = float(sums.sum() / n_tot)
@@ -257,7 +257,7 @@ def cluster_robust_ci(values: object, clusters: object, alpha: float = ALPHA) ->
     if g < 2:
         return ClusterRobust(est, float("nan"), float("nan"), float("nan"), int(n_tot), g)
     se = float(np.sqrt(_cr1_var(sums - est * sizes, n_tot)))
-    y = _as_1d_float(values, "values")
+    y = as_1d_float(values, "values")
     lo_bound, hi_bound = (0.0, 1.0) if np.isin(y, (0.0, 1.0)).all() else (-np.inf, np.inf)
     low = float(np.clip(est - z * se, lo_bound, hi_bound))
     high = float(np.clip(est + z * se, lo_bound, hi_bound))
@@ -278,7 +278,7 @@ def icc_anova(values: object, clusters: object) -> float:
         (N = G), or when the outcome is constant (no variance to split).
     """
     sums, sizes = _cluster_sums(values, clusters)
-    y = _as_1d_float(values, "values")
+    y = as_1d_float(values, "values")
     n_tot, g = float(sizes.sum()), sizes.size
     if g < 2 or n_tot <= g:
         return float("nan")
@@ -344,8 +344,8 @@ def overlap_robust_ci(
         sum is then (sum e)^2 = 0, as with a single cluster) or the variance is not positive
         (the indicator matrix is not positive semi-definite, so it can be with few rows).
     """
-    z = _z(alpha)
-    y = _as_1d_float(values, "values")
+    z = z_value(alpha)
+    y = as_1d_float(values, "values")
     if len(members) != y.size:
         raise StatsInputError(f"members must be one set per value: {len(members)} for {y.size}")
     codes: dict[object, int] = {}
@@ -381,8 +381,8 @@ def overlap_robust_ci(
 def _paired_sums(
     a: object, b: object, clusters: object
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    a_arr = _as_1d_float(a, "a")
-    b_arr = _as_1d_float(b, "b")
+    a_arr = as_1d_float(a, "a")
+    b_arr = as_1d_float(b, "b")
     if a_arr.size != b_arr.size:
         raise StatsInputError(f"paired samples differ in length: a={a_arr.size}, b={b_arr.size}")
     sa, sizes = _cluster_sums(a_arr, clusters, "a")
@@ -465,7 +465,7 @@ def paired_cluster_bootstrap(
     Returns:
         :class:`ClusterCI` of the difference (NaN bounds with one cluster).
     """
-    _check_boot_args(n_boot, alpha)
+    check_boot_args(n_boot, alpha)
     sa, sb, sizes = _paired_sums(a, b, clusters)
     n_tot = sizes.sum()
     est = float((sa.sum() - sb.sum()) / n_tot)

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from clinlib.cli_common import (
+from clinlib.cli.common import (
     AcceptErrorsOpt,
     BackbonesOpt,
     ConfigOpt,
@@ -22,17 +22,17 @@ from clinlib.cli_common import (
     SettingsOpt,
     StrategiesOpt,
     TasksOpt,
-    _csv,
-    _interrupt,
-    _local_note,
-    _pending_as_value,
-    _profile,
-    _run,
-    _strategies,
-    _writer,
-    app,
+    add_command,
+    csv_list,
+    interrupt,
+    local_note,
+    pending_as_value,
+    profile_name,
+    run_stage,
+    strategy_list,
+    writer_lock,
 )
-from clinlib.cli_population import (
+from clinlib.cli.population import (
     PopQuestionsOpt,
     PopTokensOpt,
     RenderingsOpt,
@@ -44,6 +44,7 @@ from clinlib.eval.estimate import estimate as estimate_run
 from clinlib.eval.outcomes import check_run, interrupted_line
 from clinlib.eval.policies import register_offline_backbones
 from clinlib.eval.population import population_tasks
+from clinlib.eval.records import RunOptions, RunSpec
 from clinlib.eval.runner import run
 from clinlib.llm import list_backbones
 from clinlib.llm.batch import BatchPending
@@ -51,14 +52,12 @@ from clinlib.llm.local_server import LocalServer, check_local_reachable, is_loca
 from clinlib.llm.presets import LOCAL_HOST, LOCAL_N_CTX, LOCAL_PORT
 
 
-@app.command()
 def backbones(config: ConfigOpt = None) -> None:
     """List the registered backbones (presets, offline readers, your config's endpoints)."""
     register_offline_backbones()
-    typer.echo(_run(list_backbones, config).to_string(index=False))
+    typer.echo(run_stage(list_backbones, config).to_string(index=False))
 
 
-@app.command()
 def estimate(
     profile: ProfileOpt = None,
     strategies_: StrategiesOpt = "full-context",
@@ -74,23 +73,31 @@ def estimate(
 ) -> None:
     """Print the expected cost of a planned run per cell, before anything is sent.
 
-    With population tasks (``--tasks population`` or ``P-...`` ids; issue 29) the cells are
+    With population tasks (``--tasks population`` or ``P-...`` ids) the cells are
     (backbone, rendering, length bin) of the built population set, then a set of
     ``--population-questions`` prompts of ``--population-tokens`` tokens (default 256K)."""
-    pop = _run(population_tasks, _csv(tasks))
+    pop = run_stage(population_tasks, csv_list(tasks))
     if pop:
-        estimate_population_cmd(_profile(profile), _csv(backbones_), _csv(renderings), pop,
-                                limit, config, population_questions, population_tokens)  # fmt: skip
+        estimate_population_cmd(
+            profile_name(profile),
+            csv_list(backbones_),
+            csv_list(renderings),
+            pop,
+            limit,
+            config,
+            population_questions,
+            population_tokens,
+        )
         return
-    table = _run(
+    table = run_stage(
         estimate_run,
         profile,
-        _strategies(strategies_),
-        _csv(backbones_),
-        _csv(settings),
+        strategy_list(strategies_),
+        csv_list(backbones_),
+        csv_list(settings),
         prep,
         config=config,
-        tasks=_csv(tasks),
+        tasks=csv_list(tasks),
         limit=limit,
     )
     typer.echo(table.to_string(index=False))
@@ -99,12 +106,11 @@ def estimate(
             f"total (upper bound): ${table['cost_usd_max'].sum():,.2f} live, "
             f"${table['batch_cost_usd_max'].sum():,.2f} as provider batch jobs (run --batch)"
         )
-    for line in counter_notes(table, lambda name: _run(is_local_name, name, config)):
+    for line in counter_notes(table, lambda name: run_stage(is_local_name, name, config)):
         typer.echo(line)
-    _local_note(_csv(backbones_), config)
+    local_note(csv_list(backbones_), config)
 
 
-@app.command("run")
 def run_cmd(
     profile: ProfileOpt = None,
     strategies_: StrategiesOpt = "no-context-blind,full-context",
@@ -122,7 +128,7 @@ def run_cmd(
             "response cache for them)"
         ),
     ] = False,
-    allow_drops: AcceptErrorsOpt = False,
+    accept_errors: AcceptErrorsOpt = False,
     allow_unapproved: Annotated[
         bool, typer.Option(help="send credentialed data to an unapproved backbone")
     ] = False,
@@ -154,27 +160,56 @@ def run_cmd(
     Exit status: 0 the run finished (a budget stop too: see the `stopped` column); 2 bad
     input or a refusal (one line), no prediction at all, or more than 20% of THIS run's rows
     are errors or none is an answer (each class named with its count and remedy;
-    --allow-drops accepts them); 3 provider batch jobs still running (re-run to collect);
+    --accept-errors accepts them); 3 provider batch jobs still running (re-run to collect);
     130 interrupted by Ctrl-C (one line: what was saved and the command that resumes).
 
-    ``--tasks population`` / ``P-...``: population questions per ``--renderings`` (issue 29;
-    clinlib.cli_population.run_population), with the same cache, budget, guard and --batch.
+    ``--tasks population`` / ``P-...``: population questions per ``--renderings``
+    (clinlib.cli.population.run_population), with the same cache, budget, guard and --batch.
     """
     _check_local(profile, backbones_, config)  # a stopped server: one line, not retries
     batch_options = {"poll_interval_s": poll_interval, "max_wait_s": batch_wait}
-    name = _profile(profile)
-    pop = _run(population_tasks, _csv(tasks))
+    name = profile_name(profile)
+    pop = run_stage(population_tasks, csv_list(tasks))
     if pop:
-        return run_population(name, _csv(backbones_), _csv(renderings), pop, limit,
-                              mode="batch" if batch else "live", batch_options=batch_options,
-                              budget=budget, config=config, allow_unapproved=allow_unapproved,
-                              allow_drops=allow_drops)  # fmt: skip
+        return run_population(
+            name,
+            csv_list(backbones_),
+            csv_list(renderings),
+            pop,
+            limit,
+            mode="batch" if batch else "live",
+            batch_options=batch_options,
+            budget=budget,
+            config=config,
+            allow_unapproved=allow_unapproved,
+            allow_drops=accept_errors,
+        )
+    spec = RunSpec(
+        name,
+        strategy_list(strategies_),
+        csv_list(backbones_),
+        csv_list(settings),
+        prep,
+        csv_list(tasks),
+        limit,
+    )
+    options = RunOptions(
+        budget_usd=budget,
+        retry_errors=retry_errors,
+        retry_empty=retry_empty,
+        allow_unapproved=allow_unapproved,
+        config=config,
+        mode="batch" if batch else "live",
+        batch_options=batch_options,
+    )
+    _run_and_report(name, spec, options, accept_errors)
+
+
+def _run_and_report(name: str, spec: RunSpec, options: RunOptions, accept_errors: bool) -> None:
+    """`run`'s evaluation under the profile's writer lock, then its summary and exit status."""
     try:
-        with _writer(name):  # two runs on one profile would ask every question twice
-            summary = _run_cells(
-                name, strategies_, backbones_, settings, prep, budget, retry_errors, retry_empty,
-                allow_unapproved, config, tasks, limit, "batch" if batch else "live", batch_options,
-            )  # fmt: skip
+        with writer_lock(name):  # two runs on one profile would ask every question twice
+            summary = run_stage(pending_as_value(run), spec, options)
     except KeyboardInterrupt as exc:  # one line: saved rows, the cache, the resuming command
         typer.echo(interrupted_line(exc, "clintrace " + shlex.join(sys.argv[1:])), err=True)
         raise typer.Exit(code=130) from None
@@ -182,32 +217,9 @@ def run_cmd(
         typer.echo(f"pending: {summary}", err=True)
         raise typer.Exit(code=3)
     typer.echo(summary.to_string(index=False))
-    _local_note(_csv(backbones_), config)
-    for line in _run(check_run, "run", summary, allow_drops) or []:
+    local_note(list(spec.backbones), options.config)
+    for line in run_stage(check_run, "run", summary, accept_errors) or []:
         typer.echo(line, err=True)
-
-
-def _run_cells(profile, strategies_, backbones_, settings, prep, budget, retry_errors,
-               retry_empty, allow_unapproved, config, tasks, limit, mode, batch_options):  # fmt: skip
-    """`run`'s evaluation call (one-line errors; a pending batch job is returned)."""
-    return _run(
-        _pending_as_value(run),
-        profile,
-        _strategies(strategies_),
-        _csv(backbones_),
-        _csv(settings),
-        prep,
-        budget_usd=budget,
-        retry_errors=retry_errors,
-        retry_empty=retry_empty,
-        allow_unapproved=allow_unapproved,
-        config=config,
-        tasks=_csv(tasks),
-        limit=limit,
-        progress=True,
-        mode=mode,
-        batch_options=batch_options,
-    )
 
 
 def _hints() -> str:
@@ -217,12 +229,13 @@ def _hints() -> str:
 
 def _check_local(profile: str | None, backbones_: str, config: Path | None) -> None:
     """Follow a `serve-local` record and refuse a local backbone nobody serves (one line)."""
-    notes = _run(check_local_reachable, _csv(backbones_), config, _profile(profile), _hints())
+    notes = run_stage(
+        check_local_reachable, csv_list(backbones_), config, profile_name(profile), _hints()
+    )
     for note in notes:
         typer.echo(f"local: {note}")
 
 
-@app.command("serve-local")
 def serve_local_cmd(
     port: Annotated[int, typer.Option(help="TCP port")] = LOCAL_PORT,
     host: Annotated[
@@ -243,17 +256,26 @@ def serve_local_cmd(
 
     Its log and its address (which `run --backbones local-smollm2 --profile P` follows) go
     under data/build/<profile>/local-server/."""
-    server = _run(LocalServer, port=port, host=host, threads=threads, n_ctx=n_ctx,
-                  extra_bufts=extra_bufts, profile=_profile(profile), record=True,
-                  hints=_hints())  # fmt: skip
+    server = run_stage(
+        LocalServer,
+        port=port,
+        host=host,
+        threads=threads,
+        n_ctx=n_ctx,
+        extra_bufts=extra_bufts,
+        profile=profile_name(profile),
+        record=True,
+        hints=_hints(),
+    )
     # SIGTERM (e.g. `kill`) stops the server like Ctrl-C does: the finally below runs.
-    signal.signal(signal.SIGTERM, _interrupt)
-    _run(server.start)
+    signal.signal(signal.SIGTERM, interrupt)
+    run_stage(server.start)
     try:
-        typer.echo(f"local-smollm2 at {server.base_url} (model {server.backbone.model}, "
-                   f"{server.threads} threads, up in {server.start_seconds:.1f}s; "
-                   f"{server.describe_extra_bufts()}; log {server.log_path}); "
-                   "Ctrl-C stops it")  # fmt: skip
+        typer.echo(
+            f"local-smollm2 at {server.base_url} (model {server.backbone.model}, "
+            f"{server.threads} threads, up in {server.start_seconds:.1f}s; "
+            f"{server.describe_extra_bufts()}; log {server.log_path}); Ctrl-C stops it"
+        )
         while (died := server.death_report()) is None:
             time.sleep(0.5)
         typer.secho(f"error: {died}", err=True, fg=typer.colors.RED)
@@ -262,3 +284,11 @@ def serve_local_cmd(
         typer.echo("stopping the local server")
     finally:
         server.stop()
+
+
+def register(app: typer.Typer) -> None:
+    """Add the backbone commands to the ``clintrace`` app."""
+    add_command(app, backbones)
+    add_command(app, estimate)
+    add_command(app, run_cmd, "run")
+    add_command(app, serve_local_cmd, "serve-local")

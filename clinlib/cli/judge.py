@@ -1,6 +1,5 @@
 """``clintrace judge``: judge a profile's answers with any backbone and audit the judge against
-the deterministic scorer (issue 30 §3; MedMemoryBench Appendix D.1 prompts). Registered on the
-app like :mod:`clinlib.cli_endpoints`."""
+the deterministic scorer (MedMemoryBench Appendix D.1 prompts)."""
 
 from __future__ import annotations
 
@@ -9,17 +8,35 @@ from typing import Annotated
 import typer
 
 from clinlib.analysis.judge_audit import judge_audit
-from clinlib.cli_common import ProfileOpt, _csv, _profile, _run, _writer, app
+from clinlib.cli.common import (
+    ProfileOpt,
+    add_command,
+    csv_list,
+    profile_name,
+    run_stage,
+    writer_lock,
+)
 from clinlib.eval.judge import LEXICAL_JUDGE
 from clinlib.eval.judge_run import judge_profile, judge_traps
 from clinlib.eval.synth_calls import MODES, Calls
 from clinlib.tasks.traps.answers import JUDGED_TRAP_TASKS
 
-AUDIT_SHOWN = ["judge_backbone", "task", "n", "n_patients", "agreement", "agree_boot_low",
-               "agree_boot_high", "kappa", "precision", "recall", "f1", "parse_failed"]  # fmt: skip
+AUDIT_SHOWN = [
+    "judge_backbone",
+    "task",
+    "n",
+    "n_patients",
+    "agreement",
+    "agree_boot_low",
+    "agree_boot_high",
+    "kappa",
+    "precision",
+    "recall",
+    "f1",
+    "parse_failed",
+]
 
 
-@app.command("judge")
 def judge_cmd(
     profile: ProfileOpt = None,
     judge: Annotated[
@@ -39,18 +56,22 @@ def judge_cmd(
     print the judge's agreement with the deterministic scorer (kappa, precision / recall / F1
     per task; agreement with its patient-clustered interval). The free-text trap tasks (IG,
     MCD: no deterministic scorer) are judged when named in --tasks; their verdicts are counted."""
-    name = _profile(profile)
-    calls = _run(Calls, name, budget_usd=budget, mode=mode)
-    named = _csv(tasks)
+    name = profile_name(profile)
+    calls = run_stage(Calls, name, budget_usd=budget, mode=mode)
+    named = csv_list(tasks)
     free = [t for t in named or [] if t in JUDGED_TRAP_TASKS]
     scored = [t for t in named or [] if t not in JUDGED_TRAP_TASKS]
-    select = dict(strategies=_csv(strategies), backbones=_csv(backbones),
-                  settings=_csv(settings) or ["post"], limit=limit)  # fmt: skip
-    with _writer(name):
+    select = dict(
+        strategies=csv_list(strategies),
+        backbones=csv_list(backbones),
+        settings=csv_list(settings) or ["post"],
+        limit=limit,
+    )
+    with writer_lock(name):
         if free:
-            _report_free(_run(judge_traps, name, judge, calls=calls, tasks=free, **select))
+            _report_free(run_stage(judge_traps, name, judge, calls=calls, tasks=free, **select))
         if scored or not free:
-            judged, preds, questions, path = _run(
+            judged, preds, questions, path = run_stage(
                 judge_profile, name, judge, calls=calls, tasks=scored or None, **select
             )
     if not (scored or not free):
@@ -58,10 +79,12 @@ def judge_cmd(
     if judged["error"].notna().all():
         typer.secho(f"error: every judge request failed, e.g. {judged['error'].iat[0]}", err=True)
         raise typer.Exit(code=2)
-    audit = _run(judge_audit, judged, preds, questions)
+    audit = run_stage(judge_audit, judged, preds, questions)
     typer.echo(audit[AUDIT_SHOWN].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-    typer.echo(f"{len(judged)} verdicts ({int(judged['parse_failed'].sum())} unparsed, "
-               f"${judged['cost_usd'].sum():.4f}) -> {path}")  # fmt: skip
+    typer.echo(
+        f"{len(judged)} verdicts ({int(judged['parse_failed'].sum())} unparsed, "
+        f"${judged['cost_usd'].sum():.4f}) -> {path}"
+    )
 
 
 def _report_free(judged) -> None:
@@ -71,6 +94,14 @@ def _report_free(judged) -> None:
         raise typer.Exit(code=2)
     for task, g in judged.groupby("task", sort=True):
         ok = g["error"].isna()
-        typer.echo(f"{task}: {len(g)} verdicts, {int((g['verdict'].astype('boolean').fillna(False) & ok).sum())} "
-                   f"judged correct, {int(g['parse_failed'].sum())} unparsed, "
-                   f"{int((~ok).sum())} failed (${g['cost_usd'].sum():.4f})")  # fmt: skip
+        correct = int((g["verdict"].astype("boolean").fillna(False) & ok).sum())
+        typer.echo(
+            f"{task}: {len(g)} verdicts, {correct} judged correct, "
+            f"{int(g['parse_failed'].sum())} unparsed, "
+            f"{int((~ok).sum())} failed (${g['cost_usd'].sum():.4f})"
+        )
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``judge`` to the ``clintrace`` app."""
+    add_command(app, judge_cmd, "judge")

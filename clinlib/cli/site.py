@@ -1,5 +1,5 @@
 """The results site: what ``make reproduce`` produced, as one folder a browser opens from disk
-(``clintrace site``, ``make site``; issue 32 §4).
+(``clintrace site``, ``make site``).
 
 ``data/build/<profile>/site/`` (replaced whole, atomically) holds:
 
@@ -29,9 +29,12 @@ import re
 import shutil
 import time
 from pathlib import Path
+from typing import Annotated
 
 import nbformat
+import typer
 
+from clinlib.cli.common import ProfileOpt, add_command, profile_name, run_stage, writer_lock
 from clinlib.core.config import build_dir, figures_dir, resolve_profile
 from clinlib.core.io import atomic_path
 from clinlib.data.build import read_source_info
@@ -96,16 +99,26 @@ def render_notebook(path: Path) -> tuple[str, int]:
 
 def _page(title: str, body: str, up: str = "") -> str:
     back = f'<p><a href="{up}index.html">&larr; site index</a></p>' if up else ""
-    return (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}"
-            f"</title><style>{STYLE}</style></head><body>{back}{body}</body></html>")  # fmt: skip
+    return (
+        f'<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}'
+        f"</title><style>{STYLE}</style></head><body>{back}{body}</body></html>"
+    )
 
 
 def _summary_table(profile: str) -> str:
     preds = load_predictions(profile)
     if preds.empty:
         return "<p class='note'>No predictions in this profile.</p>"
-    cols = ["strategy", "backbone", "prep_model", "setting", "n_predicted", "accuracy",
-            "accuracy_lenient", "errors"]  # fmt: skip
+    cols = [
+        "strategy",
+        "backbone",
+        "prep_model",
+        "setting",
+        "n_predicted",
+        "accuracy",
+        "accuracy_lenient",
+        "errors",
+    ]
     table = cell_summary(preds)[cols].sort_values(["setting", "backbone", "strategy"])
     return table.to_html(index=False, float_format=lambda x: f"{x:.3f}", border=0)
 
@@ -118,15 +131,19 @@ def _apps(profile: str, tmp: Path, shots: Path) -> list[tuple[str, str, bool]]:
         if shot.is_file():
             shutil.copy2(shot, tmp / "apps" / shot.name)
             when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(shot.stat().st_mtime))
-            body = (f"<h1>{html.escape(title)}</h1><p class='note'>A static snapshot taken {when}, "
-                    "not the app: marimo's interactive export loads its front end from a CDN and "
-                    "cannot run from disk. Run it live with "
-                    f"<code>{APP_COMMANDS[name]} PROFILE={profile}</code>.</p>"
-                    f"<img class='snap' src='{shot.name}' alt='{html.escape(title)}'>")  # fmt: skip
+            body = (
+                f"<h1>{html.escape(title)}</h1><p class='note'>A static snapshot taken {when}, "
+                "not the app: marimo's interactive export loads its front end from a CDN and "
+                "cannot run from disk. Run it live with "
+                f"<code>{APP_COMMANDS[name]} PROFILE={profile}</code>.</p>"
+                f"<img class='snap' src='{shot.name}' alt='{html.escape(title)}'>"
+            )
         else:
-            body = (f"<h1>{html.escape(title)}</h1><p class='note'>No snapshot: none was taken "
-                    f"for profile {profile} ({shot} is missing; <code>make site</code> takes it). "
-                    f"Run it live with <code>{APP_COMMANDS[name]} PROFILE={profile}</code>.</p>")  # fmt: skip
+            body = (
+                f"<h1>{html.escape(title)}</h1><p class='note'>No snapshot: none was taken "
+                f"for profile {profile} ({shot} is missing; <code>make site</code> takes it). "
+                f"Run it live with <code>{APP_COMMANDS[name]} PROFILE={profile}</code>.</p>"
+            )
         (tmp / "apps" / f"{name}.html").write_text(_page(title, body, "../"), encoding="utf-8")
         out.append((name, title, shot.is_file()))
     return out
@@ -173,8 +190,10 @@ def build_site(
     shots = Path(shots_dir) if shots_dir is not None else build_dir(name) / "screenshots"
     executed = sorted(nb_dir.glob("[0-9][0-9]_*.ipynb")) if nb_dir.is_dir() else []
     if not executed:
-        raise SiteError(f"no executed notebooks in {nb_dir}: run `clintrace notebooks --profile "
-                        f"{name}` (or `make reproduce`) first")  # fmt: skip
+        raise SiteError(
+            f"no executed notebooks in {nb_dir}: run `clintrace notebooks --profile "
+            f"{name}` (or `make reproduce`) first"
+        )
     with atomic_path(out) as tmp:
         tmp.mkdir(parents=True)
         (tmp / "notebooks").mkdir()
@@ -187,15 +206,22 @@ def build_site(
         apps = _apps(name, tmp, shots)
         index = _index(name, rendered, figures, apps)
         (tmp / "index.html").write_text(index, encoding="utf-8")
-    return {"site": out, "notebooks": rendered, "figures": len(figures),
-            "apps": [(a, ok) for a, _, ok in apps]}  # fmt: skip
+    return {
+        "site": out,
+        "notebooks": rendered,
+        "figures": len(figures),
+        "apps": [(a, ok) for a, _, ok in apps],
+    }
 
 
 def _index(profile: str, rendered: list, figures: list[str], apps: list) -> str:
     source = read_source_info(profile)
     kind = source.get("kind", "unknown")
-    data_note = ("a synthetic MIMIC-IV-shaped dataset (not MIMIC)" if kind == "synthetic"
-                 else f"data source: {html.escape(str(kind))}")  # fmt: skip
+    data_note = (
+        "a synthetic MIMIC-IV-shaped dataset (not MIMIC)"
+        if kind == "synthetic"
+        else f"data source: {html.escape(str(kind))}"
+    )
     rows = "".join(
         f"<tr><td><a href='notebooks/{n}.html'>{n}</a></td>"
         f"<td class='{'fail' if e else ''}'>{'ok' if not e else f'{e} error output(s)'}</td></tr>"
@@ -217,3 +243,28 @@ def _index(profile: str, rendered: list, figures: list[str], apps: list) -> str:
         f"<h2>Accuracy per cell</h2>{_summary_table(profile)}"
     )
     return _page(f"ClinTrace Kit · {profile}", body)
+
+
+def site(
+    profile: ProfileOpt = None,
+    out: Annotated[
+        Path | None, typer.Option(help="site folder (default data/build/<p>/site)")
+    ] = None,
+) -> None:
+    """Render the executed notebooks, figures, app snapshots and an index into one offline
+    folder."""
+    name = profile_name(profile)
+    with writer_lock(name):
+        result = run_stage(build_site, name, out=out)
+    failed = [n for n, e in result["notebooks"] if e]
+    typer.echo(
+        f"site -> {result['site']}/index.html: {len(result['notebooks'])} notebooks"
+        f"{f' ({len(failed)} with errors: {failed})' if failed else ''}, "
+        f"{result['figures']} figure files, app snapshots "
+        f"{[a for a, ok in result['apps'] if ok] or 'none'}"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``site`` to the ``clintrace`` app."""
+    add_command(app, site, "site")

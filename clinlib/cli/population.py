@@ -1,6 +1,7 @@
-"""``clintrace population``: the PopMedQA-style population stage (issue 29): questions over
-groups of patients in three renderings, gated by their solvers, plus the verbosity table
-(PopMedQA App. B). Registered on the app like :mod:`clinlib.cli_endpoints`."""
+"""``clintrace population`` and its aliases: the PopMedQA-style population stage, questions
+over groups of patients in three renderings, gated by their solvers, plus the verbosity table
+(PopMedQA App. B); ``run`` and ``estimate`` hand population tasks to :func:`run_population`
+and :func:`estimate_population_cmd`."""
 
 from __future__ import annotations
 
@@ -11,18 +12,18 @@ from typing import Annotated
 import typer
 
 from clinlib.analysis.population import BIN_MODEL, verbosity, verbosity_table
-from clinlib.cli_common import (
+from clinlib.cli.common import (
     ConfigOpt,
     ProfileOpt,
     SeedOpt,
-    _csv,
-    _fail,
-    _local_note,
-    _pending_as_value,
-    _profile,
-    _run,
-    _writer,
-    app,
+    add_command,
+    csv_list,
+    fail,
+    local_note,
+    pending_as_value,
+    profile_name,
+    run_stage,
+    writer_lock,
 )
 from clinlib.core.config import build_dir
 from clinlib.eval.population import (
@@ -39,7 +40,6 @@ from clinlib.tasks.population.build import QUESTIONS_FILE, build_population
 from clinlib.tasks.population.spec import SpecError
 
 
-@app.command("population")
 def population(
     profile: ProfileOpt = None,
     seed: SeedOpt = None,
@@ -52,12 +52,19 @@ def population(
 ) -> None:
     """Write population_questions.parquet and population_gates.parquet (PopMedQA tasks)."""
     t0 = time.perf_counter()
-    name = _profile(profile)
-    bin_list = _run(lambda: [int(b) for b in _csv(bins)]) if bins else None
-    with _writer(name):
-        df, gates = _run(build_population, name, count=lambda s: count_tokens(s, BIN_MODEL),
-                         specs=specs, seed=seed or 0, per_cell=per_cell, bins=bin_list,
-                         tasks=_csv(tasks))  # fmt: skip
+    name = profile_name(profile)
+    bin_list = run_stage(lambda: [int(b) for b in csv_list(bins)]) if bins else None
+    with writer_lock(name):
+        df, gates = run_stage(
+            build_population,
+            name,
+            count=lambda s: count_tokens(s, BIN_MODEL),
+            specs=specs,
+            seed=seed or 0,
+            per_cell=per_cell,
+            bins=bin_list,
+            tasks=csv_list(tasks),
+        )
     n_q = df["qid"].nunique()
     typer.echo(f"population: {n_q} questions x 3 renderings ({time.perf_counter() - t0:.1f}s)")
     for r in gates[gates["gate"] == "shortfall"].itertuples():
@@ -68,71 +75,104 @@ def population(
 
 RenderingsOpt = Annotated[
     str | None,
-    typer.Option(help="population tasks: renderings to ask (descriptions,codes,codebook; "
-                 "default: all three)"),
-]  # fmt: skip
+    typer.Option(
+        help="population tasks: renderings to ask (descriptions,codes,codebook; default: all three)"
+    ),
+]
 PopTokensOpt = Annotated[
     int,
-    typer.Option("--population-tokens",
-                 help="population tasks: also price a set of prompts of this many input tokens "
-                 "(the seed's bins: 64000, 128000, 256000)"),
-]  # fmt: skip
+    typer.Option(
+        "--population-tokens",
+        help="population tasks: also price a set of prompts of this many input tokens "
+        "(the seed's bins: 64000, 128000, 256000)",
+    ),
+]
 PopQuestionsOpt = Annotated[
     int | None,
-    typer.Option("--population-questions",
-                 help="questions in that set (default: the built set's, else 100)"),
-]  # fmt: skip
+    typer.Option(
+        "--population-questions", help="questions in that set (default: the built set's, else 100)"
+    ),
+]
 MAX_ERROR_SHARE = 0.2  # as `run`: more than this share of errors fails the command
 
 
-def run_population(name: str, backbones: list[str], renderings: list[str] | None,
-                   tasks: list[str] | None, limit: int | None, *, mode: str = "live",
-                   batch_options: dict | None = None, budget: float | None = None,
-                   config: Path | None = None, allow_unapproved: bool = False,
-                   allow_drops: bool = False) -> None:  # fmt: skip
+def run_population(
+    name: str,
+    backbones: list[str],
+    renderings: list[str] | None,
+    tasks: list[str] | None,
+    limit: int | None,
+    *,
+    mode: str = "live",
+    batch_options: dict | None = None,
+    budget: float | None = None,
+    config: Path | None = None,
+    allow_unapproved: bool = False,
+    allow_drops: bool = False,
+) -> None:
     """`run --tasks P-...` and its alias `population-run`: answer, print, judge the exit."""
-    with _writer(name):
-        new = _run(_pending_as_value(answer_population), name, backbones, renderings=renderings,
-                   tasks=tasks, limit=limit, mode=mode, batch_options=batch_options,
-                   budget_usd=budget, config=config, allow_unapproved=allow_unapproved)  # fmt: skip
+    with writer_lock(name):
+        new = run_stage(
+            pending_as_value(answer_population),
+            name,
+            backbones,
+            renderings=renderings,
+            tasks=tasks,
+            limit=limit,
+            mode=mode,
+            batch_options=batch_options,
+            budget_usd=budget,
+            config=config,
+            allow_unapproved=allow_unapproved,
+        )
     if isinstance(new, BatchPending):  # the finished backbones' rows are saved; rerun collects
         typer.echo(f"pending: {new}", err=True)
         raise typer.Exit(code=3)
     table = new.groupby(["backbone", "rendering"]).agg(
-        rows=("qid", "size"), errors=("error", lambda e: int(e.notna().sum())),
-        parse_failed=("parse_failed", "mean"), score=("score", "mean"))  # fmt: skip
+        rows=("qid", "size"),
+        errors=("error", lambda e: int(e.notna().sum())),
+        parse_failed=("parse_failed", "mean"),
+        score=("score", "mean"),
+    )
     typer.echo(table.to_string(float_format=lambda x: f"{x:.3f}"))
     share = float(new["error"].notna().mean())
     if share == 1.0 or (share > MAX_ERROR_SHARE and not allow_drops):
-        typer.secho(f"error: {share:.0%} of {len(new)} population requests failed "
-                    f"(first: {new['error'].dropna().iloc[0]}); --allow-drops accepts them",
-                    err=True)  # fmt: skip
+        typer.secho(
+            f"error: {share:.0%} of {len(new)} population requests failed "
+            f"(first: {new['error'].dropna().iloc[0]}); --accept-errors accepts them",
+            err=True,
+        )
         raise typer.Exit(code=2)
-    _local_note(backbones, config)
+    local_note(backbones, config)
 
 
-def estimate_population_cmd(name: str, backbones: list[str], renderings: list[str] | None,
-                            tasks: list[str] | None, limit: int | None, config: Path | None,
-                            questions: int | None, tokens: int) -> None:  # fmt: skip
+def estimate_population_cmd(
+    name: str,
+    backbones: list[str],
+    renderings: list[str] | None,
+    tasks: list[str] | None,
+    limit: int | None,
+    config: Path | None,
+    questions: int | None,
+    tokens: int,
+) -> None:
     """`estimate --tasks P-...` and its alias `population-estimate`: the built set per
     (backbone, rendering, bin), then a set of ``questions`` prompts of ``tokens`` tokens."""
     if (build_dir(name) / QUESTIONS_FILE).exists():
-        table = _run(estimate_population, name, backbones, renderings, tasks, limit, config)
+        table = run_stage(estimate_population, name, backbones, renderings, tasks, limit, config)
         typer.echo(f"population set of profile {name} (exact prompt tokens):")
         typer.echo(table.to_string(index=False))
-        n_built = int(_run(
-            select_population, name, renderings, tasks, limit)["qid"].nunique())  # fmt: skip
+        n_built = int(run_stage(select_population, name, renderings, tasks, limit)["qid"].nunique())
     else:
         typer.echo(f"profile {name} has no population set yet (clintrace population)")
         n_built = 0
     n = questions or n_built or 100
-    price = _run(price_population, backbones, n, tokens, config=config)
+    price = run_stage(price_population, backbones, n, tokens, config=config)
     typer.echo(f"a set of {n} population questions of {tokens:,} input tokens each (upper bound):")
     typer.echo(price.to_string(index=False))
-    _local_note(backbones, config)
+    local_note(backbones, config)
 
 
-@app.command("population-run")
 def population_run(
     profile: ProfileOpt = None,
     backbones: Annotated[
@@ -150,11 +190,18 @@ def population_run(
 ) -> None:
     """Alias of `run --tasks population`: answer population questions with any backbone
     -> population_predictions.parquet."""
-    run_population(_profile(profile), _csv(backbones), _csv(renderings), _csv(tasks), limit,
-                   mode="batch" if batch else "live", budget=budget, config=config)  # fmt: skip
+    run_population(
+        profile_name(profile),
+        csv_list(backbones),
+        csv_list(renderings),
+        csv_list(tasks),
+        limit,
+        mode="batch" if batch else "live",
+        budget=budget,
+        config=config,
+    )
 
 
-@app.command("population-estimate")
 def population_estimate(
     profile: ProfileOpt = None,
     backbones: Annotated[str, typer.Option(help="comma-separated backbones")] = "gpt-4o-mini",
@@ -166,11 +213,18 @@ def population_estimate(
 ) -> None:
     """Alias of `estimate --tasks population`: price population questions per backbone before
     anything is sent."""
-    estimate_population_cmd(_profile(profile), _csv(backbones), _csv(renderings), _csv(tasks),
-                            None, config, questions, tokens)  # fmt: skip
+    estimate_population_cmd(
+        profile_name(profile),
+        csv_list(backbones),
+        csv_list(renderings),
+        csv_list(tasks),
+        None,
+        config,
+        questions,
+        tokens,
+    )
 
 
-@app.command("population-spec")
 def population_spec(
     sentence: Annotated[str, typer.Argument(help="the question idea and its cohorts, in words")],
     task: Annotated[str, typer.Option(help="the P-... task it is for")],
@@ -181,8 +235,16 @@ def population_spec(
     """neopatient's optional first step: a sentence -> one validated [[task]] spec, written
     atomically; a reply that does not validate exits 2 with one line and writes nothing."""
     try:
-        text, spec = sentence_to_spec(sentence, task, _run(get_backbone, backbone, config))
+        text, spec = sentence_to_spec(sentence, task, run_stage(get_backbone, backbone, config))
     except SpecError as exc:  # a TOML error can span lines: one line, always
-        _fail(SpecError(" ".join(str(exc).split())))
-    _run(write_spec, text, out)
+        fail(SpecError(" ".join(str(exc).split())))
+    run_stage(write_spec, text, out)
     typer.echo(f"spec {spec.name} ({spec.task}, {len(spec.cohorts)} cohorts) -> {out}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``population`` and its run / estimate / spec commands to the ``clintrace`` app."""
+    add_command(app, population, "population")
+    add_command(app, population_run, "population-run")
+    add_command(app, population_estimate, "population-estimate")
+    add_command(app, population_spec, "population-spec")

@@ -30,8 +30,14 @@ REQUIRED_ARTIFACTS: tuple[str, ...] = ("cohort", "events", "dialogues", "questio
 # its own setting values (stream@t, mixed...) and the pipeline's post rows of paper
 # strategies, which no notebook changes, and its rows are hidden from the others
 # (load_predictions returns post / pre unless all_settings=True), so it has no constraint.
-_READ_BEFORE_ABLATIONS = ("04_run_evaluation", "06_t3_injection_probe", "07_sp1_aggregation_tax",
-                          "08_sp2_backbone_profiles", "09_sp3_abstention", "10_pareto_cost")  # fmt: skip
+_READ_BEFORE_ABLATIONS = (
+    "04_run_evaluation",
+    "06_t3_injection_probe",
+    "07_sp1_aggregation_tax",
+    "08_sp2_backbone_profiles",
+    "09_sp3_abstention",
+    "10_pareto_cost",
+)
 AFTER: dict[str, tuple[str, ...]] = {
     # 04, 06 and 11 answer the same local-model slice (local_slice) when the local extra is
     # installed: one model server on one port and one slice folder, so one at a time.
@@ -55,8 +61,9 @@ def check_built(profile: str) -> None:
     is stale, no predictions), instead of failing every notebook."""
     redo = f"run `clintrace pipeline --profile {profile}` first"
     if not build_dir(profile).is_dir():
-        raise FileNotFoundError(f"profile {profile!r} was never built ({build_dir(profile)}); "
-                                f"{redo}")  # fmt: skip
+        raise FileNotFoundError(
+            f"profile {profile!r} was never built ({build_dir(profile)}); {redo}"
+        )
     for artifact in REQUIRED_ARTIFACTS:
         path = artifact_path(f"{artifact}.parquet", profile)
         if not path.exists():
@@ -132,8 +139,9 @@ def execute_all(
     pending, finished, running, results = schedule(list(paths)), set(), {}, {}
     with ThreadPoolExecutor(workers) as pool:
         while pending or running:
-            ready = [n for n in pending
-                     if all(d in finished or d not in paths for d in AFTER.get(n, ()))]  # fmt: skip
+            ready = [
+                n for n in pending if all(d in finished or d not in paths for d in AFTER.get(n, ()))
+            ]
             if not ready and not running:
                 raise RuntimeError(f"notebooks {pending} wait for each other (see AFTER)")
             for name in ready[: workers - len(running)]:

@@ -3,7 +3,7 @@ interval beside the patient-clustered ones, the patient-level test beside McNema
 effect per task and the MDE it implies (Table 7 at the effective sample size), the gap between
 two strategies with both intervals, and which significance verdicts survive clustering.
 
-The statistics are :mod:`clinlib.analysis.cluster_stats` (how questions are clustered, T6
+The statistics are :mod:`clinlib.analysis.stats.cluster` (how questions are clustered, T6
 included, is documented there); this module only applies them per cell and words the verdicts.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 import pandas as pd
 
-from clinlib.analysis.cluster_stats import (
+from clinlib.analysis.stats.cluster import (
     CLUSTER_COLUMN,
     cluster_bootstrap_ci,
     cluster_robust_ci,
@@ -22,13 +22,13 @@ from clinlib.analysis.cluster_stats import (
     design_effect,
     paired_cluster_bootstrap,
 )
-from clinlib.analysis.stats import (
+from clinlib.analysis.stats.question import (
     StatsInputError,
-    _as_bool_array,
-    _paired_correct,
+    as_bool_array,
     holm_bonferroni,
     minimum_detectable_effect,
     paired_bootstrap_diff,
+    paired_correct,
     pairwise_mcnemar,
     wilson_ci,
 )
@@ -65,7 +65,7 @@ def clustered_accuracy(
         raise StatsInputError("clustered_accuracy: frame is empty")
     rows = []
     for keys, grp in frame.groupby(by, sort=True, dropna=False):
-        y = _as_bool_array(grp[correct_col], correct_col).astype(float)
+        y = as_bool_array(grp[correct_col], correct_col).astype(float)
         cl = grp[cluster_col].to_numpy()
         boot = cluster_bootstrap_ci(y, cl, n_boot, alpha, seed)
         cr = cluster_robust_ci(y, cl, alpha)
@@ -73,10 +73,19 @@ def clustered_accuracy(
         w_lo, w_hi = wilson_ci(float(y.sum()), float(y.size), alpha)
         row = dict(zip(by, keys if isinstance(keys, tuple) else (keys,), strict=True))
         row.update(
-            n=boot.n, n_clusters=boot.n_clusters, accuracy=boot.estimate,
-            wilson_low=w_lo, wilson_high=w_hi, boot_low=boot.low, boot_high=boot.high,
-            cr_low=cr.low, cr_high=cr.high, icc=de.icc, deff=de.deff, deff_icc=de.deff_icc,
-        )  # fmt: skip
+            n=boot.n,
+            n_clusters=boot.n_clusters,
+            accuracy=boot.estimate,
+            wilson_low=w_lo,
+            wilson_high=w_hi,
+            boot_low=boot.low,
+            boot_high=boot.high,
+            cr_low=cr.low,
+            cr_high=cr.high,
+            icc=de.icc,
+            deff=de.deff,
+            deff_icc=de.deff_icc,
+        )
         rows.append(row)
     out = pd.DataFrame(rows)
     out["half_wilson_pp"] = 50 * (out["wilson_high"] - out["wilson_low"])
@@ -124,9 +133,10 @@ def pairwise_clustered(
         raise StatsInputError(
             f"pairwise_clustered: frame lacks column {cluster_col!r}; add it with with_clusters"
         )
-    out = pairwise_mcnemar(frame, cell=cell, pairs=pairs, key=key, correct_col=correct_col,
-                           alpha=alpha)  # fmt: skip
-    wide = _paired_correct(frame, cell, key, correct_col)
+    out = pairwise_mcnemar(
+        frame, cell=cell, pairs=pairs, key=key, correct_col=correct_col, alpha=alpha
+    )
+    wide = paired_correct(frame, cell, key, correct_col)
     clusters = _key_clusters(frame, key, cluster_col).reindex(wide.index)
     lookup = {c if isinstance(c, tuple) else (c,): c for c in wide.columns}
     extra = []
@@ -139,11 +149,16 @@ def pairwise_clustered(
         cl = clusters.loc[both.index].to_numpy()
         flip = cluster_sign_flip_test(a, b, cl, n_perm=n_perm, seed=seed)
         ci = paired_cluster_bootstrap(a, b, cl, n_boot=n_boot, alpha=alpha, seed=seed)
-        extra.append({
-            "n_clusters": ci.n_clusters, "clusters_discordant": flip.n_nonzero,
-            "diff_low": ci.low, "diff_high": ci.high, "p_cluster": flip.p_value,
-            "cluster_method": flip.method,
-        })  # fmt: skip
+        extra.append(
+            {
+                "n_clusters": ci.n_clusters,
+                "clusters_discordant": flip.n_nonzero,
+                "diff_low": ci.low,
+                "diff_high": ci.high,
+                "p_cluster": flip.p_value,
+                "cluster_method": flip.method,
+            }
+        )
     out = pd.concat([out, pd.DataFrame(extra, index=out.index)], axis=1)
     holm = holm_bonferroni(out["p_cluster"].to_numpy(), alpha=alpha)
     out["p_cluster_adj"] = holm["p_adj"].to_numpy()
@@ -190,11 +205,15 @@ def task_design_effects(task_cells: pd.DataFrame) -> pd.DataFrame:
     if not need <= set(task_cells.columns):
         raise StatsInputError(f"task_design_effects: needs columns {sorted(need)}")
     g = task_cells.groupby("task", sort=True)
-    out = pd.DataFrame({
-        "n_cells": g["deff"].count(), "deff_median": g["deff"].median(),
-        "deff_min": g["deff"].min(), "deff_max": g["deff"].max(),
-        "icc_median": g["icc"].median(),
-    })  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "n_cells": g["deff"].count(),
+            "deff_median": g["deff"].median(),
+            "deff_min": g["deff"].min(),
+            "deff_max": g["deff"].max(),
+            "icc_median": g["icc"].median(),
+        }
+    )
     return out.reset_index()
 
 
@@ -218,17 +237,27 @@ def paired_gap(
     """
     rows = []
     for value, sub in frame.groupby(by, sort=True):
-        test = pairwise_clustered(sub, pairs=[(a, b)], cluster_col=cluster_col, alpha=alpha,
-                                  n_boot=n_boot, seed=seed).iloc[0]  # fmt: skip
-        wide = _paired_correct(sub, ["strategy"], ["qid"], "correct")[[a, b]].dropna()
-        q = paired_bootstrap_diff(wide[a].astype(float), wide[b].astype(float),
-                                  n_boot=n_boot, alpha=alpha, seed=seed)  # fmt: skip
-        rows.append({
-            by: value, "n": int(test["n"]), "n_clusters": int(test["n_clusters"]),
-            "gap_pp": 100 * test["diff"], "q_low_pp": 100 * q.low, "q_high_pp": 100 * q.high,
-            "c_low_pp": 100 * test["diff_low"], "c_high_pp": 100 * test["diff_high"],
-            "p_mcnemar": test["p_value"], "p_cluster": test["p_cluster"],
-        })  # fmt: skip
+        test = pairwise_clustered(
+            sub, pairs=[(a, b)], cluster_col=cluster_col, alpha=alpha, n_boot=n_boot, seed=seed
+        ).iloc[0]
+        wide = paired_correct(sub, ["strategy"], ["qid"], "correct")[[a, b]].dropna()
+        q = paired_bootstrap_diff(
+            wide[a].astype(float), wide[b].astype(float), n_boot=n_boot, alpha=alpha, seed=seed
+        )
+        rows.append(
+            {
+                by: value,
+                "n": int(test["n"]),
+                "n_clusters": int(test["n_clusters"]),
+                "gap_pp": 100 * test["diff"],
+                "q_low_pp": 100 * q.low,
+                "q_high_pp": 100 * q.high,
+                "c_low_pp": 100 * test["diff_low"],
+                "c_high_pp": 100 * test["diff_high"],
+                "p_mcnemar": test["p_value"],
+                "p_cluster": test["p_cluster"],
+            }
+        )
     out = pd.DataFrame(rows)
     out["half_q_pp"] = (out["q_high_pp"] - out["q_low_pp"]) / 2
     out["half_c_pp"] = (out["c_high_pp"] - out["c_low_pp"]) / 2
