@@ -18,7 +18,7 @@ OpenAI-compatible server, beside a bare ``openai`` loop and inspect_ai (paper §
    on its first attempt until the client's timeout (default 5 s; the retry answers it), sent
    two ways through the same :class:`~clinlib.llm.client.LLMClient`: batch-gather (batches
    of 32, each gathered whole before the next starts: the harness before issue 24) and the
-   harness's pool (:func:`clinlib.eval.pool.run_pool`). Reported: wall time and the server's
+   harness's pool (:func:`clinlib.eval.harness.pool.run_pool`). Reported: wall time and the server's
    idle share (the time no request that is not hung was being answered; the server runs in
    this process's thread here, which adds the same overhead to both ways).
 
@@ -48,8 +48,8 @@ from typing import Any
 import pandas as pd
 
 from clinlib.core.config import BUILD_DIR
-from clinlib.eval.pool import run_pool
-from clinlib.eval.session import pool_slots
+from clinlib.eval.harness.pool import run_pool
+from clinlib.eval.harness.session import pool_slots
 from clinlib.llm.chat import ChatRequest
 from clinlib.llm.client import LLMClient
 from clinlib.llm.testserver import FaultServer, last_user_text

@@ -1,7 +1,7 @@
 """``python -m bench.prefix_share``: the share of the kit's prompt tokens a prefix cache can
 reuse (issue 32 §5, README "Beyond one machine": self-hosted vLLM's automatic prefix caching
 behind the OpenAI-compatible entry), per strategy, in the kit's record-first order and with
-the question first (:mod:`clinlib.eval.prefix_share`: vLLM's 16-token blocks, a cache that
+the question first (:mod:`clinlib.eval.interop.prefix_share`: vLLM's 16-token blocks, a cache that
 never evicts, the kit's tokenizer).
 
 Usage: ``python -m bench.prefix_share [--profile quick] [--strategies a,b] [--setting post]``
@@ -16,7 +16,7 @@ import time
 import pandas as pd
 
 from clinlib.core.config import resolve_profile
-from clinlib.eval.prefix_share import VLLM_BLOCK, profile_prefix_share
+from clinlib.eval.interop.prefix_share import VLLM_BLOCK, profile_prefix_share
 
 DEFAULT = "full-context,dense-retrieval,structured-timeline,mem0,no-context-blind"
 

@@ -89,14 +89,14 @@ SEEDS: tuple[Seed, ...] = (
          '                found.add("yes" if _negated(norm, m.start(), window=8) else "no")',
          tests=("tests/tasks/test_parser_cases.py",)),
     Seed("pending_cost_done_keys", "the pending cost of an interrupted run summed over done keys",
-         "clinlib/eval/estimate.py",
+         "clinlib/eval/harness/estimate.py",
          "sum(i for i, p in zip(n_in, pending, strict=True) if p),\n"
          "            sum(m for m, p in zip(n_max, pending, strict=True) if p),",
          "sum(i for i, p in zip(n_in, pending, strict=True) if not p),\n"
          "            sum(m for m, p in zip(n_max, pending, strict=True) if not p),",
          tests=("tests/eval/test_budget_boundaries.py",)),
     Seed("budget_searchsorted_side", "the budget's `searchsorted` side",
-         "clinlib/eval/session.py",
+         "clinlib/eval/harness/session.py",
          'self.budget_usd - spent, side="right"', 'self.budget_usd - spent, side="left"',
          tests=("tests/eval/test_budget_boundaries.py",)),
     Seed("l1_raw_labevents_removed", "gate L1's raw-labevents branch removed",

@@ -94,24 +94,24 @@ _API: dict[str, tuple[str, str | None]] = {
     "dialogue_viewer": ("clinlib.dialogue.viewer", None),  # 02, apps/dialogue_viewer
     "corpus_shape": ("clinlib.analysis.corpus_shape", None),  # 02
     # dialogues and questions written by a backbone, verified (Fig. 2 stages 3-4): 02, 03
-    "rewrite_corpus": ("clinlib.eval.rewrite_dialogues", "rewrite_corpus"),  # 02
-    "rewrite_dialogues": ("clinlib.eval.rewrite_dialogues", "rewrite_dialogues"),
-    "estimate_rewrite": ("clinlib.eval.rewrite_dialogues", "estimate_rewrite"),
+    "rewrite_corpus": ("clinlib.eval.synthesis.rewrite", "rewrite_corpus"),  # 02
+    "rewrite_dialogues": ("clinlib.eval.synthesis.rewrite", "rewrite_dialogues"),
+    "estimate_rewrite": ("clinlib.eval.synthesis.rewrite", "estimate_rewrite"),
     "rewrite_report": ("clinlib.dialogue.rewrite_report", None),  # 02
     "visit_draft": ("clinlib.dialogue.rewrite", "visit_draft"),  # 02
-    "paraphrase_questions": ("clinlib.eval.paraphrase_run", "paraphrase_questions"),  # 03
-    "estimate_paraphrase": ("clinlib.eval.paraphrase_run", "estimate_paraphrase"),
-    "paraphrase_frame": ("clinlib.eval.paraphrase_run", "paraphrase_frame"),  # 03
-    "answer_in_memory": ("clinlib.eval.paraphrase_run", "answer_in_memory"),  # 03
+    "paraphrase_questions": ("clinlib.eval.synthesis.paraphrase", "paraphrase_questions"),  # 03
+    "estimate_paraphrase": ("clinlib.eval.synthesis.paraphrase", "estimate_paraphrase"),
+    "paraphrase_frame": ("clinlib.eval.synthesis.paraphrase", "paraphrase_frame"),  # 03
+    "answer_in_memory": ("clinlib.eval.synthesis.paraphrase", "answer_in_memory"),  # 03
     "paraphrase_checks": ("clinlib.tasks.paraphrase", None),  # 03
     "question_gates": ("clinlib.tasks.gates", None),  # 03: L3 on a reworded set
     "paraphrase_robustness": ("clinlib.analysis.paraphrase_robustness", None),  # 03
     "task_report": ("clinlib.tasks.report", None),  # 03
     "l5_audit": ("clinlib.tasks.audit", None),  # 03, `clintrace audit`
-    "runner": ("clinlib.eval.runner", None),  # 04, 06-11, 13
+    "runner": ("clinlib.eval.harness.runner", None),  # 04, 06-11, 13
     # a run named by records: what (RunSpec) and how (RunOptions), `runner.run(spec, options)`
-    "RunSpec": ("clinlib.eval.records", "RunSpec"),
-    "RunOptions": ("clinlib.eval.records", "RunOptions"),
+    "RunSpec": ("clinlib.eval.harness.records", "RunSpec"),
+    "RunOptions": ("clinlib.eval.harness.records", "RunOptions"),
     # 07-10, 16: the offline readers' predictions, run if missing, and their views
     "offline_predictions": ("clinlib.analysis.offline_run", "offline_predictions"),
     "strategy_views": ("clinlib.strategies.views", None),  # 05
@@ -135,25 +135,28 @@ _API: dict[str, tuple[str, str | None]] = {
     "decisions": ("clinlib.analysis.decisions", None),  # 15: T11, Lab-F, tau by items
     "long_cohort": ("clinlib.data.long_cohort", None),  # 15: LongMedBench's cohort rule
     "population": ("clinlib.analysis.population", None),  # 17
-    "population_eval": ("clinlib.eval.population", None),  # 17
+    "population_eval": ("clinlib.eval.population.answer", None),  # 17
     "traps": ("clinlib.tasks.traps.stage", None),  # 18: trap facts and the six query types
-    "trap_eval": ("clinlib.eval.traps", None),  # 18: trap questions asked, reference reader
+    "trap_eval": (
+        "clinlib.eval.traps.questions",
+        None,
+    ),  # 18: trap questions asked, reference reader
     "safety": ("clinlib.analysis.safety", None),  # 18: safe rate, retention, Table 14
     "trap_dialogue": ("clinlib.tasks.traps.facts", "trap_dialogue"),  # 18
-    "ask_traps": ("clinlib.eval.trap_ask", "ask_traps"),  # trap questions to any backbone
+    "ask_traps": ("clinlib.eval.traps.ask", "ask_traps"),  # trap questions to any backbone
     # a real local model, offline (README "A local model"): 04, 06, 11
     "serve_local": ("clinlib.llm.local_server", "serve_local"),
     "local_available": ("clinlib.llm.local_server", "local_available"),
-    "slice_profile": ("clinlib.eval.slices", "slice_profile"),
-    "smallest_patients": ("clinlib.eval.slices", "smallest_patients"),
-    "local_slice": ("clinlib.eval.slices", "local_slice"),
+    "slice_profile": ("clinlib.eval.harness.slices", "slice_profile"),
+    "smallest_patients": ("clinlib.eval.harness.slices", "smallest_patients"),
+    "local_slice": ("clinlib.eval.harness.slices", "local_slice"),
     # issue 30 §3-§4: the judge, its audit against deterministic gold, core memory (05, 18)
-    "judge_predictions": ("clinlib.eval.judge", "judge_predictions"),
+    "judge_predictions": ("clinlib.eval.judge.scoring", "judge_predictions"),
     "judge_audit": ("clinlib.analysis.judge_audit", "judge_audit"),
     "overlap_scores": ("clinlib.analysis.judge_audit", "overlap_scores"),
     "core_memory": ("clinlib.strategies.core_memory", None),
     # issue 30 §3: the stored free-text trap answers (IG, MCD) judged (18)
-    "judge_traps": ("clinlib.eval.judge_run", "judge_traps"),
+    "judge_traps": ("clinlib.eval.judge.run", "judge_traps"),
 }
 
 __all__ = sorted(_API)

@@ -19,7 +19,7 @@ import pytest
 from bench import apps_browser as apps
 from clinlib.core.config import BUILD_DIR
 from clinlib.core.pages import OUTPUT_BUDGET_BYTES, PAGE_SIZE
-from clinlib.eval import runner
+from clinlib.eval.harness import runner
 
 REQUIRE_ENV = "CLINTRACE_REQUIRE_BROWSER"
 WHY = apps.browser_missing()

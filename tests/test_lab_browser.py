@@ -21,7 +21,7 @@ import pytest
 from bench import lab_browser as lab
 from bench.apps_browser import browser_missing
 from clinlib.core.config import BUILD_DIR
-from clinlib.eval import runner
+from clinlib.eval.harness import runner
 
 REQUIRE_ENV = "CLINTRACE_REQUIRE_BROWSER"
 WHY = browser_missing()

@@ -14,7 +14,8 @@ README_MAX_LINES = 250
 
 # Paths the kit creates rather than ships: each must be git-ignored by the pattern named,
 # and a path under it is not looked up on disk (a clean clone has none of it).
-GENERATED = {".venv": ".venv/", "data/build": "data/build/", "figures": "figures/*/"}
+# data/build without a slash: a worktree links it to a shared build, and a link is not a folder
+GENERATED = {".venv": ".venv/", "data/build": "data/build", "figures": "figures/*/"}
 # the stage packages, which the notebook map names relative to clinlib/ ("dialogue/stats.py")
 STAGES = ("core", "data", "dialogue", "tasks", "strategies", "llm", "eval", "analysis")
 PLACEHOLDER = re.compile(r"[<>*{}]|NN|\.\.\.|…")

@@ -2,7 +2,7 @@
 
 An ablation is a strategy label with one parameter changed (``dense-retrieval(k=3)``,
 ``llm-summary(budget_tokens=1000)``), a different T3 setting, or a different prep model. The
-harness keys predictions by label (:func:`clinlib.eval.runner.run`), and the construction cache keys
+harness keys predictions by label (:func:`clinlib.eval.harness.runner.run`), and the construction cache keys
 artifacts by the construction parameters only, so a K sweep re-uses the K=5 embeddings and
 builds nothing, while a summary-budget change rebuilds only the summaries.
 

@@ -4,7 +4,7 @@ judge against human labels with agreement, Cohen's κ, precision, recall and F1)
 
 The kit has what the seed lacked: questions whose correctness a deterministic scorer decides
 (T1–T9's parsers; the trap S / O types). :func:`judge_audit` sets a judge's verdicts
-(:func:`clinlib.eval.judge.judge_predictions`) against that scorer's ``correct`` per task and
+(:func:`clinlib.eval.judge.scoring.judge_predictions`) against that scorer's ``correct`` per task and
 judge backbone, so a reader knows how far to trust the judge where no gold exists. The
 deterministic scorer is the reference ("truth"), the judge the rater; "positive" = correct.
 
@@ -22,7 +22,7 @@ import pandas as pd
 
 from clinlib.analysis.stats.cluster import CLUSTER_COLUMN, cluster_bootstrap_ci, with_clusters
 from clinlib.analysis.stats.question import wilson_ci
-from clinlib.eval.judge import KEY_COLUMNS, gold_text_of
+from clinlib.eval.judge.scoring import KEY_COLUMNS, gold_text_of
 from clinlib.tasks.answers.overlap import rouge_l, token_f1
 
 AUDIT_COLUMNS: tuple[str, ...] = (
@@ -128,7 +128,7 @@ def judge_audit(
     """Agreement of each judge backbone with the deterministic scorer, per task and overall.
 
     Args:
-        judged: :func:`clinlib.eval.judge.judge_predictions` rows (one or more judges).
+        judged: :func:`clinlib.eval.judge.scoring.judge_predictions` rows (one or more judges).
         predictions: the same predictions with the scorer's ``correct``.
         questions: their questions (qid, subject_ids: the patient clusters).
         lenient: audit ``verdict_lenient`` instead of the strict ``verdict``.
@@ -151,7 +151,7 @@ def judge_audit(
 
 def overlap_scores(predictions: pd.DataFrame, questions: pd.DataFrame) -> pd.DataFrame:
     """Per prediction: token-F1 and ROUGE-L of the response against the reference answer
-    (:func:`clinlib.eval.judge.gold_text_of`); columns key columns, task, token_f1, rouge_l."""
+    (:func:`clinlib.eval.judge.scoring.gold_text_of`); columns key columns, task, token_f1, rouge_l."""
     by_qid = {str(q["qid"]): q for q in questions.to_dict("records")}
     refs = [gold_text_of(by_qid[str(q)]) for q in predictions["qid"]]
     responses = predictions["response"].fillna("").astype(str).tolist()

@@ -15,8 +15,8 @@ import pandas as pd
 from clinlib.analysis.figures import OFFLINE_READERS, post_setting
 from clinlib.core.config import resolve_profile
 from clinlib.data.build import load
-from clinlib.eval.records import RunOptions, RunSpec
-from clinlib.eval.runner import load_predictions, run
+from clinlib.eval.harness.records import RunOptions, RunSpec
+from clinlib.eval.harness.runner import load_predictions, run
 from clinlib.strategies.registry import PAPER_STRATEGIES
 
 # both T3 settings: `pre` re-asks only T3 (the staleness probe, §5.5)

@@ -4,7 +4,7 @@ from templates; the kit measures whether the wording moves accuracy).
 
 Each question kept in both wordings (``question_paraphrases.parquet``: accepted) is answered
 twice by the same (strategy, backbone, setting) cell: once in the template profile, once in the
-paraphrase variant (:mod:`clinlib.eval.paraphrase_run`); the pairs share the qid. Statistics
+paraphrase variant (:mod:`clinlib.eval.synthesis.paraphrase`); the pairs share the qid. Statistics
 (pure functions):
 
 * per task: the two accuracies, their paired difference with a patient-clustered CR1 interval

@@ -17,7 +17,7 @@ def estimated_cells(estimate: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFra
 
     The accuracy comes from one offline reader (it stands in for every priced backbone, so a
     strategy's four cells share one accuracy and differ only in price); the cost is
-    :func:`clinlib.eval.runner.estimate`'s ``cost_usd_typical`` summed over settings.
+    :func:`clinlib.eval.harness.runner.estimate`'s ``cost_usd_typical`` summed over settings.
 
     Args:
         estimate: runner.estimate output (strategy, backbone, questions, input_tokens,

@@ -100,7 +100,7 @@ def share_table(
     Wilson interval and the patient-clustered bootstrap interval (clusters = ``subject_id``).
 
     Args:
-        run: rows of :func:`clinlib.eval.traps.run_traps` (or anything with ``subject_id``).
+        run: rows of :func:`clinlib.eval.traps.questions.run_traps` (or anything with ``subject_id``).
         value: a boolean column (``correct``, ``trap_in_context``).
         by: grouping columns.
 
@@ -136,7 +136,7 @@ L_STATUS = "needs a judge"
 
 def l_type_status(run: pd.DataFrame, judged: pd.DataFrame | None = None) -> pd.DataFrame:
     """The L-type (IG, MCD) rows: per strategy × setting × task, how many are judged. Without a
-    judge table every row is ``needs a judge``; with one (``clinlib.eval.judge.judge_predictions``:
+    judge table every row is ``needs a judge``; with one (``clinlib.eval.judge.scoring.judge_predictions``:
     qid, strategy, setting, verdict, issue 30 §3) the judged share and accuracy."""
     rows = run[run["answer_format"] == "L"]
     keys = ["strategy", "setting", "task"]
@@ -178,7 +178,9 @@ def with_verdicts(run: pd.DataFrame, judged: pd.DataFrame | None) -> pd.DataFram
     return out
 
 
-JUDGE_HOOK = "clinlib.eval.judge"  # issue 30 §3: judge_predictions(questions, predictions, ...)
+JUDGE_HOOK = (
+    "clinlib.eval.judge.scoring"  # issue 30 §3: judge_predictions(questions, predictions, ...)
+)
 
 
 def judge_available() -> bool:

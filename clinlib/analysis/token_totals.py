@@ -1,7 +1,7 @@
 """Token totals per (strategy, backbone) over the whole question set beside the paper's Table 4
 (Appendix D; notebook 10).
 
-- :func:`token_totals` — one row per cell from :func:`clinlib.eval.runner.estimate`: input tokens,
+- :func:`token_totals` — one row per cell from :func:`clinlib.eval.harness.runner.estimate`: input tokens,
   typical output tokens and their cost at the preset's prices;
 - :func:`input_ratios` — each strategy's input tokens over full-context's (mean over the
   backbones), ours beside Table 4's (structured-timeline 0.93, dense 0.55, A-Mem 0.32, Mem0

@@ -35,6 +35,7 @@ __all__ = [
     "AcceptErrorsOpt",
     "AllowDropsOpt",
     "BackbonesOpt",
+    "BudgetOpt",
     "ConfigOpt",
     "LimitOpt",
     "ProfileOpt",
@@ -99,6 +100,9 @@ SeedOpt = Annotated[int | None, typer.Option(help="seed (default: the profile's)
 AllowDropsOpt = Annotated[
     bool,
     typer.Option("--allow-drops", help="accept dropping more than 20% of the stage's input"),
+]
+BudgetOpt = Annotated[
+    float | None, typer.Option("--budget", help="stop before new spend could exceed this (USD)")
 ]
 AcceptErrorsOpt = Annotated[
     bool,

@@ -16,6 +16,7 @@ import typer
 from clinlib.cli.common import (
     AcceptErrorsOpt,
     BackbonesOpt,
+    BudgetOpt,
     ConfigOpt,
     LimitOpt,
     ProfileOpt,
@@ -39,13 +40,13 @@ from clinlib.cli.population import (
     estimate_population_cmd,
     run_population,
 )
-from clinlib.eval.estimate import counter_notes
-from clinlib.eval.estimate import estimate as estimate_run
-from clinlib.eval.outcomes import check_run, interrupted_line
-from clinlib.eval.policies import register_offline_backbones
-from clinlib.eval.population import population_tasks
-from clinlib.eval.records import RunOptions, RunSpec
-from clinlib.eval.runner import run
+from clinlib.eval.harness.estimate import counter_notes
+from clinlib.eval.harness.estimate import estimate as estimate_run
+from clinlib.eval.harness.outcomes import check_run, interrupted_line
+from clinlib.eval.harness.records import RunOptions, RunSpec
+from clinlib.eval.harness.runner import run
+from clinlib.eval.population.answer import population_tasks
+from clinlib.eval.readers.policies import register_offline_backbones
 from clinlib.llm import list_backbones
 from clinlib.llm.batch import BatchPending
 from clinlib.llm.local_server import LocalServer, check_local_reachable, is_local_name
@@ -111,45 +112,48 @@ def estimate(
     local_note(csv_list(backbones_), config)
 
 
+# run's own options, declared once here so its signature reads as a list of knobs
+RetryEmptyOpt = Annotated[
+    bool,
+    typer.Option(
+        help="re-ask predictions whose completion was empty (bypasses the response cache for them)"
+    ),
+]
+AllowUnapprovedOpt = Annotated[
+    bool, typer.Option(help="send credentialed data to an unapproved backbone")
+]
+BatchOpt = Annotated[
+    bool,
+    typer.Option(
+        "--batch",
+        help="send uncached requests as provider batch jobs (OpenAI files + batches API, "
+        "batch price, answered within 24 h; rerun to resume a job)",
+    ),
+]
+PollOpt = Annotated[float, typer.Option(help="--batch: seconds between two polls of a running job")]
+BatchWaitOpt = Annotated[
+    float | None,
+    typer.Option(help="--batch: stop waiting after this many seconds (rerun to collect)"),
+]
+
+
 def run_cmd(
     profile: ProfileOpt = None,
     strategies_: StrategiesOpt = "no-context-blind,full-context",
     backbones_: BackbonesOpt = "reference",
     settings: SettingsOpt = "post",
     prep: Annotated[str, typer.Option(help="prep model")] = "rule-based",
-    budget: Annotated[
-        float | None, typer.Option("--budget", help="stop before spending more (USD)")
-    ] = None,
+    budget: BudgetOpt = None,
     retry_errors: Annotated[bool, typer.Option(help="re-run predictions that failed")] = False,
-    retry_empty: Annotated[
-        bool,
-        typer.Option(
-            help="re-ask predictions whose completion was empty (bypasses the "
-            "response cache for them)"
-        ),
-    ] = False,
+    retry_empty: RetryEmptyOpt = False,
     accept_errors: AcceptErrorsOpt = False,
-    allow_unapproved: Annotated[
-        bool, typer.Option(help="send credentialed data to an unapproved backbone")
-    ] = False,
+    allow_unapproved: AllowUnapprovedOpt = False,
     config: ConfigOpt = None,
     tasks: TasksOpt = None,
     limit: LimitOpt = None,
-    batch: Annotated[
-        bool,
-        typer.Option(
-            "--batch",
-            help="send uncached requests as provider batch jobs (OpenAI files + batches API, "
-            "batch price, answered within 24 h; rerun to resume a job)",
-        ),
-    ] = False,
-    poll_interval: Annotated[
-        float, typer.Option(help="--batch: seconds between two polls of a running job")
-    ] = 30.0,
-    batch_wait: Annotated[
-        float | None,
-        typer.Option(help="--batch: stop waiting after this many seconds (rerun to collect)"),
-    ] = None,
+    batch: BatchOpt = False,
+    poll_interval: PollOpt = 30.0,
+    batch_wait: BatchWaitOpt = None,
     renderings: RenderingsOpt = None,
 ) -> None:
     """Evaluate every (strategy, backbone, setting) cell; append to predictions/ (resumable).
@@ -167,23 +171,28 @@ def run_cmd(
     (clinlib.cli.population.run_population), with the same cache, budget, guard and --batch.
     """
     _check_local(profile, backbones_, config)  # a stopped server: one line, not retries
-    batch_options = {"poll_interval_s": poll_interval, "max_wait_s": batch_wait}
     name = profile_name(profile)
+    options = RunOptions(
+        budget_usd=budget,
+        retry_errors=retry_errors,
+        retry_empty=retry_empty,
+        allow_unapproved=allow_unapproved,
+        config=config,
+        mode="batch" if batch else "live",
+        batch_options={"poll_interval_s": poll_interval, "max_wait_s": batch_wait},
+    )
     pop = run_stage(population_tasks, csv_list(tasks))
     if pop:
-        return run_population(
+        run_population(
             name,
             csv_list(backbones_),
             csv_list(renderings),
             pop,
             limit,
-            mode="batch" if batch else "live",
-            batch_options=batch_options,
-            budget=budget,
-            config=config,
-            allow_unapproved=allow_unapproved,
+            **_population_options(options),
             allow_drops=accept_errors,
         )
+        return
     spec = RunSpec(
         name,
         strategy_list(strategies_),
@@ -193,16 +202,18 @@ def run_cmd(
         csv_list(tasks),
         limit,
     )
-    options = RunOptions(
-        budget_usd=budget,
-        retry_errors=retry_errors,
-        retry_empty=retry_empty,
-        allow_unapproved=allow_unapproved,
-        config=config,
-        mode="batch" if batch else "live",
-        batch_options=batch_options,
-    )
     _run_and_report(name, spec, options, accept_errors)
+
+
+def _population_options(options: RunOptions) -> dict:
+    """The run options population questions take (clinlib.cli.population.run_population)."""
+    return {
+        "mode": options.mode,
+        "batch_options": options.batch_options,
+        "budget": options.budget_usd,
+        "config": options.config,
+        "allow_unapproved": options.allow_unapproved,
+    }
 
 
 def _run_and_report(name: str, spec: RunSpec, options: RunOptions, accept_errors: bool) -> None:

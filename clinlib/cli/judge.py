@@ -16,9 +16,9 @@ from clinlib.cli.common import (
     run_stage,
     writer_lock,
 )
-from clinlib.eval.judge import LEXICAL_JUDGE
-from clinlib.eval.judge_run import judge_profile, judge_traps
-from clinlib.eval.synth_calls import MODES, Calls
+from clinlib.eval.judge.run import judge_profile, judge_traps
+from clinlib.eval.judge.scoring import LEXICAL_JUDGE
+from clinlib.eval.synthesis.calls import MODES, Calls
 from clinlib.tasks.traps.answers import JUDGED_TRAP_TASKS
 
 AUDIT_SHOWN = [

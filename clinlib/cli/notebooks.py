@@ -19,7 +19,7 @@ from nbclient import NotebookClient
 
 from clinlib.core.config import NOTEBOOKS_DIR, PROFILE_ENV, REPO_ROOT, artifact_path, build_dir
 from clinlib.core.guards import check_artifact
-from clinlib.eval.runner import predictions_dir
+from clinlib.eval.harness.runner import predictions_dir
 
 # What the notebooks read: every stage's main artifact and the offline predictions.
 REQUIRED_ARTIFACTS: tuple[str, ...] = ("cohort", "events", "dialogues", "questions")

@@ -26,13 +26,13 @@ from clinlib.cli.common import (
     writer_lock,
 )
 from clinlib.core.config import build_dir
-from clinlib.eval.population import (
+from clinlib.eval.population.answer import (
     answer_population,
     estimate_population,
     price_population,
     select_population,
 )
-from clinlib.eval.population_spec import sentence_to_spec, write_spec
+from clinlib.eval.population.spec import sentence_to_spec, write_spec
 from clinlib.llm import get_backbone
 from clinlib.llm.batch import BatchPending
 from clinlib.llm.tokens import count_tokens

@@ -1,6 +1,6 @@
 """``clintrace dialogues --rewrite`` and ``clintrace questions --paraphrase``: the corpus written
 by a backbone into a variant profile (paper Fig. 2 stages 3-4;
-:mod:`clinlib.eval.rewrite_dialogues`, :mod:`clinlib.eval.paraphrase_run`). The options live
+:mod:`clinlib.eval.synthesis.rewrite`, :mod:`clinlib.eval.synthesis.paraphrase`). The options live
 here; the two commands in
 :mod:`clinlib.cli.stages` hand over to :func:`rewrite_command` / :func:`paraphrase_command`.
 """
@@ -15,10 +15,10 @@ import pandas as pd
 import typer
 
 from clinlib.cli.common import run_stage, writer_lock
-from clinlib.eval.paraphrase_run import estimate_paraphrase, paraphrase_questions
-from clinlib.eval.rewrite_dialogues import estimate_rewrite, rewrite_dialogues
-from clinlib.eval.synth_calls import calls_frame
-from clinlib.eval.variants import variant_name
+from clinlib.eval.synthesis.calls import calls_frame
+from clinlib.eval.synthesis.paraphrase import estimate_paraphrase, paraphrase_questions
+from clinlib.eval.synthesis.rewrite import estimate_rewrite, rewrite_dialogues
+from clinlib.eval.synthesis.variants import variant_name
 from clinlib.llm.batch import BatchPending
 from clinlib.tasks.build import build_questions
 from clinlib.tasks.gates import gate_report
@@ -48,9 +48,6 @@ ParaphraseOpt = Annotated[
     ),
 ]
 IntoOpt = Annotated[str | None, typer.Option("--into", help="the variant's profile name")]
-BudgetOpt = Annotated[
-    float | None, typer.Option("--budget", help="stop before new spend could exceed this (USD)")
-]
 BatchOpt = Annotated[
     bool, typer.Option("--batch", help="send through the provider's batch API (batch price)")
 ]

@@ -1,6 +1,6 @@
 """``clintrace score`` and ``clintrace export``: predictions made elsewhere, scored and stored
-like the kit's own (:mod:`clinlib.eval.external`), and the question set written out for other
-harnesses (:mod:`clinlib.eval.export`)."""
+like the kit's own (:mod:`clinlib.eval.interop.external`), and the question set written out for other
+harnesses (:mod:`clinlib.eval.interop.export`)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from clinlib.cli.common import (
     run_stage,
     writer_lock,
 )
-from clinlib.eval.export import FORMATS, export_records, export_table, write_export
-from clinlib.eval.inspect_log import score_any
-from clinlib.eval.store import cell_summary
+from clinlib.eval.harness.store import cell_summary
+from clinlib.eval.interop.export import FORMATS, export_records, export_table, write_export
+from clinlib.eval.interop.inspect_log import score_any
 
 
 def score(

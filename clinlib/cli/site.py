@@ -4,7 +4,7 @@
 ``data/build/<profile>/site/`` (replaced whole, atomically) holds:
 
 * ``index.html``: the profile, its data source, the accuracy summary per cell
-  (:func:`clinlib.eval.store.cell_summary`, every backbone labelled as it is stored: offline
+  (:func:`clinlib.eval.harness.store.cell_summary`, every backbone labelled as it is stored: offline
   readers are deterministic policies, ``ext:`` rows were made elsewhere), links to every page;
 * ``notebooks/NN_slug.html``: every executed notebook under
   ``data/build/<profile>/notebooks/`` (``clintrace notebooks`` writes them) through nbconvert's
@@ -38,7 +38,7 @@ from clinlib.cli.common import ProfileOpt, add_command, profile_name, run_stage,
 from clinlib.core.config import build_dir, figures_dir, resolve_profile
 from clinlib.core.io import atomic_path
 from clinlib.data.build import read_source_info
-from clinlib.eval.store import cell_summary, load_predictions
+from clinlib.eval.harness.store import cell_summary, load_predictions
 
 SITE_DIR = "site"
 APPS: dict[str, str] = {

@@ -17,6 +17,7 @@ from clinlib.cli import rewrite as cr
 from clinlib.cli.common import (
     AcceptErrorsOpt,
     AllowDropsOpt,
+    BudgetOpt,
     ProfileOpt,
     SeedOpt,
     add_command,
@@ -30,9 +31,9 @@ from clinlib.data.build import build_cohort, load, report_lines, resolve_source
 from clinlib.data.sources.meds import write_meds
 from clinlib.data.sources.synthetic import synthesize
 from clinlib.dialogue.synth import build_dialogues
-from clinlib.eval.outcomes import check_run
-from clinlib.eval.parallel import run_parallel
-from clinlib.eval.records import RunSpec
+from clinlib.eval.harness.outcomes import check_run
+from clinlib.eval.harness.parallel import run_parallel
+from clinlib.eval.harness.records import RunSpec
 from clinlib.llm.presets import OFFLINE_READER_NAMES
 from clinlib.strategies import EVALUATION_STRATEGIES, build_all
 from clinlib.tasks.audit import build_audit_sheet, score_audit_sheet
@@ -116,7 +117,7 @@ def dialogues(
     rewrite: cr.RewriteOpt = None,
     rescue: cr.RescueOpt = None,
     into: cr.IntoOpt = None,
-    budget: cr.BudgetOpt = None,
+    budget: BudgetOpt = None,
     batch: cr.BatchOpt = False,
     estimate: cr.EstimateOpt = False,
     config: cr.WriterConfigOpt = None,
@@ -160,7 +161,7 @@ def questions(
     allow_drops: AllowDropsOpt = False,
     paraphrase: cr.ParaphraseOpt = None,
     into: cr.IntoOpt = None,
-    budget: cr.BudgetOpt = None,
+    budget: BudgetOpt = None,
     batch: cr.BatchOpt = False,
     estimate: cr.EstimateOpt = False,
     config: cr.WriterConfigOpt = None,

@@ -86,7 +86,7 @@ def resolve_profile(name: str | None = None) -> str:
     return chosen
 
 
-# A variant profile (LLM-rewritten dialogues, paraphrased questions: clinlib.eval.rewrite_dialogues)
+# A variant profile (LLM-rewritten dialogues, paraphrased questions: clinlib.eval.synthesis.rewrite)
 # is named "<base>+<variant>", e.g. "quick+rw-gpt-4o-mini": its own build folder, so the base
 # corpus and its predictions are never replaced, but the base's sizes, seed and counts.
 VARIANT_SEP = "+"

@@ -17,7 +17,7 @@ process, so ``pipeline`` can call each stage's command under its own lock.
 
 A writer's child processes share its lock: a notebook's kernel, started by
 ``clintrace notebooks`` while that command holds the lock, calls
-:func:`clinlib.eval.runner.run`, which takes the lock too. The holder lists the lock file and
+:func:`clinlib.eval.harness.runner.run`, which takes the lock too. The holder lists the lock file and
 its pid in ``$CLINTRACE_WRITER_LOCKS`` (inherited by children only); a process that finds its
 profile's lock file there, with that pid the recorded, living holder, proceeds as part of the
 holder's work instead of refusing. Any other process is refused as before.

@@ -280,7 +280,7 @@ _FACTS: tuple[SeedFact, ...] = (
     _f("mmb_f1_correct", MMB, 'appendix "LoCoMo"', ("0.5",),
        r"we use F1 score to measure the overlap between model responses and reference "
        r"answers. A response is counted as correct when F1 $\ge 0.5$",
-       "the threshold of clinlib.eval.judge's lexical-judge"),
+       "the threshold of clinlib.eval.judge.scoring's lexical-judge"),
     # --- LongMedBench ("event retrieval" Table 2, "temporal reasoning" Table 3) ------------
     _f("lmb_cohort", LMB, "data", ("15", "355", "6,999", "19.72"),
        r"Filtering for patients with $\geq 15$ hospitalizations yields 355 patients and "

@@ -287,7 +287,7 @@ def rewrite_log(
 ) -> pd.DataFrame:
     """Synthesise every patient's dialogue with ``rewriter`` and return only the rewrite log
     (:data:`REWRITE_COLUMNS`, one row per visit), without verifying the dialogues: the
-    rounds of :mod:`clinlib.eval.rewrite_dialogues` need only which visits each backbone kept.
+    rounds of :mod:`clinlib.eval.synthesis.rewrite` need only which visits each backbone kept.
     """
     df = validate_events(events)
     if cohort is not None:

@@ -82,7 +82,7 @@ PRESETS: dict[str, Backbone] = {
 
 PAPER_BACKBONES: tuple[str, ...] = tuple(PRESETS)
 
-# The kit's offline readers (clinlib.eval.policies registers them on demand). A user config may not
+# The kit's offline readers (clinlib.eval.readers.policies registers them on demand). A user config may not
 # define a backbone under these names: `run --backbones reference` would silently call an API.
 OFFLINE_READER_NAMES: tuple[str, ...] = ("reference", "eager")
 # Fields that make a preset what it is; a config overriding them would replace it silently.

@@ -18,7 +18,7 @@ BackboneKind = Literal["openai", "offline"]
 BACKBONE_KINDS: tuple[str, ...] = ("openai", "offline")
 
 
-# Model ids of the offline readers (clinlib.eval.policies registers them as "offline/<name>"):
+# Model ids of the offline readers (clinlib.eval.readers.policies registers them as "offline/<name>"):
 # answering policies, never prep models.
 OFFLINE_READER_MODEL_PREFIX = "offline/"
 

@@ -240,7 +240,7 @@ class Strategy:
     # True when the context shows nothing of the question's target visit or a later one (only
     # earlier visits, or none): the only strategies a decision question cut inside its visit
     # (T11, clinlib.tasks.answers.CUT_TASKS) may be asked under; every other representation
-    # renders the current stay past the cut, i.e. the answer (clinlib.eval.cells).
+    # renders the current stay past the cut, i.e. the answer (clinlib.eval.harness.cells).
     history_only: ClassVar[bool] = False
 
     def __init__(self, **params: Any) -> None:

@@ -8,7 +8,7 @@ from statsmodels.stats.proportion import proportion_confint
 
 from clinlib.analysis import paper, probe, probe_artifacts
 from clinlib.core import config
-from clinlib.eval.slices import local_slice
+from clinlib.eval.harness.slices import local_slice
 from clinlib.strategies.base import Artifact
 from clinlib.tasks.injections import Injection, apply_injections
 

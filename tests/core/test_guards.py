@@ -16,7 +16,7 @@ from clinlib.cli import app
 from clinlib.core import config, guards
 from clinlib.core.guards import StageError
 from clinlib.data.sources.mimic import SourceSchemaError, open_hosp
-from clinlib.eval import records, runner, store
+from clinlib.eval.harness import records, runner, store
 from tests import hosp_fixture
 from tests import strategy_fixtures as F
 from tests.data.test_mimic_loader import CSV, with_table, write_hosp
@@ -350,8 +350,8 @@ def test_stage_table_shares_and_total_worked_by_hand():
 
 
 def _prediction(qid: str) -> dict:
-    from clinlib.eval import runner
-    from clinlib.eval.reader_version import policy_digest
+    from clinlib.eval.harness import runner
+    from clinlib.eval.readers.version import policy_digest
 
     zero = {"int64": 0, "float64": 0.0, "bool": False, "string": ""}
     row = {c: zero.get(t) for c, t in runner.PREDICTION_DTYPES.items()}
@@ -361,7 +361,7 @@ def _prediction(qid: str) -> dict:
 
 
 def test_predictions_for_an_older_question_set_are_refused_then_moved_aside(tmp_build):
-    from clinlib.eval import runner, store
+    from clinlib.eval.harness import runner, store
 
     _write("dialogues", pd.DataFrame({"x": [1]}))
     _write("questions", pd.DataFrame({"qid": ["T1-a", "T1-b"]}))
@@ -377,7 +377,7 @@ def test_predictions_for_an_older_question_set_are_refused_then_moved_aside(tmp_
 
 
 def test_pre_basis_predictions_are_moved_only_when_they_answer_vanished_questions(tmp_build):
-    from clinlib.eval import runner, store
+    from clinlib.eval.harness import runner, store
 
     _write("dialogues", pd.DataFrame({"x": [1]}))
     _write("questions", pd.DataFrame({"qid": ["T1-a"]}))

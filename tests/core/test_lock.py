@@ -289,7 +289,7 @@ def test_a_notebook_run_takes_the_lock_and_a_writers_child_shares_it(tmp_build, 
     """Issue 26 §4 (h): runner.run, as notebooks 04, 06, 11 ... call it, is a writer: refused
     while another process holds the profile; but a kernel started by a holder (`clintrace
     notebooks`) inherits the holder's lock instead of refusing."""
-    from clinlib.eval import runner
+    from clinlib.eval.harness import runner
 
     with _holder(tmp_build, "t") as proc:
         with pytest.raises(lock.ProfileBusy, match=f"pid {proc.pid}"):

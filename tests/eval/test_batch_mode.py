@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from clinlib import cli
-from clinlib.eval import runner
+from clinlib.eval.harness import runner
 from clinlib.llm import ResponseCache, default_cache_path, get_backbone
 from clinlib.llm.batch import BatchPending
 from clinlib.llm.batchfiles import load_entries

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from clinlib.eval import runner
-from clinlib.eval.cells import generation_params
-from clinlib.eval.prompts import build_messages
+from clinlib.eval.harness import runner
+from clinlib.eval.harness.cells import generation_params
+from clinlib.eval.harness.prompts import build_messages
 from clinlib.llm import count_tokens
 from clinlib.llm.batchserver import BatchServer
 from clinlib.llm.testserver import FaultServer

@@ -1,4 +1,4 @@
-"""T11 is refused under a strategy that shows the current stay (clinlib.eval.cells.refuse_leaking):
+"""T11 is refused under a strategy that shows the current stay (clinlib.eval.harness.cells.refuse_leaking):
 its events after the decision's cut are the answer (LongMedBench "Task 3": the memory is the
 history BEFORE the current visit). The declaration (``Strategy.history_only``) is checked
 against what each registered strategy's context actually holds on quick's T11 questions."""
@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from clinlib.cli import app
 from clinlib.data.build import load
-from clinlib.eval import runner
-from clinlib.eval.cells import refuse_leaking
-from clinlib.eval.store import RunnerError
+from clinlib.eval.harness import runner
+from clinlib.eval.harness.cells import refuse_leaking
+from clinlib.eval.harness.store import RunnerError
 from clinlib.strategies import get_strategy, question_contexts_many
 from clinlib.strategies.registry import STRATEGIES
 from clinlib.tasks.answers import CUT_TASKS

@@ -13,10 +13,10 @@ import json
 import pandas as pd
 import pytest
 
-from clinlib.eval import runner
-from clinlib.eval.export import DATASET_FILE, TASK_FILE_NAME, export_records, write_export
-from clinlib.eval.external import ScoreFileError, question_set_digest
-from clinlib.eval.inspect_log import score_any
+from clinlib.eval.harness import runner
+from clinlib.eval.interop.export import DATASET_FILE, TASK_FILE_NAME, export_records, write_export
+from clinlib.eval.interop.external import ScoreFileError, question_set_digest
+from clinlib.eval.interop.inspect_log import score_any
 from clinlib.llm.testserver import FaultServer, last_user_text
 from tests.eval.test_score_file import ANSWERS, make_questions, profile  # noqa: F401
 

@@ -1,4 +1,4 @@
-"""The judge layer (clinlib.eval.judge): the seed's prompts word for word, verdict parsing
+"""The judge layer (clinlib.eval.judge.scoring): the seed's prompts word for word, verdict parsing
 (strict / lenient, parse failures), the reference text of T1–T9 questions, the offline lexical
 judge, and the whole path against the kit's fake OpenAI-compatible server (retries, cache,
 budget, MCD's three criteria)."""
@@ -15,14 +15,14 @@ import pytest
 
 from clinlib.core import config
 from clinlib.eval import judge_prompts as jp
-from clinlib.eval.judge import (
+from clinlib.eval.judge.scoring import (
     JudgeError,
     gold_text_of,
     judge_predictions,
     parse_verdict_lenient,
     parse_verdict_strict,
 )
-from clinlib.eval.synth_calls import BudgetStop, Calls
+from clinlib.eval.synthesis.calls import BudgetStop, Calls
 from clinlib.llm import Backbone, register_backbone, unregister_backbone
 from clinlib.llm.testserver import FaultServer, last_user_text
 
@@ -53,7 +53,7 @@ def test_render_fills_placeholders_once():
     assert "Question: When?\nReference Answer: 2150-01-02\nAnswer Explanation: \n" in text
     assert "Model's Answer: on <question>\n" in text  # an answer is never substituted into
     assert jp.prompt_kind("T1") == jp.GENERIC and jp.prompt_kind("MCD") == "MCD"
-    from clinlib.eval.judge import prompt_of
+    from clinlib.eval.judge.scoring import prompt_of
 
     assert prompt_of({"task": "TRAP-IG", "judge_prompt": "IG"}) == "IG"  # named by the question
     assert prompt_of({"task": "SUA", "judge_prompt": None}) == "SUA"
@@ -201,7 +201,7 @@ def test_lexical_judge_is_a_labelled_policy(tmp_path, monkeypatch):
 
 
 def test_select_predictions_filters_and_limits():
-    from clinlib.eval.judge_run import select_predictions
+    from clinlib.eval.judge.run import select_predictions
 
     preds = pd.concat([_preds({"t1": "a", "tla": "b"}).assign(task=["T1", "TLA"]),
                        _preds({"x1": "c"}).assign(task="T1", setting="pre"),

@@ -7,14 +7,14 @@ import math
 
 import pytest
 
-from clinlib.eval.population import (
+from clinlib.eval.population.answer import (
     _score,
     messages_for,
     parse_lenient,
     parse_strict,
     price_population,
 )
-from clinlib.eval.population_readers import overlap_answer
+from clinlib.eval.population.readers import overlap_answer
 from clinlib.llm import get_backbone
 from clinlib.tasks.population.questions import split_prompt, task_of
 from clinlib.tasks.population.render import parse_group, render_group

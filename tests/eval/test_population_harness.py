@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from clinlib.cli import app
 from clinlib.core import config
-from clinlib.eval.population import (
+from clinlib.eval.population.answer import (
     PREDICTIONS_FILE,
     answer_population,
     estimate_population,
@@ -88,7 +88,7 @@ def test_run_and_its_alias_answer_the_same_rows(pop_profile):
 
 
 def test_limit_is_per_task_as_in_run():
-    from clinlib.eval.population import _select
+    from clinlib.eval.population.answer import _select
 
     qs = pd.DataFrame([{"qid": f"{t}{i}", "task": t, "rendering": r}
                        for t in ("P-TOP", "P-SRT") for i in (1, 2)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clinlib.eval.population_spec import sentence_to_spec, spec_messages, write_spec
+from clinlib.eval.population.spec import sentence_to_spec, spec_messages, write_spec
 from clinlib.llm import Backbone
 from clinlib.llm.testserver import FaultServer
 from clinlib.tasks.population.spec import SpecError, load_specs

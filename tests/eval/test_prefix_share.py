@@ -1,4 +1,4 @@
-"""The shared-prefix measure (clinlib.eval.prefix_share): block hits worked out by hand and
+"""The shared-prefix measure (clinlib.eval.interop.prefix_share): block hits worked out by hand and
 against a brute-force longest-common-prefix count; the kit's record-first order shares the
 record, the question-first order only the system prompt."""
 
@@ -8,14 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from clinlib.eval.prefix_share import (
+from clinlib.eval.harness.prompts import SYSTEM_PROMPT, build_messages
+from clinlib.eval.interop.prefix_share import (
     block_hits,
     profile_prefix_share,
     prompt_ids,
     question_first,
     share_row,
 )
-from clinlib.eval.prompts import SYSTEM_PROMPT, build_messages
 
 
 def brute(prompts, block):

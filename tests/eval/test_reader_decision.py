@@ -1,9 +1,9 @@
-"""The offline readers on T11 decision questions (clinlib.eval.reader_decision): each rule on a
+"""The offline readers on T11 decision questions (clinlib.eval.readers.decision): each rule on a
 hand-written prompt, answers worked out by hand."""
 
 from __future__ import annotations
 
-from clinlib.eval.reader_decision import answer_decision, decision_subtype, usual_stay_days
+from clinlib.eval.readers.decision import answer_decision, decision_subtype, usual_stay_days
 from clinlib.tasks.base import ABSTAIN
 from clinlib.tasks.templates import T11_TEMPLATES
 

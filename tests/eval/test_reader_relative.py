@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from clinlib.eval.policies import eager_policy, reference_policy
-from clinlib.eval.prompts import build_messages
-from clinlib.eval.reader_prompt import numbered_encounters
-from clinlib.eval.reader_relative import RelativeQuestion, recognise_relative
+from clinlib.eval.harness.prompts import build_messages
+from clinlib.eval.readers.policies import eager_policy, reference_policy
+from clinlib.eval.readers.prompt import numbered_encounters
+from clinlib.eval.readers.relative import RelativeQuestion, recognise_relative
 from clinlib.tasks import TASKS
 from clinlib.tasks.base import ABSTAIN
 from clinlib.tasks.templates import T1R_RELATIVE_TEMPLATES

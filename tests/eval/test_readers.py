@@ -1,4 +1,4 @@
-"""Offline readers (clinlib.eval.policies): hand-worked contexts for every task, isolation from
+"""Offline readers (clinlib.eval.readers.policies): hand-worked contexts for every task, isolation from
 everything but the messages, registry and replay, and an end-to-end check on the quick
 profile."""
 
@@ -11,8 +11,8 @@ import pytest
 
 from clinlib.core.config import build_dir
 from clinlib.eval import policies as readers
-from clinlib.eval import reader_answers
-from clinlib.eval.prompts import build_messages
+from clinlib.eval.harness.prompts import build_messages
+from clinlib.eval.readers import answers as reader_answers
 from clinlib.llm.backbones import get_backbone, unregister_backbone
 from clinlib.llm.types import GenerationParams
 from clinlib.tasks.answers import ANSWER_FORMATS
@@ -307,7 +307,7 @@ def test_quick_profile_end_to_end(quick_built) -> None:
 
 def test_label_scan_equals_finditer_on_overlapping_labels():
     """The str.find pre-scan finds exactly the regex's own non-overlapping matches."""
-    from clinlib.eval.reader_prompt import _PANEL_RES, _label_matches
+    from clinlib.eval.readers.prompt import _PANEL_RES, _label_matches
 
     text = (
         "Visit 1 (2150-01-01)\nClinician: % Hemoglobin A1c 6.5 % H and Hemoglobin 12.1 g/dL "

@@ -1,4 +1,4 @@
-"""The harness's records (clinlib.eval.records): a run named by a RunSpec and RunOptions."""
+"""The harness's records (clinlib.eval.harness.records): a run named by a RunSpec and RunOptions."""
 
 from __future__ import annotations
 
@@ -7,9 +7,16 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from clinlib.eval import runner
-from clinlib.eval.policies import register_offline_backbones
-from clinlib.eval.records import Cell, CellKey, PredictionKey, RunOptions, RunSpec, run_records
+from clinlib.eval.harness import runner
+from clinlib.eval.harness.records import (
+    Cell,
+    CellKey,
+    PredictionKey,
+    RunOptions,
+    RunSpec,
+    run_records,
+)
+from clinlib.eval.readers.policies import register_offline_backbones
 from clinlib.llm import get_backbone
 
 

@@ -1,5 +1,5 @@
 """What a run records when prompts do not fit, requests hang or the user presses Ctrl-C, and
-how its exit status judges it (clinlib.eval.outcomes, clinlib.eval.pool, clinlib.llm.context),
+how its exit status judges it (clinlib.eval.harness.outcomes, clinlib.eval.harness.pool, clinlib.llm.context),
 over real loopback HTTP (FaultServer) on the tiny hand-made profile of test_runner."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import pytest
 
 from clinlib.core import config
 from clinlib.core.guards import StageError
-from clinlib.eval import outcomes, runner
-from clinlib.eval.estimate import counter_notes
-from clinlib.eval.prompts import build_messages
+from clinlib.eval.harness import outcomes, runner
+from clinlib.eval.harness.estimate import counter_notes
+from clinlib.eval.harness.prompts import build_messages
 from clinlib.llm import CacheError, ResponseCache, count_tokens, default_cache_path
 from clinlib.llm.testserver import FaultServer, last_user_text
 from clinlib.strategies import question_contexts
@@ -218,7 +218,7 @@ def test_failure_classes_of_new_and_older_rows():
 def test_summary_counts_only_this_runs_rows_when_some_have_no_run_id():
     # one stored row without a run_id (NA: written before run ids, or scored elsewhere), one
     # error row of this run, one of an earlier run: this run's counts are 1 row, 1 error
-    from clinlib.eval.store import CELL_COLUMNS, PREDICTION_DTYPES
+    from clinlib.eval.harness.store import CELL_COLUMNS, PREDICTION_DTYPES
 
     def row(qid, run_id, error):
         r = dict.fromkeys(PREDICTION_DTYPES)

@@ -1,4 +1,4 @@
-"""The evaluation harness (clinlib.eval.runner) over real loopback HTTP (FaultServer).
+"""The evaluation harness (clinlib.eval.harness.runner) over real loopback HTTP (FaultServer).
 
 A tiny profile under tmp_path: two hand-built patients' template dialogues and hand-made
 questions whose answers the server's answer function gets right or wrong by design, so the
@@ -21,8 +21,8 @@ import pandas as pd
 import pytest
 
 from clinlib.core import config
-from clinlib.eval import cells, parallel, runner, session
-from clinlib.eval.prompts import build_messages
+from clinlib.eval.harness import cells, parallel, runner, session
+from clinlib.eval.harness.prompts import build_messages
 from clinlib.llm import (
     Backbone,
     EgressRefusedError,
@@ -304,7 +304,7 @@ import sys
 from pathlib import Path
 import clinlib.core.config as config
 config.BUILD_DIR = Path(sys.argv[1])
-from clinlib.eval import runner
+from clinlib.eval.harness import runner
 runner.run(runner.RunSpec("tiny", {strats!r}, ["fault"]),
            runner.RunOptions(config=sys.argv[2], progress=False, batch_size=2,
                              client_options={{"concurrency": 2}}))
@@ -399,7 +399,7 @@ def test_matched_prep_uses_each_answering_backbone(profile, tmp_path):
         assert cells.loc[0, "n_predicted"] == 12
         # one summary request per patient, then the 12 questions
         assert srv.n_requests == 2 + 12
-    from clinlib.eval.policies import register_offline_backbones
+    from clinlib.eval.readers.policies import register_offline_backbones
 
     register_offline_backbones()
     with pytest.raises(PrepError, match="'reference' is an offline reader"):
@@ -418,7 +418,7 @@ def test_matched_prep_uses_each_answering_backbone(profile, tmp_path):
 def test_run_parallel_matches_a_single_process_run(profile, tmp_path):
     """Two spawned processes, strategies dealt between them: the same predictions as one
     in-process run, none duplicated, and a second call adds nothing."""
-    from clinlib.eval.policies import register_offline_backbones
+    from clinlib.eval.readers.policies import register_offline_backbones
 
     register_offline_backbones()
     strats = ["no-context-blind", "full-context", "last-visit-only"]
@@ -443,7 +443,7 @@ def test_run_parallel_matches_a_single_process_run(profile, tmp_path):
 
 def test_questions_sharing_a_context_run_back_to_back():
     """Items are grouped by context in first-seen order, stable within a group."""
-    from clinlib.eval.policies import register_offline_backbones
+    from clinlib.eval.readers.policies import register_offline_backbones
 
     register_offline_backbones()
     qs = make_questions().head(5)
@@ -501,8 +501,8 @@ def _independent_inputs(profile: str, strategy: str, model: str) -> int:
 def test_estimate_reads_prompt_counts_a_run_recorded(profile, monkeypatch):
     """The harness records each prompt's tokens per encoding; an estimate then
     prices every covered cell without rebuilding a context, to the same token."""
-    from clinlib.eval import prompt_tokens
-    from clinlib.eval.policies import register_offline_backbones
+    from clinlib.eval.harness import prompt_tokens
+    from clinlib.eval.readers.policies import register_offline_backbones
 
     register_offline_backbones()
     runner.run(runner.RunSpec(profile, STRATS, ["reference"]), runner.RunOptions(progress=False))

@@ -18,13 +18,14 @@ from clinlib.analysis.failures.selection import filter_predictions
 from clinlib.analysis.metrics.accuracy import accuracy_table
 from clinlib.cli import app
 from clinlib.core import config
-from clinlib.eval import reader_version, runner, store
-from clinlib.eval.external import (
+from clinlib.eval.harness import runner, store
+from clinlib.eval.interop.external import (
     ScoreFileError,
     question_set_digest,
     score_file,
     wrong_task,
 )
+from clinlib.eval.readers import version as reader_version
 from tests import strategy_fixtures as sf
 
 YESNO = "Reply yes or no. If the record does not state it, reply exactly: insufficient information."

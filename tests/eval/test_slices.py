@@ -1,12 +1,12 @@
-"""A profile slice as its own build folder (clinlib.eval.slices), on the quick profile."""
+"""A profile slice as its own build folder (clinlib.eval.harness.slices), on the quick profile."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from clinlib.eval.slices import local_slice, slice_profile, smallest_patients
-from clinlib.eval.store import RunnerError
+from clinlib.eval.harness.slices import local_slice, slice_profile, smallest_patients
+from clinlib.eval.harness.store import RunnerError
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The streaming setting through the harness (clinlib.eval.runner.run) on a quick-profile
+"""The streaming setting through the harness (clinlib.eval.harness.runner.run) on a quick-profile
 subset with the deterministic reference reader: one prediction row per (question, checkpoint),
 checkpoint columns filled only under ``stream``, and — by construction — the final checkpoint's
 answers equal the static ``post`` answers for the same questions."""
@@ -14,7 +14,7 @@ import pytest
 from clinlib.core import config
 from clinlib.core.config import build_dir
 from clinlib.data.build import load
-from clinlib.eval import runner
+from clinlib.eval.harness import runner
 from clinlib.strategies import question_contexts_many, setting_plan
 from clinlib.tasks.settings import noise_transform
 

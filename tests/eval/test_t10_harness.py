@@ -15,8 +15,8 @@ from scipy.stats import kendalltau
 from clinlib.analysis.metrics import score_table
 from clinlib.core import config
 from clinlib.core.config import artifact_path
-from clinlib.eval import runner
-from clinlib.eval.reader_order import answer_order
+from clinlib.eval.harness import runner
+from clinlib.eval.readers.order import answer_order
 from clinlib.tasks.answers.order import split_order
 from clinlib.tasks.base import ABSTAIN
 

@@ -4,7 +4,7 @@ reference reader answers from the prompt alone, the rows land in the predictions
 rerun asks nothing. Scores are checked two ways: by hand where the answer is forced (no
 context: every trap type abstains, except the allergy check, which calls the drug safe, "A",
 right exactly on the control questions), and against the reader applied directly to the same
-contexts (:func:`clinlib.eval.traps.answer_contexts`, which never parses a prompt)."""
+contexts (:func:`clinlib.eval.traps.questions.answer_contexts`, which never parses a prompt)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import pytest
 
 from clinlib.core import config
 from clinlib.core.config import artifact_path
-from clinlib.eval import runner
-from clinlib.eval.prompts import build_messages, split_user_message
-from clinlib.eval.reader_trap import recognise_trap
-from clinlib.eval.store import part_files, predictions_dir
-from clinlib.eval.trap_ask import ask_traps
+from clinlib.eval.harness import runner
+from clinlib.eval.harness.prompts import build_messages, split_user_message
+from clinlib.eval.harness.store import part_files, predictions_dir
+from clinlib.eval.readers.trap import recognise_trap
+from clinlib.eval.traps.ask import ask_traps
 from clinlib.tasks.base import ABSTAIN
 from clinlib.tasks.traps.answers import HARNESS_TRAP_TASKS, NEEDS_JUDGE, trap_score
 
@@ -92,7 +92,7 @@ def test_no_context_scores_by_hand(trap_runs):
 
 def test_stored_scores_equal_the_direct_reading(trap_runs):
     got, preds, *_ = trap_runs
-    from clinlib.eval.traps import answer_contexts, trap_contexts
+    from clinlib.eval.traps.questions import answer_contexts, trap_contexts
 
     q = pd.read_parquet(artifact_path("trap_questions.parquet", "tp"))
     direct = pd.concat([answer_contexts(q, trap_contexts("tp", STRATEGIES, s)) for s in SETTINGS])
@@ -114,7 +114,7 @@ def test_rerun_asks_nothing(trap_runs):
 
 def test_free_text_rows_are_not_counted_wrong(trap_runs):
     _, preds, again, *_ = trap_runs
-    from clinlib.eval.store import cell_summary
+    from clinlib.eval.harness.store import cell_summary
 
     post = preds[(preds["setting"] == "post") & (preds["strategy"] == "full-context")]
     so = post[~post["task"].isin(["IG", "MCD"])]
@@ -128,7 +128,7 @@ def test_free_text_rows_are_not_counted_wrong(trap_runs):
 
 def test_judge_traps_stores_verdicts_and_l_type_status_shows_them(trap_runs):
     from clinlib.analysis.safety import l_type_status, with_verdicts
-    from clinlib.eval.judge_run import judge_traps, judged_path
+    from clinlib.eval.judge.run import judge_traps, judged_path
 
     got, preds, *_ = trap_runs
     judged = judge_traps("tp", strategies=["full-context"], settings=["post"])
@@ -165,7 +165,7 @@ def test_cli_judges_the_free_text_trap_tasks_when_named(trap_runs):
     from typer.testing import CliRunner
 
     from clinlib import cli
-    from clinlib.eval.judge_run import judged_path
+    from clinlib.eval.judge.run import judged_path
 
     _, preds, *_ = trap_runs
     out = CliRunner().invoke(cli.app, ["judge", "--profile", "tp", "--tasks", "IG,MCD",
@@ -239,7 +239,7 @@ def test_estimate_prices_the_trap_prompts(trap_runs):
 
 
 def test_reader_quotes_free_text_evidence_by_hand():
-    from clinlib.eval.reader_trap import IG_LEAD, MCD_LEAD, answer_trap
+    from clinlib.eval.readers.trap import IG_LEAD, MCD_LEAD, answer_trap
     from clinlib.tasks.traps.answers import trap_prompt
 
     ig = trap_prompt({"task": "IG", "question": "The patient needs a new long-term medicine for "
@@ -267,7 +267,7 @@ def test_reader_quotes_free_text_evidence_by_hand():
 
 
 def test_row_scores_keep_na_for_unjudged_rows():
-    from clinlib.eval.store import row_scores
+    from clinlib.eval.harness.store import row_scores
 
     preds = pd.DataFrame({"correct": pd.array([True, False, None], dtype="boolean"),
                           "score": [float("nan")] * 3})  # fmt: skip

@@ -171,7 +171,7 @@ def test_a_pending_batch_is_collected_on_rerun_not_resubmitted(tmp_path):
 def test_the_harness_runs_in_anthropic_batch_mode(profile, tmp_path):  # noqa: F811
     """run(mode="batch", batch_options={"api": "anthropic"}) goes through Message Batches:
     the same rows as the OpenAI batch path (test_batch_mode), priced at half."""
-    from clinlib.eval import runner
+    from clinlib.eval.harness import runner
     from clinlib.llm import get_backbone
     from tests.eval.test_runner import FAST, answer, write_config
 

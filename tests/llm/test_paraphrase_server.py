@@ -13,8 +13,8 @@ import pytest
 
 from clinlib.core import config
 from clinlib.data.build import load
-from clinlib.eval.paraphrase_run import paraphrase_questions
-from clinlib.eval.rule_writers import paraphrase_text
+from clinlib.eval.synthesis.paraphrase import paraphrase_questions
+from clinlib.eval.synthesis.rule_writers import paraphrase_text
 from clinlib.llm import Backbone, register_backbone, unregister_backbone
 from clinlib.llm.testserver import FaultServer, last_user_text
 from clinlib.tasks.answers import ANSWER_FORMATS

@@ -20,8 +20,8 @@ import pytest
 from clinlib.core import config
 from clinlib.core.io import write_parquet
 from clinlib.data.build import SOURCE_FILE, load
-from clinlib.eval.rewrite_dialogues import estimate_rewrite, rewrite_dialogues
-from clinlib.eval.synth_calls import BudgetStop
+from clinlib.eval.synthesis.calls import BudgetStop
+from clinlib.eval.synthesis.rewrite import estimate_rewrite, rewrite_dialogues
 from clinlib.llm import (
     Backbone,
     EgressRefusedError,
@@ -317,7 +317,7 @@ def test_cli_estimate_and_one_line_refusals(profile, servers):
 
 def test_drafts_from_stored_dialogues_equal_a_synthesis_pass(profile):
     from clinlib.dialogue.synth import build_dialogues, rewrite_log
-    from clinlib.eval.rewrite_dialogues import Collector, collect_drafts
+    from clinlib.eval.synthesis.rewrite import Collector, collect_drafts
 
     synthesised = collect_drafts(profile)  # no dialogues yet: a synthesis pass
     build_dialogues(profile)
@@ -329,7 +329,7 @@ def test_drafts_from_stored_dialogues_equal_a_synthesis_pass(profile):
 
 def test_a_variant_keeps_its_bases_sizes():
     from clinlib.core.config import base_profile
-    from clinlib.eval.variants import variant_name
+    from clinlib.eval.synthesis.variants import variant_name
     from clinlib.tasks import rules
     from clinlib.tasks.build import QUICK_COUNTS, target_counts
 
@@ -342,8 +342,8 @@ def test_a_variant_keeps_its_bases_sizes():
 
 
 def test_in_memory_rewrites_refuse_unapproved_backbones(servers):
-    from clinlib.eval.rewrite_dialogues import rewrite_corpus
-    from clinlib.eval.synth_calls import Calls
+    from clinlib.eval.synthesis.calls import Calls
+    from clinlib.eval.synthesis.rewrite import rewrite_corpus
 
     srv = servers(open_=faithful)["open_"]
     ev = make_events()

@@ -11,7 +11,7 @@ import os
 import pytest
 
 from clinlib.core import config
-from clinlib.eval.slices import slice_profile, smallest_patients
+from clinlib.eval.harness.slices import slice_profile, smallest_patients
 from clinlib.llm import local_server
 
 REQUIRE_ENV = "CLINTRACE_REQUIRE_LOCAL_MODEL"

@@ -14,7 +14,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from clinlib.eval import runner
+from clinlib.eval.harness import runner
 from clinlib.llm import ResponseCache, count_tokens, default_cache_path
 from clinlib.tasks import score
 from tests.llm_local.conftest import TASKS

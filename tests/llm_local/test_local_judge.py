@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from clinlib.core import config
-from clinlib.eval.judge import judge_predictions
-from clinlib.eval.synth_calls import Calls
+from clinlib.eval.judge.scoring import judge_predictions
+from clinlib.eval.synthesis.calls import Calls
 from tests.eval.test_judge import QUESTIONS, _preds
 
 pytestmark = pytest.mark.local

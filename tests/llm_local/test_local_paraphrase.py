@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from clinlib.data.build import load
-from clinlib.eval.paraphrase_run import paraphrase_frame
-from clinlib.eval.synth_calls import Calls
+from clinlib.eval.synthesis.calls import Calls
+from clinlib.eval.synthesis.paraphrase import paraphrase_frame
 from clinlib.tasks.paraphrase import PARAPHRASE_CHECKS, check_paraphrase, first_problem
 
 pytestmark = pytest.mark.local

@@ -14,7 +14,7 @@ import json
 import pandas as pd
 import pytest
 
-from clinlib.eval import runner
+from clinlib.eval.harness import runner
 from clinlib.llm import ResponseCache, default_cache_path
 from clinlib.strategies.amem import EVOLUTION_PROMPT, NOTE_CONSTRUCTION_PROMPT
 from clinlib.strategies.construction import load_artifacts

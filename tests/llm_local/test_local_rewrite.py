@@ -20,8 +20,8 @@ from clinlib.core.io import write_parquet
 from clinlib.data.build import SOURCE_FILE, load
 from clinlib.dialogue.rewrite import REWRITE_CHECKS
 from clinlib.dialogue.rewrite_report import backbone_rates, failing_checks
-from clinlib.eval.rewrite_dialogues import rewrite_dialogues
-from clinlib.eval.rule_writers import REWRITER
+from clinlib.eval.synthesis.rewrite import rewrite_dialogues
+from clinlib.eval.synthesis.rule_writers import REWRITER
 from tests.llm_local.conftest import PATIENTS
 
 pytestmark = pytest.mark.local

@@ -198,7 +198,7 @@ def test_runnable_from_the_command_line(tmp_path, monkeypatch):
 
     from clinlib.cli import app
     from clinlib.core import config
-    from clinlib.eval import runner
+    from clinlib.eval.harness import runner
     from tests import strategy_fixtures as sf
 
     monkeypatch.setattr(config, "BUILD_DIR", tmp_path)

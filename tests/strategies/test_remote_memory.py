@@ -359,7 +359,7 @@ def test_a_run_refused_by_a_failing_service_resumes_to_mem0s_answers(profile, tm
     so a response is the prompt it answered): a query that fails for good stops the run with
     one line before any prediction is written; once the service heals, the same call answers
     every question with the prompt in-process Mem0 gives."""
-    from clinlib.eval import runner
+    from clinlib.eval.harness import runner
     from clinlib.llm.testserver import FaultServer
     from tests.eval.test_runner import FAST, write_config
 

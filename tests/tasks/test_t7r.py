@@ -13,9 +13,9 @@ import pytest
 
 from clinlib.data.build import SourceSpec, load, open_source, read_source_info
 from clinlib.dialogue.turns import ordinal_word
-from clinlib.eval.policies import answer
-from clinlib.eval.prompts import build_messages
-from clinlib.eval.reader_relative import recognise_relative_option
+from clinlib.eval.harness.prompts import build_messages
+from clinlib.eval.readers.policies import answer
+from clinlib.eval.readers.relative import recognise_relative_option
 from clinlib.tasks.base import STATED_NUMBER
 from clinlib.tasks.gates import gate_l2
 from clinlib.tasks.recompute import load_raw

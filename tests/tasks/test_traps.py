@@ -179,7 +179,7 @@ def _q(task, sub, fmt, gold, meta=None, anchors=("TRAPALG-1",)):
 
 
 def test_reference_reader_and_scoring_on_hand_made_contexts():
-    from clinlib.eval.traps import answer_contexts, read_trap, score_trap
+    from clinlib.eval.traps.questions import answer_contexts, read_trap, score_trap
     from clinlib.tasks.base import ABSTAIN
 
     ctx = ("Visit 1 (2150-01-01)\nPatient: I am allergic to penicillin; it gave me hives. "
@@ -278,7 +278,7 @@ def test_l2_and_l3_gates_catch_a_wrong_gold_and_a_leak(quick_traps):
 
 
 def test_at_matters_picks_final_for_injected_and_first_for_record_questions():
-    from clinlib.eval.traps import MATTERS, at_matters
+    from clinlib.eval.traps.questions import MATTERS, at_matters
 
     run = pd.DataFrame({
         "qid": ["e", "e", "e", "s", "s", "p"], "task": ["EEM", "EEM", "EEM", "SUA", "SUA", "EEM"],

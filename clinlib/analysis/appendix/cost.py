@@ -4,7 +4,7 @@
   output and cache-read tokens, cache-hit rate, cost, and latency p50 / p95
   (:func:`clinlib.analysis.metrics.cost_table` plus the latency quantiles);
 - :func:`cost_beside` — the measured cells, the offline estimate
-  (:func:`clinlib.eval.runner.estimate`) and the paper's Table 4 in one long table, in
+  (:func:`clinlib.eval.harness.runner.estimate`) and the paper's Table 4 in one long table, in
   Table 4's units (input in millions, output in thousands of tokens, cache hits in %);
 - :func:`build_cost_table` / :func:`construction_cost` — prep tokens, cost and seconds of
   every memory, recorded at construction (``Artifact.build_seconds`` / ``prep_usage``);

@@ -16,8 +16,8 @@ from clinlib.analysis.failures.common import (
     as_list,
     require_columns,
 )
-from clinlib.eval.outcomes import CONTEXT_OVERFLOW_CLASS, failure_classes
-from clinlib.eval.runner import setting_questions
+from clinlib.eval.harness.outcomes import CONTEXT_OVERFLOW_CLASS, failure_classes
+from clinlib.eval.harness.runner import setting_questions
 
 
 def filter_predictions(

@@ -27,7 +27,7 @@ from clinlib.analysis.failures.common import (
     verdict_mark,
 )
 from clinlib.core.pages import clip_context
-from clinlib.eval.outcomes import failure_class
+from clinlib.eval.harness.outcomes import failure_class
 from clinlib.strategies import question_contexts
 from clinlib.strategies.evidence import anchor_ids, anchor_presence
 from clinlib.strategies.registry import is_kit_strategy

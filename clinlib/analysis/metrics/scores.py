@@ -20,7 +20,7 @@ import pandas as pd
 
 from clinlib.analysis.metrics.common import MetricsInputError, require
 from clinlib.analysis.stats.question import bootstrap_ci
-from clinlib.eval.store import row_scores
+from clinlib.eval.harness.store import row_scores
 
 SCORE_COLUMNS: dict[bool, tuple[str, str]] = {
     False: ("score", "correct"),
@@ -30,7 +30,7 @@ SCORE_COLUMNS: dict[bool, tuple[str, str]] = {
 
 def graded_scores(preds: pd.DataFrame, lenient: bool = False) -> pd.Series:
     """Each prediction's graded score (``score`` / ``score_lenient``, else ``correct`` as
-    1.0 / 0.0 where the score is missing; :func:`clinlib.eval.store.row_scores`)."""
+    1.0 / 0.0 where the score is missing; :func:`clinlib.eval.harness.store.row_scores`)."""
     require(preds, [SCORE_COLUMNS[lenient][1]], "graded_scores")
     return row_scores(preds, lenient)
 

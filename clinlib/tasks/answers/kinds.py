@@ -57,7 +57,7 @@ class AnswerKind:
 
     Attributes:
         shape: what the answer looks like ("value", "yes/no", "letter", ...); a response that
-            reads as another shape is "an answer to another task" (clinlib.eval.external).
+            reads as another shape is "an answer to another task" (clinlib.eval.interop.external).
         read_strict: ``(normalised response, options) -> answer | None`` in the requested
             format (abstention already handled).
         read_lenient: ``(text, options) -> answer | None``, what a careful reader accepts.

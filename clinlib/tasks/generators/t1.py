@@ -104,5 +104,5 @@ SPEC = TaskSpec(
     generate=generate,
     recompute=gold_t1,
     leak=value_leak,
-    reader_policy="clinlib.eval.policies:answer_t1",
+    reader_policy="clinlib.eval.readers.policies:answer_t1",
 )

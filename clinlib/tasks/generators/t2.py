@@ -124,5 +124,5 @@ SPEC = TaskSpec(
     generate=generate,
     recompute=gold_t2,
     leak=trend_leak,
-    reader_policy="clinlib.eval.policies:answer_t2",
+    reader_policy="clinlib.eval.readers.policies:answer_t2",
 )

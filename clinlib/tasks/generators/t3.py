@@ -208,5 +208,5 @@ SPEC = TaskSpec(
     generate=generate,
     recompute=gold_t3,
     leak=injection_leak,
-    reader_policy="clinlib.eval.policies:answer_t3",
+    reader_policy="clinlib.eval.readers.policies:answer_t3",
 )

@@ -144,5 +144,5 @@ SPEC = TaskSpec(
     generate=generate,
     recompute=gold_t4,
     leak=ids_leak,
-    reader_policy="clinlib.eval.policies:answer_t4",
+    reader_policy="clinlib.eval.readers.policies:answer_t4",
 )

@@ -296,5 +296,5 @@ SPEC = TaskSpec(
     generate=generate,
     recompute=gold_t5,
     leak=injection_leak,
-    reader_policy="clinlib.eval.policies:answer_t5",
+    reader_policy="clinlib.eval.readers.policies:answer_t5",
 )

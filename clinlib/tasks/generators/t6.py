@@ -219,5 +219,5 @@ SPEC = TaskSpec(
     recompute=gold_t6,
     leak=comparison_leak,
     patients=2,
-    reader_policy="clinlib.eval.policies:answer_t6",
+    reader_policy="clinlib.eval.readers.policies:answer_t6",
 )

@@ -283,5 +283,5 @@ SPEC = TaskSpec(
     recompute=gold_t7,
     leak=option_leak,
     options="texts",
-    reader_policy="clinlib.eval.policies:answer_t7",
+    reader_policy="clinlib.eval.readers.policies:answer_t7",
 )

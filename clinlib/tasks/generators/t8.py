@@ -189,5 +189,5 @@ SPEC = TaskSpec(
     generate=generate,
     recompute=gold_t8,
     leak=response_leak,
-    reader_policy="clinlib.eval.policies:answer_t8",
+    reader_policy="clinlib.eval.readers.policies:answer_t8",
 )

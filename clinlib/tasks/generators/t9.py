@@ -204,5 +204,5 @@ SPEC = TaskSpec(
     recompute=gold_t9,
     leak=abstention_cue_leak,
     anchor_status=("missed",),
-    reader_policy="clinlib.eval.policies:answer_t9",
+    reader_policy="clinlib.eval.readers.policies:answer_t9",
 )

@@ -83,7 +83,7 @@ def _tau(answer, gold) -> float:
 
 
 IDS = PopulationAnswer(_ids, _precision)
-# (task, title, answer, offline overlap baseline in clinlib.eval.population_readers)
+# (task, title, answer, offline overlap baseline in clinlib.eval.population.readers)
 _TASKS = (
     ("P-CLQ", "Clique", IDS, "overlap_clique"),
     ("P-ICC", "In-context classification", PopulationAnswer(_mapping, _accuracy), "overlap_icc"),
@@ -111,7 +111,7 @@ def _spec(task: str, title: str, answer: PopulationAnswer, baseline: str) -> Tas
         max_tokens=MAX_TOKENS,
         answer=answer,
         family="population",
-        reader_policy=f"clinlib.eval.population_readers:{baseline}",
+        reader_policy=f"clinlib.eval.population.readers:{baseline}",
     )
 
 

@@ -7,7 +7,7 @@ load_questions`), builds contexts over the trap dialogue and stores the predicti
 other task's. Only the deterministic formats are asked (:data:`HARNESS_TRAP_TASKS`: S and O);
 IG and MCD (L, free text) are asked and stored like the others, but no deterministic scorer
 decides them: their ``correct`` is stored NA (never False) with ``parse_problem``
-:data:`NEEDS_JUDGE`, and :func:`clinlib.eval.judge_run.judge_traps` scores them with the judge.
+:data:`NEEDS_JUDGE`, and :func:`clinlib.eval.judge.run.judge_traps` scores them with the judge.
 
 The question text a backbone sees is MedMemoryBench's Appendix D.1 answer prompt for the type, the
 question embedded and, for the O types, the options listed (:func:`trap_prompt`). Scoring
@@ -132,7 +132,7 @@ def _spec(task: str) -> TaskSpec:
         max_tokens=TRAP_MAX_TOKENS[task],
         family="trap",
         scorer=trap_score,
-        reader_policy=f"clinlib.eval.reader_trap:read_{task.lower()}",
+        reader_policy=f"clinlib.eval.readers.trap:read_{task.lower()}",
     )
 
 

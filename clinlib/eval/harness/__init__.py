@@ -1,0 +1,1 @@
+"""Evaluation: the answering harness: runs, sessions, cells, stored predictions (paper §4)."""

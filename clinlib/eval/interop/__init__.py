@@ -1,0 +1,1 @@
+"""Evaluation: the kit's doors: outside predictions, exports, inspect logs, prefix sharing."""

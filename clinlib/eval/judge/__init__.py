@@ -1,0 +1,1 @@
+"""Evaluation: LLM-as-judge scoring and its audit (MedMemoryBench App. D.1)."""

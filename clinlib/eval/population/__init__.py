@@ -1,0 +1,1 @@
+"""Evaluation: population questions answered (PopMedQA)."""

@@ -1,0 +1,1 @@
+"""Evaluation: offline readers: deterministic answering policies, not language models."""

@@ -1,0 +1,92 @@
+"""Trap questions answered by any backbone through the kit's harness (issue 30 §2;
+MedMemoryBench Appendix D.1 answer prompts, §5 "Query Design").
+
+The six query types are harness tasks (:mod:`clinlib.tasks.traps.answers`): ``clintrace run
+--tasks EEM,TLA,SUA,MQ,IG,MCD`` (or :func:`clinlib.eval.harness.runner.run` with ``tasks=``) builds contexts over
+the trap dialogue under any setting (post, stream, mixed), asks each backbone with the seed's
+MedMemoryBench Appendix D.1 prompt (:func:`clinlib.eval.harness.prompts.build_messages`), scores and APPENDS the
+predictions to the profile's store, resumable and cached like every other task. The offline
+``reference`` reader answers them by :mod:`clinlib.eval.readers.trap` (a deterministic policy,
+not a language model).
+
+:func:`ask_traps` is a thin wrapper for notebooks: one harness run, then
+:func:`stored_traps`, the stored predictions joined with trap retention (a property of the
+context, :func:`clinlib.eval.traps.questions.answer_contexts`, measured on the same contexts). IG and
+MCD rows (free text) are asked and stored with ``correct`` NA: no deterministic scorer decides
+them; :func:`clinlib.eval.judge.run.judge_traps` judges them (issue 30 §3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from clinlib.core.config import resolve_profile
+from clinlib.data.build import load
+from clinlib.eval.harness import runner
+from clinlib.eval.harness.prompts import build_messages
+from clinlib.eval.harness.records import run_records
+from clinlib.eval.traps.questions import RUN_COLUMNS, answer_contexts, trap_contexts
+from clinlib.tasks.traps.answers import HARNESS_TRAP_TASKS, is_trap_task
+
+COST_COLUMNS = ["error", "input_tokens", "output_tokens", "cost_usd"]
+_JOIN = ["qid", "strategy", "prep_model", "setting"]
+
+
+def trap_messages(question: dict, context: str) -> list[dict[str, str]]:
+    """The messages the harness sends for a trap question (MedMemoryBench's Appendix D.1 prompt)."""
+    return build_messages(question, context)
+
+
+def stored_traps(
+    profile: str | None,
+    contexts: pd.DataFrame,
+    backbones: Sequence[str],
+) -> pd.DataFrame:
+    """The stored trap predictions of ``backbones`` for the (question, strategy, setting) rows
+    of ``contexts`` (:func:`clinlib.eval.traps.questions.trap_contexts`), with retention:
+    :data:`RUN_COLUMNS` plus :data:`COST_COLUMNS`. A S/O row without a stored prediction keeps
+    ``response`` NA and ``correct`` NA (nothing was answered)."""
+    name = resolve_profile(profile)
+    measured = answer_contexts(load("trap_questions", name), contexts)
+    measured["prep_model"] = contexts["prep_model"].to_numpy()
+    preds = runner.load_predictions(name, extended=True, all_settings=True)
+    preds = preds[preds["task"].map(is_trap_task).astype(bool)]
+    base = measured.drop(columns=["response", "correct", "backbone"])
+    parts = []
+    for bb in backbones:
+        mine = preds.loc[preds["backbone"] == bb, [*_JOIN, "response", "correct", *COST_COLUMNS]]
+        got = base.merge(mine, on=_JOIN, how="left", validate="one_to_one")
+        got["backbone"] = bb
+        parts.append(got)
+    out = pd.concat(parts, ignore_index=True)
+    return out[[*RUN_COLUMNS, *COST_COLUMNS]].astype({"correct": "boolean"})
+
+
+def ask_traps(
+    profile: str | None,
+    strategies: Sequence[str],
+    backbones: Sequence[str],
+    settings: Sequence[str] = ("post",),
+    prep: str = "rule-based",
+    **run_options: Any,
+) -> pd.DataFrame:
+    """Ask the six trap query types through the harness (stored, resumable; ``run_options`` go
+    to :func:`clinlib.eval.harness.runner.run`) and return :func:`stored_traps` for every setting."""
+    name = resolve_profile(profile)
+    run_options.setdefault("progress", False)
+    spec, options = run_records(
+        profile=name,
+        strategies=strategies,
+        backbones=backbones,
+        settings=settings,
+        prep=prep,
+        tasks=HARNESS_TRAP_TASKS,
+        **run_options,
+    )
+    runner.run(spec, options)
+    parts = [stored_traps(name, trap_contexts(name, strategies, s, prep), backbones)
+             for s in settings]  # fmt: skip
+    return pd.concat(parts, ignore_index=True)
