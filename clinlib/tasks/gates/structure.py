@@ -113,9 +113,7 @@ def excluded_keys(exclusions: pd.DataFrame | None) -> dict[str, str]:
     prefix = {"admissions": "hadm:", "labevents": "LAB-", "prescriptions": "RX-"}
     return {
         f"{prefix[t]}{str(k).strip()}": str(r)
-        for t, k, r in zip(
-            exclusions["table"], exclusions["key"], exclusions["rule"], strict=True
-        )  # fmt: skip
+        for t, k, r in zip(exclusions["table"], exclusions["key"], exclusions["rule"], strict=True)
         if t in prefix
     }
 

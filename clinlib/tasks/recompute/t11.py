@@ -51,16 +51,29 @@ def _actions(raw: RawRecord, sid: int, hadm: int) -> list[tuple[pd.Timestamp, st
     out = []
     for r in raw.records("labs", sid):
         if int(r["hadm_id"]) == hadm and str(r["lab_key"]) in LAB_BY_KEY:
-            out.append((pd.Timestamp(r["charttime"]), "lab", LAB_BY_KEY[str(r["lab_key"])].label,
-                        str(r["event_id"])))  # fmt: skip
+            out.append(
+                (
+                    pd.Timestamp(r["charttime"]),
+                    "lab",
+                    LAB_BY_KEY[str(r["lab_key"])].label,
+                    str(r["event_id"]),
+                )
+            )
     for r in raw.records("rx", sid):
         if int(r["hadm_id"]) == hadm:
-            out.append((pd.Timestamp(r["starttime"]), "medication", _order_text(r),
-                        str(r["event_id"])))  # fmt: skip
+            out.append(
+                (pd.Timestamp(r["starttime"]), "medication", _order_text(r), str(r["event_id"]))
+            )
     for r in raw.records("px", sid):
         if int(r["hadm_id"]) == hadm:
-            out.append((pd.Timestamp(str(r["date"])), "procedure", _text(r["long_title"]),
-                        str(r["event_id"])))  # fmt: skip
+            out.append(
+                (
+                    pd.Timestamp(str(r["date"])),
+                    "procedure",
+                    _text(r["long_title"]),
+                    str(r["event_id"]),
+                )
+            )
     return out
 
 
@@ -83,8 +96,11 @@ def _order_text(r: Mapping[str, Any]) -> str:
 
 
 def _credit(actions, cut: pd.Timestamp, match) -> Decimal:
-    secs = [Decimal(int((t - cut).total_seconds())) for t, k, a, _ in actions
-            if t >= cut and match(k, a)]  # fmt: skip
+    secs = [
+        Decimal(int((t - cut).total_seconds()))
+        for t, k, a, _ in actions
+        if t >= cut and match(k, a)
+    ]
     if not secs or min(secs) > _HORIZON_S:
         return Decimal(0)
     return ((_HORIZON_S - min(secs)) / _HORIZON_S).quantize(_Q, rounding=ROUND_HALF_UP)
@@ -95,8 +111,9 @@ def _gold(letter: str, credits: dict[str, Decimal]) -> str:
     return "|".join([letter, *extra])
 
 
-def recompute_t11(meta: Mapping[str, Any], q: Mapping[str, Any], raw: RawRecord,
-                  status: Mapping[str, str]) -> Recomputed:  # fmt: skip
+def recompute_t11(
+    meta: Mapping[str, Any], q: Mapping[str, Any], raw: RawRecord, status: Mapping[str, str]
+) -> Recomputed:
     """L2 recomputation of one T11 question (module docstring)."""
     sid, hadm = int(_get(meta, "subject_id")), int(_get(meta, "hadm_id"))
     visit = raw.visit_of(sid).get(hadm)
@@ -122,11 +139,15 @@ def recompute_t11(meta: Mapping[str, Any], q: Mapping[str, Any], raw: RawRecord,
         kinds = [str(k) for k in json.loads(json.dumps(_get(meta, "options")))]
         if [_KIND_NAMES.get(k) for k in kinds] != options or kind not in kinds:
             return Recomputed(None, problem=f"options {options} are not the kinds {kinds}")
-        credits = {_LETTERS[i]: _credit(actions, t_cut, lambda k2, a2, k=k: k2 == k)
-                   for i, k in enumerate(kinds)}  # fmt: skip
+        credits = {
+            _LETTERS[i]: _credit(actions, t_cut, lambda k2, a2, k=k: k2 == k)
+            for i, k in enumerate(kinds)
+        }
         return Recomputed(_gold(_LETTERS[kinds.index(kind)], credits), (cut_id,))
     if arg not in options:
         return Recomputed(None, problem=f"the cut's argument {arg!r} is not an option")
-    credits = {_LETTERS[i]: _credit(actions, t_cut, lambda k2, a2, o=o: k2 == kind and a2 == o)
-               for i, o in enumerate(options)}  # fmt: skip
+    credits = {
+        _LETTERS[i]: _credit(actions, t_cut, lambda k2, a2, o=o: k2 == kind and a2 == o)
+        for i, o in enumerate(options)
+    }
     return Recomputed(_gold(_LETTERS[options.index(arg)], credits), (cut_id,))

@@ -52,8 +52,9 @@ def recompute_t1r(meta, q, raw: RawRecord, status: Mapping[str, str]) -> Recompu
     if at is None:
         return Recomputed(None, problem=str(rows))
     if at["event_id"] != on_date[0]["event_id"]:
-        return Recomputed(None, problem=f"the position names {at['event_id']}, the date "
-                                        f"{on_date[0]['event_id']}")  # fmt: skip
+        return Recomputed(
+            None, problem=f"the position names {at['event_id']}, the date {on_date[0]['event_id']}"
+        )
     if len(rows) < 2 or len({r["date"] for r in rows}) != len(rows):
         return Recomputed(None, problem=f"the visit's {lab} values are not >= 2 distinct days")
     hidden = [r["event_id"] for r in rows if status.get(str(r["event_id"])) != "covered"]
@@ -82,8 +83,9 @@ def recompute_t1f(meta, q, raw: RawRecord, status: Mapping[str, str]) -> Recompu
     rows = [r for r in raw.lab_series(sid, lab) if int(r["hadm_id"]) == hadm]
     n, k = int(_get(meta, "n_in_visit")), int(_get(meta, "position"))
     if len(rows) != n or k <= n:
-        return Recomputed(None, problem=f"the visit holds {len(rows)} {lab} values; asked "
-                                        f"the {k}-th of {n}")  # fmt: skip
+        return Recomputed(
+            None, problem=f"the visit holds {len(rows)} {lab} values; asked the {k}-th of {n}"
+        )
     if len({r["date"] for r in rows}) != len(rows):
         return Recomputed(None, problem=f"the visit's {lab} values are not on distinct days")
     hidden = [r["event_id"] for r in rows if status.get(str(r["event_id"])) != "covered"]
