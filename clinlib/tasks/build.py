@@ -276,7 +276,7 @@ def _pick_interleaved(
     first (then plan order), for tasks whose candidates conflict (T5: one question per
     encounter). Filled one subtype after the other, the first subtypes took every encounter
     and the last ones (T5's controls, listed last) found all theirs blocked: on real MIMIC-IV
-    all 174 T5 golds were "yes" (issue 26 §3)."""
+    all 174 T5 golds were "yes"."""
     order = list(by_sub)
     picked: dict[str, list[int]] = {s: [] for s in order}
     rest = {s: list(by_sub[s]) for s in order}

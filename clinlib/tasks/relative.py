@@ -25,7 +25,7 @@ import pandas as pd
 
 from clinlib.tasks.base import QUESTION_COLUMNS
 from clinlib.tasks.build import select_task
-from clinlib.tasks.gates.content import _leak
+from clinlib.tasks.gates.leaks import leak
 from clinlib.tasks.generators.t1r import TASK
 
 
@@ -81,7 +81,7 @@ def select_pairs(cands: pd.DataFrame, n_pairs: int, seed: int) -> pd.DataFrame:
 def t1r_leak(row: Mapping[str, Any]) -> str | None:
     """Why a T1R question leaks (module docstring; the rule lives with every task's L3 rule
     in :mod:`clinlib.tasks.gates.content`), or None."""
-    return _leak(row)
+    return leak(row)
 
 
 def subset_pairs(questions: pd.DataFrame, n_pairs: int, seed: int = 0) -> pd.DataFrame:

@@ -28,7 +28,7 @@ from clinlib.tasks.base import ABSTAIN, STATED_NUMBER
 from clinlib.tasks.gates.leaks import rejection_leak
 from clinlib.tasks.generators.common import lab_event_meta, question_row, thin, to_frame
 from clinlib.tasks.generators.inputs import TaskInputs
-from clinlib.tasks.generators.t1r import MAX_POSITION, _series_ok, visit_counts, visit_series
+from clinlib.tasks.generators.t1r import MAX_POSITION, series_ok, visit_counts, visit_series
 from clinlib.tasks.recompute.t1r import recompute_t1f
 from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import T1R_RELATIVE_TEMPLATES
@@ -69,7 +69,7 @@ def _row(inp: TaskInputs, series: list[dict], n_visits: int) -> dict | None:
 
 def generate(inp: TaskInputs) -> pd.DataFrame:
     """All T1F candidates (QUESTION_COLUMNS + conflicts), sorted by qid."""
-    ok = [s for s in visit_series(inp).values() if _series_ok(inp, s) and len(s) < MAX_POSITION]
+    ok = [s for s in visit_series(inp).values() if series_ok(inp, s) and len(s) < MAX_POSITION]
     picked = thin(
         ok,
         key=lambda s: (s[0]["subject_id"], s[0]["lab_key"]),

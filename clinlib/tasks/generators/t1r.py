@@ -61,7 +61,7 @@ def visit_series(inp: TaskInputs) -> dict[tuple[int, int, str], list[dict]]:
     return out
 
 
-def _series_ok(inp: TaskInputs, series: Sequence[dict]) -> bool:
+def series_ok(inp: TaskInputs, series: Sequence[dict]) -> bool:
     """At least two measurements, all covered, each alone on its day (module docstring)."""
     return (
         len(series) >= 2
@@ -75,7 +75,7 @@ def _eligible(inp: TaskInputs) -> list[tuple[dict, int, int]]:
     """(event, 1-based position, measurements in the visit) of every eligible event."""
     out = []
     for series in visit_series(inp).values():
-        if not _series_ok(inp, series):
+        if not series_ok(inp, series):
             continue
         for k, e in enumerate(series, start=1):
             text = e["value_text"]

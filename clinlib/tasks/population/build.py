@@ -1,5 +1,5 @@
 """The population stage: questions, their three renderings, the solver gate and the other gates
-(issue 29 §1), written to ``population_questions.parquet`` and ``population_gates.parquet``.
+(PopMedQA App. C), written to ``population_questions.parquet`` and ``population_gates.parquet``.
 
 Gates (as for T1-T9, seeded and reproducible):
 

@@ -1,5 +1,5 @@
-"""Deterministic solvers: each task's gold recovered from the rendered prompt only (issue 29 §1:
-"a question it cannot solve is a gate failure, not a question").
+"""Deterministic solvers: each task's gold recovered from the rendered prompt only (a question
+its solver cannot answer from the prompt is a gate failure, not a question).
 
 A solver reads the question stem and the rendered group (:func:`render.parse_group`), plus
 :class:`Knowledge`, the dictionary knowledge a reader brings (which ICD codes and which

@@ -33,7 +33,7 @@ import pandas as pd
 
 from clinlib.data.vocab import LAB_BY_KEY
 from clinlib.tasks import rules
-from clinlib.tasks.recompute.per_task import Recomputed, _get
+from clinlib.tasks.recompute.per_task import Recomputed, meta_get
 from clinlib.tasks.recompute.raw import RawRecord
 
 _LETTERS = "ABCDEFGHIJ"
@@ -81,9 +81,10 @@ _THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 
 
 def _order_text(r: Mapping[str, Any]) -> str:
-    """ "drug dose unit route" as the record tells it (issue 26's rules, read here on their
-    own): the drug's inner runs of whitespace collapsed, and a dose of 0 (a sliding-scale
-    order, "25,000"-style separators allowed) is no dose, so neither dose nor unit."""
+    """ "drug dose unit route" as the record tells it (the prescription rules of
+    :mod:`clinlib.data.plausibility_rx`, read here on their own): the drug's inner runs of
+    whitespace collapsed, and a dose of 0 (a sliding-scale order, "25,000"-style separators
+    allowed) is no dose, so neither dose nor unit."""
     drug = " ".join(_text(r["drug"]).split())
     dose, unit = _text(r["dose_val_rx"]), _text(r["dose_unit_rx"])
     number = dose.replace(",", "") if _THOUSANDS.fullmatch(dose) else dose
@@ -115,17 +116,17 @@ def recompute_t11(
     meta: Mapping[str, Any], q: Mapping[str, Any], raw: RawRecord, status: Mapping[str, str]
 ) -> Recomputed:
     """L2 recomputation of one T11 question (module docstring)."""
-    sid, hadm = int(_get(meta, "subject_id")), int(_get(meta, "hadm_id"))
+    sid, hadm = int(meta_get(meta, "subject_id")), int(meta_get(meta, "hadm_id"))
     visit = raw.visit_of(sid).get(hadm)
-    if visit is None or int(visit["visit_idx"]) != int(_get(meta, "visit_idx")):
+    if visit is None or int(visit["visit_idx"]) != int(meta_get(meta, "visit_idx")):
         return Recomputed(None, problem=f"admission {hadm} is not visit {meta['visit_idx']}")
     actions = _actions(raw, sid, hadm)
-    cut_id = str(_get(meta, "cut_event_id"))
+    cut_id = str(meta_get(meta, "cut_event_id"))
     cut = next((a for a in actions if a[3] == cut_id and a[1] != "procedure"), None)
     if cut is None:
         return Recomputed(None, problem=f"{cut_id} is no lab value or order of admission {hadm}")
     t_cut, kind, arg, _ = cut
-    if t_cut.strftime("%Y-%m-%d %H:%M") != str(_get(meta, "cut_time")):
+    if t_cut.strftime("%Y-%m-%d %H:%M") != str(meta_get(meta, "cut_time")):
         return Recomputed(None, problem=f"{cut_id} is at {t_cut}, not {meta['cut_time']}")
     adm, dis = pd.Timestamp(visit["admittime"]), pd.Timestamp(visit["dischtime"])
     if not adm < t_cut < dis:
@@ -136,7 +137,7 @@ def recompute_t11(
         left = Decimal(int((dis - t_cut).total_seconds()))
         return Recomputed("A" if left <= rules.T11_DISCHARGE_MIN * 60 else "B", (cut_id,))
     if subtype == "next_action":
-        kinds = [str(k) for k in json.loads(json.dumps(_get(meta, "options")))]
+        kinds = [str(k) for k in json.loads(json.dumps(meta_get(meta, "options")))]
         if [_KIND_NAMES.get(k) for k in kinds] != options or kind not in kinds:
             return Recomputed(None, problem=f"options {options} are not the kinds {kinds}")
         credits = {

@@ -1,5 +1,5 @@
-"""How a trap question is asked and scored by the kit's harness (issue 30 §2; MedMemoryBench
-MedMemoryBench Appendix D.1 answer prompts, §5 "Query Design" answer formats).
+"""How a trap question is asked and scored by the kit's harness (MedMemoryBench
+Appendix D.1 answer prompts, §5 "Query Design" answer formats).
 
 The six query types are task names of the harness (:data:`TRAP_TASK_NAMES`): ``clintrace run
 --tasks EEM,TLA,SUA,MQ`` loads ``trap_questions.parquet`` (:func:`clinlib.tasks.extended.

@@ -1,6 +1,6 @@
 """Patient-stated constraints injected as trap facts (MedMemoryBench §4 "Disease Progression Event Generation": "At the
 initial stage of the graph, we explicitly inject trap events ... allergy history, contraindications, economic
-constraints, and personal preferences"; issue 30 §1).
+constraints, and personal preferences").
 
 A share :data:`INJECTED_SHARE` of the dialogue patients (picked by a stable hash of the patient
 id, so the same patients on every run) states three constraints, each in one of the first

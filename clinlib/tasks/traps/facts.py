@@ -1,5 +1,5 @@
 """Trap facts: the table, the dialogue that states them, and their verifier rows (MedMemoryBench
-§4 "Disease Progression Event Generation"; issue 30 §1).
+§4 "Disease Progression Event Generation").
 
 ``trap_facts.parquet`` has one row per trap fact (:data:`TRAP_FACT_COLUMNS`):
 

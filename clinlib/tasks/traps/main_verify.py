@@ -1,5 +1,5 @@
-"""The trap dialogue through the MAIN dialogue verifier (issue 30 §1: injected constraints
-"checked by the verifier"; paper §3 "Cohort", :mod:`clinlib.dialogue.verify`).
+"""The trap dialogue through the MAIN dialogue verifier: the injected constraints are checked
+like any stated fact (paper §3 "Cohort", :mod:`clinlib.dialogue.verify`).
 
 The trap verifier of :mod:`clinlib.tasks.traps.facts` checks the injected turns against the
 same table they were built from. Here the trap dialogue (:func:`clinlib.tasks.traps.facts.

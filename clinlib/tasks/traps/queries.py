@@ -1,5 +1,5 @@
 """MedMemoryBench's six query types over the trap facts and the record (MedMemoryBench §5
-"Query Design", Table 1; the safety evaluation's six risk categories, Table 14; issue 30 §2).
+"Query Design", Table 1; the safety evaluation's six risk categories, Table 14).
 
 Bands: precise memory extraction (EEM, TLA), temporal conflict resolution (SUA), medical
 knowledge reasoning (MQ, IG, MCD). Formats: ``S`` string match and ``O`` option match carry a

@@ -1,6 +1,6 @@
 """Record-derived contraindication traps (MedMemoryBench's introduction: "allergy
 histories, medication contraindications, and economic constraints ... embedded ... as
-high-priority signals"; issue 30 §1).
+high-priority signals").
 
 A derived trap is a drug order placed while a lab state that contraindicates its class was the
 patient's CURRENT state: the latest measurement of the rule's lab at or before the order's start

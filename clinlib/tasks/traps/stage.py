@@ -1,5 +1,5 @@
 """The trap stage: trap facts, their verifier rows, the six query types and their gates
-(issue 30 §1–§2; MedMemoryBench
+(MedMemoryBench
 §4 "Disease Progression Event Generation", §5 "Query Design").
 
 ``build_traps(profile)`` (run by ``clintrace questions`` after the extended set) writes
