@@ -214,4 +214,5 @@ SPEC = TaskSpec(
     recompute=gold_t3,
     leak=injection_leak,
     reader_policy="clinlib.eval.readers.policies:answer_t3",
+    example_column="injection",
 )
