@@ -84,9 +84,9 @@ SEEDS: tuple[Seed, ...] = (
     Seed("t5_lenient_swapped", "T5's lenient yes/no reading swapped",
          "clinlib/tasks/answers/readings.py",
          'for m in _T5_CONTRA.finditer(norm):\n'
-         '                found.add("no" if _negated(norm, m.start(), window=8) else "yes")',
+         '                found.add("no" if negated(norm, m.start(), window=8) else "yes")',
          'for m in _T5_CONTRA.finditer(norm):\n'
-         '                found.add("yes" if _negated(norm, m.start(), window=8) else "no")',
+         '                found.add("yes" if negated(norm, m.start(), window=8) else "no")',
          tests=("tests/tasks/test_parser_cases.py",)),
     Seed("pending_cost_done_keys", "the pending cost of an interrupted run summed over done keys",
          "clinlib/eval/harness/estimate.py",

@@ -32,6 +32,7 @@ from clinlib.strategies.footprints import (
 )
 from clinlib.strategies.prep import count_text_tokens, get_prep
 from clinlib.strategies.registry import LOCAL_STRATEGIES
+from clinlib.tasks.base import TASKS
 
 ALL_STRATEGIES: tuple[str, ...] = LOCAL_STRATEGIES  # offline: no outside service
 RANKING_STRATEGIES: tuple[str, ...] = ("dense-retrieval", "bm25", "hybrid", "a-mem")
@@ -326,8 +327,9 @@ def example_question(
     sid = int(turns["subject_id"].iloc[0])
     if questions is not None:
         pool = questions[(questions["task"] == task) & (_first_subject(questions) == sid)]
-        if task == "T3":
-            pool = pool[pool["injection"].astype(str) != ""]
+        spec = TASKS.get(task)
+        if spec is not None and spec.example_column:
+            pool = pool[pool[spec.example_column].astype(str) != ""]
         if len(pool):
             return dict(pool.iloc[0])
     return demo_question(turns)

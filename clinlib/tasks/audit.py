@@ -69,12 +69,16 @@ VERDICTS: tuple[str, ...] = ("agree", "disagree")
 # tasks: 0%) and the fix threshold.
 _L5, _L5_FAILS = seed_fact("ctb_l5_sample"), seed_fact("ctb_l5_fails")
 PAPER_AGREEMENT = (int(_L5.number(5)), int(_L5.number(0)))  # 366 of 370
-PAPER_QUOTAS: dict[int, int] = {int(_L5.number(1)): int(_L5.number(2)),
-                                int(_L5.number(3)): int(_L5.number(4))}  # fmt: skip
+PAPER_QUOTAS: dict[int, int] = {
+    int(_L5.number(1)): int(_L5.number(2)),
+    int(_L5.number(3)): int(_L5.number(4)),
+}
 PAPER_FAIL_PCT: dict[str, int] = {"T7": int(_L5_FAILS.number(1)), "T9": int(_L5_FAILS.number(2))}
 FIX_THRESHOLD = _L5_FAILS.number(3) / 100  # a task at 10% disagreement or more must be fixed
-QUOTA: dict[str, int] = {**{t: max(PAPER_QUOTAS) for t in HIGH_RISK_TASKS},
-                         **{t: min(PAPER_QUOTAS) for t in LOW_RISK_TASKS}}  # fmt: skip
+QUOTA: dict[str, int] = {
+    **{t: max(PAPER_QUOTAS) for t in HIGH_RISK_TASKS},
+    **{t: min(PAPER_QUOTAS) for t in LOW_RISK_TASKS},
+}
 SHEET_NAME = "l5_audit_sheet.csv"
 
 
@@ -338,8 +342,16 @@ def paper_quota_solutions() -> pd.DataFrame:
             ds = [d for d in range(1, q + 1) if _printed_pct(d, q) == pct]
             if not ds:
                 ds = [min(range(1, q + 1), key=lambda d: abs(100 * d / q - pct))]
-            rows += [{"task": task, "quota": q, "disagreements": d,
-                      "printed_pct": _printed_pct(d, q), "paper_pct": pct} for d in ds]  # fmt: skip
+            rows += [
+                {
+                    "task": task,
+                    "quota": q,
+                    "disagreements": d,
+                    "printed_pct": _printed_pct(d, q),
+                    "paper_pct": pct,
+                }
+                for d in ds
+            ]
     out = pd.DataFrame(rows)
     out["matches"] = out["printed_pct"] == out["paper_pct"]
     hit = out[out["matches"]]
@@ -353,12 +365,28 @@ def paper_l5_table() -> pd.DataFrame:
     """The paper's L5 outcome per task under the derived risk classes: task, risk, n,
     n_disagree, agreement (with ``all``: 370, 4, 366/370)."""
     sol = paper_quota_solutions()
-    d = dict(zip(sol.loc[sol["total_ok"], "task"], sol.loc[sol["total_ok"], "disagreements"],
-                 strict=True))  # fmt: skip
-    rows = [{"task": t, "risk": "high" if t in HIGH_RISK_TASKS else "low", "n": QUOTA[t],
-             "n_disagree": int(d.get(t, 0))} for t in task_names("paper")]  # fmt: skip
-    rows.append({"task": "all", "risk": "", "n": sum(r["n"] for r in rows),
-                 "n_disagree": sum(r["n_disagree"] for r in rows)})  # fmt: skip
+    d = dict(
+        zip(
+            sol.loc[sol["total_ok"], "task"], sol.loc[sol["total_ok"], "disagreements"], strict=True
+        )
+    )
+    rows = [
+        {
+            "task": t,
+            "risk": "high" if t in HIGH_RISK_TASKS else "low",
+            "n": QUOTA[t],
+            "n_disagree": int(d.get(t, 0)),
+        }
+        for t in task_names("paper")
+    ]
+    rows.append(
+        {
+            "task": "all",
+            "risk": "",
+            "n": sum(r["n"] for r in rows),
+            "n_disagree": sum(r["n_disagree"] for r in rows),
+        }
+    )
     out = pd.DataFrame(rows)
     out["agreement"] = 1 - out["n_disagree"] / out["n"]
     return out
@@ -382,8 +410,13 @@ def build_audit_sheet(profile: str | None = None, seed: int = 0) -> tuple[pd.Dat
     """
     path = sheet_path(profile)
     path.parent.mkdir(parents=True, exist_ok=True)
-    sheet = export_audit_sheet(load("questions", profile), path, seed,
-                               events=load("events", profile), turns=load("dialogues", profile))  # fmt: skip
+    sheet = export_audit_sheet(
+        load("questions", profile),
+        path,
+        seed,
+        events=load("events", profile),
+        turns=load("dialogues", profile),
+    )
     return sheet, path
 
 
@@ -428,7 +461,14 @@ def sheet_summary(sheet: pd.DataFrame, questions: pd.DataFrame) -> pd.DataFrame:
     avail = questions["task"].value_counts()
     sampled = sheet["task"].value_counts()
     return pd.DataFrame(
-        [{"task": t, "risk": "high" if t in HIGH_RISK_TASKS else "low", "quota": QUOTA[t],
-          "available": int(avail.get(t, 0)), "sampled": int(sampled.get(t, 0))}
-         for t in task_names("paper")]
-    )  # fmt: skip
+        [
+            {
+                "task": t,
+                "risk": "high" if t in HIGH_RISK_TASKS else "low",
+                "quota": QUOTA[t],
+                "available": int(avail.get(t, 0)),
+                "sampled": int(sampled.get(t, 0)),
+            }
+            for t in task_names("paper")
+        ]
+    )

@@ -265,13 +265,18 @@ def _pick(cand: pd.DataFrame, idx: Sequence[int], k: int, state: _State, seed: i
     return picked
 
 
-def _pick_interleaved(cand: pd.DataFrame, by_sub: Mapping[str, list[int]],
-                      quota: Mapping[str, int], state: _State, seed: int) -> dict[str, list[int]]:  # fmt: skip
+def _pick_interleaved(
+    cand: pd.DataFrame,
+    by_sub: Mapping[str, list[int]],
+    quota: Mapping[str, int],
+    state: _State,
+    seed: int,
+) -> dict[str, list[int]]:
     """Subtype quotas filled one question at a time, the subtype furthest below its quota
     first (then plan order), for tasks whose candidates conflict (T5: one question per
     encounter). Filled one subtype after the other, the first subtypes took every encounter
     and the last ones (T5's controls, listed last) found all theirs blocked: on real MIMIC-IV
-    all 174 T5 golds were "yes" (issue 26 §3)."""
+    all 174 T5 golds were "yes"."""
     order = list(by_sub)
     picked: dict[str, list[int]] = {s: [] for s in order}
     rest = {s: list(by_sub[s]) for s in order}
@@ -478,8 +483,11 @@ def build_questions(
 
 # (questions, gates, availability, rejected) artifact names of the paper's set.
 PAPER_FILES: tuple[str, str, str, str] = (
-    "questions", "gates", "question_availability", "questions_rejected"
-)  # fmt: skip
+    "questions",
+    "gates",
+    "question_availability",
+    "questions_rejected",
+)
 
 
 def write_gated(

@@ -65,11 +65,19 @@ def select_t11(
     parts += sel_d
     n_d = sum(len(s) for s in sel_d)
     missing += want["discharge"] - n_d
-    avails.append(pd.DataFrame([(task, "discharge", len(dis), want["discharge"], n_d)],
-                               columns=avails[0].columns))  # fmt: skip
+    avails.append(
+        pd.DataFrame(
+            [(task, "discharge", len(dis), want["discharge"], n_d)], columns=avails[0].columns
+        )
+    )
     out = pd.concat(parts, ignore_index=True).sort_values("qid", kind="stable")
     short = None
     if missing > 0:
-        short = {"task": task, "target": int(count), "available": int(len(cands)),
-                 "selected": int(len(out)), "missing": int(missing)}  # fmt: skip
+        short = {
+            "task": task,
+            "target": int(count),
+            "available": int(len(cands)),
+            "selected": int(len(out)),
+            "missing": int(missing),
+        }
     return out.reset_index(drop=True), pd.concat(avails, ignore_index=True), short

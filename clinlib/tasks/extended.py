@@ -121,8 +121,9 @@ def build_temporal_questions(
             ],
             ignore_index=True,
         )
-        write_gated(staging, questions, gates, availability,
-                    (*outputs, "temporal_questions_rejected"))  # fmt: skip
+        write_gated(
+            staging, questions, gates, availability, (*outputs, "temporal_questions_rejected")
+        )
     return {"questions": questions, "gates": gates, "availability": availability}
 
 

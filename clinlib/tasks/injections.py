@@ -142,8 +142,9 @@ def apply_injections(turns: pd.DataFrame, injections: Iterable[Injection]) -> pd
         template = {c: None for c in base.columns}
         for rec in base.to_dict("records"):
             records.append(rec)
-            for inj in sorted(after.get((int(rec["subject_id"]), int(rec["turn_idx"])), []),
-                              key=lambda i: i.qid):  # fmt: skip
+            for inj in sorted(
+                after.get((int(rec["subject_id"]), int(rec["turn_idx"])), []), key=lambda i: i.qid
+            ):
                 new = dict(template)
                 new.update(
                     subject_id=rec["subject_id"],

@@ -12,7 +12,7 @@ otherwise the template wording stays:
 * ``slots_verbatim`` — every slot of the template stem (dates, numbers, ICD-like codes, lab
   names, drug names, and every string field of the question's ``meta`` the stem states, e.g. a
   diagnosis title) survives verbatim, and the paraphrase adds no date, number or code;
-* ``no_gold_leak`` — gate L3 (:func:`clinlib.tasks.gates.content._leak`) on the new wording.
+* ``no_gold_leak`` — gate L3 (:func:`clinlib.tasks.gates.content.leak`) on the new wording.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from clinlib.dialogue.matching import (
 )
 from clinlib.tasks.answers import ABSTAIN_CLAUSE
 from clinlib.tasks.base import TASKS
-from clinlib.tasks.gates.leaks import _OPTION_LINE, question_stem
+from clinlib.tasks.gates.leaks import OPTION_LINE, question_stem
 from clinlib.tasks.gates.leaks import leak as _leak
 
 PARAPHRASE_SYSTEM_PROMPT = """You reword one question about a patient's hospital record.
@@ -111,7 +111,7 @@ def _fixed_parts(row: Mapping[str, Any]) -> list[str]:
     fmt = spec.answer_format if spec is not None else ""
     parts = [p for p in (fmt, ABSTAIN_CLAUSE) if p and p in str(row.get("question") or "")]
     if spec is not None and spec.options == "texts":
-        parts += [m.group(0).strip() for m in _OPTION_LINE.finditer(str(row["question"]))]
+        parts += [m.group(0).strip() for m in OPTION_LINE.finditer(str(row["question"]))]
     return parts
 
 

@@ -25,7 +25,7 @@ import pandas as pd
 
 from clinlib.tasks.base import QUESTION_COLUMNS
 from clinlib.tasks.build import select_task
-from clinlib.tasks.gates.content import _leak
+from clinlib.tasks.gates.leaks import leak
 from clinlib.tasks.generators.t1r import TASK
 
 
@@ -49,18 +49,26 @@ def select_t1r(
     rel = cands[cands["subtype"] == "relative"].reset_index(drop=True)
     chosen, avail, short = select_task(rel, task, int(count) // 2, seed)
     keys = {_pair_key(r) for r in chosen.to_dict("records")}
-    is_twin = (cands["subtype"] == "explicit") & cands["meta"].map(lambda m: _pair_key({"meta": m})
-                                                                   in keys)  # fmt: skip
+    is_twin = (cands["subtype"] == "explicit") & cands["meta"].map(
+        lambda m: _pair_key({"meta": m}) in keys
+    )
     twins = cands[is_twin]
     if len(twins) != len(chosen):
         raise ValueError(f"T1R: {len(chosen)} relative questions but {len(twins)} twins")
     out = pd.concat([chosen, twins], ignore_index=True).sort_values("qid", kind="stable")
     n_explicit = int((cands["subtype"] == "explicit").sum())
-    twin_row = pd.DataFrame([(task, "explicit", n_explicit, int(avail["quota"].sum()), len(twins))],
-                            columns=avail.columns)  # fmt: skip
+    twin_row = pd.DataFrame(
+        [(task, "explicit", n_explicit, int(avail["quota"].sum()), len(twins))],
+        columns=avail.columns,
+    )
     if short is not None:
-        short = {**short, "target": int(count), "available": int(len(cands)),
-                 "selected": int(len(out)), "missing": int(count) - int(len(out))}  # fmt: skip
+        short = {
+            **short,
+            "target": int(count),
+            "available": int(len(cands)),
+            "selected": int(len(out)),
+            "missing": int(count) - int(len(out)),
+        }
     return out.reset_index(drop=True), pd.concat([twin_row, avail], ignore_index=True), short
 
 
@@ -73,7 +81,7 @@ def select_pairs(cands: pd.DataFrame, n_pairs: int, seed: int) -> pd.DataFrame:
 def t1r_leak(row: Mapping[str, Any]) -> str | None:
     """Why a T1R question leaks (module docstring; the rule lives with every task's L3 rule
     in :mod:`clinlib.tasks.gates.content`), or None."""
-    return _leak(row)
+    return leak(row)
 
 
 def subset_pairs(questions: pd.DataFrame, n_pairs: int, seed: int = 0) -> pd.DataFrame:
@@ -81,5 +89,4 @@ def subset_pairs(questions: pd.DataFrame, n_pairs: int, seed: int = 0) -> pd.Dat
     as the set itself was (disease and tertile balance kept); the whole set when it holds
     fewer pairs."""
     n = min(int(n_pairs), int((questions["subtype"] == "relative").sum()))
-    return select_pairs(questions.assign(conflicts=[[] for _ in range(len(questions))]), n,
-                        seed)  # fmt: skip
+    return select_pairs(questions.assign(conflicts=[[] for _ in range(len(questions))]), n, seed)

@@ -32,12 +32,16 @@ CONTEXT_TURNS = 2
 PAPER_SPLITS: tuple[tuple[str, str, tuple[str, ...], int], ...] = (
     ("T3", "yes (injected)", ("Y-admit", "Y-er"), 300),
     ("T3", "no", ("N-admit", "N-er"), 300),
-    ("T5", "yes (controlled contradiction)",
-     ("controlled_dx_presence", "controlled_procedure", "controlled_lab_value"), 455),
+    (
+        "T5",
+        "yes (controlled contradiction)",
+        ("controlled_dx_presence", "controlled_procedure", "controlled_lab_value"),
+        455,
+    ),
     ("T5", "no (control + natural)", ("controlled_control", "natural_c2_lab_non_glucose"), 40),
     ("T9", "lab", ("lab", "lab-unmeasured"), 1147),
     ("T9", "other", ("other",), 353),
-)  # fmt: skip
+)
 
 
 def load_question_set(profile: str | None = None, build: bool = True) -> dict[str, pd.DataFrame]:

@@ -85,8 +85,9 @@ class Setting:
     seed: int = NOISE_DEFAULTS["seed"]
 
     def _mixed_label(self) -> str:
-        params = {k: v for k, v in (("ratio", self.ratio), ("seed", self.seed))
-                  if v != NOISE_DEFAULTS[k]}  # fmt: skip
+        params = {
+            k: v for k, v in (("ratio", self.ratio), ("seed", self.seed)) if v != NOISE_DEFAULTS[k]
+        }
         return format_call("mixed", params)
 
     def _label(self, with_delta: bool) -> str:
@@ -135,13 +136,17 @@ def _component(text: str, spec: str) -> tuple[str, dict[str, Any]]:
     name, params = parsed
     name = ALIASES.get(name, name)
     if name not in SETTING_KINDS:
-        raise SettingError(f"unknown setting {name!r} in {spec!r}; expected some of "
-                           f"{SETTING_KINDS + tuple(ALIASES)} joined by '+'")  # fmt: skip
+        raise SettingError(
+            f"unknown setting {name!r} in {spec!r}; expected some of "
+            f"{SETTING_KINDS + tuple(ALIASES)} joined by '+'"
+        )
     allowed = {"stream": STREAM_DEFAULTS, "mixed": NOISE_DEFAULTS}.get(name, {})
     unknown = sorted(set(params) - set(allowed))
     if unknown:
-        raise SettingError(f"setting {spec!r}: {name} takes no parameter(s) {unknown}; "
-                           f"accepted: {sorted(allowed) or 'none'}")  # fmt: skip
+        raise SettingError(
+            f"setting {spec!r}: {name} takes no parameter(s) {unknown}; "
+            f"accepted: {sorted(allowed) or 'none'}"
+        )
     return name, params
 
 
@@ -173,13 +178,19 @@ def parse_setting(spec: str | Setting) -> Setting:
         raise SettingError(f"setting {spec!r} names a component twice")
     static = [n for n in names if n in STATIC_SETTINGS]
     if static and len(names) > 1:
-        raise SettingError(f"setting {spec!r}: {static[0]} does not combine with another "
-                           "setting (stream and mixed build on post)")  # fmt: skip
+        raise SettingError(
+            f"setting {spec!r}: {static[0]} does not combine with another "
+            "setting (stream and mixed build on post)"
+        )
     params = {**STREAM_DEFAULTS, **NOISE_DEFAULTS}
     for _, p in parts:
         params.update(p)
-    return Setting(base=static[0] if static else "post", stream="stream" in names,
-                   mixed="mixed" in names, **_checked_params(spec, params))  # fmt: skip
+    return Setting(
+        base=static[0] if static else "post",
+        stream="stream" in names,
+        mixed="mixed" in names,
+        **_checked_params(spec, params),
+    )
 
 
 def _split_plus(spec: str) -> list[str]:

@@ -59,6 +59,8 @@ class TaskSpec:
         scorer: ``(task, response, gold) -> Score``, one rule for both parser modes (traps).
         reader_policy: ``"module:function"`` of the offline reader's answer policy, resolved
             in clinlib.eval (a later stage).
+        example_column: a column a question must fill to serve as the task's example in the
+            strategy views (T3: ``injection``, the injected event being the task's point).
         notes: free-form extras.
     """
 
@@ -66,9 +68,8 @@ class TaskSpec:
     title: str
     answer_format: str
     max_tokens: int
-    answer: Any = (
-        None  # an AnswerKind (clinlib.tasks.answers.kinds; not imported: it builds on this)
-    )
+    # an AnswerKind (clinlib.tasks.answers.kinds; not imported: it builds on this)
+    answer: Any = None
     family: str = "paper"
     subtypes: tuple[str, ...] = ()
     generate: Callable[..., Any] | None = None
@@ -82,6 +83,7 @@ class TaskSpec:
     anchor_status: tuple[str, ...] = ("covered",)
     scorer: Callable[[str, str | None, str], Any] | None = None
     reader_policy: str = ""
+    example_column: str = ""
     notes: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

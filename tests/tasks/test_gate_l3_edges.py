@@ -20,7 +20,8 @@ import pytest
 
 from clinlib.tasks.answers import ABSTAIN_CLAUSE, ANSWER_FORMATS
 from clinlib.tasks.gates import gate_l3
-from clinlib.tasks.gates.content import _leak, question_stem
+from clinlib.tasks.gates.content import leak as row_leak
+from clinlib.tasks.gates.content import question_stem
 
 FMT = ANSWER_FORMATS
 T1_GOLD = "the stem states the gold value {!r}"
@@ -30,7 +31,7 @@ OPTION_BLOCK = "\nOptions:\nA. Metformin\nB) Insulin\n(C) Warfarin\n  D. Aspirin
 
 
 def leak(task: str, gold: str, question: str, **cols) -> str | None:
-    return _leak({"task": task, "gold": gold, "question": question, **cols})
+    return row_leak({"task": task, "gold": gold, "question": question, **cols})
 
 
 # --------------------------------------------------------------------------- the stem

@@ -14,11 +14,11 @@ import pytest
 from clinlib.tasks import gates
 from clinlib.tasks.answers import ALL_TASK_NAMES
 from clinlib.tasks.gates.common import (
-    _as_list,
-    _int_like,
-    _meta,
-    _per_task,
-    _require,
+    as_list,
+    check_per_task,
+    int_like,
+    meta_of,
+    require_columns,
 )
 from clinlib.tasks.gates.structure import (
     _excluded_touch,
@@ -81,31 +81,31 @@ def test_excluded_touch_names_the_first_hit_and_counts_the_rest():
 
 def test_require_names_every_missing_column():
     with pytest.raises(gates.GateInputError, match=r"^events: missing column\(s\) kind, time$"):
-        _require(pd.DataFrame(columns=["event_id", "subject_id", "code"]), "events")
-    _require(pd.DataFrame(columns=["event_id", "subject_id", "status"]), "event_coverage")
+        require_columns(pd.DataFrame(columns=["event_id", "subject_id", "code"]), "events")
+    require_columns(pd.DataFrame(columns=["event_id", "subject_id", "status"]), "event_coverage")
 
 
 @pytest.mark.parametrize(
-    ("x", "int_like"),
+    ("x", "want"),
     [(3, True), (np.int64(3), True), (" 12 ", True), (True, False), (1.0, False),
      ("1.5", False), ("-1", False), (None, False)],
 )  # fmt: skip
-def test_int_like(x, int_like):
-    assert _int_like(x) is int_like
+def test_int_like(x, want):
+    assert int_like(x) is want
 
 
 def test_as_list_and_meta():
-    assert _as_list((1, 2)) == [1, 2] and _as_list(np.array([3])) == [3]
-    assert _as_list("ab") is None and _as_list(None) is None
-    assert _meta({"meta": '{"a": 1}'}) == {"a": 1}
-    assert _meta({"meta": "[1]"}) == {} and _meta({"meta": "x"}) == {} and _meta({}) == {}
+    assert as_list((1, 2)) == [1, 2] and as_list(np.array([3])) == [3]
+    assert as_list("ab") is None and as_list(None) is None
+    assert meta_of({"meta": '{"a": 1}'}) == {"a": 1}
+    assert meta_of({"meta": "[1]"}) == {} and meta_of({"meta": "x"}) == {} and meta_of({}) == {}
 
 
 def test_per_task_counts_every_row_and_records_a_crash_as_a_failure():
     # "" and None are no failure; the reason of "d" is missing: its KeyError is recorded
     rows = pd.DataFrame({"qid": ["a", "b", "c", "d"], "task": ["T1", "T1", "T2", "T2"]})
     reasons = {"a": "bad", "b": "", "c": None}
-    got = _per_task(rows, lambda r: reasons[r["qid"]])
+    got = check_per_task(rows, lambda r: reasons[r["qid"]])
     assert got == {"T1": (2, [("a", "bad")]), "T2": (2, [("d", "KeyError: 'd'")])}
 
 

@@ -523,18 +523,18 @@ def test_l3_allows_listed_choices_dates_and_rule_parameters():
         "gold": "stable;none",
         "question": "Was the trend increased, decreased or stable? " + FMT["T2"],
     }
-    assert gates._leak(q) is None
+    assert gates.leak(q) is None
     q = {"task": "T1", "gold": "13 mg/dL", "question": "Glucose on 2150-01-13? " + FMT["T1"]}
-    assert gates._leak(q) is None
+    assert gates.leak(q) is None
     q = {"task": "T1", "gold": "1.3 mg/dL", "question": "Creatinine on 2150-01-02? " + FMT["T1"]}
-    assert gates._leak(q) is None  # the format's own example "1.3 mg/dL" is not the stem
+    assert gates.leak(q) is None  # the format's own example "1.3 mg/dL" is not the stem
     q = {
         "task": "T6",
         "gold": "A",
         "meta": json.dumps({"value_a": 5.0, "value_b": 7.0}),
         "question": "Answer similar if within 5% of each other. " + FMT["T6"],
     }
-    assert gates._leak(q) is None
+    assert gates.leak(q) is None
 
 
 # --------------------------------------------------------------------------- L0

@@ -2,7 +2,7 @@
 and every gold the task generators produce, written in the strict format, read by both parsers.
 
 T5 asks whether the chart holds a self-contradictory statement, so "yes" means a
-contradiction. Lenient reading (clinlib.tasks.answers.readings._yes_no_lenient): an explicit
+contradiction. Lenient reading (clinlib.tasks.answers.readings.yes_no_lenient): an explicit
 yes / no wins; else a contradiction word (contradict / conflict / inconsistent / discrepancy /
 mismatch) reads "yes" unless a negator is within the 8 words before it ("no"); else an
 agreement word (consistent / agree / match) reads "no" unless a negator is within the 6 words

@@ -19,7 +19,7 @@ by hand-worked cases). Each expectation follows by hand from clinlib.tasks.answe
   within 3 words.
 
 "Within n words" counts the words of the clause before the cue (clinlib.tasks.answers.text
-._negated: clauses end at . ; ! ? and at ", but / however / though / although / so / and").
+.negated: clauses end at . ; ! ? and at ", but / however / though / although / so / and").
 """
 
 from __future__ import annotations
@@ -100,8 +100,8 @@ def test_t7_an_option_without_text_is_never_mentioned():
 def test_t7_lenient_keeps_the_leading_letter():
     # the leading letter is read first (parse_lenient only gets here after a failed strict
     # read, e.g. for the guess after an abstention, so the function is called directly)
-    assert R._t7_lenient("B", OPTS) == "B"
-    assert R._t7_lenient("B Insulin glargine", OPTS) == "B"
+    assert R.t7_lenient("B", OPTS) == "B"
+    assert R.t7_lenient("B Insulin glargine", OPTS) == "B"
 
 
 TREND_CASES: list[tuple[str, str, str | None]] = [
@@ -210,10 +210,10 @@ def test_normalisation_of_micro_and_spaces():
 
 
 def test_value_errors_name_the_value():
-    from clinlib.tasks.answers.values import _split_value
+    from clinlib.tasks.answers.values import split_value
 
     with pytest.raises(A.AnswerError, match=r"^not a value: 'abc'$"):
-        _split_value("abc")
+        split_value("abc")
 
 
 def test_kendall_tau_from_two_items():
@@ -229,7 +229,7 @@ def test_kendall_tau_from_two_items():
 # (issue 33 §3: the answers group's last survivors). Rules, each case below worked from them:
 # - parse_strict routes T1 to the value reading only: a bare date or "yes" is T9's
 #   over-answer in the format, never a T1 value.
-# - _normalize: every run of Unicode whitespace is one space (so a trailing NBSP / thin /
+# - normalize: every run of Unicode whitespace is one space (so a trailing NBSP / thin /
 #   ideographic space goes with the full stop); wrappers (quotes, *, _) are trimmed again
 #   after the full stop; U+2212 is "-"; the micro sign / Greek mu is "u"; T9's lenient
 #   over-answer is recorded as the normalised text.

@@ -18,7 +18,7 @@ import pandas as pd
 from clinlib.data.schema import ARTIFACTS
 from clinlib.tasks import score
 from clinlib.tasks.base import ABSTAIN
-from clinlib.tasks.gates.content import _leak
+from clinlib.tasks.gates.content import leak
 from clinlib.tasks.generators import t1f
 from clinlib.tasks.generators.inputs import make_inputs
 
@@ -67,8 +67,8 @@ def test_one_rejection_question_by_hand():
     assert row["gold"] == ABSTAIN and list(row["anchor_event_ids"]) == ["LAB-3", "LAB-4"]
     meta = json.loads(row["meta"])
     assert (meta["position"], meta["n_in_visit"], meta["visit_idx"]) == (3, 2, 1)
-    assert _leak(row.to_dict()) is None
-    assert "states a number" in _leak(
+    assert leak(row.to_dict()) is None
+    assert "states a number" in leak(
         {**row.to_dict(), "question": "The third Potassium of visit 2?"}
     )
 

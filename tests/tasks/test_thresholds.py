@@ -20,9 +20,9 @@ from clinlib.tasks.gates.common import (
     DETAIL_EXAMPLES,
     _detail,
     _passed,
-    _rows_for,
+    gate_rows,
 )
-from clinlib.tasks.gates.content import MIN_N_FOR_PATIENT_SHARE, _leak
+from clinlib.tasks.gates.content import MIN_N_FOR_PATIENT_SHARE, leak
 from clinlib.tasks.gates.structure import (
     gate_l1,
 )
@@ -55,7 +55,7 @@ from tests.tasks.test_gates import world  # noqa: F401 - the hand-built hosp tab
 def test_failure_rate_thresholds(gate, n_checked, n_failed, passed):
     assert _passed(gate, n_checked, n_failed) is passed
     fails = [(f"q{i}", "why") for i in range(n_failed)]
-    (row,) = _rows_for(gate, {"T1": (n_checked, fails)}, ["T1"])
+    (row,) = gate_rows(gate, {"T1": (n_checked, fails)}, ["T1"])
     assert (row["n_checked"], row["n_failed"], row["passed"]) == (n_checked, n_failed, passed)
     assert row["threshold"] == {"L0": 0, "L1": 0.01, "L2": 0.005, "L3": 0}[gate]
 
@@ -63,7 +63,7 @@ def test_failure_rate_thresholds(gate, n_checked, n_failed, passed):
 def test_check_gates_blocks_at_the_threshold_not_below_it():
     def table(n_failed: int, n_checked: int) -> pd.DataFrame:
         fails = [(f"T1-{i}", "anchor missing") for i in range(n_failed)]
-        rows = _rows_for("L1", {"T1": (n_checked, fails)}, ["T1"])
+        rows = gate_rows("L1", {"T1": (n_checked, fails)}, ["T1"])
         return pd.DataFrame(rows).astype(gates.GATE_COLUMNS)
 
     gates.check_gates(table(1, 101))
@@ -426,12 +426,12 @@ SENTENCE = "Physician suspects early heart failure."
 @pytest.mark.parametrize("task", ["T3", "T5"])
 def test_l3_stem_quoting_the_injected_sentence(task, injection, stem, leaks):
     row = {"task": task, "gold": "yes", "question": stem, "injection": injection}
-    assert _leak(row) == ("the stem quotes the injected sentence" if leaks else None)
+    assert leak(row) == ("the stem quotes the injected sentence" if leaks else None)
 
 
 # --------------------------------------------------------------------------- report rows
 def test_a_task_without_questions_is_checked_zero_times():
-    (row,) = _rows_for("L1", {}, ["T4"])
+    (row,) = gate_rows("L1", {}, ["T4"])
     assert (row["n_checked"], row["n_failed"], row["passed"], row["detail"]) == (0, 0, True, "")
 
 

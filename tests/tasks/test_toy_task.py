@@ -107,8 +107,6 @@ BRANCH = re.compile(r'task ?== ?"|task in \(|task in \{|task != "')
 FAMILY_MODULES = (
     "clinlib/tasks/traps/",
     "clinlib/tasks/population/",
-    # left for the strategies' owner: a demo question prefers an injected T3 question
-    "clinlib/strategies/views.py",
 )
 
 

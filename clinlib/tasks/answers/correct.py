@@ -13,8 +13,8 @@ from decimal import Decimal
 from typing import Any
 
 from clinlib.tasks.answers.formats import AnswerError, answer_kind
-from clinlib.tasks.answers.readings import _ID_RE, _norm_text
-from clinlib.tasks.answers.values import _NUM, _split_value, _units_compatible
+from clinlib.tasks.answers.readings import ID_RE, norm_text
+from clinlib.tasks.answers.values import NUM, split_value, units_compatible
 from clinlib.tasks.base import ABSTAIN
 from clinlib.tasks.rules import (
     OPTION_LETTERS,
@@ -87,12 +87,12 @@ def same_text(parsed: str, gold: str) -> bool:
 def value_match(parsed: str, gold: str) -> bool:
     """T1: the parsed number rounds to the gold at the gold's precision, compatible units."""
     try:
-        p_cmp, p_num, _, p_unit = _split_value(parsed)
+        p_cmp, p_num, _, p_unit = split_value(parsed)
     except AnswerError:
         return False
-    g_cmp, g_num, g_dec, g_unit = _split_value(gold)
+    g_cmp, g_num, g_dec, g_unit = split_value(gold)
     half = Decimal(5) * Decimal(10) ** (-(g_dec + 1))
-    return p_cmp == g_cmp and abs(p_num - g_num) < half and _units_compatible(p_unit, g_unit)
+    return p_cmp == g_cmp and abs(p_num - g_num) < half and units_compatible(p_unit, g_unit)
 
 
 def ids_match(parsed: str, gold: str) -> bool:
@@ -114,7 +114,7 @@ def exact_match(parsed: str, gold: str) -> bool:
 
 
 def value_gold_problem(gold: str, options: list[str] | None = None) -> str | None:
-    m = re.fullmatch(r"([<>]=?)?" + _NUM + r" (\S.*)", gold)
+    m = re.fullmatch(r"([<>]=?)?" + NUM + r" (\S.*)", gold)
     return None if m else "not '<value_text> <unit>'"
 
 
@@ -133,7 +133,7 @@ def yes_no_gold_problem(gold: str, options: list[str] | None = None) -> str | No
 
 def ids_gold_problem(gold: str, options: list[str] | None = None) -> str | None:
     ids = gold.split(";")
-    if any(not _ID_RE.fullmatch(i) or i != i.upper() for i in ids):
+    if any(not ID_RE.fullmatch(i) or i != i.upper() for i in ids):
         return "not event ids joined by ';'"
     if ids != sorted(set(ids)):
         return "ids not sorted and unique"
@@ -151,7 +151,7 @@ def option_gold_problem(gold: str, options: list[str] | None = None) -> str | No
         texts = [str(o).strip() for o in options]
         if len(texts) != 4 or any(not t for t in texts):
             return "needs four non-empty options"
-        if len({_norm_text(t) for t in texts}) != 4:
+        if len({norm_text(t) for t in texts}) != 4:
             return "options are not distinct"
     return None
 

@@ -33,20 +33,20 @@ from clinlib.tasks.answers.parse import (
     read_strict,
 )
 from clinlib.tasks.answers.readings import (
-    _t2_lenient,
-    _t2_strict,
-    _t4_lenient,
-    _t4_strict,
-    _t6_lenient,
-    _t6_strict,
-    _t7_lenient,
-    _t7_strict,
-    _t8_lenient,
-    _t8_strict,
-    _yes_no_lenient,
-    _yes_no_strict,
+    t2_lenient,
+    t2_strict,
+    t4_lenient,
+    t4_strict,
+    t6_lenient,
+    t6_strict,
+    t7_lenient,
+    t7_strict,
+    t8_lenient,
+    t8_strict,
+    yes_no_lenient,
+    yes_no_strict,
 )
-from clinlib.tasks.answers.values import _pick_value, _strict_value
+from clinlib.tasks.answers.values import pick_value, strict_value
 
 Reading = Callable[[str, "list[str] | None"], "str | None"]
 
@@ -111,11 +111,11 @@ def _order_gold(gold: str, options: list[str] | None) -> str | None:
 
 
 def _decision_strict(norm: str, options: list[str] | None) -> str | None:
-    return decision_letter(_t7_strict(norm, options), len(options or ()))
+    return decision_letter(t7_strict(norm, options), len(options or ()))
 
 
 def _decision_lenient(text: str, options: list[str] | None) -> str | None:
-    return decision_letter(_t7_lenient(text, options), len(options or ()))
+    return decision_letter(t7_lenient(text, options), len(options or ()))
 
 
 def _decision_gold(gold: str, options: list[str] | None) -> str | None:
@@ -125,32 +125,32 @@ def _decision_gold(gold: str, options: list[str] | None) -> str | None:
 def _yes_no(polarity: str) -> AnswerKind:
     return AnswerKind(
         "yes/no",
-        _no_options(_yes_no_strict),
-        _no_options(_yes_no_strict),
+        _no_options(yes_no_strict),
+        _no_options(yes_no_strict),
         c.yes_no_gold_problem,
-        read_first=partial(_yes_no_lenient, polarity=polarity),
+        read_first=partial(yes_no_lenient, polarity=polarity),
     )
 
 
 VALUE = AnswerKind(
     "value",
-    _no_options(_strict_value),
-    _no_options(_pick_value),
+    _no_options(strict_value),
+    _no_options(pick_value),
     c.value_gold_problem,
     c.value_match,
 )
-TREND = AnswerKind("trend", _no_options(_t2_strict), _no_options(_t2_lenient), c.trend_gold_problem)
+TREND = AnswerKind("trend", _no_options(t2_strict), _no_options(t2_lenient), c.trend_gold_problem)
 ATTRIBUTION = _yes_no("attribution")
 CONTRADICTION = _yes_no("contradiction")
 EVENT_IDS = AnswerKind(
-    "event ids", _no_options(_t4_strict), _no_options(_t4_lenient), c.ids_gold_problem, c.ids_match
+    "event ids", _no_options(t4_strict), _no_options(t4_lenient), c.ids_gold_problem, c.ids_match
 )
 PATIENT = AnswerKind(
-    "letter", _no_options(_t6_strict), _no_options(_t6_lenient), c.patient_gold_problem
+    "letter", _no_options(t6_strict), _no_options(t6_lenient), c.patient_gold_problem
 )
-OPTION = AnswerKind("letter", _t7_strict, _t7_lenient, c.option_gold_problem, c.letter_match)
+OPTION = AnswerKind("letter", t7_strict, t7_lenient, c.option_gold_problem, c.letter_match)
 DIRECTION = AnswerKind(
-    "direction", _no_options(_t8_strict), _no_options(_t8_lenient), c.direction_gold_problem
+    "direction", _no_options(t8_strict), _no_options(t8_lenient), c.direction_gold_problem
 )
 ABSTENTION = AnswerKind(
     "value", concrete_strict, concrete_lenient, c.abstain_gold_problem, over_answer=True

@@ -1,6 +1,6 @@
 """Answer-overlap metrics for free-text answers: SQuAD-style token-F1 and ROUGE-L, which
 MedMemoryBench reports beside its LLM-as-Judge accuracy (its Table 3, MedMemoryBench §6
-"Response Quality and Hallucination Analysis"; Tables 6–7; issue 30 §3).
+"Response Quality and Hallucination Analysis"; Tables 6–7).
 
 Both are pure functions of two strings.
 

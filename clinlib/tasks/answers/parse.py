@@ -9,14 +9,14 @@ import re
 from typing import Any
 
 from clinlib.tasks.answers.formats import answer_kind
-from clinlib.tasks.answers.readings import _YN_START, _yes_no_strict
+from clinlib.tasks.answers.readings import YN_START, yes_no_strict
 from clinlib.tasks.answers.text import (
-    _ABSTAIN_CUES,
-    _abstention_or_guess,
-    _is_exact_abstention,
-    _normalize,
+    ABSTAIN_CUES,
+    abstention_or_guess,
+    is_exact_abstention,
+    normalize,
 )
-from clinlib.tasks.answers.values import _date_in, _pick_value, _strict_value
+from clinlib.tasks.answers.values import date_in, pick_value, strict_value
 from clinlib.tasks.base import ABSTAIN
 from clinlib.tasks.rules import YES_NO
 
@@ -24,22 +24,22 @@ from clinlib.tasks.rules import YES_NO
 
 
 def concrete_strict(norm: str, options: list[str] | None = None) -> str | None:
-    value = _strict_value(norm)
+    value = strict_value(norm)
     if value:
         return value
     if re.fullmatch(r"\d{4}-\d{1,2}-\d{1,2}", norm):
-        return _date_in(norm)
-    return _yes_no_strict(norm) if norm.lower() in YES_NO else None
+        return date_in(norm)
+    return yes_no_strict(norm) if norm.lower() in YES_NO else None
 
 
 def concrete_lenient(text: str, options: list[str] | None = None) -> str | None:
-    value = _pick_value(text)
+    value = pick_value(text)
     if value:
         return value
-    date = _date_in(text)
+    date = date_in(text)
     if date:
         return date
-    m = _YN_START.match(text)
+    m = YN_START.match(text)
     return m.group(1).lower() if m else None
 
 
@@ -76,10 +76,10 @@ def parse_lenient(task: str, response: str | None, options: list[str] | None = N
 
 def read_strict(kind: Any, response: str | None, options: list[str] | None = None):
     """The strict reading of ``response`` as an answer of ``kind`` (see :func:`parse_strict`)."""
-    norm = _normalize(response)
+    norm = normalize(response)
     if not norm:
         return None
-    if _is_exact_abstention(norm):
+    if is_exact_abstention(norm):
         return ABSTAIN
     return kind.read_strict(norm, options)
 
@@ -89,15 +89,15 @@ def read_lenient(kind: Any, response: str | None, options: list[str] | None = No
     strict = read_strict(kind, response, options)
     if strict is not None:
         return strict
-    norm = _normalize(response)
+    norm = normalize(response)
     if not norm:
         return None
     if kind.read_first is not None:  # the kind's own words outrank the abstention cues
         answer = kind.read_first(norm)
         if answer is not None:
             return answer
-        return ABSTAIN if _ABSTAIN_CUES.search(norm) else None
-    abstains, guess = _abstention_or_guess(norm)
+        return ABSTAIN if ABSTAIN_CUES.search(norm) else None
+    abstains, guess = abstention_or_guess(norm)
     if abstains:
         # a hedged guess after the abstention is an answer only if it says something concrete
         answer = kind.read_lenient(guess, options) if guess else None

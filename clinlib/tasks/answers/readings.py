@@ -11,13 +11,13 @@ from __future__ import annotations
 import re
 
 from clinlib.data.vocab import EVENT_ID_PREFIX
-from clinlib.tasks.answers.text import _negated
+from clinlib.tasks.answers.text import negated
 from clinlib.tasks.rules import OPTION_LETTERS
 
 # --------------------------------------------------------------------------- yes / no
 
 # the requested format: the word alone or followed by punctuation ("Yes." / "No, the ...")
-_YN_START = re.compile(r"^(yes|no)(?=$|\s*[.,;:!)\-–—])", re.IGNORECASE)
+YN_START = re.compile(r"^(yes|no)(?=$|\s*[.,;:!)\-–—])", re.IGNORECASE)
 _YN_ANSWER = re.compile(
     r"\b(?:answer\s+is|answer:|i\s+would\s+say|i'd\s+say|so)\s*[\"']?(yes|no)\b"
     r"|\b(yes|no)\s*(?=[.,;:!)]|$)",
@@ -34,32 +34,32 @@ _T5_CONTRA = re.compile(
 _T5_CONSISTENT = re.compile(r"\b(?:consistent|agree\w*|match(?:es|ed)?)\b", re.IGNORECASE)
 
 
-def _yes_no_strict(norm: str) -> str | None:
-    m = _YN_START.match(norm)
+def yes_no_strict(norm: str) -> str | None:
+    m = YN_START.match(norm)
     return m.group(1).lower() if m else None
 
 
-def _yes_no_lenient(norm: str, polarity: str = "attribution") -> str | None:
+def yes_no_lenient(norm: str, polarity: str = "attribution") -> str | None:
     """Yes/no in prose; without one, the ``polarity`` phrases (``attribution``: T3,
     ``contradiction``: T5) decide."""
     found: set[str] = set()
     for m in _YN_ANSWER.finditer(norm):
         word = (m.group(1) or m.group(2)).lower()
-        if word == "yes" and _negated(norm, m.start(m.lastindex or 1)):
+        if word == "yes" and negated(norm, m.start(m.lastindex or 1)):
             continue  # "I would not say yes": discarded, never flipped
-        if word == "no" and m.group(2) and _negated(norm, m.start(2)):
+        if word == "no" and m.group(2) and negated(norm, m.start(2)):
             continue
         found.add(word)
     if not found:
         if polarity == "attribution":
             for m in _T3_POLARITY.finditer(norm):
-                found.add("no" if _negated(norm, m.start(), window=8) else "yes")
+                found.add("no" if negated(norm, m.start(), window=8) else "yes")
         else:
             for m in _T5_CONTRA.finditer(norm):
-                found.add("no" if _negated(norm, m.start(), window=8) else "yes")
+                found.add("no" if negated(norm, m.start(), window=8) else "yes")
             if not found:
                 for m in _T5_CONSISTENT.finditer(norm):
-                    found.add("yes" if _negated(norm, m.start(), window=6) else "no")
+                    found.add("yes" if negated(norm, m.start(), window=6) else "no")
     return found.pop() if len(found) == 1 else None
 
 
@@ -110,7 +110,7 @@ def _directions(norm: str) -> set[str]:
     rest = _STABLE_RE.sub(" ", norm)
     for label, rx in (("increased", _UP_RE), ("decreased", _DOWN_RE)):
         for m in rx.finditer(rest):
-            if not _negated(rest, m.start()):
+            if not negated(rest, m.start()):
                 found.add(label)
     return found
 
@@ -120,7 +120,7 @@ def _magnitudes(norm: str) -> set[str]:
     return {
         label
         for label, rx in _MAGNITUDE_RES.items()
-        if any(not _negated(rest, m.start(), window=2) for m in rx.finditer(rest))
+        if any(not negated(rest, m.start(), window=2) for m in rx.finditer(rest))
     }
 
 
@@ -129,12 +129,12 @@ _T2_STRICT = re.compile(
 )
 
 
-def _t2_strict(norm: str) -> str | None:
+def t2_strict(norm: str) -> str | None:
     m = _T2_STRICT.match(norm)
     return f"{m.group(1).lower()};{m.group(2).lower()}" if m else None
 
 
-def _t2_lenient(norm: str) -> str | None:
+def t2_lenient(norm: str) -> str | None:
     dirs = _directions(norm)
     if len(dirs) != 1:
         return None
@@ -145,12 +145,12 @@ def _t2_lenient(norm: str) -> str | None:
     return f"{direction};{mags.pop()}" if len(mags) == 1 else None
 
 
-def _t8_strict(norm: str) -> str | None:
+def t8_strict(norm: str) -> str | None:
     m = re.match(r"^(increased|decreased|similar)\b", norm, re.IGNORECASE)
     return m.group(1).lower() if m else None
 
 
-def _t8_lenient(norm: str) -> str | None:
+def t8_lenient(norm: str) -> str | None:
     dirs = _directions(norm)
     if len(dirs) != 1:
         return None
@@ -160,7 +160,7 @@ def _t8_lenient(norm: str) -> str | None:
 
 # --------------------------------------------------------------------------- T4 event ids
 
-_ID_RE = re.compile(
+ID_RE = re.compile(
     r"\b(" + "|".join(sorted(set(EVENT_ID_PREFIX.values()))) + r")-(\d+(?:-\d+)?)\b",
     re.IGNORECASE,
 )
@@ -170,15 +170,15 @@ def _join_ids(ids) -> str:
     return ";".join(sorted({i.upper() for i in ids}))
 
 
-def _t4_strict(norm: str) -> str | None:
+def t4_strict(norm: str) -> str | None:
     parts = [p.strip().strip("[]()") for p in norm.split(";")]
-    if not parts or any(not _ID_RE.fullmatch(p) for p in parts):
+    if not parts or any(not ID_RE.fullmatch(p) for p in parts):
         return None
     return _join_ids(parts)
 
 
-def _t4_lenient(norm: str) -> str | None:
-    ids = [m.group(0) for m in _ID_RE.finditer(norm) if not _negated(norm, m.start(), window=3)]
+def t4_lenient(norm: str) -> str | None:
+    ids = [m.group(0) for m in ID_RE.finditer(norm) if not negated(norm, m.start(), window=3)]
     return _join_ids(ids) if ids else None
 
 
@@ -212,14 +212,14 @@ _T6_SIMILAR = re.compile(
 )
 
 
-def _t6_strict(norm: str) -> str | None:
+def t6_strict(norm: str) -> str | None:
     m = _T6_START.match(norm)
     if not m:
         return None
     return "similar" if m.group(3) else (m.group(1) or m.group(2)).upper()
 
 
-def _t6_lenient(norm: str) -> str | None:
+def t6_lenient(norm: str) -> str | None:
     answers = [
         (m["p"].upper() if m["p"] else "similar")
         for m in _T6_ANSWER.finditer(norm)
@@ -238,9 +238,9 @@ def _t6_lenient(norm: str) -> str | None:
     named = {
         (m.group(1) or m.group(2)).upper()
         for m in _T6_PATIENT.finditer(norm)
-        if not _negated(norm, m.start(), window=2)
+        if not negated(norm, m.start(), window=2)
     }
-    similar = any(not _negated(norm, m.start(), window=3) for m in _T6_SIMILAR.finditer(norm))
+    similar = any(not negated(norm, m.start(), window=3) for m in _T6_SIMILAR.finditer(norm))
     if len(named) == 1 and not similar:
         return named.pop()
     if similar and len(named) != 1:
@@ -251,22 +251,22 @@ def _t6_lenient(norm: str) -> str | None:
 # --------------------------------------------------------------------------- T7
 
 
-def _norm_text(s: str) -> str:
+def norm_text(s: str) -> str:
     """Lower case, every run of other characters (spaces included) one space."""
     return re.sub(r"[^a-z0-9]+", " ", str(s).lower()).strip()
 
 
 def _options_in(text: str, options: list[str]) -> set[int]:
     """Indices of options whose text (or distinctive head word) is mentioned, un-negated."""
-    hay = _norm_text(text)
+    hay = norm_text(text)
     hits: set[int] = set()
-    norms = [_norm_text(o) for o in options]
+    norms = [norm_text(o) for o in options]
     heads = [n.split(" ")[0] if n else "" for n in norms]
     for i, n in enumerate(norms):
         m = re.search(r"(?<![a-z0-9])" + re.escape(n) + r"(?![a-z0-9])", hay) if n else None
         if m is None and len(heads[i]) >= 4 and heads.count(heads[i]) == 1:
             m = re.search(r"(?<![a-z0-9])" + re.escape(heads[i]) + r"(?![a-z0-9])", hay)
-        if m is not None and not _negated(hay, m.start(), window=3):
+        if m is not None and not negated(hay, m.start(), window=3):
             hits.add(i)
     return hits
 
@@ -293,9 +293,9 @@ def _t7_from_start(norm: str, options: list[str]) -> str | None | bool:
     if m["sep"] is None and not m["pre"]:
         # "A patient ..." is prose, not a letter: a letter followed by a space counts only
         # when an option's text comes next ("C Atorvastatin")
-        head = _norm_text(rest)
+        head = norm_text(rest)
         if not letter.isupper() or not any(
-            _norm_text(o) and head.startswith(_norm_text(o).split(" ")[0]) for o in options
+            norm_text(o) and head.startswith(norm_text(o).split(" ")[0]) for o in options
         ):
             return False
     if rest and options:
@@ -305,12 +305,12 @@ def _t7_from_start(norm: str, options: list[str]) -> str | None | bool:
     return OPTION_LETTERS[idx]
 
 
-def _t7_strict(norm: str, options: list[str] | None) -> str | None:
+def t7_strict(norm: str, options: list[str] | None) -> str | None:
     r = _t7_from_start(norm, list(options or []))
     return r if isinstance(r, str) else None
 
 
-def _t7_lenient(norm: str, options: list[str] | None) -> str | None:
+def t7_lenient(norm: str, options: list[str] | None) -> str | None:
     options = list(options or [])
     r = _t7_from_start(norm, options)
     if r is None:
@@ -318,7 +318,7 @@ def _t7_lenient(norm: str, options: list[str] | None) -> str | None:
     letters: set[str] = {r} if isinstance(r, str) else set()
     for m in _T7_LETTER.finditer(norm):
         letter = m.group(1) or m.group(2) or m.group(3)
-        if not _negated(norm, m.start(), window=2):
+        if not negated(norm, m.start(), window=2):
             letters.add(letter.upper())
     if options:
         letters |= {OPTION_LETTERS[i] for i in _options_in(norm, options)}

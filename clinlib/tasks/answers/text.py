@@ -12,7 +12,7 @@ _LABEL_RE = re.compile(r"^\s*(?:final\s+answer|answer|response)\s*[:\-–—]\s*
 _WRAP_CHARS = " \t\r\n\"'`*_“”‘’"
 
 
-def _normalize(text: str | None) -> str:
+def normalize(text: str | None) -> str:
     """Trim wrappers, an ``Answer:`` label and a trailing full stop; unify dashes and spaces.
 
     Every run of whitespace (any Unicode space: NBSP, thin space, line breaks) becomes one
@@ -43,7 +43,7 @@ _NEGATORS = {
 _CLAUSE_BREAK = re.compile(r"[.;!?\n]|,\s*(?:but|however|though|although|so|and)\b|\bbut\b")
 
 
-def _negated(text: str, start: int, window: int = 4) -> bool:
+def negated(text: str, start: int, window: int = 4) -> bool:
     """Whether the word at ``start`` sits in a negated clause (negator within ``window`` words)."""
     head = text[:start]
     breaks = list(_CLAUSE_BREAK.finditer(head))
@@ -58,7 +58,7 @@ _STATE_VERBS = (
     r"(?:reported|recorded|documented|measured|mentioned|available|given|provided|noted|"
     r"found|listed|stated|specified|included|known|charted|obtained|drawn|checked)"
 )
-_ABSTAIN_CUES = re.compile(
+ABSTAIN_CUES = re.compile(
     r"insufficient\s+(?:information|data|evidence|detail)"
     r"|not\s+(?:been\s+|be\s+)?" + _STATE_VERBS + r"|"
     r"\bno\b[^.;]{0,60}?\b(?:was|were|is|are|has\s+been|have\s+been)\s+(?:ever\s+)?"
@@ -86,18 +86,18 @@ _HEDGE = re.compile(
 _STRICT_ABSTAIN = re.compile(r"^insufficient\s+information(?=$|\s*[.,;:!)\-–—])", re.IGNORECASE)
 
 
-def _is_exact_abstention(norm: str) -> bool:
+def is_exact_abstention(norm: str) -> bool:
     """The requested abstention, alone or followed by punctuation and an explanation."""
     return _STRICT_ABSTAIN.match(norm) is not None
 
 
-def _abstention_or_guess(norm: str) -> tuple[bool, str | None]:
+def abstention_or_guess(norm: str) -> tuple[bool, str | None]:
     """(True, guess_text) when ``norm`` carries an abstention cue.
 
     ``guess_text`` is the text after a hedge word that follows the cue (the model's guess), or
     None for a clean abstention.
     """
-    cue = _ABSTAIN_CUES.search(norm)
+    cue = ABSTAIN_CUES.search(norm)
     if not cue:
         return False, None
     hedge = _HEDGE.search(norm, cue.end())

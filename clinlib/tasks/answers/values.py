@@ -63,7 +63,7 @@ def canonical_unit(unit: str | None) -> str | None:
     return UNIT_ALIASES.get(_unit_key(str(unit)), str(unit).strip())
 
 
-def _units_compatible(a: str | None, b: str | None) -> bool:
+def units_compatible(a: str | None, b: str | None) -> bool:
     if a is None or b is None:
         return True
     ca, cb = canonical_unit(a), canonical_unit(b)
@@ -77,14 +77,14 @@ _UNIT_PATTERN = "|".join(
         reverse=True,
     )
 )
-_NUM = r"(?:\d+(?:\.\d+)?|\.\d+)"
+NUM = r"(?:\d+(?:\.\d+)?|\.\d+)"
 _VALUE_RE = re.compile(
-    r"(?<![\w.])(?P<cmp>[<>]=?\s*)?(?P<num>" + _NUM + r")(?![\d])"
+    r"(?<![\w.])(?P<cmp>[<>]=?\s*)?(?P<num>" + NUM + r")(?![\d])"
     r"(?:\s*(?P<unit>" + _UNIT_PATTERN + r")(?![a-z0-9]))?",
     re.IGNORECASE,
 )
 _STRICT_VALUE_RE = re.compile(
-    r"^(?P<cmp>[<>]=?\s*)?(?P<num>" + _NUM + r")(?:\s*(?P<unit>" + _UNIT_PATTERN + r"))?$",
+    r"^(?P<cmp>[<>]=?\s*)?(?P<num>" + NUM + r")(?:\s*(?P<unit>" + _UNIT_PATTERN + r"))?$",
     re.IGNORECASE,
 )
 
@@ -108,7 +108,7 @@ _ORDINAL_RE = re.compile(
 )
 _RANGE_RE = re.compile(
     r"\([^()]*\b(?:ref\w*|normal|range|nl|rr)\b[^()]*\)"
-    r"|\b(?:ref\w*|normal)(?:\s+range)?(?:\s+is|\s+of|:)?\s*" + _NUM + r"\s*(?:-|–|to)\s*" + _NUM,
+    r"|\b(?:ref\w*|normal)(?:\s+range)?(?:\s+is|\s+of|:)?\s*" + NUM + r"\s*(?:-|–|to)\s*" + NUM,
     re.IGNORECASE,
 )
 _ANSWER_MARK = re.compile(r"\b(?:final\s+answer|answer|value)\s*(?:is|was|:|=)\s*", re.IGNORECASE)
@@ -127,7 +127,7 @@ def _fmt_value(cmp: str | None, num: str, unit: str | None) -> str:
     return f"{cmp}{num}" + (f" {unit}" if unit else "")
 
 
-def _strict_value(norm: str) -> str | None:
+def strict_value(norm: str) -> str | None:
     m = _STRICT_VALUE_RE.match(norm)
     return _fmt_value(m["cmp"], m["num"], m["unit"]) if m else None
 
@@ -136,7 +136,7 @@ def _values_in(text: str) -> list[tuple[str | None, str, str | None]]:
     return [(m["cmp"], m["num"], m["unit"]) for m in _VALUE_RE.finditer(_scrub(text))]
 
 
-def _pick_value(text: str) -> str | None:
+def pick_value(text: str) -> str | None:
     """The single value a careful reader takes from ``text`` (None when absent or ambiguous)."""
     mark = _ANSWER_MARK.search(text)
     if mark:
@@ -153,9 +153,9 @@ def _pick_value(text: str) -> str | None:
     return (with_unit or found)[0]
 
 
-def _split_value(text: str) -> tuple[str, Decimal, int, str | None]:
+def split_value(text: str) -> tuple[str, Decimal, int, str | None]:
     """(comparator, number, decimals, unit) of a canonical value string."""
-    m = re.match(r"^\s*(?P<cmp>[<>]=?)?\s*(?P<num>" + _NUM + r")\s*(?P<unit>.*?)\s*$", text)
+    m = re.match(r"^\s*(?P<cmp>[<>]=?)?\s*(?P<num>" + NUM + r")\s*(?P<unit>.*?)\s*$", text)
     if not m:
         raise AnswerError(f"not a value: {text!r}")
     num = m["num"]
@@ -168,9 +168,9 @@ def _split_value(text: str) -> tuple[str, Decimal, int, str | None]:
 
 
 def _value_number(text: str) -> Decimal:
-    return _split_value(text)[1]
+    return split_value(text)[1]
 
 
-def _date_in(text: str) -> str | None:
+def date_in(text: str) -> str | None:
     dates = {f"{y}-{int(m):02d}-{int(d):02d}" for y, m, d in _ISO_DATE_RE.findall(text)}
     return dates.pop() if len(dates) == 1 else None

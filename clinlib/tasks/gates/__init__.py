@@ -20,7 +20,7 @@ L1 anchor source (hard, < 1%). T1–T8: every anchor is a ``covered`` event
     anchors (a lab never measured on a date) must have no event of that lab on that date in the
     events table and no panel row of it that day in the raw labevents. T10: every anchor is a
     ``covered`` or ``missed`` event of the patient (the question lists its items itself).
-    Plausibility (issue 26 §1), ZERO tolerance: no question may rest on a source row the
+    Plausibility, ZERO tolerance: no question may rest on a source row the
     cohort stage excluded as implausible (exclusions.parquet: an admission, a lab row, a
     pharmacy order) — neither an anchor nor a gold source row its meta names (event ids,
     hadm_ids: T4's evidence and earlier stays, T6's labs ...); one such question fails L1
@@ -47,7 +47,7 @@ L4 distribution coverage (soft). Per task: no empty disease / tertile / subtype 
     uniform share; no patient above :data:`MAX_PATIENT_SHARE` of a task of >= 20 questions;
     event-type mix of T7 (medication vs procedure) and T9 (lab vs other) within
     :data:`EVENT_TYPE_TARGETS`. Reported, never blocking — except for the binary tasks
-    (:data:`BINARY_TASKS`: T3, T5; issue 26 §3), whose L4 row turns HARD when, from
+    (:data:`BINARY_TASKS`: T3, T5), whose L4 row turns HARD when, from
     :data:`MIN_N_BINARY` questions, the rarer gold holds under :data:`MIN_MINORITY_SHARE` or one
     subtype holds over :data:`MAX_SUBTYPE_SHARE` (:func:`binary_collapse`): a set where a
     constant "yes" scores 100% must not be used.
@@ -77,7 +77,7 @@ from clinlib.tasks.gates.content import (
     gate_l4,
     question_stem,
 )
-from clinlib.tasks.gates.content import _leak as _leak  # tests probe the L3 check row by row
+from clinlib.tasks.gates.content import leak as leak  # tests probe the L3 check row by row
 from clinlib.tasks.gates.gold import gate_l2
 from clinlib.tasks.gates.run import check_gates, failed_hard, gate_report, run_gates
 from clinlib.tasks.gates.structure import ANCHORLESS_SUBTYPES, gate_l0, gate_l1

@@ -49,7 +49,7 @@ INPUT_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _require(df: pd.DataFrame, name: str) -> None:
+def require_columns(df: pd.DataFrame, name: str) -> None:
     missing = [c for c in INPUT_COLUMNS[name] if c not in df.columns]
     if missing:
         raise GateInputError(f"{name}: missing column(s) {', '.join(missing)}")
@@ -58,7 +58,7 @@ def _require(df: pd.DataFrame, name: str) -> None:
 # --------------------------------------------------------------------------- helpers
 
 
-def _as_list(x: Any) -> list | None:
+def as_list(x: Any) -> list | None:
     if isinstance(x, list | tuple):
         return list(x)
     if isinstance(x, np.ndarray):
@@ -66,11 +66,11 @@ def _as_list(x: Any) -> list | None:
     return None
 
 
-def _is_str(x: Any) -> bool:
+def is_str(x: Any) -> bool:
     return isinstance(x, str)
 
 
-def _int_like(x: Any) -> bool:
+def int_like(x: Any) -> bool:
     if isinstance(x, bool):
         return False
     if isinstance(x, int | np.integer):
@@ -78,7 +78,7 @@ def _int_like(x: Any) -> bool:
     return isinstance(x, str) and x.strip().isdigit()
 
 
-def _meta(row: Mapping[str, Any]) -> dict:
+def meta_of(row: Mapping[str, Any]) -> dict:
     try:
         data = json.loads(str(row.get("meta")))
     except (TypeError, ValueError):
@@ -99,7 +99,7 @@ def _detail(failures: list[tuple[str, str]], extra: str = "") -> str:
     return (extra + (" | " if extra and shown else "") + shown + more).strip()
 
 
-def _rows_for(
+def gate_rows(
     gate: str, by_task: Mapping[str, tuple[int, list[tuple[str, str]]]], tasks: Iterable[str]
 ) -> list[dict]:
     out = []
@@ -120,7 +120,7 @@ def _rows_for(
     return out
 
 
-def _per_task(questions: pd.DataFrame, check) -> dict[str, tuple[int, list[tuple[str, str]]]]:
+def check_per_task(questions: pd.DataFrame, check) -> dict[str, tuple[int, list[tuple[str, str]]]]:
     """Run ``check(row) -> reason | None`` on every row, grouped by task."""
     out: dict[str, tuple[int, list[tuple[str, str]]]] = {}
     for row in questions.to_dict("records"):

@@ -16,11 +16,11 @@ from clinlib.tasks.gates.common import (
     SEVERITY,
     TERTILES,
     THRESHOLDS,
-    _as_list,
-    _per_task,
+    as_list,
+    check_per_task,
 )
 from clinlib.tasks.gates.leaks import T9_CUES as T9_CUES  # re-exported: the gates' rules
-from clinlib.tasks.gates.leaks import leak as _leak
+from clinlib.tasks.gates.leaks import leak as leak
 from clinlib.tasks.gates.leaks import question_stem as question_stem
 
 MAX_PATIENT_SHARE = 0.10
@@ -31,7 +31,7 @@ EVENT_TYPE_TARGETS: tuple[tuple[str, str, float, float], ...] = (
     ("T7", "medication", 0.35, 0.65),
     ("T9", "lab", 0.60, 0.90),
 )
-# Binary tasks (gold yes / no) whose balance is a HARD part of L4 (issue 26 §3: on real
+# Binary tasks (gold yes / no) whose balance is a HARD part of L4 (on real
 # MIMIC-IV all 174 T5 golds were "yes", so a constant "yes" scored 100%): from
 # MIN_N_BINARY questions, the rarer gold must hold at least MIN_MINORITY_SHARE (half of T5's
 # designed 40 / 495 = 8.1%, the most skewed binary design of the paper) and no one subtype
@@ -46,14 +46,14 @@ MAX_SUBTYPE_SHARE = 0.75
 
 def gate_l3(questions: pd.DataFrame) -> dict[str, tuple[int, list[tuple[str, str]]]]:
     """L3 leakage failures per task (see module docstring)."""
-    return _per_task(questions, _leak)
+    return check_per_task(questions, leak)
 
 
 # --------------------------------------------------------------------------- L4
 
 
 def _anchor_kind(row: Mapping[str, Any]) -> str:
-    anchors = _as_list(row.get("anchor_event_ids")) or []
+    anchors = as_list(row.get("anchor_event_ids")) or []
     prefix = str(anchors[0]).split("-")[0] if anchors else "LAB"  # anchorless T9 = a lab
     return {"LAB": "lab", "RX": "medication", "PX": "procedure", "DX": "diagnosis"}.get(
         prefix, "other"
@@ -115,7 +115,7 @@ def gate_l4(questions: pd.DataFrame, tasks: Iterable[str]) -> list[dict]:
                         )
                     )
             if n >= MIN_N_FOR_PATIENT_SHARE:
-                first = q["subject_ids"].map(lambda s: int((_as_list(s) or [0])[0]))
+                first = q["subject_ids"].map(lambda s: int((as_list(s) or [0])[0]))
                 share = first.value_counts().max() / n
                 checks.append(
                     (

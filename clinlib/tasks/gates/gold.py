@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from clinlib.tasks.gates.common import _as_list, _per_task
+from clinlib.tasks.gates.common import as_list, check_per_task
 from clinlib.tasks.recompute import RawRecord, recompute_question
 
 # --------------------------------------------------------------------------- L2
@@ -31,9 +31,9 @@ def gate_l2(
         if rec.gold != row["gold"]:
             return f"gold {row['gold']!r} but recomputed {rec.gold!r}"
         if rec.anchors is not None:
-            have = sorted(str(a) for a in (_as_list(row.get("anchor_event_ids")) or []))
+            have = sorted(str(a) for a in (as_list(row.get("anchor_event_ids")) or []))
             if sorted(rec.anchors) != have:
                 return f"anchors {have} but recomputed {sorted(rec.anchors)}"
         return rec.problem
 
-    return _per_task(questions, check)
+    return check_per_task(questions, check)

@@ -14,7 +14,7 @@ from typing import Any
 from clinlib.tasks import rules
 from clinlib.tasks.answers import ABSTAIN_CLAUSE
 from clinlib.tasks.base import STATED_NUMBER
-from clinlib.tasks.gates.common import _as_list, _is_str, _meta
+from clinlib.tasks.gates.common import as_list, is_str, meta_of
 from clinlib.tasks.registry import TASKS
 
 T9_CUES: tuple[str, ...] = (
@@ -36,7 +36,7 @@ T9_CUES: tuple[str, ...] = (
     "absent",
 )
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?)?")
-_OPTION_LINE = re.compile(r"^\s*\(?[A-D][.)]\s+.*$", re.MULTILINE)
+OPTION_LINE = re.compile(r"^\s*\(?[A-D][.)]\s+.*$", re.MULTILINE)
 _RULE_PARAMS = re.compile(
     rf"\b{int(round(rules.SIMILAR_REL * 100))}\s*%|\b{rules.T8_MIN_AFTER_DAYS}\s+(?:or more\s+)?days?\b"
 )
@@ -52,7 +52,7 @@ def question_stem(row: Mapping[str, Any]) -> str:
         if part:
             text = text.replace(part, " ")
     if spec is not None and spec.options == "texts":
-        text = _OPTION_LINE.sub(" ", text).replace("Options:", " ")
+        text = OPTION_LINE.sub(" ", text).replace("Options:", " ")
     return text
 
 
@@ -95,7 +95,7 @@ def _label_leak(stem: str, gold_label: str, axis: Mapping[str, str]) -> bool:
 
 def _injected_text(row: Mapping[str, Any]) -> list[str]:
     raw = row.get("injection")
-    if not _is_str(raw) or not raw.strip():
+    if not is_str(raw) or not raw.strip():
         return []
     data = json.loads(raw)
     items = data if isinstance(data, list) else [data]
@@ -179,7 +179,7 @@ def ids_leak(row: Mapping[str, Any]) -> str | None:
 
 
 def _stated(row: Mapping[str, Any], keys: Iterable[str]) -> list[str]:
-    values = _meta_numbers(_meta(row), keys)
+    values = _meta_numbers(meta_of(row), keys)
     nums = {n.normalize() for n in _numbers(question_stem(row))}
     return [format(v, "f") for v in values if v in nums]
 
@@ -198,7 +198,7 @@ def relative_option_leak(row: Mapping[str, Any]) -> str | None:
 def option_leak(row: Mapping[str, Any]) -> str | None:
     """T7: the stem names the answer outside the options."""
     gold, low = str(row["gold"]), question_stem(row).lower()
-    options = _as_list(row.get("options")) or []
+    options = as_list(row.get("options")) or []
     if gold in rules.OPTION_LETTERS and len(options) == 4:
         answer = str(options[rules.OPTION_LETTERS.index(gold)]).strip().lower()
         if answer and re.search(rf"(?<!\w){re.escape(answer)}(?!\w)", low):

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from clinlib.tasks.answers.order import ORDER_LETTERS, canonical_order
-from clinlib.tasks.gates.common import _as_list
+from clinlib.tasks.gates.common import as_list
 from clinlib.tasks.order_leaks import clip_leak
 
 _ITEM_LINE = re.compile(r"^[A-J]\. .*$", re.MULTILINE)
@@ -35,7 +35,7 @@ def order_stem(question: str) -> str:
 
 def t10_leak(row: Mapping[str, Any]) -> str | None:
     """Why a T10 question leaks its order (None when it does not)."""
-    items = [str(o) for o in (_as_list(row.get("options")) or [])]
+    items = [str(o) for o in (as_list(row.get("options")) or [])]
     if str(row["gold"]) == canonical_order(ORDER_LETTERS[: len(items)]):
         return "the items are shown in their gold order"
     if str(row.get("subtype")) == "visit_cloze":

@@ -19,10 +19,10 @@ from clinlib.tasks.gates.common import (
     SEVERITY,
     THRESHOLDS,
     GateError,
-    _as_list,
-    _int_like,
-    _require,
-    _rows_for,
+    as_list,
+    gate_rows,
+    int_like,
+    require_columns,
 )
 from clinlib.tasks.gates.content import gate_l3, gate_l4
 from clinlib.tasks.gates.gold import gate_l2
@@ -129,23 +129,21 @@ def run_gates(
         return _frame(rows)
     own_con = raw_con is None
     events, coverage, raw_con = _load_inputs(profile, events, coverage, raw_con)
-    _require(events, "events")
-    _require(coverage, "event_coverage")
-    sids = {
-        int(s) for lst in questions["subject_ids"] for s in (_as_list(lst) or []) if _int_like(s)
-    }
+    require_columns(events, "events")
+    require_columns(coverage, "event_coverage")
+    sids = {int(s) for lst in questions["subject_ids"] for s in (as_list(lst) or []) if int_like(s)}
     try:
         raw = load_raw(raw_con, sids)
     finally:
         if own_con:  # a connection we opened ourselves
             raw_con.close()
-    rows = _rows_for("L0", gate_l0(questions), tasks)
+    rows = gate_rows("L0", gate_l0(questions), tasks)
     l1 = gate_l1(
         questions, events, coverage, raw.lab_days, _load_exclusions(profile, exclusions, own_con)
     )
-    rows += _zero_tolerance_exclusions(_rows_for("L1", l1, tasks), l1)
-    rows += _rows_for("L2", gate_l2(questions, raw, coverage), tasks)
-    rows += _rows_for("L3", gate_l3(questions), tasks)
+    rows += _zero_tolerance_exclusions(gate_rows("L1", l1, tasks), l1)
+    rows += gate_rows("L2", gate_l2(questions, raw, coverage), tasks)
+    rows += gate_rows("L3", gate_l3(questions), tasks)
     rows += gate_l4(questions, tasks)
     return _frame(rows)
 

@@ -15,7 +15,7 @@ import pandas as pd
 from clinlib.data.vocab import INDEX_DISEASES, PANEL_ITEMIDS
 from clinlib.tasks.answers import gold_problem
 from clinlib.tasks.base import QUESTION_COLUMNS
-from clinlib.tasks.gates.common import TERTILES, _as_list, _int_like, _is_str, _meta, _per_task
+from clinlib.tasks.gates.common import TERTILES, as_list, check_per_task, int_like, is_str, meta_of
 from clinlib.tasks.registry import get_spec, task_names
 
 # The anchor statuses a task accepts are its spec's ``anchor_status``: T10 / T11 (extended set)
@@ -34,14 +34,14 @@ def _l0_row(row: Mapping[str, Any], dup_qids: set[str]) -> str | None:
     known = task_names("paper", "extended")
     if task not in known:
         return f"task {task!r} is not one of {', '.join(known)}"
-    if not _is_str(qid) or not qid.startswith(f"{task}-") or len(qid) <= len(task) + 1:
+    if not is_str(qid) or not qid.startswith(f"{task}-") or len(qid) <= len(task) + 1:
         return f"qid {qid!r} is not '{task}-<hash>'"
     if qid in dup_qids:
         return "qid is not unique"
     for col in ("subtype", "question", "gold", "disease", "tertile", "meta"):
-        if not _is_str(row.get(col)) or not row.get(col).strip():
+        if not is_str(row.get(col)) or not row.get(col).strip():
             return f"column {col} is empty or not a string ({row.get(col)!r})"
-    if not _is_str(row.get("injection")):
+    if not is_str(row.get("injection")):
         return f"column injection is not a string ({row.get('injection')!r})"
     if row["injection"].strip():
         try:
@@ -54,23 +54,23 @@ def _l0_row(row: Mapping[str, Any], dup_qids: set[str]) -> str | None:
         return "meta is not JSON"
     if not isinstance(meta, dict):
         return "meta is not a JSON object"
-    lists = {c: _as_list(row.get(c)) for c, t in QUESTION_COLUMNS.items() if t == "list"}
+    lists = {c: as_list(row.get(c)) for c, t in QUESTION_COLUMNS.items() if t == "list"}
     for col, val in lists.items():
         if val is None:
             return f"column {col} is not a list ({type(row.get(col)).__name__})"
     sids = lists["subject_ids"]
-    if not all(_int_like(s) for s in sids):
+    if not all(int_like(s) for s in sids):
         return f"subject_ids {sids!r} are not integers"
     spec = get_spec(task)
     want = spec.patients
     if len(sids) != want or len({int(s) for s in sids}) != want:
         return f"subject_ids {sids!r}: {task} needs {want} distinct patient(s)"
-    if not all(_is_str(a) and a for a in lists["anchor_event_ids"]):
+    if not all(is_str(a) and a for a in lists["anchor_event_ids"]):
         return "anchor_event_ids holds a non-string or empty id"
-    if not all(_is_str(t) and re.fullmatch(r"\d+:\d+", t) for t in lists["evidence_turns"]):
+    if not all(is_str(t) and re.fullmatch(r"\d+:\d+", t) for t in lists["evidence_turns"]):
         return f"evidence_turns {lists['evidence_turns'][:3]!r} are not '<subject>:<turn>'"
     tid = row.get("template_id")
-    if not _int_like(tid) or int(tid) < 0:
+    if not int_like(tid) or int(tid) < 0:
         return f"template_id {tid!r} is not a non-negative integer"
     if row["disease"] not in INDEX_DISEASES:
         return f"disease {row['disease']!r} is not an index disease"
@@ -78,7 +78,7 @@ def _l0_row(row: Mapping[str, Any], dup_qids: set[str]) -> str | None:
         return f"tertile {row['tertile']!r} is not low/medium/high"
     options = lists["options"]
     if spec.options:
-        if not all(_is_str(o) and o.strip() for o in options):
+        if not all(is_str(o) and o.strip() for o in options):
             return "options hold a non-string or an empty text"
         if spec.options == "items" and len(set(options)) != len(options):
             return f"{task} items repeat"
@@ -94,9 +94,9 @@ def _l0_row(row: Mapping[str, Any], dup_qids: set[str]) -> str | None:
 
 def gate_l0(questions: pd.DataFrame) -> dict[str, tuple[int, list[tuple[str, str]]]]:
     """L0 schema failures per task (see module docstring)."""
-    counts = Counter(q for q in questions["qid"] if _is_str(q))
+    counts = Counter(q for q in questions["qid"] if is_str(q))
     dup = {q for q, n in counts.items() if n > 1}
-    return _per_task(questions, lambda row: _l0_row(row, dup))
+    return check_per_task(questions, lambda row: _l0_row(row, dup))
 
 
 # --------------------------------------------------------------------------- L1
@@ -113,9 +113,7 @@ def excluded_keys(exclusions: pd.DataFrame | None) -> dict[str, str]:
     prefix = {"admissions": "hadm:", "labevents": "LAB-", "prescriptions": "RX-"}
     return {
         f"{prefix[t]}{str(k).strip()}": str(r)
-        for t, k, r in zip(
-            exclusions["table"], exclusions["key"], exclusions["rule"], strict=True
-        )  # fmt: skip
+        for t, k, r in zip(exclusions["table"], exclusions["key"], exclusions["rule"], strict=True)
         if t in prefix
     }
 
@@ -124,7 +122,7 @@ def _source_tokens(row: Mapping[str, Any]) -> set[str]:
     """The source rows a question rests on, as :func:`excluded_keys` tokens: its anchors and
     every event id / hadm_id its meta names (the gold's source rows: T4 evidence, earlier
     stays, a T6 patient's labs ...)."""
-    ids = {str(a) for a in _as_list(row.get("anchor_event_ids")) or []}
+    ids = {str(a) for a in as_list(row.get("anchor_event_ids")) or []}
     hadms: set[str] = set()
 
     def walk(node: Any, key: str = "") -> None:
@@ -136,10 +134,10 @@ def _source_tokens(row: Mapping[str, Any]) -> set[str]:
                 walk(v, key)
         elif key.endswith(("event_id", "event_ids")) and isinstance(node, str):
             ids.add(node)
-        elif key.endswith(("hadm_id", "hadm_ids")) and _int_like(node):
+        elif key.endswith(("hadm_id", "hadm_ids")) and int_like(node):
             hadms.add(str(int(node)))
 
-    walk(_meta(row))
+    walk(meta_of(row))
     out = {f"hadm:{h}" for h in hadms}
     for eid in ids:
         parts = eid.split("-")
@@ -180,15 +178,15 @@ def _l1_row(
     task = str(row["task"])
     if excluded and (why := _excluded_touch(row, excluded)):
         return why
-    anchors = _as_list(row.get("anchor_event_ids")) or []
-    sids = {int(s) for s in (_as_list(row.get("subject_ids")) or [])}
+    anchors = as_list(row.get("anchor_event_ids")) or []
+    sids = {int(s) for s in (as_list(row.get("subject_ids")) or [])}
     allowed = get_spec(task).anchor_status
     if not anchors:
         if "covered" in allowed:
             if (task, str(row.get("subtype"))) in ANCHORLESS_SUBTYPES:
                 return None
             return "no anchor event"
-        meta = _meta(row)
+        meta = meta_of(row)
         try:
             key = (int(meta["subject_id"]), str(meta["lab"]), str(meta["date"]))
         except (KeyError, TypeError, ValueError):
@@ -229,4 +227,4 @@ def gate_l1(
     }
     days = _lab_events_by_day(events)
     keys = excluded_keys(exclusions)
-    return _per_task(questions, lambda row: _l1_row(row, status, days, raw_days, keys))
+    return check_per_task(questions, lambda row: _l1_row(row, status, days, raw_days, keys))

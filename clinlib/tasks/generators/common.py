@@ -85,8 +85,13 @@ def make_qid(
     return f"{task}-{hashlib.sha1(key.encode()).hexdigest()[:12]}"
 
 
-def thin(items: Sequence[Any], key: Callable[[Any], Any], ident: Callable[[Any], Any],
-         cap: int, salt: str) -> list:  # fmt: skip
+def thin(
+    items: Sequence[Any],
+    key: Callable[[Any], Any],
+    ident: Callable[[Any], Any],
+    cap: int,
+    salt: str,
+) -> list:
     """At most ``cap`` items per ``key`` group: those with the smallest stable hash of
     ``(salt, ident(item))``; the order of ``items`` is kept. Used to thin candidate pools that
     are far larger than any target (documented per generator), independent of row order."""

@@ -69,10 +69,26 @@ def icd_version(code_system: Any) -> int | None:
 
 
 RECORD_COLUMNS = (
-    "event_id", "subject_id", "hadm_id", "visit_idx", "kind", "code", "label", "value",
-    "value_text", "unit", "ref_low", "ref_high", "flag", "route", "date", "lab_key",
-    "icd_version", "status", "turn",
-)  # fmt: skip
+    "event_id",
+    "subject_id",
+    "hadm_id",
+    "visit_idx",
+    "kind",
+    "code",
+    "label",
+    "value",
+    "value_text",
+    "unit",
+    "ref_low",
+    "ref_high",
+    "flag",
+    "route",
+    "date",
+    "lab_key",
+    "icd_version",
+    "status",
+    "turn",
+)
 
 
 @dataclass
@@ -160,8 +176,12 @@ class TaskInputs:
         """(subject_id, visit_idx) -> the encounter's turn texts."""
         out: dict[tuple[int, int], list[str]] = {}
         tt = self.turns
-        for s, v, text in zip(tt["subject_id"].tolist(), tt["visit_idx"].tolist(),
-                              tt["text"].astype(str).tolist(), strict=True):  # fmt: skip
+        for s, v, text in zip(
+            tt["subject_id"].tolist(),
+            tt["visit_idx"].tolist(),
+            tt["text"].astype(str).tolist(),
+            strict=True,
+        ):
             out.setdefault((int(s), int(v)), []).append(text)
         return out
 

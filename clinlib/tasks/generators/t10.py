@@ -70,8 +70,16 @@ def shuffled(keys: Sequence[Any], salt: str) -> list[int]:
     return order
 
 
-def _row(inp: TaskInputs, subtype: str, sid: int, anchors: list[str], items: list[str],
-         gold_rank: list[int], meta: dict, fields: dict) -> dict:  # fmt: skip
+def _row(
+    inp: TaskInputs,
+    subtype: str,
+    sid: int,
+    anchors: list[str],
+    items: list[str],
+    gold_rank: list[int],
+    meta: dict,
+    fields: dict,
+) -> dict:
     """One candidate: ``items`` in shown order, ``gold_rank[i]`` = time rank of item i."""
     letters = ORDER_LETTERS[: len(items)]
     gold = canonical_order(
@@ -79,8 +87,9 @@ def _row(inp: TaskInputs, subtype: str, sid: int, anchors: list[str], items: lis
     )
     # The qid hashes the whole question (items, text fields, meta, wording): a re-rendered
     # question is a new question, so its old answers are orphaned, never taken as done.
-    content = json.dumps([items, fields, meta, T10_TEMPLATES[subtype], FORMAT],
-                         sort_keys=True, default=str)  # fmt: skip
+    content = json.dumps(
+        [items, fields, meta, T10_TEMPLATES[subtype], FORMAT], sort_keys=True, default=str
+    )
     return question_row(
         inp,
         task=TASK,
@@ -129,11 +138,20 @@ def _cloze(inp: TaskInputs, sid: int, v: int, recs: list[dict]) -> dict | None:
     masked = set(ids)
     rest = [r for r in recs if r["event_id"] not in masked]
     return _row(
-        inp, "visit_cloze", sid, ids, [event_line(r) for r in shown], rank,
-        meta={"subject_id": sid, "hadm_id": int(recs[0]["hadm_id"]), "visit_idx": v,
-              "event_ids": [r["event_id"] for r in shown]},
+        inp,
+        "visit_cloze",
+        sid,
+        ids,
+        [event_line(r) for r in shown],
+        rank,
+        meta={
+            "subject_id": sid,
+            "hadm_id": int(recs[0]["hadm_id"]),
+            "visit_idx": v,
+            "event_ids": [r["event_id"] for r in shown],
+        },
         fields={"visit": visit_stream(rest)},
-    )  # fmt: skip
+    )
 
 
 # --------------------------------------------------------------------------- sorting
@@ -160,8 +178,9 @@ def _first(items: list, make, salt: str, classified) -> list[dict]:
     return rows
 
 
-def _sorting(inp: TaskInputs, sid: int, window: list[int], joint: bool,
-             halves_of: dict[int, tuple[str, str]]) -> dict | None:  # fmt: skip
+def _sorting(
+    inp: TaskInputs, sid: int, window: list[int], joint: bool, halves_of: dict[int, tuple[str, str]]
+) -> dict | None:
     for v in window:
         if v not in halves_of:
             halves_of[v] = visit_halves(inp.by_visit.get((sid, v), []))
@@ -187,8 +206,16 @@ def _sorting(inp: TaskInputs, sid: int, window: list[int], joint: bool,
         meta_items: dict[str, Any] = {"clips": [[hadm[v], h] for v, h in shown]}
     else:
         meta_items = {"hadm_ids": [hadm[v] for v, _ in shown]}
-    return _row(inp, subtype, sid, anchors, [texts[i] for i in order], rank,
-                meta={"subject_id": sid, **meta_items}, fields={})  # fmt: skip
+    return _row(
+        inp,
+        subtype,
+        sid,
+        anchors,
+        [texts[i] for i in order],
+        rank,
+        meta={"subject_id": sid, **meta_items},
+        fields={},
+    )
 
 
 def generate(inp: TaskInputs) -> pd.DataFrame:
@@ -203,13 +230,21 @@ def generate(inp: TaskInputs) -> pd.DataFrame:
 
     rows: list[dict] = []
     for sid in sorted(visits):
-        rows += _first(visits[sid], lambda v, sid=sid: _cloze(inp, sid, v, inp.by_visit[(sid, v)]),
-                       f"T10-cloze|{sid}", classified)  # fmt: skip
+        rows += _first(
+            visits[sid],
+            lambda v, sid=sid: _cloze(inp, sid, v, inp.by_visit[(sid, v)]),
+            f"T10-cloze|{sid}",
+            classified,
+        )
         halves_of: dict[int, tuple[str, str]] = {}  # each visit's clips, built once
         windows = _windows(visits[sid])
         for joint in (False, True):
-            rows += _first(windows, lambda w, sid=sid, j=joint, h=halves_of: _sorting(inp, sid, w, j, h),
-                           f"T10-sorting|{joint}|{sid}", classified)  # fmt: skip
+            rows += _first(
+                windows,
+                lambda w, sid=sid, j=joint, h=halves_of: _sorting(inp, sid, w, j, h),
+                f"T10-sorting|{joint}|{sid}",
+                classified,
+            )
     return to_frame(rows)
 
 

@@ -134,10 +134,12 @@ def visit_halves(records: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
         head.append(f"Abnormal results on the admission day: {'; '.join(labs)}.")
     if meds:
         head.append(f"Medications started on the admission day: {', '.join(meds)}.")
-    dx = _capped((_clean(r["label"]) for r in records if r["kind"] == "diagnosis"),
-                 CLIP_CAPS["diagnoses"])  # fmt: skip
-    px = _capped((_clean(r["label"]) for r in records if r["kind"] == "procedure"),
-                 CLIP_CAPS["procedures"])  # fmt: skip
+    dx = _capped(
+        (_clean(r["label"]) for r in records if r["kind"] == "diagnosis"), CLIP_CAPS["diagnoses"]
+    )
+    px = _capped(
+        (_clean(r["label"]) for r in records if r["kind"] == "procedure"), CLIP_CAPS["procedures"]
+    )
     tail = [f"Diagnoses: {'; '.join(dx) if dx else 'none coded'}."]
     if px:
         tail.append(f"Procedures: {'; '.join(px)}.")

@@ -82,8 +82,11 @@ def argument(r: dict) -> str | None:
 def credits_after(recs: list[dict], t_cut: int, match) -> Fraction:
     """The decay credit of the earliest action in ``recs`` at or after ``t_cut`` for which
     ``match(record)`` holds (0 when none lies within the horizon)."""
-    deltas = [Fraction(r["t"] - t_cut, _US_PER_MIN) for r in recs
-              if r["kind"] in rules.T11_ACTION_KINDS and r["t"] >= t_cut and match(r)]  # fmt: skip
+    deltas = [
+        Fraction(r["t"] - t_cut, _US_PER_MIN)
+        for r in recs
+        if r["kind"] in rules.T11_ACTION_KINDS and r["t"] >= t_cut and match(r)
+    ]
     return decay(min(deltas)) if deltas else Fraction(0)
 
 
@@ -95,24 +98,48 @@ def _context(recs: list[dict], t_cut: int) -> list[dict]:
     return [r for r in recs if r["t"] < t_cut and r["kind"] not in ("discharge", "diagnosis")]
 
 
-def _row(inp: TaskInputs, subtype: str, cut: dict, recs: list[dict], options: list[str],
-         letter: str, credits: dict[str, Fraction], fields: dict, meta: dict) -> dict:  # fmt: skip
+def _row(
+    inp: TaskInputs,
+    subtype: str,
+    cut: dict,
+    recs: list[dict],
+    options: list[str],
+    letter: str,
+    credits: dict[str, Fraction],
+    fields: dict,
+    meta: dict,
+) -> dict:
     gold = decision_gold(letter, credits)
     fields = {"stream": visit_stream(_context(recs, cut["t"])), "now": stamp(cut), **fields}
-    content = json.dumps([options, fields, meta, T11_TEMPLATES[subtype], FORMAT],
-                         sort_keys=True, default=str)  # fmt: skip
+    content = json.dumps(
+        [options, fields, meta, T11_TEMPLATES[subtype], FORMAT], sort_keys=True, default=str
+    )
     return question_row(
-        inp, task=TASK, subtype=subtype, subject_ids=[cut["subject_id"]],
-        anchors=[cut["event_id"]], templates=T11_TEMPLATES[subtype], fields=fields, gold=gold,
-        meta=meta, options=options, suffix=options_block(options),
+        inp,
+        task=TASK,
+        subtype=subtype,
+        subject_ids=[cut["subject_id"]],
+        anchors=[cut["event_id"]],
+        templates=T11_TEMPLATES[subtype],
+        fields=fields,
+        gold=gold,
+        meta=meta,
+        options=options,
+        suffix=options_block(options),
         extra_key=[hashlib.sha1(content.encode()).hexdigest()[:12]],
-    )  # fmt: skip
+    )
 
 
 def _meta(cut: dict, recs: list[dict], n_prior: int, **extra) -> dict:
-    return {"subject_id": int(cut["subject_id"]), "hadm_id": int(cut["hadm_id"]),
-            "visit_idx": int(cut["visit_idx"]), "cut_event_id": cut["event_id"],
-            "cut_time": stamp(cut), "n_prior_visits": int(n_prior), **extra}  # fmt: skip
+    return {
+        "subject_id": int(cut["subject_id"]),
+        "hadm_id": int(cut["hadm_id"]),
+        "visit_idx": int(cut["visit_idx"]),
+        "cut_event_id": cut["event_id"],
+        "cut_time": stamp(cut),
+        "n_prior_visits": int(n_prior),
+        **extra,
+    }
 
 
 def _next_action(inp, cut, recs, kinds, n_prior) -> dict | None:
@@ -121,8 +148,10 @@ def _next_action(inp, cut, recs, kinds, n_prior) -> dict | None:
         return None
     shown = _shown(names, f"T11-N|{cut['event_id']}")
     by_name = {ACTION_NAMES[k]: k for k in kinds}
-    credits = {ORDER_LETTERS[i]: credits_after(recs, cut["t"], lambda r, k=by_name[n]: r["kind"] == k)
-               for i, n in enumerate(shown)}  # fmt: skip
+    credits = {
+        ORDER_LETTERS[i]: credits_after(recs, cut["t"], lambda r, k=by_name[n]: r["kind"] == k)
+        for i, n in enumerate(shown)
+    }
     letter = ORDER_LETTERS[shown.index(ACTION_NAMES[cut["kind"]])]
     meta = _meta(cut, recs, n_prior, kind=cut["kind"], options=[by_name[n] for n in shown])
     return _row(inp, "next_action", cut, recs, shown, letter, credits, {}, meta)
@@ -140,20 +169,31 @@ def _argument(inp, cut, recs, pool, n_prior) -> dict | None:
     shown = _shown(
         [gold_arg, *others[: rules.T11_ARGUMENT_OPTIONS - 1]], f"T11-A|{cut['event_id']}"
     )
-    credits = {ORDER_LETTERS[i]: credits_after(
-        recs, cut["t"], lambda r, a=a: r["kind"] == cut["kind"] and argument(r) == a)
-        for i, a in enumerate(shown)}  # fmt: skip
+    credits = {
+        ORDER_LETTERS[i]: credits_after(
+            recs, cut["t"], lambda r, a=a: r["kind"] == cut["kind"] and argument(r) == a
+        )
+        for i, a in enumerate(shown)
+    }
     meta = _meta(cut, recs, n_prior, kind=cut["kind"])
     fields = {"action": ACTION_NAMES[cut["kind"]], "what": ARGUMENT_WHAT[cut["kind"]]}
-    return _row(inp, "argument", cut, recs, shown, ORDER_LETTERS[shown.index(gold_arg)], credits,
-                fields, meta)  # fmt: skip
+    return _row(
+        inp,
+        "argument",
+        cut,
+        recs,
+        shown,
+        ORDER_LETTERS[shown.index(gold_arg)],
+        credits,
+        fields,
+        meta,
+    )
 
 
 def _discharge(inp, cut, recs, dis, n_prior) -> dict:
     left = Fraction(dis["t"] - cut["t"], _US_PER_MIN)
     letter = "A" if left <= rules.T11_DISCHARGE_MIN else "B"
-    meta = _meta(cut, recs, n_prior, discharge_event_id=dis["event_id"],
-                 discharge_time=stamp(dis))  # fmt: skip
+    meta = _meta(cut, recs, n_prior, discharge_event_id=dis["event_id"], discharge_time=stamp(dis))
     return _row(inp, "discharge", cut, recs, ["yes", "no"], letter, {}, {}, meta)
 
 
@@ -162,9 +202,14 @@ def _cuts(recs: list[dict]) -> tuple[list[dict], dict | None]:
     dis = next((r for r in recs if r["kind"] == "discharge"), None)
     if adm is None or dis is None or len(recs) > rules.T10_MAX_VISIT_EVENTS:
         return [], None
-    ok = [r for r in recs if r["kind"] in rules.T11_CUT_KINDS and adm["t"] < r["t"] < dis["t"]
-          and r["status"] in CUT_STATUSES
-          and len(_context(recs, r["t"])) >= rules.T11_MIN_CONTEXT_EVENTS]  # fmt: skip
+    ok = [
+        r
+        for r in recs
+        if r["kind"] in rules.T11_CUT_KINDS
+        and adm["t"] < r["t"] < dis["t"]
+        and r["status"] in CUT_STATUSES
+        and len(_context(recs, r["t"])) >= rules.T11_MIN_CONTEXT_EVENTS
+    ]
     return ok, dis
 
 

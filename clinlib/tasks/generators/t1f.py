@@ -28,7 +28,7 @@ from clinlib.tasks.base import ABSTAIN, STATED_NUMBER
 from clinlib.tasks.gates.leaks import rejection_leak
 from clinlib.tasks.generators.common import lab_event_meta, question_row, thin, to_frame
 from clinlib.tasks.generators.inputs import TaskInputs
-from clinlib.tasks.generators.t1r import MAX_POSITION, _series_ok, visit_counts, visit_series
+from clinlib.tasks.generators.t1r import MAX_POSITION, series_ok, visit_counts, visit_series
 from clinlib.tasks.recompute.t1r import recompute_t1f
 from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import T1R_RELATIVE_TEMPLATES
@@ -40,23 +40,43 @@ MAX_PER_SERIES = 1
 
 def _row(inp: TaskInputs, series: list[dict], n_visits: int) -> dict | None:
     first, n = series[0], len(series)
-    meta = {**lab_event_meta(first), "event_id": None, "date": None, "n_visits": int(n_visits),
-            "position": n + 1, "n_in_visit": n}  # fmt: skip
+    meta = {
+        **lab_event_meta(first),
+        "event_id": None,
+        "date": None,
+        "n_visits": int(n_visits),
+        "position": n + 1,
+        "n_in_visit": n,
+    }
     row = question_row(
-        inp, task=TASK, subtype="relative", subject_ids=[first["subject_id"]],
-        anchors=[r["event_id"] for r in series], templates=T1R_RELATIVE_TEMPLATES,
-        fields={"lab": first["label"], "ordinal": ordinal_word(n + 1),
-                "visit": ordinal_word(int(first["visit_idx"]) + 1)},
-        gold=ABSTAIN, meta=meta, fmt=VALUE_FORMAT,
-    )  # fmt: skip
+        inp,
+        task=TASK,
+        subtype="relative",
+        subject_ids=[first["subject_id"]],
+        anchors=[r["event_id"] for r in series],
+        templates=T1R_RELATIVE_TEMPLATES,
+        fields={
+            "lab": first["label"],
+            "ordinal": ordinal_word(n + 1),
+            "visit": ordinal_word(int(first["visit_idx"]) + 1),
+        },
+        gold=ABSTAIN,
+        meta=meta,
+        fmt=VALUE_FORMAT,
+    )
     return None if STATED_NUMBER.search(row["_body"]) else row
 
 
 def generate(inp: TaskInputs) -> pd.DataFrame:
     """All T1F candidates (QUESTION_COLUMNS + conflicts), sorted by qid."""
-    ok = [s for s in visit_series(inp).values() if _series_ok(inp, s) and len(s) < MAX_POSITION]
-    picked = thin(ok, key=lambda s: (s[0]["subject_id"], s[0]["lab_key"]),
-                  ident=lambda s: s[0]["event_id"], cap=MAX_PER_SERIES, salt=TASK)  # fmt: skip
+    ok = [s for s in visit_series(inp).values() if series_ok(inp, s) and len(s) < MAX_POSITION]
+    picked = thin(
+        ok,
+        key=lambda s: (s[0]["subject_id"], s[0]["lab_key"]),
+        ident=lambda s: s[0]["event_id"],
+        cap=MAX_PER_SERIES,
+        salt=TASK,
+    )
     visits = visit_counts(inp)
     rows = [_row(inp, s, visits[s[0]["subject_id"]]) for s in picked]
     return to_frame([r for r in rows if r is not None])

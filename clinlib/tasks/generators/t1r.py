@@ -61,7 +61,7 @@ def visit_series(inp: TaskInputs) -> dict[tuple[int, int, str], list[dict]]:
     return out
 
 
-def _series_ok(inp: TaskInputs, series: Sequence[dict]) -> bool:
+def series_ok(inp: TaskInputs, series: Sequence[dict]) -> bool:
     """At least two measurements, all covered, each alone on its day (module docstring)."""
     return (
         len(series) >= 2
@@ -75,7 +75,7 @@ def _eligible(inp: TaskInputs) -> list[tuple[dict, int, int]]:
     """(event, 1-based position, measurements in the visit) of every eligible event."""
     out = []
     for series in visit_series(inp).values():
-        if not _series_ok(inp, series):
+        if not series_ok(inp, series):
             continue
         for k, e in enumerate(series, start=1):
             text = e["value_text"]
@@ -113,18 +113,31 @@ def _pair(inp: TaskInputs, e: dict, k: int, n: int, n_visits: int) -> list[dict]
     own value)."""
     meta = _meta(e, k, n, n_visits)
     gold = f"{meta['value_text']} {meta['unit']}"
-    common = {"inp": inp, "task": TASK, "subject_ids": [e["subject_id"]],
-              "anchors": [e["event_id"]], "gold": gold, "meta": meta,
-              "fmt": VALUE_FORMAT}  # fmt: skip
-    explicit = question_row(subtype="explicit", templates=T1_TEMPLATES,
-                            fields={"lab": e["label"], "date": e["date"]}, **common)  # fmt: skip
+    common = {
+        "inp": inp,
+        "task": TASK,
+        "subject_ids": [e["subject_id"]],
+        "anchors": [e["event_id"]],
+        "gold": gold,
+        "meta": meta,
+        "fmt": VALUE_FORMAT,
+    }
+    explicit = question_row(
+        subtype="explicit",
+        templates=T1_TEMPLATES,
+        fields={"lab": e["label"], "date": e["date"]},
+        **common,
+    )
     relative = question_row(
         subtype="relative",
         templates=T1R_RELATIVE_TEMPLATES,
-        fields={"lab": e["label"], "ordinal": ordinal_word(k),
-                "visit": ordinal_word(int(e["visit_idx"]) + 1)},
+        fields={
+            "lab": e["label"],
+            "ordinal": ordinal_word(k),
+            "visit": ordinal_word(int(e["visit_idx"]) + 1),
+        },
         **common,
-    )  # fmt: skip
+    )
     rows = [explicit, relative]
     if any(mentions_number(r["_body"], meta["value_text"]) for r in rows):
         return []

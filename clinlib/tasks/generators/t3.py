@@ -136,8 +136,13 @@ def generate(inp: TaskInputs) -> pd.DataFrame:
                 ):
                     continue
                 pairs.append((lab, dx, fam))
-        pairs = thin(pairs, key=lambda p: 0, ident=lambda p: (p[0]["event_id"], p[1]["event_id"]),
-                     cap=MAX_PER_VISIT, salt="T3")  # fmt: skip
+        pairs = thin(
+            pairs,
+            key=lambda p: 0,
+            ident=lambda p: (p[0]["event_id"], p[1]["event_id"]),
+            cap=MAX_PER_VISIT,
+            salt="T3",
+        )
         rows += [_row(inp, int(sid), int(v), info, cls, lab, dx, fam) for lab, dx, fam in pairs]
     return to_frame(rows)
 
@@ -209,4 +214,5 @@ SPEC = TaskSpec(
     recompute=gold_t3,
     leak=injection_leak,
     reader_policy="clinlib.eval.readers.policies:answer_t3",
+    example_column="injection",
 )

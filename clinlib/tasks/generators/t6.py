@@ -204,7 +204,7 @@ def _row_c(inp: TaskInputs, a: int, b: int, lab: str, da: tuple, db: tuple) -> d
             (a, la["event_id"]),
             (b, fb["event_id"]),
             (b, lb["event_id"]),
-        ],  # fmt: skip
+        ],
     )
 
 

@@ -83,8 +83,11 @@ def patient_treatments(inp: TaskInputs) -> dict[int, dict[str, list[str]]]:
     out: dict[int, dict[str, list[str]]] = {}
     for sid, recs in inp.by_subject.items():
         labels = [r["label"] for r in recs if r["kind"] == "medication" and r["label"] is not None]
-        titles = [str(r["label"]).lower() for r in recs if r["kind"] == "procedure"
-                  and r["label"] is not None]  # fmt: skip
+        titles = [
+            str(r["label"]).lower()
+            for r in recs
+            if r["kind"] == "procedure" and r["label"] is not None
+        ]
         out[sid] = {
             "drugs": sorted({drug_key(x) for x in labels} | {drug_words(x) for x in labels}),
             "heads": sorted({h for x in labels if (h := drug_head(x))}),
@@ -165,14 +168,23 @@ def generate(inp: TaskInputs) -> pd.DataFrame:
     rows = []
     # the encounters kept per (patient, drug): a drug ordered at every stay would otherwise
     # give one near-identical question per stay
-    keys = sorted({
-        (e["subject_id"], e["visit_idx"], m[1])
-        for e in inp.records
-        if e["kind"] == "medication" and e["status"] == "covered" and e["label"] is not None
-        and (m := drug_match(e["label"])) is not None
-    })  # fmt: skip
-    kept = thin(keys, key=lambda k: (k[0], k[2]), ident=lambda k: k[1],
-                cap=MAX_ENCOUNTERS_PER_DRUG, salt="T7")  # fmt: skip
+    keys = sorted(
+        {
+            (e["subject_id"], e["visit_idx"], m[1])
+            for e in inp.records
+            if e["kind"] == "medication"
+            and e["status"] == "covered"
+            and e["label"] is not None
+            and (m := drug_match(e["label"])) is not None
+        }
+    )
+    kept = thin(
+        keys,
+        key=lambda k: (k[0], k[2]),
+        ident=lambda k: k[1],
+        cap=MAX_ENCOUNTERS_PER_DRUG,
+        salt="T7",
+    )
     # encounters left out are marked as already seen
     seen: set[tuple] = {(s, v, "rx", g) for s, v, g in set(keys) - set(kept)}
     for _, recs in sorted(inp.by_visit.items()):

@@ -37,14 +37,29 @@ SUBTYPES = ("explicit", "relative")
 
 def _twins(inp: TaskInputs, row: dict) -> list[dict]:
     meta = {**json.loads(row["meta"]), "pair": row["anchor_event_ids"][0]}
-    common = {"inp": inp, "task": TASK, "subject_ids": list(row["subject_ids"]),
-              "anchors": list(row["anchor_event_ids"]), "gold": row["gold"], "meta": meta,
-              "options": list(row["options"]), "suffix": t7.options_block(list(row["options"])),
-              "fmt": t7.FORMAT}  # fmt: skip
-    explicit = question_row(subtype="explicit", templates=T7_MEDICATION_TEMPLATES,
-                            fields={"date": meta["date"]}, **common)  # fmt: skip
-    relative = question_row(subtype="relative", templates=T7R_RELATIVE_TEMPLATES,
-                            fields={"visit": ordinal_word(int(meta["visit_idx"]) + 1)}, **common)  # fmt: skip
+    common = {
+        "inp": inp,
+        "task": TASK,
+        "subject_ids": list(row["subject_ids"]),
+        "anchors": list(row["anchor_event_ids"]),
+        "gold": row["gold"],
+        "meta": meta,
+        "options": list(row["options"]),
+        "suffix": t7.options_block(list(row["options"])),
+        "fmt": t7.FORMAT,
+    }
+    explicit = question_row(
+        subtype="explicit",
+        templates=T7_MEDICATION_TEMPLATES,
+        fields={"date": meta["date"]},
+        **common,
+    )
+    relative = question_row(
+        subtype="relative",
+        templates=T7R_RELATIVE_TEMPLATES,
+        fields={"visit": ordinal_word(int(meta["visit_idx"]) + 1)},
+        **common,
+    )
     if STATED_NUMBER.search(relative["_body"]):
         return []
     return [explicit, relative]

@@ -127,8 +127,13 @@ def generate(inp: TaskInputs) -> pd.DataFrame:
                 continue
             seen.add(key)
             found.append((rx, tkey, lab, before, after))
-    found = thin(found, key=lambda f: (f[0]["subject_id"], f[1], f[2]),
-                 ident=lambda f: f[0]["event_id"], cap=MAX_PER_SERIES, salt="T8")  # fmt: skip
+    found = thin(
+        found,
+        key=lambda f: (f[0]["subject_id"], f[1], f[2]),
+        ident=lambda f: f[0]["event_id"],
+        cap=MAX_PER_SERIES,
+        salt="T8",
+    )
     rows = [_row(inp, *f) for f in found]
     return to_frame(rows)
 

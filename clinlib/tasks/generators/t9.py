@@ -74,8 +74,13 @@ def _missed_labs(inp: TaskInputs) -> list[dict]:
         and e["status"] == "missed"
         and inp.lab_day_count[(e["subject_id"], e["lab_key"], e["date"])] == 1
     ]
-    missed = thin(missed, key=lambda e: (e["subject_id"], e["lab_key"]),
-                  ident=lambda e: e["event_id"], cap=MISSED_PER_LAB, salt="T9")  # fmt: skip
+    missed = thin(
+        missed,
+        key=lambda e: (e["subject_id"], e["lab_key"]),
+        ident=lambda e: e["event_id"],
+        cap=MISSED_PER_LAB,
+        salt="T9",
+    )
     for e in missed:
         rows.append(
             question_row(

@@ -18,6 +18,8 @@ from clinlib.data.drugnames import drug_key, has_phrase
 
 # Generic names per therapeutic area; used both to classify a prescription and as the pool of
 # distractors. No entry is a substring of another entry of the same area.
+# a table, laid out by hand: one block per area, its generic names in rows
+# fmt: off
 THERAPEUTIC_AREAS: dict[str, tuple[str, ...]] = {
     "antidiabetic": (
         "metformin", "glipizide", "glyburide", "glimepiride", "insulin glargine",
@@ -60,7 +62,8 @@ THERAPEUTIC_AREAS: dict[str, tuple[str, ...]] = {
         "ceftriaxone", "levofloxacin", "vancomycin", "piperacillin-tazobactam", "azithromycin",
         "cefepime", "ciprofloxacin", "metronidazole", "cefazolin",
     ),
-}  # fmt: skip
+}
+# fmt: on
 
 # Extra phrases that place a recorded drug name in an area without being offered as options.
 DRUG_AREA_EXTRA: dict[str, tuple[str, ...]] = {

@@ -1,5 +1,5 @@
 """The population stage: questions, their three renderings, the solver gate and the other gates
-(issue 29 §1), written to ``population_questions.parquet`` and ``population_gates.parquet``.
+(PopMedQA App. C), written to ``population_questions.parquet`` and ``population_gates.parquet``.
 
 Gates (as for T1-T9, seeded and reproducible):
 
@@ -99,10 +99,16 @@ def check_question(
 def _rows(q: dict[str, Any], seed: int) -> list[dict[str, Any]]:
     base = {k: v for k, v in q.items() if k != "rendered"}
     return [
-        dict(base, rendering=r.rendering, context=r.text, n_codes=r.n_codes,
-             concepts=json.dumps(r.concepts, sort_keys=True), seed=seed)
+        dict(
+            base,
+            rendering=r.rendering,
+            context=r.text,
+            n_codes=r.n_codes,
+            concepts=json.dumps(r.concepts, sort_keys=True),
+            seed=seed,
+        )
         for r in q["rendered"].values()
-    ]  # fmt: skip
+    ]
 
 
 def _cell(spec: TaskIdea, attrs, events, bin_tokens, want, seed, kb, count, gates, offset=0):
@@ -160,8 +166,16 @@ def _distribution(df: pd.DataFrame) -> list[dict[str, Any]]:
             for v in (json.loads(g).values() if task == "P-ICC" else [json.loads(g)])
         ]
         share = sum(bool(v) for v in vals) / len(vals)
-        out.append({"gate": "distribution", "task": task, "bin_tokens": 0, "n_checked": len(vals),
-                    "n_failed": int(len(vals) >= MIN_DISTRIBUTION and not 0.2 <= share <= 0.8), "detail": f"true share {share:.2f}"})  # fmt: skip
+        out.append(
+            {
+                "gate": "distribution",
+                "task": task,
+                "bin_tokens": 0,
+                "n_checked": len(vals),
+                "n_failed": int(len(vals) >= MIN_DISTRIBUTION and not 0.2 <= share <= 0.8),
+                "detail": f"true share {share:.2f}",
+            }
+        )
     return out
 
 
@@ -199,8 +213,16 @@ def build_population(
             got, reasons = _cell(spec, attrs, events, b, want, seed, kb, count, gates, offset=i)
             rows += got
             if len(got) < want * len(RENDERINGS):
-                shortfalls.append(_short(spec.task, b, f"{len(got) // 3}/{want} made; " + "; ".join(
-                    f"{k} x{v}" for k, v in sorted(reasons.items())) if reasons else "gates"))  # fmt: skip
+                shortfalls.append(
+                    _short(
+                        spec.task,
+                        b,
+                        f"{len(got) // 3}/{want} made; "
+                        + "; ".join(f"{k} x{v}" for k, v in sorted(reasons.items()))
+                        if reasons
+                        else "gates",
+                    )
+                )
     return _finish(name, rows, gates, shortfalls)
 
 
@@ -217,11 +239,22 @@ def _short(task: str, b: int, detail: str) -> dict[str, Any]:
 
 def _finish(name, rows, gates, shortfalls) -> tuple[pd.DataFrame, pd.DataFrame]:
     if not rows:
-        raise StageError(f"population: no question passed the gates on profile {name!r}; "
-                         f"shortfalls: {[s['detail'] for s in shortfalls][:3]}")  # fmt: skip
+        raise StageError(
+            f"population: no question passed the gates on profile {name!r}; "
+            f"shortfalls: {[s['detail'] for s in shortfalls][:3]}"
+        )
     df = pd.DataFrame(rows)
-    g = [{"gate": k[0], "task": k[1], "bin_tokens": k[2], "n_checked": v[0], "n_failed": v[1],
-          "detail": "; ".join(f"{d} x{c}" for d, c in sorted(v[2].items()))} for k, v in gates.items()]  # fmt: skip
+    g = [
+        {
+            "gate": k[0],
+            "task": k[1],
+            "bin_tokens": k[2],
+            "n_checked": v[0],
+            "n_failed": v[1],
+            "detail": "; ".join(f"{d} x{c}" for d, c in sorted(v[2].items())),
+        }
+        for k, v in gates.items()
+    ]
     gates_df = pd.DataFrame(g + _distribution(df) + shortfalls, columns=GATE_COLUMNS)
     bad = gates_df[(gates_df["gate"] == "distribution") & (gates_df["n_failed"] > 0)]
     if not bad.empty:

@@ -92,11 +92,17 @@ def sample_group(
 
 def _event(sid: int, t: pd.Timestamp, ev: Mapping[str, Any], n: int, kind: str) -> dict:
     return {
-        "event_id": f"PLANT-{sid}-{n}", "subject_id": sid, "time": t, "kind": kind,
-        "code": str(ev["code"]), "code_system": ev.get("code_system", "drug"),
-        "label": str(ev["label"]), "value": float(ev["value"]) if "value" in ev else np.nan,
-        "unit": ev.get("unit"), "source": PLANT_SOURCE,
-    }  # fmt: skip
+        "event_id": f"PLANT-{sid}-{n}",
+        "subject_id": sid,
+        "time": t,
+        "kind": kind,
+        "code": str(ev["code"]),
+        "code_system": ev.get("code_system", "drug"),
+        "label": str(ev["label"]),
+        "value": float(ev["value"]) if "value" in ev else np.nan,
+        "unit": ev.get("unit"),
+        "source": PLANT_SOURCE,
+    }
 
 
 def plant(
@@ -159,13 +165,15 @@ def fit_records(
     rank = {int(s): i for i, s in enumerate(sids)}
     ev = events[events["subject_id"].isin(rank)]
     # one stable sort = each record's stable sort by (time, event_id), records in sids order
-    ev = ev.assign(_r=ev["subject_id"].map(rank)).sort_values(["_r", "time", "event_id"],
-                                                              kind="stable")  # fmt: skip
+    ev = ev.assign(_r=ev["subject_id"].map(rank)).sort_values(
+        ["_r", "time", "event_id"], kind="stable"
+    )
     r = ev["_r"].to_numpy()
     must = (ev["kind"].isin(MUST_KINDS) | (ev["source"] == PLANT_SOURCE)).to_numpy()
     cols = [ev[c].tolist() for c in ("kind", "code", "label")]
-    cost = np.array([count(description(k, c, lab)) + 3 for k, c, lab in zip(*cols, strict=True)],
-                    dtype=float)  # + value, unit, newline  # fmt: skip
+    cost = np.array(
+        [count(description(k, c, lab)) + 3 for k, c, lab in zip(*cols, strict=True)], dtype=float
+    )  # + value, unit, newline
     n_r = len(sids)
     days = ev.assign(_d=ev["time"].dt.floor("D")).groupby("_r")["_d"].nunique()
     spent = np.bincount(r, weights=np.where(must, cost, 0.0), minlength=n_r)

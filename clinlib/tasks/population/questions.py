@@ -87,8 +87,11 @@ def gold_of(
         pos, neg = list(roles["positive"]), list(roles["negative"])
         tp, tn = pos[: n_test // 2], neg[: n_test - n_test // 2]
         test = sorted(tp + tn, key=lambda s: pid[s])
-        fill = {"positive": ", ".join(ids(pos[len(tp):])), "negative": ", ".join(ids(neg[len(tn):])),
-                "test": ", ".join(pid[s] for s in rng.permutation(test))}  # fmt: skip
+        fill = {
+            "positive": ", ".join(ids(pos[len(tp) :])),
+            "negative": ", ".join(ids(neg[len(tn) :])),
+            "test": ", ".join(pid[s] for s in rng.permutation(test)),
+        }
         return {pid[s]: s in tp for s in test}, fill
     if t in ("P-CLU",):
         return sorted((ids(v) for v in roles.values()), key=lambda g: int(g[0])), fill
@@ -97,8 +100,11 @@ def gold_of(
         tr = [planted["treated"][s] for s in sids]
         e = metrics.stratum_propensity(tr, [planted["confounder"][s] for s in sids])
         p = spec.plant
-        fill = {"treatment": p["treatment"]["label"], "confounder": f"{p['confounder_label']} ({p['confounder']})",
-                "outcome": f"{p['outcome']['label']} (loinc//{p['outcome']['code']})"}  # fmt: skip
+        fill = {
+            "treatment": p["treatment"]["label"],
+            "confounder": f"{p['confounder_label']} ({p['confounder']})",
+            "outcome": f"{p['outcome']['label']} (loinc//{p['outcome']['code']})",
+        }
         return round(metrics.hajek_ate(tr, [planted["outcome"][s] for s in sids], e), 3), fill
     if t == "P-OUT":
         return ids(roles["outlier"]), fill
@@ -170,14 +176,19 @@ def make_question(
     order = [(pid[s], s) for s in rng.permutation(sids).tolist()]
     rendered: dict[str, Rendered] = {r: render_group(ev, order, r) for r in RENDERINGS}
     return {
-        "qid": qid_of(spec, n, bin_tokens, variant, seed), "task": spec.task, "spec": spec.name,
-        "variant": json.dumps(dict(variant), sort_keys=True), "n_patients": n,
-        "bin_tokens": bin_tokens, "question": stem_of(spec, n, fill),
-        "gold": json.dumps(gold, sort_keys=True), "pids": [p for p, _ in order],
+        "qid": qid_of(spec, n, bin_tokens, variant, seed),
+        "task": spec.task,
+        "spec": spec.name,
+        "variant": json.dumps(dict(variant), sort_keys=True),
+        "n_patients": n,
+        "bin_tokens": bin_tokens,
+        "question": stem_of(spec, n, fill),
+        "gold": json.dumps(gold, sort_keys=True),
+        "pids": [p for p, _ in order],
         "subject_ids": [int(s) for _, s in order],
         "roles": json.dumps({pid[s]: r for r, v in roles.items() for s in v}, sort_keys=True),
         "rendered": rendered,
-    }  # fmt: skip
+    }
 
 
 def population_answer(task: str) -> PopulationAnswer:

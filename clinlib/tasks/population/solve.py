@@ -1,5 +1,5 @@
-"""Deterministic solvers: each task's gold recovered from the rendered prompt only (issue 29 §1:
-"a question it cannot solve is a gate failure, not a question").
+"""Deterministic solvers: each task's gold recovered from the rendered prompt only (a question
+its solver cannot answer from the prompt is a gate failure, not a question).
 
 A solver reads the question stem and the rendered group (:func:`render.parse_group`), plus
 :class:`Knowledge`, the dictionary knowledge a reader brings (which ICD codes and which
@@ -93,8 +93,10 @@ def solve_clique(stem: str, recs: dict[str, list[Line]], kb: Knowledge) -> Any:
 
 
 def solve_icc(stem: str, recs: dict[str, list[Line]], kb: Knowledge) -> Any:
-    pos, neg, test = (_ids(stem, s) for s in ("Positive training examples",
-                                              "Negative training examples", "Test examples"))  # fmt: skip
+    pos, neg, test = (
+        _ids(stem, s)
+        for s in ("Positive training examples", "Negative training examples", "Test examples")
+    )
     prim = {p: _primary(recs.get(p, []), kb) for p in pos + neg + test}
     target = {prim[p] for p in pos}
     if len(target) != 1 or target & {prim[p] for p in neg}:
@@ -184,10 +186,17 @@ def solve_classify(stem: str, recs: dict[str, list[Line]], kb: Knowledge) -> Any
 
 
 SOLVERS = {
-    "P-CLQ": solve_clique, "P-ICC": solve_icc, "P-CLU": solve_cluster, "P-IPW": solve_ipw,
-    "P-OUT": solve_outlier, "P-TST": solve_two_sample, "P-SIM": solve_similarity,
-    "P-TOP": solve_top, "P-SRT": solve_sort, "P-CLS": solve_classify,
-}  # fmt: skip
+    "P-CLQ": solve_clique,
+    "P-ICC": solve_icc,
+    "P-CLU": solve_cluster,
+    "P-IPW": solve_ipw,
+    "P-OUT": solve_outlier,
+    "P-TST": solve_two_sample,
+    "P-SIM": solve_similarity,
+    "P-TOP": solve_top,
+    "P-SRT": solve_sort,
+    "P-CLS": solve_classify,
+}
 
 
 def solve(task: str, stem: str, context: str, kb: Knowledge, records: dict | None = None) -> Any:

@@ -95,8 +95,18 @@ def _as_list(v: Any) -> list[Any]:
     return list(v) if isinstance(v, list | tuple) else [v]
 
 
-_ALLOWED = (ast.Expression, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Constant,
-            ast.Name, ast.Call, ast.Load)  # fmt: skip
+_ALLOWED = (
+    ast.Expression,
+    ast.BinOp,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.FloorDiv,
+    ast.Constant,
+    ast.Name,
+    ast.Call,
+    ast.Load,
+)
 
 
 def size_of(expr: str, n: int, k: int) -> int:
@@ -149,9 +159,14 @@ def _task(raw: Mapping[str, Any], where: str) -> TaskIdea:
         cw = f"{where}.cohort[{j}]"
         if "role" not in c or "size" not in c:
             raise SpecError(f"{cw}: a cohort needs 'role' and 'size'")
-        cohorts.append(Cohort(str(c["role"]), str(c["size"]),
-                              _criteria(c.get("positive"), f"{cw}.positive"),
-                              _criteria(c.get("negative"), f"{cw}.negative")))  # fmt: skip
+        cohorts.append(
+            Cohort(
+                str(c["role"]),
+                str(c["size"]),
+                _criteria(c.get("positive"), f"{cw}.positive"),
+                _criteria(c.get("negative"), f"{cw}.negative"),
+            )
+        )
     sizes = tuple(int(s) for s in _as_list(raw["sizes"]))
     k = int(raw.get("k", 0))
     for c in cohorts:
@@ -160,8 +175,16 @@ def _task(raw: Mapping[str, Any], where: str) -> TaskIdea:
     plant = dict(raw.get("plant", {}))
     if plant and plant.get("pattern") not in PLANT_PATTERNS:
         raise SpecError(f"{where}.plant: pattern must be one of {', '.join(PLANT_PATTERNS)}")
-    return TaskIdea(raw["task"], str(raw["name"]), str(raw["question"]), sizes, k,
-                    tuple(cohorts), plant, dict(raw.get("params", {})))  # fmt: skip
+    return TaskIdea(
+        raw["task"],
+        str(raw["name"]),
+        str(raw["question"]),
+        sizes,
+        k,
+        tuple(cohorts),
+        plant,
+        dict(raw.get("params", {})),
+    )
 
 
 def parse_specs(text: str, origin: str = "<spec>") -> list[TaskIdea]:

@@ -13,7 +13,7 @@ from clinlib.tasks import rules
 # --------------------------------------------------------------------------- arithmetic
 
 
-def _dec(x: Any) -> Decimal:
+def as_decimal(x: Any) -> Decimal:
     """The reported decimal of a float (shortest repr: 1.3 -> Decimal('1.3'))."""
     return Decimal(repr(float(x)))
 
@@ -30,7 +30,7 @@ def change_bin(first: Any, last: Any) -> tuple[int, str]:
     Returns:
         sign in {-1, 0, 1} (0 for the stable band) and one of none / weak / moderate / strong.
     """
-    f, la = _dec(first), _dec(last)
+    f, la = as_decimal(first), as_decimal(last)
     if f == 0:
         raise ZeroDivisionError("first value is 0: the relative change is undefined")
     delta, base = abs(la - f), abs(f)
@@ -63,8 +63,8 @@ def t8_gold(before: Any, after: Any) -> tuple[str, str]:
 
 def compare_values(a: Any, b: Any) -> str:
     """T6 gold of patient A's and B's values (rules.py SIMILAR_REL of the larger magnitude)."""
-    da = a if isinstance(a, Decimal) else _dec(a)
-    db = b if isinstance(b, Decimal) else _dec(b)
+    da = a if isinstance(a, Decimal) else as_decimal(a)
+    db = b if isinstance(b, Decimal) else as_decimal(b)
     if abs(da - db) <= _SIMILAR * max(abs(da), abs(db)):
         return "similar"
     return "A" if da > db else "B"

@@ -17,7 +17,7 @@ import pandas as pd
 from clinlib.data.vocab import INDEX_DISEASE_ICD, LAB_BY_KEY
 from clinlib.tasks import rules
 from clinlib.tasks.base import ABSTAIN
-from clinlib.tasks.recompute.arithmetic import _dec, compare_values, t8_gold, trend_gold
+from clinlib.tasks.recompute.arithmetic import as_decimal, compare_values, t8_gold, trend_gold
 from clinlib.tasks.recompute.order import recompute_t10
 from clinlib.tasks.recompute.raw import RawRecord
 from clinlib.tasks.registry import TASKS
@@ -48,27 +48,31 @@ class _Missing(Exception):
     """A meta key the recomputation needs is absent."""
 
 
-def _get(meta: Mapping[str, Any], *keys: str) -> Any:
+def meta_get(meta: Mapping[str, Any], *keys: str) -> Any:
     for k in keys:
         if k in meta and meta[k] is not None:
             return meta[k]
     raise _Missing(f"meta lacks {' / '.join(repr(k) for k in keys)}")
 
 
-def _lab_key(meta: Mapping[str, Any]) -> str:
-    key = _get(meta, "lab")
+def panel_lab_key(meta: Mapping[str, Any]) -> str:
+    key = meta_get(meta, "lab")
     if key not in LAB_BY_KEY:
         raise _Missing(f"meta lab {key!r} is not a panel lab")
     return str(key)
 
 
-def _on(rows: list[dict], date: str) -> list[dict]:
+def rows_on(rows: list[dict], date: str) -> list[dict]:
     return [r for r in rows if r["date"] == date]
 
 
 def gold_t1(meta, q, raw: RawRecord, status) -> Recomputed:
-    sid, lab, date = int(_get(meta, "subject_id")), _lab_key(meta), str(_get(meta, "date"))
-    rows = _on(raw.lab_series(sid, lab), date)
+    sid, lab, date = (
+        int(meta_get(meta, "subject_id")),
+        panel_lab_key(meta),
+        str(meta_get(meta, "date")),
+    )
+    rows = rows_on(raw.lab_series(sid, lab), date)
     if len(rows) != 1:
         return Recomputed(None, problem=f"{len(rows)} {lab} values on {date} in the raw record")
     r = rows[0]
@@ -78,8 +82,8 @@ def gold_t1(meta, q, raw: RawRecord, status) -> Recomputed:
 
 
 def gold_t2(meta, q, raw: RawRecord, status) -> Recomputed:
-    sid, lab = int(_get(meta, "subject_id")), _lab_key(meta)
-    hadm_ids = [int(h) for h in _get(meta, "hadm_ids")]
+    sid, lab = int(meta_get(meta, "subject_id")), panel_lab_key(meta)
+    hadm_ids = [int(h) for h in meta_get(meta, "hadm_ids")]
     if not rules.T2_MIN_VISITS <= len(hadm_ids) <= rules.T2_MAX_VISITS:
         return Recomputed(None, problem=f"{len(hadm_ids)} visits outside 2..5")
     visits = raw.visit_of(sid)
@@ -125,8 +129,8 @@ def _side_ok(row: Mapping[str, Any], side: str) -> bool:
 
 
 def gold_t4(meta, q, raw: RawRecord, status) -> Recomputed:
-    sid, family = int(_get(meta, "subject_id")), str(_get(meta, "family"))
-    hadm = int(_get(meta, "hadm_id", "dx_hadm_id"))
+    sid, family = int(meta_get(meta, "subject_id")), str(meta_get(meta, "family"))
+    hadm = int(meta_get(meta, "hadm_id", "dx_hadm_id"))
     prefixes = _family_prefixes(family)
     if family not in rules.T4_EVIDENCE:
         return Recomputed(None, problem=f"family {family!r} has no T4 evidence labs")
@@ -162,18 +166,18 @@ def _t6_quantity(raw: RawRecord, sid: int, kind: str, lab: str | None) -> Decima
     """a: distinct (version, code) diagnoses; b: max lab value; c: |last - first| of a lab."""
     if kind == "a":
         return Decimal(len({(d["icd_version"], d["icd_code"]) for d in raw.records("dx", sid)}))
-    values = [_dec(r["valuenum"]) for r in raw.lab_series(sid, str(lab))]
+    values = [as_decimal(r["valuenum"]) for r in raw.lab_series(sid, str(lab))]
     if not values:
         raise _Missing(f"subject {sid} has no {lab} value")
     return max(values) if kind == "b" else abs(values[-1] - values[0])
 
 
 def gold_t6(meta, q, raw: RawRecord, status) -> Recomputed:
-    sids = [int(s) for s in _get(meta, "subject_ids")]
+    sids = [int(s) for s in meta_get(meta, "subject_ids")]
     kind = str(q["subtype"]).lower()[:1]  # a_n_diagnoses / b_max_value / c_delta_value
     if len(sids) != 2 or kind not in ("a", "b", "c"):
         return Recomputed(None, problem=f"T6 needs two patients and subtype a/b/c ({kind!r})")
-    lab = None if kind == "a" else _lab_key(meta)
+    lab = None if kind == "a" else panel_lab_key(meta)
     a, b = (_t6_quantity(raw, s, kind, lab) for s in sids)
     if kind == "a":
         return Recomputed("similar" if a == b else ("A" if a > b else "B"))
@@ -190,7 +194,7 @@ def _mentions(hay: str, needle: str) -> bool:
 
 
 def gold_t7(meta, q, raw: RawRecord, status) -> Recomputed:
-    sid, hadm = int(_get(meta, "subject_id")), int(_get(meta, "hadm_id"))
+    sid, hadm = int(meta_get(meta, "subject_id")), int(meta_get(meta, "hadm_id"))
     options = [str(o) for o in _as_list(q["options"])]
     if len(options) != 4:
         return Recomputed(None, problem=f"{len(options)} options")
@@ -225,8 +229,8 @@ def gold_t7(meta, q, raw: RawRecord, status) -> Recomputed:
 
 
 def gold_t8(meta, q, raw: RawRecord, status) -> Recomputed:
-    sid, lab = int(_get(meta, "subject_id")), _lab_key(meta)
-    rx_id = str(_get(meta, "rx_event_id"))
+    sid, lab = int(meta_get(meta, "subject_id")), panel_lab_key(meta)
+    rx_id = str(meta_get(meta, "rx_event_id"))
     rx = next((r for r in raw.records("rx", sid) if r["event_id"] == rx_id), None)
     if rx is None:
         return Recomputed(None, problem=f"prescription {rx_id} not in the raw record")
@@ -261,16 +265,16 @@ def _head(drug: Any) -> str:
 
 def gold_t9(meta, q, raw: RawRecord, status) -> Recomputed:
     """ABSTAIN iff the dialogue states nothing that answers the question."""
-    sid = int(_get(meta, "subject_id"))
+    sid = int(meta_get(meta, "subject_id"))
     if meta.get("lab") is not None:
-        lab, date = _lab_key(meta), str(_get(meta, "date"))
-        rows = _on(raw.lab_series(sid, lab), date)
+        lab, date = panel_lab_key(meta), str(meta_get(meta, "date"))
+        rows = rows_on(raw.lab_series(sid, lab), date)
         stated = [r["event_id"] for r in rows if status.get(r["event_id"]) == "covered"]
         if stated:
             return Recomputed(None, problem=f"{lab} on {date} is stated in the dialogue ({stated})")
         # a missed lab is the day's only value; a never-measured lab has none
         return Recomputed(ABSTAIN, tuple(r["event_id"] for r in rows))
-    drug, hadm = _get(meta, "drug"), int(_get(meta, "hadm_id"))
+    drug, hadm = meta_get(meta, "drug"), int(meta_get(meta, "hadm_id"))
     # any order of the same drug (same head word: "Heparin" ~ "Heparin Sodium") counts
     same = [
         r
@@ -286,12 +290,12 @@ def gold_t9(meta, q, raw: RawRecord, status) -> Recomputed:
 
 
 def gold_t3(meta, q, raw: RawRecord, status) -> Recomputed:
-    sid, hadm = int(_get(meta, "subject_id")), int(_get(meta, "hadm_id"))
-    finding = str(_get(meta, "lab_event_id"))
+    sid, hadm = int(meta_get(meta, "subject_id")), int(meta_get(meta, "hadm_id"))
+    finding = str(meta_get(meta, "lab_event_id"))
     lab = next((r for r in raw.records("labs", sid) if r["event_id"] == finding), None)
     if lab is None or int(lab["hadm_id"]) != hadm or lab["flag"] != "abnormal":
         return Recomputed(None, problem=f"{finding} is not an abnormal lab of admission {hadm}")
-    code, version = str(_get(meta, "dx_code")), int(_get(meta, "dx_version"))
+    code, version = str(meta_get(meta, "dx_code")), int(meta_get(meta, "dx_version"))
     if not _coded(raw.records("dx", sid), code, version, hadm):
         return Recomputed(None, problem=f"ICD-{version} {code} is not coded in admission {hadm}")
     visit = raw.visit_of(sid)[hadm]
@@ -320,21 +324,21 @@ def _coded(rows: list[dict], code: str, version: int, hadm: int | None) -> bool:
 
 def gold_t5(meta, q, raw: RawRecord, status) -> Recomputed:
     """yes iff an injected statement contradicts the raw record; the topic fact must exist."""
-    sid, hadm = int(_get(meta, "subject_id")), int(_get(meta, "hadm_id"))
-    kind = str(_get(meta, "kind"))
+    sid, hadm = int(meta_get(meta, "subject_id")), int(meta_get(meta, "hadm_id"))
+    kind = str(meta_get(meta, "kind"))
     injection = _injection(q)
     subtype = str(q.get("subtype"))
     if kind in ("diagnosis", "procedure"):
         rows = raw.records("dx" if kind == "diagnosis" else "px", sid)
-        code, version = str(_get(meta, "code")), int(_get(meta, "icd_version"))
+        code, version = str(meta_get(meta, "code")), int(meta_get(meta, "icd_version"))
         if not _coded(rows, code, version, hadm):
             return Recomputed(None, problem=f"{kind} {code} is not in admission {hadm}")
         # the injected statement denies the coded fact: a contradiction
         gold = "yes" if injection else "no"
     else:
-        lab, date = _lab_key(meta), str(_get(meta, "lab_date", "date"))
+        lab, date = panel_lab_key(meta), str(meta_get(meta, "lab_date", "date"))
         series = raw.lab_series(sid, lab)
-        day = _on(series, date)
+        day = rows_on(series, date)
         if not day:
             return Recomputed(None, problem=f"no {lab} on {date} in the raw record")
         if subtype.startswith("natural"):
@@ -342,13 +346,13 @@ def gold_t5(meta, q, raw: RawRecord, status) -> Recomputed:
                 return Recomputed(None, problem="the natural subtype excludes glucose")
             visits = raw.visit_of(sid)
             here = {int(visits[int(r["hadm_id"])]["visit_idx"]) for r in day}
-            mine = {_dec(r["valuenum"]) for r in day}
+            mine = {as_decimal(r["valuenum"]) for r in day}
             other = [r for r in series if int(visits[int(r["hadm_id"])]["visit_idx"]) not in here]
-            if not any(_dec(r["valuenum"]) not in mine for r in other):
+            if not any(as_decimal(r["valuenum"]) not in mine for r in other):
                 return Recomputed(None, problem=f"{lab} does not vary across visits")
         if injection:
-            stated = Decimal(str(_get(meta, "stated_value")))
-            gold = "yes" if all(_dec(r["valuenum"]) != stated for r in day) else "no"
+            stated = Decimal(str(meta_get(meta, "stated_value")))
+            gold = "yes" if all(as_decimal(r["valuenum"]) != stated for r in day) else "no"
         else:
             gold = "no"
     if injection and str(injection.get("text", "")) != str(meta.get("statement", "")):
@@ -371,7 +375,7 @@ def _injection(q: Mapping[str, Any]) -> dict | None:
 
 
 def gold_t10(meta, q, raw: RawRecord, status) -> Recomputed:
-    _get(meta, "subject_id")
+    meta_get(meta, "subject_id")
     gold, anchors, problem = recompute_t10(meta, str(q.get("subtype")), raw)
     return Recomputed(gold, anchors if gold is not None else None, problem)
 

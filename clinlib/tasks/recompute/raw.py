@@ -256,10 +256,13 @@ def load_raw(con: duckdb.DuckDBPyConnection, subject_ids: Iterable[int]) -> RawR
     )
     ids = sorted({int(s) for s in subject_ids})
     con.register("l2_panel", panel)
-    con.register("l2_units", pd.DataFrame(
-        [(k, unit, f) for k, alts in UNIT_FACTORS.items() for unit, f in alts.items()],
-        columns=["lab_key", "unit", "factor"],
-    ))  # fmt: skip
+    con.register(
+        "l2_units",
+        pd.DataFrame(
+            [(k, unit, f) for k, alts in UNIT_FACTORS.items() for unit, f in alts.items()],
+            columns=["lab_key", "unit", "factor"],
+        ),
+    )
     con.register("l2_subjects", pd.DataFrame({"subject_id": pd.Series(ids, dtype="int64")}))
     try:
         visits = con.execute(VISITS_SQL).df()

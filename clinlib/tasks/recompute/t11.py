@@ -33,7 +33,7 @@ import pandas as pd
 
 from clinlib.data.vocab import LAB_BY_KEY
 from clinlib.tasks import rules
-from clinlib.tasks.recompute.per_task import Recomputed, _get
+from clinlib.tasks.recompute.per_task import Recomputed, meta_get
 from clinlib.tasks.recompute.raw import RawRecord
 
 _LETTERS = "ABCDEFGHIJ"
@@ -51,16 +51,29 @@ def _actions(raw: RawRecord, sid: int, hadm: int) -> list[tuple[pd.Timestamp, st
     out = []
     for r in raw.records("labs", sid):
         if int(r["hadm_id"]) == hadm and str(r["lab_key"]) in LAB_BY_KEY:
-            out.append((pd.Timestamp(r["charttime"]), "lab", LAB_BY_KEY[str(r["lab_key"])].label,
-                        str(r["event_id"])))  # fmt: skip
+            out.append(
+                (
+                    pd.Timestamp(r["charttime"]),
+                    "lab",
+                    LAB_BY_KEY[str(r["lab_key"])].label,
+                    str(r["event_id"]),
+                )
+            )
     for r in raw.records("rx", sid):
         if int(r["hadm_id"]) == hadm:
-            out.append((pd.Timestamp(r["starttime"]), "medication", _order_text(r),
-                        str(r["event_id"])))  # fmt: skip
+            out.append(
+                (pd.Timestamp(r["starttime"]), "medication", _order_text(r), str(r["event_id"]))
+            )
     for r in raw.records("px", sid):
         if int(r["hadm_id"]) == hadm:
-            out.append((pd.Timestamp(str(r["date"])), "procedure", _text(r["long_title"]),
-                        str(r["event_id"])))  # fmt: skip
+            out.append(
+                (
+                    pd.Timestamp(str(r["date"])),
+                    "procedure",
+                    _text(r["long_title"]),
+                    str(r["event_id"]),
+                )
+            )
     return out
 
 
@@ -68,9 +81,10 @@ _THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 
 
 def _order_text(r: Mapping[str, Any]) -> str:
-    """ "drug dose unit route" as the record tells it (issue 26's rules, read here on their
-    own): the drug's inner runs of whitespace collapsed, and a dose of 0 (a sliding-scale
-    order, "25,000"-style separators allowed) is no dose, so neither dose nor unit."""
+    """ "drug dose unit route" as the record tells it (the prescription rules of
+    :mod:`clinlib.data.plausibility_rx`, read here on their own): the drug's inner runs of
+    whitespace collapsed, and a dose of 0 (a sliding-scale order, "25,000"-style separators
+    allowed) is no dose, so neither dose nor unit."""
     drug = " ".join(_text(r["drug"]).split())
     dose, unit = _text(r["dose_val_rx"]), _text(r["dose_unit_rx"])
     number = dose.replace(",", "") if _THOUSANDS.fullmatch(dose) else dose
@@ -83,8 +97,11 @@ def _order_text(r: Mapping[str, Any]) -> str:
 
 
 def _credit(actions, cut: pd.Timestamp, match) -> Decimal:
-    secs = [Decimal(int((t - cut).total_seconds())) for t, k, a, _ in actions
-            if t >= cut and match(k, a)]  # fmt: skip
+    secs = [
+        Decimal(int((t - cut).total_seconds()))
+        for t, k, a, _ in actions
+        if t >= cut and match(k, a)
+    ]
     if not secs or min(secs) > _HORIZON_S:
         return Decimal(0)
     return ((_HORIZON_S - min(secs)) / _HORIZON_S).quantize(_Q, rounding=ROUND_HALF_UP)
@@ -95,20 +112,21 @@ def _gold(letter: str, credits: dict[str, Decimal]) -> str:
     return "|".join([letter, *extra])
 
 
-def recompute_t11(meta: Mapping[str, Any], q: Mapping[str, Any], raw: RawRecord,
-                  status: Mapping[str, str]) -> Recomputed:  # fmt: skip
+def recompute_t11(
+    meta: Mapping[str, Any], q: Mapping[str, Any], raw: RawRecord, status: Mapping[str, str]
+) -> Recomputed:
     """L2 recomputation of one T11 question (module docstring)."""
-    sid, hadm = int(_get(meta, "subject_id")), int(_get(meta, "hadm_id"))
+    sid, hadm = int(meta_get(meta, "subject_id")), int(meta_get(meta, "hadm_id"))
     visit = raw.visit_of(sid).get(hadm)
-    if visit is None or int(visit["visit_idx"]) != int(_get(meta, "visit_idx")):
+    if visit is None or int(visit["visit_idx"]) != int(meta_get(meta, "visit_idx")):
         return Recomputed(None, problem=f"admission {hadm} is not visit {meta['visit_idx']}")
     actions = _actions(raw, sid, hadm)
-    cut_id = str(_get(meta, "cut_event_id"))
+    cut_id = str(meta_get(meta, "cut_event_id"))
     cut = next((a for a in actions if a[3] == cut_id and a[1] != "procedure"), None)
     if cut is None:
         return Recomputed(None, problem=f"{cut_id} is no lab value or order of admission {hadm}")
     t_cut, kind, arg, _ = cut
-    if t_cut.strftime("%Y-%m-%d %H:%M") != str(_get(meta, "cut_time")):
+    if t_cut.strftime("%Y-%m-%d %H:%M") != str(meta_get(meta, "cut_time")):
         return Recomputed(None, problem=f"{cut_id} is at {t_cut}, not {meta['cut_time']}")
     adm, dis = pd.Timestamp(visit["admittime"]), pd.Timestamp(visit["dischtime"])
     if not adm < t_cut < dis:
@@ -119,14 +137,18 @@ def recompute_t11(meta: Mapping[str, Any], q: Mapping[str, Any], raw: RawRecord,
         left = Decimal(int((dis - t_cut).total_seconds()))
         return Recomputed("A" if left <= rules.T11_DISCHARGE_MIN * 60 else "B", (cut_id,))
     if subtype == "next_action":
-        kinds = [str(k) for k in json.loads(json.dumps(_get(meta, "options")))]
+        kinds = [str(k) for k in json.loads(json.dumps(meta_get(meta, "options")))]
         if [_KIND_NAMES.get(k) for k in kinds] != options or kind not in kinds:
             return Recomputed(None, problem=f"options {options} are not the kinds {kinds}")
-        credits = {_LETTERS[i]: _credit(actions, t_cut, lambda k2, a2, k=k: k2 == k)
-                   for i, k in enumerate(kinds)}  # fmt: skip
+        credits = {
+            _LETTERS[i]: _credit(actions, t_cut, lambda k2, a2, k=k: k2 == k)
+            for i, k in enumerate(kinds)
+        }
         return Recomputed(_gold(_LETTERS[kinds.index(kind)], credits), (cut_id,))
     if arg not in options:
         return Recomputed(None, problem=f"the cut's argument {arg!r} is not an option")
-    credits = {_LETTERS[i]: _credit(actions, t_cut, lambda k2, a2, o=o: k2 == kind and a2 == o)
-               for i, o in enumerate(options)}  # fmt: skip
+    credits = {
+        _LETTERS[i]: _credit(actions, t_cut, lambda k2, a2, o=o: k2 == kind and a2 == o)
+        for i, o in enumerate(options)
+    }
     return Recomputed(_gold(_LETTERS[options.index(arg)], credits), (cut_id,))

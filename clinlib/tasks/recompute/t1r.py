@@ -23,20 +23,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from clinlib.tasks.base import ABSTAIN
-from clinlib.tasks.recompute.per_task import Recomputed, _get, _lab_key, _on
+from clinlib.tasks.recompute.per_task import Recomputed, meta_get, panel_lab_key, rows_on
 from clinlib.tasks.recompute.raw import RawRecord
 
 
 def _by_position(meta: Mapping[str, Any], raw: RawRecord, sid: int, lab: str):
     """(the position's raw row, the visit's raw rows) or (None, problem text)."""
-    want = int(_get(meta, "visit_idx"))
+    want = int(meta_get(meta, "visit_idx"))
     visits = [v for v in raw.records("visits", sid) if int(v["visit_idx"]) == want]
     if len(visits) != 1:
         return None, f"patient {sid} has no visit of rank {want} in the raw record"
     hadm = int(visits[0]["hadm_id"])
     rows = [r for r in raw.lab_series(sid, lab) if int(r["hadm_id"]) == hadm]
     rows.sort(key=lambda r: (r["charttime"], int(r["labevent_id"])))
-    k = int(_get(meta, "position"))
+    k = int(meta_get(meta, "position"))
     if not 1 <= k <= len(rows):
         return None, f"position {k} outside the visit's {len(rows)} {lab} values"
     return rows[k - 1], rows
@@ -44,16 +44,21 @@ def _by_position(meta: Mapping[str, Any], raw: RawRecord, sid: int, lab: str):
 
 def recompute_t1r(meta, q, raw: RawRecord, status: Mapping[str, str]) -> Recomputed:
     """L2 recomputation of one T1R question (module docstring)."""
-    sid, lab, date = int(_get(meta, "subject_id")), _lab_key(meta), str(_get(meta, "date"))
-    on_date = _on(raw.lab_series(sid, lab), date)
+    sid, lab, date = (
+        int(meta_get(meta, "subject_id")),
+        panel_lab_key(meta),
+        str(meta_get(meta, "date")),
+    )
+    on_date = rows_on(raw.lab_series(sid, lab), date)
     if len(on_date) != 1:
         return Recomputed(None, problem=f"{len(on_date)} {lab} values on {date} in the raw record")
     at, rows = _by_position(meta, raw, sid, lab)
     if at is None:
         return Recomputed(None, problem=str(rows))
     if at["event_id"] != on_date[0]["event_id"]:
-        return Recomputed(None, problem=f"the position names {at['event_id']}, the date "
-                                        f"{on_date[0]['event_id']}")  # fmt: skip
+        return Recomputed(
+            None, problem=f"the position names {at['event_id']}, the date {on_date[0]['event_id']}"
+        )
     if len(rows) < 2 or len({r["date"] for r in rows}) != len(rows):
         return Recomputed(None, problem=f"the visit's {lab} values are not >= 2 distinct days")
     hidden = [r["event_id"] for r in rows if status.get(str(r["event_id"])) != "covered"]
@@ -71,8 +76,8 @@ def recompute_t1f(meta, q, raw: RawRecord, status: Mapping[str, str]) -> Recompu
     exactly ``meta.n_in_visit`` kept values of the lab, all covered, on distinct days, and
     ``meta.position`` lies beyond them -> gold ``insufficient information``; anchors = those
     values."""
-    sid, lab = int(_get(meta, "subject_id")), _lab_key(meta)
-    want = int(_get(meta, "visit_idx"))
+    sid, lab = int(meta_get(meta, "subject_id")), panel_lab_key(meta)
+    want = int(meta_get(meta, "visit_idx"))
     visits = [v for v in raw.records("visits", sid) if int(v["visit_idx"]) == want]
     if len(visits) != 1:
         return Recomputed(
@@ -80,10 +85,11 @@ def recompute_t1f(meta, q, raw: RawRecord, status: Mapping[str, str]) -> Recompu
         )
     hadm = int(visits[0]["hadm_id"])
     rows = [r for r in raw.lab_series(sid, lab) if int(r["hadm_id"]) == hadm]
-    n, k = int(_get(meta, "n_in_visit")), int(_get(meta, "position"))
+    n, k = int(meta_get(meta, "n_in_visit")), int(meta_get(meta, "position"))
     if len(rows) != n or k <= n:
-        return Recomputed(None, problem=f"the visit holds {len(rows)} {lab} values; asked "
-                                        f"the {k}-th of {n}")  # fmt: skip
+        return Recomputed(
+            None, problem=f"the visit holds {len(rows)} {lab} values; asked the {k}-th of {n}"
+        )
     if len({r["date"] for r in rows}) != len(rows):
         return Recomputed(None, problem=f"the visit's {lab} values are not on distinct days")
     hidden = [r["event_id"] for r in rows if status.get(str(r["event_id"])) != "covered"]

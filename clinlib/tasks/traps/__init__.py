@@ -1,4 +1,4 @@
-"""Trap facts and MedMemoryBench's six query types (issue 30 §1–§2; docs/design.md "Trap facts
+"""Trap facts and MedMemoryBench's six query types (MedMemoryBench §4–§5; docs/design.md "Trap facts
 and MedMemoryBench's six query types").
 
 Modules: :mod:`.rules` (cited contraindication rules derived from the hosp tables),

@@ -1,5 +1,5 @@
-"""How a trap question is asked and scored by the kit's harness (issue 30 §2; MedMemoryBench
-MedMemoryBench Appendix D.1 answer prompts, §5 "Query Design" answer formats).
+"""How a trap question is asked and scored by the kit's harness (MedMemoryBench
+Appendix D.1 answer prompts, §5 "Query Design" answer formats).
 
 The six query types are task names of the harness (:data:`TRAP_TASK_NAMES`): ``clintrace run
 --tasks EEM,TLA,SUA,MQ`` loads ``trap_questions.parquet`` (:func:`clinlib.tasks.extended.
@@ -39,34 +39,50 @@ MAX_TOKENS_BY_FORMAT = {"S": 64, "O": 16, "L": 512}
 TRAP_MAX_TOKENS: dict[str, int] = {t: MAX_TOKENS_BY_FORMAT[ANSWER_FORMAT[t]] for t in QUERY_TYPES}
 LETTERS = "ABCDEFGH"
 
-EEM_PROMPT = ("Context: Based on the memory below, accurately answer the following question. "
-              "Question: {question} Answer Requirements: 1. Provide the target entity name "
-              "directly. 2. Keep the answer brief and precise. 3. Do not include lengthy "
-              "explanations. Answer:")  # fmt: skip
-TLA_PROMPT = ("Context: Based on the memory below, accurately answer the following question. "
-              "Question: {question} Answer Requirements: 1. If the question asks about a time, "
-              "answer in YYYY-MM-DD format (e.g., 2024-01-15). 2. If the question asks about an "
-              "event at a specific time, clearly describe the event content and key details. "
-              "3. Keep the answer concise and directly grounded in memory. Answer:")  # fmt: skip
-OPTION_PROMPT = ("Context: Based on the memory below, and considering the patient's allergy "
-                 "history, medical history, medications, and personal preferences, answer the "
-                 "following question. Question: {question} Options: {options} Answer "
-                 "Requirements: 1. Select the correct option. 2. Output only the option letter, "
-                 "such as B. 3. Do not provide any explanation. Answer:")  # fmt: skip
-IG_PROMPT = ("Context: Based on the memory below, and considering the patient's allergy history, "
-             "medical history, medications, and personal preferences, answer the following "
-             "question. Question: {question} Answer Requirements: 1. Reason from this patient's "
-             "specific remembered information; do not give generic medical advice. 2. Maintain a "
-             "warm yet professional tone. 3. Be concise, direct, and avoid boilerplate. 4. If "
-             "recommending or advising against something, briefly explain the reason based on "
-             "the patient's specific situation. Answer:")  # fmt: skip
-MCD_PROMPT = ("Context: Based on the memory below, carefully review the patient's complete "
-              "medical history and conduct a comprehensive analysis by combining information "
-              "from multiple visits. Question: {question} Answer Requirements: 1. Clearly list "
-              "the memory content you draw upon. 2. Present a clear reasoning path from evidence "
-              "to conclusions. 3. Provide a final comprehensive judgment. Answer:")  # fmt: skip
-PROMPTS = {"EEM": EEM_PROMPT, "TLA": TLA_PROMPT, "SUA": OPTION_PROMPT, "MQ": OPTION_PROMPT,
-           "IG": IG_PROMPT, "MCD": MCD_PROMPT}  # fmt: skip
+EEM_PROMPT = (
+    "Context: Based on the memory below, accurately answer the following question. "
+    "Question: {question} Answer Requirements: 1. Provide the target entity name "
+    "directly. 2. Keep the answer brief and precise. 3. Do not include lengthy "
+    "explanations. Answer:"
+)
+TLA_PROMPT = (
+    "Context: Based on the memory below, accurately answer the following question. "
+    "Question: {question} Answer Requirements: 1. If the question asks about a time, "
+    "answer in YYYY-MM-DD format (e.g., 2024-01-15). 2. If the question asks about an "
+    "event at a specific time, clearly describe the event content and key details. "
+    "3. Keep the answer concise and directly grounded in memory. Answer:"
+)
+OPTION_PROMPT = (
+    "Context: Based on the memory below, and considering the patient's allergy "
+    "history, medical history, medications, and personal preferences, answer the "
+    "following question. Question: {question} Options: {options} Answer "
+    "Requirements: 1. Select the correct option. 2. Output only the option letter, "
+    "such as B. 3. Do not provide any explanation. Answer:"
+)
+IG_PROMPT = (
+    "Context: Based on the memory below, and considering the patient's allergy history, "
+    "medical history, medications, and personal preferences, answer the following "
+    "question. Question: {question} Answer Requirements: 1. Reason from this patient's "
+    "specific remembered information; do not give generic medical advice. 2. Maintain a "
+    "warm yet professional tone. 3. Be concise, direct, and avoid boilerplate. 4. If "
+    "recommending or advising against something, briefly explain the reason based on "
+    "the patient's specific situation. Answer:"
+)
+MCD_PROMPT = (
+    "Context: Based on the memory below, carefully review the patient's complete "
+    "medical history and conduct a comprehensive analysis by combining information "
+    "from multiple visits. Question: {question} Answer Requirements: 1. Clearly list "
+    "the memory content you draw upon. 2. Present a clear reasoning path from evidence "
+    "to conclusions. 3. Provide a final comprehensive judgment. Answer:"
+)
+PROMPTS = {
+    "EEM": EEM_PROMPT,
+    "TLA": TLA_PROMPT,
+    "SUA": OPTION_PROMPT,
+    "MQ": OPTION_PROMPT,
+    "IG": IG_PROMPT,
+    "MCD": MCD_PROMPT,
+}
 
 NEEDS_JUDGE = "free text: needs the LLM judge"  # the marker of an L row's NA correct
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")

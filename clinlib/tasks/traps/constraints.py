@@ -1,6 +1,6 @@
 """Patient-stated constraints injected as trap facts (MedMemoryBench §4 "Disease Progression Event Generation": "At the
 initial stage of the graph, we explicitly inject trap events ... allergy history, contraindications, economic
-constraints, and personal preferences"; issue 30 §1).
+constraints, and personal preferences").
 
 A share :data:`INJECTED_SHARE` of the dialogue patients (picked by a stable hash of the patient
 id, so the same patients on every run) states three constraints, each in one of the first
@@ -44,30 +44,58 @@ class Allergen:
 
 
 ALLERGENS: tuple[Allergen, ...] = (
-    Allergen("penicillin", ("penicillin", "amoxicillin", "ampicillin", "piperacillin",
-                            "nafcillin", "oxacillin", "dicloxacillin"), "amoxicillin", "hives"),
-    Allergen("sulfa drugs", ("sulfamethoxazole", "sulfasalazine", "sulfadiazine",
-                             "bactrim"), "sulfamethoxazole-trimethoprim", "a widespread rash"),
+    Allergen(
+        "penicillin",
+        (
+            "penicillin",
+            "amoxicillin",
+            "ampicillin",
+            "piperacillin",
+            "nafcillin",
+            "oxacillin",
+            "dicloxacillin",
+        ),
+        "amoxicillin",
+        "hives",
+    ),
+    Allergen(
+        "sulfa drugs",
+        ("sulfamethoxazole", "sulfasalazine", "sulfadiazine", "bactrim"),
+        "sulfamethoxazole-trimethoprim",
+        "a widespread rash",
+    ),
     Allergen("codeine", ("codeine",), "codeine", "severe vomiting"),
-    Allergen("ibuprofen", ("ibuprofen", "naproxen", "ketorolac"), "ibuprofen",
-             "swelling of the lips"),
-    Allergen("iodinated contrast", ("iohexol", "iodixanol", "iopamidol"),
-             "a contrast CT scan", "trouble breathing"),
-)  # fmt: skip
+    Allergen(
+        "ibuprofen", ("ibuprofen", "naproxen", "ketorolac"), "ibuprofen", "swelling of the lips"
+    ),
+    Allergen(
+        "iodinated contrast",
+        ("iohexol", "iodixanol", "iopamidol"),
+        "a contrast CT scan",
+        "trouble breathing",
+    ),
+)
 
 COSTS: tuple[tuple[str, str], ...] = (
-    ("generic_only", "I pay for my medicines myself, so I can only afford generic drugs, "
-                     "never brand-name ones."),
-    ("monthly_cap", "Money is tight: I cannot spend more than 20 dollars a month on "
-                    "prescriptions."),
-    ("no_new_tests", "My insurance stopped covering outpatient imaging, so I cannot pay for "
-                     "scans unless it is an emergency."),
-)  # fmt: skip
+    (
+        "generic_only",
+        "I pay for my medicines myself, so I can only afford generic drugs, never brand-name ones.",
+    ),
+    (
+        "monthly_cap",
+        "Money is tight: I cannot spend more than 20 dollars a month on prescriptions.",
+    ),
+    (
+        "no_new_tests",
+        "My insurance stopped covering outpatient imaging, so I cannot pay for "
+        "scans unless it is an emergency.",
+    ),
+)
 PREFERENCES: tuple[tuple[str, str], ...] = (
     ("no_injections", "I would rather not take any injections at home; tablets are fine."),
     ("once_daily", "I forget doses easily, so I want medicines I take only once a day."),
     ("no_drowsy", "I drive a bus for work, so I cannot take anything that makes me drowsy."),
-)  # fmt: skip
+)
 ALLERGY_TEXT = "Before we go on, I should tell you I am allergic to {name}; it gave me {reaction}."
 ACK_TEXT = "Thank you, I have written that down in your record."
 
@@ -114,8 +142,10 @@ def injected_constraints(
             continue
         visits = sorted(int(v) for v in sub["visit_idx"].unique())[:EARLY_VISITS]
         allergens = _allowed_allergens([str(d) for d in meds.get(sid, [])])
-        picks = {"cost": COSTS[stable_hash("cost", sid) % len(COSTS)],
-                 "preference": PREFERENCES[stable_hash("pref", sid) % len(PREFERENCES)]}  # fmt: skip
+        picks = {
+            "cost": COSTS[stable_hash("cost", sid) % len(COSTS)],
+            "preference": PREFERENCES[stable_hash("pref", sid) % len(PREFERENCES)],
+        }
         if allergens:
             a = allergens[stable_hash("allergy", sid) % len(allergens)]
             picks["allergy"] = (a.name, ALLERGY_TEXT.format(name=a.name, reaction=a.reaction))
@@ -128,14 +158,31 @@ def injected_constraints(
                 continue
             value, text = picks[kind]
             example = next((a.example for a in ALLERGENS if a.name == value), "")
-            rows.append({"trap_id": trap_id(kind, sid), "subject_id": sid, "kind": kind,
-                         "value": value, "statement": text, "visit_idx": visit,
-                         "after_turn_idx": anchor, "example": example})  # fmt: skip
+            rows.append(
+                {
+                    "trap_id": trap_id(kind, sid),
+                    "subject_id": sid,
+                    "kind": kind,
+                    "value": value,
+                    "statement": text,
+                    "visit_idx": visit,
+                    "after_turn_idx": anchor,
+                    "example": example,
+                }
+            )
     return pd.DataFrame(rows, columns=CONSTRAINT_COLUMNS)
 
 
-CONSTRAINT_COLUMNS = ["trap_id", "subject_id", "kind", "value", "statement", "visit_idx",
-                      "after_turn_idx", "example"]  # fmt: skip
+CONSTRAINT_COLUMNS = [
+    "trap_id",
+    "subject_id",
+    "kind",
+    "value",
+    "statement",
+    "visit_idx",
+    "after_turn_idx",
+    "example",
+]
 
 
 def constraint_injections(constraints: pd.DataFrame) -> list[Injection]:
@@ -143,10 +190,18 @@ def constraint_injections(constraints: pd.DataFrame) -> list[Injection]:
     clinician's acknowledgement (qid = trap id + ``~ack``, so it sorts right after)."""
     out = []
     for c in constraints.to_dict("records"):
-        common = dict(kind="trap", subject_id=int(c["subject_id"]), visit_idx=int(c["visit_idx"]),
-                      after_turn_idx=int(c["after_turn_idx"]))  # fmt: skip
-        out.append(Injection(**common, speaker="patient", text=str(c["statement"]),
-                             qid=str(c["trap_id"])))  # fmt: skip
-        out.append(Injection(**common, speaker="clinician", text=ACK_TEXT,
-                             qid=str(c["trap_id"]) + ACK_SUFFIX))  # fmt: skip
+        common = dict(
+            kind="trap",
+            subject_id=int(c["subject_id"]),
+            visit_idx=int(c["visit_idx"]),
+            after_turn_idx=int(c["after_turn_idx"]),
+        )
+        out.append(
+            Injection(**common, speaker="patient", text=str(c["statement"]), qid=str(c["trap_id"]))
+        )
+        out.append(
+            Injection(
+                **common, speaker="clinician", text=ACK_TEXT, qid=str(c["trap_id"]) + ACK_SUFFIX
+            )
+        )
     return out

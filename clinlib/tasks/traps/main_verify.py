@@ -1,5 +1,5 @@
-"""The trap dialogue through the MAIN dialogue verifier (issue 30 §1: injected constraints
-"checked by the verifier"; paper §3 "Cohort", :mod:`clinlib.dialogue.verify`).
+"""The trap dialogue through the MAIN dialogue verifier: the injected constraints are checked
+like any stated fact (paper §3 "Cohort", :mod:`clinlib.dialogue.verify`).
 
 The trap verifier of :mod:`clinlib.tasks.traps.facts` checks the injected turns against the
 same table they were built from. Here the trap dialogue (:func:`clinlib.tasks.traps.facts.
@@ -38,31 +38,48 @@ def statement_events(traps: pd.DataFrame) -> pd.DataFrame:
     """Each injected constraint as a source event (events-table columns used by the
     verifier): event_id = trap id, kind = STATEMENT_KIND, label = the statement, no time."""
     inj = traps[traps["origin"] == "injected"]
-    return pd.DataFrame({"event_id": inj["trap_id"].astype(str),
-                         "subject_id": inj["subject_id"].astype("int64"),
-                         "visit_idx": inj["visit_idx"].astype("int64"), "kind": STATEMENT_KIND,
-                         "label": inj["statement"].astype(str), "time": None})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "event_id": inj["trap_id"].astype(str),
+            "subject_id": inj["subject_id"].astype("int64"),
+            "visit_idx": inj["visit_idx"].astype("int64"),
+            "kind": STATEMENT_KIND,
+            "label": inj["statement"].astype(str),
+            "time": None,
+        }
+    )
 
 
 def _clean(groups: dict[int, list[dict]]) -> dict[int, list[dict]]:
     """pd.NA as None (object columns keep pd.NA; the verifier tests values with ``bool``)."""
-    return {k: [{c: (None if v is pd.NA else v) for c, v in r.items()} for r in recs]
-            for k, recs in groups.items()}  # fmt: skip
+    return {
+        k: [{c: (None if v is pd.NA else v) for c, v in r.items()} for r in recs]
+        for k, recs in groups.items()
+    }
 
 
 def _coverage(cov: list[dict], got: pd.DataFrame) -> list[dict]:
     """The patient's coverage with turn numbers of the trap dialogue, plus a covered row per
     injected statement (the turn that cites it)."""
-    new_idx = {int(s): int(t) for s, t in zip(got["source_turn_idx"], got["turn_idx"], strict=True)
-               if int(s) >= 0}  # fmt: skip
+    new_idx = {
+        int(s): int(t)
+        for s, t in zip(got["source_turn_idx"], got["turn_idx"], strict=True)
+        if int(s) >= 0
+    }
     out = []
     for c in cov:
         t = c.get("turn_idx")
         out.append({**c, "turn_idx": new_idx.get(int(t)) if pd.notna(t) else t})
     for rec in got[got["injected"]].to_dict("records"):
         for eid in rec["event_ids"]:
-            out.append({"event_id": str(eid), "status": "covered", "reason": "",
-                        "turn_idx": int(rec["turn_idx"])})  # fmt: skip
+            out.append(
+                {
+                    "event_id": str(eid),
+                    "status": "covered",
+                    "reason": "",
+                    "turn_idx": int(rec["turn_idx"]),
+                }
+            )
     return out
 
 
@@ -82,10 +99,16 @@ def verify_trap_dialogue(
         sid = int(sid)
         got = trap_dialogue(tr, inj[inj["subject_id"] == sid])
         got = got.sort_values("turn_idx", kind="stable")
-        checked = verify_records(sid, records(got), evs.get(sid, []) + stm.get(sid, []),
-                                 _coverage(covs.get(sid, []), got), include_length=False)  # fmt: skip
-        rows += [{**r, "check": MAIN_PREFIX + r["check"]} for r in checked
-                 if r["severity"] == "hard"]  # fmt: skip
+        checked = verify_records(
+            sid,
+            records(got),
+            evs.get(sid, []) + stm.get(sid, []),
+            _coverage(covs.get(sid, []), got),
+            include_length=False,
+        )
+        rows += [
+            {**r, "check": MAIN_PREFIX + r["check"]} for r in checked if r["severity"] == "hard"
+        ]
         rows += _parsed_back_rows(sid, got, inj[inj["subject_id"] == sid])
     return checks_frame(rows)
 
@@ -99,8 +122,9 @@ def _parsed_back_rows(sid: int, got: pd.DataFrame, inj: pd.DataFrame) -> list[di
         dates = got.loc[got["visit_idx"] == int(t["visit_idx"]), "visit_date"].astype(str)
         want = {"allergen": str(t["value"]), "date": dates.iloc[0] if len(dates) else ""}
         ok = back == want
-        out.append(check_row(sid, "trap_parsed_back", ok, "" if ok else f"read {back}, "
-                             f"expected {want}"))  # fmt: skip
+        out.append(
+            check_row(sid, "trap_parsed_back", ok, "" if ok else f"read {back}, expected {want}")
+        )
     return out
 
 

@@ -1,6 +1,6 @@
 """Record-derived contraindication traps (MedMemoryBench's introduction: "allergy
 histories, medication contraindications, and economic constraints ... embedded ... as
-high-priority signals"; issue 30 §1).
+high-priority signals").
 
 A derived trap is a drug order placed while a lab state that contraindicates its class was the
 patient's CURRENT state: the latest measurement of the rule's lab at or before the order's start
@@ -113,24 +113,71 @@ class Rule:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("metformin_low_egfr", "metformin", ("metformin",), (), "Creatinine",
-         "eGFR below 30 mL/min/1.73 m²", 90.0, "missed_contraindication",
-         "FDA Drug Safety Communication 2016-04-08; CKD-EPI 2021 (Inker et al.)"),
-    Rule("potassium_hyperkalaemia", "potassium supplement",
-         ("potassium chloride", "potassium phosphate", "potassium citrate", "k phos"),
-         (), "Potassium", "potassium above the reference range", 2.0,
-         "incorrect_medication_recommendation", "potassium chloride labeling: hyperkalemia"),
-    Rule("anticoagulant_thrombocytopenia", "anticoagulant",
-         ("heparin", "enoxaparin", "dalteparin", "fondaparinux", "warfarin", "apixaban",
-          "rivaroxaban", "dabigatran", "argatroban", "bivalirudin"),
-         ("flush", "lock"), "Platelet Count", "platelets below 50 K/uL", 2.0,
-         "improper_dosage_adjustment", "ISTH SSC 2018 (Samuelson Bannow et al.)"),
-    Rule("nephrotoxin_aki", "nephrotoxic drug",
-         ("vancomycin", "gentamicin", "tobramycin", "amikacin", "ibuprofen", "ketorolac",
-          "naproxen", "amphotericin"),
-         (), "Creatinine", "acute kidney injury (KDIGO creatinine rise)", 2.0,
-         "missed_contraindication", "KDIGO 2012 AKI guideline §2.1.1, §3.1"),
-)  # fmt: skip
+    Rule(
+        "metformin_low_egfr",
+        "metformin",
+        ("metformin",),
+        (),
+        "Creatinine",
+        "eGFR below 30 mL/min/1.73 m²",
+        90.0,
+        "missed_contraindication",
+        "FDA Drug Safety Communication 2016-04-08; CKD-EPI 2021 (Inker et al.)",
+    ),
+    Rule(
+        "potassium_hyperkalaemia",
+        "potassium supplement",
+        ("potassium chloride", "potassium phosphate", "potassium citrate", "k phos"),
+        (),
+        "Potassium",
+        "potassium above the reference range",
+        2.0,
+        "incorrect_medication_recommendation",
+        "potassium chloride labeling: hyperkalemia",
+    ),
+    Rule(
+        "anticoagulant_thrombocytopenia",
+        "anticoagulant",
+        (
+            "heparin",
+            "enoxaparin",
+            "dalteparin",
+            "fondaparinux",
+            "warfarin",
+            "apixaban",
+            "rivaroxaban",
+            "dabigatran",
+            "argatroban",
+            "bivalirudin",
+        ),
+        ("flush", "lock"),
+        "Platelet Count",
+        "platelets below 50 K/uL",
+        2.0,
+        "improper_dosage_adjustment",
+        "ISTH SSC 2018 (Samuelson Bannow et al.)",
+    ),
+    Rule(
+        "nephrotoxin_aki",
+        "nephrotoxic drug",
+        (
+            "vancomycin",
+            "gentamicin",
+            "tobramycin",
+            "amikacin",
+            "ibuprofen",
+            "ketorolac",
+            "naproxen",
+            "amphotericin",
+        ),
+        (),
+        "Creatinine",
+        "acute kidney injury (KDIGO creatinine rise)",
+        2.0,
+        "missed_contraindication",
+        "KDIGO 2012 AKI guideline §2.1.1, §3.1",
+    ),
+)
 RULE_BY_KEY: dict[str, Rule] = {r.key: r for r in RULES}
 
 
@@ -141,8 +188,10 @@ def _state_checker(rule: Rule, labs: pd.DataFrame, patient: dict | None) -> Call
         if patient is None:
             return lambda i: False  # no sex / age: eGFR unknown, the rule cannot fire
         female = str(patient["gender"]).upper().startswith("F")
-        ages = [float(patient["anchor_age"]) + t.year - float(patient["anchor_year"])
-                for t in labs["time"]]  # fmt: skip
+        ages = [
+            float(patient["anchor_age"]) + t.year - float(patient["anchor_year"])
+            for t in labs["time"]
+        ]
         return lambda i: ckd_epi_2021(values[i], ages[i], female) < EGFR_LIMIT
     if rule.key == "potassium_hyperkalaemia":
         highs = [POTASSIUM_DEFAULT_HIGH if pd.isna(h) else float(h) for h in labs["ref_high"]]
@@ -204,10 +253,22 @@ def derive_traps(
 
 
 TRAP_RULE_COLUMNS = [
-    "subject_id", "rule", "drug_class", "risk_category", "lab", "lab_event_id", "lab_value",
-    "lab_time", "lab_visit_idx", "order_event_id", "order_drug", "order_time",
-    "order_visit_idx", "state", "source",
-]  # fmt: skip
+    "subject_id",
+    "rule",
+    "drug_class",
+    "risk_category",
+    "lab",
+    "lab_event_id",
+    "lab_value",
+    "lab_time",
+    "lab_visit_idx",
+    "order_event_id",
+    "order_drug",
+    "order_time",
+    "order_visit_idx",
+    "state",
+    "source",
+]
 
 
 def _conflicts(rule: Rule, orders: pd.DataFrame, labs: pd.DataFrame, in_state):
@@ -223,10 +284,18 @@ def _conflicts(rule: Rule, orders: pd.DataFrame, labs: pd.DataFrame, in_state):
             continue
         lab = labs.iloc[i]
         yield {
-            "rule": rule.key, "drug_class": rule.drug_class, "risk_category": rule.risk_category,
-            "lab": rule.lab, "lab_event_id": str(lab["event_id"]), "lab_value": float(lab["value"]),
-            "lab_time": lab["time"], "lab_visit_idx": int(lab["visit_idx"]),
-            "order_event_id": str(o["event_id"]), "order_drug": str(o["label"]),
-            "order_time": o["time"], "order_visit_idx": int(o["visit_idx"]),
-            "state": rule.state, "source": rule.source,
-        }  # fmt: skip
+            "rule": rule.key,
+            "drug_class": rule.drug_class,
+            "risk_category": rule.risk_category,
+            "lab": rule.lab,
+            "lab_event_id": str(lab["event_id"]),
+            "lab_value": float(lab["value"]),
+            "lab_time": lab["time"],
+            "lab_visit_idx": int(lab["visit_idx"]),
+            "order_event_id": str(o["event_id"]),
+            "order_drug": str(o["label"]),
+            "order_time": o["time"],
+            "order_visit_idx": int(o["visit_idx"]),
+            "state": rule.state,
+            "source": rule.source,
+        }

@@ -1,5 +1,5 @@
 """The trap stage: trap facts, their verifier rows, the six query types and their gates
-(issue 30 §1–§2; MedMemoryBench
+(MedMemoryBench
 §4 "Disease Progression Event Generation", §5 "Query Design").
 
 ``build_traps(profile)`` (run by ``clintrace questions`` after the extended set) writes
@@ -50,8 +50,10 @@ _ALLERGY_RE = re.compile(r"allergic to (.+?);")
 
 def _raw_patients(con, sids) -> pd.DataFrame:
     con.register("trap_sids", pd.DataFrame({"subject_id": sorted(sids)}))
-    return con.execute("SELECT p.subject_id, p.gender, p.anchor_age, p.anchor_year FROM patients "
-                       "p JOIN trap_sids s USING (subject_id)").df()  # fmt: skip
+    return con.execute(
+        "SELECT p.subject_id, p.gender, p.anchor_age, p.anchor_year FROM patients "
+        "p JOIN trap_sids s USING (subject_id)"
+    ).df()
 
 
 def _plain(frame: pd.DataFrame) -> pd.DataFrame:
@@ -119,15 +121,21 @@ def gate_rows(questions: pd.DataFrame, checks: pd.DataFrame, raw, patients, tdia
     rows = []
     for task, qs in questions.groupby("task", sort=True):
         so = qs[qs["answer_format"] != "L"]
-        l2 = [q["qid"] for q in so.to_dict("records")
-              if recompute_gold(q, raw, patients, tdial) != q["gold"]]  # fmt: skip
+        l2 = [
+            q["qid"]
+            for q in so.to_dict("records")
+            if recompute_gold(q, raw, patients, tdial) != q["gold"]
+        ]
         l3 = [q["qid"] for q in qs.to_dict("records") if _leaks(q)]
         share_bad = 0
         for _, sub in so[so["answer_format"] == "O"].groupby("subtype"):
             top = sub["gold"].value_counts(normalize=True).iloc[0]
             share_bad += int(len(sub) >= MIN_FOR_SHARE and top > MAX_LETTER_SHARE)
-        rows += [("L2", task, len(so), len(l2), 0.0), ("L3", task, len(qs), len(l3), 0.0),
-                 ("distribution", task, so["subtype"].nunique(), share_bad, 0.0)]  # fmt: skip
+        rows += [
+            ("L2", task, len(so), len(l2), 0.0),
+            ("L3", task, len(qs), len(l3), 0.0),
+            ("distribution", task, so["subtype"].nunique(), share_bad, 0.0),
+        ]
     dup = int(questions["qid"].duplicated().sum())
     rows.append(("L0", "traps", len(questions), dup, 0.0))  # qids unique (content-hashed)
     rows.append(("verifier", "traps", len(checks), int((~checks["passed"]).sum()), 0.0))
@@ -155,18 +163,20 @@ def build_traps(profile: str | None = None) -> dict[str, pd.DataFrame]:
     with stage_run(TRAP_STAGE, name, remove_on_failure=TRAP_OUTPUTS) as staging:
         turns, events, cohort = (_plain(load(a, name)) for a in ("dialogues", "events", "cohort"))
         info = read_source_info(name)
-        con = open_source(SourceSpec(info["kind"], Path(info["path"]),
-                                     bool(info["credentialed"])))  # fmt: skip
+        con = open_source(SourceSpec(info["kind"], Path(info["path"]), bool(info["credentialed"])))
         try:
             sids = sorted(set(turns["subject_id"].astype(int)))
             patients = _raw_patients(con, sids)
             traps = build_trap_facts(turns, events, patients)
             if traps.empty:
                 raise StageError(f"trap_facts: 0 trap facts for {len(sids)} patients")
-            checks = pd.concat([verify_traps(turns, traps, events),
-                                verify_trap_dialogue(turns, traps, events,
-                                                     load("event_coverage", name))],
-                               ignore_index=True)  # fmt: skip
+            checks = pd.concat(
+                [
+                    verify_traps(turns, traps, events),
+                    verify_trap_dialogue(turns, traps, events, load("event_coverage", name)),
+                ],
+                ignore_index=True,
+            )
             questions = build_trap_questions(traps, events, turns, patients, cohort)
             if questions.empty:
                 raise StageError("trap_questions: 0 questions")
@@ -180,9 +190,15 @@ def build_traps(profile: str | None = None) -> dict[str, pd.DataFrame]:
             df.to_parquet(staging.path(f"{art}.parquet"), index=False)
         bad = gates[~gates["passed"]]
         if not bad.empty:
-            raise StageError("trap gates failed: " + ", ".join(
-                f"{g}/{t} {n} of {c}" for g, t, n, c in
-                zip(bad["gate"], bad["task"], bad["n_failed"], bad["n_checked"], strict=True)))  # fmt: skip
+            raise StageError(
+                "trap gates failed: "
+                + ", ".join(
+                    f"{g}/{t} {n} of {c}"
+                    for g, t, n, c in zip(
+                        bad["gate"], bad["task"], bad["n_failed"], bad["n_checked"], strict=True
+                    )
+                )
+            )
     return {"facts": traps, "checks": checks, "questions": questions, "gates": gates}
 
 
@@ -192,5 +208,7 @@ def ensure_traps(profile: str | None = None) -> dict[str, pd.DataFrame]:
     name = resolve_profile(profile)
     if not all(artifact_path(f"{a}.parquet", name).exists() for a in TRAP_OUTPUTS):
         return build_traps(name)
-    return {k: load(a, name) for k, a in zip(("facts", "checks", "questions", "gates"),
-                                             TRAP_OUTPUTS, strict=True)}  # fmt: skip
+    return {
+        k: load(a, name)
+        for k, a in zip(("facts", "checks", "questions", "gates"), TRAP_OUTPUTS, strict=True)
+    }
