@@ -1,1 +1,1 @@
-"""Evaluation: trap questions asked and their reader (MedMemoryBench §5)."""
+"""Evaluation: trap questions asked and their reader (MedMemoryBench §5 "Query Design")."""
