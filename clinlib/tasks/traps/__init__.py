@@ -1,5 +1,6 @@
-"""Trap facts and MedMemoryBench's six query types (MedMemoryBench §4–§5; docs/design.md "Trap facts
-and MedMemoryBench's six query types").
+"""Trap facts and MedMemoryBench's six query types (MedMemoryBench §4 "Data Construction
+Pipeline" and §5 "Query Design"; docs/design.md "Trap facts and MedMemoryBench's six query
+types").
 
 Modules: :mod:`.rules` (cited contraindication rules derived from the hosp tables),
 :mod:`.constraints` (injected patient-stated constraints), :mod:`.facts` (``trap_facts``, the
