@@ -206,7 +206,12 @@ def register_population_readers(profile: str) -> list[Backbone]:
     """Register the two population readers (kind="offline", price 0) for ``profile``."""
     out = []
     for name in (SOLVER_READER, OVERLAP_READER):
-        bb = Backbone(name=name, model=f"{OFFLINE_READER_MODEL_PREFIX}{name}", kind="offline", label=READER_LABELS[name],
-                      policy=_policy(name, profile))  # fmt: skip
+        bb = Backbone(
+            name=name,
+            model=f"{OFFLINE_READER_MODEL_PREFIX}{name}",
+            kind="offline",
+            label=READER_LABELS[name],
+            policy=_policy(name, profile),
+        )
         out.append(register_backbone(bb, replace_existing=True))
     return out

@@ -46,7 +46,7 @@ _RECOGNISE: tuple[tuple[str, str, re.Pattern[str]], ...] = (
             r"A clinician now proposes (?P<example>.+?) for this patient\. "
             r"Considering only the allergies"
         ),
-    ),  # fmt: skip
+    ),
     ("MQ", "egfr", re.compile(r"Metformin was ordered for the patient on \d{4}-\d{2}-\d{2}\.")),
     ("SUA", "", re.compile(r"Going by the patient's most recent (?P<lab>.+?) result, is their")),
     ("IG", "IG", re.compile(r"What should you keep in mind when choosing it for this patient")),
@@ -132,8 +132,11 @@ def recognise_trap(question_text: str) -> dict[str, Any] | None:
         m = pattern.search(text)
         if m is not None:
             meta = {k: v for k, v in m.groupdict().items() if v is not None}
-            return {"task": task, "subtype": sub or meta.get("lab", "").lower(),
-                    "meta": json.dumps(meta)}  # fmt: skip
+            return {
+                "task": task,
+                "subtype": sub or meta.get("lab", "").lower(),
+                "meta": json.dumps(meta),
+            }
     return None
 
 

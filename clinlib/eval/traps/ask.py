@@ -87,6 +87,7 @@ def ask_traps(
         **run_options,
     )
     runner.run(spec, options)
-    parts = [stored_traps(name, trap_contexts(name, strategies, s, prep), backbones)
-             for s in settings]  # fmt: skip
+    parts = [
+        stored_traps(name, trap_contexts(name, strategies, s, prep), backbones) for s in settings
+    ]
     return pd.concat(parts, ignore_index=True)
