@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from clinlib.core import config
-from clinlib.eval import judge_prompts as jp
+from clinlib.eval.judge import prompts as jp
 from clinlib.eval.judge.scoring import (
     JudgeError,
     gold_text_of,
@@ -289,7 +289,7 @@ def test_lexical_judge_on_hand_made_ig_and_mcd(tmp_path, monkeypatch):
 def test_judge_profile_merges_into_the_stored_verdicts(tmp_path, monkeypatch):
     """A re-judge of the paper tasks keeps verdicts stored for other rows (judge_traps' IG /
     MCD) and replaces those of the same key."""
-    from clinlib.eval import judge_run as jr
+    from clinlib.eval.judge import run as jr
 
     monkeypatch.setattr(config, "BUILD_DIR", tmp_path)
     row = {"strategy": "s", "backbone": "b", "setting": "post", "judge_backbone": "lexical-judge",

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from clinlib.core.config import build_dir
-from clinlib.eval import policies as readers
 from clinlib.eval.harness.prompts import build_messages
 from clinlib.eval.readers import answers as reader_answers
+from clinlib.eval.readers import policies as readers
 from clinlib.llm.backbones import get_backbone, unregister_backbone
 from clinlib.llm.types import GenerationParams
 from clinlib.tasks.answers import ANSWER_FORMATS

@@ -459,7 +459,7 @@ def test_questions_sharing_a_context_run_back_to_back():
 def test_offline_readers_take_turns_and_parse_each_record_once(profile, monkeypatch):
     """Two offline readers of one cell answer batch by batch in turn, so a record is parsed
     once for both (not once per reader), and every answer is still written."""
-    from clinlib.eval import policies as readers
+    from clinlib.eval.readers import policies as readers
 
     readers.register_offline_backbones()
     scans: list[str] = []

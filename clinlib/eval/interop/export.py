@@ -1,4 +1,5 @@
-"""The question set with each strategy's context, for the harnesses people run (issue 32 §3).
+"""The question set with each strategy's context, for the harnesses people run
+(docs/guide.md, "Outside predictions, harnesses and a results site").
 
 ``clintrace export --format jsonl|inspect OUT`` writes, per (question, strategy, setting),
 exactly the chat messages the kit's harness sends (:func:`clinlib.eval.harness.prompts.build_messages`

@@ -1,4 +1,4 @@
-"""Predictions made elsewhere, scored and stored like the kit's own (``clintrace score``; issue 32 §2).
+"""Predictions made elsewhere, scored and stored like the kit's own (``clintrace score``).
 
 A researcher who ran the question set through their own harness or memory system hands over
 a file of responses; this module parses and scores each one with the task's own parsers

@@ -1,4 +1,4 @@
-"""An inspect_ai evaluation log read back as outside predictions (issue 32 §3).
+"""An inspect_ai evaluation log read back as outside predictions.
 
 :func:`score_any` is what `clintrace score` calls: a JSONL / parquet file, or an inspect log.
 

@@ -1,4 +1,4 @@
-"""How much of the kit's prompts a prefix cache can reuse (issue 32 §5: self-hosted vLLM behind
+"""How much of the kit's prompts a prefix cache can reuse (for a self-hosted vLLM behind
 the OpenAI-compatible entry; the record-first prompt order of :mod:`clinlib.eval.harness.prompts`).
 
 vLLM's automatic prefix caching keeps the KV blocks of earlier prompts, keyed by the hash of

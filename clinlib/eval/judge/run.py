@@ -1,4 +1,4 @@
-"""A profile's predictions judged and audited (issue 30 §3; ``clintrace judge``).
+"""A profile's predictions judged and audited (``clintrace judge``).
 
 :func:`judge_profile` selects predictions of a profile (strategies, answering backbones,
 settings, tasks, at most ``limit`` per task), judges them with one judge backbone

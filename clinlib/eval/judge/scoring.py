@@ -1,6 +1,6 @@
 """LLM-as-judge scoring of answers (MedMemoryBench §5 "Query Design": L-type queries judged
 by an LLM, MCD correct only if all three criteria hold; MedMemoryBench Appendix D.1 prompts in
-:mod:`clinlib.eval.judge.prompts`; issue 30 §3).
+:mod:`clinlib.eval.judge.prompts`).
 
 :func:`judge_predictions` asks a judge backbone, once per prediction, whether the answer
 matches the question's reference answer, through the kit's LLM layer

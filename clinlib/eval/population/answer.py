@@ -1,5 +1,5 @@
 """Answering population questions with any backbone, and pricing them before anything is sent
-(issue 29 §3; PopMedQA §4: answers in each task's schema, Fig. 5's "answered properly").
+(PopMedQA §4: answers in each task's schema, Fig. 5's "answered properly").
 
 :func:`answer_population` sends each (question, rendering) of ``population_questions.parquet``
 to each backbone as one system + one user message (the records, then the question), through the

@@ -1,4 +1,4 @@
-"""Offline readers for population questions (issue 29 §3 "Offline"): deterministic policies,
+"""Offline readers for population questions : deterministic policies,
 not language models, registered as offline backbones so the population harness runs them like
 any other backbone.
 

@@ -1,7 +1,7 @@
 """neopatient's first step as an optional helper: a sentence describing a question idea and its
 cohorts -> a declarative spec entry, through any backbone, validated before use (PopMedQA §3
 "neopatient: Language-Controlled Generation of Patient Records": cohorts given as "Positive
-Description" / "Negative Description" criteria; issue 29 "Done means").
+Description" / "Negative Description" criteria).
 
 The model is asked for one TOML ``[[task]]`` table in the kit's spec schema
 (:mod:`clinlib.tasks.population.spec`); the reply (code fences stripped) must parse and pass

@@ -245,7 +245,7 @@ def _direction_for(lab: Lab | None) -> str:
 
 # Within a sentence: any character but a newline, and a full stop only as a decimal point
 # ("Hematocrit of 35.0 % is below the reference range of 40.0 to 52.0 %"). The old pattern
-# excluded every "." and so never reached the range past a decimal value (issue 26 §3: the
+# excluded every "." and so never reached the range past a decimal value (the
 # reference reader abstained on a T4 question whose Hematocrit 35.0 % was stated at turn 3).
 _IN_SENTENCE = r"(?:[^.\n]|\.(?=\d))"
 _HIGH_WORDS = re.compile(r"\b(?:above|higher than|over|exceeds)\b", re.IGNORECASE)

@@ -18,7 +18,7 @@ PRESERVES.
 * ``replay`` answers from a recorded predictions table (see :func:`replay_policy_from`).
 
 T10 ordering questions (extended set) are answered by :mod:`clinlib.eval.readers.order`, T11
-decision questions by :mod:`clinlib.eval.readers.decision`, the trap query types (issue 30) by
+decision questions by :mod:`clinlib.eval.readers.decision`, the trap query types by
 :mod:`clinlib.eval.readers.trap`.
 
 Static knowledge a clinician would bring (the lab panel's units and reference ranges, the T4
@@ -199,7 +199,7 @@ def answer(messages: Sequence[Mapping[str, Any]], eager: bool = False) -> str:
         return answer_order(question, eager)
     if decision_subtype(question) is not None:  # T11: the stay in the question, memory as context
         return answer_decision(record, question, eager)
-    trap = answer_trap(record, question, eager)  # issue 30's query types (trap questions)
+    trap = answer_trap(record, question, eager)  # the trap query types (MedMemoryBench §5)
     if trap is not None:
         return trap
     relative = recognise_relative(question)

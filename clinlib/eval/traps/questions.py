@@ -1,5 +1,5 @@
 """The trap questions asked: contexts over the trap dialogue, an offline reader for the S/O
-query types, scoring, and trap retention (issue 30 §2, §5; MedMemoryBench §5 "Query Design",
+query types, scoring, and trap retention (MedMemoryBench §5 "Query Design",
 §5 "Evaluation Protocol").
 
 :func:`trap_contexts` builds every strategy's context for the trap questions under any setting
