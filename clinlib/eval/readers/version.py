@@ -22,15 +22,15 @@ from clinlib.llm.presets import OFFLINE_READER_NAMES
 
 # The registered reader backbones whose rows carry a version (clinlib.eval.readers.policies).
 READER_BACKBONES: tuple[str, ...] = OFFLINE_READER_NAMES
-# The modules whose source is the readers' policy (every eval/reader_* module + policies).
+# The modules whose source is the readers' policy: every module of this package but this one.
 READER_MODULES: tuple[str, ...] = (
+    "answers",
+    "decision",
+    "order",
     "policies",
-    "reader_answers",
-    "reader_decision",
-    "reader_order",
-    "reader_prompt",
-    "reader_relative",
-    "reader_trap",
+    "prompt",
+    "relative",
+    "trap",
 )
 VERSION_CHARS = 16
 
