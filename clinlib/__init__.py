@@ -36,7 +36,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "load": ("clinlib.data.build", "load"),
     "read_source_info": ("clinlib.data.build", "read_source_info"),
     "evaluable_patients": ("clinlib.core.guards", "evaluable_patients"),
-    # prose that cannot drift (issue 25): seed facts with their passages
+    # prose that cannot drift: seed facts with their passages
     "SEED_FACTS": ("clinlib.core.seed_facts", "SEED_FACTS"),
     "seed_fact": ("clinlib.core.seed_facts", "seed_fact"),
     # ... and notebook prose rendered from values, claims checked where they are made
@@ -150,12 +150,12 @@ _API: dict[str, tuple[str, str | None]] = {
     "slice_profile": ("clinlib.eval.harness.slices", "slice_profile"),
     "smallest_patients": ("clinlib.eval.harness.slices", "smallest_patients"),
     "local_slice": ("clinlib.eval.harness.slices", "local_slice"),
-    # issue 30 §3-§4: the judge, its audit against deterministic gold, core memory (05, 18)
+    # the judge, its audit against deterministic gold, core memory (05, 18)
     "judge_predictions": ("clinlib.eval.judge.scoring", "judge_predictions"),
     "judge_audit": ("clinlib.analysis.judge_audit", "judge_audit"),
     "overlap_scores": ("clinlib.analysis.judge_audit", "overlap_scores"),
     "core_memory": ("clinlib.strategies.core_memory", None),
-    # issue 30 §3: the stored free-text trap answers (IG, MCD) judged (18)
+    # the stored free-text trap answers (IG, MCD) judged (18)
     "judge_traps": ("clinlib.eval.judge.run", "judge_traps"),
 }
 

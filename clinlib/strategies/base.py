@@ -422,7 +422,7 @@ class Strategy:
         return f"<{type(self).__name__} {self.label()}>"
 
 
-def _turns_of(dialogues_now: Any, subject_id: int) -> pd.DataFrame:
+def turns_of(dialogues_now: Any, subject_id: int) -> pd.DataFrame:
     if isinstance(dialogues_now, pd.DataFrame):
         t = dialogues_now[dialogues_now["subject_id"] == subject_id]
     elif isinstance(dialogues_now, Mapping):
@@ -475,7 +475,7 @@ def context_for(
                 f"question {question_id(question)}: artifact of patient {sid} was built by "
                 f"{artifact.strategy!r}, not {strategy.name!r}"
             )
-        turns = _turns_of(dialogues_now, sid)
+        turns = turns_of(dialogues_now, sid)
         parts.append((artifact, turns if prechecked else check_turns(turns, f"patient {sid}")))
     if len(parts) == 1:
         return strategy.access(parts[0][0], question, parts[0][1])

@@ -26,11 +26,11 @@ from clinlib.strategies.base import (
     Artifact,
     Strategy,
     StrategyError,
-    _turns_of,
     check_turns,
     context_for,
     dialogue_hash,
     subject_ids_of,
+    turns_of,
 )
 from clinlib.strategies.build_cost import attach_usage, metered
 from clinlib.strategies.cache import CONSTRUCTIONS_DIR, ConstructionCache, constructions_dir
@@ -338,7 +338,7 @@ def _checked_now(
     out = {}
     for sid in sids:
         if (variant, sid) not in checked:
-            checked[(variant, sid)] = check_turns(_turns_of(now, sid), f"patient {sid}")
+            checked[(variant, sid)] = check_turns(turns_of(now, sid), f"patient {sid}")
         out[sid] = checked[(variant, sid)]
     return out
 

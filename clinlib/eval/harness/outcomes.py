@@ -83,10 +83,13 @@ def failure_classes(preds: pd.DataFrame) -> pd.Series:
     kinds = preds["error_kind"] if "error_kind" in preds else pd.Series(None, index=preds.index)
     err = preds["error"]
     return pd.Series(
-        [failure_class(k, m) if pd.notna(m) else None
-         for k, m in zip(kinds.astype(object), err.astype(object), strict=True)],
-        index=preds.index, dtype=object,
-    )  # fmt: skip
+        [
+            failure_class(k, m) if pd.notna(m) else None
+            for k, m in zip(kinds.astype(object), err.astype(object), strict=True)
+        ],
+        index=preds.index,
+        dtype=object,
+    )
 
 
 def new_outcomes(preds: pd.DataFrame, mine: pd.Series) -> pd.DataFrame:
@@ -99,13 +102,21 @@ def new_outcomes(preds: pd.DataFrame, mine: pd.Series) -> pd.DataFrame:
     cols = [*CELL_COLUMNS, "new_errors", "new_empty", "new_failures"]
     if rows.empty:
         return pd.DataFrame(columns=cols)
-    df = rows.assign(_class=failure_classes(rows), _empty=rows["empty"].fillna(False).astype(bool)
-                     & rows["error"].isna())  # fmt: skip
+    df = rows.assign(
+        _class=failure_classes(rows),
+        _empty=rows["empty"].fillna(False).astype(bool) & rows["error"].isna(),
+    )
     out = []
     for cell, g in df.groupby(list(CELL_COLUMNS), sort=False, dropna=False):
         counts = g["_class"].dropna().value_counts()
-        out.append((*cell, int(g["_class"].notna().sum()), int(g["_empty"].sum()),
-                    {str(k): int(v) for k, v in counts.items()}))  # fmt: skip
+        out.append(
+            (
+                *cell,
+                int(g["_class"].notna().sum()),
+                int(g["_empty"].sum()),
+                {str(k): int(v) for k, v in counts.items()},
+            )
+        )
     return pd.DataFrame(out, columns=cols)
 
 
@@ -115,15 +126,19 @@ def own_outcome(new: pd.DataFrame, cell: tuple[str, ...]) -> dict[str, Any]:
     if hit.empty:
         return {"new_errors": 0, "new_empty": 0, "new_failures": {}}
     row = hit.iloc[0]
-    return {"new_errors": int(row["new_errors"]), "new_empty": int(row["new_empty"]),
-            "new_failures": dict(row["new_failures"])}  # fmt: skip
+    return {
+        "new_errors": int(row["new_errors"]),
+        "new_empty": int(row["new_empty"]),
+        "new_failures": dict(row["new_failures"]),
+    }
 
 
 def failures_text(classes: Mapping[str, int]) -> str:
     """``context overflow x3 (remedy); transport error x1 (remedy)``, largest first."""
     ordered = sorted(classes.items(), key=lambda kv: (-kv[1], kv[0]))
-    return "; ".join(f"{cls} x{n} ({REMEDIES.get(cls, 'see the error column')})"
-                     for cls, n in ordered if n)  # fmt: skip
+    return "; ".join(
+        f"{cls} x{n} ({REMEDIES.get(cls, 'see the error column')})" for cls, n in ordered if n
+    )
 
 
 def _summed(summary: pd.DataFrame) -> Counter[str]:
@@ -158,8 +173,14 @@ def check_run(stage: str, summary: pd.DataFrame, allow_drops: bool = False) -> l
     new = int(summary["new_predictions"].sum()) if "new_predictions" in summary else 0
     if new == 0:
         stored = int(summary["errors"].sum())
-        return [f"{stage}: nothing new was asked; {stored} stored row(s) of earlier runs hold "
-                "errors: re-run with --retry-errors to ask them again"] if stored else []  # fmt: skip
+        return (
+            [
+                f"{stage}: nothing new was asked; {stored} stored row(s) of earlier runs hold "
+                "errors: re-run with --retry-errors to ask them again"
+            ]
+            if stored
+            else []
+        )
     classes = _summed(summary)
     errors = int(summary["new_errors"].sum())
     empty = int(summary["new_empty"].sum())
@@ -167,15 +188,21 @@ def check_run(stage: str, summary: pd.DataFrame, allow_drops: bool = False) -> l
         classes[EMPTY_CLASS] = empty
     if not classes:
         return []
-    head = (f"{stage}: of the {new} prediction(s) this run recorded, {errors} ended in an "
-            f"error and {empty} are empty completions: {failures_text(classes)}")  # fmt: skip
+    head = (
+        f"{stage}: of the {new} prediction(s) this run recorded, {errors} ended in an "
+        f"error and {empty} are empty completions: {failures_text(classes)}"
+    )
     share = errors / new
     unusable = errors + empty == new
     if (share > MAX_DROP_SHARE or unusable) and not allow_drops:
-        why = (f"{share:.0%} errors > {MAX_DROP_SHARE:.0%} allowed" if share > MAX_DROP_SHARE
-               else "no usable answer")  # fmt: skip
-        raise StageError(f"{head}. The rows are recorded ({why}); pass --accept-errors to accept "
-                         "them and exit 0")  # fmt: skip
+        why = (
+            f"{share:.0%} errors > {MAX_DROP_SHARE:.0%} allowed"
+            if share > MAX_DROP_SHARE
+            else "no usable answer"
+        )
+        raise StageError(
+            f"{head}. The rows are recorded ({why}); pass --accept-errors to accept them and exit 0"
+        )
     return [head]
 
 
@@ -196,8 +223,12 @@ class RunInterrupted(KeyboardInterrupt):
 def interrupted_line(exc: KeyboardInterrupt, command: str) -> str:
     """The one line a Ctrl-C ends a run with: what was saved, the cache, how to resume."""
     if not isinstance(exc, RunInterrupted):  # still building contexts: nothing was asked
-        return (f"interrupted before any question was asked; nothing was saved (prep answers "
-                f"received are cached); run again: {command}")  # fmt: skip
-    return (f"interrupted: {exc.saved} prediction(s) of this run are saved; every answer "
-            f"received is in the response cache ({exc.cache}), so nothing is paid twice; "
-            f"resume with: {command}")  # fmt: skip
+        return (
+            f"interrupted before any question was asked; nothing was saved (prep answers "
+            f"received are cached); run again: {command}"
+        )
+    return (
+        f"interrupted: {exc.saved} prediction(s) of this run are saved; every answer "
+        f"received is in the response cache ({exc.cache}), so nothing is paid twice; "
+        f"resume with: {command}"
+    )

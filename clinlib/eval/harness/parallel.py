@@ -79,16 +79,23 @@ def _run_parallel(spec: RunSpec, options: RunOptions, workers: int | None) -> pd
     names = [st.label() for st in strats]
     n = max(1, min(workers or os.cpu_count() or 1, len(names)))
     # the workers run under this call's lock (inherited), so their own wait is the default
-    jobs = [(replace(spec, strategies=names[i::n]),
-             replace(options, progress_position=i if n > 1 else None,
-                     wait_for_lock=LIBRARY_LOCK_WAIT_S)) for i in range(n)]  # fmt: skip
+    jobs = [
+        (
+            replace(spec, strategies=names[i::n]),
+            replace(
+                options, progress_position=i if n > 1 else None, wait_for_lock=LIBRARY_LOCK_WAIT_S
+            ),
+        )
+        for i in range(n)
+    ]
     summary = partial(_parallel_summary, name, names, spec.backbones, spec.settings, spec.tasks)
     if n == 1:
         run(*jobs[0])
         return summary(since)
     # Embed every question once here (both cores) rather than once per child process.
-    records = select_questions(run_questions(name, spec.tasks, spec.questions), spec.tasks,
-                               spec.limit).to_dict("records")  # fmt: skip
+    records = select_questions(
+        run_questions(name, spec.tasks, spec.questions), spec.tasks, spec.limit
+    ).to_dict("records")
     for strat in strats:
         if strat.query_dependent:
             strat.warm_queries(records)

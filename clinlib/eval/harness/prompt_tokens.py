@@ -94,8 +94,9 @@ def claim(profile: str) -> None:
         guards.write_basis(directory, current)
 
 
-def count_messages(messages: Sequence[Sequence[dict]], encodings: Sequence[str] = ENCODINGS
-                   ) -> dict[str, list[int]]:  # fmt: skip
+def count_messages(
+    messages: Sequence[Sequence[dict]], encodings: Sequence[str] = ENCODINGS
+) -> dict[str, list[int]]:
     """Exact message token counts (as :func:`clinlib.llm.count_tokens`) per encoding."""
     out = {}
     for enc in encodings:
@@ -105,8 +106,12 @@ def count_messages(messages: Sequence[Sequence[dict]], encodings: Sequence[str] 
     return out
 
 
-def record(profile: str, cell: tuple[str, str, str], qids: Sequence[str],
-           messages: Sequence[Sequence[dict]]) -> Path | None:  # fmt: skip
+def record(
+    profile: str,
+    cell: tuple[str, str, str],
+    qids: Sequence[str],
+    messages: Sequence[Sequence[dict]],
+) -> Path | None:
     """Append the counts of one (strategy label, prep model, setting) cell's messages.
 
     Args:
@@ -126,10 +131,18 @@ def record(profile: str, cell: tuple[str, str, str], qids: Sequence[str],
     counts = count_messages(messages)
     label, prep, setting = cell
     frames = [
-        pd.DataFrame({"qid": list(qids), "strategy": label, "prep_model": prep,
-                      "setting": setting, "encoding": enc, "input_tokens": n})
+        pd.DataFrame(
+            {
+                "qid": list(qids),
+                "strategy": label,
+                "prep_model": prep,
+                "setting": setting,
+                "encoding": enc,
+                "input_tokens": n,
+            }
+        )
         for enc, n in counts.items()
-    ]  # fmt: skip
+    ]
     df = pd.concat(frames, ignore_index=True).astype(COLUMNS)
     name = f"{PART_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
     return write_parquet(df, directory / name)

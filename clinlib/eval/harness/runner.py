@@ -98,8 +98,9 @@ log = logging.getLogger("clinlib.eval.harness.runner")
 # at the batch price (clinlib.llm.batch), whose records live in BATCHES_DIR of the profile.
 MODES: tuple[str, ...] = ("live", "batch")
 # ``api``: "openai" or "anthropic" (Message Batches; default: chosen by the endpoint's host)
-BATCH_OPTIONS: frozenset[str] = frozenset({"poll_interval_s", "max_wait_s", "max_requests",
-                                           "max_bytes", "api"})  # fmt: skip
+BATCH_OPTIONS: frozenset[str] = frozenset(
+    {"poll_interval_s", "max_wait_s", "max_requests", "max_bytes", "api"}
+)
 
 
 def _check_run_args(spec: RunSpec, options: RunOptions) -> None:
@@ -193,14 +194,16 @@ def _run(name: str, spec: RunSpec, options: RunOptions) -> pd.DataFrame:
     done = _claim(name, spec, options)
     position = options.progress_position
     tag = f" [{position + 1}]" if position is not None else ""
-    with progress_bar(None, f"contexts {name}{tag}", "context", enabled=options.progress,
-                      position=position) as ctx_bar:  # fmt: skip
+    with progress_bar(
+        None, f"contexts {name}{tag}", "context", enabled=options.progress, position=position
+    ) as ctx_bar:
         prepared = prepare_cells(name, spec, bbs, done=done, config=options.config, bar=ctx_bar)
     plan, counted = _plan(prepared, done, spec.own_questions)
     session = _session(name, plan, tag, options, credentialed)
     _execute(session, plan, counted)
-    return summarize(summary_predictions(name, spec.tasks), plan, session.tally, session.stopped,
-                     session.run_id)  # fmt: skip
+    return summarize(
+        summary_predictions(name, spec.tasks), plan, session.tally, session.stopped, session.run_id
+    )
 
 
 def _session(
@@ -208,11 +211,19 @@ def _session(
 ) -> Session:
     """The answering session of a run: its progress bar, run id and the context window of
     every network backbone with something to send (clinlib.llm.context)."""
-    bar = make_progress(sum(len(e.todo) for e in plan), f"run {name}{tag}", "q",
-                        enabled=options.progress, position=options.progress_position)  # fmt: skip
+    bar = make_progress(
+        sum(len(e.todo) for e in plan),
+        f"run {name}{tag}",
+        "q",
+        enabled=options.progress,
+        position=options.progress_position,
+    )
     run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
-    windows = {e.backbone.name: context_window(e.backbone) for e in plan
-               if e.todo and e.backbone.kind == "openai"}  # fmt: skip
+    windows = {
+        e.backbone.name: context_window(e.backbone)
+        for e in plan
+        if e.todo and e.backbone.kind == "openai"
+    }
     return Session(name, run_id, bar, options, credentialed, windows)
 
 
@@ -221,8 +232,7 @@ def _execute(session: Session, plan: list[PlanEntry], counted: dict) -> None:
     try:
         session.execute(plan, counted)
     except KeyboardInterrupt:
-        raise RunInterrupted(session.tally.written, str(default_cache_path(session.name))
-                             ) from None  # fmt: skip
+        raise RunInterrupted(session.tally.written, str(default_cache_path(session.name))) from None
 
 
 def summary_predictions(name: str, tasks: Sequence[str] | None) -> pd.DataFrame:
@@ -248,13 +258,17 @@ def summarize(
     ``new_errors`` / ``new_empty`` / ``new_failures`` columns count the rows of ``run_id``."""
     base = cell_summary(preds)
     # a row with no run_id (NA: stored before run ids, or an external row) is not this run's
-    mine = (preds["run_id"].eq(run_id).fillna(False).astype(bool) if run_id is not None
-            else pd.Series(False, index=preds.index))  # fmt: skip
+    mine = (
+        preds["run_id"].eq(run_id).fillna(False).astype(bool)
+        if run_id is not None
+        else pd.Series(False, index=preds.index)
+    )
     new = new_outcomes(preds, mine)
     rows = []
     for _bb, cell, n, _todo in plan:
-        match = base[(base[list(CELL_COLUMNS)] == pd.Series(cell, index=list(CELL_COLUMNS)))
-                     .all(axis=1)]  # fmt: skip
+        match = base[
+            (base[list(CELL_COLUMNS)] == pd.Series(cell, index=list(CELL_COLUMNS))).all(axis=1)
+        ]
         row = match.iloc[0].to_dict() if len(match) else dict(zip(CELL_COLUMNS, cell, strict=True))
         row["n"] = n
         counts = tally.cell(cell) if tally is not None else {}
@@ -278,7 +292,7 @@ def summarize(
         "new_errors",
         "new_empty",
     ):
-        out[col] = out[col].fillna(0).astype("int64")  # fmt: skip
+        out[col] = out[col].fillna(0).astype("int64")
     for col in ("cost_usd", "new_cost_usd"):
         out[col] = out[col].fillna(0.0).astype("float64")
     return out

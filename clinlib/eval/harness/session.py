@@ -71,9 +71,12 @@ def answer_groups(plan: list[PlanEntry]) -> list[list[PlanEntry]]:
         if not entry.todo:
             continue
         prev = groups[-1][-1] if groups else None
-        if (prev is not None and entry.backbone.kind != "openai"
-                and prev.backbone.kind != "openai"
-                and prev.cell.basis == entry.cell.basis):  # fmt: skip
+        if (
+            prev is not None
+            and entry.backbone.kind != "openai"
+            and prev.backbone.kind != "openai"
+            and prev.cell.basis == entry.cell.basis
+        ):
             groups[-1].append(entry)
         else:
             groups.append([entry])
@@ -132,17 +135,26 @@ class Session:
                 tally.spent_usd += res.cost_usd
                 c["new_cost_usd"] += res.cost_usd
             tally.errors += res.error is not None
-            bar.set_postfix(done=tally.done, cache=tally.cache_hits,
-                            spent=f"${tally.spent_usd:.4f}", errors=tally.errors,
-                            refresh=False)  # fmt: skip
+            bar.set_postfix(
+                done=tally.done,
+                cache=tally.cache_hits,
+                spent=f"${tally.spent_usd:.4f}",
+                errors=tally.errors,
+                refresh=False,
+            )
             bar.update(1)
 
         return note
 
     def client_for(self, bb: Backbone, cache: ResponseCache) -> LLMClient:
-        return LLMClient(bb, cache=cache, credentialed=self.credentialed,
-                         allow_unapproved=self.options.allow_unapproved,
-                         config=self.options.config, **self.options.client_kwargs())  # fmt: skip
+        return LLMClient(
+            bb,
+            cache=cache,
+            credentialed=self.credentialed,
+            allow_unapproved=self.options.allow_unapproved,
+            config=self.options.config,
+            **self.options.client_kwargs(),
+        )
 
     def write(self, rows: list[tuple[tuple[str, ...], dict[str, Any]]]) -> None:
         """Append rows (of any cells) as one part file and count them; empties ``rows``."""
@@ -162,8 +174,12 @@ class Session:
         results = await client.complete_many(
             [it.request for it in batch], on_result=self.on_result(cell, bb)
         )
-        self.write([(cell, prediction_row(it, r, self.run_id))
-                    for it, r in zip(batch, results, strict=True)])  # fmt: skip
+        self.write(
+            [
+                (cell, prediction_row(it, r, self.run_id))
+                for it, r in zip(batch, results, strict=True)
+            ]
+        )
         self.tally.cell(cell)["api_calls"] += client.stats.api_calls - before
 
     async def answer_offline(self, group: list[PlanEntry], cache: ResponseCache) -> None:
@@ -173,8 +189,9 @@ class Session:
         # so their part files are larger (fewer files for every later load to open).
         step = max(self.batch_size, OFFLINE_BATCH_SIZE)
         async with contextlib.AsyncExitStack() as stack:
-            clients = [await stack.enter_async_context(self.client_for(bb, cache))
-                       for bb, *_ in group]  # fmt: skip
+            clients = [
+                await stack.enter_async_context(self.client_for(bb, cache)) for bb, *_ in group
+            ]
             for bb, _cell, _n, todo in group:
                 tokens.warm_message_counts([it.request.messages for it in todo], bb.model)
             longest = max(len(todo) for *_, todo in group)
@@ -217,9 +234,14 @@ class Session:
             if fits:
                 keep.append(it)
                 continue
-            res = ChatResult(it.request.request_id, bb.name, bb.model, input_tokens=n_prompt or 0,
-                             error=overflow_message(n_prompt or 0, cap, window, source, bb.model),
-                             error_kind=CONTEXT_OVERFLOW_KIND)  # fmt: skip
+            res = ChatResult(
+                it.request.request_id,
+                bb.name,
+                bb.model,
+                input_tokens=n_prompt or 0,
+                error=overflow_message(n_prompt or 0, cap, window, source, bb.model),
+                error_kind=CONTEXT_OVERFLOW_KIND,
+            )
             note(res)
             rows.append((cell, prediction_row(it, res, self.run_id)))
         for start in range(0, len(rows), self.batch_size):
@@ -239,9 +261,11 @@ class Session:
             cost = upper_cost([it], bb, cache)[0]
             spent = self.tally.spent_usd + self.reserved_usd
             if spent + cost > self.budget_usd:
-                self.stopped[cell] = (f"budget: ${spent:.4f} spent or reserved of "
-                                      f"${self.budget_usd:.4f}; the next request could cost "
-                                      f"up to ${cost:.4f}")  # fmt: skip
+                self.stopped[cell] = (
+                    f"budget: ${spent:.4f} spent or reserved of "
+                    f"${self.budget_usd:.4f}; the next request could cost "
+                    f"up to ${cost:.4f}"
+                )
                 return False
             self.reserved_usd += cost
             held[it.request.request_id] = cost

@@ -322,9 +322,21 @@ def cell_summary(preds: pd.DataFrame) -> pd.DataFrame:
         accuracy_lenient, parse_failures, empty, errors, input / output / cached tokens,
         cost_usd, mean_score, mean_score_lenient.
     """
-    cols = [*CELL_COLUMNS, "n_predicted", "accuracy", "accuracy_lenient", "parse_failures",
-            "empty", "errors", "input_tokens", "output_tokens", "cached_tokens", "cost_usd",
-            "mean_score", "mean_score_lenient"]  # fmt: skip
+    cols = [
+        *CELL_COLUMNS,
+        "n_predicted",
+        "accuracy",
+        "accuracy_lenient",
+        "parse_failures",
+        "empty",
+        "errors",
+        "input_tokens",
+        "output_tokens",
+        "cached_tokens",
+        "cost_usd",
+        "mean_score",
+        "mean_score_lenient",
+    ]
     if preds.empty:
         return pd.DataFrame(columns=cols)
     decided = preds["correct"].astype("boolean").notna().to_numpy(bool)

@@ -1,4 +1,5 @@
-"""The question set with each strategy's context, for the harnesses people run (issue 32 §3).
+"""The question set with each strategy's context, for the harnesses people run
+(docs/guide.md, "Outside predictions, harnesses and a results site").
 
 ``clintrace export --format jsonl|inspect OUT`` writes, per (question, strategy, setting),
 exactly the chat messages the kit's harness sends (:func:`clinlib.eval.harness.prompts.build_messages`
@@ -30,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from clinlib.core.io import atomic_path
-from clinlib.eval.harness.cells import _options, prepare
+from clinlib.eval.harness.cells import prepare, question_options
 from clinlib.eval.harness.prompts import build_messages
 from clinlib.eval.harness.store import RunnerError
 from clinlib.eval.interop.external import question_set_digest
@@ -109,23 +110,31 @@ def export_records(
     """One inspect-style sample per (question, strategy, setting value), in the kit's order."""
     digest = question_set_digest(profile)
     out = []
-    for _setting, sub, ctx in prepare(profile, list(strategies), list(settings), prep, tasks,
-                                      limit, None):  # fmt: skip
+    for _setting, sub, ctx in prepare(
+        profile, list(strategies), list(settings), prep, tasks, limit, None
+    ):
         by_qid = {q["qid"]: q for q in sub.to_dict("records")}
         for c in ctx.to_dict("records"):
             q = by_qid[c["qid"]]
             meta = {
-                "qid": q["qid"], "task": q["task"], "strategy": c["label"],
-                "prep_model": c["prep_model"], "setting": c["setting"],
-                "options": _options(q) or [], "max_tokens": MAX_TOKENS[q["task"]],
-                "question": q["question"], "question_set": digest,
-            }  # fmt: skip
-            out.append({
-                "id": "|".join((q["qid"], c["label"], c["prep_model"], c["setting"])),
-                "input": build_messages(q, c["context"]),
-                "target": str(q["gold"]),
-                "metadata": meta,
-            })  # fmt: skip
+                "qid": q["qid"],
+                "task": q["task"],
+                "strategy": c["label"],
+                "prep_model": c["prep_model"],
+                "setting": c["setting"],
+                "options": question_options(q) or [],
+                "max_tokens": MAX_TOKENS[q["task"]],
+                "question": q["question"],
+                "question_set": digest,
+            }
+            out.append(
+                {
+                    "id": "|".join((q["qid"], c["label"], c["prep_model"], c["setting"])),
+                    "input": build_messages(q, c["context"]),
+                    "target": str(q["gold"]),
+                    "metadata": meta,
+                }
+            )
     if not out:
         raise RunnerError("export: no questions to export (check --tasks / --limit / --settings)")
     return out

@@ -1,4 +1,4 @@
-"""Predictions made elsewhere, scored and stored like the kit's own (``clintrace score``; issue 32 §2).
+"""Predictions made elsewhere, scored and stored like the kit's own (``clintrace score``).
 
 A researcher who ran the question set through their own harness or memory system hands over
 a file of responses; this module parses and scores each one with the task's own parsers
@@ -40,7 +40,7 @@ from typing import Any
 
 import pandas as pd
 
-from clinlib.eval.harness.cells import _options, scored_fields
+from clinlib.eval.harness.cells import question_options, scored_fields
 from clinlib.eval.harness.store import KEY_COLUMNS, claim_predictions, load_predictions, write_part
 from clinlib.tasks import TASKS
 from clinlib.tasks.answers import ALL_TASK_NAMES
@@ -153,8 +153,13 @@ def _check_columns(df: pd.DataFrame, path: Path) -> None:
             )
 
 
-def _check_row(r: Mapping[str, Any], q: Mapping[str, Any], where: str, current_digest: str,
-               allow_wrong_task: bool) -> None:  # fmt: skip
+def _check_row(
+    r: Mapping[str, Any],
+    q: Mapping[str, Any],
+    where: str,
+    current_digest: str,
+    allow_wrong_task: bool,
+) -> None:
     """One row against its current question: recorded set, task and text, setting, shape."""
     recorded = _text(r.get("question_set"))
     if recorded and recorded != current_digest:
@@ -177,7 +182,9 @@ def _check_row(r: Mapping[str, Any], q: Mapping[str, Any], where: str, current_d
             f"{where}: setting 'pre' is asked of T3 questions only, not {q['task']}"
         )
     shape = (
-        None if allow_wrong_task else wrong_task(q["task"], _text(r.get("response")), _options(q))
+        None
+        if allow_wrong_task
+        else wrong_task(q["task"], _text(r.get("response")), question_options(q))
     )
     if shape is not None:
         raise ScoreFileError(
@@ -188,9 +195,12 @@ def _check_row(r: Mapping[str, Any], q: Mapping[str, Any], where: str, current_d
 
 
 def prepare_rows(
-    df: pd.DataFrame, path: Path, questions: pd.DataFrame, current_digest: str,
+    df: pd.DataFrame,
+    path: Path,
+    questions: pd.DataFrame,
+    current_digest: str,
     allow_wrong_task: bool = False,
-) -> list[dict[str, Any]]:  # fmt: skip
+) -> list[dict[str, Any]]:
     """Checked, scored prediction rows for the file's table (raises ScoreFileError)."""
     _check_columns(df, path)
     by_qid = {q["qid"]: q for q in questions.to_dict("records")}
@@ -209,17 +219,23 @@ def prepare_rows(
         error = _text(r.get("error"))
         response = None if error else _text(r.get("response"))
         row = {
-            "qid": str(r["qid"]), "task": q["task"], "subtype": q.get("subtype"),
-            "strategy": str(r["strategy"]).strip(), "backbone": external_label(r["backbone"]),
+            "qid": str(r["qid"]),
+            "task": q["task"],
+            "subtype": q.get("subtype"),
+            "strategy": str(r["strategy"]).strip(),
+            "backbone": external_label(r["backbone"]),
             "prep_model": _text(r.get("prep_model")) or EXTERNAL_PREP,
             "setting": _text(r.get("setting")) or "post",
             **scored_fields(q, response),
             "empty": bool(error is None and not (response or "").strip()),
-            "finish_reason": _text(r.get("finish_reason")), "from_cache": False,
-            "error": error, "error_kind": "external" if error else None, "context_tokens": 0,
+            "finish_reason": _text(r.get("finish_reason")),
+            "from_cache": False,
+            "error": error,
+            "error_kind": "external" if error else None,
+            "context_tokens": 0,
             **{c: _number(r.get(c), where, c) for c in NUMERIC_COLUMNS},
             "cached_tokens": 0,
-        }  # fmt: skip
+        }
         key = tuple(row[c] for c in KEY_COLUMNS)
         if key in seen:
             raise ScoreFileError(f"{where}: duplicate key {key} (first at row {seen[key]})")

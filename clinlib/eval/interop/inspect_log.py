@@ -1,4 +1,4 @@
-"""An inspect_ai evaluation log read back as outside predictions (issue 32 §3).
+"""An inspect_ai evaluation log read back as outside predictions.
 
 :func:`score_any` is what `clintrace score` calls: a JSONL / parquet file, or an inspect log.
 
@@ -22,8 +22,14 @@ import pandas as pd
 from clinlib.eval.interop.external import ScoreFileError, score_file
 
 METADATA_COLUMNS: tuple[str, ...] = (
-    "qid", "strategy", "prep_model", "setting", "task", "question", "question_set",
-)  # fmt: skip
+    "qid",
+    "strategy",
+    "prep_model",
+    "setting",
+    "task",
+    "question",
+    "question_set",
+)
 
 
 def log_table(path: str | Path) -> pd.DataFrame:
@@ -49,16 +55,18 @@ def log_table(path: str | Path) -> pd.DataFrame:
                 "written by `clintrace export --format inspect`"
             )
         usage = sample.output.usage if sample.output is not None else None
-        rows.append({
-            "row": n,
-            **{c: md.get(c) for c in METADATA_COLUMNS},
-            "backbone": model,
-            "response": sample.output.completion if sample.output is not None else None,
-            "error": sample.error.message if sample.error is not None else None,
-            "input_tokens": usage.input_tokens if usage is not None else None,
-            "output_tokens": usage.output_tokens if usage is not None else None,
-            "latency_s": sample.total_time,
-        })  # fmt: skip
+        rows.append(
+            {
+                "row": n,
+                **{c: md.get(c) for c in METADATA_COLUMNS},
+                "backbone": model,
+                "response": sample.output.completion if sample.output is not None else None,
+                "error": sample.error.message if sample.error is not None else None,
+                "input_tokens": usage.input_tokens if usage is not None else None,
+                "output_tokens": usage.output_tokens if usage is not None else None,
+                "latency_s": sample.total_time,
+            }
+        )
     if not rows:
         raise ScoreFileError(f"{path}: the inspect log holds no samples")
     return pd.DataFrame(rows)

@@ -1,4 +1,4 @@
-"""How much of the kit's prompts a prefix cache can reuse (issue 32 §5: self-hosted vLLM behind
+"""How much of the kit's prompts a prefix cache can reuse (for a self-hosted vLLM behind
 the OpenAI-compatible entry; the record-first prompt order of :mod:`clinlib.eval.harness.prompts`).
 
 vLLM's automatic prefix caching keeps the KV blocks of earlier prompts, keyed by the hash of
@@ -33,8 +33,14 @@ from clinlib.strategies.construction import question_contexts_many
 
 VLLM_BLOCK = 16  # vLLM's default KV block size (tokens)
 ORDERS: tuple[str, ...] = ("record-first", "question-first")
-SHARE_COLUMNS: tuple[str, ...] = ("strategy", "order", "prompts", "prompt_tokens",
-                                  "shared_tokens", "share")  # fmt: skip
+SHARE_COLUMNS: tuple[str, ...] = (
+    "strategy",
+    "order",
+    "prompts",
+    "prompt_tokens",
+    "shared_tokens",
+    "share",
+)
 
 
 def block_hits(prompts: Sequence[Sequence[int]], block: int = VLLM_BLOCK) -> list[int]:
@@ -78,8 +84,12 @@ def share_row(prompts: Sequence[Sequence[int]], block: int = VLLM_BLOCK) -> dict
     """prompts, prompt_tokens, shared_tokens and their share for prompts sent in this order."""
     total = sum(len(p) for p in prompts)
     shared = sum(block_hits(prompts, block))
-    return {"prompts": len(prompts), "prompt_tokens": total, "shared_tokens": shared,
-            "share": shared / total if total else float("nan")}  # fmt: skip
+    return {
+        "prompts": len(prompts),
+        "prompt_tokens": total,
+        "shared_tokens": shared,
+        "share": shared / total if total else float("nan"),
+    }
 
 
 def profile_prefix_share(

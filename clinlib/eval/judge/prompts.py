@@ -181,9 +181,16 @@ MCD_THRESHOLDS: dict[str, tuple[str, float]] = {
 }
 MCD_CRITERIA: tuple[str, ...] = tuple(MCD_THRESHOLDS)
 PLACEHOLDERS: tuple[str, ...] = (
-    "question", "expected_answer", "explanation", "metadata_info", "nodes_for_validation",
-    "required_nodes_str", "hop_count", "reasoning_pattern", "model_output",
-)  # fmt: skip
+    "question",
+    "expected_answer",
+    "explanation",
+    "metadata_info",
+    "nodes_for_validation",
+    "required_nodes_str",
+    "hop_count",
+    "reasoning_pattern",
+    "model_output",
+)
 
 
 def prompt_kind(task: str) -> str:

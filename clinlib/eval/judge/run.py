@@ -1,4 +1,4 @@
-"""A profile's predictions judged and audited (issue 30 §3; ``clintrace judge``).
+"""A profile's predictions judged and audited (``clintrace judge``).
 
 :func:`judge_profile` selects predictions of a profile (strategies, answering backbones,
 settings, tasks, at most ``limit`` per task), judges them with one judge backbone
@@ -84,8 +84,9 @@ def judge_profile(
     """
     preds = select_predictions(load_predictions(profile), **selection)
     questions = load_questions(profile, sorted(set(preds["task"])))
-    judged = judge_predictions(questions, preds, judge_backbone, profile=profile,
-                               calls=calls or Calls(profile))  # fmt: skip
+    judged = judge_predictions(
+        questions, preds, judge_backbone, profile=profile, calls=calls or Calls(profile)
+    )
     # merged, not overwritten: verdicts judge_traps stored (IG / MCD) must survive a re-judge
     return judged, preds, questions, store_verdicts(profile, judge_backbone, judged)
 
@@ -129,12 +130,14 @@ def judge_traps(
     Raises:
         JudgeError: no stored IG / MCD answer matches the selection.
     """
-    selection["tasks"] = [t for t in selection.get("tasks") or JUDGED_TRAP_TASKS
-                          if t in JUDGED_TRAP_TASKS]  # fmt: skip
+    selection["tasks"] = [
+        t for t in selection.get("tasks") or JUDGED_TRAP_TASKS if t in JUDGED_TRAP_TASKS
+    ]
     stored = load_predictions(profile, extended=True, all_settings=True)
     preds = select_predictions(stored[stored["error"].isna()], **selection)
     questions = load_questions(profile, list(JUDGED_TRAP_TASKS))
-    judged = judge_predictions(questions, preds, judge_backbone, profile=profile,
-                               calls=calls or Calls(profile))  # fmt: skip
+    judged = judge_predictions(
+        questions, preds, judge_backbone, profile=profile, calls=calls or Calls(profile)
+    )
     store_verdicts(profile, judge_backbone, judged)
     return judged

@@ -1,6 +1,6 @@
 """LLM-as-judge scoring of answers (MedMemoryBench §5 "Query Design": L-type queries judged
 by an LLM, MCD correct only if all three criteria hold; MedMemoryBench Appendix D.1 prompts in
-:mod:`clinlib.eval.judge.prompts`; issue 30 §3).
+:mod:`clinlib.eval.judge.prompts`).
 
 :func:`judge_predictions` asks a judge backbone, once per prediction, whether the answer
 matches the question's reference answer, through the kit's LLM layer
@@ -67,10 +67,23 @@ DEFAULT_CRITERIA: tuple[str, ...] = ("correct",)
 JUDGE_MAX_TOKENS = 512
 KEY_COLUMNS: tuple[str, ...] = ("qid", "strategy", "backbone", "setting")
 JUDGE_COLUMNS: tuple[str, ...] = (
-    *KEY_COLUMNS, "task", "judge_backbone", "prompt", "verdict", "verdict_lenient",
-    "parse_failed", "parse_failed_lenient", "criteria", "reason", "judge_response",
-    "input_tokens", "output_tokens", "cost_usd", "from_cache", "error",
-)  # fmt: skip
+    *KEY_COLUMNS,
+    "task",
+    "judge_backbone",
+    "prompt",
+    "verdict",
+    "verdict_lenient",
+    "parse_failed",
+    "parse_failed_lenient",
+    "criteria",
+    "reason",
+    "judge_response",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "from_cache",
+    "error",
+)
 _FENCE_RE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
 _BOOL_RE = re.compile(r"[\"']?is_correct[\"']?\s*[:=]\s*(true|false)", re.IGNORECASE)
 _TAG_RE = re.compile(r"\[(CORRECT|INCORRECT|PARTIALLY CORRECT)\]")
@@ -122,8 +135,10 @@ def prompt_of(question: Mapping[str, Any]) -> str:
     named = question.get("judge_prompt")
     if isinstance(named, str) and named:
         if named not in JUDGE_PROMPTS:
-            raise JudgeError(f"question {question.get('qid')!r}: judge_prompt {named!r} is not "
-                             f"one of {', '.join(JUDGE_PROMPTS)}")  # fmt: skip
+            raise JudgeError(
+                f"question {question.get('qid')!r}: judge_prompt {named!r} is not "
+                f"one of {', '.join(JUDGE_PROMPTS)}"
+            )
         return named
     return prompt_kind(str(question.get("task", "")))
 
@@ -173,8 +188,11 @@ def parse_verdict_strict(reply: str | None, mcd: bool = False) -> dict | None:
 
 
 def _verdict(is_correct: bool, criteria: dict[str, bool], reason: Any) -> dict:
-    return {"is_correct": bool(is_correct) and all(criteria.values()), "criteria": criteria,
-            "reason": str(reason or "")}  # fmt: skip
+    return {
+        "is_correct": bool(is_correct) and all(criteria.values()),
+        "criteria": criteria,
+        "reason": str(reason or ""),
+    }
 
 
 def parse_verdict_lenient(reply: str | None, mcd: bool = False) -> dict | None:
@@ -219,8 +237,9 @@ def _between(text: str, start: str, ends: Sequence[str]) -> str:
 
 def lexical_judge_policy(messages: Sequence[Mapping[str, Any]], params: Any) -> OfflineReply:
     """``lexical-judge``: token-F1 of the answer against the reference (module docstring)."""
-    text = next((str(m.get("content") or "") for m in reversed(messages)
-                 if m.get("role") == "user"), "")  # fmt: skip
+    text = next(
+        (str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"), ""
+    )
     ref = _between(text, "\nReference Answer: ", ["\nAnswer Explanation:"])
     answer = _between(text, "\nModel's Answer: ", ["\nEvaluation Criteria:", "\n---\n"])
     f1 = token_f1(answer, ref)
@@ -229,10 +248,15 @@ def lexical_judge_policy(messages: Sequence[Mapping[str, Any]], params: Any) -> 
     if "\n---\n" in text:  # the MCD prompt
         nodes = [re.sub(r"^\d+\.\s*", "", n) for n in nodes_text.splitlines() if n.strip()]
         got = set(answer_tokens(answer))
-        covered = [len(set(answer_tokens(n)) & got) / max(len(answer_tokens(n)), 1)
-                   >= LEXICAL_THRESHOLD for n in nodes]  # fmt: skip
-        out |= {"ncr_score": float(np.mean(covered)) if covered else f1,
-                "crc_score": f1, "cc_score": f1}  # fmt: skip
+        covered = [
+            len(set(answer_tokens(n)) & got) / max(len(answer_tokens(n)), 1) >= LEXICAL_THRESHOLD
+            for n in nodes
+        ]
+        out |= {
+            "ncr_score": float(np.mean(covered)) if covered else f1,
+            "crc_score": f1,
+            "cc_score": f1,
+        }
     out["reason"] = f"token-F1 {f1:.3f} vs threshold {LEXICAL_THRESHOLD} (lexical policy)"
     return OfflineReply(json.dumps(out))
 
@@ -274,10 +298,21 @@ def judge_requests(
         if rid in seen:
             raise JudgeError(f"predictions: two rows for {rid!r} ({', '.join(keys)})")
         seen.add(rid)
-        requests.append(ChatRequest(rid, [{"role": "user", "content": text}],
-                                    GenerationParams(temperature=0.0, max_tokens=max_tokens)))  # fmt: skip
-        rows.append({**{c: pred[c] for c in keys}, "task": q.get("task", ""),
-                     "prompt": kind, "_mcd": "node_coverage" in criteria_of(q)})  # fmt: skip
+        requests.append(
+            ChatRequest(
+                rid,
+                [{"role": "user", "content": text}],
+                GenerationParams(temperature=0.0, max_tokens=max_tokens),
+            )
+        )
+        rows.append(
+            {
+                **{c: pred[c] for c in keys},
+                "task": q.get("task", ""),
+                "prompt": kind,
+                "_mcd": "node_coverage" in criteria_of(q),
+            }
+        )
     return requests, rows
 
 
@@ -323,15 +358,24 @@ def judge_predictions(
         strict = parse_verdict_strict(res.response, mcd)
         lenient = parse_verdict_lenient(res.response, mcd)
         empty = dict.fromkeys(MCD_CRITERIA if mcd else DEFAULT_CRITERIA)
-        out.append({**row, "judge_backbone": judge_backbone,
-                    "verdict": bool(strict and strict["is_correct"]),
-                    "verdict_lenient": bool(lenient and lenient["is_correct"]),
-                    "parse_failed": strict is None, "parse_failed_lenient": lenient is None,
-                    "criteria": (lenient or {}).get("criteria", empty),
-                    "reason": (lenient or {}).get("reason", ""),
-                    "judge_response": res.response, "input_tokens": res.input_tokens,
-                    "output_tokens": res.output_tokens, "cost_usd": res.cost_usd,
-                    "from_cache": res.from_cache, "error": res.error})  # fmt: skip
+        out.append(
+            {
+                **row,
+                "judge_backbone": judge_backbone,
+                "verdict": bool(strict and strict["is_correct"]),
+                "verdict_lenient": bool(lenient and lenient["is_correct"]),
+                "parse_failed": strict is None,
+                "parse_failed_lenient": lenient is None,
+                "criteria": (lenient or {}).get("criteria", empty),
+                "reason": (lenient or {}).get("reason", ""),
+                "judge_response": res.response,
+                "input_tokens": res.input_tokens,
+                "output_tokens": res.output_tokens,
+                "cost_usd": res.cost_usd,
+                "from_cache": res.from_cache,
+                "error": res.error,
+            }
+        )
     extra = ["prep_model"] if "prep_model" in predictions.columns else []
     return pd.DataFrame(out, columns=[*JUDGE_COLUMNS, *extra])
 

@@ -1,5 +1,5 @@
 """Answering population questions with any backbone, and pricing them before anything is sent
-(issue 29 §3; PopMedQA §4: answers in each task's schema, Fig. 5's "answered properly").
+(PopMedQA §4: answers in each task's schema, Fig. 5's "answered properly").
 
 :func:`answer_population` sends each (question, rendering) of ``population_questions.parquet``
 to each backbone as one system + one user message (the records, then the question), through the
@@ -47,8 +47,10 @@ _JSON_START = re.compile(r"[\[{]|-?\d+(?:\.\d+)?|true|false", re.IGNORECASE)
 
 
 def messages_for(question: str, context: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": prompt_text(question, context)}]  # fmt: skip
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": prompt_text(question, context)},
+    ]
 
 
 def _schema_ok(task: str, value: Any) -> bool:
@@ -118,8 +120,10 @@ def population_tasks(tasks: Sequence[str] | None) -> list[str] | None:
 def population_requests(qs: pd.DataFrame, bb: Backbone) -> list[ChatRequest]:
     """One request per (question, rendering) row, keyed ``qid|rendering|backbone``."""
     params = GenerationParams(max_tokens=MAX_TOKENS, temperature=0.0)
-    return [ChatRequest(f"{q.qid}|{q.rendering}|{bb.name}", messages_for(q.question, q.context),
-                        params) for q in qs.itertuples()]  # fmt: skip
+    return [
+        ChatRequest(f"{q.qid}|{q.rendering}|{bb.name}", messages_for(q.question, q.context), params)
+        for q in qs.itertuples()
+    ]
 
 
 def answer_population(
@@ -147,10 +151,19 @@ def answer_population(
     register_population_readers(name)
     qs = select_population(name, renderings, tasks, limit)
     bbs = [get_backbone(b, config) for b in backbones]
-    calls = {kind: Calls(name, credentialed=is_credentialed(name),
-                         allow_unapproved=allow_unapproved, budget_usd=budget_usd, mode=mode,
-                         config=config, batch_options=dict(batch_options or {}),
-                         cache=kind != "offline") for kind in ("offline", "openai")}  # fmt: skip
+    calls = {
+        kind: Calls(
+            name,
+            credentialed=is_credentialed(name),
+            allow_unapproved=allow_unapproved,
+            budget_usd=budget_usd,
+            mode=mode,
+            config=config,
+            batch_options=dict(batch_options or {}),
+            cache=kind != "offline",
+        )
+        for kind in ("offline", "openai")
+    }
     calls["openai"].guard(bbs)  # every backbone refused or accepted before anything is sent
     rows: list[dict[str, Any]] = []
     try:
@@ -158,8 +171,9 @@ def answer_population(
             got = calls["offline" if bb.kind == "offline" else "openai"].send(
                 bb, population_requests(qs, bb)
             )
-            rows += [_row(q, bb.name, got[f"{q.qid}|{q.rendering}|{bb.name}"])
-                     for q in qs.itertuples()]  # fmt: skip
+            rows += [
+                _row(q, bb.name, got[f"{q.qid}|{q.rendering}|{bb.name}"]) for q in qs.itertuples()
+            ]
     finally:
         _save(name, rows)
     return pd.DataFrame(rows)
@@ -199,12 +213,21 @@ def _row(q: Any, backbone: str, r: Any) -> dict[str, Any]:
     gold = json.loads(q.gold)
     strict, lenient = parse_strict(q.task, r.response), parse_lenient(q.task, r.response)
     return {
-        "qid": q.qid, "rendering": q.rendering, "backbone": backbone, "task": q.task,
-        "bin_tokens": q.bin_tokens, "response": r.response, "error": r.error,
-        "parse_failed": strict is None, "parse_failed_lenient": lenient is None,
-        "score": _score(q.task, strict, gold), "score_lenient": _score(q.task, lenient, gold),
-        "input_tokens": r.input_tokens, "output_tokens": r.output_tokens, "cost_usd": r.cost_usd,
-    }  # fmt: skip
+        "qid": q.qid,
+        "rendering": q.rendering,
+        "backbone": backbone,
+        "task": q.task,
+        "bin_tokens": q.bin_tokens,
+        "response": r.response,
+        "error": r.error,
+        "parse_failed": strict is None,
+        "parse_failed_lenient": lenient is None,
+        "score": _score(q.task, strict, gold),
+        "score_lenient": _score(q.task, lenient, gold),
+        "input_tokens": r.input_tokens,
+        "output_tokens": r.output_tokens,
+        "cost_usd": r.cost_usd,
+    }
 
 
 def estimate_population(
@@ -233,9 +256,16 @@ def estimate_population(
                 row = price_requests(bb, reqs, typical, cache)
                 window = bb.context_window if bb.kind == "openai" else None
                 n_in = [count_tokens(r.messages, bb.model) for r in reqs]
-                rows.append({**row, "rendering": rendering, "bin_tokens": int(bin_tokens),
-                             "overflow": pd.NA if not window else
-                             sum(i + MAX_TOKENS > window for i in n_in)})  # fmt: skip
+                rows.append(
+                    {
+                        **row,
+                        "rendering": rendering,
+                        "bin_tokens": int(bin_tokens),
+                        "overflow": pd.NA
+                        if not window
+                        else sum(i + MAX_TOKENS > window for i in n_in),
+                    }
+                )
     out = pd.DataFrame(rows)
     first = ["backbone", "rendering", "bin_tokens"]
     return out[first + [c for c in out.columns if c not in first]]
@@ -253,17 +283,25 @@ def price_population(
     ``output_tokens`` each, at each backbone's live and batch list prices; ``fits_context``
     says whether one prompt fits its stated context window."""
     if n_questions < 1 or tokens_per_question < 1:
-        raise ValueError(f"population set: questions ({n_questions}) and tokens per question "
-                         f"({tokens_per_question}) must be >= 1")  # fmt: skip
+        raise ValueError(
+            f"population set: questions ({n_questions}) and tokens per question "
+            f"({tokens_per_question}) must be >= 1"
+        )
     rows = []
     for name in backbones:
         bb = get_backbone(name, config)
         ctx = bb.context_window
         n_in, n_out = n_questions * tokens_per_question, n_questions * output_tokens
-        rows.append({"backbone": bb.name, "n_questions": n_questions, "input_tokens": n_in,
-                     "usd_upper": round(bb.cost(n_in, n_out), 2),
-                     "batch_usd_upper": round(bb.batch_cost(n_in, n_out), 2),
-                     "fits_context": None if not ctx else tokens_per_question + output_tokens <= ctx})  # fmt: skip
+        rows.append(
+            {
+                "backbone": bb.name,
+                "n_questions": n_questions,
+                "input_tokens": n_in,
+                "usd_upper": round(bb.cost(n_in, n_out), 2),
+                "batch_usd_upper": round(bb.batch_cost(n_in, n_out), 2),
+                "fits_context": None if not ctx else tokens_per_question + output_tokens <= ctx,
+            }
+        )
     return pd.DataFrame(rows)
 
 

@@ -1,4 +1,4 @@
-"""Offline readers for population questions (issue 29 §3 "Offline"): deterministic policies,
+"""Offline readers for population questions : deterministic policies,
 not language models, registered as offline backbones so the population harness runs them like
 any other backbone.
 
@@ -206,7 +206,12 @@ def register_population_readers(profile: str) -> list[Backbone]:
     """Register the two population readers (kind="offline", price 0) for ``profile``."""
     out = []
     for name in (SOLVER_READER, OVERLAP_READER):
-        bb = Backbone(name=name, model=f"{OFFLINE_READER_MODEL_PREFIX}{name}", kind="offline", label=READER_LABELS[name],
-                      policy=_policy(name, profile))  # fmt: skip
+        bb = Backbone(
+            name=name,
+            model=f"{OFFLINE_READER_MODEL_PREFIX}{name}",
+            kind="offline",
+            label=READER_LABELS[name],
+            policy=_policy(name, profile),
+        )
         out.append(register_backbone(bb, replace_existing=True))
     return out

@@ -1,7 +1,7 @@
 """neopatient's first step as an optional helper: a sentence describing a question idea and its
 cohorts -> a declarative spec entry, through any backbone, validated before use (PopMedQA §3
 "neopatient: Language-Controlled Generation of Patient Records": cohorts given as "Positive
-Description" / "Negative Description" criteria; issue 29 "Done means").
+Description" / "Negative Description" criteria).
 
 The model is asked for one TOML ``[[task]]`` table in the kit's spec schema
 (:mod:`clinlib.tasks.population.spec`); the reply (code fences stripped) must parse and pass
@@ -44,8 +44,9 @@ _FENCE = re.compile(r"^```[a-zA-Z]*\n|\n?```\s*$")
 def spec_messages(sentence: str, task: str) -> list[dict[str, str]]:
     if task not in TASK_IDS:
         raise SpecError(f"unknown task {task!r}; known: {', '.join(TASK_IDS)}")
-    user = SPEC_TEMPLATE.format(sentence=sentence.strip(), task=task, fields=", ".join(FIELDS),
-                                ops=", ".join(OPS))  # fmt: skip
+    user = SPEC_TEMPLATE.format(
+        sentence=sentence.strip(), task=task, fields=", ".join(FIELDS), ops=", ".join(OPS)
+    )
     return [{"role": "system", "content": SPEC_SYSTEM}, {"role": "user", "content": user}]
 
 
@@ -54,16 +55,21 @@ def sentence_to_spec(
 ) -> tuple[str, TaskIdea]:
     """Ask ``backbone`` for the spec of ``sentence``; returns (the TOML text, the validated
     spec). Raises :class:`SpecError` when the call fails or the reply does not validate."""
-    req = ChatRequest("population-spec", spec_messages(sentence, task),
-                      GenerationParams(max_tokens=800, temperature=0.0))  # fmt: skip
+    req = ChatRequest(
+        "population-spec",
+        spec_messages(sentence, task),
+        GenerationParams(max_tokens=800, temperature=0.0),
+    )
     [res] = run_batch(backbone, [req], **client_kwargs)
     if not res.ok:
         raise SpecError(f"spec from {res.backbone}: {res.error}")
     text = _FENCE.sub("", (res.response or "").strip()).strip() + "\n"
     specs = parse_specs(text, f"reply of {res.backbone}")
     if len(specs) != 1 or specs[0].task != task:
-        raise SpecError(f"reply of {res.backbone}: expected one [[task]] of {task}, got "
-                        f"{[s.task for s in specs]}")  # fmt: skip
+        raise SpecError(
+            f"reply of {res.backbone}: expected one [[task]] of {task}, got "
+            f"{[s.task for s in specs]}"
+        )
     return text, specs[0]
 
 

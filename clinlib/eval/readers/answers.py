@@ -14,15 +14,15 @@ from typing import Any
 
 from clinlib.data.vocab import Lab
 from clinlib.eval.readers.prompt import (
-    _DATE_RE,
-    _TAG_RE,
+    DATE_RE,
+    TAG_RE,
     LabMention,
     Question,
     Record,
-    _boundaries,
-    _day,
-    _sections,
     panel_lab,
+    parse_day,
+    patient_sections,
+    sentence_bounds,
 )
 from clinlib.tasks.rules import (
     MODERATE_REL,
@@ -77,7 +77,7 @@ def compare_answer(a: float, b: float, counts: bool = False) -> str:
     return "A" if a > b else "B"
 
 
-def _fmt_value(value: float, lab: Lab | None) -> str:
+def format_value(value: float, lab: Lab | None) -> str:
     decimals = lab.decimals if lab else 1
     return f"{value:.{decimals}f}"
 
@@ -96,7 +96,7 @@ def _same_lab(m: LabMention, label: str) -> bool:
     return m.label.lower() == label.strip().lower()
 
 
-def _labs(rec: Record, label: str, patient: str | None = None) -> list[LabMention]:
+def lab_mentions(rec: Record, label: str, patient: str | None = None) -> list[LabMention]:
     return [
         m for m in rec.labs if _same_lab(m, label) and (patient is None or m.patient == patient)
     ]
@@ -122,48 +122,48 @@ def _encounter_window_text(rec: Record, start: date) -> str:
     """Without headers: the sentences dated within the encounter window."""
     lo = start - timedelta(days=ED_LEAD_DAYS)
     hi = start + timedelta(days=HEADERLESS_ENCOUNTER_DAYS)
-    bounds = _boundaries(rec.text)
+    bounds = sentence_bounds(rec.text)
     keep = []
     for a, b in zip(bounds, bounds[1:], strict=False):
         sent = rec.text[a:b]
-        days = [_day(x) for x in _DATE_RE.findall(sent)]
+        days = [parse_day(x) for x in DATE_RE.findall(sent)]
         if any(d is not None and lo <= d < hi for d in days):
             keep.append(sent)
     return " ".join(keep)
 
 
-def _value_answer(m: LabMention) -> str:
+def value_answer(m: LabMention) -> str:
     return f"{m.value_text} {m.unit}"
 
 
-def _answer_value(rec: Record, f: dict[str, Any], eager: bool) -> str | None:
-    label, day = f["lab"], _day(f["date"])
-    hits = [m for m in _labs(rec, label) if m.day == day]
+def read_value(rec: Record, f: dict[str, Any], eager: bool) -> str | None:
+    label, day = f["lab"], parse_day(f["date"])
+    hits = [m for m in lab_mentions(rec, label) if m.day == day]
     if hits:
-        return _value_answer(hits[0])
+        return value_answer(hits[0])
     if not eager:
         return None
-    same = [m for m in _labs(rec, label) if m.day is not None]
+    same = [m for m in lab_mentions(rec, label) if m.day is not None]
     if same and day is not None:
         best = min(same, key=lambda m: (abs((m.day - day).days), m.pos))
-        return _value_answer(best)
+        return value_answer(best)
     lab = panel_lab(label)
     if lab:
-        return f"{_fmt_value(reference_midpoint(lab), lab)} {lab.unit}"
+        return f"{format_value(reference_midpoint(lab), lab)} {lab.unit}"
     return "1.0 mg/dL"
 
 
 def _first_in_encounter(
     rec: Record, label: str, start: date, nxt: date | None
 ) -> LabMention | None:
-    hits = [m for m in _labs(rec, label) if _in_encounter(rec, m, start, nxt)]
+    hits = [m for m in lab_mentions(rec, label) if _in_encounter(rec, m, start, nxt)]
     if not hits:
         return None
     return min(hits, key=lambda m: (m.day or date.max, m.pos))
 
 
-def _answer_t2(rec: Record, f: dict[str, Any], eager: bool) -> str | None:
-    days = sorted(d for d in (_day(x) for x in f["dates"]) if d is not None)
+def read_t2(rec: Record, f: dict[str, Any], eager: bool) -> str | None:
+    days = sorted(d for d in (parse_day(x) for x in f["dates"]) if d is not None)
     if len(days) < 2:
         return None if not eager else "stable;none"
     firsts = []
@@ -174,7 +174,7 @@ def _answer_t2(rec: Record, f: dict[str, Any], eager: bool) -> str | None:
         return trend_answer(firsts[0].value, firsts[-1].value)
     if not eager:
         return None
-    seen = [m for m in _labs(rec, f["lab"]) if m.day is not None]
+    seen = [m for m in lab_mentions(rec, f["lab"]) if m.day is not None]
     if len(seen) >= 2:
         near = [min(seen, key=lambda m, d=d: abs((m.day - d).days)) for d in (days[0], days[-1])]
         return trend_answer(near[0].value, near[1].value)
@@ -185,12 +185,12 @@ def _norm(s: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"[^a-z0-9%.]+", " ", s.lower())).strip()
 
 
-def _answer_t3(rec: Record, f: dict[str, Any], eager: bool) -> str | None:
+def read_t3(rec: Record, f: dict[str, Any], eager: bool) -> str | None:
     if rec.empty:
         return "no" if eager else None
     problem = _norm(f["problem"])
     finding = _norm(f"{f['lab']} of {f['value']} {f['unit']}")
-    start = _day(f["date"])
+    start = parse_day(f["date"])
     text = _encounter_text(rec, start) if rec.encounters else None
     scope = text if text is not None else rec.text
     for m in re.finditer(r"noted:?\s*(.+?) is consistent with (.+?)(?:\.\s|\.$|\n|$)", scope):
@@ -199,15 +199,15 @@ def _answer_t3(rec: Record, f: dict[str, Any], eager: bool) -> str | None:
     return "no"
 
 
-def _answer_t4(rec: Record, f: dict[str, Any], eager: bool) -> str | None:
-    dx_day = _day(f["date"])
+def read_t4(rec: Record, f: dict[str, Any], eager: bool) -> str | None:
+    dx_day = parse_day(f["date"])
     labels = f["labs"]
     ids = set()
     candidates = []
     for label in labels:
         lab = panel_lab(label)
         direction = _direction_for(lab)
-        for m in _labs(rec, label):
+        for m in lab_mentions(rec, label):
             # "before that encounter": an earlier encounter, or (without headers) a date
             # before the new stay's possible ED draw the day before it
             if m.encounter is not None:
@@ -245,7 +245,7 @@ def _direction_for(lab: Lab | None) -> str:
 
 # Within a sentence: any character but a newline, and a full stop only as a decimal point
 # ("Hematocrit of 35.0 % is below the reference range of 40.0 to 52.0 %"). The old pattern
-# excluded every "." and so never reached the range past a decimal value (issue 26 §3: the
+# excluded every "." and so never reached the range past a decimal value (the
 # reference reader abstained on a T4 question whose Hematocrit 35.0 % was stated at turn 3).
 _IN_SENTENCE = r"(?:[^.\n]|\.(?=\d))"
 _HIGH_WORDS = re.compile(r"\b(?:above|higher than|over|exceeds)\b", re.IGNORECASE)
@@ -311,17 +311,17 @@ def _is_abnormal(rec: Record, m: LabMention, lab: Lab | None, direction: str) ->
     return lo is not None and m.value < lo
 
 
-def _answer_t5(rec: Record, q: Question, eager: bool) -> str | None:
+def read_t5(rec: Record, q: Question, eager: bool) -> str | None:
     if rec.empty:
         return "no" if eager else None
     f = q.fields
     if q.kind == "lab":
-        day = _day(f["date"])
-        values = {m.value for m in _labs(rec, f["lab"]) if m.day == day}
+        day = parse_day(f["date"])
+        values = {m.value for m in lab_mentions(rec, f["lab"]) if m.day == day}
         return "yes" if len(values) >= 2 else "no"
     title = _norm(f["title"])
     denied = stated = False
-    bounds = _boundaries(rec.text)
+    bounds = sentence_bounds(rec.text)
     for a, b in zip(bounds, bounds[1:], strict=False):
         sent = rec.text[a:b]
         norm = _norm(sent)
@@ -335,8 +335,8 @@ def _answer_t5(rec: Record, q: Question, eager: bool) -> str | None:
     return "yes" if denied and stated else "no"
 
 
-def _answer_t6(rec: Record, q: Question, eager: bool) -> str | None:
-    if {p for p, _a, _b in _sections(rec.text)} < {"A", "B"}:
+def read_t6(rec: Record, q: Question, eager: bool) -> str | None:
+    if {p for p, _a, _b in patient_sections(rec.text)} < {"A", "B"}:
         return "A" if eager else None
     vals: dict[str, float | None] = {}
     for p in ("A", "B"):
@@ -344,7 +344,7 @@ def _answer_t6(rec: Record, q: Question, eager: bool) -> str | None:
             vals[p] = _n_diagnoses(rec, p)
         else:
             ms = sorted(
-                (m for m in _labs(rec, q.fields["lab"], p) if m.day is not None),
+                (m for m in lab_mentions(rec, q.fields["lab"], p) if m.day is not None),
                 key=lambda m: (m.day, m.pos),
             )
             if not ms:
@@ -361,13 +361,13 @@ def _answer_t6(rec: Record, q: Question, eager: bool) -> str | None:
 def _n_diagnoses(rec: Record, patient: str) -> float | None:
     """Distinct ICD diagnosis codes in a patient's section (codes tagged DX-, or written in a
     diagnosis sentence when untagged); None when the section states none."""
-    span = next(((a, b) for p, a, b in _sections(rec.text) if p == patient), None)
+    span = next(((a, b) for p, a, b in patient_sections(rec.text) if p == patient), None)
     if span is None:
         return None
     text = rec.text[span[0] : span[1]]
     codes: set[str] = set()
     prev = 0
-    for tag in _TAG_RE.finditer(text):
+    for tag in TAG_RE.finditer(text):
         # a tag lists the facts stated since the previous tag on its line
         seg_start = max(prev, text.rfind("\n", 0, tag.start()) + 1)
         prev = tag.end()
@@ -380,7 +380,7 @@ def _n_diagnoses(rec: Record, patient: str) -> float | None:
     return float(len(codes)) if codes else None
 
 
-def _option_hits(text: str, options: list[str]) -> list[tuple[int, int]]:
+def option_hits(text: str, options: list[str]) -> list[tuple[int, int]]:
     """(first offset, option index) of every option named in ``text``."""
     hay = text.lower()
     hits = []
@@ -391,26 +391,26 @@ def _option_hits(text: str, options: list[str]) -> list[tuple[int, int]]:
     return sorted(hits)
 
 
-def _answer_t7(rec: Record, f: dict[str, Any], eager: bool) -> str | None:
+def read_t7(rec: Record, f: dict[str, Any], eager: bool) -> str | None:
     options = f["options"]
-    start = _day(f["date"])
+    start = parse_day(f["date"])
     scope = _encounter_text(rec, start) if rec.encounters else None
     if scope is None and not rec.encounters and start is not None:
         scope = _encounter_window_text(rec, start)
-    hits = _option_hits(scope or "", options)
+    hits = option_hits(scope or "", options)
     if len({i for _p, i in hits}) == 1:
         return OPTION_LETTERS[hits[0][1]]
     if hits and not eager:
         return None  # two options named in the encounter: the record does not decide
     if not eager:
         return None
-    anywhere = _option_hits(rec.text, options)
+    anywhere = option_hits(rec.text, options)
     return OPTION_LETTERS[(hits or anywhere or [(0, 0)])[0][1]]
 
 
-def _answer_t8(rec: Record, f: dict[str, Any], eager: bool) -> str | None:
-    start = _day(f["date"])
-    dated = [m for m in _labs(rec, f["lab"]) if m.day is not None]
+def read_t8(rec: Record, f: dict[str, Any], eager: bool) -> str | None:
+    start = parse_day(f["date"])
+    dated = [m for m in lab_mentions(rec, f["lab"]) if m.day is not None]
     before = [m for m in dated if start - timedelta(days=T8_MAX_BEFORE_DAYS) <= m.day <= start]
     after = [
         m
@@ -435,8 +435,8 @@ def _answer_t8(rec: Record, f: dict[str, Any], eager: bool) -> str | None:
 _DOSE_UNITS = r"mg|mcg|g|mL|UNIT|units?|TAB|CAP|mEq|puff|drop|PKT|SYR|VIAL|BAG"
 
 
-def _answer_t9_other(rec: Record, q: Question, eager: bool) -> str | None:
-    drug, start = q.fields["drug"], _day(q.fields["date"])
+def read_t9_other(rec: Record, q: Question, eager: bool) -> str | None:
+    drug, start = q.fields["drug"], parse_day(q.fields["date"])
     scope = _encounter_text(rec, start) if rec.encounters else None
     if scope is None and start is not None:
         scope = _encounter_window_text(rec, start)
@@ -452,9 +452,9 @@ def _answer_t9_other(rec: Record, q: Question, eager: bool) -> str | None:
                 return f"{m.group(1)} {m.group(2)}"
         return "500 mg" if eager else None
     for text in (scope or "", rec.text if eager else ""):
-        bounds = _boundaries(text)
+        bounds = sentence_bounds(text)
         for a, b in zip(bounds, bounds[1:], strict=False):
             sent = text[a:b]
-            if re.search(rx_drug, sent, re.IGNORECASE) and _DATE_RE.search(sent):
-                return _DATE_RE.search(sent).group(0)
+            if re.search(rx_drug, sent, re.IGNORECASE) and DATE_RE.search(sent):
+                return DATE_RE.search(sent).group(0)
     return start.isoformat() if eager and start else None

@@ -27,13 +27,18 @@ from clinlib.tasks.base import ABSTAIN
 from clinlib.tasks.templates import T11_MARKERS
 
 _ITEM_RE = re.compile(r"^([A-J])\. (.*)$", re.MULTILINE)
-_LINE_RE = re.compile(r"^(\d{4}-\d{2}-\d{2}) \d{2}:\d{2} (labs|lab|medication|procedure|admission):",
-                      re.MULTILINE)  # fmt: skip
+_LINE_RE = re.compile(
+    r"^(\d{4}-\d{2}-\d{2}) \d{2}:\d{2} (labs|lab|medication|procedure|admission):", re.MULTILINE
+)
 _NOW_RE = re.compile(r"It is now (\d{4}-\d{2}-\d{2}) \d{2}:\d{2}")
 _VISIT_RE = re.compile(r"^Visit \d+ \((\d{4}-\d{2}-\d{2})\)", re.MULTILINE)
 _DATE_RE = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
-KIND_OPTION = {"labs": "lab test", "lab": "lab test", "medication": "medication order",
-               "procedure": "procedure"}  # fmt: skip
+KIND_OPTION = {
+    "labs": "lab test",
+    "lab": "lab test",
+    "medication": "medication order",
+    "procedure": "procedure",
+}
 
 
 def decision_subtype(question: str) -> str | None:

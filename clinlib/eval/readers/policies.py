@@ -18,7 +18,7 @@ PRESERVES.
 * ``replay`` answers from a recorded predictions table (see :func:`replay_policy_from`).
 
 T10 ordering questions (extended set) are answered by :mod:`clinlib.eval.readers.order`, T11
-decision questions by :mod:`clinlib.eval.readers.decision`, the trap query types (issue 30) by
+decision questions by :mod:`clinlib.eval.readers.decision`, the trap query types by
 :mod:`clinlib.eval.readers.trap`.
 
 Static knowledge a clinician would bring (the lab panel's units and reference ranges, the T4
@@ -41,33 +41,33 @@ import pandas as pd
 
 from clinlib.eval.harness.prompts import split_user_message
 from clinlib.eval.readers.answers import (
-    _answer_t2,
-    _answer_t3,
-    _answer_t4,
-    _answer_t5,
-    _answer_t6,
-    _answer_t7,
-    _answer_t8,
-    _answer_t9_other,
-    _answer_value,
+    read_t2,
+    read_t3,
+    read_t4,
+    read_t5,
+    read_t6,
+    read_t7,
+    read_t8,
+    read_t9_other,
+    read_value,
 )
 from clinlib.eval.readers.decision import answer_decision, decision_subtype
 from clinlib.eval.readers.order import answer_order, order_subtype
 from clinlib.eval.readers.prompt import (
-    _PANEL_RES,
-    _TAG_RE,
+    PANEL_RES,
+    TAG_RE,
+    LabScan,
     Question,
     ReaderError,
     Record,
-    _assign_ids,
-    _boundaries,
-    _encounters,
-    _find,
-    _lab_regex,
-    _mention,
-    _Scan,
-    _sections,
+    assign_ids,
+    encounter_spans,
+    find_labels,
+    lab_regex,
+    mention_at,
+    patient_sections,
     recognise,
+    sentence_bounds,
 )
 from clinlib.eval.readers.relative import (
     answer_relative,
@@ -89,12 +89,12 @@ REPLAY_MISSING_NOTE = "replay: no recorded prediction for this request"
 
 # enough for every distinct record of one batch of full-context answers.
 SCAN_CACHE_CHARS = 32_000_000
-_SCANS: OrderedDict[str, _Scan] = OrderedDict()
+_SCANS: OrderedDict[str, LabScan] = OrderedDict()
 _SCANS_CHARS = 0
 _SCANS_LOCK = threading.Lock()
 
 
-def _scan(record: str) -> _Scan:
+def _scan(record: str) -> LabScan:
     """The question-independent parse of a record, memoised (least recently used first out,
     within :data:`SCAN_CACHE_CHARS`): a record is shared by a patient's questions, by both
     offline readers and by every extra-label variant."""
@@ -115,23 +115,23 @@ def _scan(record: str) -> _Scan:
     return scan
 
 
-def _scan_record(record: str) -> _Scan:
+def _scan_record(record: str) -> LabScan:
     text = record
     low = text.lower()
-    scan = _Scan(
+    scan = LabScan(
         text=text,
         low=low,
-        encounters=_encounters(text),
-        sections=_sections(text),
-        bounds=_boundaries(text),
+        encounters=encounter_spans(text),
+        sections=patient_sections(text),
+        bounds=sentence_bounds(text),
         tags=[
-            (m.start(), [i.strip() for i in m.group(1).split(",")]) for m in _TAG_RE.finditer(text)
+            (m.start(), [i.strip() for i in m.group(1).split(",")]) for m in TAG_RE.finditer(text)
         ],
-        found=_find(_PANEL_RES, text, low),
+        found=find_labels(PANEL_RES, text, low),
         mentions={},
     )
     for start, _end, key, m in scan.found:
-        scan.mentions[(start, key)] = _mention(scan, start, key, m)
+        scan.mentions[(start, key)] = mention_at(scan, start, key, m)
     return scan
 
 
@@ -152,9 +152,9 @@ def parse_record(record: str, extra_labels: Sequence[str] = ()) -> Record:
     rec.encounters = list(scan.encounters)
     extra = {}
     for label in extra_labels:
-        if label.strip().lower() not in _PANEL_RES:
-            extra[label.strip().lower()] = (None, _lab_regex(label.strip(), None))
-    found = scan.found + _find(extra, scan.text, scan.low) if extra else list(scan.found)
+        if label.strip().lower() not in PANEL_RES:
+            extra[label.strip().lower()] = (None, lab_regex(label.strip(), None))
+    found = scan.found + find_labels(extra, scan.text, scan.low) if extra else list(scan.found)
     # a longer label wins over one it contains at the same value ("% Hemoglobin A1c")
     found.sort(key=lambda f: (f[0], -(f[1] - f[0])))
     kept: list[tuple[int, int, str, re.Match[str]]] = []
@@ -164,11 +164,14 @@ def parse_record(record: str, extra_labels: Sequence[str] = ()) -> Record:
         kept.append(f)
     mentions = []
     for start, _end, key, m in kept:
-        got = (scan.mentions[(start, key)] if (start, key) in scan.mentions
-               else _mention(scan, start, key, m))  # fmt: skip
+        got = (
+            scan.mentions[(start, key)]
+            if (start, key) in scan.mentions
+            else mention_at(scan, start, key, m)
+        )
         if got is not None:
             mentions.append(got)
-    rec.labs = _assign_ids(scan.tags, mentions)
+    rec.labs = assign_ids(scan.tags, mentions)
     return rec
 
 
@@ -196,13 +199,13 @@ def answer(messages: Sequence[Mapping[str, Any]], eager: bool = False) -> str:
         return answer_order(question, eager)
     if decision_subtype(question) is not None:  # T11: the stay in the question, memory as context
         return answer_decision(record, question, eager)
-    trap = answer_trap(record, question, eager)  # issue 30's query types (trap questions)
+    trap = answer_trap(record, question, eager)  # the trap query types (MedMemoryBench §5)
     if trap is not None:
         return trap
     relative = recognise_relative(question)
     if relative is not None:  # the extended T1R task's positional wording
         rec = _parse_cached(
-            record, tuple({relative.lab} if relative.lab.lower() not in _PANEL_RES else ())
+            record, tuple({relative.lab} if relative.lab.lower() not in PANEL_RES else ())
         )
         out = answer_relative(rec, relative, eager)
         return out if out is not None else ABSTAIN
@@ -213,7 +216,7 @@ def answer(messages: Sequence[Mapping[str, Any]], eager: bool = False) -> str:
     q = recognise(question)
     extra = [q.fields[k] for k in ("lab",) if q.fields.get(k)] + list(q.fields.get("labs", []))
     rec = _parse_cached(
-        record, tuple(sorted({x for x in extra if x.strip().lower() not in _PANEL_RES}))
+        record, tuple(sorted({x for x in extra if x.strip().lower() not in PANEL_RES}))
     )
     # the recognised task's policy, named by its spec (clinlib.tasks.spec.TaskSpec.reader_policy)
     out = resolve(get_spec(q.task).reader_policy)(rec, q, eager)
@@ -226,42 +229,42 @@ def answer(messages: Sequence[Mapping[str, Any]], eager: bool = False) -> str:
 
 
 def answer_t1(rec: Record, q: Question, eager: bool) -> str | None:
-    return _answer_value(rec, q.fields, eager)
+    return read_value(rec, q.fields, eager)
 
 
 def answer_t2(rec: Record, q: Question, eager: bool) -> str | None:
-    return _answer_t2(rec, q.fields, eager)
+    return read_t2(rec, q.fields, eager)
 
 
 def answer_t3(rec: Record, q: Question, eager: bool) -> str | None:
-    return _answer_t3(rec, q.fields, eager)
+    return read_t3(rec, q.fields, eager)
 
 
 def answer_t4(rec: Record, q: Question, eager: bool) -> str | None:
-    return _answer_t4(rec, q.fields, eager)
+    return read_t4(rec, q.fields, eager)
 
 
 def answer_t5(rec: Record, q: Question, eager: bool) -> str | None:
-    return _answer_t5(rec, q, eager)
+    return read_t5(rec, q, eager)
 
 
 def answer_t6(rec: Record, q: Question, eager: bool) -> str | None:
-    return _answer_t6(rec, q, eager)
+    return read_t6(rec, q, eager)
 
 
 def answer_t7(rec: Record, q: Question, eager: bool) -> str | None:
-    return _answer_t7(rec, q.fields, eager)
+    return read_t7(rec, q.fields, eager)
 
 
 def answer_t8(rec: Record, q: Question, eager: bool) -> str | None:
-    return _answer_t8(rec, q.fields, eager)
+    return read_t8(rec, q.fields, eager)
 
 
 def answer_t9(rec: Record, q: Question, eager: bool) -> str | None:
     """A T9 lab question reads like T1's (the value, or an abstention); the others by kind."""
     if q.kind == "":
-        return _answer_value(rec, q.fields, eager)
-    return _answer_t9_other(rec, q, eager)
+        return read_value(rec, q.fields, eager)
+    return read_t9_other(rec, q, eager)
 
 
 def reference_policy(messages: Sequence[Mapping[str, Any]], params: Any = None) -> str:
@@ -370,8 +373,13 @@ def replay_policy_from(predictions: pd.DataFrame):
 
 
 def _offline(name: str, label: str, policy: Any) -> Backbone:
-    return Backbone(name=name, model=f"{OFFLINE_READER_MODEL_PREFIX}{name}", kind="offline",
-                    label=label, policy=policy)  # fmt: skip
+    return Backbone(
+        name=name,
+        model=f"{OFFLINE_READER_MODEL_PREFIX}{name}",
+        kind="offline",
+        label=label,
+        policy=policy,
+    )
 
 
 def register_offline_backbones() -> list[Backbone]:
@@ -383,7 +391,7 @@ def register_offline_backbones() -> list[Backbone]:
     return [
         register_policy_backbone(
             name, policy, model=f"{OFFLINE_READER_MODEL_PREFIX}{name}", label=label
-        )  # fmt: skip
+        )
         for name, label, policy in (
             ("reference", REFERENCE_LABEL, reference_policy),
             ("eager", EAGER_LABEL, eager_policy),

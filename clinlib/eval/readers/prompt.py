@@ -19,8 +19,8 @@ from typing import Any
 from clinlib.data.vocab import LAB_PANEL, Lab
 
 DATE = r"\d{4}-\d{2}-\d{2}"
-_DATE_RE = re.compile(DATE)
-_TAG_RE = re.compile(r"\[((?:[A-Z]+-[\d-]+)(?:\s*,\s*[A-Z]+-[\d-]+)*)\]")
+DATE_RE = re.compile(DATE)
+TAG_RE = re.compile(r"\[((?:[A-Z]+-[\d-]+)(?:\s*,\s*[A-Z]+-[\d-]+)*)\]")
 _NUM = r"[<>]=?\s?\d+(?:\.\d+)?|\d+(?:\.\d+)?"
 # Sentence / item boundaries: a full stop or semicolon before a space, newlines, table cells.
 _BOUNDARY_RE = re.compile(r"(?<=[.;!?])\s+(?=\S)|\n+|\s\|\s")
@@ -90,14 +90,14 @@ class Record:
         return not self.text.strip()
 
 
-def _day(text: str) -> date | None:
+def parse_day(text: str) -> date | None:
     try:
         return date.fromisoformat(text)
     except ValueError:
         return None
 
 
-def _sections(text: str) -> list[tuple[str, int, int]]:
+def patient_sections(text: str) -> list[tuple[str, int, int]]:
     """``Patient X:`` sections as (label, start, end); one unlabelled section otherwise."""
     marks = list(_SECTION_RE.finditer(text))
     if not marks:
@@ -109,13 +109,15 @@ def _sections(text: str) -> list[tuple[str, int, int]]:
     return out
 
 
-def _encounters(text: str) -> list[tuple[str, date, int, int]]:
+def encounter_spans(text: str) -> list[tuple[str, date, int, int]]:
     """Encounter spans (patient, start date, start offset, end offset) from the headers."""
     out: list[tuple[str, date, int, int]] = []
-    for patient, s0, s1 in _sections(text):
+    for patient, s0, s1 in patient_sections(text):
         heads = []
         for rx in ENCOUNTER_RES:
-            heads += [(m.start(), _day(m.group("date") or "")) for m in rx.finditer(text, s0, s1)]
+            heads += [
+                (m.start(), parse_day(m.group("date") or "")) for m in rx.finditer(text, s0, s1)
+            ]
         heads = sorted(h for h in heads if h[1] is not None)
         for i, (pos, d) in enumerate(heads):
             end = heads[i + 1][0] if i + 1 < len(heads) else s1
@@ -136,7 +138,7 @@ def numbered_encounters(text: str) -> list[tuple[int, int, int]]:
     ]
 
 
-def _lab_regex(label: str, unit: str | None) -> re.Pattern[str]:
+def lab_regex(label: str, unit: str | None) -> re.Pattern[str]:
     # Connective words between a label and its value in every frame the dialogue, timeline,
     # memories and injections use ("was", "at", "of", "measured", "result,", "on <date> was").
     filler = (
@@ -152,18 +154,18 @@ def _lab_regex(label: str, unit: str | None) -> re.Pattern[str]:
     )
 
 
-_PANEL_RES: dict[str, tuple[Lab | None, re.Pattern[str]]] = {
-    lab.label.lower(): (lab, _lab_regex(lab.label, lab.unit)) for lab in LAB_PANEL
+PANEL_RES: dict[str, tuple[Lab | None, re.Pattern[str]]] = {
+    lab.label.lower(): (lab, lab_regex(lab.label, lab.unit)) for lab in LAB_PANEL
 }
 
 
 def panel_lab(label: str) -> Lab | None:
     """The panel entry whose label is ``label`` (case-insensitive), else None."""
-    entry = _PANEL_RES.get(label.strip().lower())
+    entry = PANEL_RES.get(label.strip().lower())
     return entry[0] if entry else None
 
 
-def _boundaries(text: str) -> list[int]:
+def sentence_bounds(text: str) -> list[int]:
     return [0, *(m.end() for m in _BOUNDARY_RE.finditer(text)), len(text)]
 
 
@@ -171,15 +173,15 @@ def _context_day(text: str, start: int, m_end: int, on: str | None, sent0: int) 
     """The date a mention refers to: an ``on <date>`` right after it, else the last date in
     its sentence before it, else the last date before it in the record."""
     if on:
-        return _day(on)
+        return parse_day(on)
     tail = re.match(r"[^.;\n]{0,40}?\bon\s+(" + DATE + ")", text[m_end : m_end + 60])
     if tail and not re.search(r"\d\s*(?:mg|mEq|g/|%|K/|ng)", tail.group(0)[:-10]):
-        return _day(tail.group(1))
-    before = list(_DATE_RE.finditer(text, sent0, start))
+        return parse_day(tail.group(1))
+    before = list(DATE_RE.finditer(text, sent0, start))
     if before:
-        return _day(before[-1].group(0))
-    before = list(_DATE_RE.finditer(text, max(0, start - 4000), start))
-    return _day(before[-1].group(0)) if before else None
+        return parse_day(before[-1].group(0))
+    before = list(DATE_RE.finditer(text, max(0, start - 4000), start))
+    return parse_day(before[-1].group(0)) if before else None
 
 
 def _label_matches(rx: re.Pattern[str], key: str, text: str, low: str) -> list[re.Match[str]]:
@@ -206,7 +208,7 @@ def _label_matches(rx: re.Pattern[str], key: str, text: str, low: str) -> list[r
 
 
 @dataclass(frozen=True)
-class _Scan:
+class LabScan:
     """What parsing a record needs whatever the question: layout, panel matches, and the
     panel mentions already built (their dates are the costly part)."""
 
@@ -220,7 +222,7 @@ class _Scan:
     mentions: dict[tuple[int, str], LabMention | None]
 
 
-def _find(
+def find_labels(
     regexes: Mapping[str, tuple[Lab | None, re.Pattern[str]]], text: str, low: str
 ) -> list[tuple[int, int, str, re.Match[str]]]:
     return [
@@ -230,7 +232,7 @@ def _find(
     ]
 
 
-def _mention(scan: _Scan, start: int, key: str, m: re.Match[str]) -> LabMention | None:
+def mention_at(scan: LabScan, start: int, key: str, m: re.Match[str]) -> LabMention | None:
     """The mention a label match states (None when its number does not parse)."""
     text = scan.text
     sent0 = scan.bounds[max(0, bisect.bisect_right(scan.bounds, start) - 1)]
@@ -259,7 +261,7 @@ def _mention(scan: _Scan, start: int, key: str, m: re.Match[str]) -> LabMention 
 # Scans kept in memory, in characters of record text (a scan costs ~10 bytes per character):
 
 
-def _assign_ids(tags: list[tuple[int, list[str]]], mentions: list[LabMention]) -> list[LabMention]:
+def assign_ids(tags: list[tuple[int, list[str]]], mentions: list[LabMention]) -> list[LabMention]:
     """Give each mention the LAB id of the tag that follows it: a tag lists its sentence's
     facts in order, so the k-th untagged mention before a k-id tag gets the k-th id.
 
@@ -312,38 +314,89 @@ class Question:
 _Q_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
     (task, kind, re.compile(rx, re.IGNORECASE | re.DOTALL))
     for task, kind, rx in (
-        ("T3", "", r"(?P<date>" + DATE + r").*?(?:attribute the (?P<lab>.+?) result of|was "
-         r"the (?P<lab2>.+?) of|link the (?P<lab3>.+?) finding of) (?P<value>[<>]?\d[\d.]*) "
-         r"(?P<unit>\S+) (?:to|explicitly noted by the physician as consistent with) "
-         r"(?P<problem>.+?)\?"),
+        (
+            "T3",
+            "",
+            r"(?P<date>" + DATE + r").*?(?:attribute the (?P<lab>.+?) result of|was "
+            r"the (?P<lab2>.+?) of|link the (?P<lab3>.+?) finding of) (?P<value>[<>]?\d[\d.]*) "
+            r"(?P<unit>\S+) (?:to|explicitly noted by the physician as consistent with) "
+            r"(?P<problem>.+?)\?",
+        ),
         ("T4", "", r"(?P<date>" + DATE + r").*?abnormal (?P<labs>.+?) (?:results|findings)"),
-        ("T5", "dx", r"the diagnosis of (?P<title>.+?) in the encounter that began on (?P<date>"
-         + DATE + ")"),
-        ("T5", "procedure", r"the procedure (?P<title>.+?) in the encounter that began on "
-         r"(?P<date>" + DATE + ")"),
-        ("T5", "lab", r"(?:contradict|self-contradictory).*?the (?P<lab>.+?) result of (?P<date>"
-         + DATE + ")|Regarding the (?P<lab2>.+?) result of (?P<date2>" + DATE + ")"),
+        (
+            "T5",
+            "dx",
+            r"the diagnosis of (?P<title>.+?) in the encounter that began on (?P<date>"
+            + DATE
+            + ")",
+        ),
+        (
+            "T5",
+            "procedure",
+            r"the procedure (?P<title>.+?) in the encounter that began on "
+            r"(?P<date>" + DATE + ")",
+        ),
+        (
+            "T5",
+            "lab",
+            r"(?:contradict|self-contradictory).*?the (?P<lab>.+?) result of (?P<date>"
+            + DATE
+            + ")|Regarding the (?P<lab2>.+?) result of (?P<date2>"
+            + DATE
+            + ")",
+        ),
         ("T6", "a", r"distinct (?:ICD )?diagnosis codes"),
-        ("T6", "b", r"(?:higher maximum|whose highest|Compare the peak) (?P<lab>.+?)"
-         r"(?: across| value was| of Patient)"),
-        ("T6", "c", r"(?:Whose (?P<lab>.+?) changed more|the first and the last (?P<lab2>.+?) "
-         r"result of each patient|Which patient's (?P<lab3>.+?) moved more)"),
+        (
+            "T6",
+            "b",
+            r"(?:higher maximum|whose highest|Compare the peak) (?P<lab>.+?)"
+            r"(?: across| value was| of Patient)",
+        ),
+        (
+            "T6",
+            "c",
+            r"(?:Whose (?P<lab>.+?) changed more|the first and the last (?P<lab2>.+?) "
+            r"result of each patient|Which patient's (?P<lab3>.+?) moved more)",
+        ),
         ("T7", "", r"(?P<date>" + DATE + r").*?\nOptions:\n(?P<options>(?:[A-D]\. .+\n?)+)"),
-        ("T8", "", r"(?P<drug>.+?) was started on (?P<date>" + DATE + r")\. Relative to the "
-         r"most recent prior (?P<lab>.+?), how|After (?P<drug2>.+?) was started on (?P<date2>"
-         + DATE + r"), did the patient's (?P<lab2>.+?) go up|Compare the last (?P<lab3>.+?) "
-         r"measured on or before (?P<date3>" + DATE + r"), when (?P<drug3>.+?) was started"),
-        ("T2", "", r"(?P<lab>[^.?]+?) (?:result of each|measurement of each|at the encounters"
-         r"|change from)"),
+        (
+            "T8",
+            "",
+            r"(?P<drug>.+?) was started on (?P<date>" + DATE + r")\. Relative to the "
+            r"most recent prior (?P<lab>.+?), how|After (?P<drug2>.+?) was started on (?P<date2>"
+            + DATE
+            + r"), did the patient's (?P<lab2>.+?) go up|Compare the last (?P<lab3>.+?) "
+            r"measured on or before (?P<date3>" + DATE + r"), when (?P<drug3>.+?) was started",
+        ),
+        (
+            "T2",
+            "",
+            r"(?P<lab>[^.?]+?) (?:result of each|measurement of each|at the encounters"
+            r"|change from)",
+        ),
         ("T9", "dose", r"(?:dose of|How much) (?P<drug>.+?)(?: was ordered|\s*\?| per dose)"),
-        ("T9", "start", r"(?:was|did the patient start|when was) (?P<drug>.+?) (?:started|first "
-         r"given|in the hospital stay).*?(?P<date>" + DATE + r")|On what date was (?P<drug2>.+?)"
-         r" started during the encounter that began on (?P<date2>" + DATE + ")"),
-        ("T1", "", r"(?:patient's (?P<lab>.+?) on (?P<date>" + DATE + r")|On (?P<date2>" + DATE
-         + r"), what (?P<lab2>.+?) value|patient's (?P<lab3>.+?) result from (?P<date3>" + DATE
-         + r")|did the (?P<lab4>.+?) measurement of (?P<date4>" + DATE + "))"),
+        (
+            "T9",
+            "start",
+            r"(?:was|did the patient start|when was) (?P<drug>.+?) (?:started|first "
+            r"given|in the hospital stay).*?(?P<date>" + DATE + r")|On what date was (?P<drug2>.+?)"
+            r" started during the encounter that began on (?P<date2>" + DATE + ")",
+        ),
+        (
+            "T1",
+            "",
+            r"(?:patient's (?P<lab>.+?) on (?P<date>"
+            + DATE
+            + r")|On (?P<date2>"
+            + DATE
+            + r"), what (?P<lab2>.+?) value|patient's (?P<lab3>.+?) result from (?P<date3>"
+            + DATE
+            + r")|did the (?P<lab4>.+?) measurement of (?P<date4>"
+            + DATE
+            + "))",
+        ),
     )
-)  # fmt: skip
+)
 
 
 def _merged(m: re.Match[str]) -> dict[str, Any]:
@@ -366,13 +419,13 @@ def _keep(q: str, f: dict) -> None:
 
 def _t2_fields(q: str, f: dict) -> None:
     head = q.split("?")[0] + "?" + q.split("?")[1] if "?" in q else q
-    f["dates"] = _DATE_RE.findall(head)
+    f["dates"] = DATE_RE.findall(head)
     f["lab"] = _t2_lab(q)
 
 
 def _t9_fields(q: str, f: dict) -> None:
     if "date" not in f:
-        f["date"] = _DATE_RE.findall(q)[0]
+        f["date"] = DATE_RE.findall(q)[0]
 
 
 def _t7_fields(q: str, f: dict) -> None:
@@ -402,7 +455,7 @@ def recognise(question: str) -> Question:
     q = question.strip()
     if "insufficient information" in q and "YYYY-MM-DD" in q:
         m = re.search(r"(?:date was |start |was )(?P<drug>.+?) (?:started|first given|in the)", q)
-        d = _DATE_RE.findall(q)
+        d = DATE_RE.findall(q)
         if m and d:
             return Question("T9", "start", {"drug": m.group("drug"), "date": d[-1]})
     for task, kind, rx in _Q_PATTERNS:

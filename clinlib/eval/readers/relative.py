@@ -24,11 +24,11 @@ from dataclasses import dataclass
 
 from clinlib.dialogue.turns import ordinal_word
 from clinlib.eval.readers.answers import (
-    _fmt_value,
-    _labs,
-    _option_hits,
-    _value_answer,
+    format_value,
+    lab_mentions,
+    option_hits,
     reference_midpoint,
+    value_answer,
 )
 from clinlib.eval.readers.prompt import Record, numbered_encounters, panel_lab
 from clinlib.tasks.rules import OPTION_LETTERS
@@ -76,18 +76,18 @@ def answer_relative(rec: Record, q: RelativeQuestion, eager: bool) -> str | None
     seen: list = []
     if span is not None:
         days = set()
-        for m in sorted(_labs(rec, q.lab), key=lambda m: m.pos):
+        for m in sorted(lab_mentions(rec, q.lab), key=lambda m: m.pos):
             if span[0] <= m.pos < span[1] and (m.day is None or m.day not in days):
                 days.add(m.day)
                 seen.append(m)
     if len(seen) >= q.position:
-        return _value_answer(seen[q.position - 1])
+        return value_answer(seen[q.position - 1])
     if not eager:
         return None
     if seen:
-        return _value_answer(seen[-1])
+        return value_answer(seen[-1])
     lab = panel_lab(q.lab)
-    return f"{_fmt_value(reference_midpoint(lab), lab)} {lab.unit}" if lab else "1.0 mg/dL"
+    return f"{format_value(reference_midpoint(lab), lab)} {lab.unit}" if lab else "1.0 mg/dL"
 
 
 # --- T7R: a medication question whose encounter is named by its rank (the Medication column)
@@ -117,10 +117,10 @@ def answer_relative_option(rec: Record, q: RelativeOptionQuestion, eager: bool) 
     :mod:`clinlib.eval.readers.answers` for T7); None to abstain when the encounter is not
     rendered or names none or several (``eager``: the first option named anywhere, else A)."""
     span = visit_span(rec.text, q.visit)
-    hits = _option_hits(rec.text[span[0] : span[1]], list(q.options)) if span else []
+    hits = option_hits(rec.text[span[0] : span[1]], list(q.options)) if span else []
     if len({i for _p, i in hits}) == 1:
         return OPTION_LETTERS[hits[0][1]]
     if not eager:
         return None
-    anywhere = _option_hits(rec.text, list(q.options))
+    anywhere = option_hits(rec.text, list(q.options))
     return OPTION_LETTERS[(hits or anywhere or [(0, 0)])[0][1]]

@@ -1,4 +1,4 @@
-"""The offline readers on the trap questions (issue 30 §2; MedMemoryBench §5 "Query Design"):
+"""The offline readers on the trap questions (MedMemoryBench §5 "Query Design"):
 deterministic policies, NOT language models.
 
 :func:`read_trap` answers from what the context states and abstains otherwise: EEM the
@@ -8,7 +8,7 @@ drug, else A (so a context that lost the allergy answers "safe": the failure the
 evaluation counts); MQ (eGFR) abstains (the dialogue states no age or sex, which the CKD-EPI
 equation needs); SUA the option letter of the last stated value of the lab against the panel's
 reference range. The free-text L types get a quoting policy (no reasoning; a judge scores
-them, issue 30 §3): IG quotes every sentence of the context that states a patient constraint
+them): IG quotes every sentence of the context that states a patient constraint
 (an allergy, a money limit, a preference: :mod:`clinlib.tasks.traps.constraints`' statements);
 MCD quotes the last sentence naming creatinine and the first naming metformin; each abstains
 when the context has no such sentence.
@@ -46,7 +46,7 @@ _RECOGNISE: tuple[tuple[str, str, re.Pattern[str]], ...] = (
             r"A clinician now proposes (?P<example>.+?) for this patient\. "
             r"Considering only the allergies"
         ),
-    ),  # fmt: skip
+    ),
     ("MQ", "egfr", re.compile(r"Metformin was ordered for the patient on \d{4}-\d{2}-\d{2}\.")),
     ("SUA", "", re.compile(r"Going by the patient's most recent (?P<lab>.+?) result, is their")),
     ("IG", "IG", re.compile(r"What should you keep in mind when choosing it for this patient")),
@@ -132,8 +132,11 @@ def recognise_trap(question_text: str) -> dict[str, Any] | None:
         m = pattern.search(text)
         if m is not None:
             meta = {k: v for k, v in m.groupdict().items() if v is not None}
-            return {"task": task, "subtype": sub or meta.get("lab", "").lower(),
-                    "meta": json.dumps(meta)}  # fmt: skip
+            return {
+                "task": task,
+                "subtype": sub or meta.get("lab", "").lower(),
+                "meta": json.dumps(meta),
+            }
     return None
 
 

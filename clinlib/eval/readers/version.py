@@ -22,13 +22,12 @@ from clinlib.llm.presets import OFFLINE_READER_NAMES
 
 # The registered reader backbones whose rows carry a version (clinlib.eval.readers.policies).
 READER_BACKBONES: tuple[str, ...] = OFFLINE_READER_NAMES
-# The modules whose source is the readers' policy: every module of clinlib.eval.readers but
-# this one (a test checks the list is complete).
+# The modules whose source is the readers' policy: every module of this package but this one.
 READER_MODULES: tuple[str, ...] = (
-    "policies",
     "answers",
     "decision",
     "order",
+    "policies",
     "prompt",
     "relative",
     "trap",

@@ -44,10 +44,19 @@ from clinlib.llm.context import counter_name
 
 MODES: tuple[str, ...] = ("live", "batch")
 PRICE_COLUMNS: tuple[str, ...] = (
-    "backbone", "requests", "cached", "input_tokens", "output_tokens_max",
-    "output_tokens_typical", "cost_usd_max", "cost_usd_typical", "batch_cost_usd_max",
-    "batch_cost_usd_typical", "pending_cost_usd_max", "counter",
-)  # fmt: skip
+    "backbone",
+    "requests",
+    "cached",
+    "input_tokens",
+    "output_tokens_max",
+    "output_tokens_typical",
+    "cost_usd_max",
+    "cost_usd_typical",
+    "batch_cost_usd_max",
+    "batch_cost_usd_typical",
+    "pending_cost_usd_max",
+    "counter",
+)
 
 
 class BudgetStop(RunnerError):
@@ -67,8 +76,11 @@ def price_requests(
     pend_in = sum(i for i, h in zip(n_in, hit, strict=True) if not h)
     pend_out = sum(m for m, h in zip(n_max, hit, strict=True) if not h)
     return {
-        "backbone": bb.name, "requests": len(requests), "cached": int(sum(hit)),
-        "input_tokens": int(sum(n_in)), "output_tokens_max": int(sum(n_max)),
+        "backbone": bb.name,
+        "requests": len(requests),
+        "cached": int(sum(hit)),
+        "input_tokens": int(sum(n_in)),
+        "output_tokens_max": int(sum(n_max)),
         "output_tokens_typical": int(sum(typical)),
         "cost_usd_max": bb.cost(sum(n_in), sum(n_max)),
         "cost_usd_typical": bb.cost(sum(n_in), sum(typical)),
@@ -77,7 +89,7 @@ def price_requests(
         "pending_cost_usd_max": bb.cost(pend_in, pend_out),
         # what counted the tokens: the backbone's own tokenizer, or an approximation
         "counter": counter_name(bb.model),
-    }  # fmt: skip
+    }
 
 
 @dataclass
@@ -167,12 +179,17 @@ class Calls:
     async def _send(
         self, bb: Backbone, requests: list[ChatRequest], cache: ResponseCache | None
     ) -> list[ChatResult]:
-        async with LLMClient(bb, cache=cache, credentialed=self.credentialed,
-                             allow_unapproved=self.allow_unapproved,
-                             concurrency=self.concurrency) as client:  # fmt: skip
+        async with LLMClient(
+            bb,
+            cache=cache,
+            credentialed=self.credentialed,
+            allow_unapproved=self.allow_unapproved,
+            concurrency=self.concurrency,
+        ) as client:
             if self.mode == "batch" and bb.kind == "openai":
-                job = BatchClient(client, build_dir(self.profile) / BATCHES_DIR,
-                                  **self.batch_options)  # fmt: skip
+                job = BatchClient(
+                    client, build_dir(self.profile) / BATCHES_DIR, **self.batch_options
+                )
                 return await job.complete_many(requests, on_result=self.on_result)
             return await client.complete_many(requests, on_result=self.on_result)
 
@@ -180,8 +197,10 @@ class Calls:
 def calls_frame(calls: Calls) -> pd.DataFrame:
     """Per backbone: API calls made and cache hits, and the run's spend."""
     names = sorted(set(calls.api_calls) | set(calls.cache_hits))
-    return pd.DataFrame({
-        "backbone": names,
-        "api_calls": [calls.api_calls.get(n, 0) for n in names],
-        "cache_hits": [calls.cache_hits.get(n, 0) for n in names],
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "backbone": names,
+            "api_calls": [calls.api_calls.get(n, 0) for n in names],
+            "cache_hits": [calls.cache_hits.get(n, 0) for n in names],
+        }
+    )

@@ -68,8 +68,11 @@ MIN_PARAPHRASE_TOKENS = 128
 def paraphrase_request(bb: Backbone, qid: str, question: str) -> ChatRequest:
     """The chat request for one question (temperature 0)."""
     cap = max(MIN_PARAPHRASE_TOKENS, 2 * count_tokens(question, bb.model))
-    return ChatRequest(f"pp-{qid}", paraphrase_messages(question),
-                       GenerationParams(temperature=0.0, max_tokens=cap))  # fmt: skip
+    return ChatRequest(
+        f"pp-{qid}",
+        paraphrase_messages(question),
+        GenerationParams(temperature=0.0, max_tokens=cap),
+    )
 
 
 def judge_paraphrases(
@@ -83,9 +86,19 @@ def judge_paraphrases(
         check, detail = first_problem(check_paraphrase(q, reply))
         if res is not None and res.error:
             detail = f"{res.error_kind}: {res.error}"[:200]
-        rows.append(dict(qid=q["qid"], task=q["task"], template_id=int(q["template_id"]),
-                         backbone=backbone, accepted=not check, check=check, detail=detail,
-                         template=q["question"], paraphrase=reply or ""))  # fmt: skip
+        rows.append(
+            dict(
+                qid=q["qid"],
+                task=q["task"],
+                template_id=int(q["template_id"]),
+                backbone=backbone,
+                accepted=not check,
+                check=check,
+                detail=detail,
+                template=q["question"],
+                paraphrase=reply or "",
+            )
+        )
         kept.append(str(reply).strip() if not check else q["question"])
     out = questions.copy()
     out["question"] = pd.Series(kept, index=out.index, dtype=questions["question"].dtype)
@@ -125,15 +138,27 @@ def paraphrase_questions(
     name = resolve_profile(profile)
     questions = load("questions", name)
     (bb,) = resolve_writers([backbone], config)
-    calls = Calls(name, is_credentialed(name), allow_unapproved, budget_usd, mode, config,
-                  concurrency, dict(batch_options or {}), on_result)  # fmt: skip
+    calls = Calls(
+        name,
+        is_credentialed(name),
+        allow_unapproved,
+        budget_usd,
+        mode,
+        config,
+        concurrency,
+        dict(batch_options or {}),
+        on_result,
+    )
     calls.guard([bb])
     dst = into or variant_name(name, "paraphrase", [backbone])
-    derive_profile(name, dst, ["cohort", "dialogues"], {"kind": "paraphrase",
-                                                        "backbones": [backbone]})  # fmt: skip
+    derive_profile(
+        name, dst, ["cohort", "dialogues"], {"kind": "paraphrase", "backbones": [backbone]}
+    )
     calls.profile = dst
-    reqs = [paraphrase_request(bb, str(q), str(t))
-            for q, t in zip(questions["qid"], questions["question"], strict=True)]  # fmt: skip
+    reqs = [
+        paraphrase_request(bb, str(q), str(t))
+        for q, t in zip(questions["qid"], questions["question"], strict=True)
+    ]
     replies = calls.send(bb, reqs)
     new, log = judge_paraphrases(questions, replies, bb.name)
     if not len(new):
@@ -143,8 +168,14 @@ def paraphrase_questions(
         log.to_parquet(staging.path("question_paraphrases.parquet"), index=False)
         gates = run_gates(new, dst)
         write_gated(staging, new, gates, availability, PAPER_FILES)
-    return {"profile": dst, "questions": new, "paraphrases": log, "gates": gates,
-            "calls": calls, "spent_usd": calls.spent_usd}  # fmt: skip
+    return {
+        "profile": dst,
+        "questions": new,
+        "paraphrases": log,
+        "gates": gates,
+        "calls": calls,
+        "spent_usd": calls.spent_usd,
+    }
 
 
 def estimate_paraphrase(
@@ -154,8 +185,10 @@ def estimate_paraphrase(
     question's own length). One :data:`PRICE_COLUMNS` row."""
     questions = load("questions", profile)
     (bb,) = resolve_writers([backbone], config)
-    reqs = [paraphrase_request(bb, str(q), str(t))
-            for q, t in zip(questions["qid"], questions["question"], strict=True)]  # fmt: skip
+    reqs = [
+        paraphrase_request(bb, str(q), str(t))
+        for q, t in zip(questions["qid"], questions["question"], strict=True)
+    ]
     typical = [count_tokens(str(t), bb.model) for t in questions["question"]]
     path = default_cache_path(into or variant_name(profile, "paraphrase", [backbone]))
     if path.exists():
@@ -177,8 +210,10 @@ def paraphrase_frame(
     (bb,) = resolve_writers([backbone], config)
     # without a profile to say where the questions come from, they count as credentialed
     calls = calls or Calls("", credentialed=True, cache=False)
-    reqs = [paraphrase_request(bb, str(q), str(t))
-            for q, t in zip(questions["qid"], questions["question"], strict=True)]  # fmt: skip
+    reqs = [
+        paraphrase_request(bb, str(q), str(t))
+        for q, t in zip(questions["qid"], questions["question"], strict=True)
+    ]
     return judge_paraphrases(questions, calls.send(bb, reqs), bb.name)
 
 
@@ -202,5 +237,6 @@ def answer_in_memory(
             return await client.complete_many([it.request for it in items])
 
     results = run_coro(go)
-    return pd.DataFrame([prediction_row(it, r, "in-memory")
-                         for it, r in zip(items, results, strict=True)])  # fmt: skip
+    return pd.DataFrame(
+        [prediction_row(it, r, "in-memory") for it, r in zip(items, results, strict=True)]
+    )

@@ -70,8 +70,11 @@ def rewrite_request(
     """The chat request for one visit (temperature 0; output cap ``max_tokens``, else from
     the draft's length)."""
     cap = max_tokens or max(MIN_REWRITE_TOKENS, 2 * count_tokens(draft, bb.model))
-    return ChatRequest(draft_key(draft, required), rewrite_messages(draft, required),
-                       GenerationParams(temperature=0.0, max_tokens=cap))  # fmt: skip
+    return ChatRequest(
+        draft_key(draft, required),
+        rewrite_messages(draft, required),
+        GenerationParams(temperature=0.0, max_tokens=cap),
+    )
 
 
 class Fetched:
@@ -142,8 +145,10 @@ def fetch_rounds(
     replies: dict[str, dict[str, ChatResult]] = {bb.name: {} for bb in backbones}
     for k, bb in enumerate(backbones):
         needed: dict[str, tuple[str, list[str]]] = {}
-        chain = [(b.name, Fetched(replies[b.name], needed if i == k else None))
-                 for i, b in enumerate(backbones[: k + 1])]  # fmt: skip
+        chain = [
+            (b.name, Fetched(replies[b.name], needed if i == k else None))
+            for i, b in enumerate(backbones[: k + 1])
+        ]
         rewrite_log(events, cohort, seed, chain)
         if not needed:
             break
@@ -178,8 +183,9 @@ def rewrite_corpus(
     bbs = resolve_writers(list(backbones), config)
     calls = calls or Calls("", credentialed=True, cache=False)
     replies: dict[str, dict[str, str]] = {}
-    chain = [(n, Recorded(n, rw, replies)) for n, rw in fetch_rounds(events, cohort, seed, bbs,
-                                                                      calls)]  # fmt: skip
+    chain = [
+        (n, Recorded(n, rw, replies)) for n, rw in fetch_rounds(events, cohort, seed, bbs, calls)
+    ]
     return {**synthesize_corpus(events, cohort, seed=seed, rewriter=chain), "replies": replies}
 
 
@@ -226,8 +232,17 @@ def rewrite_dialogues(
     if len(set(names)) != len(names):
         raise RunnerError(f"--rewrite and --rescue repeat a backbone: {names}")
     bbs = resolve_writers(names, config)
-    calls = Calls(name, is_credentialed(name), allow_unapproved, budget_usd, mode, config,
-                  concurrency, dict(batch_options or {}), on_result)  # fmt: skip
+    calls = Calls(
+        name,
+        is_credentialed(name),
+        allow_unapproved,
+        budget_usd,
+        mode,
+        config,
+        concurrency,
+        dict(batch_options or {}),
+        on_result,
+    )
     calls.guard(bbs)  # before anything is copied or sent
     dst = into or variant_name(name, "rewrite", names)
     derive_profile(name, dst, ["cohort"], {"kind": "rewrite", "backbones": names})
@@ -269,9 +284,11 @@ def collect_drafts(profile: str) -> dict[str, tuple[str, list[str]]]:
 
 
 def estimate_rewrite(
-    profile: str | None, backbones: Sequence[str], config: str | Path | None = None,
+    profile: str | None,
+    backbones: Sequence[str],
+    config: str | Path | None = None,
     into: str | None = None,
-) -> pd.DataFrame:  # fmt: skip
+) -> pd.DataFrame:
     """What rewriting every visit of ``profile`` would cost each backbone, before sending.
 
     Input tokens are counted with each backbone's tokenizer over the real requests; output at

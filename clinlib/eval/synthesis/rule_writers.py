@@ -31,8 +31,20 @@ OPENERS: dict[str, tuple[str, ...]] = {
     "Clinician": ("Right.", "Okay.", "I see.", "Thank you."),
     "Patient": ("Well.", "Okay.", "Hmm."),
 }
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
-          "September", "October", "November", "December")  # fmt: skip
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 # (template phrase, its rewording): opening phrases of clinlib.tasks.templates.
 PHRASES: tuple[tuple[str, str], ...] = (
     ("What was the patient's ", "Tell me the patient's "),
@@ -60,8 +72,9 @@ def _after(text: str, template: str) -> str:
 
 
 def _user(messages: Sequence[Mapping[str, Any]]) -> str:
-    return next((str(m.get("content") or "") for m in reversed(messages)
-                 if m.get("role") == "user"), "")  # fmt: skip
+    return next(
+        (str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"), ""
+    )
 
 
 def _draft(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -122,6 +135,6 @@ def register_rule_writers() -> list[Backbone]:
             policy,
             model=f"{RULE_MODEL_PREFIX}{name}",
             label=f"{name} (rule-based, not an LLM)",
-        )  # fmt: skip
+        )
         for name, policy in _POLICIES.items()
     ]

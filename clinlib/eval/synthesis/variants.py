@@ -69,8 +69,10 @@ def derive_profile(
     if old is not None and old.get("source") != src:
         raise RunnerError(f"profile {dst!r} is a variant of {old.get('source')!r}, not {src!r}")
     if not artifact_path(SOURCE_FILE, src).exists():
-        raise FileNotFoundError(f"{artifact_path(SOURCE_FILE, src)} is missing: run "
-                                f"`clintrace cohort --profile {src}` first")  # fmt: skip
+        raise FileNotFoundError(
+            f"{artifact_path(SOURCE_FILE, src)} is missing: run "
+            f"`clintrace cohort --profile {src}` first"
+        )
     files = [artifact_path(SOURCE_FILE, src)]
     for stage in stages:
         for artifact in STAGES[stage][0]:

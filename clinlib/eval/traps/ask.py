@@ -1,5 +1,5 @@
-"""Trap questions answered by any backbone through the kit's harness (issue 30 §2;
-MedMemoryBench Appendix D.1 answer prompts, §5 "Query Design").
+"""Trap questions answered by any backbone through the kit's harness
+(MedMemoryBench Appendix D.1 answer prompts, §5 "Query Design").
 
 The six query types are harness tasks (:mod:`clinlib.tasks.traps.answers`): ``clintrace run
 --tasks EEM,TLA,SUA,MQ,IG,MCD`` (or :func:`clinlib.eval.harness.runner.run` with ``tasks=``) builds contexts over
@@ -13,7 +13,7 @@ not a language model).
 :func:`stored_traps`, the stored predictions joined with trap retention (a property of the
 context, :func:`clinlib.eval.traps.questions.answer_contexts`, measured on the same contexts). IG and
 MCD rows (free text) are asked and stored with ``correct`` NA: no deterministic scorer decides
-them; :func:`clinlib.eval.judge.run.judge_traps` judges them (issue 30 §3).
+them; :func:`clinlib.eval.judge.run.judge_traps` judges them.
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ def ask_traps(
         **run_options,
     )
     runner.run(spec, options)
-    parts = [stored_traps(name, trap_contexts(name, strategies, s, prep), backbones)
-             for s in settings]  # fmt: skip
+    parts = [
+        stored_traps(name, trap_contexts(name, strategies, s, prep), backbones) for s in settings
+    ]
     return pd.concat(parts, ignore_index=True)

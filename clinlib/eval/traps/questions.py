@@ -1,5 +1,5 @@
 """The trap questions asked: contexts over the trap dialogue, an offline reader for the S/O
-query types, scoring, and trap retention (issue 30 §2, §5; MedMemoryBench §5 "Query Design",
+query types, scoring, and trap retention (MedMemoryBench §5 "Query Design",
 §5 "Evaluation Protocol").
 
 :func:`trap_contexts` builds every strategy's context for the trap questions under any setting
@@ -42,10 +42,22 @@ from clinlib.tasks.traps.answers import trap_score
 from clinlib.tasks.traps.facts import trap_dialogue
 
 RUN_COLUMNS = [
-    "qid", "task", "subtype", "answer_format", "risk_category", "subject_id", "strategy",
-    "backbone", "setting", "checkpoint_visit", "checkpoint_final", "response", "correct",
-    "trap_in_context", "measurable",
-]  # fmt: skip
+    "qid",
+    "task",
+    "subtype",
+    "answer_format",
+    "risk_category",
+    "subject_id",
+    "strategy",
+    "backbone",
+    "setting",
+    "checkpoint_visit",
+    "checkpoint_final",
+    "response",
+    "correct",
+    "trap_in_context",
+    "measurable",
+]
 
 
 def score_trap(question: dict, response: str) -> bool | None:
@@ -66,8 +78,9 @@ def trap_contexts(
     CONTEXT_COLUMNS of :func:`question_contexts_many`, all strategies stacked."""
     questions = load("trap_questions", profile)
     turns = trap_dialogue(load("dialogues", profile), load("trap_facts", profile))
-    frames = question_contexts_many(questions, list(strategies), profile, setting, prep,
-                                    dialogues=turns)  # fmt: skip
+    frames = question_contexts_many(
+        questions, list(strategies), profile, setting, prep, dialogues=turns
+    )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -77,8 +90,11 @@ def answer_contexts(questions: pd.DataFrame, contexts: pd.DataFrame) -> pd.DataF
     names = contexts["label"] if "label" in contexts.columns else contexts["strategy"]
     # measurable per (strategy, setting): a representation that names ids somewhere; one of its
     # contexts without any tag (e.g. only noise sessions retrieved) then holds no trap anchor
-    tagged = {(n, st) for n, st, ctx in zip(names, contexts["setting"], contexts["context"],
-                                            strict=True) if has_tags(str(ctx or ""))}  # fmt: skip
+    tagged = {
+        (n, st)
+        for n, st, ctx in zip(names, contexts["setting"], contexts["context"], strict=True)
+        if has_tags(str(ctx or ""))
+    }
     rows = []
     for c, name in zip(contexts.to_dict("records"), names, strict=True):
         q = qs[c["qid"]]
@@ -86,16 +102,25 @@ def answer_contexts(questions: pd.DataFrame, contexts: pd.DataFrame) -> pd.DataF
         ids, anchors = set(context_ids(text)), anchor_ids(q)
         measurable = (name, c["setting"]) in tagged or not text.strip()
         resp = read_trap(q, text) if q["answer_format"] != "L" else ""
-        rows.append({
-            "qid": q["qid"], "task": q["task"], "subtype": q["subtype"],
-            "answer_format": q["answer_format"], "risk_category": q["risk_category"],
-            "subject_id": int(list(q["subject_ids"])[0]), "strategy": name,
-            "backbone": READER, "setting": c["setting"], "checkpoint_visit": c["checkpoint_visit"],
-            "checkpoint_final": c["checkpoint_final"], "response": resp,
-            "correct": score_trap(q, resp) if q["answer_format"] != "L" else None,
-            "trap_in_context": all(a in ids for a in anchors) if measurable else None,
-            "measurable": measurable,
-        })  # fmt: skip
+        rows.append(
+            {
+                "qid": q["qid"],
+                "task": q["task"],
+                "subtype": q["subtype"],
+                "answer_format": q["answer_format"],
+                "risk_category": q["risk_category"],
+                "subject_id": int(list(q["subject_ids"])[0]),
+                "strategy": name,
+                "backbone": READER,
+                "setting": c["setting"],
+                "checkpoint_visit": c["checkpoint_visit"],
+                "checkpoint_final": c["checkpoint_final"],
+                "response": resp,
+                "correct": score_trap(q, resp) if q["answer_format"] != "L" else None,
+                "trap_in_context": all(a in ids for a in anchors) if measurable else None,
+                "measurable": measurable,
+            }
+        )
     out = pd.DataFrame(rows, columns=RUN_COLUMNS)
     return out.astype({"correct": "boolean", "trap_in_context": "boolean"})
 
@@ -110,8 +135,9 @@ def run_traps(
     and setting: :data:`RUN_COLUMNS` (one row per question, strategy and setting value; under
     ``stream`` one per checkpoint)."""
     questions = load("trap_questions", profile)
-    parts = [answer_contexts(questions, trap_contexts(profile, strategies, s, prep))
-             for s in settings]  # fmt: skip
+    parts = [
+        answer_contexts(questions, trap_contexts(profile, strategies, s, prep)) for s in settings
+    ]
     return pd.concat(parts, ignore_index=True)
 
 
@@ -129,8 +155,13 @@ def at_matters(run: pd.DataFrame) -> pd.DataFrame:
     if st.empty:
         return st
     cp = st["checkpoint_visit"].astype(int)
-    grp = cp.groupby([st["qid"], st["strategy"], st["setting"].str.split("@").str[0].str.replace(
-        r"^stream", "", regex=True)])  # fmt: skip
+    grp = cp.groupby(
+        [
+            st["qid"],
+            st["strategy"],
+            st["setting"].str.split("@").str[0].str.replace(r"^stream", "", regex=True),
+        ]
+    )
     injected = st["task"].isin(INJECTED_TYPES) | (
         (st["task"] == "MQ") & (st["subtype"] == "allergy")
     )
