@@ -9,6 +9,7 @@ helper imports a public name.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import clinlib
@@ -82,3 +83,23 @@ def test_the_private_import_counter_counts_only_other_modules_privates():
 def test_the_package_root_holds_no_command_files():
     assert not sorted(ROOT.glob("cli_*.py"))
     assert (ROOT / "cli" / "__init__.py").exists()
+
+
+ISSUE_CITATION = re.compile(r"\bissues? \d+")
+
+
+def test_no_docstring_or_comment_cites_an_issue_number():
+    # history lives in docs/changelog.md; a student reading the code cannot look up "issue 30"
+    hits = [
+        f"{p.relative_to(ROOT.parent)}:{i}"
+        for p in _sources()
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if ISSUE_CITATION.search(line)
+    ]
+    assert not hits, hits
+
+
+def test_the_issue_citation_pattern_matches_the_old_forms():
+    cited = ["(issue 30 §3)", "issue 27; notebook 16", "issues 24 and 26"]
+    assert all(ISSUE_CITATION.search(s) for s in cited)
+    assert not ISSUE_CITATION.search("the tissue 3 samples")

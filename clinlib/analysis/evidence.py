@@ -1,5 +1,5 @@
 """Where the answer was lost: evidence recall of every representation and the split of each
-accuracy loss into representation vs reading (issue 27 §2; the retrieval hit@k of paper App.
+accuracy loss into representation vs reading (the retrieval hit@k of paper App.
 C.2 generalised to every strategy, memories included; the compression-loss reading of §5).
 
 **Evidence recall** of a question under a strategy: the share of the question's gold anchor

@@ -1,4 +1,4 @@
-"""The checks that end every notebook (issue 33 §2): each notebook's headline results
+"""The checks that end every notebook: each notebook's headline results
 re-derived by a second, independent route and stated as :func:`clinlib.core.prose.claim`\\ s,
 so a wrong number fails the notebook under nbmake (quick profile, ``make test``) and under
 ``make reproduce`` (paper profile) alike.

@@ -1,4 +1,4 @@
-"""The judge audit: how far a judge agrees with deterministic gold (issue 30 §3; MedMemoryBench
+"""The judge audit: how far a judge agrees with deterministic gold (MedMemoryBench
 §6 "Response Quality and Hallucination Analysis" and its appendix Table 5, which measures its
 judge against human labels with agreement, Cohen's κ, precision, recall and F1).
 

@@ -157,7 +157,7 @@ def clustered_scoreboard(
     group-clustered (CR1 on the question's group) and shared-patient (overlap-robust). Rows
     with no score (an ATE reply that did not parse) are left out, counted in ``n_unscored``.
 
-    How a population score is clustered (issue 29; PopMedQA §2.1 draws each group from
+    How a population score is clustered (PopMedQA §2.1 draws each group from
     cohorts, so groups of one task reuse patients). Three candidate units:
 
     - the *group* (one question, all its renderings): the renderings of a question print the same

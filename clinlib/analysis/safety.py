@@ -1,6 +1,6 @@
 """Safe rate per risk category (MedMemoryBench appendix, Table 14: "the safe rate as the
 proportion of correctly answered safety-critical queries"; seed facts ``mmb_safe_rate``,
-``mmb_safe_rate_categories``; issue 30 §2, §5).
+``mmb_safe_rate_categories``).
 
 :func:`safe_rate` is a pure function of graded rows (risk_category, correct); it pools counts
 per category and overall exactly as Table 14 does (the overall rate pools all queries, it is not
@@ -137,7 +137,7 @@ L_STATUS = "needs a judge"
 def l_type_status(run: pd.DataFrame, judged: pd.DataFrame | None = None) -> pd.DataFrame:
     """The L-type (IG, MCD) rows: per strategy × setting × task, how many are judged. Without a
     judge table every row is ``needs a judge``; with one (``clinlib.eval.judge.scoring.judge_predictions``:
-    qid, strategy, setting, verdict, issue 30 §3) the judged share and accuracy."""
+    qid, strategy, setting, verdict) the judged share and accuracy."""
     rows = run[run["answer_format"] == "L"]
     keys = ["strategy", "setting", "task"]
     out = rows.groupby(keys, sort=True).size().rename("n").reset_index()
@@ -178,9 +178,7 @@ def with_verdicts(run: pd.DataFrame, judged: pd.DataFrame | None) -> pd.DataFram
     return out
 
 
-JUDGE_HOOK = (
-    "clinlib.eval.judge.scoring"  # issue 30 §3: judge_predictions(questions, predictions, ...)
-)
+JUDGE_HOOK = "clinlib.eval.judge.scoring"  # judge_predictions(questions, predictions, ...)
 
 
 def judge_available() -> bool:

@@ -62,7 +62,7 @@ class Artifact:
         build_seconds: wall time of the construction.
         prep_usage: what an LLM prep model spent on this patient, as its endpoint reported
             it (requests, input_tokens, output_tokens, cached_tokens, cost_usd); empty for
-            rule-based prep, which sends nothing (Appendix D, issue 27).
+            rule-based prep, which sends nothing (Appendix D).
         version: artifact format version.
     """
 

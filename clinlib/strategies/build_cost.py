@@ -1,4 +1,4 @@
-"""What building each memory cost (paper Appendix D; issue 27): prep tokens and seconds.
+"""What building each memory cost (paper Appendix D): prep tokens and seconds.
 
 A construction records its wall time (``Artifact.build_seconds``) and, when an LLM prep model
 built it, what the endpoint reported for that patient's requests (``Artifact.prep_usage``:

@@ -1,5 +1,5 @@
-"""The memory protocol: how the kit talks to an outside memory service (issue 32 §1;
-docs/memory-protocol.md is the reader's copy of the schemas below, checked equal by a test).
+"""The memory protocol: how the kit talks to an outside memory service
+(docs/memory-protocol.md is the reader's copy of the schemas below, checked equal by a test).
 
 Three calls, per memory (one patient's dialogue as one construction saw it):
 

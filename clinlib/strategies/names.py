@@ -17,10 +17,10 @@ PAPER_STRATEGIES: tuple[str, ...] = (
 )
 
 # Controls evaluated beside the paper's eight, never ranked with them: the bare event table of
-# App. G.8 and the evidence-only ``oracle`` (issue 27 §2, the reading ceiling).
+# App. G.8 and the evidence-only ``oracle`` (the reading ceiling).
 DIAGNOSTIC_STRATEGIES: tuple[str, ...] = ("event-table", "oracle")
 # What the default offline evaluation runs (`clintrace evaluate-offline`, `make run`).
 EVALUATION_STRATEGIES: tuple[str, ...] = PAPER_STRATEGIES + DIAGNOSTIC_STRATEGIES
-# Strategies that talk to a service outside the kit (issue 32 §1: ``remote-memory``): registered,
+# Strategies that talk to a service outside the kit (``remote-memory``): registered,
 # but never built by a default "every strategy" loop, which must run offline.
 SERVICE_STRATEGIES: tuple[str, ...] = ("remote-memory",)

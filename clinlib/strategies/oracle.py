@@ -1,5 +1,5 @@
 """``oracle``: only the visits that hold the question's evidence, verbatim — the evidence-only
-history that separates a representation's losses from the reader's (issue 27 §2; the reading
+history that separates a representation's losses from the reader's (the reading
 ceiling of :func:`clinlib.analysis.evidence.loss_split`).
 
 Per question (so ``query_dependent``, like ``window-visits``), access renders the visits of

@@ -1,5 +1,5 @@
-"""``remote-memory(endpoint=...)``: any memory system behind the memory protocol (issue 32 §1;
-:mod:`clinlib.strategies.memory_protocol`, docs/memory-protocol.md).
+"""``remote-memory(endpoint=...)``: any memory system behind the memory protocol
+(:mod:`clinlib.strategies.memory_protocol`, docs/memory-protocol.md).
 
 Construction resets a memory named after the patient and the dialogue it reads
 (``<subject_id>-<sha of the rendered dialogue>``, so the ``pre`` variant, each streaming

@@ -1,5 +1,5 @@
 """The paper's appendix diagnostics over the kit's predictions (ClinTraceBench Appendices
-B–G; issue 27; notebook 16).
+B–G; notebook 16).
 
 - :mod:`.subtypes` — Figs 7–12: per-task subtype accuracy, T3's four classes, T5 controlled
   vs natural, T4 set-F1, T8 bins, T9 by anchor kind;

@@ -13,7 +13,7 @@
   rule-based (which send nothing and record 0 USD): each patient's dialogue read once, the
   artifact's text written once, at the backbone's prices. An estimate and a lower bound;
 - :func:`pareto_views` — the cost-accuracy frontier twice: answer-only and answer +
-  construction (issue 27).
+  construction.
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ def prep_token_rows(profile: str | None, strategies: Sequence[str], model: str) 
 
 
 def estimated_prep_cost(rows: pd.DataFrame, backbone: Backbone) -> pd.DataFrame:
-    """Per strategy, a lower bound on an LLM prep model's bill (issue 27; Appendix D): every
+    """Per strategy, a lower bound on an LLM prep model's bill (Appendix D): every
     patient's dialogue sent once as input and the artifact written once as output, priced at
     ``backbone``'s rates without cache reads. Real systems send more (Mem0 and A-Mem call the
     model per message or note), so the true construction cost is at least this.
@@ -265,7 +265,7 @@ def paper_prep_estimate(profile: str | None, strategies: Sequence[str]) -> pd.Da
 def pareto_views(
     cells: pd.DataFrame, construction: pd.DataFrame, cost: str = "cost_usd", acc: str = "pooled"
 ) -> pd.DataFrame:
-    """The frontier twice (issue 27): answer-only cost, and answer + the strategy's
+    """The frontier twice: answer-only cost, and answer + the strategy's
     construction cost (``construction[["strategy", cost]]``; strategies that build nothing
     add 0).
 

@@ -1,4 +1,4 @@
-"""Appendix figures regenerated from the paper's printed tables alone (notebook 12; issue 27).
+"""Appendix figures regenerated from the paper's printed tables alone (notebook 12).
 
 What the tables support: Fig. 16 (cost per question and cache-hit % per cell, from Table 4;
 the per-question cost is recomputed as cost / 6,271 because Table 4's "$/q" column prints four
