@@ -199,7 +199,9 @@ def answer(messages: Sequence[Mapping[str, Any]], eager: bool = False) -> str:
         return answer_order(question, eager)
     if decision_subtype(question) is not None:  # T11: the stay in the question, memory as context
         return answer_decision(record, question, eager)
-    trap = answer_trap(record, question, eager)  # the trap query types (MedMemoryBench §5 "Query Design")
+    trap = answer_trap(
+        record, question, eager
+    )  # the trap query types (MedMemoryBench §5 "Query Design")
     if trap is not None:
         return trap
     relative = recognise_relative(question)
