@@ -171,3 +171,33 @@ def progress(total: int | None, desc: str, unit: str = "it", **kwargs: Any) -> I
         yield bar
     finally:
         bar.close()
+
+
+@contextmanager
+def quiet_libraries() -> Iterator[None]:
+    """Silence the progress bars of the model libraries (huggingface_hub downloads,
+    transformers' "Loading weights" bar, which a notebook shows as a ``FloatProgress`` widget)
+    while a model loads, and restore their state after: a stage's progress is the kit's own
+    (:func:`progress`), and a saved notebook holds no library bar."""
+    restore = []
+    try:
+        import huggingface_hub.utils as hub
+
+        if not hub.are_progress_bars_disabled():
+            hub.disable_progress_bars()
+            restore.append(hub.enable_progress_bars)
+    except ImportError:
+        pass
+    try:
+        import transformers.utils.logging as tlog
+
+        if tlog.is_progress_bar_enabled():
+            tlog.disable_progress_bar()
+            restore.append(tlog.enable_progress_bar)
+    except ImportError:
+        pass
+    try:
+        yield
+    finally:
+        for enable in restore:
+            enable()
