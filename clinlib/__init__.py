@@ -48,6 +48,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "sign_word": ("clinlib.analysis.meaning", "sign_word"),
     "clip_interval": ("clinlib.analysis.meaning", "clip_interval"),
     "strategy_role": ("clinlib.analysis.meaning", "role"),
+    "label_strategies": ("clinlib.analysis.meaning", "label_strategies"),
     # figure style
     "savefig": ("clinlib.core.plots", "savefig"),
     "savetable": ("clinlib.core.plots", "savetable"),

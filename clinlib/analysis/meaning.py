@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 from clinlib.strategies.names import DIAGNOSTIC_STRATEGIES, PAPER_STRATEGIES
 
 # the range of each kind of quantity an interval is stated for
@@ -88,3 +90,26 @@ def compare(a: Figure, b: Figure) -> str:
         if x != y:
             raise Incomparable(f"cannot compare a {x} figure with a {y} one ({field})")
     return f"{a.pooling}, {a.population}, {a.role}"
+
+
+def populations(preds: pd.DataFrame, questions: pd.DataFrame) -> pd.Series:
+    """Per strategy, the population its answers cover, from the questions it answered:
+    ``full cohort`` when its patients are every patient of ``questions``, else
+    ``N-patient subset`` (an ablation variant run on a sample)."""
+    patients = questions.set_index("qid")["subject_ids"].map(lambda ids: {int(i) for i in ids})
+    everyone = set().union(*patients) if len(patients) else set()
+    out = {}
+    for strategy, qids in preds.groupby("strategy")["qid"]:
+        seen = set().union(*patients.reindex(qids.unique()).dropna())
+        out[strategy] = "full cohort" if seen >= everyone else f"{len(seen)}-patient subset"
+    return pd.Series(out, name="population")
+
+
+def label_strategies(
+    table: pd.DataFrame, preds: pd.DataFrame, questions: pd.DataFrame
+) -> pd.DataFrame:
+    """``table`` (with a ``strategy`` column) with each strategy's ``role`` (:func:`role`) and
+    ``population`` (:func:`populations`) beside it, so a subset-only variant or a control
+    never sits unlabelled next to the paper's strategies."""
+    pops = populations(preds, questions)
+    return table.assign(role=table["strategy"].map(role), population=table["strategy"].map(pops))

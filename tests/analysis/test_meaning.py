@@ -3,6 +3,7 @@ intervals stay inside their quantity's range; sign words follow the sign (cases 
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from clinlib.analysis import meaning
@@ -60,3 +61,21 @@ def test_compare_refuses_across_pooling_population_and_role():
     )
     with pytest.raises(ValueError, match="pooling"):
         Figure(0.5, "mean", "full cohort")
+
+
+def test_populations_and_labels_from_the_answered_questions():
+    questions = pd.DataFrame({"qid": ["a", "b", "c"], "subject_ids": [[1], [2], [3, 1]]})
+    preds = pd.DataFrame(
+        {
+            "strategy": ["mem0", "mem0", "mem0", "history-visits(m=1)", "oracle", "oracle"],
+            "qid": ["a", "b", "c", "a", "b", "c"],
+        }
+    )
+    pops = meaning.populations(preds, questions)
+    assert pops["mem0"] == "full cohort"
+    assert pops["history-visits(m=1)"] == "1-patient subset"  # patient 1 only
+    assert pops["oracle"] == "full cohort"  # b and c cover patients 1, 2, 3
+    table = pd.DataFrame({"strategy": ["mem0", "history-visits(m=1)", "oracle"]})
+    out = meaning.label_strategies(table, preds, questions)
+    assert out["role"].tolist() == ["paper strategy", "variant", "control"]
+    assert out["population"].tolist() == ["full cohort", "1-patient subset", "full cohort"]
