@@ -15,6 +15,7 @@ Usage::
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -201,3 +202,23 @@ def quiet_libraries() -> Iterator[None]:
     finally:
         for enable in restore:
             enable()
+
+
+# what a progress bar leaves in a saved notebook: tqdm's text bar ("Loading weights:  0%|  |
+# 0/103"), or the widget tqdm.auto shows in Jupyter (a FloatProgress / its widget view)
+_BAR_TEXT = re.compile(r"\d+%\|[^|\n]*\|\s*\d+/\d+|FloatProgress\(|HBox\(children=\(")
+_WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def progress_outputs(notebook: dict) -> list[tuple[int, str]]:
+    """(cell index, excerpt) of every progress bar in an executed notebook's saved outputs."""
+    found = []
+    for i, cell in enumerate(notebook.get("cells", [])):
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            text = out.get("text", "") or data.get("text/plain", "")
+            text = "".join(text) if isinstance(text, list) else str(text)
+            m = _BAR_TEXT.search(text)
+            if m or _WIDGET in data:
+                found.append((i, text[m.start() : m.start() + 60] if m else _WIDGET))
+    return found

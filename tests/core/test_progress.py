@@ -129,3 +129,47 @@ def test_loading_the_transformer_encoder_prints_no_bar(capfd, tmp_path):
     embedder._load_new(resolve_model_path(TRANSFORMER_MODEL))  # a fresh load, not the cache
     err = capfd.readouterr().err
     assert "Loading weights" not in err and "%|" not in err
+
+
+def test_progress_outputs_finds_bars_in_saved_outputs():
+    from clinlib.core.progress import progress_outputs
+
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "outputs": [
+                    {
+                        "name": "stderr",
+                        "output_type": "stream",
+                        "text": ["Loading weights:   0%|          | 0/103 [00:00<?, ?it/s]"],
+                    }
+                ],
+            },
+            {
+                "cell_type": "code",
+                "outputs": [
+                    {
+                        "output_type": "display_data",
+                        "data": {
+                            "text/plain": "FloatProgress(value=0.0, max=103.0)",
+                            "application/vnd.jupyter.widget-view+json": {"model_id": "x"},
+                        },
+                    }
+                ],
+            },
+            {
+                "cell_type": "code",
+                "outputs": [
+                    {
+                        "output_type": "stream",
+                        "name": "stdout",
+                        "text": "accuracy 97% | 12/20 patients",
+                    }
+                ],
+            },
+            {"cell_type": "markdown", "source": "0%| | 0/103"},
+        ]
+    }
+    assert [i for i, _ in progress_outputs(nb)] == [0, 1]  # a plain "97% | 12/20" is no bar
+    assert progress_outputs({"cells": nb["cells"][2:]}) == []
