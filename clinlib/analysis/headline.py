@@ -208,8 +208,8 @@ def require_local(available: bool, why_not: str, produced: int = 0) -> list[Clai
             )
         return [
             Markdown(
-                f"**Skipped**: the local-model section did not run ({why_not}); "
-                "no figure in this notebook comes from the local model."
+                f"**Skipped**: the local-model section did not run. Why: {why_not}. "
+                "No figure in this notebook comes from the local model."
             )
         ]
     return [claim("the local-model section ran: rows it produced", int(produced), ">=", 1, fmt="d")]
