@@ -205,9 +205,9 @@ def quiet_libraries() -> Iterator[None]:
 
 
 # what a progress bar leaves in a saved notebook: tqdm's text bar ("Loading weights:  0%|  |
-# 0/103"), or the widget tqdm.auto shows in Jupyter (a FloatProgress / its widget view)
-_BAR_TEXT = re.compile(r"\d+%\|[^|\n]*\|\s*\d+/\d+|FloatProgress\(|HBox\(children=\(")
-_WIDGET = "application/vnd.jupyter.widget-view+json"
+# 0/103"), or the widget tqdm.auto shows in Jupyter, whose saved text is its FloatProgress /
+# IntProgress (alone or inside the HBox tqdm builds); other widgets (a Dropdown explorer) are not
+_BAR_TEXT = re.compile(r"\d+%\|[^|\n]*\|\s*\d+/\d+|(?:Float|Int)Progress\(")
 
 
 def progress_outputs(notebook: dict) -> list[tuple[int, str]]:
@@ -215,10 +215,9 @@ def progress_outputs(notebook: dict) -> list[tuple[int, str]]:
     found = []
     for i, cell in enumerate(notebook.get("cells", [])):
         for out in cell.get("outputs", []):
-            data = out.get("data", {})
-            text = out.get("text", "") or data.get("text/plain", "")
+            text = out.get("text", "") or out.get("data", {}).get("text/plain", "")
             text = "".join(text) if isinstance(text, list) else str(text)
             m = _BAR_TEXT.search(text)
-            if m or _WIDGET in data:
-                found.append((i, text[m.start() : m.start() + 60] if m else _WIDGET))
+            if m:
+                found.append((i, text[m.start() : m.start() + 60]))
     return found

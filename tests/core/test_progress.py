@@ -171,5 +171,13 @@ def test_progress_outputs_finds_bars_in_saved_outputs():
             {"cell_type": "markdown", "source": "0%| | 0/103"},
         ]
     }
+    explorer = {
+        "output_type": "display_data",
+        "data": {
+            "text/plain": "HBox(children=(Dropdown(description='task', options=('T1',)),))",
+            "application/vnd.jupyter.widget-view+json": {"model_id": "y"},
+        },
+    }
+    nb["cells"].append({"cell_type": "code", "outputs": [explorer]})  # a widget, not a bar
     assert [i for i, _ in progress_outputs(nb)] == [0, 1]  # a plain "97% | 12/20" is no bar
     assert progress_outputs({"cells": nb["cells"][2:]}) == []
