@@ -44,6 +44,11 @@ _API: dict[str, tuple[str, str | None]] = {
     "claim": ("clinlib.core.prose", "claim"),
     "span": ("clinlib.core.prose", "span"),
     "ClaimFailed": ("clinlib.core.prose", "ClaimFailed"),
+    "VacuousClaim": ("clinlib.core.claims", "VacuousClaim"),
+    "sign_word": ("clinlib.analysis.meaning", "sign_word"),
+    "clip_interval": ("clinlib.analysis.meaning", "clip_interval"),
+    "strategy_role": ("clinlib.analysis.meaning", "role"),
+    "label_strategies": ("clinlib.analysis.meaning", "label_strategies"),
     # figure style
     "savefig": ("clinlib.core.plots", "savefig"),
     "savetable": ("clinlib.core.plots", "savetable"),

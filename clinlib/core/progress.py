@@ -15,6 +15,7 @@ Usage::
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -171,3 +172,52 @@ def progress(total: int | None, desc: str, unit: str = "it", **kwargs: Any) -> I
         yield bar
     finally:
         bar.close()
+
+
+@contextmanager
+def quiet_libraries() -> Iterator[None]:
+    """Silence the progress bars of the model libraries (huggingface_hub downloads,
+    transformers' "Loading weights" bar, which a notebook shows as a ``FloatProgress`` widget)
+    while a model loads, and restore their state after: a stage's progress is the kit's own
+    (:func:`progress`), and a saved notebook holds no library bar."""
+    restore = []
+    try:
+        import huggingface_hub.utils as hub
+
+        if not hub.are_progress_bars_disabled():
+            hub.disable_progress_bars()
+            restore.append(hub.enable_progress_bars)
+    except ImportError:
+        pass
+    try:
+        import transformers.utils.logging as tlog
+
+        if tlog.is_progress_bar_enabled():
+            tlog.disable_progress_bar()
+            restore.append(tlog.enable_progress_bar)
+    except ImportError:
+        pass
+    try:
+        yield
+    finally:
+        for enable in restore:
+            enable()
+
+
+# what a progress bar leaves in a saved notebook: tqdm's text bar ("Loading weights:  0%|  |
+# 0/103"), or the widget tqdm.auto shows in Jupyter, whose saved text is its FloatProgress /
+# IntProgress (alone or inside the HBox tqdm builds); other widgets (a Dropdown explorer) are not
+_BAR_TEXT = re.compile(r"\d+%\|[^|\n]*\|\s*\d+/\d+|(?:Float|Int)Progress\(")
+
+
+def progress_outputs(notebook: dict) -> list[tuple[int, str]]:
+    """(cell index, excerpt) of every progress bar in an executed notebook's saved outputs."""
+    found = []
+    for i, cell in enumerate(notebook.get("cells", [])):
+        for out in cell.get("outputs", []):
+            text = out.get("text", "") or out.get("data", {}).get("text/plain", "")
+            text = "".join(text) if isinstance(text, list) else str(text)
+            m = _BAR_TEXT.search(text)
+            if m:
+                found.append((i, text[m.start() : m.start() + 60]))
+    return found

@@ -22,11 +22,10 @@ hand-written prose.
 
 from __future__ import annotations
 
-import operator
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 
+from clinlib.core.claims import VacuousClaim, counterexample, default_domain, holds
 from clinlib.core.config import ALPHA
 from clinlib.core.seed_facts import SEED_FACTS, SEEDS
 
@@ -62,14 +61,6 @@ class ClaimFailed(AssertionError):
     """A claim stated in a notebook does not hold on the data it was run on."""
 
 
-_OPS: dict[str, Callable[[float, float], bool]] = {
-    "<=": operator.le,
-    ">=": operator.ge,
-    "<": operator.lt,
-    ">": operator.gt,
-}
-
-
 @dataclass(frozen=True)
 class Claim:
     """A checked claim: the statement, the measured value and the bound it is held to."""
@@ -81,6 +72,8 @@ class Claim:
     tol: float
     holds: bool
     fmt: str = ".3g"
+    domain: str = "real"
+    counterexample: float | None = None  # a value of the domain that would break it
 
     def _num(self, x: float) -> str:
         return format(int(round(x)) if self.fmt.endswith("d") else x, self.fmt)
@@ -105,6 +98,7 @@ def claim(
     *,
     tol: float = 0.0,
     fmt: str = ".3g",
+    domain: str | None = None,
     check: bool = True,
 ) -> Claim:
     """State a claim as ``value op bound`` within ``tol`` and check it.
@@ -116,21 +110,25 @@ def claim(
         bound: what the value is held to; ``tol`` widens it (``value <= bound + tol``,
             ``value >= bound - tol``) and is shown.
         fmt: format spec of the shown numbers.
+        domain: the range the quantity can take, from :data:`clinlib.core.claims.DOMAINS`
+            (``real``, ``nonneg``, ``count``, ``share``, ``flag``); default ``flag`` for a
+            bool, ``count`` for ``fmt="d"``, else ``real``. A claim no value of its domain
+            can break (``count >= 0``, ``share <= 1``) raises :class:`VacuousClaim`.
         check: raise :class:`ClaimFailed` when it does not hold (False only to display a
             claim the notebook then reports on as a finding).
 
     Returns:
         The :class:`Claim`; the last expression of a cell displays it.
     """
-    if op == "==":
-        holds = abs(value - bound) <= tol
-    elif op in _OPS:
-        slack = tol if op in ("<=", "<") else -tol
-        holds = bool(_OPS[op](value, bound + slack))
-    else:
-        raise ValueError(f"claim op {op!r}: use one of <=, >=, <, >, ==")
-    out = Claim(statement, float(value), op, float(bound), float(tol), bool(holds), fmt)
-    if check and not holds:
+    domain = domain or default_domain(fmt, value)
+    ok = holds(float(value), op, float(bound), float(tol))
+    breaker = counterexample(op, float(bound), float(tol), domain)
+    if breaker is None:
+        raise VacuousClaim(
+            f"claim {statement!r}: {op} {bound} holds for every {domain} value (it cannot fail)"
+        )
+    out = Claim(statement, float(value), op, float(bound), float(tol), ok, fmt, domain, breaker)
+    if check and not ok:
         raise ClaimFailed(str(out))
     return out
 

@@ -123,9 +123,19 @@ _FACTS: tuple[SeedFact, ...] = (
        "median / mean / max"),
     _f("ctb_fig13_n", CTB, "Fig. 13 caption", ("385",),
        "Figure 13: Cohort statistics for the n=385 verified dialogues."),
-    _f("ctb_t9_pool_split", CTB, "§5.4", ("1,147", "353", "76", "24"),
+    _f("ctb_t9_pool_split", CTB, "App. B.6", ("1,147", "353", "76", "24"),
        r"The T9 pool splits 1{,}147 lab-anchored vs. 353 other-anchored, an \approx "
        r"76\%/24\% ratio."),
+    _f("ctb_sp2_gpt_blind", CTB, "§5.3", ("0.332",),
+       "GPT-4o-mini is the outlier: highest blind (0.332), lowest full-context (0.630), "
+       "narrowest lift—a pattern consistent with a hallucination floor"),
+    _f("ctb_t9_blind_abstention", CTB, "§5.4", ("0.355", "0.685", "0.000", "0.204"),
+       "no-context-blind: abstention 0.355 / 0.685 / 0.000 / 0.204 (DeepSeek / GPT-4o-mini / "
+       "Haiku / Sonnet)",
+       "DeepSeek / GPT-4o-mini / Haiku / Sonnet"),
+    _f("ctb_t9_gpt_prior", CTB, "§5.4", ("0.685", "0.332"),
+       "GPT-4o-mini’s anomalous blind T9 of 0.685 (vs. its pooled-blind 0.332) reflects a "
+       "default abstention prior under empty context"),
     _f("ctb_t9_n", CTB, "§5.4", ("1,500",),
        "all 1,500 gold answers are “insufficient information”",
        "T9 answers per cell"),

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from clinlib.core.config import build_dir
+from clinlib.core.progress import quiet_libraries
 from clinlib.strategies import encoders
 from clinlib.strategies.base import StrategyError, question_text, text_hash
 
@@ -224,7 +225,8 @@ class Embedder:
             return encoders.load_static(path)
         from sentence_transformers import SentenceTransformer
 
-        return SentenceTransformer(path, device="cpu")
+        with quiet_libraries():
+            return SentenceTransformer(path, device="cpu")
 
     @property
     def dim(self) -> int:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from clinlib.core.config import DATA_DIR
+from clinlib.core.progress import quiet_libraries
 
 STATIC_MODEL = "minilm-l6-static"
 MODELS_DIR = DATA_DIR / "models"
@@ -121,7 +122,8 @@ def load_static(folder: str | Path):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from model2vec import StaticModel
 
-    return StaticModel.from_pretrained(str(folder), max_length=None, normalize=True)
+    with quiet_libraries():
+        return StaticModel.from_pretrained(str(folder), max_length=None, normalize=True)
 
 
 def fingerprint(folder: str | Path) -> str:

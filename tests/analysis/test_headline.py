@@ -9,7 +9,7 @@ import pytest
 from clinlib.analysis import headline
 from clinlib.analysis.metrics import accuracy_table
 from clinlib.analysis.stats.question import holm_bonferroni
-from clinlib.core.prose import ClaimFailed
+from clinlib.core.prose import Claim, ClaimFailed
 
 
 def _preds() -> pd.DataFrame:
@@ -166,17 +166,26 @@ def test_paper_pooled_checks():
         headline.paper_pooled_checks(summary.assign(table1_cells_pooled=0.6), t1, ["3", "1"])
 
 
-@pytest.mark.parametrize(
-    ("env", "available", "holds"),
-    [("", False, True), ("1", True, True), ("1", False, False), ("0", False, True)],
-)
-def test_require_local(monkeypatch, env, available, holds):
+@pytest.mark.parametrize("env", ["", "0"])
+def test_require_local_skipped_says_skipped_and_claims_nothing(monkeypatch, env):
     monkeypatch.setenv(headline.REQUIRE_LOCAL_ENV, env)
-    if holds:
-        assert headline.require_local(available, "no server")[0].holds
-    else:
-        with pytest.raises(ClaimFailed, match="no server"):
-            headline.require_local(available, "no server")
+    (note,) = headline.require_local(False, "no server")
+    assert not isinstance(note, Claim)
+    assert note.startswith("**Skipped**") and "no server" in note and "ran" not in note
+
+
+def test_require_local_required_but_skipped_fails(monkeypatch):
+    monkeypatch.setenv(headline.REQUIRE_LOCAL_ENV, "1")
+    with pytest.raises(ClaimFailed, match="no server"):
+        headline.require_local(False, "no server")
+
+
+def test_require_local_ran_claims_rows_and_fails_on_none(monkeypatch):
+    monkeypatch.setenv(headline.REQUIRE_LOCAL_ENV, "1")
+    (c,) = headline.require_local(True, "", produced=3)
+    assert c.holds and c.value == 3 and c.counterexample == 0  # 0 rows would break it
+    with pytest.raises(ClaimFailed, match="rows it produced"):
+        headline.require_local(True, "", produced=0)
 
 
 def _hits() -> tuple[pd.DataFrame, pd.DataFrame]:

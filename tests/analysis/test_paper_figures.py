@@ -462,6 +462,8 @@ def test_sp2_gaps_and_lift_table(summary, tables):
     assert len(sp2) == 12 and set(sp2["version"]) == set(pf.SP2_VERSIONS)
     hk = sp2[(sp2["backbone"] == HK)].set_index("version")["gap_pp"]
     assert hk["text §5.3"] == pytest.approx(62.7)
+    sn = sp2[(sp2["backbone"] == SN)].set_index("version")["gap_pp"]
+    assert sn["text §5.3"] == pytest.approx(49.6)  # as printed, not 69.8 - 20.3 = 49.5
     assert hk["Table 1 Pool."] == pytest.approx(63.0)  # 71 - 8
     mine, _ = _pooled_by_hand(tables)  # full minus blind, both recomputed from Table 14
     assert hk["recomputed from Table 14"] == pytest.approx(mine[(FULL, HK)] - mine[(BLIND, HK)])

@@ -106,3 +106,78 @@ def test_a_closed_or_odd_stream_is_not_a_terminal():
     closed.close()
     assert not P.is_terminal(closed)
     assert not P.is_terminal(object())
+
+
+def test_quiet_libraries_silences_model_loading_bars_and_restores_them():
+    # transformers' "Loading weights" bar and huggingface_hub's download bars (a notebook
+    # saves them as FloatProgress widgets) are off while a model loads, and back on after
+    import huggingface_hub.utils as hub
+    import transformers.utils.logging as tlog
+
+    from clinlib.core.progress import quiet_libraries
+
+    assert tlog.is_progress_bar_enabled() and not hub.are_progress_bars_disabled()
+    with quiet_libraries():
+        assert not tlog.is_progress_bar_enabled() and hub.are_progress_bars_disabled()
+    assert tlog.is_progress_bar_enabled() and not hub.are_progress_bars_disabled()
+
+
+def test_loading_the_transformer_encoder_prints_no_bar(capfd, tmp_path):
+    from clinlib.strategies.embed import TRANSFORMER_MODEL, Embedder, resolve_model_path
+
+    embedder = Embedder(TRANSFORMER_MODEL, store_dir=tmp_path)
+    embedder._load_new(resolve_model_path(TRANSFORMER_MODEL))  # a fresh load, not the cache
+    err = capfd.readouterr().err
+    assert "Loading weights" not in err and "%|" not in err
+
+
+def test_progress_outputs_finds_bars_in_saved_outputs():
+    from clinlib.core.progress import progress_outputs
+
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "outputs": [
+                    {
+                        "name": "stderr",
+                        "output_type": "stream",
+                        "text": ["Loading weights:   0%|          | 0/103 [00:00<?, ?it/s]"],
+                    }
+                ],
+            },
+            {
+                "cell_type": "code",
+                "outputs": [
+                    {
+                        "output_type": "display_data",
+                        "data": {
+                            "text/plain": "FloatProgress(value=0.0, max=103.0)",
+                            "application/vnd.jupyter.widget-view+json": {"model_id": "x"},
+                        },
+                    }
+                ],
+            },
+            {
+                "cell_type": "code",
+                "outputs": [
+                    {
+                        "output_type": "stream",
+                        "name": "stdout",
+                        "text": "accuracy 97% | 12/20 patients",
+                    }
+                ],
+            },
+            {"cell_type": "markdown", "source": "0%| | 0/103"},
+        ]
+    }
+    explorer = {
+        "output_type": "display_data",
+        "data": {
+            "text/plain": "HBox(children=(Dropdown(description='task', options=('T1',)),))",
+            "application/vnd.jupyter.widget-view+json": {"model_id": "y"},
+        },
+    }
+    nb["cells"].append({"cell_type": "code", "outputs": [explorer]})  # a widget, not a bar
+    assert [i for i, _ in progress_outputs(nb)] == [0, 1]  # a plain "97% | 12/20" is no bar
+    assert progress_outputs({"cells": nb["cells"][2:]}) == []

@@ -201,3 +201,38 @@ def test_paper_text_numbers_in_claims_are_in_the_seed():
     for planted in (0.271, 0.703, 0.357):
         forms = {f"{planted:.3f}", f"{planted:.2f}", f"{100 * planted:.1f}"}
         assert not any(re.search(rf"(?<![\d.]){re.escape(f)}(?!\d)", text) for f in forms)
+
+
+def _heading_above(text: str, passage: str) -> str | None:
+    """The id of the last numbered heading before ``passage`` in a seed ("5.4", "B.6")."""
+    pos = text.find(_ws(passage))
+    heads = re.findall(r"#{2,4} (?:Appendix )?([A-Z]?\d*(?:\.\d+)*)\b", text[:pos])
+    return heads[-1] if heads else None
+
+
+def _section_cited(where: str) -> str | None:
+    m = re.match(r"(?:§|App\. )([A-Z]?\d*(?:\.\d+)*)", where)
+    return m.group(1) if m else None
+
+
+@pytest.mark.parametrize(
+    "key",
+    sorted(
+        k
+        for k, f in sf.SEED_FACTS.items()
+        if f.seed == "clintracebench" and _section_cited(f.where)
+    ),
+)
+def test_a_cited_section_is_the_one_the_passage_sits_in(key):
+    # ClinTraceBench's text keeps its headings: a passage cited as §5.4 sits under "### 5.4"
+    fact = sf.SEED_FACTS[key]
+    head = _heading_above(_seed_text(fact.seed), fact.passage)
+    assert head is not None and f"{head}.".startswith(f"{_section_cited(fact.where)}."), (
+        f"{key}: cited as {fact.where}, printed under {head}"
+    )
+
+
+def test_section_check_fails_on_a_wrong_section():
+    text = _ws("### 5.4 SP3\nsome text\n### B.6 T9 kind\nThe T9 pool splits 1{,}147 lab")
+    assert _heading_above(text, "The T9 pool splits") == "B.6"
+    assert not f"{_heading_above(text, 'The T9 pool splits')}.".startswith("5.4.")
