@@ -15,8 +15,10 @@ then swap two labs' values and still pass. The checks here bind each value to it
   discharge ("discharged", "ended").
 * ``polarity_kept`` — a sentence about one lab does not say the opposite of its direction
   (above/higher/elevated for a low or normal value, below/lower for a high or normal one),
-  and no clause that names a cited fact is negated ("no", "not", "never", "no history of")
-  or turns a start into a stop ("stopped", "discontinued").
+  in the whole sentence or in its comparison before the template's ", which ..." explanation;
+  and no sentence that names a cited fact is negated ("no", "not", "never", "no history of")
+  or turns a start into a stop ("stopped", "discontinued") before that explanation; an
+  admission or discharge sentence is never negated.
 
 Clauses are split at ``; , :`` and at " and ", " but ", " while ", " whereas ", outside the
 labels themselves ("Calcium, Total" stays whole).
@@ -47,6 +49,10 @@ STOP_CUES = re.compile(
     r"\b(?:stop(?:s|ped)?|discontinu\w*|held|ceased|withdr[ae]wn?|halted)\b", re.I
 )
 DISCHARGE_CUES = re.compile(r"\b(?:discharg\w*|ended|went home|died)\b", re.I)
+# A unit-like word right after a number: a slash unit, a percent sign or a common unit word.
+_UNIT_AFTER = re.compile(
+    r"\s*(%|[A-Za-z\u00b5]+/[A-Za-z0-9]+|(?:mg|g|mcg|mEq|mmol|units?|UNIT|mL|L|IU)\b)"
+)
 _CLAUSE_SEP = re.compile(r"[;,:]|\s(?:and|but|while|whereas)\s", re.I)
 _VALUE_KINDS = ("lab", "medication", "diagnosis", "procedure")
 
@@ -162,9 +168,17 @@ def _bind_sentence(
             where = repr(s[near[0] : near[1]]) if near else "no label"
             bad.append(f"turn {tid}: {v!r} is stated with {where}")
             continue
-        for e in by_label[near[2]]:
-            if _event_value(e) == v and _stated_whole(e, s, (i, j), near, clause, dates):
+        own = [e for e in by_label[near[2]] if _event_value(e) == v]
+        for e in own:
+            if _stated_whole(e, s, (i, j), near, clause, dates):
                 done.add(str(e["event_id"]))
+        unit = _UNIT_AFTER.match(s, j)
+        units = {str(e.get("unit") or "").strip().lower() for e in own} - {""}
+        if own and unit and units and unit.group(1).lower() not in units:
+            if not any(s[j:].lstrip().lower().startswith(u) for u in units):
+                bad.append(
+                    f"turn {tid}: {v!r} given in {unit.group(1)!r}, not {sorted(units)[0]!r}"
+                )
     for a in anchors:  # a medication without a dose: the drug and its route in one clause
         for e in by_label.get(a[2], []):
             if e.get("kind") == "medication" and not _event_value(e):
@@ -240,8 +254,15 @@ def check_binding(
         for e in cited:
             eid, kind = str(e["event_id"]), e.get("kind")
             if kind in ("admission", "discharge"):
+                when = fmt_date(e["time"]) if present(e.get("time")) else None
+                for s, _, _ in sentences:
+                    m = NEGATION_CUES.search(s) if when and when in s else None
+                    if m:
+                        out["polarity_kept"].append(f"turn {tid}: {m.group(0)!r} on the {kind}")
                 if not _visit_events_ok(e, sentences):
-                    out["values_bound"].append(f"turn {tid}: {eid} ({kind}) not stated with its date")
+                    out["values_bound"].append(
+                        f"turn {tid}: {eid} ({kind}) not stated with its date"
+                    )
             elif kind in _VALUE_KINDS and eid not in done:
                 out["values_bound"].append(
                     f"turn {tid}: {eid} ({_event_label(e)}) is never stated with its value, "
@@ -262,21 +283,24 @@ def _polarity(s: str, cited: Sequence[Mapping[str, Any]], tid: int) -> list[str]
     for i, j, _ in anchors:
         masked[i:j] = "#" * (j - i)
     plain = "".join(masked)
-    clause = _clause_ids(s, anchors)
     lab_labels = {a[2] for a in anchors if labels[a[2]].get("kind") == "lab"}
     if len(lab_labels) == 1 and len({a[2] for a in anchors}) == 1:
         label = lab_labels.pop()
         dirs = {lab_direction(e) for e in cited if _event_label(e).lower() == label}
-        high, low = HIGH_CUES.search(plain), LOW_CUES.search(plain)
-        if dirs == {"high"} and low and not high or dirs == {"low"} and high and not low:
-            bad.append(f"turn {tid}: {label} is {dirs.pop()} but the sentence says otherwise")
-        elif dirs == {None} and (high or low):
-            bad.append(f"turn {tid}: {label} is within range but called {(high or low)[0]!r}")
-    fact_clauses = {clause[a[0]] for a in anchors}
+        # the comparison itself, before the template's ", which ..." explanation
+        head = plain.split(", which", 1)[0]
+        for part in (plain, head):
+            high, low = HIGH_CUES.search(part), LOW_CUES.search(part)
+            if dirs == {"high"} and low and not high or dirs == {"low"} and high and not low:
+                bad.append(f"turn {tid}: {label} is {next(iter(dirs))} but the text says otherwise")
+                break
+            if dirs == {None} and (high or low):
+                bad.append(f"turn {tid}: {label} is within range but called {(high or low)[0]!r}")
+                break
+    head = plain.split(", which", 1)[0]  # the fact itself, before any explanation
     for cue in (NEGATION_CUES, STOP_CUES):
-        for m in cue.finditer(plain):
-            if clause[m.start()] in fact_clauses:
-                bad.append(f"turn {tid}: {m.group(0)!r} in the clause stating a cited fact")
+        for m in cue.finditer(head):
+            bad.append(f"turn {tid}: {m.group(0)!r} in a sentence stating a cited fact")
     return bad
 
 
