@@ -121,9 +121,10 @@ def test_hallucinated_tokens(case, addition, check, token):
         assert failed(checks) == []
     elif check == "no_untraced_drugs":  # warfarin is in no record of this patient's either
         assert failed(checks) == ["no_invented_entities", check]
-        assert "'warfarin' is not in the patient's record" in checks.loc[
-            "no_invented_entities", "detail"
-        ]
+        assert (
+            "'warfarin' is not in the patient's record"
+            in checks.loc["no_invented_entities", "detail"]
+        )
     else:
         assert failed(checks) == [check]
         assert f"turn {tid}: {token} traces to no cited event" in checks.loc[check, "detail"]
