@@ -149,7 +149,13 @@ def _noise_row(sid: int, noise: list, events: list) -> dict[str, Any]:
 def _rewrite_row(sid: int, rewrites: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The rewriter's check: every rewritten visit was accepted."""
     fell = [f"visit {r['visit_idx']}: {r['reason']}" for r in rewrites if not r["accepted"]]
-    return check_row(sid, REWRITE_CHECK, *_passed(fell, f"{len(rewrites)} visits rewritten"))
+    outcomes = [str(r.get("outcome") or "") for r in rewrites]
+    ok = (
+        f"{len(rewrites)} visits rewritten: {outcomes.count('accepted')} by the backbone, "
+        f"{outcomes.count('rescued')} by a rescue backbone"
+    )
+    bad = [f"{len(fell)} of {len(rewrites)} visits kept template text", *fell] if fell else []
+    return check_row(sid, REWRITE_CHECK, *_passed(bad, ok))
 
 
 def _passed(problems: list[str], ok: str = "") -> tuple[bool, str]:
