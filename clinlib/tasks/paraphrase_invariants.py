@@ -12,7 +12,7 @@ into "after" would keep a gold that no longer answers it. These words are slots 
   rise/fall, above/below, exceed;
 * ``negation`` — not, no, never, without, none, neither, nor;
 * ``time_anchor`` — before, after, prior to, since, until, within, preceding;
-* ``unit`` — the lab units, %, and day/week/month/year/hour.
+* ``unit`` — the lab units, %, and day/week/month/year/hour shortly after a number.
 
 Words are canonicalised (``max`` = ``maximum``, ``rose`` = ``rise``); each class's words must
 occur as often in the paraphrase as in the template, and ``order`` and ``time_anchor`` words in
@@ -122,13 +122,24 @@ def _pattern(words: Mapping[str, str]) -> re.Pattern[str]:
 
 
 _PATTERNS = {cls: _pattern(words) for cls, words in _CANON.items()}
+# A time word is a unit only shortly after a number ("at least 7 days", "7 or more days";
+# "that day" is no unit).
+_TIME_UNITS = frozenset(w for w in _CANON["unit"] if w[0] in "dwmyh" and "/" not in w)
+_NUMBER_BEFORE = 16  # characters looked back for that number
+
+
+def _is_unit(text: str, m: re.Match[str]) -> bool:
+    if m.group(0).lower() not in _TIME_UNITS:
+        return True
+    return re.search(r"\d", text[max(0, m.start() - _NUMBER_BEFORE) : m.start()]) is not None
 
 
 def invariants(text: str) -> dict[str, list[str]]:
     """Canonical invariant words of a text per class, every occurrence, in order."""
     out: dict[str, list[str]] = {}
     for cls, pat in _PATTERNS.items():
-        found = pat.finditer(text.replace("n't", " n't"))
+        plain = text.replace("n't", " n't")
+        found = [m for m in pat.finditer(plain) if cls != "unit" or _is_unit(plain, m)]
         out[cls] = [_CANON[cls][m.group(0).lower()] for m in found]
     return out
 

@@ -41,6 +41,8 @@ def test_invariants_by_hand():
     assert got["order"] == ["latest"] and got["time_anchor"] == ["before"]
     assert got["negation"] == ["not"] and got["superlative"] == ["max"]
     assert got["unit"] == ["mg/dl"] and got["comparative"] == []
+    # a time word is a unit shortly after a number only
+    assert invariants("on that day, 7 or more days later")["unit"] == ["day"]
 
 
 def test_the_reverse_order_is_a_change_though_the_words_are_the_same():
