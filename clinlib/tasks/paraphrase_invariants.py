@@ -126,12 +126,14 @@ _PATTERNS = {cls: _pattern(words) for cls, words in _CANON.items()}
 # "that day" is no unit).
 _TIME_UNITS = frozenset(w for w in _CANON["unit"] if w[0] in "dwmyh" and "/" not in w)
 _NUMBER_BEFORE = 16  # characters looked back for that number
+_STANDALONE_NUMBER = re.compile(r"(?<![A-Za-z\d])\d+(?![A-Za-z\d])")  # not the 1 of "A1c"
 
 
 def _is_unit(text: str, m: re.Match[str]) -> bool:
     if m.group(0).lower() not in _TIME_UNITS:
         return True
-    return re.search(r"\d", text[max(0, m.start() - _NUMBER_BEFORE) : m.start()]) is not None
+    before = text[max(0, m.start() - _NUMBER_BEFORE) : m.start()]
+    return _STANDALONE_NUMBER.search(before) is not None
 
 
 def invariants(text: str) -> dict[str, list[str]]:

@@ -43,6 +43,7 @@ def test_invariants_by_hand():
     assert got["unit"] == ["mg/dl"] and got["comparative"] == []
     # a time word is a unit shortly after a number only
     assert invariants("on that day, 7 or more days later")["unit"] == ["day"]
+    assert invariants("% Hemoglobin A1c on that day")["unit"] == ["%"]
 
 
 def test_the_reverse_order_is_a_change_though_the_words_are_the_same():
