@@ -83,7 +83,7 @@ BINDING_CHECKS: dict[str, str] = {
     "values_bound": "each value bound to its own label in its clause, with its unit, route "
     "and date; admissions and discharges with their dates",
     "polarity_kept": "no high/low word against a lab's direction; no negation or stop word in "
-    "a clause stating a cited fact",
+    "a sentence stating a cited fact (before its explanation), nor on an admission or discharge",
 }
 SOFT_CHECKS: dict[str, str] = {
     "length_outlier": "mean characters per visit inside the corpus' Tukey fences (log, k=3)",
