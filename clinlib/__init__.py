@@ -100,6 +100,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "corpus_shape": ("clinlib.analysis.corpus_shape", None),  # 02
     # dialogues and questions written by a backbone, verified (Fig. 2 stages 3-4): 02, 03
     "rewrite_corpus": ("clinlib.eval.synthesis.rewrite", "rewrite_corpus"),  # 02
+    "hostile_refusals": ("clinlib.eval.synthesis.hostile", "refusal_table"),  # 02
     "rewrite_dialogues": ("clinlib.eval.synthesis.rewrite", "rewrite_dialogues"),
     "estimate_rewrite": ("clinlib.eval.synthesis.rewrite", "estimate_rewrite"),
     "rewrite_report": ("clinlib.dialogue.rewrite_report", None),  # 02

@@ -173,6 +173,11 @@ _FACTS: tuple[SeedFact, ...] = (
        "category—but 93% of that “other” bucket were verbose abstentions the strict parser "
        "missed. Discounting those parser misses, fabricated values account for roughly 54% of "
        "genuine over-answers"),
+    _f("ctb_key_coverage", CTB, 'section "Limitations" ("Synthetic dialogues")', ("98",),
+       "key labs, admissions and discharges, procedures, and diagnoses are covered at \\geq "
+       "98\\%",
+       "the paper does not say which labs are key; the kit's key labs are "
+       "clinlib.dialogue.fields.KEY_LABS"),
     _f("ctb_empty_count", CTB, 'section "Limitations"', ("1,400", "0.7%", "200,672"),
        "Approximately 1,400 empty API responses (0.7% of 200,672"),
     _f("ctb_empty_sensitivity", CTB, 'section "Limitations"', ("+0.2", "0.5"),

@@ -73,6 +73,18 @@ NOISE_CHECKS: dict[str, str] = {
     "noise_states_no_patient_fact": "no noise turn names one of the patient's own labs or "
     "drugs together with that event's date",
 }
+# HARD checks beyond the paper's ten (Fig. 2 gives counts, not the checks): every stated fact
+# bound to its own event, the rewrite prompt's own rule, no invented entity
+# (clinlib.dialogue.binding, clinlib.dialogue.lexicon). They run on every dialogue, template
+# or rewritten, and on every rewrite before it is accepted.
+BINDING_CHECKS: dict[str, str] = {
+    "patient_lines_no_numbers": "no digit in a patient line",
+    "no_invented_entities": "no drug, allergen or allergy word outside the patient's record",
+    "values_bound": "each value bound to its own label in its clause, with its unit, route "
+    "and date; admissions and discharges with their dates",
+    "polarity_kept": "no high/low word against a lab's direction; no negation or stop word in "
+    "a sentence stating a cited fact (before its explanation), nor on an admission or discharge",
+}
 SOFT_CHECKS: dict[str, str] = {
     "length_outlier": "mean characters per visit inside the corpus' Tukey fences (log, k=3)",
     "turn_alternation": "patient and clinician alternate within each visit, patient first",
@@ -80,7 +92,10 @@ SOFT_CHECKS: dict[str, str] = {
 }
 REWRITE_CHECK = "rewrite_preserved"
 CHECK_ORDER: dict[str, int] = {
-    c: i for i, c in enumerate([*HARD_CHECKS, *NOISE_CHECKS, *SOFT_CHECKS, REWRITE_CHECK])
+    c: i
+    for i, c in enumerate(
+        [*HARD_CHECKS, *BINDING_CHECKS, *NOISE_CHECKS, *SOFT_CHECKS, REWRITE_CHECK]
+    )
 }
 
 # Default bounds (characters per visit) when no corpus is available to set the fences.
@@ -100,7 +115,8 @@ def _index(events: EventIndex | Mapping[str, Mapping[str, Any]]) -> EventIndex:
 
 def check_row(sid: int, check: str, passed: bool, detail: str = "") -> dict[str, Any]:
     """One ``dialogue_checks`` row; the severity follows from the check's name."""
-    severity = "hard" if check in HARD_CHECKS or check in NOISE_CHECKS else "soft"
+    hard = check in HARD_CHECKS or check in BINDING_CHECKS or check in NOISE_CHECKS
+    severity = "hard" if hard else "soft"
     return dict(
         subject_id=int(sid), check=check, severity=severity, passed=bool(passed), detail=detail
     )

@@ -31,6 +31,14 @@ TURN_COLUMNS: dict[str, str] = {
     "text_tagged": "string",
     "visit_date": "string",
 }
+# Who wrote a visit's final text (paper Fig. 2 stage 3: LLM synthesis, rescued by other
+# models): ``writer`` is the backbone's name or "template"; ``writer_role`` is "template" (no
+# rewriter asked), "backbone" (the first backbone's verified rewrite), "rescue" (a later
+# backbone's) or "fallback" (every backbone's rewrite was refused: template text kept).
+WRITER_COLUMNS: dict[str, str] = {"writer": "string", "writer_role": "string"}
+WRITER_ROLES: tuple[str, ...] = ("template", "backbone", "rescue", "fallback")
+# The stored dialogues: turn records plus their visit's writer.
+DIALOGUE_COLUMNS: dict[str, str] = {**TURN_COLUMNS, **WRITER_COLUMNS}
 
 # Labs always verbalised (the labs the index diseases and the tasks lean on); other panel
 # labs and medications may be left unstated by the synthesis rule (clinlib.dialogue.selection).

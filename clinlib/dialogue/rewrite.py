@@ -18,8 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from clinlib.dialogue.binding import check_binding, patient_number_problems
 from clinlib.dialogue.checks import check_covered, check_missed, check_turns
 from clinlib.dialogue.fields import required_fields
+from clinlib.dialogue.lexicon import invented_entity_problems
 from clinlib.dialogue.matching import DrugMatcher, strip_tags, tag_ids
 from clinlib.dialogue.render import SPEAKER_PREFIX
 
@@ -38,12 +40,20 @@ REWRITE_USER_TEMPLATE = "Required strings (each verbatim):\n{required}\n\nDraft:
 
 # The checks a rewrite must pass, in the order they are reported (the first failing one names
 # the rejection). The first two exist only for rewrites; the rest are the verifier's HARD
-# per-turn checks (clinlib.dialogue.checks.HARD_CHECKS), run on the rewritten visit alone.
+# per-turn checks (clinlib.dialogue.checks.HARD_CHECKS and BINDING_CHECKS), run on the
+# rewritten visit alone; the binding checks come before the verbatim ones, so a swapped or
+# re-united value is refused by the check that names the error.
 REWRITE_CHECKS: dict[str, str] = {
     "rewriter_error": "the backbone returned a reply (no error, not empty)",
     "speaker_lines": "the reply is Patient:/Clinician: lines only, one per draft turn, the "
     "same speakers in the same order",
     "tags_consistent": "the same provenance tags as the draft, each listed by its turn",
+    "patient_lines_no_numbers": "the prompt's rule 5: no digit in a patient line",
+    "no_invented_entities": "no drug, allergen or allergy outside the patient's record "
+    "(clinlib.dialogue.lexicon)",
+    "values_bound": "each value bound to its own label in its clause, with its unit, route "
+    "and date (clinlib.dialogue.binding)",
+    "polarity_kept": "no high/low flip, negation or stop word on a cited fact",
     "covered_fields_verbatim": "every required string of each cited event is in the turn "
     "that carries its tag",
     "no_untraced_numbers": "every number traces to an event its turn cites",
@@ -199,6 +209,11 @@ def check_rewrite(
         for i in r["event_ids"]:
             if i in known:
                 first.setdefault(i, r["turn_idx"])
+    problems["patient_lines_no_numbers"] = patient_number_problems(recs)
+    problems["no_invented_entities"] = invented_entity_problems(
+        recs, events_by_id.values(), events_by_id
+    )
+    problems |= check_binding(recs, known)
     problems["covered_fields_verbatim"] = check_covered(recs, known, first)
     for check, found in check_turns(recs, known, drugs).items():
         problems[check] += found

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from clinlib.dialogue.fields import records
+from clinlib.dialogue.fields import WRITER_ROLES, records
 from clinlib.dialogue.matching import DRUG_LEXICON, DrugMatcher
 from clinlib.dialogue.rewrite import OUTCOMES, REWRITE_CHECKS, check_rewrite
 
@@ -48,6 +48,20 @@ def outcome_shares(log: pd.DataFrame) -> pd.DataFrame:
             "share": n.to_numpy() / max(len(log), 1),
         }
     )
+
+
+def writer_shares(dialogues: pd.DataFrame) -> pd.DataFrame:
+    """Visits per writer role of a stored corpus (template / backbone / rescue / fallback,
+    :data:`clinlib.dialogue.fields.WRITER_ROLES`) with the writer's name and share."""
+    cols = ["writer_role", "writer", "visits", "share"]
+    if "writer_role" not in dialogues.columns or dialogues.empty:
+        return pd.DataFrame(columns=cols)
+    visits = dialogues.drop_duplicates(["subject_id", "visit_idx"])
+    out = visits.groupby(["writer_role", "writer"]).size().rename("visits").reset_index()
+    out["share"] = out["visits"] / len(visits)
+    order = {r: i for i, r in enumerate(WRITER_ROLES)}
+    out = out.sort_values("writer_role", key=lambda s: s.map(order)).reset_index(drop=True)
+    return out[cols]
 
 
 def failing_checks(log: pd.DataFrame) -> pd.DataFrame:

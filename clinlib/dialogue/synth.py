@@ -29,7 +29,8 @@ from clinlib.core.io import read_artifact
 from clinlib.core.progress import progress
 from clinlib.dialogue.checks import CHECK_ORDER, chars_per_visit, length_bounds_from, length_row
 from clinlib.dialogue.fields import (
-    TURN_COLUMNS,
+    DIALOGUE_COLUMNS,
+    WRITER_ROLES,
     fmt_date,
     group_records,
     present,
@@ -75,6 +76,8 @@ SUMMARY_COLUMNS: dict[str, str] = {
     "n_unusable": "int64",
     "n_soft_warnings": "int64",
     "drop_reason": "string",
+    # visits by who wrote their final text (clinlib.dialogue.fields.WRITER_ROLES)
+    **{f"n_visits_{role}": "int64" for role in WRITER_ROLES},
 }
 _COVERAGE_BASE = {k: t for k, t in COVERAGE_COLUMNS.items() if k != "kept"}
 # A rewriter, or a chain of (backbone name, rewriter): the primary, then rescues in order.
@@ -161,9 +164,13 @@ def _synthesize_records(
             new, log_row = try_rewrites(as_chain(rewriter), recs, v, events_by_id, missed_v, drugs)
             rewrites.append({"subject_id": sid, **log_row})
             recs = new or recs
+            role = {"accepted": "backbone", "rescued": "rescue"}.get(log_row["outcome"], "fallback")
+            who = dict(writer=str(log_row["backbone"]), writer_role=role)
+        else:
+            who = dict(writer="template", writer_role="template")
         vdate = fmt_date(starts[v]) if v in starts else None
         for r in recs:
-            r |= dict(subject_id=sid, turn_idx=len(turns), visit_date=vdate)
+            r |= dict(subject_id=sid, turn_idx=len(turns), visit_date=vdate, **who)
             turns.append(r)
     for t in turns:
         for eid in t["event_ids"]:
@@ -201,7 +208,7 @@ def synthesize_dialogue(
     turns, coverage, rewrites = _synthesize_records(sid, records(df), seed, rewriter)
     return DialogueResult(
         subject_id=sid,
-        turns=_frame(turns, TURN_COLUMNS),
+        turns=_frame(turns, DIALOGUE_COLUMNS),
         coverage=_frame(coverage, _COVERAGE_BASE),
         rewrites=_frame(rewrites, REWRITE_COLUMNS),
     )
@@ -269,7 +276,7 @@ def synthesize_corpus(
     kept_turns = [t for sid in sorted(kept_ids) for t in turns_by[sid]]
     coverage = [c | {"kept": sid in kept_ids} for sid in sorted(cov_by) for c in cov_by[sid]]
     return {
-        "dialogues": _frame(kept_turns, TURN_COLUMNS),
+        "dialogues": _frame(kept_turns, DIALOGUE_COLUMNS),
         "event_coverage": _frame(coverage, COVERAGE_COLUMNS),
         "dialogue_checks": checks_frame(rows),
         "dialogue_summary": _summary(turns_by, cov_by, decisions, wanted),
@@ -352,6 +359,13 @@ def _parallel(df: pd.DataFrame, seed: int, drug_names: list[str], workers: int) 
         return [f.result() for f in futures]
 
 
+def _writer_counts(turns: list[dict[str, Any]]) -> dict[str, int]:
+    """Visits per writer role (a visit's turns share one role)."""
+    role_of = {int(t["visit_idx"]): t.get("writer_role") or "template" for t in turns}
+    roles = list(role_of.values())
+    return {f"n_visits_{r}": roles.count(r) for r in WRITER_ROLES}
+
+
 def _summary(
     turns_by: Mapping[int, list[dict[str, Any]]],
     cov_by: Mapping[int, list[dict[str, Any]]],
@@ -382,6 +396,7 @@ def _summary(
                 n_unusable=status.count("unusable"),
                 n_soft_warnings=int(d["n_soft_warnings"]),
                 drop_reason=str(d["drop_reason"]),
+                **_writer_counts(turns),
             )
         )
     return _frame(rows, SUMMARY_COLUMNS)

@@ -15,7 +15,9 @@ from typing import Any
 import pandas as pd
 
 from clinlib.data.schema import ARTIFACTS
+from clinlib.dialogue.binding import check_binding, patient_number_problems
 from clinlib.dialogue.checks import (
+    BINDING_CHECKS,
     DEFAULT_CHARS_PER_VISIT,
     HARD_CHECKS,
     MIN_COVERAGE,  # noqa: F401  (re-exported: notebook 02 renders the threshold)
@@ -44,6 +46,7 @@ from clinlib.dialogue.fields import (
     real_turns,
     records,
 )
+from clinlib.dialogue.lexicon import invented_entity_problems
 from clinlib.dialogue.matching import DRUG_LEXICON, DrugMatcher
 
 CHECK_COLUMNS = ARTIFACTS["dialogue_checks"]
@@ -117,6 +120,7 @@ def verify_records(
             sid, "missed_events_unstated", *_passed(bad, f"{len(missed)} missed events unstated")
         )
     )
+    rows += _binding_rows(sid, turns, events, index)
     if noise:
         rows.append(_noise_row(sid, noise, events))
     if include_length:
@@ -125,6 +129,14 @@ def verify_records(
     if rewrites:
         rows.append(_rewrite_row(sid, rewrites))
     return rows
+
+
+def _binding_rows(sid: int, turns: list, events: list, index: EventIndex) -> list[dict[str, Any]]:
+    """The :data:`BINDING_CHECKS` rows: facts bound per clause, prompt rule, no invention."""
+    found = check_binding(turns, index)
+    found["patient_lines_no_numbers"] = patient_number_problems(turns)
+    found["no_invented_entities"] = invented_entity_problems(turns, events, index.by_id)
+    return [check_row(sid, c, *_passed(found[c])) for c in BINDING_CHECKS]
 
 
 def _noise_row(sid: int, noise: list, events: list) -> dict[str, Any]:
@@ -137,7 +149,13 @@ def _noise_row(sid: int, noise: list, events: list) -> dict[str, Any]:
 def _rewrite_row(sid: int, rewrites: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The rewriter's check: every rewritten visit was accepted."""
     fell = [f"visit {r['visit_idx']}: {r['reason']}" for r in rewrites if not r["accepted"]]
-    return check_row(sid, REWRITE_CHECK, *_passed(fell, f"{len(rewrites)} visits rewritten"))
+    outcomes = [str(r.get("outcome") or "") for r in rewrites]
+    ok = (
+        f"{len(rewrites)} visits rewritten: {outcomes.count('accepted')} by the backbone, "
+        f"{outcomes.count('rescued')} by a rescue backbone"
+    )
+    bad = [f"{len(fell)} of {len(rewrites)} visits kept template text", *fell] if fell else []
+    return check_row(sid, REWRITE_CHECK, *_passed(bad, ok))
 
 
 def _passed(problems: list[str], ok: str = "") -> tuple[bool, str]:
@@ -171,7 +189,8 @@ def verify_dialogue(
         length_bounds: accepted characters per visit.
 
     Returns:
-        dialogue_checks rows for the patient (10 HARD + 3 SOFT, + rewrite_preserved).
+        dialogue_checks rows for the patient (the paper's 10 HARD, the 4 binding HARD
+        checks, 3 SOFT, + rewrite_preserved).
     """
     sids = set(events["subject_id"].astype("int64")) | set(turns["subject_id"].astype("int64"))
     if len(sids) != 1:
@@ -296,6 +315,7 @@ def drop_report(checks: pd.DataFrame) -> pd.DataFrame:
     """Failures per check: check, severity, n_patients, n_failed, description."""
     desc = (
         HARD_CHECKS
+        | BINDING_CHECKS
         | NOISE_CHECKS
         | SOFT_CHECKS
         | {REWRITE_CHECK: "LLM rewrite kept every required field"}

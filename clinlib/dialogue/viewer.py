@@ -178,11 +178,28 @@ def dialogue_html(
     parts = [_CSS, '<div class="ct-dlg">', legend_html()]
     for v, g in mine.sort_values("turn_idx").groupby("visit_idx", sort=True):
         date = g["visit_date"].iloc[0] if "visit_date" in g.columns else None
-        head = VISIT_HEADER.format(number=int(v) + 1, date=date)
+        head = VISIT_HEADER.format(number=int(v) + 1, date=date) + writer_label(g)
         parts.append(f'<div class="ct-visit">{html.escape(head)}</div>')
         parts += [turn_html(t, titles, selected_event) for t in records(g)]
     parts.append("</div>")
     return "\n".join(parts)
+
+
+def writer_label(visit_turns: pd.DataFrame) -> str:
+    """Who wrote a visit's text, for its header (``" — written by: template"``; a rewritten
+    corpus names the backbone, a rescue backbone, or the template kept after every rewrite
+    was refused). Empty for dialogues stored before the writer columns existed."""
+    if "writer_role" not in visit_turns.columns or visit_turns.empty:
+        return ""
+    role = str(visit_turns["writer_role"].iloc[0])
+    who = str(visit_turns["writer"].iloc[0])
+    text = {
+        "template": "template",
+        "backbone": f"{who} (verified rewrite)",
+        "rescue": f"{who} (rescue backbone, verified rewrite)",
+        "fallback": "template (every rewrite refused)",
+    }.get(role, role)
+    return f" — written by: {text}"
 
 
 def locate_event(coverage: pd.DataFrame, turns: pd.DataFrame, event_id: str) -> dict[str, Any]:

@@ -9,6 +9,10 @@ otherwise the template wording stays:
 * ``answer_format`` — the parse-back: the task's answer-format statement, the abstention
   clause and (T7) every option line are still there verbatim, so the task's parser reads the
   reply to the paraphrase exactly as it reads the reply to the template;
+* ``invariants_kept`` — order words, superlatives, comparatives, negations, time anchors and
+  units of the stem are unchanged, and so is the answer form they ask for
+  (:mod:`clinlib.tasks.paraphrase_invariants`): the gold is computed from ``meta``, so a
+  paraphrase that reverses the order or asks for the lowest instead of the highest is refused;
 * ``slots_verbatim`` — every slot of the template stem (dates, numbers, ICD-like codes, lab
   names, drug names, and every string field of the question's ``meta`` the stem states, e.g. a
   diagnosis title) survives verbatim, and the paraphrase adds no date, number or code;
@@ -36,6 +40,7 @@ from clinlib.tasks.answers import ABSTAIN_CLAUSE
 from clinlib.tasks.base import TASKS
 from clinlib.tasks.gates.leaks import OPTION_LINE, question_stem
 from clinlib.tasks.gates.leaks import leak as _leak
+from clinlib.tasks.paraphrase_invariants import answer_form, invariant_problems
 
 PARAPHRASE_SYSTEM_PROMPT = """You reword one question about a patient's hospital record.
 Rules:
@@ -52,6 +57,8 @@ PARAPHRASE_CHECKS: dict[str, str] = {
     "reworded": "the reply differs from the template wording",
     "answer_format": "the answer-format statement, abstention clause and options survive "
     "verbatim (the task's parser reads the reply as before)",
+    "invariants_kept": "order words, superlatives, comparatives, negations, time anchors, "
+    "units and the answer form they ask for are unchanged",
     "slots_verbatim": "every date, number, code, lab, drug and stated meta field of the stem "
     "survives verbatim; no new date, number or code",
     "no_gold_leak": "gate L3 passes on the new wording",
@@ -142,6 +149,11 @@ def check_paraphrase(row: Mapping[str, Any], reply: str | None) -> dict[str, lis
             problems["slots_verbatim"].append(f"lost {slot!r}")
     added = _tokens(question_stem(new)) - _tokens(question_stem(row))
     problems["slots_verbatim"] += [f"added {tok!r}" for tok in sorted(added)]
+    old_stem, new_stem = question_stem(row), question_stem(new)
+    problems["invariants_kept"] = invariant_problems(old_stem, new_stem)
+    form_a, form_b = answer_form(old_stem), answer_form(new_stem)
+    if form_a != form_b:
+        problems["invariants_kept"].append(f"answer form: {form_a} -> {form_b}")
     leak = _leak(new)
     if leak:
         problems["no_gold_leak"].append(leak)

@@ -451,7 +451,8 @@ class Polite:
 
 
 class Lossy:
-    """Drops the first required value from the text."""
+    """Drops the first required value from the text (its event is then never stated whole:
+    values_bound, which runs before covered_fields_verbatim)."""
 
     def rewrite(self, draft, required):
         value = next(r for r in required if re.fullmatch(r"\d+(\.\d+)?", r))
@@ -479,6 +480,8 @@ def test_faithful_rewriter_is_used_and_verified(events):
     assert "Clinician:" in draft and "[ADM-5001]" in draft
     assert {"1.3", "mg/dL", "2150-01-10", "E119", "EW EMER."} <= set(required)
     assert res.rewrites["accepted"].all()
+    assert (res.turns["writer_role"] == "backbone").all()
+    assert (res.turns["writer"] == "rewriter").all()
     clin = res.turns[res.turns["speaker"] == "clinician"]
     assert clin["text"].str.startswith("Right. ").all()
     checks = V.verify_dialogue(res.turns, ev, res.coverage, rewrites=res.rewrites)
@@ -487,7 +490,7 @@ def test_faithful_rewriter_is_used_and_verified(events):
 
 @pytest.mark.parametrize(
     "rewriter, reason",
-    [(Lossy(), "covered_fields_verbatim: "), (Inventive(), "no_untraced_numbers: "),
+    [(Lossy(), "values_bound: "), (Inventive(), "no_untraced_numbers: "),
      (Broken(), "rewriter_error: TimeoutError: endpoint down")],
 )  # fmt: skip
 def test_bad_rewrites_fall_back_to_the_template(events, rewriter, reason):
@@ -498,11 +501,42 @@ def test_bad_rewrites_fall_back_to_the_template(events, rewriter, reason):
     assert res.rewrites["reason"].str.startswith(reason).all(), res.rewrites["reason"].tolist()
     assert (res.rewrites["check"] == reason.split(":")[0]).all()
     assert (res.rewrites["outcome"] == "template").all()
-    pd.testing.assert_frame_equal(res.turns, template.turns)
+    # the same text as the template corpus, labelled as a fallback (who wrote it, and why)
+    writer = ["writer", "writer_role"]
+    pd.testing.assert_frame_equal(
+        res.turns.drop(columns=writer), template.turns.drop(columns=writer)
+    )
+    assert (template.turns["writer_role"] == "template").all()
+    assert (res.turns["writer_role"] == "fallback").all()
+    assert (res.turns["writer"] == "template").all()
     checks = V.verify_dialogue(res.turns, ev, res.coverage, rewrites=res.rewrites)
     c = checks.set_index("check")
     assert not c.loc[C.REWRITE_CHECK, "passed"] and c.loc[C.REWRITE_CHECK, "severity"] == "soft"
     assert checks.loc[checks["severity"] == "hard", "passed"].all()
+
+
+def test_each_visit_names_its_writer_in_turns_summary_viewer_and_report(events):
+    """A chain whose first backbone is refused on every visit and whose rescue is faithful:
+    every visit is the rescue's; with the faithful one first, every visit is the backbone's."""
+    from clinlib.dialogue.rewrite_report import writer_shares
+    from clinlib.dialogue.viewer import dialogue_html
+
+    ev = events[events["subject_id"] == 1001]
+    res = D.synthesize_dialogue(ev, rewriter=[("lossy", Lossy()), ("polite", Polite())])
+    visits = res.turns.drop_duplicates("visit_idx")
+    assert visits["writer_role"].tolist() == ["rescue"] * 3
+    assert visits["writer"].tolist() == ["polite"] * 3
+    html = dialogue_html(res.turns, 1001)
+    assert html.count("written by: polite (rescue backbone, verified rewrite)") == 3
+    shares = writer_shares(res.turns)
+    assert shares.to_dict("records") == [
+        {"writer_role": "rescue", "writer": "polite", "visits": 3, "share": 1.0}
+    ]
+    corpus = D.synthesize_corpus(ev, rewriter=[("lossy", Lossy())])
+    s = corpus["dialogue_summary"].iloc[0]
+    assert (s["n_visits_fallback"], s["n_visits_backbone"], s["n_visits_template"]) == (3, 0, 0)
+    row = corpus["dialogue_checks"].set_index("check").loc["rewrite_preserved"]
+    assert row["detail"].startswith("3 of 3 visits kept template text")
 
 
 def test_chat_rewriter_builds_messages():

@@ -50,10 +50,11 @@ def turn_with(turns, eid):
 
 def test_a_valid_dialogue_passes_everything(case):
     checks = run(*case)
-    assert list(checks.index) == [*C.HARD_CHECKS, *C.SOFT_CHECKS]
-    assert len(C.HARD_CHECKS) == 10 and len(C.SOFT_CHECKS) == 3
+    assert list(checks.index) == [*C.HARD_CHECKS, *C.BINDING_CHECKS, *C.SOFT_CHECKS]
+    assert len(C.HARD_CHECKS) == 10 and len(C.BINDING_CHECKS) == 4 and len(C.SOFT_CHECKS) == 3
     assert checks["passed"].all(), checks[~checks["passed"]]
-    assert (checks.loc[list(C.HARD_CHECKS), "severity"] == "hard").all()
+    hard = [*C.HARD_CHECKS, *C.BINDING_CHECKS]
+    assert (checks.loc[hard, "severity"] == "hard").all()
     ev, turns, cov = case
     n = int((cov["status"] != "missed").sum())  # 47 events minus the missed ones
     assert n == 47 - int((cov["status"] == "missed").sum()) and n > 30
@@ -83,12 +84,13 @@ def test_tag_dropped(case):
     assert f"turn {tid}: tags do not match event_ids" in checks.loc["tags_consistent", "detail"]
 
 
-def test_changed_value_is_caught_twice(case):
+def test_changed_value_is_caught_three_times(case):
     ev, turns, cov = case
     tid = turn_with(turns, "LAB-11")
     t = edit_turn(turns, tid, lambda s: s.replace("1.3 mg/dL", "1.4 mg/dL"))
     checks = run(ev, t, cov)
-    assert failed(checks) == ["covered_fields_verbatim", "no_untraced_numbers"]
+    assert failed(checks) == ["covered_fields_verbatim", "no_untraced_numbers", "values_bound"]
+    assert "LAB-11 (Creatinine) is never stated" in checks.loc["values_bound", "detail"]
     assert "LAB-11: value '1.3' not in turn" in checks.loc["covered_fields_verbatim", "detail"]
     assert "number '1.4' traces to no cited event" in checks.loc["no_untraced_numbers", "detail"]
 
@@ -117,6 +119,12 @@ def test_hallucinated_tokens(case, addition, check, token):
     checks = run(ev, t, cov)
     if check is None:
         assert failed(checks) == []
+    elif check == "no_untraced_drugs":  # warfarin is in no record of this patient's either
+        assert failed(checks) == ["no_invented_entities", check]
+        assert (
+            "'warfarin' is not in the patient's record"
+            in checks.loc["no_invented_entities", "detail"]
+        )
     else:
         assert failed(checks) == [check]
         assert f"turn {tid}: {token} traces to no cited event" in checks.loc[check, "detail"]
@@ -126,7 +134,8 @@ def test_number_in_a_patient_turn(case):
     ev, turns, cov = case
     t = edit_turn(turns, 0, lambda s: s + " I took 2 pills.")
     checks = run(ev, t, cov)
-    assert failed(checks) == ["no_untraced_numbers"]
+    assert failed(checks) == ["no_untraced_numbers", "patient_lines_no_numbers"]
+    assert "turn 0: patient line holds '2'" in checks.loc["patient_lines_no_numbers", "detail"]
     assert "turn 0: number '2'" in checks.loc["no_untraced_numbers", "detail"]
 
 
@@ -224,7 +233,8 @@ def test_turn_alternation(case):
     t = turns.copy()
     t.loc[t["turn_idx"] == 1, "speaker"] = "patient"
     checks = run(ev, t, cov)
-    assert failed(checks) == ["turn_alternation"]
+    # turn 1 states the admission date, so as a patient line it also breaks the prompt's rule
+    assert failed(checks) == ["patient_lines_no_numbers", "turn_alternation"]
     assert checks.loc["turn_alternation", "severity"] == "soft"
     assert "turns 0-1 both patient" in checks.loc["turn_alternation", "detail"]
 

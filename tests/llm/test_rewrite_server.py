@@ -139,8 +139,8 @@ def test_a_rewriter_that_follows_the_rules_is_accepted(profile, servers):
 
 @pytest.mark.parametrize(
     "answer, check",
-    [(drops_value, "covered_fields_verbatim"), (adds_number, "no_untraced_numbers"),
-     (moves_tag, "covered_fields_verbatim"), (prose, "speaker_lines")],
+    [(drops_value, "values_bound"), (adds_number, "no_untraced_numbers"),
+     (moves_tag, "values_bound"), (prose, "speaker_lines")],
 )  # fmt: skip
 def test_a_rule_breaking_rewrite_is_rejected_with_its_check(profile, servers, answer, check):
     servers(bad=answer)
@@ -170,7 +170,7 @@ def test_a_failed_visit_is_rescued_then_falls_back(profile, servers):
     rescued = log[log["outcome"] == "rescued"]
     assert len(rescued) == n_bad == srv["second"].n_requests  # only failed visits go on
     assert (rescued["backbone"] == "second").all()
-    assert (rescued["check"] == "covered_fields_verbatim").all()
+    assert (rescued["check"] == "values_bound").all()
     assert (log.loc[log["outcome"] == "accepted", "backbone"] == "first").all()
     out = rewrite_dialogues(profile, "first", rescue=["third"])
     log = out["frames"]["dialogue_rewrites"]
@@ -178,7 +178,7 @@ def test_a_failed_visit_is_rescued_then_falls_back(profile, servers):
     assert len(fell) == n_bad and (fell["backbone"] == "template").all()
     assert (
         fell["attempts"].map(list).tolist()
-        == [["first: covered_fields_verbatim", "third: no_untraced_numbers"]] * n_bad
+        == [["first: values_bound", "third: no_untraced_numbers"]] * n_bad
     )
 
 

@@ -1,0 +1,183 @@
+"""The meaning-bearing words of a question a paraphrase must keep (paper Fig. 2 stage 4: "an
+LLM paraphrases each (anchor, gold) template" and the gold stays; §3 "Task suite").
+
+A question's gold is computed from its ``meta``, not from its wording, so a paraphrase that
+turns "from the earliest to the latest" into the reverse, "highest" into "lowest" or "before"
+into "after" would keep a gold that no longer answers it. These words are slots too:
+
+* ``order`` — first/last, earliest/latest, oldest/newest, most recent, chronological,
+  ascending/descending, previous/next, earlier/later;
+* ``superlative`` — highest/lowest, maximum/minimum, peak/nadir, largest/smallest, most/least;
+* ``comparative`` — higher/lower, greater/smaller, more/less/fewer, increase/decrease,
+  rise/fall, above/below, exceed;
+* ``negation`` — not, no, never, without, none, neither, nor;
+* ``time_anchor`` — before, after, prior to, since, until, within, preceding;
+* ``unit`` — the lab units, %, and day/week/month/year/hour shortly after a number.
+
+Words are canonicalised (``max`` = ``maximum``, ``rose`` = ``rise``); each class's words must
+occur as often in the paraphrase as in the template, and ``order`` and ``time_anchor`` words in
+the same sequence (a reversal changes it). :func:`answer_form` reads
+the expected answer's form back from the wording (which extreme, which direction of order or
+comparison), so a paraphrase that keeps every number but asks for the opposite is named.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+
+from clinlib.data.vocab import LAB_PANEL
+
+_CANON: dict[str, dict[str, str]] = {
+    "order": {
+        "first": "first",
+        "last": "last",
+        "earliest": "earliest",
+        "latest": "latest",
+        "oldest": "earliest",
+        "newest": "latest",
+        "most recent": "latest",
+        "chronological": "chronological",
+        "ascending": "ascending",
+        "descending": "descending",
+        "previous": "previous",
+        "next": "next",
+        "earlier": "earlier",
+        "later": "later",
+    },
+    "superlative": {
+        "highest": "max",
+        "maximum": "max",
+        "max": "max",
+        "maxima": "max",
+        "peak": "max",
+        "largest": "max",
+        "greatest": "max",
+        "lowest": "min",
+        "minimum": "min",
+        "min": "min",
+        "minima": "min",
+        "nadir": "min",
+        "smallest": "min",
+        "most": "most",
+        "least": "least",
+        "fewest": "least",
+    },
+    "comparative": {
+        "higher": "higher",
+        "greater": "higher",
+        "larger": "higher",
+        "more": "more",
+        "lower": "lower",
+        "smaller": "lower",
+        "less": "less",
+        "fewer": "less",
+        "increase": "increase",
+        "increased": "increase",
+        "rise": "increase",
+        "rose": "increase",
+        "decrease": "decrease",
+        "decreased": "decrease",
+        "fall": "decrease",
+        "fell": "decrease",
+        "above": "above",
+        "below": "below",
+        "exceed": "above",
+        "exceeds": "above",
+        "exceeded": "above",
+    },
+    "negation": {
+        "not": "not",
+        "no": "not",
+        "never": "not",
+        "without": "without",
+        "none": "not",
+        "neither": "not",
+        "nor": "not",
+        "n't": "not",
+    },
+    "time_anchor": {
+        "before": "before",
+        "prior to": "before",
+        "preceding": "before",
+        "after": "after",
+        "since": "since",
+        "until": "until",
+        "within": "within",
+    },
+    "unit": {
+        **{lab.unit.lower(): lab.unit.lower() for lab in LAB_PANEL},
+        **{w: w.rstrip("s") for w in ("day", "days", "week", "weeks", "month", "months")},
+        **{w: w.rstrip("s") for w in ("year", "years", "hour", "hours")},
+    },
+}
+INVARIANT_CLASSES: tuple[str, ...] = tuple(_CANON)
+
+
+def _pattern(words: Mapping[str, str]) -> re.Pattern[str]:
+    alts = sorted(words, key=len, reverse=True)
+    body = "|".join(re.escape(w) for w in alts)
+    return re.compile(r"(?<![A-Za-z0-9/])(?:" + body + r")(?![A-Za-z0-9/])", re.I)
+
+
+_PATTERNS = {cls: _pattern(words) for cls, words in _CANON.items()}
+# A time word is a unit only shortly after a number ("at least 7 days", "7 or more days";
+# "that day" is no unit).
+_TIME_UNITS = frozenset(w for w in _CANON["unit"] if w[0] in "dwmyh" and "/" not in w)
+_NUMBER_BEFORE = 16  # characters looked back for that number
+_STANDALONE_NUMBER = re.compile(r"(?<![A-Za-z\d])\d+(?![A-Za-z\d])")  # not the 1 of "A1c"
+
+
+def _is_unit(text: str, m: re.Match[str]) -> bool:
+    if m.group(0).lower() not in _TIME_UNITS:
+        return True
+    before = text[max(0, m.start() - _NUMBER_BEFORE) : m.start()]
+    return _STANDALONE_NUMBER.search(before) is not None
+
+
+def invariants(text: str) -> dict[str, list[str]]:
+    """Canonical invariant words of a text per class, every occurrence, in order."""
+    out: dict[str, list[str]] = {}
+    for cls, pat in _PATTERNS.items():
+        plain = text.replace("n't", " n't")
+        found = [m for m in pat.finditer(plain) if cls != "unit" or _is_unit(plain, m)]
+        out[cls] = [_CANON[cls][m.group(0).lower()] for m in found]
+    return out
+
+
+# Classes whose word order carries meaning ("from the earliest to the latest"; "the latest
+# before ... the first after"): compared as sequences; the others as counts.
+SEQUENCE_CLASSES: frozenset[str] = frozenset({"order", "time_anchor"})
+
+
+def invariant_problems(template: str, paraphrase: str) -> list[str]:
+    """What a paraphrase changed: ``"<class>: <template words> -> <paraphrase words>"``."""
+    a, b = invariants(template), invariants(paraphrase)
+    bad = []
+    for cls in INVARIANT_CLASSES:
+        same = a[cls] == b[cls] if cls in SEQUENCE_CLASSES else Counter(a[cls]) == Counter(b[cls])
+        if not same:
+            bad.append(f"{cls}: {a[cls]} -> {b[cls]}")
+    return bad
+
+
+def answer_form(text: str) -> dict[str, str]:
+    """The expected answer's form as the wording asks for it, where it says: ``extreme``
+    (max/min), ``order`` (ascending = earliest to latest, descending = the reverse) and
+    ``direction`` (higher/lower, more/less)."""
+    inv = {cls: list(dict.fromkeys(words)) for cls, words in invariants(text).items()}
+    form: dict[str, str] = {}
+    ext = [w for w in inv["superlative"] if w in ("max", "min")]
+    if len(ext) == 1:
+        form["extreme"] = ext[0]
+    seq = [w for w in inv["order"] if w in ("first", "last", "earliest", "latest")]
+    early = {"first", "earliest"}
+    if len(seq) >= 2 and (seq[0] in early) != (seq[1] in early):
+        form["order"] = "ascending" if seq[0] in early else "descending"
+    elif "ascending" in inv["order"] or "descending" in inv["order"]:
+        form["order"] = "ascending" if "ascending" in inv["order"] else "descending"
+    comp = [w for w in inv["comparative"] if w in ("higher", "lower", "more", "less")]
+    if len(comp) == 1:
+        form["direction"] = comp[0]
+    return form
