@@ -336,3 +336,35 @@ def test_parse_back_reads_the_rendered_text():
             "to sulfa drugs; it gave me a rash. [TRAPALG-7]\nVisit 3 (2150-03-01)")  # fmt: skip
     assert parse_back(text, 7) == {"allergen": "sulfa drugs", "date": "2150-02-03"}
     assert parse_back(text, 8) == {}
+
+
+def test_stated_gate_catches_a_ckd_epi_question_without_age_and_sex(quick_traps):
+    from clinlib.data.build import load
+    from clinlib.tasks.traps.stage import unstated_inputs
+
+    q = load("trap_questions", quick_traps)
+    needs = q[q["subtype"].isin(["egfr", "metformin_low_egfr"])]
+    assert len(needs) > 0 and not any(unstated_inputs(r) for r in needs.to_dict("records"))
+    row = needs.iloc[0].to_dict()
+    # the question as it was before the gate: no age, no sex -> caught
+    bare = {**row, "question": row["question"].split(". ", 1)[1]}
+    assert unstated_inputs(bare)
+    if row["subtype"] == "egfr":  # the wrong sex is caught too (meta holds it)
+        flipped = (
+            row["question"].replace("woman", "X").replace(" man", " woman").replace("X", "man")
+        )
+        assert unstated_inputs({**row, "question": flipped})
+    assert not unstated_inputs({**row, "subtype": "allergy", "question": "no demographics"})
+
+
+def test_mq_is_scored_as_a_set():
+    from clinlib.tasks.traps.answers import PROMPTS, letter_set, trap_score
+
+    assert "B or B,D" in PROMPTS["MQ"]  # the seed's MQ answer prompt
+    assert letter_set("D, B") == "B,D" and letter_set("B and D.") == "B,D"
+    assert letter_set("The answer is B.") == "B"
+    assert trap_score("MQ", "B,D", "B,D").correct and trap_score("MQ", "D,B", "D,B").correct
+    assert not trap_score("MQ", "B", "B,D").correct  # one correct option missing
+    assert not trap_score("MQ", "A,B", "B").correct  # a wrong option added
+    assert trap_score("MQ", "B", "B").correct
+    assert trap_score("SUA", "B", "B").correct  # single-option types unchanged
