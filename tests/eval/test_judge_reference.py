@@ -40,18 +40,35 @@ def test_every_judged_type_carries_its_material_into_the_request(trap_questions,
 
     def record(messages):
         bodies.append(last_user_text(messages))
-        return json.dumps({"is_correct": False, "ncr_score": 0, "crc_score": 0, "cc_score": 0,
-                           "reason": "recorded"})  # fmt: skip
+        return json.dumps(
+            {
+                "is_correct": False,
+                "ncr_score": 0,
+                "crc_score": 0,
+                "cc_score": 0,
+                "reason": "recorded",
+            }
+        )
 
-    preds = pd.DataFrame({"qid": picked["qid"], "strategy": "s", "backbone": "b",
-                          "setting": "post", "response": "an answer"})  # fmt: skip
+    preds = pd.DataFrame(
+        {
+            "qid": picked["qid"],
+            "strategy": "s",
+            "backbone": "b",
+            "setting": "post",
+            "response": "an answer",
+        }
+    )
     old = config.BUILD_DIR
     config.BUILD_DIR = tmp_path
     try:
         with FaultServer(answer=record) as srv:
-            register_backbone(Backbone(name="body-judge", model="gpt-4o-mini",
-                                       base_url=srv.base_url, max_concurrency=1),
-                              replace_existing=True)  # fmt: skip
+            register_backbone(
+                Backbone(
+                    name="body-judge", model="gpt-4o-mini", base_url=srv.base_url, max_concurrency=1
+                ),
+                replace_existing=True,
+            )
             try:
                 out = judge_predictions(picked, preds, "body-judge", profile="quick")
             finally:
@@ -75,11 +92,20 @@ def test_a_question_without_its_material_is_caught():
     bare = {"qid": "m", "task": "MCD", "question": "Was a medicine wrong?", "gold_text": "yes"}
     text = jp.render_judge_prompt("MCD", judge_fields(bare, "no"))
     missing = jp.missing_fields("MCD", text)
-    assert {"explanation", "nodes_for_validation", "required_nodes_str", "hop_count",
-            "reasoning_pattern"} <= set(missing)  # fmt: skip
-    ig = jp.render_judge_prompt("IG", judge_fields({**bare, "task": "IG",
-                                                    "judge_explanation": "why",
-                                                    "judge_metadata": "Metadata: x"}, "no"))  # fmt: skip
+    assert {
+        "explanation",
+        "nodes_for_validation",
+        "required_nodes_str",
+        "hop_count",
+        "reasoning_pattern",
+    } <= set(missing)
+    ig = jp.render_judge_prompt(
+        "IG",
+        judge_fields(
+            {**bare, "task": "IG", "judge_explanation": "why", "judge_metadata": "Metadata: x"},
+            "no",
+        ),
+    )
     assert jp.missing_fields("IG", ig) == [
         "metadata_info:required_patient_info",
         "metadata_info:common_wrong_answer",
@@ -98,7 +124,9 @@ def test_lexical_mcd_criteria_are_three_different_rules():
     # every node named, a causal connective: NCR 1, CRC 1, CC 1
     assert lexical_mcd_scores(
         "Creatinine 3.1 mg/dL means eGFR below 30, so metformin ordered was contraindicated.",
-        nodes, links) == (1.0, 1.0, 1.0)  # fmt: skip
+        nodes,
+        links,
+    ) == (1.0, 1.0, 1.0)
     # the nouns listed with no causal word: every node covered (node 4 by "metformin", 1 of 2
     # tokens = 0.5), NCR 1 but CRC 0 and CC 0.3 (the seed's band for a chain with gaps)
     assert lexical_mcd_scores(
@@ -107,5 +135,6 @@ def test_lexical_mcd_criteria_are_three_different_rules():
     # node 2 missing (2 tokens of "eGFR below 30" absent): NCR 3/4, links 1-2 and 2-4 fail:
     # CRC 1/3, CC: NCR .75 < .8, CRC .33 < .5 -> 0.3
     ncr, crc, cc = lexical_mcd_scores(
-        "Creatinine 3.1 mg/dL, so metformin ordered is contraindicated.", nodes, links)  # fmt: skip
+        "Creatinine 3.1 mg/dL, so metformin ordered is contraindicated.", nodes, links
+    )
     assert (ncr, round(crc, 3), cc) == (0.75, 0.333, 0.3)

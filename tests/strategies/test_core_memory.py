@@ -67,10 +67,12 @@ def _untagged(lines):
 
 def _strip_tags(turns):
     return turns.assign(
-        text_tagged=[re.sub(r" ?\[[A-Z]+-[0-9-]+(?:, [A-Z]+-[0-9-]+)*\]", "", t)
-                     for t in turns["text_tagged"]],
+        text_tagged=[
+            re.sub(r" ?\[[A-Z]+-[0-9-]+(?:, [A-Z]+-[0-9-]+)*\]", "", t)
+            for t in turns["text_tagged"]
+        ],
         event_ids=[[] for _ in range(len(turns))],
-    )  # fmt: skip
+    )
 
 
 def test_salience_rule_pins_by_what_the_text_says(turns, monkeypatch):
