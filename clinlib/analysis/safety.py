@@ -273,3 +273,33 @@ def core_retention(trap_turns: pd.DataFrame, facts: pd.DataFrame) -> pd.DataFram
                 }
             )
     return pd.DataFrame(rows, columns=["subject_id", "kind", "tagged", "stripped"])
+
+
+def counts_vs_seed(questions: pd.DataFrame) -> pd.DataFrame:
+    """The trap set's questions per risk category (and per answer format) beside the seed's
+    87-query safety set (Table 14): the seed's text states only the total (87) and one
+    category's count (improper dosage adjustment, 8); the other counts are in its table image,
+    so they are NA here, not guessed."""
+    kit = questions.groupby("risk_category").size().rename("kit_questions")
+    by_fmt = questions.pivot_table(
+        index="risk_category", columns="answer_format", values="qid", aggfunc="size"
+    ).fillna(0)
+    rows = []
+    for cat in (*SEED_CATEGORY_ORDER, "overall"):
+        n = int(kit.sum()) if cat == "overall" else int(kit.get(cat, 0))
+        fmt = by_fmt.sum() if cat == "overall" else by_fmt.reindex([cat]).fillna(0).iloc[0]
+        rows.append(
+            {
+                "risk_category": cat,
+                "kit_questions": n,
+                **{f"kit_{f}": int(fmt.get(f, 0)) for f in ("S", "O", "L")},
+                "seed_queries": SEED_COUNTS.get(cat, pd.NA),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+SEED_COUNTS: dict[str, int] = {
+    "improper_dosage_adjustment": int(seed_fact("mmb_safe_dosage_n").values[0]),
+    "overall": int(seed_fact("mmb_safe_rate").values[1]),
+}

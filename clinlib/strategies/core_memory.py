@@ -14,8 +14,9 @@ Two tiers, as in MemGPT:
      the text only, never an id: a sentence is pinned the same whether or not the generator
      tagged it (a trap's ``TRAP...`` tag is the answer key of the trap questions, and a memory
      that pinned by it would measure the key, not a policy). Its word lists cover the seed's
-     four constraint kinds (MedMemoryBench §4: "allergy history, contraindications, economic
-     constraints, and personal preferences") in plain clinical and lay wording; they were
+     four constraint kinds (MedMemoryBench §4 "Disease Progression Event Generation":
+     "allergy history, contraindications, economic constraints, and personal preferences")
+     in plain clinical and lay wording; they were
      written knowing the kit's injected statements, so a constraint worded outside them is
      missed (a test shows one);
   2. *active problems* — the diagnoses of the last ``problem_visits`` stays that state any,

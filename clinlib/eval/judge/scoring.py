@@ -268,7 +268,7 @@ def _recall(node: str, got: set[str]) -> float:
 
 
 def chain_completeness(ncr: float, crc: float) -> float:
-    """The seed's CC bands (Appendix D.1 MCD prompt): 1.0 all nodes and links; 0.7 >= 80 % of
+    """The seed's CC bands (MedMemoryBench Appendix D.1, MCD prompt): 1.0 all nodes and links; 0.7 >= 80 % of
     nodes with the links mostly right (CRC >= 0.75); 0.5 >= 60 % with CRC >= 0.5; 0.3 some
     node; 0.0 none."""
     if ncr >= 1.0 and crc >= 1.0:

@@ -39,8 +39,8 @@ JUDGED_TRAP_TASKS: tuple[str, ...] = tuple(t for t in QUERY_TYPES if ANSWER_FORM
 TRAP_ARTIFACT = "trap_questions"
 # The seed's decoding settings for every MedMemoryBench model (its appendix "Implementation
 # Details": temperature 0.3, at most 10,240 completion tokens) and its shared system prompt
-# (Appendix D.1 "Query Answering"), the defaults of this set: the spec's max_tokens, and
-# ``notes["system_prompt"]`` / ``notes["temperature"]`` for a harness that reads them.
+# (MedMemoryBench Appendix D.1 "Query Answering"), the defaults of this set: the spec's
+# max_tokens, and notes["system_prompt"] / notes["temperature"] for a harness that reads them.
 SEED_TEMPERATURE = 0.3
 SEED_MAX_TOKENS = 10_240
 SEED_SYSTEM_PROMPT = (
