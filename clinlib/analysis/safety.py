@@ -14,9 +14,11 @@ import re
 import altair as alt
 import pandas as pd
 
+from clinlib.analysis.judge_audit import agreement_by_kind, labelled_audit
 from clinlib.analysis.stats.cluster import cluster_bootstrap_ci
 from clinlib.analysis.stats.question import wilson_ci
 from clinlib.core.seed_facts import seed_fact
+from clinlib.eval.judge.audit_set import load_audit_set
 from clinlib.llm.local_server import local_available
 from clinlib.strategies import get_strategy
 from clinlib.strategies.prep import RuleBasedPrep
@@ -303,3 +305,14 @@ SEED_COUNTS: dict[str, int] = {
     "improper_dosage_adjustment": int(seed_fact("mmb_safe_dosage_n").values[0]),
     "overall": int(seed_fact("mmb_safe_rate").values[1]),
 }
+
+
+def labelled_judge_audit(
+    judge_backbone: str, profile: str | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The judge audit on the shipped labelled free-text set (notebook 18):
+    (the pairs, :func:`clinlib.analysis.judge_audit.labelled_audit`'s table per type, its
+    per-pair rows, :func:`clinlib.analysis.judge_audit.agreement_by_kind`)."""
+    pairs = load_audit_set()
+    table, rows = labelled_audit(pairs, judge_backbone, profile=profile)
+    return pairs, table, rows, agreement_by_kind(rows)
