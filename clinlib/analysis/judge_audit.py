@@ -20,6 +20,7 @@ ROUGE-L) per prediction.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -206,7 +207,12 @@ def labelled_questions(pairs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]
 
 
 def labelled_audit(
-    pairs: pd.DataFrame, judge_backbone: str, *, profile: str | None = None, lenient: bool = False
+    pairs: pd.DataFrame,
+    judge_backbone: str,
+    *,
+    profile: str | None = None,
+    lenient: bool = False,
+    calls: Any = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Judge every labelled pair with ``judge_backbone`` and audit the verdicts against the
     labels (text against text: the answer and the reference are both free text).
@@ -216,7 +222,7 @@ def labelled_audit(
         kind, label, verdict, agree).
     """
     questions, predictions = labelled_questions(pairs)
-    judged = judge_predictions(questions, predictions, judge_backbone, profile=profile)
+    judged = judge_predictions(questions, predictions, judge_backbone, profile=profile, calls=calls)
     table = judge_audit(judged, predictions, questions, lenient=lenient)
     verdict = "verdict_lenient" if lenient else "verdict"
     rows = pairs[["pair_id", "task", "kind", "answer", "reference"]].assign(

@@ -108,3 +108,15 @@ def test_lexical_judge_fails_on_paraphrases(pairs):
     all_row = table.set_index("task").loc["all"]
     assert all_row["kappa"] == pytest.approx(cohen_kappa_score(rows["label"], rows["verdict"]))
     assert all_row["kappa"] < 0.5  # a weak judge: the audit says so
+
+
+def test_cli_audits_the_judge_on_the_labelled_set(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from clinlib import cli
+
+    monkeypatch.setattr(config, "BUILD_DIR", tmp_path)
+    out = CliRunner().invoke(cli.app, ["judge", "--audit-set", "--profile", "quick"])
+    assert out.exit_code == 0, out.output
+    assert "224 labelled pairs, 32 read by hand" in out.output
+    assert "lexical-judge  all 224" in out.output

@@ -2,10 +2,10 @@
 Appendix D.1 answer prompts, §5 "Query Design" answer formats).
 
 The six query types are task names of the harness (:data:`TRAP_TASK_NAMES`): ``clintrace run
---tasks EEM,TLA,SUA,MQ`` loads ``trap_questions.parquet`` (:func:`clinlib.tasks.extended.
+--tasks EEM,TLA,SUA,MQ,IG,MCD`` loads ``trap_questions.parquet`` (:func:`clinlib.tasks.extended.
 load_questions`), builds contexts over the trap dialogue and stores the predictions like every
-other task's. Only the deterministic formats are asked (:data:`HARNESS_TRAP_TASKS`: S and O);
-IG and MCD (L, free text) are asked and stored like the others, but no deterministic scorer
+other task's. All six are asked (:data:`HARNESS_TRAP_TASKS`); IG and MCD (L, free text) are
+stored like the others, but no deterministic scorer
 decides them: their ``correct`` is stored NA (never False) with ``parse_problem``
 :data:`NEEDS_JUDGE`, and :func:`clinlib.eval.judge.run.judge_traps` scores them with the judge.
 
