@@ -98,7 +98,8 @@ def judge_cmd(
 
 
 def _audit_labelled(name: str, judge: str, calls: Calls) -> None:
-    """The judge against the labelled free-text set (MedMemoryBench §6, Table 5 protocol)."""
+    """The judge against the labelled free-text set (MedMemoryBench §6 "Response Quality and
+    Hallucination Analysis", Table 5)."""
     pairs = run_stage(load_audit_set)
     table, rows = run_stage(labelled_audit, pairs, judge, profile=name, calls=calls)
     typer.echo(table[AUDIT_SHOWN].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
