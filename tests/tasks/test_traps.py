@@ -368,3 +368,58 @@ def test_mq_is_scored_as_a_set():
     assert not trap_score("MQ", "A,B", "B").correct  # a wrong option added
     assert trap_score("MQ", "B", "B").correct
     assert trap_score("SUA", "B", "B").correct  # single-option types unchanged
+
+
+def test_every_derived_rule_produces_an_mcd_question_with_its_chain():
+    from clinlib.tasks.traps.queries import build_trap_questions
+    from clinlib.tasks.traps.rules import RULES
+
+    detail = {
+        "lab_value": "3.0",
+        "lab_time": "2150-01-01 08:00:00",
+        "order_time": "2150-01-02 08:00:00",
+        "source": "cited",
+    }
+    traps = pd.DataFrame(
+        [
+            {
+                "trap_id": f"TRAPRULE-{k}-{k}",
+                "subject_id": k,
+                "origin": "derived",
+                "kind": "contraindication",
+                "rule": r.key,
+                "value": r.drug_class,
+                "statement": "",
+                "visit_idx": 0,
+                "matters_visit_idx": 0,
+                "anchor_event_ids": [f"LAB-{k}", f"RX-{k}"],
+                "risk_category": r.risk_category,
+                "detail": json.dumps(
+                    {**detail, "lab": r.lab, "order_drug": r.phrases[0], "state": r.state}
+                ),
+            }
+            for k, r in enumerate(RULES, start=1)
+        ]
+    )
+    # one event no turn states: the record questions (SUA, MQ eGFR) have nothing to ask
+    events = pd.DataFrame([_ev("LAB-9", 9, 0, "2150-01-01", "lab", "Potassium", 4.0, 5.1)])
+    turns = pd.DataFrame(
+        {"subject_id": [1], "visit_idx": [0], "event_ids": [[]], "visit_date": ["2150-01-01"]}
+    )
+    patients = pd.DataFrame(
+        {"subject_id": [1], "gender": ["F"], "anchor_age": [70], "anchor_year": [2150]}
+    )
+    cohort = pd.DataFrame(
+        {"subject_id": list(range(1, len(RULES) + 1)), "disease": "x", "tertile": "low"}
+    )
+    q = build_trap_questions(traps, events, turns, patients, cohort)
+    mcd = q[q["task"] == "MCD"].set_index("subtype")
+    assert sorted(mcd.index) == sorted(r.key for r in RULES)  # one per rule, every rule
+    assert all(len(n) == 4 for n in mcd["judge_nodes"]) and set(mcd["judge_hops"]) == {3}
+    assert mcd["judge_pattern"].str.count("->").eq(3).all()
+    # only the metformin chain needs CKD-EPI: its question states age and sex (70 in 2150, F)
+    assert mcd.loc["metformin_low_egfr", "question"].startswith(
+        "The patient is a 70-year-old woman."
+    )
+    assert not mcd.drop(index="metformin_low_egfr")["question"].str.contains("year-old").any()
+    assert "platelets below 50 K/uL" in mcd.loc["anticoagulant_thrombocytopenia", "judge_nodes"]
