@@ -138,3 +138,11 @@ def test_lexical_mcd_criteria_are_three_different_rules():
         "Creatinine 3.1 mg/dL, so metformin ordered is contraindicated.", nodes, links
     )
     assert (ncr, round(crc, 3), cc) == (0.75, 0.333, 0.3)
+
+
+def test_a_query_type_without_questions_is_skipped_not_a_crash(monkeypatch):
+    from clinlib.eval.traps import ask
+
+    no_mcd = pd.DataFrame({"task": ["EEM", "TLA", "SUA", "MQ", "IG"]})
+    monkeypatch.setattr(ask, "load", lambda name, profile: no_mcd)
+    assert ask.asked_tasks("quick") == (["EEM", "TLA", "SUA", "MQ", "IG"], ["MCD"])
