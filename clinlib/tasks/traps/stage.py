@@ -34,6 +34,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from clinlib.core.config import artifact_path, resolve_profile
 from clinlib.core.guards import StageError, stage_run
@@ -42,7 +43,12 @@ from clinlib.tasks.recompute import load_raw
 from clinlib.tasks.traps.constraints import ALLERGENS
 from clinlib.tasks.traps.facts import build_trap_facts, trap_dialogue, verify_traps
 from clinlib.tasks.traps.main_verify import verify_trap_dialogue
-from clinlib.tasks.traps.queries import build_trap_questions, egfr_band, lab_state
+from clinlib.tasks.traps.queries import (
+    TRAP_QUESTION_EXTRA,
+    build_trap_questions,
+    egfr_band,
+    lab_state,
+)
 from clinlib.tasks.traps.rules import ckd_epi_2021
 
 TRAP_STAGE = "traps"
@@ -226,9 +232,13 @@ def build_traps(profile: str | None = None) -> dict[str, pd.DataFrame]:
 
 def ensure_traps(profile: str | None = None) -> dict[str, pd.DataFrame]:
     """The profile's trap artifacts, built first when ``clintrace questions`` has not written
-    them (an older build): ``{"facts", "checks", "questions", "gates"}``."""
+    them, or wrote them without the current question columns (an older build):
+    ``{"facts", "checks", "questions", "gates"}``."""
     name = resolve_profile(profile)
     if not all(artifact_path(f"{a}.parquet", name).exists() for a in TRAP_OUTPUTS):
+        return build_traps(name)
+    have = pq.read_schema(artifact_path("trap_questions.parquet", name)).names
+    if not set(TRAP_QUESTION_EXTRA) <= set(have):  # written by an older kit: rebuilt
         return build_traps(name)
     return {
         k: load(a, name)
