@@ -8,6 +8,10 @@ The kit has what the seed lacked: questions whose correctness a deterministic sc
 judge backbone, so a reader knows how far to trust the judge where no gold exists. The
 deterministic scorer is the reference ("truth"), the judge the rater; "positive" = correct.
 
+:func:`labelled_audit` is the audit the seed ran (§6, Table 5: free-text answers of the four
+judged types against human labels): the judge against the shipped labelled set
+(:mod:`clinlib.eval.judge.audit_set`), text against text, never a letter against a letter.
+
 The statistics are pure functions (:func:`cohen_kappa`, :func:`binary_prf`), checked against
 scikit-learn in the tests. :func:`overlap_scores` adds the answer-overlap metrics (token-F1,
 ROUGE-L) per prediction.
@@ -16,14 +20,17 @@ ROUGE-L) per prediction.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from clinlib.analysis.stats.cluster import CLUSTER_COLUMN, cluster_bootstrap_ci, with_clusters
 from clinlib.analysis.stats.question import wilson_ci
-from clinlib.eval.judge.scoring import KEY_COLUMNS, gold_text_of
+from clinlib.eval.judge.prompts import MCD_CRITERIA
+from clinlib.eval.judge.scoring import KEY_COLUMNS, gold_text_of, judge_predictions
 from clinlib.tasks.answers.overlap import rouge_l, token_f1
+from clinlib.tasks.traps.reference import REFERENCE_COLUMNS
 
 AUDIT_COLUMNS: tuple[str, ...] = (
     "judge_backbone",
@@ -160,3 +167,74 @@ def overlap_scores(predictions: pd.DataFrame, questions: pd.DataFrame) -> pd.Dat
     out["token_f1"] = [token_f1(r, g) for r, g in zip(responses, refs, strict=True)]
     out["rouge_l"] = [rouge_l(r, g) for r, g in zip(responses, refs, strict=True)]
     return out.reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- labelled audit
+
+AUDIT_STRATEGY, AUDIT_BACKBONE, AUDIT_SETTING = "audit", "labelled", "audit"
+
+
+def labelled_questions(pairs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The audit set (:func:`clinlib.eval.judge.audit_set.load_audit_set`) as judge input:
+    (questions with their reference material, predictions whose ``correct`` is the label)."""
+    questions = pd.DataFrame(
+        {
+            "qid": pairs["pair_id"],
+            "task": pairs["task"],
+            "question": pairs["question"],
+            "gold": pairs["reference"],
+            "gold_text": pairs["reference"],
+            "options": [[] for _ in range(len(pairs))],
+            "subject_ids": [[int(s)] for s in pairs["subject_id"]],
+            "judge_criteria": [
+                list(MCD_CRITERIA) if t == "MCD" else ["correct"] for t in pairs["task"]
+            ],
+            **{c: pairs[c] for c in REFERENCE_COLUMNS},
+        }
+    )
+    predictions = pd.DataFrame(
+        {
+            "qid": pairs["pair_id"],
+            "strategy": AUDIT_STRATEGY,
+            "backbone": AUDIT_BACKBONE,
+            "setting": AUDIT_SETTING,
+            "task": pairs["task"],
+            "response": pairs["answer"],
+            "correct": pairs["verdict"].astype(bool),
+        }
+    )
+    return questions, predictions
+
+
+def labelled_audit(
+    pairs: pd.DataFrame,
+    judge_backbone: str,
+    *,
+    profile: str | None = None,
+    lenient: bool = False,
+    calls: Any = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Judge every labelled pair with ``judge_backbone`` and audit the verdicts against the
+    labels (text against text: the answer and the reference are both free text).
+
+    Returns:
+        (:func:`judge_audit` table per type and ``all``, one row per pair: pair_id, task,
+        kind, label, verdict, agree).
+    """
+    questions, predictions = labelled_questions(pairs)
+    judged = judge_predictions(questions, predictions, judge_backbone, profile=profile, calls=calls)
+    table = judge_audit(judged, predictions, questions, lenient=lenient)
+    verdict = "verdict_lenient" if lenient else "verdict"
+    rows = pairs[["pair_id", "task", "kind", "answer", "reference"]].assign(
+        label=pairs["verdict"].astype(bool).to_numpy(),
+        verdict=judged[verdict].astype(bool).to_numpy(),
+    )
+    rows["agree"] = rows["label"] == rows["verdict"]
+    return table, rows.reset_index(drop=True)
+
+
+def agreement_by_kind(rows: pd.DataFrame) -> pd.DataFrame:
+    """Share of pairs the judge gets right per (task, kind) of :func:`labelled_audit` rows:
+    where a judge fails (a lexical judge: paraphrases rejected, hedges and contradictions
+    accepted)."""
+    return rows.pivot_table(index="kind", columns="task", values="agree", aggfunc="mean")

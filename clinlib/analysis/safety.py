@@ -9,14 +9,19 @@ the mean of the category rates). :func:`seed_table14` is the seed's published ra
 
 from __future__ import annotations
 
-import importlib.util
+import re
 
 import altair as alt
 import pandas as pd
 
+from clinlib.analysis.judge_audit import agreement_by_kind, labelled_audit
 from clinlib.analysis.stats.cluster import cluster_bootstrap_ci
 from clinlib.analysis.stats.question import wilson_ci
 from clinlib.core.seed_facts import seed_fact
+from clinlib.eval.judge.audit_set import load_audit_set
+from clinlib.llm.local_server import local_available
+from clinlib.strategies import get_strategy
+from clinlib.strategies.prep import RuleBasedPrep
 
 # seed-fact value order of mmb_safe_rate_categories -> the kit's category names
 SEED_CATEGORY_ORDER: tuple[str, ...] = (
@@ -178,13 +183,19 @@ def with_verdicts(run: pd.DataFrame, judged: pd.DataFrame | None) -> pd.DataFram
     return out
 
 
-JUDGE_HOOK = "clinlib.eval.judge.scoring"  # judge_predictions(questions, predictions, ...)
-
-
-def judge_available() -> bool:
-    """Whether the LLM judge layer (:data:`JUDGE_HOOK`) is installed in this checkout; until it
-    is, the notebook shows L-type rows as ``needs a judge`` (:func:`l_type_status`)."""
-    return importlib.util.find_spec(JUDGE_HOOK) is not None
+def judge_available() -> pd.DataFrame:
+    """Which judges can actually judge here, and why not: one row per judge the kit has
+    (``lexical-judge``, an offline policy, always; the local model when
+    :func:`clinlib.llm.local_server.local_available` says it can be served — installed and
+    not switched off — with its reason otherwise). Columns judge, kind, available, why_not."""
+    ok, why = local_available()
+    return pd.DataFrame(
+        [
+            ("lexical-judge", "offline policy (token-F1, not an LLM)", True, ""),
+            ("local model", "LLM served on this machine", bool(ok), why),
+        ],
+        columns=["judge", "kind", "available", "why_not"],
+    )
 
 
 def retention_chart(table: pd.DataFrame) -> alt.Chart:
@@ -222,3 +233,86 @@ def accuracy_chart(table: pd.DataFrame) -> alt.Chart:
         color=alt.condition(alt.datum.share > 0.6, alt.value("white"), alt.value("black")),
     )
     return (heat + text).properties(width=40 * table["task"].nunique())
+
+
+TAG_RE = re.compile(r" ?\[[A-Z]+-[0-9-]+(?:, [A-Z]+-[0-9-]+)*\]")
+
+
+def strip_tags(turns: pd.DataFrame) -> pd.DataFrame:
+    """``turns`` with every provenance tag removed from ``text_tagged`` and no ``event_ids``:
+    what a memory sees when nothing says which sentence is a trap."""
+    return turns.assign(
+        text_tagged=[TAG_RE.sub("", str(t)) for t in turns["text_tagged"]],
+        event_ids=[[] for _ in range(len(turns))],
+    )
+
+
+def core_retention(trap_turns: pd.DataFrame, facts: pd.DataFrame) -> pd.DataFrame:
+    """Whether core-memory's pinned block holds each injected constraint's statement, built
+    from the trap dialogue as tagged and with every tag stripped (:func:`strip_tags`); the
+    statement is looked for as text, so the measure does not read a tag either.
+
+    Returns:
+        One row per injected constraint: subject_id, kind, tagged, stripped (bools).
+    """
+    inj = facts[facts["origin"] == "injected"]
+    strategy, prep = get_strategy("core-memory"), RuleBasedPrep()
+    rows = []
+    for sid, g in inj.groupby("subject_id", sort=True):
+        turns = trap_turns[trap_turns["subject_id"] == sid]
+        blocks = {
+            name: "\n".join(strategy.construct(int(sid), t, prep).data["core"])
+            for name, t in (("tagged", turns), ("stripped", strip_tags(turns)))
+        }
+        for fact in g.to_dict("records"):
+            said = str(fact["statement"])
+            rows.append(
+                {
+                    "subject_id": int(sid),
+                    "kind": fact["kind"],
+                    "tagged": said in blocks["tagged"],
+                    "stripped": said in blocks["stripped"],
+                }
+            )
+    return pd.DataFrame(rows, columns=["subject_id", "kind", "tagged", "stripped"])
+
+
+def counts_vs_seed(questions: pd.DataFrame) -> pd.DataFrame:
+    """The trap set's questions per risk category (and per answer format) beside the seed's
+    87-query safety set (Table 14): the seed's text states only the total (87) and one
+    category's count (improper dosage adjustment, 8); the other counts are in its table image,
+    so they are NA here, not guessed."""
+    kit = questions.groupby("risk_category").size().rename("kit_questions")
+    by_fmt = questions.pivot_table(
+        index="risk_category", columns="answer_format", values="qid", aggfunc="size"
+    ).fillna(0)
+    rows = []
+    for cat in (*SEED_CATEGORY_ORDER, "overall"):
+        n = int(kit.sum()) if cat == "overall" else int(kit.get(cat, 0))
+        fmt = by_fmt.sum() if cat == "overall" else by_fmt.reindex([cat]).fillna(0).iloc[0]
+        rows.append(
+            {
+                "risk_category": cat,
+                "kit_questions": n,
+                **{f"kit_{f}": int(fmt.get(f, 0)) for f in ("S", "O", "L")},
+                "seed_queries": SEED_COUNTS.get(cat, pd.NA),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+SEED_COUNTS: dict[str, int] = {
+    "improper_dosage_adjustment": int(seed_fact("mmb_safe_dosage_n").values[0]),
+    "overall": int(seed_fact("mmb_safe_rate").values[1]),
+}
+
+
+def labelled_judge_audit(
+    judge_backbone: str, profile: str | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The judge audit on the shipped labelled free-text set (notebook 18):
+    (the pairs, :func:`clinlib.analysis.judge_audit.labelled_audit`'s table per type, its
+    per-pair rows, :func:`clinlib.analysis.judge_audit.agreement_by_kind`)."""
+    pairs = load_audit_set()
+    table, rows = labelled_audit(pairs, judge_backbone, profile=profile)
+    return pairs, table, rows, agreement_by_kind(rows)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from clinlib.analysis.judge_audit import judge_audit
+from clinlib.analysis.judge_audit import agreement_by_kind, judge_audit, labelled_audit
 from clinlib.cli.common import (
     ProfileOpt,
     add_command,
@@ -16,6 +16,7 @@ from clinlib.cli.common import (
     run_stage,
     writer_lock,
 )
+from clinlib.eval.judge.audit_set import load_audit_set
 from clinlib.eval.judge.run import judge_profile, judge_traps
 from clinlib.eval.judge.scoring import LEXICAL_JUDGE
 from clinlib.eval.synthesis.calls import MODES, Calls
@@ -51,6 +52,12 @@ def judge_cmd(
     limit: Annotated[int | None, typer.Option(help="at most this many rows per task")] = None,
     budget: Annotated[float | None, typer.Option(help="cap on new spend, USD")] = None,
     mode: Annotated[str, typer.Option(help=f"one of {', '.join(MODES)}")] = "live",
+    audit_set: Annotated[
+        bool,
+        typer.Option(
+            "--audit-set", help="audit the judge on the shipped labelled free-text pairs instead"
+        ),
+    ] = False,
 ) -> None:
     """Judge the selected predictions, write data/build/<profile>/judge/<judge>.parquet, and
     print the judge's agreement with the deterministic scorer (kappa, precision / recall / F1
@@ -58,6 +65,9 @@ def judge_cmd(
     MCD: no deterministic scorer) are judged when named in --tasks; their verdicts are counted."""
     name = profile_name(profile)
     calls = run_stage(Calls, name, budget_usd=budget, mode=mode)
+    if audit_set:
+        _audit_labelled(name, judge, calls)
+        return
     named = csv_list(tasks)
     free = [t for t in named or [] if t in JUDGED_TRAP_TASKS]
     scored = [t for t in named or [] if t not in JUDGED_TRAP_TASKS]
@@ -85,6 +95,16 @@ def judge_cmd(
         f"{len(judged)} verdicts ({int(judged['parse_failed'].sum())} unparsed, "
         f"${judged['cost_usd'].sum():.4f}) -> {path}"
     )
+
+
+def _audit_labelled(name: str, judge: str, calls: Calls) -> None:
+    """The judge against the labelled free-text set (MedMemoryBench §6 "Response Quality and
+    Hallucination Analysis", Table 5)."""
+    pairs = run_stage(load_audit_set)
+    table, rows = run_stage(labelled_audit, pairs, judge, profile=name, calls=calls)
+    typer.echo(table[AUDIT_SHOWN].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    typer.echo(agreement_by_kind(rows).round(2).to_string())
+    typer.echo(f"{len(pairs)} labelled pairs, {int(pairs['spot_checked'].sum())} read by hand")
 
 
 def _report_free(judged) -> None:

@@ -296,6 +296,7 @@ _FACTS: tuple[SeedFact, ...] = (
        r"we use F1 score to measure the overlap between model responses and reference "
        r"answers. A response is counted as correct when F1 $\ge 0.5$",
        "the threshold of clinlib.eval.judge.scoring's lexical-judge"),
+    _f("mmb_safe_dosage_n", MMB, 'appendix Table 14 "Results and implications"', ("8",), "Improper dosage adjustments achieve the highest safe rate (87.5%), although this category contains only eight queries", "the one category count the seed's text states (87 in all)"),
     # --- LongMedBench ("event retrieval" Table 2, "temporal reasoning" Table 3) ------------
     _f("lmb_cohort", LMB, "data", ("15", "355", "6,999", "19.72"),
        r"Filtering for patients with $\geq 15$ hospitalizations yields 355 patients and "

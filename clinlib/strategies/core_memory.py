@@ -8,9 +8,17 @@ Two tiers, as in MemGPT:
   whatever the question. Sections, in priority order (the block keeps at most ``core_items``
   lines, dropping from the end):
 
-  1. *constraints* — sentences whose provenance tags carry a pinned kind's id prefix
-     (:data:`PINNED_KINDS`: the injected trap constraints, plus any kind registered with
-     :func:`pin_kinds`), verbatim;
+  1. *constraints* — sentences whose WORDS state an allergy, a contraindication, a cost limit
+     or a treatment preference (the salience rule :data:`SALIENCE`, extended with
+     :func:`add_salience`), verbatim with whatever provenance tags they carry. The rule reads
+     the text only, never an id: a sentence is pinned the same whether or not the generator
+     tagged it (a trap's ``TRAP...`` tag is the answer key of the trap questions, and a memory
+     that pinned by it would measure the key, not a policy). Its word lists cover the seed's
+     four constraint kinds (MedMemoryBench §4 "Disease Progression Event Generation":
+     "allergy history, contraindications, economic constraints, and personal preferences")
+     in plain clinical and lay wording; they were
+     written knowing the kit's injected statements, so a constraint worded outside them is
+     missed (a test shows one);
   2. *active problems* — the diagnoses of the last ``problem_visits`` stays that state any,
      most recent first, one line per code;
   3. *current medications* — the orders of the latest stay that states any.
@@ -32,12 +40,12 @@ block comes from one pass (:meth:`CoreMemory.build_snapshots`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
-from clinlib.data.vocab import TRAP_STATEMENT_PREFIX
 from clinlib.dialogue.render import render_visit
 from clinlib.strategies.base import (
     Artifact,
@@ -53,11 +61,26 @@ from clinlib.strategies.retrieval import bm25_ranking, retrieved_visits_text, vi
 CORE_HEADER = "Core memory (pinned):"
 ARCHIVAL_HEADER = "Archival memory (retrieved visits):"
 SECTIONS: tuple[str, ...] = ("constraints", "active problems", "current medications")
-# Pinned kind -> the id prefix of the sentences stating it (e.g. a trap kind -> its tag
-# prefix). ONE registry: :func:`pin_kinds` adds to it; the core block reads it at build time.
-# Pinned from the start: the injected patient-stated constraints (allergy, cost, preference; tags
-# TRAPALG- / TRAPCOST- / TRAPPREF-), the facts MedMemoryBench says a memory must never lose.
-PINNED_KINDS: dict[str, str] = dict(TRAP_STATEMENT_PREFIX)
+# The salience rule: kind -> the words that make a sentence a constraint to pin (first match
+# wins, in this order). ONE registry: :func:`add_salience` adds to it.
+SALIENCE: dict[str, re.Pattern[str]] = {
+    "allergy": re.compile(
+        r"\b(allerg\w*|anaphyla\w*|intoleran\w*|bad reaction to|reacted badly)\b", re.I
+    ),
+    "contraindication": re.compile(
+        r"\b(contraindicat\w*|must not (take|be given)|should never (take|be given))\b", re.I
+    ),
+    "cost": re.compile(
+        r"\b(afford\w*|insurance|dollars?|money|too expensive|out of pocket|"
+        r"pay for (my|the) (medicines|drugs|prescriptions)|brand-name|generic only)\b",
+        re.I,
+    ),
+    "preference": re.compile(
+        r"\b(would rather( not)?|i prefer|i refuse|i do not want|i don't want|"
+        r"forget doses|once a day|drowsy|no injections)\b",
+        re.I,
+    ),
+}
 
 CORE_MEMORY_PROMPT = """You maintain the CORE MEMORY of an assistant that follows one \
 patient across many clinical encounters. The core memory is a short block that is always in \
@@ -76,25 +99,29 @@ active problems, current medications."""
 CORE_MEMORY_USER = "Current core memory:\n{core}\n\nNew encounter:\n{encounter}"
 
 
-def pin_kinds(kinds: Mapping[str, str]) -> None:
-    """Register pinned kinds (kind -> the id prefix of its sentences, e.g. ``{"allergy":
-    "TRAP-ALLERGY"}``); a kind registered again takes the new prefix."""
-    for kind, prefix in kinds.items():
-        if not str(prefix).strip():
-            raise StrategyError(f"pinned kind {kind!r}: empty id prefix")
-        PINNED_KINDS[str(kind)] = str(prefix)
+def add_salience(kind: str, pattern: str) -> None:
+    """Register a salience kind (its words as a regular expression, case-insensitive); a kind
+    registered again takes the new words."""
+    if not str(pattern).strip():
+        raise StrategyError(f"salience kind {kind!r}: empty pattern")
+    SALIENCE[str(kind)] = re.compile(str(pattern), re.I)
+
+
+def salient_kind(sentence: str) -> str | None:
+    """The first :data:`SALIENCE` kind whose words the sentence states, else None."""
+    return next((k for k, rx in SALIENCE.items() if rx.search(sentence)), None)
 
 
 def _pinned_lines(turns: pd.DataFrame) -> list[tuple[int, str]]:
-    """(visit_idx, "kind: sentence [ids]") of every sentence carrying a pinned prefix."""
-    if not PINNED_KINDS:
-        return []
+    """(visit_idx, "kind: sentence [ids]") of every sentence the salience rule pins; the ids
+    are the sentence's own tags (none when the text is untagged)."""
     out = []
     for v, text in zip(turns["visit_idx"], turns["text_tagged"], strict=True):
         for sentence, ids in split_sentences(str(text)):
-            kinds = [k for k, p in PINNED_KINDS.items() if any(i.startswith(p) for i in ids)]
-            if kinds:
-                out.append((int(v), f"{kinds[0]}: {sentence} [{', '.join(ids)}]"))
+            kind = salient_kind(sentence)
+            if kind is not None:
+                tags = f" [{', '.join(ids)}]" if ids else ""
+                out.append((int(v), f"{kind}: {sentence}{tags}"))
     return out
 
 

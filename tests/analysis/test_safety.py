@@ -66,3 +66,38 @@ def test_l_type_rows_need_a_judge_until_judged():
     got = l_type_status(run, judged).set_index("task")
     assert got.loc["IG", "status"] == "judged" and got.loc["IG", "accuracy"] == 0.5
     assert got.loc["MCD", "status"] == L_STATUS
+
+
+def test_judge_available_says_what_can_judge_and_why_not(monkeypatch):
+    from clinlib.analysis.safety import judge_available
+
+    monkeypatch.setenv("CLINTRACE_LOCAL_MODEL", "off")
+    got = judge_available().set_index("judge")
+    assert bool(got.loc["lexical-judge", "available"])
+    assert not got.loc["local model", "available"]
+    assert "CLINTRACE_LOCAL_MODEL=off" in got.loc["local model", "why_not"]
+
+
+def test_core_retention_reads_text_with_tags_stripped():
+    from clinlib.analysis.safety import core_retention, strip_tags
+    from tests import strategy_fixtures as F
+
+    turns = F.dialogue(F.events_7001())
+    i = turns.index[turns["visit_idx"] == 0][0]
+    said = "I am allergic to codeine; it gave me severe vomiting."
+    unsaid = "Pills with a smaller price tag, please."  # outside the salience words
+    for s, tag in ((said, "TRAPALG-7001"), (unsaid, "TRAPCOST-7001")):
+        turns.loc[i, "text"] = f"{turns.loc[i, 'text']} {s}"
+        turns.loc[i, "text_tagged"] = f"{turns.loc[i, 'text_tagged']} {s} [{tag}]"
+    assert "[" not in "".join(strip_tags(turns)["text_tagged"])
+    facts = pd.DataFrame(
+        {
+            "subject_id": [7001, 7001],
+            "origin": ["injected", "injected"],
+            "kind": ["allergy", "cost"],
+            "statement": [said, unsaid],
+        }
+    )
+    got = core_retention(turns, facts).set_index("kind")
+    assert got.loc["allergy", "tagged"] and got.loc["allergy", "stripped"]
+    assert not got.loc["cost", "tagged"] and not got.loc["cost", "stripped"]  # tag or no tag

@@ -274,13 +274,15 @@ def test_lexical_judge_on_hand_made_ig_and_mcd(tmp_path, monkeypatch):
     assert "token-F1 0.000" in got.loc[("ig", "bad"), "reason"]
     assert not got.loc[("ig", "bad"), "verdict"]
     # MCD good: gold 5 tokens, answer 4, all 4 shared: P 1, R .8, F1 = 1.6/1.8 = 0.889; both
-    # nodes covered (2/2 and 1/2 >= .5): node coverage 1.0 >= .75, the two F1 proxies .889
-    # >= .75 and >= .7: correct
+    # nodes covered (2/2 and 1/2 >= .5): node coverage 1.0; no reasoning pattern, so causal
+    # relation = node coverage when a causal word is stated ("contraindicated"): 1.0; chain
+    # completeness by the seed's bands: 1.0: correct
     assert "token-F1 0.889" in got.loc[("mcd", "good"), "reason"]
     assert got.loc[("mcd", "good"), "verdict"]
     assert all(got.loc[("mcd", "good"), "criteria"].values())
-    # MCD bad: {metformin was fine} vs gold: 1 shared, P 1/3, R 1/5, F1 = .25 (< .75, < .7);
-    # nodes: "metformin ordered" 1/2 covered, "creatinine high" 0/2: coverage .5 < .75
+    # MCD bad: {metformin was fine} vs gold: 1 shared, P 1/3, R 1/5, F1 = .25;
+    # nodes: "metformin ordered" 1/2 covered, "creatinine high" 0/2: coverage .5 < .75; no
+    # causal word: causal relation 0; chain completeness .3 (some node, gaps) < .7
     assert "token-F1 0.250" in got.loc[("mcd", "bad"), "reason"]
     assert not got.loc[("mcd", "bad"), "verdict"]
     assert not any(got.loc[("mcd", "bad"), "criteria"].values())

@@ -233,9 +233,8 @@ def test_estimate_prices_the_trap_prompts(trap_runs):
     q = pd.read_parquet(artifact_path("trap_questions.parquet", "tp"))
     row = est[est["strategy"] == "no-context-blind"].iloc[0]
     assert int(row["questions"]) == int(q["task"].isin(["EEM", "MQ"]).sum())
-    # output bound: EEM's S cap 64, MQ's O cap 16 per question
-    n_eem = int((q["task"] == "EEM").sum())
-    assert int(row["output_tokens_max"]) == 64 * n_eem + 16 * (int(row["questions"]) - n_eem)
+    # output bound: the seed's cap, 10,240 completion tokens per question, for every type
+    assert int(row["output_tokens_max"]) == 10_240 * int(row["questions"])
 
 
 def test_reader_quotes_free_text_evidence_by_hand():

@@ -49,27 +49,65 @@ def test_rule_based_core_block_by_hand(turns):
     assert len(_core(turns, core_items=2)) == 2  # cut from the end (medications go first)
 
 
-def test_pinned_kinds_lead_the_block(turns, monkeypatch):
-    monkeypatch.setattr(cm, "PINNED_KINDS", {})
-    cm.pin_kinds({"procedure-constraint": "PX-"})
-    core = _core(turns)
-    assert core[0].startswith("constraints: procedure-constraint: ") and "[PX-802-1]" in core[0]
-    with pytest.raises(ValueError, match="empty id prefix"):
-        cm.pin_kinds({"x": " "})
-
-
-def test_injected_trap_constraint_is_pinned_by_default(turns):
-    # issue 30: a patient-stated allergy (tag TRAPALG-<subject>, as clinlib.tasks.traps states it)
-    # in the first visit leads the block although it is neither a diagnosis nor an order
+def _say(turns, sentence, tag=""):
+    """``turns`` with ``sentence`` appended to visit 0's first turn (tagged when ``tag``)."""
     stated = turns.copy()
     i = stated.index[stated["visit_idx"] == 0][0]
-    sentence = "I am allergic to ibuprofen; it gave me hives."
     stated.loc[i, "text"] = f"{stated.loc[i, 'text']} {sentence}"
-    stated.loc[i, "text_tagged"] = f"{stated.loc[i, 'text_tagged']} {sentence} [TRAPALG-7001]"
-    stated.at[i, "event_ids"] = [*stated.loc[i, "event_ids"], "TRAPALG-7001"]
-    core = _core(stated)
+    suffix = f" [{tag}]" if tag else ""
+    stated.loc[i, "text_tagged"] = f"{stated.loc[i, 'text_tagged']} {sentence}{suffix}"
+    if tag:
+        stated.at[i, "event_ids"] = [*stated.loc[i, "event_ids"], tag]
+    return stated
+
+
+def _untagged(lines):
+    return [re.sub(r" \[[^\]]*\]$", "", x) for x in lines]
+
+
+def _strip_tags(turns):
+    return turns.assign(
+        text_tagged=[
+            re.sub(r" ?\[[A-Z]+-[0-9-]+(?:, [A-Z]+-[0-9-]+)*\]", "", t)
+            for t in turns["text_tagged"]
+        ],
+        event_ids=[[] for _ in range(len(turns))],
+    )
+
+
+def test_salience_rule_pins_by_what_the_text_says(turns, monkeypatch):
+    monkeypatch.setattr(cm, "SALIENCE", dict(cm.SALIENCE))
+    sentence = "I am allergic to ibuprofen; it gave me hives."
+    core = _core(_say(turns, sentence, "TRAPALG-7001"))
     assert core[0] == f"constraints: allergy: {sentence} [TRAPALG-7001]"
     assert sum(x.startswith("constraints:") for x in core) == 1
+    # a TRAP tag on a sentence that states no constraint pins nothing: the tag is not read
+    plain = _core(_say(turns, "The weather was fine today.", "TRAPALG-7001"))
+    assert not any(x.startswith("constraints:") for x in plain)
+    # a constraint worded outside the rule's words is missed (the rule's known limit)
+    missed = _core(_say(turns, "Pills with a smaller price tag, please."))
+    assert not any(x.startswith("constraints:") for x in missed)
+    cm.add_salience("procedure", r"\bno more scopes\b")
+    got = _core(_say(turns, "No more scopes for me."))[0]
+    assert got == "constraints: procedure: No more scopes for me."
+    with pytest.raises(ValueError, match="empty pattern"):
+        cm.add_salience("x", " ")
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Before we go on, I should tell you I am allergic to penicillin; it gave me hives.",
+        "Money is tight: I cannot spend more than 20 dollars a month on prescriptions.",
+        "I drive a bus for work, so I cannot take anything that makes me drowsy.",
+    ],
+)
+def test_stripping_every_tag_gives_the_same_core_block(turns, sentence):
+    tagged = _say(turns, sentence, "TRAPCOST-7001")
+    a, b = _core(tagged), _core(_strip_tags(tagged))
+    assert not any("[" in x for x in b)  # no tag left anywhere
+    assert _untagged(a) == b  # the same block, line for line, once ids are set aside
+    assert any(sentence in x for x in b if x.startswith("constraints:"))
 
 
 def test_context_is_core_plus_current_text_of_top_visits(turns):

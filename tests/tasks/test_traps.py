@@ -336,3 +336,90 @@ def test_parse_back_reads_the_rendered_text():
             "to sulfa drugs; it gave me a rash. [TRAPALG-7]\nVisit 3 (2150-03-01)")  # fmt: skip
     assert parse_back(text, 7) == {"allergen": "sulfa drugs", "date": "2150-02-03"}
     assert parse_back(text, 8) == {}
+
+
+def test_stated_gate_catches_a_ckd_epi_question_without_age_and_sex(quick_traps):
+    from clinlib.data.build import load
+    from clinlib.tasks.traps.stage import unstated_inputs
+
+    q = load("trap_questions", quick_traps)
+    needs = q[q["subtype"].isin(["egfr", "metformin_low_egfr"])]
+    assert len(needs) > 0 and not any(unstated_inputs(r) for r in needs.to_dict("records"))
+    row = needs.iloc[0].to_dict()
+    # the question as it was before the gate: no age, no sex -> caught
+    bare = {**row, "question": row["question"].split(". ", 1)[1]}
+    assert unstated_inputs(bare)
+    if row["subtype"] == "egfr":  # the wrong sex is caught too (meta holds it)
+        flipped = (
+            row["question"].replace("woman", "X").replace(" man", " woman").replace("X", "man")
+        )
+        assert unstated_inputs({**row, "question": flipped})
+    assert not unstated_inputs({**row, "subtype": "allergy", "question": "no demographics"})
+
+
+def test_mq_is_scored_as_a_set():
+    from clinlib.tasks.traps.answers import PROMPTS, letter_set, trap_score
+
+    assert "B or B,D" in PROMPTS["MQ"]  # the seed's MQ answer prompt
+    assert letter_set("D, B") == "B,D" and letter_set("B and D.") == "B,D"
+    assert letter_set("The answer is B.") == "B"
+    assert trap_score("MQ", "B,D", "B,D").correct and trap_score("MQ", "D,B", "D,B").correct
+    assert not trap_score("MQ", "B", "B,D").correct  # one correct option missing
+    assert not trap_score("MQ", "A,B", "B").correct  # a wrong option added
+    assert trap_score("MQ", "B", "B").correct
+    assert trap_score("SUA", "B", "B").correct  # single-option types unchanged
+
+
+def test_every_derived_rule_produces_an_mcd_question_with_its_chain():
+    from clinlib.tasks.traps.queries import build_trap_questions
+    from clinlib.tasks.traps.rules import RULES
+
+    detail = {
+        "lab_value": "3.0",
+        "lab_time": "2150-01-01 08:00:00",
+        "order_time": "2150-01-02 08:00:00",
+        "source": "cited",
+    }
+    traps = pd.DataFrame(
+        [
+            {
+                "trap_id": f"TRAPRULE-{k}-{k}",
+                "subject_id": k,
+                "origin": "derived",
+                "kind": "contraindication",
+                "rule": r.key,
+                "value": r.drug_class,
+                "statement": "",
+                "visit_idx": 0,
+                "matters_visit_idx": 0,
+                "anchor_event_ids": [f"LAB-{k}", f"RX-{k}"],
+                "risk_category": r.risk_category,
+                "detail": json.dumps(
+                    {**detail, "lab": r.lab, "order_drug": r.phrases[0], "state": r.state}
+                ),
+            }
+            for k, r in enumerate(RULES, start=1)
+        ]
+    )
+    # one event no turn states: the record questions (SUA, MQ eGFR) have nothing to ask
+    events = pd.DataFrame([_ev("LAB-9", 9, 0, "2150-01-01", "lab", "Potassium", 4.0, 5.1)])
+    turns = pd.DataFrame(
+        {"subject_id": [1], "visit_idx": [0], "event_ids": [[]], "visit_date": ["2150-01-01"]}
+    )
+    patients = pd.DataFrame(
+        {"subject_id": [1], "gender": ["F"], "anchor_age": [70], "anchor_year": [2150]}
+    )
+    cohort = pd.DataFrame(
+        {"subject_id": list(range(1, len(RULES) + 1)), "disease": "x", "tertile": "low"}
+    )
+    q = build_trap_questions(traps, events, turns, patients, cohort)
+    mcd = q[q["task"] == "MCD"].set_index("subtype")
+    assert sorted(mcd.index) == sorted(r.key for r in RULES)  # one per rule, every rule
+    assert all(len(n) == 4 for n in mcd["judge_nodes"]) and set(mcd["judge_hops"]) == {3}
+    assert mcd["judge_pattern"].str.count("->").eq(3).all()
+    # only the metformin chain needs CKD-EPI: its question states age and sex (70 in 2150, F)
+    assert mcd.loc["metformin_low_egfr", "question"].startswith(
+        "The patient is a 70-year-old woman."
+    )
+    assert not mcd.drop(index="metformin_low_egfr")["question"].str.contains("year-old").any()
+    assert "platelets below 50 K/uL" in mcd.loc["anticoagulant_thrombocytopenia", "judge_nodes"]

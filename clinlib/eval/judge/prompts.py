@@ -16,6 +16,7 @@ types EEM and MQ), which is what the judge audit needs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 TLA_JUDGE_PROMPT = """\
@@ -206,3 +207,40 @@ def render_judge_prompt(kind: str, fields: Mapping[str, object]) -> str:
     for name in PLACEHOLDERS:
         text = text.replace(f"<{name}>", str(fields.get(name, "") or ""))
     return text
+
+
+# what the seed's prompt text asks the reference material to hold beyond a non-empty field
+REQUIRED_IN_FIELD: dict[str, dict[str, tuple[str, ...]]] = {
+    "IG": {"metadata_info": ("required_patient_info", "common_wrong_answer")},
+    "MCD": {"reasoning_pattern": ("->",)},
+}
+
+
+def read_fields(kind: str, text: str) -> dict[str, str] | None:
+    """The placeholders' values read back out of a rendered prompt of ``kind`` (the template
+    with each ``<placeholder>`` a capture group); None when the text is not that prompt."""
+    template = JUDGE_PROMPTS[kind]
+    pattern, names, pos = "", [], 0
+    for m in re.finditer(r"<(" + "|".join(PLACEHOLDERS) + r")>", template):
+        pattern += re.escape(template[pos : m.start()])
+        if m.group(1) in names:  # a placeholder used twice: a back-reference
+            pattern += f"(?P={m.group(1)})"
+        else:
+            names.append(m.group(1))
+            pattern += f"(?P<{m.group(1)}>.*?)"
+        pos = m.end()
+    got = re.fullmatch(pattern + re.escape(template[pos:]), text, re.DOTALL)
+    return None if got is None else {n: got.group(n) for n in names}
+
+
+def missing_fields(kind: str, text: str) -> list[str]:
+    """The placeholders of prompt ``kind`` that the rendered ``text`` leaves empty (or, per
+    :data:`REQUIRED_IN_FIELD`, without the items the seed's prompt names); ``["<not this
+    prompt>"]`` when the text does not read back as the prompt."""
+    got = read_fields(kind, text)
+    if got is None:
+        return ["<not this prompt>"]
+    out = [n for n, v in got.items() if not v.strip()]
+    for name, items in REQUIRED_IN_FIELD.get(kind, {}).items():
+        out += [f"{name}:{i}" for i in items if i not in got.get(name, "")]
+    return out

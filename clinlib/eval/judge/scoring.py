@@ -25,16 +25,20 @@ A reply neither reading parses is a parse failure: recorded (``parse_failed`` /
 
 The offline judge ``lexical-judge`` (:data:`LEXICAL_JUDGE`) is a deterministic policy, not a
 language model: it reads the reference and the answer out of the rendered prompt and says
-correct when their SQuAD token-F1 (:func:`clinlib.tasks.answers.overlap.token_f1`) reaches
-:data:`LEXICAL_THRESHOLD` (0.5, the F1 rule MedMemoryBench applies to LoCoMo, seed fact
-``mmb_f1_correct``); for MCD each criterion score is a lexical proxy (node coverage:
-the share of nodes whose tokens the answer recalls; the other two: the token-F1).
+correct when their SQuAD token-F1 (:func:`lexical_f1`: a text SQuAD normalises to nothing,
+such as "A", keeps its plain tokens) reaches :data:`LEXICAL_THRESHOLD` (0.5, the F1 rule
+MedMemoryBench applies to LoCoMo, seed fact ``mmb_f1_correct``); for MCD each criterion has
+its own lexical rule (:func:`lexical_mcd_scores`: node coverage from the node list, causal
+links from the reasoning pattern, chain completeness by the seed's bands). It cannot see
+negation, hedging or paraphrase: the judge audit (:mod:`clinlib.analysis.judge_audit`) shows
+where it fails.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -54,7 +58,8 @@ from clinlib.eval.judge.prompts import (
 from clinlib.eval.synthesis.calls import Calls
 from clinlib.llm import ChatRequest, GenerationParams, get_backbone, register_policy_backbone
 from clinlib.llm.types import OfflineReply
-from clinlib.tasks.answers.overlap import answer_tokens, token_f1
+from clinlib.tasks.answers.overlap import answer_tokens
+from clinlib.tasks.traps.reference import parse_pattern
 
 LEXICAL_JUDGE = "lexical-judge"
 # The token-F1 rule MedMemoryBench applies to LoCoMo (its appendix "LoCoMo"): correct if F1 >= 0.5.
@@ -84,6 +89,12 @@ JUDGE_COLUMNS: tuple[str, ...] = (
     "from_cache",
     "error",
 )
+CAUSAL_RE = re.compile(
+    r"\b(so|therefore|thus|hence|because|since|due to|leads? to|implies|means|"
+    r"contraindicat\w*|conflicts?|should not|must not)\b",
+    re.IGNORECASE,
+)
+CAUSAL_WORDS = CAUSAL_RE.pattern
 _FENCE_RE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
 _BOOL_RE = re.compile(r"[\"']?is_correct[\"']?\s*[:=]\s*(true|false)", re.IGNORECASE)
 _TAG_RE = re.compile(r"\[(CORRECT|INCORRECT|PARTIALLY CORRECT)\]")
@@ -235,28 +246,73 @@ def _between(text: str, start: str, ends: Sequence[str]) -> str:
     return rest[:cut].strip()
 
 
+def lexical_f1(answer: str, reference: str) -> float:
+    """SQuAD token-F1, except that a text whose SQuAD normalisation is empty (the reference
+    "A": articles are dropped) keeps its plain lower-case tokens, and an empty reference
+    matches nothing (0.0): an empty answer never scores 1 against an empty-normalised gold."""
+    ref = answer_tokens(reference) or _plain_tokens(reference)
+    got = answer_tokens(answer) or _plain_tokens(answer)
+    if not ref or not got:
+        return 0.0
+    same = sum((Counter(got) & Counter(ref)).values())
+    return 0.0 if not same else 2 * same / (len(got) + len(ref))
+
+
+def _plain_tokens(text: str) -> list[str]:
+    return re.sub(r"[^a-z0-9 ]+", " ", str(text).lower()).split()
+
+
+def _recall(node: str, got: set[str]) -> float:
+    want = answer_tokens(node) or _plain_tokens(node)
+    return sum(t in got for t in want) / max(len(want), 1)
+
+
+def chain_completeness(ncr: float, crc: float) -> float:
+    """The seed's CC bands (MedMemoryBench Appendix D.1, MCD prompt): 1.0 all nodes and links; 0.7 >= 80 % of
+    nodes with the links mostly right (CRC >= 0.75); 0.5 >= 60 % with CRC >= 0.5; 0.3 some
+    node; 0.0 none."""
+    if ncr >= 1.0 and crc >= 1.0:
+        return 1.0
+    if ncr >= 0.8 and crc >= 0.75:
+        return 0.7
+    if ncr >= 0.6 and crc >= 0.5:
+        return 0.5
+    return 0.3 if ncr > 0 else 0.0
+
+
+def lexical_mcd_scores(answer: str, nodes: Sequence[str], links: Sequence[tuple[int, int]]):
+    """(NCR, CRC, CC) of an answer, lexically: a node is covered when the answer recalls at
+    least :data:`LEXICAL_THRESHOLD` of its tokens; a link is correct when both its nodes are
+    covered and the answer states a causal connective (:data:`CAUSAL_WORDS`); CC by the
+    seed's bands (:func:`chain_completeness`). No links given: CRC = NCR of the nodes."""
+    got = set(answer_tokens(answer) or _plain_tokens(answer))
+    covered = [_recall(n, got) >= LEXICAL_THRESHOLD for n in nodes]
+    ncr = float(np.mean(covered)) if covered else 0.0
+    causal = bool(CAUSAL_RE.search(str(answer)))
+    valid = [(a, b) for a, b in links if 1 <= a <= len(nodes) and 1 <= b <= len(nodes)]
+    if valid:
+        crc = float(np.mean([causal and covered[a - 1] and covered[b - 1] for a, b in valid]))
+    else:
+        crc = ncr if causal else 0.0
+    return ncr, crc, chain_completeness(ncr, crc)
+
+
 def lexical_judge_policy(messages: Sequence[Mapping[str, Any]], params: Any) -> OfflineReply:
-    """``lexical-judge``: token-F1 of the answer against the reference (module docstring)."""
+    """``lexical-judge``: token-F1 of the answer against the reference; MCD's three criteria
+    each by its own lexical rule (:func:`lexical_mcd_scores`); module docstring."""
     text = next(
         (str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"), ""
     )
     ref = _between(text, "\nReference Answer: ", ["\nAnswer Explanation:"])
     answer = _between(text, "\nModel's Answer: ", ["\nEvaluation Criteria:", "\n---\n"])
-    f1 = token_f1(answer, ref)
+    f1 = lexical_f1(answer, ref)
     out: dict[str, Any] = {"is_correct": f1 >= LEXICAL_THRESHOLD}
-    nodes_text = _between(text, "Nodes for validation: ", ["\nReasoning Hops:"])
     if "\n---\n" in text:  # the MCD prompt
+        nodes_text = _between(text, "Nodes for validation: ", ["\nReasoning Hops:"])
         nodes = [re.sub(r"^\d+\.\s*", "", n) for n in nodes_text.splitlines() if n.strip()]
-        got = set(answer_tokens(answer))
-        covered = [
-            len(set(answer_tokens(n)) & got) / max(len(answer_tokens(n)), 1) >= LEXICAL_THRESHOLD
-            for n in nodes
-        ]
-        out |= {
-            "ncr_score": float(np.mean(covered)) if covered else f1,
-            "crc_score": f1,
-            "cc_score": f1,
-        }
+        links = parse_pattern(_between(text, "\nReasoning Pattern: ", ["\nModel's Answer:"]))
+        ncr, crc, cc = lexical_mcd_scores(answer, nodes, links)
+        out |= {"ncr_score": ncr, "crc_score": crc, "cc_score": cc}
     out["reason"] = f"token-F1 {f1:.3f} vs threshold {LEXICAL_THRESHOLD} (lexical policy)"
     return OfflineReply(json.dumps(out))
 

@@ -65,6 +65,17 @@ def stored_traps(
     return out[[*RUN_COLUMNS, *COST_COLUMNS]].astype({"correct": "boolean"})
 
 
+def asked_tasks(profile: str | None) -> tuple[list[str], list[str]]:
+    """(the query types that have questions in the profile's trap set, those that have none).
+    A type with no question (MCD where no derived rule fires, as on a small real-data cohort)
+    is skipped by :func:`ask_traps` and said in one sentence, never a crash."""
+    have = set(load("trap_questions", resolve_profile(profile))["task"].astype(str))
+    return (
+        [t for t in HARNESS_TRAP_TASKS if t in have],
+        [t for t in HARNESS_TRAP_TASKS if t not in have],
+    )
+
+
 def ask_traps(
     profile: str | None,
     strategies: Sequence[str],
@@ -77,13 +88,16 @@ def ask_traps(
     to :func:`clinlib.eval.harness.runner.run`) and return :func:`stored_traps` for every setting."""
     name = resolve_profile(profile)
     run_options.setdefault("progress", False)
+    tasks, empty = asked_tasks(name)
+    if empty:
+        print(f"trap query type(s) {', '.join(empty)}: no question in this set, not asked")
     spec, options = run_records(
         profile=name,
         strategies=strategies,
         backbones=backbones,
         settings=settings,
         prep=prep,
-        tasks=HARNESS_TRAP_TASKS,
+        tasks=tasks,
         **run_options,
     )
     runner.run(spec, options)

@@ -2,10 +2,10 @@
 Appendix D.1 answer prompts, §5 "Query Design" answer formats).
 
 The six query types are task names of the harness (:data:`TRAP_TASK_NAMES`): ``clintrace run
---tasks EEM,TLA,SUA,MQ`` loads ``trap_questions.parquet`` (:func:`clinlib.tasks.extended.
+--tasks EEM,TLA,SUA,MQ,IG,MCD`` loads ``trap_questions.parquet`` (:func:`clinlib.tasks.extended.
 load_questions`), builds contexts over the trap dialogue and stores the predictions like every
-other task's. Only the deterministic formats are asked (:data:`HARNESS_TRAP_TASKS`: S and O);
-IG and MCD (L, free text) are asked and stored like the others, but no deterministic scorer
+other task's. All six are asked (:data:`HARNESS_TRAP_TASKS`); IG and MCD (L, free text) are
+stored like the others, but no deterministic scorer
 decides them: their ``correct`` is stored NA (never False) with ``parse_problem``
 :data:`NEEDS_JUDGE`, and :func:`clinlib.eval.judge.run.judge_traps` scores them with the judge.
 
@@ -15,8 +15,10 @@ question embedded and, for the O types, the options listed (:func:`trap_prompt`)
 
 * S, EEM: the response, lower-cased with punctuation dropped, equals the gold allergen.
 * S, TLA: the first ``YYYY-MM-DD`` date in the response equals the gold (none: parse failure).
-* O: the first option letter standing alone (``B``, ``(B)``, ``B.``) equals the gold letter
-  (none: parse failure).
+* O, SUA: the first option letter standing alone (``B``, ``(B)``, ``B.``) equals the gold
+  letter (none: parse failure).
+* O, MQ: multi-select scored as a set (:func:`letter_set`: "B,D" and "D and B" are the same
+  answer; "B" is wrong when the gold is "B,D").
 
 An exact abstention (``insufficient information``) parses to ``ABSTAIN`` and is wrong.
 """
@@ -35,8 +37,19 @@ TRAP_TASK_NAMES: tuple[str, ...] = QUERY_TYPES
 HARNESS_TRAP_TASKS: tuple[str, ...] = QUERY_TYPES  # all six are asked; L rows store correct NA
 JUDGED_TRAP_TASKS: tuple[str, ...] = tuple(t for t in QUERY_TYPES if ANSWER_FORMAT[t] == "L")
 TRAP_ARTIFACT = "trap_questions"
-MAX_TOKENS_BY_FORMAT = {"S": 64, "O": 16, "L": 512}
-TRAP_MAX_TOKENS: dict[str, int] = {t: MAX_TOKENS_BY_FORMAT[ANSWER_FORMAT[t]] for t in QUERY_TYPES}
+# The seed's decoding settings for every MedMemoryBench model (its appendix "Implementation
+# Details": temperature 0.3, at most 10,240 completion tokens) and its shared system prompt
+# (MedMemoryBench Appendix D.1 "Query Answering"), the defaults of this set: the spec's
+# max_tokens, and notes["system_prompt"] / notes["temperature"] for a harness that reads them.
+SEED_TEMPERATURE = 0.3
+SEED_MAX_TOKENS = 10_240
+SEED_SYSTEM_PROMPT = (
+    "You are the patient's personalized medical assistant, capable of accurately memorizing "
+    "the patient's complete medical history. Please reason and respond based on patient "
+    "information in memory, maintain a warm yet professional tone, answer directly, and avoid "
+    "unnecessarily long explanations."
+)
+TRAP_MAX_TOKENS: dict[str, int] = dict.fromkeys(QUERY_TYPES, SEED_MAX_TOKENS)
 LETTERS = "ABCDEFGH"
 
 EEM_PROMPT = (
@@ -52,6 +65,15 @@ TLA_PROMPT = (
     "event at a specific time, clearly describe the event content and key details. "
     "3. Keep the answer concise and directly grounded in memory. Answer:"
 )
+MQ_PROMPT = (
+    "Context: Based on the memory below, and considering the patient's allergy "
+    "history, medical history, medications, and personal preferences, answer the "
+    "following question. Question: {question} Options: {options} Answer "
+    "Requirements: 1. Select all correct options. 2. Output only the option letter(s), "
+    "such as B or B,D. 3. Do not provide any explanation. Answer:"
+)
+# SUA: the kit still asks it as an option question (its offline reader answers a letter); the
+# seed's SUA prompt asks for the latest status in free text, judged by the SUA judge prompt.
 OPTION_PROMPT = (
     "Context: Based on the memory below, and considering the patient's allergy "
     "history, medical history, medications, and personal preferences, answer the "
@@ -79,7 +101,7 @@ PROMPTS = {
     "EEM": EEM_PROMPT,
     "TLA": TLA_PROMPT,
     "SUA": OPTION_PROMPT,
-    "MQ": OPTION_PROMPT,
+    "MQ": MQ_PROMPT,
     "IG": IG_PROMPT,
     "MCD": MCD_PROMPT,
 }
@@ -87,6 +109,7 @@ PROMPTS = {
 NEEDS_JUDGE = "free text: needs the LLM judge"  # the marker of an L row's NA correct
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _LETTER = re.compile(r"\b([A-H])\b")
+_LETTER_LIST = re.compile(r"^\W*([A-H](?:\s*(?:,|and|&)\s*[A-H])*)\W*$")
 _ABSTAIN = re.compile(r"^\W*insufficient\s+information\W*$", re.IGNORECASE)
 
 
@@ -123,6 +146,19 @@ def parse_trap(task: str, response: str | None) -> str | None:
         return found[0] if found else None
     if fmt == "S":
         return norm_text(text) or None
+    if task == "MQ":
+        return letter_set(text)
+    m = _LETTER.search(text)
+    return m.group(1) if m else None
+
+
+def letter_set(text: str) -> str | None:
+    """MQ's answer as a set (the seed: "such as B or B,D"): a response that is only a list of
+    letters gives them all, sorted and comma-joined ("D, B" -> "B,D"); otherwise the first
+    letter standing alone; None when there is none."""
+    m = _LETTER_LIST.match(text.strip())
+    if m:
+        return ",".join(sorted(set(re.findall(r"[A-H]", m.group(1)))))
     m = _LETTER.search(text)
     return m.group(1) if m else None
 
@@ -136,6 +172,8 @@ def trap_score(task: str, response: str | None, gold: str) -> Score:
     if parsed is None:
         return Score(None, False, True, 0.0, None)
     want = norm_text(gold) if ANSWER_FORMAT[task] == "S" and task != "TLA" else str(gold)
+    if task == "MQ":  # scored as a set: every correct option and nothing else
+        want = ",".join(sorted({x.strip() for x in str(gold).split(",") if x.strip()}))
     correct = parsed != ABSTAIN and parsed == want
     return Score(parsed, correct, False, float(correct))
 
@@ -149,6 +187,7 @@ def _spec(task: str) -> TaskSpec:
         family="trap",
         scorer=trap_score,
         reader_policy=f"clinlib.eval.readers.trap:read_{task.lower()}",
+        notes={"system_prompt": SEED_SYSTEM_PROMPT, "temperature": SEED_TEMPERATURE},
     )
 
 

@@ -11,8 +11,8 @@
   economic constraint or preference, labelled injected; its anchor is its own ``TRAP...``
   event id; it matters at the patient's last visit (the questions are asked after it).
 
-:data:`TRAP_KINDS` is the one public name of what a trap fact is (the core-memory strategy pins
-turns whose ``event_ids`` hold a trap fact's anchor: :func:`trap_event_ids`).
+:data:`TRAP_KINDS` is the one public name of what a trap fact is (the trap questions and retention
+read a trap fact's anchors: :func:`trap_event_ids`; no memory strategy reads them).
 :func:`trap_dialogue` returns a dialogue with the injected constraints (tagged); the original
 dialogues.parquet is never rewritten, so T1–T11 and their gold are untouched.
 """

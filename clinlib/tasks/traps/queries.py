@@ -34,6 +34,13 @@ import pandas as pd
 
 from clinlib.tasks.generators.common import make_qid, stable_hash
 from clinlib.tasks.traps.constraints import ALLERGENS
+from clinlib.tasks.traps.reference import (
+    REFERENCE_COLUMNS,
+    demographics,
+    ig_metadata,
+    mcd_material,
+    reference,
+)
 from clinlib.tasks.traps.rules import ckd_epi_2021
 
 QUERY_TYPES: tuple[str, ...] = ("EEM", "TLA", "SUA", "MQ", "IG", "MCD")
@@ -70,6 +77,7 @@ STATE_OPTIONS = [
 ]
 SUA_LABS = {"Creatinine": "improper_dosage_adjustment", "Potassium": "delayed_emergency_response"}
 EGFR_C_PER_AB = 2
+LETTERS = "ABCDEFGH"
 MQ_ALLERGY_OPTIONS = [
     "Yes, no allergy the patient reported covers it",
     "No, it is covered by an allergy the patient reported",
@@ -81,6 +89,7 @@ TRAP_QUESTION_EXTRA = [
     "trap_id",
     "gold_text",
     "judge_criteria",
+    *REFERENCE_COLUMNS,
 ]
 
 
@@ -112,11 +121,14 @@ def _q(
     sub="",
     gold_text="",
     criteria=(),
+    ref=None,
 ) -> dict:
     qid = make_qid(
         qtype, [sid], anchors, sub or qtype, [json.dumps(meta, sort_keys=True, default=str)]
     )
     gold = gold or gold_text  # an L-type question's gold is its reference answer
+    if not gold_text and options and len(str(gold)) == 1:  # O: the option's text, not its letter
+        gold_text = f"{gold}. {options[LETTERS.index(str(gold))]}"
     return {
         "qid": qid,
         "task": qtype,
@@ -138,6 +150,7 @@ def _q(
         "trap_id": trap_id,
         "gold_text": gold_text or gold,
         "judge_criteria": [str(c) for c in criteria],
+        **(ref or reference()),
     }
 
 
@@ -157,6 +170,7 @@ def _allergy(sid: int, a: dict, i: dict) -> list[dict]:
             a["trap_id"],
             {"kind": "allergy"},
             i,
+            ref=reference(f'In visit {a["visit_idx"]} the patient said: "{a["statement"]}"'),
         )
     ]
     others = [x for x in ALLERGENS if x.name != allergen.name]
@@ -182,6 +196,11 @@ def _allergy(sid: int, a: dict, i: dict) -> list[dict]:
                 {"kind": "allergy", "example": drug.example, "control": gold == "A"},
                 i,
                 sub="allergy",
+                ref=reference(
+                    f"The patient reported an allergy to {allergen.name} (visit "
+                    f'{a["visit_idx"]}: "{a["statement"]}"); {drug.example} '
+                    + ("falls in that class." if gold == "B" else "is not in that class.")
+                ),
             )
         )
     return out
@@ -201,6 +220,10 @@ def _cost(sid: int, c: dict, i: dict, dates) -> dict:
         c["trap_id"],
         {"kind": "cost", "visit_idx": int(c["visit_idx"])},
         i,
+        ref=reference(
+            f"The patient stated the limit in the visit of {dates[(sid, c['visit_idx'])]}: "
+            f'"{c["statement"]}"'
+        ),
     )
 
 
@@ -221,6 +244,11 @@ def _integrate(sid: int, by: dict, i: dict) -> dict:
         i,
         gold_text=f"A choice that respects every constraint the patient stated — {said}",
         criteria=["correct"],
+        ref=reference(
+            "The patient stated these constraints in earlier visits; a recommendation must "
+            "name and respect each of them.",
+            ig_metadata(by),
+        ),
     )
 
 
@@ -258,10 +286,8 @@ def _record(events, turns, patients, traps, info, dates) -> list[dict]:
             out.extend(_sua(sid, labs[labs["label"] == lab], lab, risk, i))
         if sid in pts:
             out.extend(_mq_egfr(sid, sub, labs[labs["label"] == "Creatinine"], pts[sid], i))
-    for t in traps[
-        (traps["origin"] == "derived") & (traps["rule"] == "metformin_low_egfr")
-    ].to_dict("records"):
-        out.append(_mcd(t, info[int(t["subject_id"])]))
+    for t in traps[traps["origin"] == "derived"].to_dict("records"):
+        out.append(_mcd(t, info[int(t["subject_id"])], pts.get(int(t["subject_id"]))))
     return out
 
 
@@ -303,6 +329,11 @@ def _sua(sid, labs, lab, risk, info) -> list[dict]:
             meta,
             info,
             sub=lab.lower(),
+            ref=reference(
+                f"Earlier {lab} {prev['value']:g} on {pd.Timestamp(prev['time']):%Y-%m-%d}; "
+                f"latest {lab} {last['value']:g} on {pd.Timestamp(last['time']):%Y-%m-%d} "
+                f"(reference range {last['ref_low']}-{last['ref_high']})."
+            ),
         )
     ]
 
@@ -327,12 +358,14 @@ def _mq_egfr(sid, sub, creat, patient, info) -> list[dict]:
         egfr = ckd_epi_2021(float(c["value"]), age, female)
         date = pd.Timestamp(o["time"]).strftime("%Y-%m-%d")
         risk = "missed_contraindication"
+        who = demographics(age, female)
         out.append(
             _q(
                 "MQ",
                 sid,
                 [str(c["event_id"]), str(o["event_id"])],
-                f"Metformin was ordered for the patient on {date}. Judging from their "
+                f"The patient is {who}. Metformin was ordered for the patient on {date}. "
+                "Judging from their "
                 "latest creatinine result before that order, which describes their kidney "
                 "function at the time?",
                 egfr_band(egfr),
@@ -348,38 +381,39 @@ def _mq_egfr(sid, sub, creat, patient, info) -> list[dict]:
                 },
                 info,
                 sub="egfr",
+                ref=reference(
+                    f"CKD-EPI 2021 from creatinine {float(c['value']):g} mg/dL, {who}: eGFR "
+                    f"{egfr:.1f} mL/min/1.73 m²."
+                ),
             )
         )
     return out
 
 
-def _mcd(t: dict, info: dict) -> dict:
-    d = json.loads(t["detail"])
-    nodes = [
-        f"creatinine {d['lab_value']} mg/dL on {d['lab_time'][:10]}",
-        "eGFR below 30 mL/min/1.73 m² (CKD-EPI 2021)",
-        f"{d['order_drug']} ordered on {d['order_time'][:10]}",
-        "metformin is contraindicated at this kidney function",
-    ]
-    relations = [[0, 1, "implies"], [1, 3, "contraindicates"], [2, 3, "conflicts with"]]
-    gold = (
-        "; ".join(nodes[:3]) + " — so the order conflicts with the patient's kidney "
-        "function: metformin is contraindicated below an eGFR of 30."
-    )
+def _mcd(t: dict, info: dict, patient) -> dict:
+    """MCD on one derived trap of any rule (:func:`clinlib.tasks.traps.reference.mcd_material`);
+    the metformin chain's question states the age and sex CKD-EPI 2021 needs."""
+    who = ""
+    if t["rule"] == "metformin_low_egfr" and patient is not None:
+        year = pd.Timestamp(json.loads(t["detail"])["lab_time"]).year
+        age = float(patient["anchor_age"]) + year - float(patient["anchor_year"])
+        who = demographics(age, str(patient["gender"]).upper().startswith("F"))
+    m = mcd_material(t, who)
     return _q(
         "MCD",
         int(t["subject_id"]),
         t["anchor_event_ids"],
-        "Looking across the patient's visits, was there any point at which one of their "
-        "medicines should not have been given? Explain the chain of evidence.",
+        m["question"],
         "",
         [],
         t["risk_category"],
         t["trap_id"],
-        {"nodes": nodes, "relations": relations},
+        m["meta"],
         info,
-        gold_text=gold,
+        sub=str(t["rule"]),
+        gold_text=m["gold_text"],
         criteria=MCD_CRITERIA,
+        ref=m["ref"],
     )
 
 

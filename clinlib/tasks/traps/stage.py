@@ -16,6 +16,10 @@ Gates (all hard):
   allergen read back from the stated sentence, the date from the stating turn's visit).
 * ``L3`` — no leakage: an S gold does not occur in its question; an O question names none of
   its options; an allergy question does not name the allergen.
+* ``stated`` — no question whose gold needs a fact the dialogue never states: the eGFR a
+  CKD-EPI 2021 gold needs (MQ eGFR, MCD on the metformin rule) takes age and sex, which the
+  dialogue does not state, so the question must state them (:func:`unstated_inputs`: "a
+  67-year-old woman", equal to the meta's age and sex where the meta has them).
 * ``distribution`` — no O subtype has more than :data:`MAX_LETTER_SHARE` of its golds on one
   option (checked when the subtype has >= :data:`MIN_FOR_SHARE` questions).
 * ``verifier`` — every trap_checks row passed: the trap verifier's and the MAIN dialogue
@@ -30,6 +34,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from clinlib.core.config import artifact_path, resolve_profile
 from clinlib.core.guards import StageError, stage_run
@@ -38,7 +43,12 @@ from clinlib.tasks.recompute import load_raw
 from clinlib.tasks.traps.constraints import ALLERGENS
 from clinlib.tasks.traps.facts import build_trap_facts, trap_dialogue, verify_traps
 from clinlib.tasks.traps.main_verify import verify_trap_dialogue
-from clinlib.tasks.traps.queries import build_trap_questions, egfr_band, lab_state
+from clinlib.tasks.traps.queries import (
+    TRAP_QUESTION_EXTRA,
+    build_trap_questions,
+    egfr_band,
+    lab_state,
+)
 from clinlib.tasks.traps.rules import ckd_epi_2021
 
 TRAP_STAGE = "traps"
@@ -46,6 +56,8 @@ TRAP_OUTPUTS = ("trap_facts", "trap_checks", "trap_questions", "trap_gates")
 MAX_LETTER_SHARE = 0.9
 MIN_FOR_SHARE = 10
 _ALLERGY_RE = re.compile(r"allergic to (.+?);")
+_AGE_SEX_RE = re.compile(r"\bis an? (\d+)-year-old (man|woman)\b")
+NEEDS_AGE_SEX = ("egfr", "metformin_low_egfr")  # subtypes whose gold runs CKD-EPI 2021
 
 
 def _raw_patients(con, sids) -> pd.DataFrame:
@@ -116,6 +128,20 @@ def recompute_gold(q: dict, raw, patients: dict, tdial: dict[str, dict]) -> str 
     return None
 
 
+def unstated_inputs(q: dict) -> bool:
+    """Whether a question's gold needs an input neither the dialogue nor the question states
+    (the ``stated`` gate, module docstring)."""
+    if str(q["subtype"]) not in NEEDS_AGE_SEX:
+        return False
+    m = _AGE_SEX_RE.search(str(q["question"]))
+    if m is None:
+        return True
+    meta = json.loads(q["meta"])
+    if "age" in meta and int(m.group(1)) != int(round(float(meta["age"]))):
+        return True
+    return "female" in meta and (m.group(2) == "woman") != bool(meta["female"])
+
+
 def gate_rows(questions: pd.DataFrame, checks: pd.DataFrame, raw, patients, tdial) -> pd.DataFrame:
     """The trap gates (module docstring): gate, task, n_checked, n_failed, threshold, passed."""
     rows = []
@@ -127,6 +153,7 @@ def gate_rows(questions: pd.DataFrame, checks: pd.DataFrame, raw, patients, tdia
             if recompute_gold(q, raw, patients, tdial) != q["gold"]
         ]
         l3 = [q["qid"] for q in qs.to_dict("records") if _leaks(q)]
+        unstated = [q["qid"] for q in qs.to_dict("records") if unstated_inputs(q)]
         share_bad = 0
         for _, sub in so[so["answer_format"] == "O"].groupby("subtype"):
             top = sub["gold"].value_counts(normalize=True).iloc[0]
@@ -134,6 +161,7 @@ def gate_rows(questions: pd.DataFrame, checks: pd.DataFrame, raw, patients, tdia
         rows += [
             ("L2", task, len(so), len(l2), 0.0),
             ("L3", task, len(qs), len(l3), 0.0),
+            ("stated", task, len(qs), len(unstated), 0.0),
             ("distribution", task, so["subtype"].nunique(), share_bad, 0.0),
         ]
     dup = int(questions["qid"].duplicated().sum())
@@ -204,9 +232,13 @@ def build_traps(profile: str | None = None) -> dict[str, pd.DataFrame]:
 
 def ensure_traps(profile: str | None = None) -> dict[str, pd.DataFrame]:
     """The profile's trap artifacts, built first when ``clintrace questions`` has not written
-    them (an older build): ``{"facts", "checks", "questions", "gates"}``."""
+    them, or wrote them without the current question columns (an older build):
+    ``{"facts", "checks", "questions", "gates"}``."""
     name = resolve_profile(profile)
     if not all(artifact_path(f"{a}.parquet", name).exists() for a in TRAP_OUTPUTS):
+        return build_traps(name)
+    have = pq.read_schema(artifact_path("trap_questions.parquet", name)).names
+    if not set(TRAP_QUESTION_EXTRA) <= set(have):  # written by an older kit: rebuilt
         return build_traps(name)
     return {
         k: load(a, name)
