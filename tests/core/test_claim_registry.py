@@ -17,9 +17,6 @@ from clinlib.core.prose import ClaimFailed, VacuousClaim, claim
 ROOT = Path(__file__).resolve().parents[2]
 SITES = claims.collect(ROOT)
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-# notebooks whose cells another pass edits at the same time; their undisplayed claims are
-# listed by test_every_claim_in_a_cell_renders and fixed there
-OTHER_PASS = {"02_dialogue_inspection", "18_safety_memory"}
 
 
 # --- the counterexample, by hand ---------------------------------------------------------------
@@ -122,8 +119,6 @@ def test_undisplayed_finds_claims_jupyter_drops():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_every_claim_in_a_cell_renders(path):
-    if path.stem in OTHER_PASS:
-        pytest.xfail("cells edited by another pass at the same time")
     cells = json.loads(path.read_text())["cells"]
     dropped = [
         (i, line)

@@ -99,7 +99,9 @@ _SUA = (
     ("Potassium", "mEq/L", 4.4, 5.6, 3.3, 5.1, "lisinopril"),
 )
 _DATES = ("2150-02-03", "2150-08-19")
-# allergen, its example drug, a drug outside the class, cost, preference
+# a table, one audit case per row: allergen, its example drug, a drug outside the class, cost,
+# preference
+# fmt: off
 _IG = (
     ("penicillin", "amoxicillin", "doxycycline", "generic drugs only", "no injections at home"),
     ("sulfa drugs", "sulfamethoxazole-trimethoprim", "nitrofurantoin", "at most 20 dollars a month", "once-daily medicines"),
@@ -109,8 +111,10 @@ _IG = (
     ("sulfa drugs", "sulfasalazine", "mesalamine", "generic drugs only", "once-daily medicines"),
     ("codeine", "codeine", "acetaminophen", "at most 20 dollars a month", "no injections at home"),
     ("ibuprofen", "naproxen", "acetaminophen", "generic drugs only", "once-daily medicines"),
-)  # fmt: skip
-# rule, lab, value, unit, state, drug, class
+)
+# fmt: on
+# a table, one audit case per row: rule, lab, value, unit, state, drug, class
+# fmt: off
 _MCD = (
     ("metformin_low_egfr", "creatinine", 3.4, "mg/dL", "eGFR below 30", "metformin", "metformin"),
     ("potassium_hyperkalaemia", "potassium", 6.1, "mEq/L", "potassium above the upper reference limit", "potassium chloride", "potassium supplement"),
@@ -120,7 +124,8 @@ _MCD = (
     ("potassium_hyperkalaemia", "potassium", 5.8, "mEq/L", "potassium above the upper reference limit", "potassium phosphate", "potassium supplement"),
     ("anticoagulant_thrombocytopenia", "platelet count", 41.0, "K/uL", "platelets below 50 K/uL", "heparin", "anticoagulant"),
     ("nephrotoxin_aki", "creatinine", 2.2, "mg/dL", "acute kidney injury by the KDIGO creatinine rise", "gentamicin", "nephrotoxic drug"),
-)  # fmt: skip
+)
+# fmt: on
 
 
 def spelled(date: str) -> str:
