@@ -33,6 +33,7 @@ from clinlib.data.cohort_rules import restrict_labs
 from clinlib.data.events import extract_events
 from clinlib.data.plausibility import (
     check_excluded,
+    lab_conversions,
     lab_exclusions,
     screen_admissions,
     summary_lines,
@@ -56,6 +57,7 @@ from clinlib.data.sources.mimic import (
     open_hosp,
     source_error,
 )
+from clinlib.data.units import conversion_lines
 
 log = logging.getLogger(__name__)
 
@@ -182,14 +184,16 @@ def build_cohort(
         raise ValueError(f"--per-disease must be a positive integer, got {per_disease!r}")
     t0 = time.perf_counter()
     with stage_run("cohort", name) as staging:
-        result, events, exclusions, families = _select_and_extract(
+        result, events, exclusions, families, conversions = _select_and_extract(
             spec, per_disease, seed, threads, allow_drops
         )
         _check_cohort(result, events, allow_drops)
         out = _write_cohort(staging, spec, result, events, seed, per_disease)
         exclusions.to_parquet(staging.path("exclusions.parquet"), index=False)
         families.to_parquet(staging.path("code_families.parquet"), index=False)
+        conversions.to_parquet(staging.path("conversions.parquet"), index=False)
         out["exclusions"], out["code_families"] = exclusions, families
+        out["conversions"] = conversions
     for line in report_lines(out):
         log.info("cohort: %s", line)
     log.info(
@@ -204,10 +208,12 @@ def build_cohort(
 
 def report_lines(out: dict[str, pd.DataFrame]) -> list[str]:
     """What the cohort stage left out and why: rows excluded as implausible, rows whose name
-    is unknown (MEDS), and the MEDS code families read, used and ignored."""
+    is unknown (MEDS), lab values converted from a known alternative unit, and the MEDS code
+    families read, used and ignored."""
     ex = out["exclusions"]
     plausibility = ex[ex["rule"] != UNNAMED_RULE]
     lines = [f"excluded: {line}" for line in summary_lines(plausibility) + unnamed_lines(ex)]
+    lines += [f"converted: {line}" for line in conversion_lines(out.get("conversions"))]
     return lines + family_lines(out.get("code_families", pd.DataFrame()))
 
 
@@ -216,7 +222,8 @@ def _select_and_extract(
 ):
     """Plausibility screen + cohort selection + event extraction, with DuckDB read errors as
     one-line errors. Returns (selection result, events, exclusions, code families: what a
-    MEDS source held and what the kit made of it, empty for other sources)."""
+    MEDS source held and what the kit made of it, empty for other sources; lab values
+    converted per lab and unit)."""
     con = duckdb.connect()
     try:
         if threads:
@@ -234,6 +241,7 @@ def _select_and_extract(
             check_unique(con, "labevents", "labevent_id", keyed["labevents"], subjects)
         events = extract_events(con, subjects)
         bad_lab, n_lab = lab_exclusions(con)
+        conversions = lab_conversions(con)
         check_excluded("panel lab rows", n_lab, bad_lab, allow_drops)
         bad_rx, n_rx = rx_exclusions(con)
         check_excluded("medication order rows", n_rx, bad_rx, allow_drops)
@@ -252,7 +260,7 @@ def _select_and_extract(
     finally:
         con.close()
     exclusions = pd.concat([bad_adm, bad_lab, bad_rx, unnamed], ignore_index=True)
-    return result, events, exclusions.astype({"subject_id": "int64"}), families
+    return result, events, exclusions.astype({"subject_id": "int64"}), families, conversions
 
 
 def _key_files(spec: SourceSpec) -> dict[str, Path]:
@@ -337,6 +345,7 @@ def load(artifact: str, profile: str | None = None) -> pd.DataFrame:
         "events": "clintrace cohort",
         "exclusions": "clintrace cohort",
         "code_families": "clintrace cohort",
+        "conversions": "clintrace cohort",
         "dialogues": "clintrace dialogues",
         "dialogue_checks": "clintrace dialogues",
         "event_coverage": "clintrace dialogues",
