@@ -183,6 +183,25 @@ def lab_exclusions(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, int]:
     return bad, int(n_all)
 
 
+def stay_exclusions(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """The diagnosis and procedure rows an excluded admission of the cohort's patients takes
+    with it (rule ``admission_excluded``, key ``<hadm_id>-<seq_num>``), so that every row of
+    an excluded stay is counted by kind (its labs and orders are screened rows of their own:
+    :func:`lab_exclusions`, clinlib.data.plausibility_rx). Needs ``ct_subjects`` and the
+    screened ``admissions`` view."""
+    parts = []
+    for table in ("diagnoses_icd", "procedures_icd"):
+        parts.append(f"""
+            SELECT '{table}' AS "table", 'admission_excluded' AS rule,
+                   CAST(d.hadm_id AS VARCHAR) || '-' || CAST(d.seq_num AS VARCHAR) AS key,
+                   d.subject_id, 'hadm_id' AS field, CAST(d.hadm_id AS VARCHAR) AS value
+            FROM {table} d JOIN ct_subjects s USING (subject_id)
+            WHERE d.hadm_id IN (SELECT hadm_id FROM {RAW_ADMISSIONS})
+              AND d.hadm_id NOT IN (SELECT hadm_id FROM admissions)""")
+    sql = " UNION ALL ".join(parts) + ' ORDER BY "table", subject_id, key'
+    return con.execute(sql).df()
+
+
 def view_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     q = "SELECT count(*) FROM duckdb_views() WHERE view_name = ?"
     return bool(con.execute(q, [name]).fetchall()[0][0])
