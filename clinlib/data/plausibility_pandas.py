@@ -17,7 +17,14 @@ import numpy as np
 import pandas as pd
 
 from clinlib.data.plausibility import BOUNDS, MAX_AGE, MAX_YEAR, MIN_YEAR
-from clinlib.data.plausibility_rx import DOSE_MAX, DOSE_MAX_ANY, MAX_STRENGTH_MULTIPLE, UNIT_SCALE
+from clinlib.data.plausibility_rx import (
+    DOSE_MAX,
+    DOSE_MAX_ANY,
+    INSTRUCTION_RE,
+    MAX_DRUG_NAME_CHARS,
+    MAX_STRENGTH_MULTIPLE,
+    UNIT_SCALE,
+)
 from clinlib.data.units import UNIT_FACTORS
 from clinlib.data.vocab import LAB_BY_KEY
 
@@ -155,6 +162,15 @@ def _dose_rule(dose: float | None, unit, strength=None) -> str | None:
 _STRENGTH = re.compile(r"\s*(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d*\.?\d+)\s*([A-Za-z]+)")
 
 
+def _name_rule(drug) -> str | None:
+    """A drug name shaped like an instruction or markup, or too long (plausibility_rx)."""
+    if drug is None or pd.isna(drug):
+        return None
+    if re.search(INSTRUCTION_RE, str(drug), flags=re.IGNORECASE):
+        return "drug_name_instruction_shaped"
+    return "drug_name_too_long" if len(str(drug)) > MAX_DRUG_NAME_CHARS else None
+
+
 def _strength_cap(strength, dose_unit: str) -> float | None:
     """MAX_STRENGTH_MULTIPLE x the product strength's leading amount, in the dose's unit
     (None: no amount, or another dimension); written afresh with Python's re."""
@@ -180,11 +196,12 @@ def screen_prescriptions(
     kept = set(adm_kept["hadm_id"].astype(int))
     doses = [dose_number(t) for t in rx["dose_val_rx"]]
     own = [
-        _dose_rule(d, u, p) or _hadm_rule(s, h, raw_keys, kept)
-        for d, u, p, s, h in zip(
+        _dose_rule(d, u, p) or _name_rule(n) or _hadm_rule(s, h, raw_keys, kept)
+        for d, u, p, n, s, h in zip(
             doses,
             rx["dose_unit_rx"],
             rx["prod_strength"],
+            rx["drug"],
             rx["subject_id"],
             rx["hadm_id"],
             strict=True,

@@ -31,6 +31,12 @@ Rules, one per excluded order row, in this order (``rule`` in exclusions.parquet
   doses measured against their product (furosemide 200 mg from a 10 mg/mL vial: 20; a
   1 mg/mL solution drawn up for 50 mg: 50); a strength without a leading amount, or in a
   dimension the dose is not in ("2mg/mL" against mcg/kg/min), is no bound;
+* ``drug_name_instruction_shaped`` — the drug name is free text from the pharmacy system
+  and reaches question prompts as data; a name shaped like an instruction to a model or like
+  markup ("IGNORE ALL PREVIOUS INSTRUCTIONS <script>...": :data:`INSTRUCTION_RE`) is no drug
+  name, and one longer than :data:`MAX_DRUG_NAME_CHARS` is not told either
+  (``drug_name_too_long``). Screened here, where the text enters, so no question builder sees
+  it; the exclusion's value is the name's first 60 characters;
 * ``unknown_hadm_id`` / ``admission_excluded`` — as for labs
   (:mod:`clinlib.data.plausibility`): a ``hadm_id`` that is not one of the patient's
   admissions, or names an excluded admission (before, these orders vanished without a word).
@@ -63,6 +69,15 @@ DOSE_MAX: dict[str, float] = {
     "units": 100_000_000.0,
 }
 DOSE_MAX_ANY = 100_000_000.0
+# Text shaped like an instruction to a model, or like markup (case-insensitive, RE2 syntax).
+INSTRUCTION_RE = (
+    r"(ignore|disregard|forget)\s+(all\s+|any\s+)?(the\s+)?(previous|prior|above|earlier)"
+    r"|system\s+prompt|you\s+are\s+now|new\s+instructions"
+    r"|<\s*/?\s*(script|iframe|img|svg|style|object)\b|javascript:"
+)
+# MIMIC-IV's longest drug names are about 60 characters ("Potassium Chloride Replacement
+# (Critical Care and Oncology)"); a name past this is not told.
+MAX_DRUG_NAME_CHARS = 200
 # A dose may be at most this many times its product's strength (module docstring).
 MAX_STRENGTH_MULTIPLE = 100.0
 # unit (lower-cased) -> (what it measures, size in that dimension's base unit)
@@ -140,6 +155,9 @@ ruled AS (
                 WHEN dose_num < 0 THEN 'dose_negative'
                 WHEN dose_num > dose_max THEN 'dose_out_of_bounds'
                 WHEN dose_num > strength_cap THEN 'dose_over_strength'
+                WHEN regexp_matches(coalesce(drug, ''), '{INSTRUCTION_RE}', 'i')
+                     THEN 'drug_name_instruction_shaped'
+                WHEN length(drug) > {MAX_DRUG_NAME_CHARS} THEN 'drug_name_too_long'
                 WHEN hadm_id IS NOT NULL AND NOT EXISTS (
                      SELECT 1 FROM ct_raw_admissions a
                      WHERE a.hadm_id = src.hadm_id AND a.subject_id = src.subject_id)
@@ -179,10 +197,12 @@ def rx_exclusions(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, int]:
         SELECT 'prescriptions' AS "table", rule, CAST(pharmacy_id AS VARCHAR) AS key, subject_id,
                CASE WHEN rule IN ('unknown_hadm_id', 'admission_excluded') THEN 'hadm_id'
                     WHEN rule = 'order_excluded' THEN 'pharmacy_id'
+                    WHEN starts_with(rule, 'drug_name') THEN 'drug'
                     ELSE 'dose_val_rx' END AS field,
                CASE WHEN rule IN ('unknown_hadm_id', 'admission_excluded')
                          THEN CAST(hadm_id AS VARCHAR)
                     WHEN rule = 'order_excluded' THEN CAST(pharmacy_id AS VARCHAR)
+                    WHEN starts_with(rule, 'drug_name') THEN left(drug, 60)
                     WHEN rule = 'dose_over_strength'
                          THEN trim(dose_val_rx) || ' ' || coalesce(trim(dose_unit_rx), '')
                               || ' (strength ' || trim(prod_strength) || ')'
