@@ -132,12 +132,11 @@ def test_a_split_whose_shards_hold_none_of_its_subjects_is_one_line(tmp_path, tm
     assert result.exit_code == 2, result.output
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
     assert len(lines) == 1, result.output
-    assert f"the {n_tuning} subjects metadata/subject_splits.parquet lists for split 'tuning'" in (
-        lines[0]
+    assert (
+        f"the {n_tuning} subjects metadata/subject_splits.parquet lists for split 'tuning'"
+        in lines[0]
     )
-    result = CLI.invoke(
-        app, ["cohort", "--meds-dir", str(meds), "--profile", "t", "--allow-drops"]
-    )
+    result = CLI.invoke(app, ["cohort", "--meds-dir", str(meds), "--profile", "t", "--allow-drops"])
     assert result.exit_code == 0, result.output
     assert (
         f"missing: split 'tuning': {n_tuning} of {n_tuning} subjects "
