@@ -18,8 +18,9 @@ worked out by hand in ``out["_implausible"]`` (kind, key, rule; rule None = kept
 an admission in 9999, one at age 160, a discharge before its admission, an admission after the
 date of death; creatinine -5 and 1e308, an infinite result (a CSV cannot hold a NaN apart
 from an empty value; the MEDS test adds one), labs on an unknown or an excluded
-admission, and labs in known alternative units (creatinine 100 µmol/L = 1.131 mg/dL, glucose
-5.5 mmol/L = 99.09 mg/dL, potassium 4.2 mmol/L = 4.2 mEq/L). The funnel is unchanged.
+admission, and labs in known alternative units, rounded to the source's significant digits
+(creatinine 100 µmol/L = 1.13 mg/dL with its range 44-106 µmol/L = 0.50-1.20 mg/dL, glucose
+5.5 mmol/L = 99 mg/dL, potassium 4.2 mmol/L = 4.2 mEq/L). The funnel is unchanged.
 """
 
 from __future__ import annotations
@@ -284,7 +285,8 @@ def _add_implausible(patients: list, admissions: list, lab) -> pd.DataFrame:
     rows.append(("lab", lab(7, 709, 50983, "9999-12-21 10:00", 140.0, uom="mEq/L"),
                  "admission_excluded"))  # fmt: skip
     # known alternative units, converted (each alone on its day and lab: not de-duplicated)
-    rows.append(("lab", lab(1, 101, 50912, "2150-01-04 07:00", 100.0, uom="µmol/L"), None))
+    umol = lab(1, 101, 50912, "2150-01-04 07:00", 100.0, uom="µmol/L", lo=44.0, hi=106.0)
+    rows.append(("lab", umol, None))
     rows.append(("lab", lab(1, 101, 50931, "2150-01-04 08:00", 5.5, uom="mmol/L"), None))
     rows.append(("lab", lab(1, 102, 50971, "2150-02-01 08:00", 4.2, uom="mmol/L"), None))
     return pd.DataFrame(rows, columns=["kind", "key", "rule"])

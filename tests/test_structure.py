@@ -152,6 +152,25 @@ def test_modules_and_functions_are_small():
     assert too_long == []
 
 
+# Kit modules imported inside functions on purpose, by the one module whose reason is start-up
+# time: the command line's shared helpers import the lock, duckdb's error translation, the
+# backbones and the strategies when a command uses them, so `clintrace --help` imports none
+# of them (clinlib.cli's module docstring; measured in tests/test_cli.py).
+DEFERRED_KIT_IMPORTS = {
+    "clinlib/cli/common.py": frozenset(
+        {
+            "clinlib.core.lock",
+            "clinlib.data.sources.mimic",
+            "clinlib.llm",
+            "clinlib.llm.batch",
+            "clinlib.llm.local_server",
+            "clinlib.llm.presets",
+            "clinlib.strategies",
+        }
+    ),
+}
+
+
 def test_imports_sit_at_module_top():
     inside = []
     for path in _sources():
@@ -165,9 +184,12 @@ def test_imports_sit_at_module_top():
                     names = [node.module or ""]
                 else:
                     continue
+                rel = str(path.relative_to(ROOT.parent))
                 for name in names:
-                    if name.split(".")[0] not in DEFERRED_IMPORTS:
-                        inside.append(f"{path.relative_to(ROOT.parent)}:{node.lineno} {name}")
+                    if name.split(".")[0] in DEFERRED_IMPORTS:
+                        continue
+                    if name not in DEFERRED_KIT_IMPORTS.get(rel, frozenset()):
+                        inside.append(f"{rel}:{node.lineno} {name}")
     assert inside == []
 
 

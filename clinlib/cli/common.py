@@ -12,24 +12,20 @@ import inspect
 import logging
 import re
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Annotated
 
-import duckdb
 import typer
 from rich.markup import escape
 
 from clinlib.core.config import resolve_profile
-from clinlib.core.lock import NOT_WRITABLE, not_writable, profile_lock
-from clinlib.data.sources.mimic import source_error
-from clinlib.llm import get_backbone
-from clinlib.llm.batch import BatchPending
-from clinlib.llm.local_server import is_local_name
-from clinlib.llm.presets import LOCAL_COST_NOTE
-from clinlib.strategies import EVALUATION_STRATEGIES, PAPER_STRATEGIES
+
+# What a command needs is imported when it runs (clinlib.cli's module docstring): duckdb, the
+# lock, the backbones and the strategies are imported inside the helpers below.
 
 __all__ = [
     "AcceptErrorsOpt",
@@ -85,10 +81,10 @@ def add_command(app: typer.Typer, fn: Callable, name: str | None = None) -> None
     app.command(name, help=plain_help(fn.__doc__))(fn)
 
 
-def new_app() -> typer.Typer:
+def new_app(cls: type | None = None) -> typer.Typer:
     """The bare ``clintrace`` app with its top-level options; :mod:`clinlib.cli` adds the
-    command groups."""
-    app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP)
+    command groups (``cls``: the click group class, :class:`clinlib.cli.LazyGroup`)."""
+    app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP, cls=cls)
     app.callback()(main)
     return app
 
@@ -125,16 +121,27 @@ def run_stage(fn, *args, **kwargs):
     except (ValueError, FileNotFoundError, KeyError) as exc:
         # SourceSchemaError, StageError, GateError, RunnerError ... are ValueErrors.
         fail(exc)
-    except duckdb.Error as exc:  # a read error a stage did not translate: still one line
-        fail(source_error(exc))
     except OSError as exc:  # a read-only build folder (or file) mid-stage: one line, not 90
+        from clinlib.core.lock import NOT_WRITABLE, not_writable
+
         if exc.errno not in NOT_WRITABLE:
             raise
         fail(not_writable(Path(exc.filename or "."), exc))
+    except Exception as exc:
+        duckdb = sys.modules.get("duckdb")  # a duckdb error needs duckdb imported
+        if duckdb is None or not isinstance(exc, duckdb.Error):
+            raise
+        from clinlib.data.sources.mimic import source_error
+
+        fail(source_error(exc))  # a read error a stage did not translate: still one line
 
 
 def local_note(names: list[str] | None, config: Path | None) -> None:
     """Say that a local backbone's $0 is a fact, not a missing price."""
+    from clinlib.llm import get_backbone
+    from clinlib.llm.local_server import is_local_name
+    from clinlib.llm.presets import LOCAL_COST_NOTE
+
     local = [
         n
         for n in names or []
@@ -147,6 +154,8 @@ def local_note(names: list[str] | None, config: Path | None) -> None:
 
 def pending_as_value(fn):
     """``fn`` returning (not raising) a :class:`BatchPending`, which `run_stage` would make an error."""
+
+    from clinlib.llm.batch import BatchPending
 
     def call(*args, **kwargs):
         try:
@@ -164,6 +173,8 @@ LOCK_WAIT: dict[str, float] = {"seconds": 0.0}
 @contextmanager
 def writer_lock(profile: str) -> Iterator[None]:
     """Hold the profile's writer lock (another holder or a read-only folder: one line, exit 2)."""
+    from clinlib.core.lock import profile_lock
+
     with ExitStack() as stack:
         run_stage(stack.enter_context, profile_lock(profile, wait=LOCK_WAIT["seconds"]))
         if threading.current_thread() is threading.main_thread():
@@ -188,6 +199,9 @@ def main(
     ] = 0.0,
 ) -> None:
     """ClinTrace Kit: longitudinal clinical reasoning over EHR-derived dialogues."""
+    if threading.current_thread() is threading.main_thread():
+        # the command starts: Ctrl-C is Python's again (the commands' one-line handling)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     LOCK_WAIT["seconds"] = max(float(wait_for_lock), 0.0)
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s"
@@ -199,7 +213,11 @@ def csv_list(value: str | None) -> list[str] | None:
     return [v.strip() for v in re.split(r",(?![^()]*\))", value) if v.strip()] if value else None
 
 
-STRATEGY_SETS = {"paper": PAPER_STRATEGIES, "evaluation": EVALUATION_STRATEGIES}
+def strategy_sets() -> dict[str, tuple[str, ...]]:
+    """``paper`` and ``evaluation``: the strategy names each stands for."""
+    from clinlib.strategies import EVALUATION_STRATEGIES, PAPER_STRATEGIES
+
+    return {"paper": PAPER_STRATEGIES, "evaluation": EVALUATION_STRATEGIES}
 
 
 def strategy_list(value: str | None) -> list[str] | None:
@@ -208,7 +226,8 @@ def strategy_list(value: str | None) -> list[str] | None:
     names = csv_list(value)
     if names is None:
         return None
-    out = [n for name in names for n in STRATEGY_SETS.get(name, (name,))]
+    sets = strategy_sets()
+    out = [n for name in names for n in sets.get(name, (name,))]
     return list(dict.fromkeys(out))
 
 

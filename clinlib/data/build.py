@@ -33,13 +33,15 @@ from clinlib.data.cohort_rules import restrict_labs
 from clinlib.data.events import extract_events
 from clinlib.data.plausibility import (
     check_excluded,
+    lab_conversions,
     lab_exclusions,
     screen_admissions,
+    stay_exclusions,
     summary_lines,
 )
 from clinlib.data.plausibility_rx import rx_exclusions, zero_dose_count
 from clinlib.data.schema import ARTIFACTS
-from clinlib.data.sources.meds import open_meds
+from clinlib.data.sources.meds import meds_shards, open_meds
 from clinlib.data.sources.meds.families import (
     FAMILY_COLUMNS,
     UNNAMED_RULE,
@@ -49,13 +51,17 @@ from clinlib.data.sources.meds.families import (
     unnamed_exclusions,
     unnamed_lines,
 )
+from clinlib.data.sources.meds.hosp_sql import DUPLICATE_ADMISSIONS_SQL
+from clinlib.data.sources.meds.read import split_coverage
 from clinlib.data.sources.mimic import (
     PRIMARY_KEYS,
+    SourceSchemaError,
     check_unique,
     hosp_table_paths,
     open_hosp,
     source_error,
 )
+from clinlib.data.units import conversion_lines
 
 log = logging.getLogger(__name__)
 
@@ -182,14 +188,16 @@ def build_cohort(
         raise ValueError(f"--per-disease must be a positive integer, got {per_disease!r}")
     t0 = time.perf_counter()
     with stage_run("cohort", name) as staging:
-        result, events, exclusions, families = _select_and_extract(
+        result, events, exclusions, families, conversions, dups = _select_and_extract(
             spec, per_disease, seed, threads, allow_drops
         )
         _check_cohort(result, events, allow_drops)
         out = _write_cohort(staging, spec, result, events, seed, per_disease)
         exclusions.to_parquet(staging.path("exclusions.parquet"), index=False)
         families.to_parquet(staging.path("code_families.parquet"), index=False)
+        conversions.to_parquet(staging.path("conversions.parquet"), index=False)
         out["exclusions"], out["code_families"] = exclusions, families
+        out["conversions"], out["deduplicated"] = conversions, dups
     for line in report_lines(out):
         log.info("cohort: %s", line)
     log.info(
@@ -204,10 +212,17 @@ def build_cohort(
 
 def report_lines(out: dict[str, pd.DataFrame]) -> list[str]:
     """What the cohort stage left out and why: rows excluded as implausible, rows whose name
-    is unknown (MEDS), and the MEDS code families read, used and ignored."""
+    is unknown (MEDS), lab values converted from a known alternative unit, and the MEDS code
+    families read, used and ignored."""
     ex = out["exclusions"]
     plausibility = ex[ex["rule"] != UNNAMED_RULE]
     lines = [f"excluded: {line}" for line in summary_lines(plausibility) + unnamed_lines(ex)]
+    lines += [f"converted: {line}" for line in conversion_lines(out.get("conversions"))]
+    for table, n in out.get("deduplicated", {}).items():
+        if table.startswith("split "):  # subjects a split lists but its shards lack
+            lines.append(f"missing: {table}: {n}")
+        elif n:
+            lines.append(f"de-duplicated: {table}: {n} exact copies of a row dropped (one kept)")
     return lines + family_lines(out.get("code_families", pd.DataFrame()))
 
 
@@ -216,7 +231,8 @@ def _select_and_extract(
 ):
     """Plausibility screen + cohort selection + event extraction, with DuckDB read errors as
     one-line errors. Returns (selection result, events, exclusions, code families: what a
-    MEDS source held and what the kit made of it, empty for other sources)."""
+    MEDS source held and what the kit made of it, empty for other sources; lab values
+    converted per lab and unit; exact copies of MEDS admission rows dropped, by table)."""
     con = duckdb.connect()
     try:
         if threads:
@@ -234,9 +250,11 @@ def _select_and_extract(
             check_unique(con, "labevents", "labevent_id", keyed["labevents"], subjects)
         events = extract_events(con, subjects)
         bad_lab, n_lab = lab_exclusions(con)
+        conversions = lab_conversions(con)
         check_excluded("panel lab rows", n_lab, bad_lab, allow_drops)
         bad_rx, n_rx = rx_exclusions(con)
         check_excluded("medication order rows", n_rx, bad_rx, allow_drops)
+        bad_rx = pd.concat([bad_rx, stay_exclusions(con)], ignore_index=True)  # no threshold
         n_zero = zero_dose_count(con)
         if n_zero:
             log.info(
@@ -245,14 +263,42 @@ def _select_and_extract(
                 n_zero,
             )
         families, unnamed = pd.DataFrame(columns=list(FAMILY_COLUMNS)), bad_lab.iloc[:0]
+        dups: dict[str, int | str] = {}
         if spec.kind == "meds":  # codes read / used / ignored; unnamed codes (no threshold)
             families, unnamed = code_families(con), unnamed_exclusions(con, subjects)
+            dups["admissions"] = int(con.execute(DUPLICATE_ADMISSIONS_SQL).fetchone()[0])
+            dups.update(check_splits(spec.path, allow_drops))
     except duckdb.Error as err:  # a bad value or row past the open-time sample
         raise source_error(err, spec.path) from None
     finally:
         con.close()
     exclusions = pd.concat([bad_adm, bad_lab, bad_rx, unnamed], ignore_index=True)
-    return result, events, exclusions.astype({"subject_id": "int64"}), families
+    exclusions = exclusions.astype({"subject_id": "int64"})
+    return result, events, exclusions, families, conversions, dups
+
+
+def check_splits(meds_dir: Path, allow_drops: bool) -> dict[str, str]:
+    """Subjects ``metadata/subject_splits.parquet`` lists for a split that its shards do not
+    hold: none of them is a one-line error (an empty or wrong shard), unless ``allow_drops``;
+    any is counted in the cohort report (``{"split 'x'": "3 of 10 listed subjects ..."}``)."""
+    notes = {}
+    for split, listed, present, folder in split_coverage(meds_dir, meds_shards(meds_dir)):
+        if present == listed:
+            continue
+        if present == 0 and not allow_drops:
+            raise SourceSchemaError(
+                folder,
+                column="subject_id",
+                expected=f"the {listed} subjects metadata/subject_splits.parquet lists for "
+                f"split {split!r}",
+                found="none of them in its shards (pass --allow-drops to accept)",
+            )
+        notes[f"split {split!r}"] = (
+            f"{listed - present} of {listed} subjects metadata/subject_splits.parquet lists "
+            f"are in no shard of {folder.name}/"
+        )
+        log.warning("cohort: MEDS split %r: %s", split, notes[f"split {split!r}"])
+    return notes
 
 
 def _key_files(spec: SourceSpec) -> dict[str, Path]:
@@ -337,6 +383,7 @@ def load(artifact: str, profile: str | None = None) -> pd.DataFrame:
         "events": "clintrace cohort",
         "exclusions": "clintrace cohort",
         "code_families": "clintrace cohort",
+        "conversions": "clintrace cohort",
         "dialogues": "clintrace dialogues",
         "dialogue_checks": "clintrace dialogues",
         "event_coverage": "clintrace dialogues",

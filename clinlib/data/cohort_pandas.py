@@ -382,7 +382,10 @@ def _rx_events(
 ) -> pd.DataFrame:
     """Plausible medication orders (not BASE diluents) with their RX-<pharmacy_id>[-<k>] ids;
     a dose of 0 is no dose, a name's inner spaces are collapsed (clinlib.data.events)."""
-    rx = read_table(hosp_dir, "prescriptions", _RX_COLUMNS)
+    strength = ["prod_strength"] if "prod_strength" in _columns(hosp_dir, "prescriptions") else []
+    rx = read_table(hosp_dir, "prescriptions", _RX_COLUMNS + strength)
+    if not strength:
+        rx["prod_strength"] = None
     rx = rx[rx["subject_id"].isin(subjects) & rx["pharmacy_id"].notna()]
     rx = rx[_is_order(rx["drug_type"])].copy()
     rx["rx_id"] = _rx_ids(rx)

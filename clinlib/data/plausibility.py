@@ -13,7 +13,7 @@ import duckdb
 import pandas as pd
 
 from clinlib.core.guards import check_kept, group_reasons
-from clinlib.data.vocab import LAB_PANEL
+from clinlib.data.units import convert_sql, units_frame
 
 MIN_YEAR, MAX_YEAR = 1900, 2300
 MAX_AGE = 125
@@ -38,26 +38,6 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "total_cholesterol": (10.0, 3000.0),
     "triglycerides": (1.0, 30000.0),
     "troponin_t": (0.0, 100.0),
-}
-# Known alternative units: canonical value = reported value * factor.
-UNIT_FACTORS: dict[str, dict[str, float]] = {
-    "creatinine": {"umol/L": 1 / 88.42, "µmol/L": 1 / 88.42, "μmol/L": 1 / 88.42},
-    "potassium": {"mmol/L": 1.0},
-    "sodium": {"mmol/L": 1.0},
-    "glucose": {"mmol/L": 18.016},
-    "bun": {"mmol/L": 2.801},
-    "bicarbonate": {"mmol/L": 1.0},
-    "chloride": {"mmol/L": 1.0},
-    "anion_gap": {"mmol/L": 1.0},
-    "calcium": {"mmol/L": 4.008},
-    "hemoglobin": {"g/L": 0.1},
-    "platelets": {"10^9/L": 1.0, "x10E9/L": 1.0},
-    "wbc": {"10^9/L": 1.0, "x10E9/L": 1.0},
-    "hba1c": {},
-    "ldl": {"mmol/L": 38.67},
-    "total_cholesterol": {"mmol/L": 38.67},
-    "triglycerides": {"mmol/L": 88.57},
-    "troponin_t": {"ng/L": 0.001},
 }
 EXCLUSION_COLUMNS = ("table", "rule", "key", "subject_id", "field", "value")
 # The admissions as recorded, kept queryable under this name by screen_admissions (the cohort
@@ -115,12 +95,6 @@ def screen_admissions(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, int
     return bad, int(n_all)
 
 
-def _units_frame() -> pd.DataFrame:
-    rows = [(lab.key, lab.unit, 1.0) for lab in LAB_PANEL]
-    rows += [(key, unit, f) for key, alts in UNIT_FACTORS.items() for unit, f in alts.items()]
-    return pd.DataFrame(rows, columns=["lab_key", "unit", "factor"])
-
-
 def _bounds_frame() -> pd.DataFrame:
     return pd.DataFrame(
         [(k, lo, hi) for k, (lo, hi) in BOUNDS.items()], columns=["lab_key", "lo", "hi"]
@@ -161,22 +135,33 @@ def screen_labs(con: duckdb.DuckDBPyConnection) -> None:
     """
     if not view_exists(con, RAW_ADMISSIONS):
         con.execute(f"CREATE TEMP VIEW {RAW_ADMISSIONS} AS SELECT * FROM admissions")
-    con.register("ct_units", _units_frame())
+    con.register("ct_units", units_frame())
     con.register("ct_bounds", _bounds_frame())
     con.execute("DROP TABLE IF EXISTS ct_lab_screen")
     con.execute(SCREEN_LABS_SQL)
     # converted rows: the number and range in canonical units, the text re-formatted from it
-    con.execute("""
+    con.execute(f"""
         CREATE OR REPLACE TEMP VIEW ct_labs_ok AS
         SELECT * EXCLUDE (lab_key, canon_unit, factor, rule) REPLACE (
-            CASE WHEN factor IS NULL OR factor = 1 THEN valuenum ELSE valuenum * factor END
-                AS valuenum,
+            {convert_sql("valuenum", "factor")} AS valuenum,
             CASE WHEN factor IS NULL OR factor = 1 THEN value END AS value,
             CASE WHEN factor IS NULL THEN valueuom ELSE canon_unit END AS valueuom,
-            ref_range_lower * coalesce(factor, 1) AS ref_range_lower,
-            ref_range_upper * coalesce(factor, 1) AS ref_range_upper)
+            {convert_sql("ref_range_lower", "factor")} AS ref_range_lower,
+            {convert_sql("ref_range_upper", "factor")} AS ref_range_upper)
         FROM ct_lab_screen WHERE rule IS NULL
     """)
+
+
+def lab_conversions(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """The cohort's kept panel lab rows :func:`screen_labs` converted from a known alternative
+    unit (value and range, :mod:`clinlib.data.units`), counted per lab and unit:
+    (lab_key, from_unit, to_unit, factor, rows)."""
+    return con.execute("""
+        SELECT lab_key, trim(valueuom) AS from_unit, canon_unit AS to_unit, factor,
+               count(*) AS rows
+        FROM ct_lab_screen WHERE rule IS NULL AND factor IS NOT NULL AND factor <> 1
+        GROUP BY ALL ORDER BY lab_key, from_unit
+    """).df()
 
 
 def lab_exclusions(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, int]:
@@ -196,6 +181,25 @@ def lab_exclusions(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, int]:
     """).df()
     n_all = con.execute("SELECT count(*) FROM ct_lab_screen").fetchall()[0][0]
     return bad, int(n_all)
+
+
+def stay_exclusions(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """The diagnosis and procedure rows an excluded admission of the cohort's patients takes
+    with it (rule ``admission_excluded``, key ``<hadm_id>-<seq_num>``), so that every row of
+    an excluded stay is counted by kind (its labs and orders are screened rows of their own:
+    :func:`lab_exclusions`, clinlib.data.plausibility_rx). Needs ``ct_subjects`` and the
+    screened ``admissions`` view."""
+    parts = []
+    for table in ("diagnoses_icd", "procedures_icd"):
+        parts.append(f"""
+            SELECT '{table}' AS "table", 'admission_excluded' AS rule,
+                   CAST(d.hadm_id AS VARCHAR) || '-' || CAST(d.seq_num AS VARCHAR) AS key,
+                   d.subject_id, 'hadm_id' AS field, CAST(d.hadm_id AS VARCHAR) AS value
+            FROM {table} d JOIN ct_subjects s USING (subject_id)
+            WHERE d.hadm_id IN (SELECT hadm_id FROM {RAW_ADMISSIONS})
+              AND d.hadm_id NOT IN (SELECT hadm_id FROM admissions)""")
+    sql = " UNION ALL ".join(parts) + ' ORDER BY "table", subject_id, key'
+    return con.execute(sql).df()
 
 
 def view_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:

@@ -16,8 +16,16 @@ import re
 import numpy as np
 import pandas as pd
 
-from clinlib.data.plausibility import BOUNDS, MAX_AGE, MAX_YEAR, MIN_YEAR, UNIT_FACTORS
-from clinlib.data.plausibility_rx import DOSE_MAX, DOSE_MAX_ANY
+from clinlib.data.plausibility import BOUNDS, MAX_AGE, MAX_YEAR, MIN_YEAR
+from clinlib.data.plausibility_rx import (
+    DOSE_MAX,
+    DOSE_MAX_ANY,
+    INSTRUCTION_RE,
+    MAX_DRUG_NAME_CHARS,
+    MAX_STRENGTH_MULTIPLE,
+    UNIT_SCALE,
+)
+from clinlib.data.units import UNIT_FACTORS
 from clinlib.data.vocab import LAB_BY_KEY
 
 _THOUSANDS = re.compile(r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?")
@@ -103,12 +111,25 @@ def screen_labs(labs: pd.DataFrame, adm_raw: pd.DataFrame, adm_kept: pd.DataFram
     conv = f != 1.0  # a converted number: its reported text no longer applies
     known = out["_factor"].notna()  # a known unit is written the panel's way
     canon = out["lab_key"].map(lambda k: LAB_BY_KEY[k].unit)
-    out["valuenum"] = out["valuenum"] * f
-    out["ref_range_lower"] = out["ref_range_lower"] * f
-    out["ref_range_upper"] = out["ref_range_upper"] * f
+    for col in ("valuenum", "ref_range_lower", "ref_range_upper"):
+        out[col] = [_converted(x, k) for x, k in zip(out[col], f, strict=True)]
     out["value"] = out["value"].astype(object).where(~conv, None)
     out["valueuom"] = out["valueuom"].astype(object).where(~known, canon)
     return out.drop(columns="_factor")
+
+
+def _converted(x, factor: float):
+    """``x * factor`` with as many significant digits as ``x``'s shortest text has (at least
+    2; docs/real-data.md), written afresh with ``%g`` formatting; factor 1: ``x`` as is."""
+    if factor == 1.0 or x is None or pd.isna(x) or not math.isfinite(x):
+        return x
+    text = repr(abs(float(x)))
+    if "e" in text:
+        n = 6
+    else:
+        text = text.rstrip("0").rstrip(".") if "." in text else text
+        n = max(len(text.replace(".", "").lstrip("0")), 2)
+    return float(f"{x * factor:.{n}g}")
 
 
 def dose_number(text) -> float | None:
@@ -124,15 +145,44 @@ def dose_number(text) -> float | None:
         return None
 
 
-def _dose_rule(dose: float | None, unit) -> str | None:
+def _dose_rule(dose: float | None, unit, strength=None) -> str | None:
     if dose is None:
         return None
     if math.isnan(dose) or math.isinf(dose):
         return "dose_not_finite"
     if dose < 0:
         return "dose_negative"
-    cap = DOSE_MAX.get("" if pd.isna(unit) else str(unit).strip().lower(), DOSE_MAX_ANY)
-    return "dose_out_of_bounds" if dose > cap else None
+    unit = "" if pd.isna(unit) else str(unit).strip().lower()
+    if dose > DOSE_MAX.get(unit, DOSE_MAX_ANY):
+        return "dose_out_of_bounds"
+    cap = _strength_cap(strength, unit)
+    return "dose_over_strength" if cap is not None and dose > cap else None
+
+
+_STRENGTH = re.compile(r"\s*(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d*\.?\d+)\s*([A-Za-z]+)")
+
+
+def _name_rule(drug) -> str | None:
+    """A drug name shaped like an instruction or markup, or too long (plausibility_rx)."""
+    if drug is None or pd.isna(drug):
+        return None
+    if re.search(INSTRUCTION_RE, str(drug), flags=re.IGNORECASE):
+        return "drug_name_instruction_shaped"
+    return "drug_name_too_long" if len(str(drug)) > MAX_DRUG_NAME_CHARS else None
+
+
+def _strength_cap(strength, dose_unit: str) -> float | None:
+    """MAX_STRENGTH_MULTIPLE x the product strength's leading amount, in the dose's unit
+    (None: no amount, or another dimension); written afresh with Python's re."""
+    if strength is None or pd.isna(strength):
+        return None
+    m = _STRENGTH.match(str(strength))
+    if not m or m.group(2).lower() not in UNIT_SCALE or dose_unit not in UNIT_SCALE:
+        return None
+    (s_dim, s_size), (d_dim, d_size) = UNIT_SCALE[m.group(2).lower()], UNIT_SCALE[dose_unit]
+    if s_dim != d_dim:
+        return None
+    return float(m.group(1).replace(",", "")) * s_size / d_size * MAX_STRENGTH_MULTIPLE
 
 
 def screen_prescriptions(
@@ -146,9 +196,15 @@ def screen_prescriptions(
     kept = set(adm_kept["hadm_id"].astype(int))
     doses = [dose_number(t) for t in rx["dose_val_rx"]]
     own = [
-        _dose_rule(d, u) or _hadm_rule(s, h, raw_keys, kept)
-        for d, u, s, h in zip(
-            doses, rx["dose_unit_rx"], rx["subject_id"], rx["hadm_id"], strict=True
+        _dose_rule(d, u, p) or _name_rule(n) or _hadm_rule(s, h, raw_keys, kept)
+        for d, u, p, n, s, h in zip(
+            doses,
+            rx["dose_unit_rx"],
+            rx["prod_strength"],
+            rx["drug"],
+            rx["subject_id"],
+            rx["hadm_id"],
+            strict=True,
         )
     ]
     out = rx.assign(dose_num=pd.array(doses, dtype="Float64"), rule=own)

@@ -73,10 +73,27 @@ def test_known_alternative_units_are_converted(implausible):
     converted = expected[(expected["kind"] == "lab") & expected["rule"].isna()]["key"].tolist()
     _, events, *_ = _screen(implausible)
     rows = events.set_index("event_id").loc[[f"LAB-{k}" for k in converted]]
-    # 100 umol/L / 88.42 = 1.1310 mg/dL; 5.5 mmol/L * 18.016 = 99.088 mg/dL; 4.2 mmol/L K = mEq/L
-    assert rows["value"].round(4).tolist() == [1.131, 99.088, 4.2]
+    # rounded to the source's significant digits: 100 umol/L / 88.42 = 1.1310 -> 1.13 mg/dL
+    # (3 digits); 5.5 mmol/L * 18.016 = 99.088 -> 99 mg/dL (2 digits); 4.2 mmol/L K = mEq/L
+    assert rows["value"].tolist() == [1.13, 99.0, 4.2]
     assert rows["value_text"].tolist() == ["1.1", "99", "4.2"]
     assert rows["unit"].tolist() == ["mg/dL", "mg/dL", "mEq/L"]
+    # the range goes with the value: 44 / 88.42 = 0.4976 -> 0.50, 106 / 88.42 = 1.1988 -> 1.2
+    assert rows["ref_low"].tolist()[0] == 0.5 and rows["ref_high"].tolist()[0] == 1.2
+
+
+def test_conversions_are_counted_in_the_cohort_report(implausible, tmp_build):
+    result = CLI.invoke(
+        app, ["cohort", "--mimic-dir", str(implausible), "--profile", "t", "--allow-drops"]
+    )
+    assert result.exit_code == 0, result.output
+    # glucose and creatinine change number; potassium mmol/L = mEq/L only renames its unit
+    assert (
+        "converted: labevents: 2 values and their ranges converted to canonical units "
+        "(creatinine µmol/L -> mg/dL x1, glucose mmol/L -> mg/dL x1)"
+    ) in result.output
+    conv = pd.read_parquet(tmp_build / "t" / "conversions.parquet")
+    assert conv["rows"].tolist() == [1, 1]
 
 
 def test_the_default_fixture_loses_only_its_unknown_unit(tmp_path):

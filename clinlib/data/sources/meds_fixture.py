@@ -150,12 +150,21 @@ class MedsShapes:
     splits: tuple[str, ...] = (DEFAULT_SPLIT,)
     shards_per_split: int = 1
     codes: bool = True
+    umol_creatinine_pct: int = 0
 
 
 REAL_SPLITS = ("train", "tuning", "held_out")
 REAL_SHAPES = MedsShapes(
-    unk_drug_pct=10, unused_families=True, bad_values=True, splits=REAL_SPLITS, shards_per_split=2
+    unk_drug_pct=10,
+    unused_families=True,
+    bad_values=True,
+    splits=REAL_SPLITS,
+    shards_per_split=2,
+    umol_creatinine_pct=20,
 )
+# Creatinine written in µmol/L (a non-US export: LAB//50912//umol/L, no ranges), an integer
+# as such labs report it; the kit converts it back (clinlib.data.units).
+UMOL_PER_MG_DL = 88.42
 BAD_VALUE_EVERY = 400
 BAD_VALUES = ("'nan'::FLOAT", "'inf'::FLOAT", "-5", "1e30")
 
@@ -221,14 +230,25 @@ def _shaped_rows(shapes: MedsShapes) -> tuple:
             drug = f"CASE WHEN {_md5_pct('pharmacy_id')} < {shapes.unk_drug_pct} THEN NULL ELSE drug END"  # noqa: E501
             head = code.split(" || ")[0].strip("'")
             code = _code(head, drug)
+        if shapes.umol_creatinine_pct and src == "labevents":
+            umol = f"itemid = 50912 AND {_md5_pct('labevent_id')} < {shapes.umol_creatinine_pct}"
+            number = f"round(valuenum * {UMOL_PER_MG_DL})"
+            code = _code("LAB", "itemid", f"CASE WHEN {umol} THEN 'umol/L' ELSE valueuom END")
+            extra = {
+                **extra,
+                "num": f"CASE WHEN {umol} THEN {number} ELSE valuenum END",
+                "text": f"CASE WHEN {umol} THEN CAST(CAST({number} AS BIGINT) AS VARCHAR) "
+                "ELSE value END",
+            }
         if shapes.bad_values and src == "labevents":
             pick = "CAST('0x' || substr(md5(CAST(labevent_id AS VARCHAR)), 1, 8) AS BIGINT)"
             bad = f"{pick} % {BAD_VALUE_EVERY} = 0"
             value = f"[{', '.join(BAD_VALUES)}][({pick} // {BAD_VALUE_EVERY}) % 4 + 1]"
             extra = {
                 **extra,
-                "num": f"CASE WHEN {bad} THEN {value} ELSE valuenum END",
-                "text": f"CASE WHEN {bad} THEN CAST({value} AS VARCHAR) ELSE value END",
+                "num": f"CASE WHEN {bad} THEN {value} ELSE {extra.get('num', 'valuenum')} END",
+                "text": f"CASE WHEN {bad} THEN CAST({value} AS VARCHAR) "
+                f"ELSE {extra.get('text', 'value')} END",
             }
         rows.append((src, time, code, extra, where))
     return tuple(rows) + (UNUSED_ROWS if shapes.unused_families else ())

@@ -15,8 +15,8 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from clinlib.data.plausibility import UNIT_FACTORS
 from clinlib.data.schema import RX_ORDER_SQL
+from clinlib.data.units import UNIT_FACTORS, convert_sql
 from clinlib.data.vocab import LAB_PANEL
 
 ATTACH_DAYS_BEFORE_ADMIT = 1  # clinlib/data/events.py: window [admittime - 1 day, dischtime]
@@ -50,13 +50,14 @@ WHERE l.subject_id IN (SELECT subject_id FROM l2_subjects)
 LABS_SQL = f"""
 WITH cand AS (
     -- the panel's unit or none as reported; a known alternative unit in the panel's unit
-    -- (l2_units: the factors of docs/real-data.md, applied here by this module's own SQL)
+    -- (l2_units: the factors of docs/real-data.md, applied here by this module's own SQL,
+    -- rounded to the source's significant digits: clinlib.data.units.convert_sql)
     SELECT l.labevent_id, l.subject_id, l.hadm_id AS own_hadm, l.itemid, l.charttime,
            CASE WHEN coalesce(u.factor, 1) = 1 THEN l.value END AS value,
-           l.valuenum * coalesce(u.factor, 1) AS valuenum,
+           {convert_sql("l.valuenum", "u.factor")} AS valuenum,
            CASE WHEN u.factor IS NULL THEN trim(l.valueuom) ELSE p.unit END AS uom,
-           l.ref_range_lower * coalesce(u.factor, 1) AS ref_low,
-           l.ref_range_upper * coalesce(u.factor, 1) AS ref_high,
+           {convert_sql("l.ref_range_lower", "u.factor")} AS ref_low,
+           {convert_sql("l.ref_range_upper", "u.factor")} AS ref_high,
            l.flag, p.lab_key, p.item_rank, p.decimals
     FROM l2_panel_rows l
     JOIN l2_panel p ON p.itemid = l.itemid

@@ -75,10 +75,16 @@ def admission_spans_sql(profile: dict) -> str:
     )
     return f"""
     WITH adm AS (
-        SELECT *, time AS admittime,
-               nullif(nullif(split_part(code, '//', 2), ''), 'UNK') AS admission_type,
-               nullif(nullif(split_part(code, '//', 3), ''), 'UNK') AS admission_location
-        FROM meds_data WHERE kind = 'admission' AND time IS NOT NULL
+        -- an exact copy of an admission row is the same admission (counted:
+        -- duplicate_admissions_sql); a hadm_id on two different rows is refused (views)
+        SELECT * EXCLUDE (copy_n) FROM (
+            SELECT *, time AS admittime,
+                   nullif(nullif(split_part(code, '//', 2), ''), 'UNK') AS admission_type,
+                   nullif(nullif(split_part(code, '//', 3), ''), 'UNK') AS admission_location,
+                   row_number() OVER (PARTITION BY subject_id, time, code, hadm_id
+                                      ORDER BY meds_shard, meds_row) AS copy_n
+            FROM meds_data WHERE kind = 'admission' AND time IS NOT NULL
+        ) WHERE copy_n = 1
     ),
     ids AS (
         -- An admission without hadm_id gets its content id (stable under other patients).
@@ -104,6 +110,21 @@ def admission_spans_sql(profile: dict) -> str:
            i.admission_type, i.admission_location, d.discharge_location
     FROM ids i LEFT JOIN dis_first d ON d.hid = i.hid
     """
+
+
+# Exact copies of admission rows (same subject, time, code and hadm_id) beyond the first.
+DUPLICATE_ADMISSIONS_SQL = """
+SELECT count(*) - count(DISTINCT (subject_id, time, code, hadm_id))
+FROM meds_data WHERE kind = 'admission' AND time IS NOT NULL
+"""
+# A hadm_id that two different admission rows carry: (hadm_id, first shard, the two rows).
+CONFLICTING_HADM_SQL = """
+SELECT hadm_id, min(meds_shard),
+       list(DISTINCT CAST(time AS VARCHAR) || ' ' || code ORDER BY CAST(time AS VARCHAR) || ' ' || code)
+FROM (SELECT DISTINCT hadm_id, time, code, meds_shard FROM meds_data
+      WHERE kind = 'admission' AND time IS NOT NULL AND hadm_id IS NOT NULL)
+GROUP BY hadm_id HAVING count(DISTINCT (time, code)) > 1 ORDER BY hadm_id LIMIT 1
+"""
 
 
 def views_sql(profile: dict, ranges_given: bool = True) -> dict[str, str]:

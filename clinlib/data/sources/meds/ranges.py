@@ -9,7 +9,9 @@ from pathlib import Path
 import duckdb
 
 from clinlib.data.sources.meds.format import INT32_MAX
+from clinlib.data.sources.meds.read import sql_literal
 from clinlib.data.sources.mimic import SourceSchemaError
+from clinlib.data.units import units_frame
 from clinlib.data.vocab import LAB_PANEL
 
 
@@ -34,19 +36,26 @@ VALUE_AS_DOUBLE = "CAST(CAST(numeric_value AS VARCHAR) AS DOUBLE)"
 
 def panel_ranges_sql(ranges_given: bool) -> tuple[str, dict[str, str]]:
     """A JOIN clause and the labevents range/flag columns (package docstring, "Lab reference
-    ranges"): the dataset's own when it has any, else the panel's typical range."""
+    ranges"): the dataset's own when it has any, else the panel's typical range — in the
+    row's own unit. A code that carries a known alternative unit (``LAB//50912//umol/L``) gets
+    the panel's range divided by the unit's factor (:mod:`clinlib.data.units`; the cohort
+    stage converts value and range back together), so it is flagged against the range of
+    its own unit; a unit the table does not know gets no range (the cohort stage excludes
+    the row: ``unit_not_convertible``). An empty unit is read as the panel's."""
     own = {"ref_range_lower": "ref_low", "ref_range_upper": "ref_high", "flag": "flag"}
     if ranges_given:
         return "", own
-    rows = ", ".join(
-        f"({itemid}, {'NULL' if lab.ref_low is None else lab.ref_low}, "
-        f"{'NULL' if lab.ref_high is None else lab.ref_high})"
-        for lab in LAB_PANEL
-        for itemid in lab.itemids
-    )
+    units = units_frame()
+    rows = []
+    for lab in LAB_PANEL:
+        pairs = units.loc[units["lab_key"] == lab.key, ["unit", "factor"]].values.tolist()
+        for unit, factor in [("", 1.0), *pairs]:  # no unit: the panel's
+            lo = "NULL" if lab.ref_low is None else repr(lab.ref_low / factor)
+            hi = "NULL" if lab.ref_high is None else repr(lab.ref_high / factor)
+            rows += [f"({itemid}, {sql_literal(unit)}, {lo}, {hi})" for itemid in lab.itemids]
     join = (
-        f"LEFT JOIN (SELECT * FROM (VALUES {rows}) AS p(p_itemid, p_low, p_high)) p "
-        "ON p.p_itemid = itemid"
+        f"LEFT JOIN (SELECT * FROM (VALUES {', '.join(rows)}) AS p(p_itemid, p_unit, p_low, "
+        "p_high)) p ON p.p_itemid = itemid AND p.p_unit = coalesce(trim(valueuom), '')"
     )
     flag = f"CASE WHEN {VALUE_AS_DOUBLE} < p_low OR {VALUE_AS_DOUBLE} > p_high THEN 'abnormal' END"
     return join, {

@@ -184,3 +184,31 @@ def read_meds(meds_dir: Path) -> pd.DataFrame:
     df["text_value"] = df["text_value"].astype("string")
     core = list(CORE_EXPECTED)
     return df[core + [c for c in df.columns if c not in core]]
+
+
+def split_coverage(meds_dir: Path, shards: list[Path]) -> list[tuple[str, int, int, Path]]:
+    """Per split that ``metadata/subject_splits.parquet`` lists and ``data/<split>/`` holds:
+    (split, subjects listed, of them present in the split's shards, the split folder).
+    Nothing when the dataset has no splits file or keeps its shards directly in ``data/``."""
+    path = Path(meds_dir) / "metadata" / "subject_splits.parquet"
+    if not path.exists():
+        return []
+    names = read_schema(path).names
+    if "subject_id" not in names or "split" not in names:
+        raise SourceSchemaError(
+            path, column="split", expected="subject_id and split columns", found=str(names)
+        )
+    listed = pq.read_table(path, columns=["subject_id", "split"]).to_pandas()
+    data = Path(meds_dir) / "data"
+    out = []
+    for split, part in listed.groupby("split", sort=True):
+        folder = data / str(split)
+        mine = [p for p in shards if folder in p.parents]
+        if not folder.is_dir():
+            continue
+        present: set[int] = set()
+        for shard in mine:
+            present |= set(pq.read_table(shard, columns=["subject_id"])["subject_id"].to_pylist())
+        ids = set(part["subject_id"].astype("int64"))
+        out.append((str(split), len(ids), len(ids & present), folder))
+    return out

@@ -12,7 +12,11 @@ import pyarrow as pa
 
 from clinlib.data.sources.meds.families import unnamed_sql
 from clinlib.data.sources.meds.format import EVENT_ID_PATTERN, EXTRA_COLUMNS
-from clinlib.data.sources.meds.hosp_sql import admission_spans_sql, views_sql
+from clinlib.data.sources.meds.hosp_sql import (
+    CONFLICTING_HADM_SQL,
+    admission_spans_sql,
+    views_sql,
+)
 from clinlib.data.sources.meds.ranges import check_id_ranges
 from clinlib.data.sources.meds.read import (
     check_data,
@@ -149,6 +153,15 @@ def open_meds(
     con.execute(f"CREATE OR REPLACE VIEW meds_codes AS {codes_sql}")
     profile = _profile(con)
     check_id_ranges(con, profile, shards)
+    conflict = con.execute(CONFLICTING_HADM_SQL).fetchone()
+    if conflict:
+        hadm, shard, rows = conflict
+        raise SourceSchemaError(
+            shard,
+            column="hadm_id",
+            expected="one HOSPITAL_ADMISSION row per hadm_id (exact copies are de-duplicated)",
+            found=f"hadm_id {hadm} on {len(rows)} different rows: {'; '.join(rows[:2])}",
+        )
     con.execute(f"CREATE OR REPLACE VIEW meds_admission_spans AS {admission_spans_sql(profile)}")
     ranges_given = bool(names & {"ref_low", "ref_high", "flag"})
     for table, sql in views_sql(profile, ranges_given).items():
