@@ -30,7 +30,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from clinlib.dialogue.fields import EventIndex, fmt_date, fmt_number, present
+from clinlib.dialogue.fields import STATEMENT_KIND, EventIndex, fmt_date, fmt_number, present
 from clinlib.dialogue.matching import DATE_RE, find_spans, strip_tags, tagged_sentences
 from clinlib.dialogue.turns import lab_direction
 
@@ -304,13 +304,30 @@ def _polarity(s: str, cited: Sequence[Mapping[str, Any]], tid: int) -> list[str]
     return bad
 
 
-def patient_number_problems(turns: Sequence[Mapping[str, Any]]) -> list[str]:
+NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def patient_number_problems(
+    turns: Sequence[Mapping[str, Any]], by_id: Mapping[str, Mapping[str, Any]] | None = None
+) -> list[str]:
     """``patient_lines_no_numbers``: the rewrite prompt's rule 5 — no digit in a patient
-    line (the templates never give the patient one)."""
-    return [
-        f"turn {t['turn_idx']}: patient line holds {m.group(0)!r}"
-        for t in turns
-        if str(t.get("speaker")) == "patient"
-        for m in [re.search(r"\d+(?:[.,]\d+)*", strip_tags(str(t["text_tagged"])))]
-        if m
-    ]
+    line (the templates never give the patient one). The one exception is a number the turn's
+    own cited patient statement states (``by_id``: event id -> event; an injected constraint
+    such as a monthly cost limit is the patient's own words, MedMemoryBench §4)."""
+    bad = []
+    for t in turns:
+        if str(t.get("speaker")) != "patient":
+            continue
+        allowed = _stated_numbers(t, by_id or {})
+        for m in NUMBER_RE.finditer(strip_tags(str(t["text_tagged"]))):
+            if m.group(0) not in allowed:
+                bad.append(f"turn {t['turn_idx']}: patient line holds {m.group(0)!r}")
+                break
+    return bad
+
+
+def _stated_numbers(turn: Mapping[str, Any], by_id: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """The numbers the turn's cited patient statements (kind ``statement``) state verbatim."""
+    cited = [by_id.get(str(e)) for e in list(turn.get("event_ids") or [])]
+    labels = [str(e.get("label", "")) for e in cited if e and e.get("kind") == STATEMENT_KIND]
+    return {m.group(0) for label in labels for m in NUMBER_RE.finditer(label)}

@@ -134,7 +134,7 @@ def verify_records(
 def _binding_rows(sid: int, turns: list, events: list, index: EventIndex) -> list[dict[str, Any]]:
     """The :data:`BINDING_CHECKS` rows: facts bound per clause, prompt rule, no invention."""
     found = check_binding(turns, index)
-    found["patient_lines_no_numbers"] = patient_number_problems(turns)
+    found["patient_lines_no_numbers"] = patient_number_problems(turns, index.by_id)
     found["no_invented_entities"] = invented_entity_problems(turns, events, index.by_id)
     return [check_row(sid, c, *_passed(found[c])) for c in BINDING_CHECKS]
 

@@ -188,3 +188,22 @@ def test_patient_numbers_and_invented_entities():
     t2 = dict(t, event_ids=["DX-9"])
     assert invented_entity_problems([t2], [*EVENTS.values(), own]) == []
     assert {"codeine", "sulfamethoxazole", "penicillin", "latex"} <= set(lexicon_names())
+
+
+def test_a_number_the_patients_own_cited_statement_states_is_allowed():
+    # an injected constraint (a monthly cost limit) is the patient's own words: its number may
+    # stand in the patient line that cites it, and nowhere else
+    said = "I can't spend more than 20 dollars a month on medicines."
+    stmt = {"event_id": "INJ-COST-1", "kind": "statement", "label": said}
+    t = turn(said, speaker="patient")
+    t["event_ids"], t["text_tagged"] = ["INJ-COST-1"], said
+    assert patient_number_problems([t], {"INJ-COST-1": stmt}) == []
+    assert patient_number_problems([t]) == ["turn 0: patient line holds '20'"]
+    other = dict(t, text_tagged="I can't spend more than 30 dollars a month on medicines.")
+    assert patient_number_problems([other], {"INJ-COST-1": stmt}) == [
+        "turn 0: patient line holds '30'"
+    ]
+    lab = {"event_id": "LAB-9", "kind": "lab", "label": "20"}
+    assert patient_number_problems([dict(t, event_ids=["LAB-9"])], {"LAB-9": lab}) == [
+        "turn 0: patient line holds '20'"
+    ]
