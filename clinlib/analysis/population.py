@@ -287,8 +287,9 @@ def _better(task: str, a: float, b: float) -> float:
 
 def win_rates(preds: pd.DataFrame, lengths: pd.Series, thresholds: Sequence[int]) -> pd.DataFrame:
     """PopMedQA Fig. 3: each backbone's share of head-to-head comparisons won against every
-    other backbone, over the (question, rendering) pairs both answered whose prompt has at most
-    L tokens (``lengths``: qid -> tokens), for each L in ``thresholds``. A tie counts half."""
+    other backbone, over every (question, rendering) pair whose prompt has at most L tokens
+    (``lengths``: qid -> tokens), for each L in ``thresholds``. An unscored answer (NaN) loses
+    to a scored one and ties another unscored one; a tie counts half."""
     wide = preds.pivot_table(
         index=["qid", "rendering", "task"], columns="backbone", values="score", aggfunc="last"
     )
@@ -312,3 +313,59 @@ def win_rates(preds: pd.DataFrame, lengths: pd.Series, thresholds: Sequence[int]
                 }
             )
     return pd.DataFrame(rows)
+
+
+def _scored(task: str, answer, gold) -> float:
+    failed = np.nan if population_answer(task).lower_is_better else 0.0
+    if answer is None:
+        return failed
+    try:
+        return population_answer(task).metric(answer, gold)
+    except (TypeError, ValueError, KeyError):
+        return failed
+
+
+def decomposition_board(
+    questions: pd.DataFrame, kb, draws: int = 20, seed: int = 0
+) -> pd.DataFrame:
+    """Decomposition resistance, measured: per task, the mean score over (question, rendering)
+    rows of chance (``draws`` uniformly random answers of the task's format, averaged), of the
+    per-patient baseline (:mod:`clinlib.eval.population.per_patient`) and of the group reader
+    (the independent checker, :mod:`clinlib.tasks.population.checker`); ``gap`` is group minus
+    per-patient in points (for the ATE's absolute error, per-patient minus group). An answer
+    that does not parse scores 0 (NaN for the ATE's error)."""
+    from clinlib.eval.population.per_patient import chance_answer, per_patient_answer
+    from clinlib.tasks.population.checker import check
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for q in questions.itertuples():
+        gold = json.loads(q.gold)
+        pids = [str(p) for p in q.pids]
+        chance = [
+            _scored(q.task, chance_answer(q.task, q.question, pids, rng), gold)
+            for _ in range(draws)
+        ]
+        rows.append(
+            {
+                "task": q.task,
+                "rendering": q.rendering,
+                "chance": float(np.nanmean(chance)),
+                "per_patient": _scored(
+                    q.task, per_patient_answer(q.task, q.question, q.context, kb), gold
+                ),
+                "group": _scored(q.task, check(q.task, q.question, q.context), gold),
+            }
+        )
+    df = pd.DataFrame(rows)
+    board = df.groupby("task").agg(
+        n=("task", "size"),
+        chance=("chance", "mean"),
+        per_patient=("per_patient", "mean"),
+        group=("group", "mean"),
+    )
+    lower = board.index.map(lambda t: population_answer(t).lower_is_better)
+    sign = np.where(lower, -1.0, 1.0)
+    board["gap_points"] = 100 * sign * (board["group"] - board["per_patient"])
+    board["lower_is_better"] = lower
+    return board.reset_index()

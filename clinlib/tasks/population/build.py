@@ -4,8 +4,8 @@
 Gates (as for T1-T9, seeded and reproducible):
 
 - ``structure``: every record of the group is printed in every rendering and parses back;
-- ``gold``: the solver recovers the gold from every rendering (:mod:`.solve`); a question it
-  cannot solve is dropped, not kept;
+- ``agreement``: the checker (:mod:`.checker`, an independent code path from the prompt text
+  alone) reaches the recipe's gold in every rendering; a question it does not is dropped;
 - ``leakage``: no subject id, cohort role name or planted-pattern word in any prompt;
 - ``length``: the descriptions rendering's measured length lies within ``BIN_TOLERANCE`` of its
   bin (the seed bins lengths "as text");
@@ -13,7 +13,8 @@ Gates (as for T1-T9, seeded and reproducible):
   cell holds at least one question (else a ``shortfall`` row says why).
 
 A question that fails a gate is retried with the next seed (``MAX_ATTEMPTS``). Planted tasks
-(P-CLQ, P-IPW) run on the synthetic default only: real records are never edited.
+(every spec with a ``plant`` table) run on the synthetic default only: real records are never
+edited.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import pandas as pd
 from clinlib.core.config import artifact_path, build_dir, resolve_profile
 from clinlib.core.guards import StageError
 from clinlib.core.io import read_artifact, write_parquet
+from clinlib.tasks.population.checker import check
 from clinlib.tasks.population.groups import attributes
 from clinlib.tasks.population.questions import (
     BIN_TOLERANCE,
@@ -40,12 +42,10 @@ from clinlib.tasks.population.questions import (
     score,
 )
 from clinlib.tasks.population.render import RENDERINGS, parse_group
-from clinlib.tasks.population.solve import Knowledge, solve
 from clinlib.tasks.population.spec import TaskIdea, load_specs
 
 QUESTIONS_FILE = "population_questions.parquet"
 GATES_FILE = "population_gates.parquet"
-PLANTED_TASKS: tuple[str, ...] = ("P-CLQ", "P-IPW")
 PER_CELL = {
     "quick": 2,
     "paper": 2,
@@ -70,9 +70,7 @@ def _leaks(q: dict[str, Any]) -> list[str]:
     return bad
 
 
-def check_question(
-    q: dict[str, Any], kb: Knowledge, count: Callable[[str], int]
-) -> tuple[str, str] | None:
+def check_question(q: dict[str, Any], count: Callable[[str], int]) -> tuple[str, str] | None:
     """The first gate the question fails, as (gate, detail), or None."""
     parsed = {}
     for r in q["rendered"].values():
@@ -83,10 +81,10 @@ def check_question(
         if sorted(recs) != sorted(q["pids"]):
             return "structure", f"{r.rendering}: records {len(recs)} != patients {len(q['pids'])}"
     gold = json.loads(q["gold"])
-    for r in q["rendered"].values():  # the solver reads the records parsed above
-        ans = solve(q["task"], q["question"], r.text, kb, records=parsed[r.rendering])
+    for r in q["rendered"].values():  # the checker re-reads the text on its own
+        ans = check(q["task"], q["question"], r.text)
         if ans is None or not is_perfect(q["task"], score(q["task"], ans, gold)):
-            return "gold", f"{r.rendering}: solver answer {str(ans)[:80]} != gold"
+            return "agreement", f"{r.rendering}: checker answer {str(ans)[:80]} != gold"
     if _leaks(q):
         return "leakage", ", ".join(_leaks(q))[:120]
     n = count(q["rendered"]["descriptions"].text)
@@ -111,7 +109,7 @@ def _rows(q: dict[str, Any], seed: int) -> list[dict[str, Any]]:
     ]
 
 
-def _cell(spec: TaskIdea, attrs, events, bin_tokens, want, seed, kb, count, gates, offset=0):
+def _cell(spec: TaskIdea, attrs, events, bin_tokens, want, seed, count, gates, offset=0):
     """Up to ``want`` questions of one (spec, bin); tallies the gates in ``gates``."""
     rows: list[dict[str, Any]] = []
     vs = spec.params.get("variants") or [{}]
@@ -129,8 +127,8 @@ def _cell(spec: TaskIdea, attrs, events, bin_tokens, want, seed, kb, count, gate
             if q.startswith("cohort ") and len(sizes) > 1 and n == max(sizes):
                 sizes.remove(n)  # the pool cannot fill this size: stop asking for it
             continue
-        failed = check_question(q, kb, count)
-        for g in ("structure", "gold", "leakage", "length"):
+        failed = check_question(q, count)
+        for g in ("structure", "agreement", "leakage", "length"):
             gates.setdefault((g, spec.task, bin_tokens), [0, 0, {}])[0] += 1
             if failed and failed[0] == g:
                 tally = gates[(g, spec.task, bin_tokens)]
@@ -195,7 +193,7 @@ def build_population(
     cohort = read_artifact(artifact_path("cohort.parquet", name), "cohort")
     events = read_artifact(artifact_path("events.parquet", name), "cohort")
     source = json.loads((build_dir(name) / "source.json").read_text()).get("kind", "unknown")
-    attrs, kb = attributes(cohort, events), Knowledge.from_events(events)
+    attrs = attributes(cohort, events)
     count = functools.lru_cache(maxsize=None)(count)
     want = per_cell or PER_CELL.get(name, PER_CELL["paper"])
     rows: list[dict[str, Any]] = []
@@ -205,12 +203,12 @@ def build_population(
         if tasks and spec.task not in tasks:
             continue
         for i, b in enumerate(bins or bins_for(name)):
-            if spec.task in PLANTED_TASKS and source != "synthetic":
+            if spec.plant and source != "synthetic":
                 shortfalls.append(
                     _short(spec.task, b, f"planted task skipped on a {source} source")
                 )
                 continue
-            got, reasons = _cell(spec, attrs, events, b, want, seed, kb, count, gates, offset=i)
+            got, reasons = _cell(spec, attrs, events, b, want, seed, count, gates, offset=i)
             rows += got
             if len(got) < want * len(RENDERINGS):
                 shortfalls.append(

@@ -115,20 +115,12 @@ def plant(
     """Add the spec's planted events to the group's records; returns the events and what was
     planted (for the gold)."""
     p = spec.plant
-    if not p:
+    if p.get("pattern") != "confounded":  # signatures, scores: clinlib.tasks.population.plant
         return events, {}
     first = events.groupby("subject_id")["time"].min()
     last = events.groupby("subject_id")["time"].max()
     new: list[dict] = []
-    info: dict[str, Any] = {}
-    if p["pattern"] == "pathway":
-        for sid in roles["clique"]:
-            for j, ev in enumerate(p["events"]):
-                t = first[sid] + pd.Timedelta(days=1 + 30 * j)
-                new.append(_event(sid, min(t, last[sid]), ev, j, "medication"))
-        info = {"clique": list(roles["clique"])}
-    else:
-        info = _plant_confounded(p, roles, attrs, first, last, rng, new)
+    info = _plant_confounded(p, roles, attrs, first, last, rng, new)
     planted = pd.DataFrame(new).astype({"time": events["time"].dtype})
     return pd.concat([events, planted], ignore_index=True), info
 
