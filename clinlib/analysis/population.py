@@ -22,8 +22,10 @@ import pandas as pd
 from clinlib.analysis.stats.cluster import cluster_robust_ci, overlap_robust_ci
 from clinlib.core.config import build_dir
 from clinlib.core.seed_facts import seed_fact
+from clinlib.eval.population.per_patient import chance_answer, per_patient_answer
 from clinlib.llm.tokens import count_tokens, encoding_for_model
 from clinlib.tasks.population.build import QUESTIONS_FILE, build_population
+from clinlib.tasks.population.checker import check
 from clinlib.tasks.population.questions import population_answer, prompt_text
 from clinlib.tasks.population.render import DESC_CHARS, RENDERINGS  # noqa: F401 (DESC_CHARS: notebook 17)
 
@@ -334,9 +336,6 @@ def decomposition_board(
     (the independent checker, :mod:`clinlib.tasks.population.checker`); ``gap`` is group minus
     per-patient in points (for the ATE's absolute error, per-patient minus group). An answer
     that does not parse scores 0 (NaN for the ATE's error)."""
-    from clinlib.eval.population.per_patient import chance_answer, per_patient_answer
-    from clinlib.tasks.population.checker import check
-
     rng = np.random.default_rng(seed)
     rows = []
     for q in questions.itertuples():

@@ -6,27 +6,27 @@ from __future__ import annotations
 
 import json
 
-import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
 from clinlib.core import config
 from clinlib.llm.tokens import count_tokens
 from clinlib.tasks.population.build import GATES_FILE, QUESTIONS_FILE, build_population
+from clinlib.tasks.population.checker import check
 from clinlib.tasks.population.questions import score
-from clinlib.tasks.population.solve import Knowledge, solve
 
 SPEC_TOP = """
 [[task]]
 task = "P-TOP"
 name = "t"
-sizes = [6]
+sizes = [8]
 k = 2
-question = "Offer them to the {k} patients with the most admissions among these {n}. Answer with a JSON list of {k} patient IDs."
+question = "The team scored some of these {n} patients: {examples}. Offer the {k} slots to the {k} of them who score highest. Answer with a JSON list of {k} patient IDs."
 cohort = [
-  { role = "frequent", size = "k", positive = [{ field = "n_admissions", op = ">=", value = 6 }] },
-  { role = "rest", size = "n - k", positive = [{ field = "n_admissions", op = "<=", value = 4 }] },
+  { role = "example", size = "4" },
+  { role = "rest", size = "n - 4" },
 ]
+plant = { pattern = "score", max_count = 6 }
 """
 
 
@@ -52,14 +52,12 @@ def test_stage_writes_solved_reproducible_questions(tmp_quick, tmp_path):
     assert (tmp_quick / QUESTIONS_FILE).exists() and (tmp_quick / GATES_FILE).exists()
     assert set(df["rendering"]) == {"descriptions", "codes", "codebook"}
     assert df.groupby("qid").size().eq(3).all() and df["qid"].nunique() == 2
-    events = pd.read_parquet(tmp_quick / "events.parquet")
-    kb = Knowledge.from_events(events)
-    for q in df.itertuples():
-        assert score(q.task, solve(q.task, q.question, q.context, kb), json.loads(q.gold)) == 1.0
+    for q in df.itertuples():  # the independent checker reaches the recipe's gold
+        assert score(q.task, check(q.task, q.question, q.context), json.loads(q.gold)) == 1.0
         assert not any(str(s) in q.context for s in q.subject_ids)
     again, _ = build_population("quick", count=_count, specs=spec, per_cell=2, bins=[8000])
     assert again[["qid", "context", "gold"]].equals(df[["qid", "context", "gold"]])
-    checked = gates[gates["gate"] == "gold"]["n_checked"].sum()
+    checked = gates[gates["gate"] == "agreement"]["n_checked"].sum()
     assert checked >= 2
 
 
@@ -71,7 +69,7 @@ def test_cli_bad_spec_and_empty_result_exit_2(tmp_quick, tmp_path):
     out = CliRunner().invoke(cli.app, ["population", "--profile", "quick", "--specs", str(bad)])
     assert out.exit_code == 2 and "bad.toml" in out.output and "Traceback" not in out.output
     empty = tmp_path / "empty.toml"
-    empty.write_text(SPEC_TOP.replace("value = 6", "value = 100000"))
+    empty.write_text(SPEC_TOP.replace("sizes = [8]", "sizes = [1000]"))  # no pool that large
     out = CliRunner().invoke(
         cli.app, ["population", "--profile", "quick", "--specs", str(empty), "--bins", "8000"]
     )
