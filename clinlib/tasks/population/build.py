@@ -1,14 +1,16 @@
 """The population stage: questions, their three renderings, the solver gate and the other gates
 (PopMedQA App. C), written to ``population_questions.parquet`` and ``population_gates.parquet``.
 
-Gates (as for T1-T9, seeded and reproducible):
+Gates (as for T1-T9, seeded and reproducible), in the order a draw meets them:
 
+- ``length``: the descriptions rendering's measured length lies within ``BIN_TOLERANCE`` of its
+  bin (the seed bins lengths "as text"); measured first, on the descriptions rendering alone,
+  so a draw that cannot fit its bin is neither rendered twice more nor checked. A draw too long
+  (short) for its bin retires its group size and every larger (smaller) one from the cell;
 - ``structure``: every record of the group is printed in every rendering and parses back;
+- ``leakage``: no subject id, cohort role name or planted-pattern word in any prompt;
 - ``agreement``: the checker (:mod:`.checker`, an independent code path from the prompt text
   alone) reaches the recipe's gold in every rendering; a question it does not is dropped;
-- ``leakage``: no subject id, cohort role name or planted-pattern word in any prompt;
-- ``length``: the descriptions rendering's measured length lies within ``BIN_TOLERANCE`` of its
-  bin (the seed bins lengths "as text");
 - ``distribution``: yes/no golds of P-TST and P-ICC are not one-sided, and every (task, bin)
   cell holds at least one question (else a ``shortfall`` row says why).
 
@@ -39,6 +41,7 @@ from clinlib.tasks.population.questions import (
     QUICK_BINS,
     is_perfect,
     make_question,
+    render_rest,
     score,
 )
 from clinlib.tasks.population.render import RENDERINGS, parse_group
@@ -54,6 +57,7 @@ MAX_ATTEMPTS = 12
 TOKENS_PER_PATIENT = 5_000  # a typical full record as descriptions (cl100k_base), for sizes_for
 MIN_DISTRIBUTION = 6  # yes/no golds checked for one-sidedness from this many on
 LEAK_WORDS: tuple[str, ...] = ("clique", "outlier", "planted", "PLANT-", "subject_id", "tertile")
+GATE_ORDER: tuple[str, ...] = ("length", "structure", "leakage", "agreement")
 GATE_COLUMNS = ["gate", "task", "bin_tokens", "n_checked", "n_failed", "detail"]
 
 
@@ -70,32 +74,40 @@ def _leaks(q: dict[str, Any]) -> list[str]:
     return bad
 
 
+def length_fails(q: dict[str, Any], count: Callable[[str], int]) -> str | None:
+    """Why the descriptions rendering's measured length lies outside its bin, or None."""
+    n = count(q["rendered"]["descriptions"].text)
+    lo, hi = BIN_TOLERANCE
+    if not lo * q["bin_tokens"] <= n <= hi * q["bin_tokens"]:
+        return f"{n} tokens for a {q['bin_tokens']} bin"
+    return None
+
+
 def check_question(q: dict[str, Any], count: Callable[[str], int]) -> tuple[str, str] | None:
-    """The first gate the question fails, as (gate, detail), or None."""
-    parsed = {}
+    """The first gate (in :data:`GATE_ORDER`) the question fails, as (gate, detail), or None.
+    The length comes first: it needs only the descriptions rendering and is the cheapest."""
+    too = length_fails(q, count)
+    if too:
+        return "length", too
     for r in q["rendered"].values():
         try:
-            parsed[r.rendering] = recs = parse_group(r.text)
+            recs = parse_group(r.text)
         except ValueError as exc:
             return "structure", f"{r.rendering}: {exc}"
         if sorted(recs) != sorted(q["pids"]):
             return "structure", f"{r.rendering}: records {len(recs)} != patients {len(q['pids'])}"
+    if _leaks(q):
+        return "leakage", ", ".join(_leaks(q))[:120]
     gold = json.loads(q["gold"])
     for r in q["rendered"].values():  # the checker re-reads the text on its own
         ans = check(q["task"], q["question"], r.text)
         if ans is None or not is_perfect(q["task"], score(q["task"], ans, gold)):
             return "agreement", f"{r.rendering}: checker answer {str(ans)[:80]} != gold"
-    if _leaks(q):
-        return "leakage", ", ".join(_leaks(q))[:120]
-    n = count(q["rendered"]["descriptions"].text)
-    lo, hi = BIN_TOLERANCE
-    if not lo * q["bin_tokens"] <= n <= hi * q["bin_tokens"]:
-        return "length", f"{n} tokens for a {q['bin_tokens']} bin"
     return None
 
 
 def _rows(q: dict[str, Any], seed: int) -> list[dict[str, Any]]:
-    base = {k: v for k, v in q.items() if k != "rendered"}
+    base = {k: v for k, v in q.items() if k not in ("rendered", "plan")}
     return [
         dict(
             base,
@@ -109,8 +121,29 @@ def _rows(q: dict[str, Any], seed: int) -> list[dict[str, Any]]:
     ]
 
 
+def _tally(gates: dict, task: str, bin_tokens: int, failed: tuple[str, str] | None) -> None:
+    for g in GATE_ORDER:
+        gates.setdefault((g, task, bin_tokens), [0, 0, {}])[0] += 1
+        if failed and failed[0] == g:
+            tally = gates[(g, task, bin_tokens)]
+            tally[1] += 1
+            tally[2][failed[1][:60]] = tally[2].get(failed[1][:60], 0) + 1
+            return
+
+
+def _resize(sizes: list[int], n: int, detail: str, bin_tokens: int) -> None:
+    """After a length failure at size ``n``: a group too long for the bin drops ``n`` and every
+    larger size, one too short every size up to ``n`` (while another size is left)."""
+    too_long = int(detail.split()[0]) > bin_tokens
+    keep = [s for s in sizes if (s < n if too_long else s > n)]
+    if keep:
+        sizes[:] = keep
+
+
 def _cell(spec: TaskIdea, attrs, events, bin_tokens, want, seed, count, gates, offset=0):
-    """Up to ``want`` questions of one (spec, bin); tallies the gates in ``gates``."""
+    """Up to ``want`` questions of one (spec, bin); tallies the gates in ``gates``. Each draw is
+    rendered as descriptions first and measured; only a draw that fits its bin is rendered the
+    other two ways and checked (structure, leakage, the checker)."""
     rows: list[dict[str, Any]] = []
     vs = spec.params.get("variants") or [{}]
     variants = cycle(vs[offset % len(vs) :] + vs[: offset % len(vs)])
@@ -121,21 +154,21 @@ def _cell(spec: TaskIdea, attrs, events, bin_tokens, want, seed, count, gates, o
         s = seed * 100_003 + hash_task(spec.task) * 1_009 + bin_tokens + attempt
         attempt += 1
         n = sizes[(attempt - 1) % len(sizes)]
-        q = make_question(spec, attrs, events, n, bin_tokens, next(variants), s, count)
+        v = next(variants)
+        q = make_question(spec, attrs, events, n, bin_tokens, v, s, count, ("descriptions",))
         if isinstance(q, str):
             reasons[q] = reasons.get(q, 0) + 1
             if q.startswith("cohort ") and len(sizes) > 1 and n == max(sizes):
                 sizes.remove(n)  # the pool cannot fill this size: stop asking for it
             continue
-        failed = check_question(q, count)
-        for g in ("structure", "agreement", "leakage", "length"):
-            gates.setdefault((g, spec.task, bin_tokens), [0, 0, {}])[0] += 1
-            if failed and failed[0] == g:
-                tally = gates[(g, spec.task, bin_tokens)]
-                tally[1] += 1
-                tally[2][failed[1][:60]] = tally[2].get(failed[1][:60], 0) + 1
-                break
-        if failed is None:
+        too = length_fails(q, count)
+        if not too:
+            q = render_rest(q)
+        failed = ("length", too) if too else check_question(q, count)
+        _tally(gates, spec.task, bin_tokens, failed)
+        if too:
+            _resize(sizes, n, too, bin_tokens)
+        elif failed is None:
             rows += _rows(q, s)
     return rows, reasons
 

@@ -48,8 +48,10 @@ def common_concepts(ev: pd.DataFrame, n_patients: int) -> list[str]:
     return sorted(share[(share >= lo) & (share <= hi)].index)
 
 
-def _days(ev: pd.DataFrame, sid: int) -> list[pd.Timestamp]:
-    return sorted(ev.loc[ev["subject_id"] == sid, "time"].dt.floor("D").unique())
+def _days(ev: pd.DataFrame) -> dict[int, list[pd.Timestamp]]:
+    """subject_id -> the record's distinct days, sorted."""
+    day = ev["time"].dt.floor("D")
+    return {int(s): sorted(d.unique()) for s, d in day.groupby(ev["subject_id"].to_numpy())}
 
 
 def _copy(template: Mapping[str, Any], sid: int, day: pd.Timestamp, j: int) -> dict[str, Any]:
@@ -86,11 +88,12 @@ def plant_signatures(
     tmpl = _templates(ev, drawn)
     kept = ev[~_concepts(ev).isin(drawn)]
     new: list[dict[str, Any]] = []
+    by_sid = _days(kept)
     for sid in sids:
         s = carriers[sid]
         if s is None:
             continue
-        days = _days(kept, sid)
+        days = by_sid.get(sid, [])
         if len(days) < m:
             return f"a carrier record has {len(days)} days < {m}"
         at = sorted(rng.choice(len(days), size=m, replace=False))
@@ -114,8 +117,9 @@ def plant_score(
     tmpl = _templates(ev, [concept])[concept]
     kept = ev[_concepts(ev) != concept]
     new: list[dict[str, Any]] = []
+    by_sid = _days(kept)
     for sid in sids:
-        days = _days(kept, sid)
+        days = by_sid.get(sid, [])
         at = sorted(rng.choice(len(days), size=counts[sid], replace=counts[sid] > len(days)))
         new += [_copy(tmpl, sid, days[i], j) for j, i in enumerate(at)]
     frame = pd.DataFrame(new) if new else kept.iloc[:0]

@@ -24,7 +24,7 @@ import pandas as pd
 from clinlib.tasks.population import metrics
 from clinlib.tasks.population.groups import fit_records, plant, sample_group
 from clinlib.tasks.population.plant import plant_score, plant_signatures
-from clinlib.tasks.population.render import RENDERINGS, Rendered, render_group
+from clinlib.tasks.population.render import RENDERINGS, render_group
 from clinlib.tasks.population.spec import TaskIdea
 from clinlib.tasks.population.tasks import PopulationAnswer
 from clinlib.tasks.registry import SPECS
@@ -191,8 +191,10 @@ def make_question(
     variant: Mapping[str, Any],
     seed: int,
     count: Callable[[str], int],
+    renderings: Sequence[str] = RENDERINGS,
 ) -> dict[str, Any] | str:
-    """One question with its three renderings, or the reason it could not be made."""
+    """One question with its ``renderings`` (default all three; :func:`render_rest` adds the
+    others), or the reason it could not be made."""
     rng = np.random.default_rng(seed)
     roles = sample_group(spec, attrs, n, variant, rng)
     if isinstance(roles, str):
@@ -214,7 +216,7 @@ def make_question(
     if gold is None:
         return "no unique gold (a tie at the top-k boundary)"
     order = [(pid[s], s) for s in rng.permutation(sids).tolist()]
-    rendered: dict[str, Rendered] = {r: render_group(ev, order, r) for r in RENDERINGS}
+    rendered = {r: render_group(ev, order, r) for r in renderings}
     return {
         "qid": qid_of(spec, n, bin_tokens, variant, seed),
         "task": spec.task,
@@ -228,7 +230,16 @@ def make_question(
         "subject_ids": [int(s) for _, s in order],
         "roles": json.dumps({pid[s]: r for r, v in roles.items() for s in v}, sort_keys=True),
         "rendered": rendered,
+        "plan": (ev, order),
     }
+
+
+def render_rest(q: dict[str, Any]) -> dict[str, Any]:
+    """``q`` with every rendering of :data:`RENDERINGS` it lacks rendered from its plan (the
+    stage renders the descriptions first, to measure the length before the other two)."""
+    ev, order = q["plan"]
+    missing = {r: render_group(ev, order, r) for r in RENDERINGS if r not in q["rendered"]}
+    return {**q, "rendered": {r: {**q["rendered"], **missing}[r] for r in RENDERINGS}}
 
 
 def population_answer(task: str) -> PopulationAnswer:
