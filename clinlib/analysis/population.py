@@ -24,10 +24,16 @@ from clinlib.core.config import build_dir
 from clinlib.core.seed_facts import seed_fact
 from clinlib.eval.population.per_patient import chance_answer, per_patient_answer
 from clinlib.llm.tokens import count_tokens, encoding_for_model
-from clinlib.tasks.population.build import QUESTIONS_FILE, build_population
+from clinlib.tasks.population.build import (
+    QUESTIONS_FILE,
+    build_population,
+    not_applicable,
+    source_kind,
+)
 from clinlib.tasks.population.checker import check
 from clinlib.tasks.population.questions import population_answer, prompt_text
 from clinlib.tasks.population.render import DESC_CHARS, RENDERINGS  # noqa: F401 (DESC_CHARS: notebook 17)
+from clinlib.tasks.population.spec import load_specs
 
 TOKENIZER_MODELS: tuple[str, ...] = ("gpt-4", "gpt-4o")
 BIN_MODEL = "gpt-4"  # length bins are measured with cl100k_base
@@ -94,10 +100,18 @@ def verbosity_table(v: pd.DataFrame) -> pd.DataFrame:
 # --- notebook 17 helpers -------------------------------------------------------------------
 
 
+def not_built(profile: str) -> str | None:
+    """Why ``profile`` holds no population questions (its source is not synthetic), or None."""
+    return not_applicable(source_kind(profile), load_specs())
+
+
 def ensure_questions(profile: str, per_cell: int = 1) -> pd.DataFrame:
     """``population_questions.parquet`` of ``profile``, built (``per_cell`` per task and bin)
     when the stage has not run yet."""
     path = build_dir(profile) / QUESTIONS_FILE
+    reason = not_built(profile)
+    if reason:  # the stage does not apply to this source: an empty set, never a crash
+        return pd.DataFrame(columns=["qid", "task", "rendering", "bin_tokens", "context"])
     if not path.exists():
         build_population(
             profile, count=functools.partial(_count, model=BIN_MODEL), per_cell=per_cell

@@ -14,9 +14,15 @@ Gates (as for T1-T9, seeded and reproducible), in the order a draw meets them:
 - ``distribution``: yes/no golds of P-TST and P-ICC are not one-sided, and every (task, bin)
   cell holds at least one question (else a ``shortfall`` row says why).
 
-A question that fails a gate is retried with the next seed (``MAX_ATTEMPTS``). Planted tasks
-(every spec with a ``plant`` table) run on the synthetic default only: real records are never
-edited.
+A question that fails a gate is retried with the next seed (``MAX_ATTEMPTS``).
+
+Sources. Every task's gold comes from a pattern planted into the group's records (a spec's
+``plant`` table; :mod:`.plant`), so population questions need the synthetic source: the kit
+does not plant synthetic signatures into real patients' records (MIMIC-IV, MEDS), since the
+result would no longer be those patients' records and a reader could not tell which events
+were real. On such a source the stage writes no questions, records why in
+``manifests/population.json`` (status ``not_applicable``) and returns empty frames; the CLI
+prints that one line and exits 0, as a stage that does not apply (not an empty result).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from typing import Any
 import pandas as pd
 
 from clinlib.core.config import artifact_path, build_dir, resolve_profile
-from clinlib.core.guards import StageError
+from clinlib.core.guards import MANIFEST_DIR, StageError
 from clinlib.core.io import read_artifact, write_parquet
 from clinlib.tasks.population.checker import check
 from clinlib.tasks.population.groups import attributes
@@ -59,6 +65,38 @@ MIN_DISTRIBUTION = 6  # yes/no golds checked for one-sidedness from this many on
 LEAK_WORDS: tuple[str, ...] = ("clique", "outlier", "planted", "PLANT-", "subject_id", "tertile")
 GATE_ORDER: tuple[str, ...] = ("length", "structure", "leakage", "agreement")
 GATE_COLUMNS = ["gate", "task", "bin_tokens", "n_checked", "n_failed", "detail"]
+
+
+PLANT_SOURCES: tuple[str, ...] = ("synthetic",)  # sources whose records the stage may plant
+STATUS_FILE = "population.json"  # under manifests/: ok or not_applicable, with the reason
+
+
+def not_applicable(source: str, specs: Sequence[TaskIdea]) -> str | None:
+    """Why population questions cannot be built on a ``source`` build (None when they can)."""
+    if source in PLANT_SOURCES or not any(spec.plant for spec in specs):
+        return None
+    return (
+        f"population questions need the synthetic source: each task's gold is a pattern planted "
+        f"into the records, and the kit does not plant into a {source} source's real records"
+    )
+
+
+def population_status(profile: str | None = None) -> dict[str, Any]:
+    """The stage's status manifest of ``profile`` (``{}`` before the stage has run)."""
+    path = build_dir(resolve_profile(profile)) / MANIFEST_DIR / STATUS_FILE
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def source_kind(profile: str) -> str:
+    """The build's source kind (``source.json``'s ``kind``: synthetic, mimic, meds)."""
+    path = build_dir(profile) / "source.json"
+    return json.loads(path.read_text()).get("kind", "unknown") if path.exists() else "unknown"
+
+
+def _write_status(name: str, status: dict[str, Any]) -> None:
+    d = build_dir(name) / MANIFEST_DIR
+    d.mkdir(parents=True, exist_ok=True)
+    (d / STATUS_FILE).write_text(json.dumps(status, indent=1, sort_keys=True) + "\n")
 
 
 def bins_for(profile: str) -> tuple[int, ...]:
@@ -223,18 +261,25 @@ def build_population(
     name = resolve_profile(profile)
     if count is None:
         raise StageError("build_population: pass a token counter (clinlib.llm.tokens.count_tokens)")
+    source = source_kind(name)
+    chosen = [s for s in load_specs(specs) if not tasks or s.task in tasks]
+    reason = not_applicable(source, chosen)
+    if reason:
+        for f in (QUESTIONS_FILE, GATES_FILE):  # no stale set from another source survives
+            (build_dir(name) / f).unlink(missing_ok=True)
+        _write_status(name, {"status": "not_applicable", "source": source, "reason": reason})
+        return pd.DataFrame(columns=["qid", "task", "rendering"]), pd.DataFrame(
+            columns=GATE_COLUMNS
+        )
     cohort = read_artifact(artifact_path("cohort.parquet", name), "cohort")
     events = read_artifact(artifact_path("events.parquet", name), "cohort")
-    source = json.loads((build_dir(name) / "source.json").read_text()).get("kind", "unknown")
     attrs = attributes(cohort, events)
     count = functools.lru_cache(maxsize=None)(count)
     want = per_cell or PER_CELL.get(name, PER_CELL["paper"])
     rows: list[dict[str, Any]] = []
     gates: dict[tuple, list] = {}
     shortfalls: list[dict[str, Any]] = []
-    for spec in load_specs(specs):
-        if tasks and spec.task not in tasks:
-            continue
+    for spec in chosen:
         for i, b in enumerate(bins or bins_for(name)):
             if spec.plant and source != "synthetic":
                 shortfalls.append(
@@ -254,7 +299,9 @@ def build_population(
                         else "gates",
                     )
                 )
-    return _finish(name, rows, gates, shortfalls)
+    df, gates_df = _finish(name, rows, gates, shortfalls)
+    _write_status(name, {"status": "ok", "source": source, "questions": int(df["qid"].nunique())})
+    return df, gates_df
 
 
 def _short(task: str, b: int, detail: str) -> dict[str, Any]:

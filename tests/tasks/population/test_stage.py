@@ -77,10 +77,45 @@ def test_cli_bad_spec_and_empty_result_exit_2(tmp_quick, tmp_path):
     assert not (tmp_quick / QUESTIONS_FILE).exists()
 
 
-def test_real_data_profiles_skip_planted_tasks(tmp_quick):
+@pytest.mark.parametrize("kind", ["mimic", "meds"])
+def test_real_sources_get_a_not_applicable_manifest_and_one_line(tmp_quick, kind):
+    from clinlib import cli
+    from clinlib.analysis.population import ensure_questions, not_built
+    from clinlib.tasks.population.build import population_status
+
+    (tmp_quick / "source.json").unlink()
+    (tmp_quick / "source.json").write_text(json.dumps({"kind": kind}))
+    (tmp_quick / QUESTIONS_FILE).write_text("stale")  # a set from another source must not survive
+    df, gates = build_population("quick", count=_count, bins=[8000], per_cell=1)
+    assert df.empty and gates.empty and not (tmp_quick / QUESTIONS_FILE).exists()
+    status = population_status("quick")
+    assert status["status"] == "not_applicable" and status["source"] == kind
+    assert "need the synthetic source" in status["reason"] and kind in status["reason"]
+    out = CliRunner().invoke(cli.app, ["population", "--profile", "quick", "--bins", "8000"])
+    lines = out.output.strip().splitlines()
+    assert out.exit_code == 0 and len(lines) == 1 and "not built" in lines[0], out.output
+    assert "Traceback" not in out.output
+    assert not_built("quick") == status["reason"] and ensure_questions("quick").empty
+
+
+def test_the_synthetic_source_is_applicable_and_says_so(tmp_quick, tmp_path):
+    from clinlib.tasks.population.build import not_applicable, population_status
+    from clinlib.tasks.population.spec import load_specs
+
+    assert not_applicable("synthetic", load_specs()) is None
+    assert not_applicable("mimic", load_specs()) is not None
+    spec = tmp_path / "top.toml"
+    spec.write_text(SPEC_TOP)
+    build_population("quick", count=_count, specs=spec, per_cell=1, bins=[8000])
+    assert population_status("quick") == {"status": "ok", "source": "synthetic", "questions": 1}
+
+
+def test_a_run_on_a_real_source_refuses_in_one_line(tmp_quick):
     from clinlib.core.guards import StageError
+    from clinlib.eval.population.answer import load_population
 
     (tmp_quick / "source.json").unlink()
     (tmp_quick / "source.json").write_text(json.dumps({"kind": "mimic"}))
-    with pytest.raises(StageError, match="planted task skipped on a mimic source"):
-        build_population("quick", count=_count, tasks=["P-CLQ", "P-IPW"], bins=[8000], per_cell=1)
+    build_population("quick", count=_count, bins=[8000], per_cell=1)
+    with pytest.raises(StageError, match="need the synthetic source"):
+        load_population("quick")
