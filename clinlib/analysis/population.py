@@ -20,11 +20,14 @@ import numpy as np
 import pandas as pd
 
 from clinlib.analysis.stats.cluster import cluster_robust_ci, overlap_robust_ci
-from clinlib.core.config import build_dir
+from clinlib.core.config import artifact_path, build_dir
+from clinlib.core.io import read_artifact
 from clinlib.core.seed_facts import seed_fact
 from clinlib.eval.population.per_patient import chance_answer, per_patient_answer
 from clinlib.llm.tokens import count_tokens, encoding_for_model
 from clinlib.tasks.population.build import (
+    GATE_ORDER,
+    GATES_FILE,
     QUESTIONS_FILE,
     build_population,
     not_applicable,
@@ -33,6 +36,7 @@ from clinlib.tasks.population.build import (
 from clinlib.tasks.population.checker import check
 from clinlib.tasks.population.questions import population_answer, prompt_text
 from clinlib.tasks.population.render import DESC_CHARS, RENDERINGS  # noqa: F401 (DESC_CHARS: notebook 17)
+from clinlib.tasks.population.solve import Knowledge
 from clinlib.tasks.population.spec import load_specs
 
 TOKENIZER_MODELS: tuple[str, ...] = ("gpt-4", "gpt-4o")
@@ -382,3 +386,20 @@ def decomposition_board(
     board["gap_points"] = 100 * sign * (board["group"] - board["per_patient"])
     board["lower_is_better"] = lower
     return board.reset_index()
+
+
+def gate_totals(profile: str) -> pd.DataFrame:
+    """The stage's gates summed over tasks and bins, in the order a draw meets them: one row
+    per gate with the draws checked, failed and passed (``population_gates.parquet``)."""
+    g = pd.read_parquet(build_dir(profile) / GATES_FILE)
+    g = g[g["gate"].isin(GATE_ORDER)].groupby("gate")[["n_checked", "n_failed"]].sum()
+    g = g.reindex(list(GATE_ORDER)).fillna(0).astype(int)
+    g["n_passed"] = g["n_checked"] - g["n_failed"]
+    return g.reset_index()
+
+
+def decomposition(profile: str, questions: pd.DataFrame, draws: int = 20) -> pd.DataFrame:
+    """:func:`decomposition_board` of ``questions`` with the per-patient baseline's clinical
+    knowledge read from ``profile``'s events (the diagnosis map it applies per record)."""
+    kb = Knowledge.from_events(read_artifact(artifact_path("events.parquet", profile), "cohort"))
+    return decomposition_board(questions, kb, draws=draws)
