@@ -139,6 +139,15 @@ def test_agreement_gate_fails_when_the_checker_formula_is_wrong(monkeypatch):
     assert gate == "agreement" and "-5.333" in detail
 
 
+def test_the_length_gate_comes_first_and_spares_the_checker(monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("the checker ran on a draw that does not fit its bin")
+
+    monkeypatch.setattr(build, "check", boom)
+    gate, detail = build.check_question(_question(-8.8), lambda s: 5000)  # 5x the 1000 bin
+    assert gate == "length" and detail == "5000 tokens for a 1000 bin"
+
+
 def test_no_import_path_from_the_checker_to_the_gold():
     graph = grimp.build_graph("clinlib")
     for mod in GOLD_SIDE:

@@ -119,3 +119,41 @@ def test_a_run_on_a_real_source_refuses_in_one_line(tmp_quick):
     build_population("quick", count=_count, bins=[8000], per_cell=1)
     with pytest.raises(StageError, match="need the synthetic source"):
         load_population("quick")
+
+
+def test_a_too_long_draw_retires_its_size_and_larger_ones():
+    from clinlib.tasks.population.build import _resize
+
+    sizes = [10, 16, 30, 50]
+    _resize(sizes, 16, "13000 tokens for a 8000 bin", 8000)
+    assert sizes == [10]
+    _resize(sizes, 10, "13000 tokens for a 8000 bin", 8000)  # the last size is kept
+    assert sizes == [10]
+    sizes = [10, 16, 30, 50]
+    _resize(sizes, 16, "9000 tokens for a 24000 bin", 24000)  # too short: 16 and smaller go
+    assert sizes == [30, 50]
+
+
+def test_gate_totals_sum_the_gates_in_order(tmp_quick):
+    import pandas as pd
+
+    from clinlib.analysis.population import gate_totals
+
+    rows = [  # two cells; by hand: length 5 checked 3 failed, agreement 2 checked 1 failed
+        ("length", "P-CLQ", 8000, 3, 2),
+        ("length", "P-TOP", 8000, 2, 1),
+        ("structure", "P-CLQ", 8000, 1, 0),
+        ("structure", "P-TOP", 8000, 1, 0),
+        ("leakage", "P-CLQ", 8000, 1, 0),
+        ("leakage", "P-TOP", 8000, 1, 0),
+        ("agreement", "P-CLQ", 8000, 1, 1),
+        ("agreement", "P-TOP", 8000, 1, 0),
+        ("shortfall", "P-CLQ", 8000, 0, 0),
+    ]
+    pd.DataFrame(rows, columns=["gate", "task", "bin_tokens", "n_checked", "n_failed"]).assign(
+        detail=""
+    ).to_parquet(tmp_quick / GATES_FILE)
+    t = gate_totals("quick").set_index("gate")
+    assert list(t.index) == ["length", "structure", "leakage", "agreement"]
+    assert t.loc["length"].tolist() == [5, 3, 2]
+    assert t.loc["agreement"].tolist() == [2, 1, 1]
