@@ -20,12 +20,24 @@ import numpy as np
 import pandas as pd
 
 from clinlib.analysis.stats.cluster import cluster_robust_ci, overlap_robust_ci
-from clinlib.core.config import build_dir
+from clinlib.core.config import artifact_path, build_dir
+from clinlib.core.io import read_artifact
 from clinlib.core.seed_facts import seed_fact
+from clinlib.eval.population.per_patient import chance_answer, per_patient_answer
 from clinlib.llm.tokens import count_tokens, encoding_for_model
-from clinlib.tasks.population.build import QUESTIONS_FILE, build_population
+from clinlib.tasks.population.build import (
+    GATE_ORDER,
+    GATES_FILE,
+    QUESTIONS_FILE,
+    build_population,
+    not_applicable,
+    source_kind,
+)
+from clinlib.tasks.population.checker import check
 from clinlib.tasks.population.questions import population_answer, prompt_text
 from clinlib.tasks.population.render import DESC_CHARS, RENDERINGS  # noqa: F401 (DESC_CHARS: notebook 17)
+from clinlib.tasks.population.solve import Knowledge
+from clinlib.tasks.population.spec import load_specs
 
 TOKENIZER_MODELS: tuple[str, ...] = ("gpt-4", "gpt-4o")
 BIN_MODEL = "gpt-4"  # length bins are measured with cl100k_base
@@ -92,10 +104,18 @@ def verbosity_table(v: pd.DataFrame) -> pd.DataFrame:
 # --- notebook 17 helpers -------------------------------------------------------------------
 
 
+def not_built(profile: str) -> str | None:
+    """Why ``profile`` holds no population questions (its source is not synthetic), or None."""
+    return not_applicable(source_kind(profile), load_specs())
+
+
 def ensure_questions(profile: str, per_cell: int = 1) -> pd.DataFrame:
     """``population_questions.parquet`` of ``profile``, built (``per_cell`` per task and bin)
     when the stage has not run yet."""
     path = build_dir(profile) / QUESTIONS_FILE
+    reason = not_built(profile)
+    if reason:  # the stage does not apply to this source: an empty set, never a crash
+        return pd.DataFrame(columns=["qid", "task", "rendering", "bin_tokens", "context"])
     if not path.exists():
         build_population(
             profile, count=functools.partial(_count, model=BIN_MODEL), per_cell=per_cell
@@ -287,8 +307,9 @@ def _better(task: str, a: float, b: float) -> float:
 
 def win_rates(preds: pd.DataFrame, lengths: pd.Series, thresholds: Sequence[int]) -> pd.DataFrame:
     """PopMedQA Fig. 3: each backbone's share of head-to-head comparisons won against every
-    other backbone, over the (question, rendering) pairs both answered whose prompt has at most
-    L tokens (``lengths``: qid -> tokens), for each L in ``thresholds``. A tie counts half."""
+    other backbone, over every (question, rendering) pair whose prompt has at most L tokens
+    (``lengths``: qid -> tokens), for each L in ``thresholds``. An unscored answer (NaN) loses
+    to a scored one and ties another unscored one; a tie counts half."""
     wide = preds.pivot_table(
         index=["qid", "rendering", "task"], columns="backbone", values="score", aggfunc="last"
     )
@@ -312,3 +333,73 @@ def win_rates(preds: pd.DataFrame, lengths: pd.Series, thresholds: Sequence[int]
                 }
             )
     return pd.DataFrame(rows)
+
+
+def _scored(task: str, answer, gold) -> float:
+    failed = np.nan if population_answer(task).lower_is_better else 0.0
+    if answer is None:
+        return failed
+    try:
+        return population_answer(task).metric(answer, gold)
+    except (TypeError, ValueError, KeyError):
+        return failed
+
+
+def decomposition_board(
+    questions: pd.DataFrame, kb, draws: int = 20, seed: int = 0
+) -> pd.DataFrame:
+    """Decomposition resistance, measured: per task, the mean score over (question, rendering)
+    rows of chance (``draws`` uniformly random answers of the task's format, averaged), of the
+    per-patient baseline (:mod:`clinlib.eval.population.per_patient`) and of the group reader
+    (the independent checker, :mod:`clinlib.tasks.population.checker`); ``gap`` is group minus
+    per-patient in points (for the ATE's absolute error, per-patient minus group). An answer
+    that does not parse scores 0 (NaN for the ATE's error)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for q in questions.itertuples():
+        gold = json.loads(q.gold)
+        pids = [str(p) for p in q.pids]
+        chance = [
+            _scored(q.task, chance_answer(q.task, q.question, pids, rng), gold)
+            for _ in range(draws)
+        ]
+        rows.append(
+            {
+                "task": q.task,
+                "rendering": q.rendering,
+                "chance": float(np.nanmean(chance)),
+                "per_patient": _scored(
+                    q.task, per_patient_answer(q.task, q.question, q.context, kb), gold
+                ),
+                "group": _scored(q.task, check(q.task, q.question, q.context), gold),
+            }
+        )
+    df = pd.DataFrame(rows)
+    board = df.groupby("task").agg(
+        n=("task", "size"),
+        chance=("chance", "mean"),
+        per_patient=("per_patient", "mean"),
+        group=("group", "mean"),
+    )
+    lower = board.index.map(lambda t: population_answer(t).lower_is_better)
+    sign = np.where(lower, -1.0, 1.0)
+    board["gap_points"] = 100 * sign * (board["group"] - board["per_patient"])
+    board["lower_is_better"] = lower
+    return board.reset_index()
+
+
+def gate_totals(profile: str) -> pd.DataFrame:
+    """The stage's gates summed over tasks and bins, in the order a draw meets them: one row
+    per gate with the draws checked, failed and passed (``population_gates.parquet``)."""
+    g = pd.read_parquet(build_dir(profile) / GATES_FILE)
+    g = g[g["gate"].isin(GATE_ORDER)].groupby("gate")[["n_checked", "n_failed"]].sum()
+    g = g.reindex(list(GATE_ORDER)).fillna(0).astype(int)
+    g["n_passed"] = g["n_checked"] - g["n_failed"]
+    return g.reset_index()
+
+
+def decomposition(profile: str, questions: pd.DataFrame, draws: int = 20) -> pd.DataFrame:
+    """:func:`decomposition_board` of ``questions`` with the per-patient baseline's clinical
+    knowledge read from ``profile``'s events (the diagnosis map it applies per record)."""
+    kb = Knowledge.from_events(read_artifact(artifact_path("events.parquet", profile), "cohort"))
+    return decomposition_board(questions, kb, draws=draws)

@@ -36,7 +36,7 @@ from clinlib.eval.population.spec import sentence_to_spec, write_spec
 from clinlib.llm import get_backbone
 from clinlib.llm.batch import BatchPending
 from clinlib.llm.tokens import count_tokens
-from clinlib.tasks.population.build import QUESTIONS_FILE, build_population
+from clinlib.tasks.population.build import QUESTIONS_FILE, build_population, population_status
 from clinlib.tasks.population.spec import SpecError
 
 
@@ -65,6 +65,11 @@ def population(
             bins=bin_list,
             tasks=csv_list(tasks),
         )
+    if df.empty:  # the stage does not apply to this source (manifests/population.json)
+        typer.echo(
+            f"population: not built on profile {name!r}: {population_status(name)['reason']}"
+        )
+        return
     n_q = df["qid"].nunique()
     typer.echo(f"population: {n_q} questions x 3 renderings ({time.perf_counter() - t0:.1f}s)")
     for r in gates[gates["gate"] == "shortfall"].itertuples():

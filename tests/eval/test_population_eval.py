@@ -60,9 +60,11 @@ def test_estimate_256k_set_for_a_paper_backbone():
     t = price_population(["gpt-4o-mini"], n_questions=10, tokens_per_question=256_000)
     row = t.iloc[0]
     assert row["input_tokens"] == 2_560_000
-    assert row["usd_upper"] == pytest.approx(round(10 * bb.cost(256_000, 512), 2))
-    assert row["batch_usd_upper"] == pytest.approx(round(10 * bb.batch_cost(256_000, 512), 2))
-    assert row["fits_context"] == (bb.context_window is not None and 256_512 <= bb.context_window)
+    assert row["usd_upper"] == pytest.approx(round(10 * bb.cost(256_000, 2048), 2))
+    assert row["batch_usd_upper"] == pytest.approx(round(10 * bb.batch_cost(256_000, 2048), 2))
+    assert row["fits_context"] == (
+        bb.context_window is not None and 256_000 + 2048 <= bb.context_window
+    )
 
 
 def test_win_rates_by_hand():

@@ -114,7 +114,7 @@ def test_estimate_counts_the_real_prompts_and_prices_a_256k_set(pop_profile):
         pairs = zip(sub["question"], sub["context"], strict=True)
         want = sum(count_tokens(messages_for(q, c), MODEL) for q, c in pairs)
         assert r.input_tokens == want and r.requests == len(sub)
-        assert r.output_tokens_max == len(sub) * 512
+        assert r.output_tokens_max == len(sub) * 2048
     runner = CliRunner()
     main = runner.invoke(app, ["estimate", "--profile", "quick", "--tasks", "population",
                                "--backbones", MODEL])  # fmt: skip

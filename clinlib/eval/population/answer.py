@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 
 from clinlib.core.config import build_dir, resolve_profile
+from clinlib.core.guards import StageError
 from clinlib.core.io import read_artifact, write_parquet
 from clinlib.eval.harness.cells import is_credentialed
 from clinlib.eval.population.readers import register_population_readers
@@ -30,7 +31,7 @@ from clinlib.eval.synthesis.calls import Calls, price_requests
 from clinlib.llm import Backbone, ChatRequest, ResponseCache, default_cache_path, get_backbone
 from clinlib.llm.tokens import count_tokens
 from clinlib.llm.types import GenerationParams
-from clinlib.tasks.population.build import QUESTIONS_FILE
+from clinlib.tasks.population.build import QUESTIONS_FILE, population_status
 from clinlib.tasks.population.questions import population_answer, prompt_text, score
 from clinlib.tasks.population.spec import TASK_IDS
 from clinlib.tasks.population.tasks import MAX_TOKENS
@@ -94,6 +95,11 @@ def _score(task: str, value: Any, gold: Any) -> float:
 
 
 def load_population(profile: str | None = None) -> pd.DataFrame:
+    """The built population rows; on a source the stage does not apply to, a one-line
+    :class:`StageError` with the manifest's reason."""
+    status = population_status(profile)
+    if status.get("status") == "not_applicable":
+        raise StageError(f"population: no questions on this build: {status['reason']}")
     return read_artifact(build_dir(resolve_profile(profile)) / QUESTIONS_FILE, "population")
 
 

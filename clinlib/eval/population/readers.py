@@ -2,16 +2,20 @@
 not language models, registered as offline backbones so the population harness runs them like
 any other backbone.
 
-- ``population-solver`` (ceiling reader): the task's deterministic solver
-  (:mod:`clinlib.tasks.population.solve`) over the prompt it is sent. It is the gate's solver,
-  so on a kept question it scores the best value by construction; it shows what the prompt
-  determines, not what a model can do.
+- ``population-solver`` (group reader, ceiling): the independent checker
+  (:mod:`clinlib.tasks.population.checker`), which compares the patients with each other over
+  the prompt it is sent. It is the agreement gate's checker, so on a kept question it scores
+  the best value by construction; it shows what the prompt determines, not what a model can do.
+- ``population-per-patient`` (decomposition baseline): one patient's rendering at a time,
+  combined by the task's obvious rule (:mod:`clinlib.eval.population.per_patient`).
 - ``population-overlap`` (non-LLM baseline): code-overlap similarity only, no clinical
   knowledge: Jaccard similarity of the concept sets each record prints; agglomerative
   clustering (scikit-learn, average linkage on 1 - Jaccard) for clustering; 1-nearest-neighbour
   for in-context classification; the unadjusted difference in mean outcome for the ATE; the
   least similar records as outliers; within- vs between-group similarity for the two-sample
-  test; record length for top-k and sorting; the majority program for classification.
+  test; record length for top-k and sorting; for classification, each record takes the
+  program of its most similar labelled example (1-nearest-neighbour, as for in-context
+  classification; no answer is hard-coded).
 """
 
 from __future__ import annotations
@@ -28,19 +32,23 @@ from sklearn.cluster import AgglomerativeClustering
 
 from clinlib.core.config import artifact_path
 from clinlib.core.io import read_artifact
+from clinlib.eval.population.per_patient import per_patient_answer
 from clinlib.llm import Backbone, register_backbone
 from clinlib.llm.types import OFFLINE_READER_MODEL_PREFIX
+from clinlib.tasks.population.checker import check
 from clinlib.tasks.population.questions import split_prompt, task_of
 from clinlib.tasks.population.render import Line, parse_group
-from clinlib.tasks.population.solve import Knowledge, solve
+from clinlib.tasks.population.solve import Knowledge
 from clinlib.tasks.population.spec import load_specs
 from clinlib.tasks.registry import get_spec
 from clinlib.tasks.spec import resolve
 
 SOLVER_READER = "population-solver"
 OVERLAP_READER = "population-overlap"
+PER_PATIENT_READER = "population-per-patient"
 READER_LABELS = {
-    SOLVER_READER: "Population solver (deterministic ceiling reader, not an LLM)",
+    SOLVER_READER: "Group reader (the independent checker, deterministic ceiling, not an LLM)",
+    PER_PATIENT_READER: "Per-patient baseline (one record at a time, rule-based, not an LLM)",
     OVERLAP_READER: "Code-overlap baseline (Jaccard + scikit-learn clustering, not an LLM)",
 }
 _IDS = r"((?:\d+(?:,\s*)?)+)"
@@ -163,7 +171,12 @@ def overlap_top(o: _Overlap) -> list[str]:
 
 
 def overlap_classes(o: _Overlap) -> dict[str, str]:
-    return dict.fromkeys(o.pids, "hypertension")  # the majority program, no knowledge
+    lab = {p: g for g in "ABC" for p in _ids(o.q, f"program {g}")}
+    if not lab:
+        return {}
+    return {
+        t: lab[max(lab, key=lambda p: (o.sim[o.at[t], o.at[p]], p))] for t in o.pids if t not in lab
+    }
 
 
 def _naive_effect(q: str, recs: dict[str, list[Line]]) -> float | None:
@@ -197,15 +210,17 @@ def _policy(kind: str, profile: str):
         if kind == OVERLAP_READER:
             return json.dumps(overlap_answer(task, q, recs))
         context, _ = split_prompt(_user(messages))
-        return json.dumps(solve(task, q, context, _knowledge(profile)))
+        if kind == PER_PATIENT_READER:
+            return json.dumps(per_patient_answer(task, q, context, _knowledge(profile)))
+        return json.dumps(check(task, q, context))
 
     return policy
 
 
 def register_population_readers(profile: str) -> list[Backbone]:
-    """Register the two population readers (kind="offline", price 0) for ``profile``."""
+    """Register the three population readers (kind="offline", price 0) for ``profile``."""
     out = []
-    for name in (SOLVER_READER, OVERLAP_READER):
+    for name in (SOLVER_READER, OVERLAP_READER, PER_PATIENT_READER):
         bb = Backbone(
             name=name,
             model=f"{OFFLINE_READER_MODEL_PREFIX}{name}",

@@ -1,19 +1,28 @@
 """The population stage: questions, their three renderings, the solver gate and the other gates
 (PopMedQA App. C), written to ``population_questions.parquet`` and ``population_gates.parquet``.
 
-Gates (as for T1-T9, seeded and reproducible):
+Gates (as for T1-T9, seeded and reproducible), in the order a draw meets them:
 
-- ``structure``: every record of the group is printed in every rendering and parses back;
-- ``gold``: the solver recovers the gold from every rendering (:mod:`.solve`); a question it
-  cannot solve is dropped, not kept;
-- ``leakage``: no subject id, cohort role name or planted-pattern word in any prompt;
 - ``length``: the descriptions rendering's measured length lies within ``BIN_TOLERANCE`` of its
-  bin (the seed bins lengths "as text");
+  bin (the seed bins lengths "as text"); measured first, on the descriptions rendering alone,
+  so a draw that cannot fit its bin is neither rendered twice more nor checked. A draw too long
+  (short) for its bin retires its group size and every larger (smaller) one from the cell;
+- ``structure``: every record of the group is printed in every rendering and parses back;
+- ``leakage``: no subject id, cohort role name or planted-pattern word in any prompt;
+- ``agreement``: the checker (:mod:`.checker`, an independent code path from the prompt text
+  alone) reaches the recipe's gold in every rendering; a question it does not is dropped;
 - ``distribution``: yes/no golds of P-TST and P-ICC are not one-sided, and every (task, bin)
   cell holds at least one question (else a ``shortfall`` row says why).
 
-A question that fails a gate is retried with the next seed (``MAX_ATTEMPTS``). Planted tasks
-(P-CLQ, P-IPW) run on the synthetic default only: real records are never edited.
+A question that fails a gate is retried with the next seed (``MAX_ATTEMPTS``).
+
+Sources. Every task's gold comes from a pattern planted into the group's records (a spec's
+``plant`` table; :mod:`.plant`), so population questions need the synthetic source: the kit
+does not plant synthetic signatures into real patients' records (MIMIC-IV, MEDS), since the
+result would no longer be those patients' records and a reader could not tell which events
+were real. On such a source the stage writes no questions, records why in
+``manifests/population.json`` (status ``not_applicable``) and returns empty frames; the CLI
+prints that one line and exits 0, as a stage that does not apply (not an empty result).
 """
 
 from __future__ import annotations
@@ -28,8 +37,9 @@ from typing import Any
 import pandas as pd
 
 from clinlib.core.config import artifact_path, build_dir, resolve_profile
-from clinlib.core.guards import StageError
+from clinlib.core.guards import MANIFEST_DIR, StageError
 from clinlib.core.io import read_artifact, write_parquet
+from clinlib.tasks.population.checker import check
 from clinlib.tasks.population.groups import attributes
 from clinlib.tasks.population.questions import (
     BIN_TOLERANCE,
@@ -37,15 +47,14 @@ from clinlib.tasks.population.questions import (
     QUICK_BINS,
     is_perfect,
     make_question,
+    render_rest,
     score,
 )
 from clinlib.tasks.population.render import RENDERINGS, parse_group
-from clinlib.tasks.population.solve import Knowledge, solve
 from clinlib.tasks.population.spec import TaskIdea, load_specs
 
 QUESTIONS_FILE = "population_questions.parquet"
 GATES_FILE = "population_gates.parquet"
-PLANTED_TASKS: tuple[str, ...] = ("P-CLQ", "P-IPW")
 PER_CELL = {
     "quick": 2,
     "paper": 2,
@@ -54,7 +63,40 @@ MAX_ATTEMPTS = 12
 TOKENS_PER_PATIENT = 5_000  # a typical full record as descriptions (cl100k_base), for sizes_for
 MIN_DISTRIBUTION = 6  # yes/no golds checked for one-sidedness from this many on
 LEAK_WORDS: tuple[str, ...] = ("clique", "outlier", "planted", "PLANT-", "subject_id", "tertile")
+GATE_ORDER: tuple[str, ...] = ("length", "structure", "leakage", "agreement")
 GATE_COLUMNS = ["gate", "task", "bin_tokens", "n_checked", "n_failed", "detail"]
+
+
+PLANT_SOURCES: tuple[str, ...] = ("synthetic",)  # sources whose records the stage may plant
+STATUS_FILE = "population.json"  # under manifests/: ok or not_applicable, with the reason
+
+
+def not_applicable(source: str, specs: Sequence[TaskIdea]) -> str | None:
+    """Why population questions cannot be built on a ``source`` build (None when they can)."""
+    if source in PLANT_SOURCES or not any(spec.plant for spec in specs):
+        return None
+    return (
+        f"population questions need the synthetic source: each task's gold is a pattern planted "
+        f"into the records, and the kit does not plant into a {source} source's real records"
+    )
+
+
+def population_status(profile: str | None = None) -> dict[str, Any]:
+    """The stage's status manifest of ``profile`` (``{}`` before the stage has run)."""
+    path = build_dir(resolve_profile(profile)) / MANIFEST_DIR / STATUS_FILE
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def source_kind(profile: str) -> str:
+    """The build's source kind (``source.json``'s ``kind``: synthetic, mimic, meds)."""
+    path = build_dir(profile) / "source.json"
+    return json.loads(path.read_text()).get("kind", "unknown") if path.exists() else "unknown"
+
+
+def _write_status(name: str, status: dict[str, Any]) -> None:
+    d = build_dir(name) / MANIFEST_DIR
+    d.mkdir(parents=True, exist_ok=True)
+    (d / STATUS_FILE).write_text(json.dumps(status, indent=1, sort_keys=True) + "\n")
 
 
 def bins_for(profile: str) -> tuple[int, ...]:
@@ -70,34 +112,40 @@ def _leaks(q: dict[str, Any]) -> list[str]:
     return bad
 
 
-def check_question(
-    q: dict[str, Any], kb: Knowledge, count: Callable[[str], int]
-) -> tuple[str, str] | None:
-    """The first gate the question fails, as (gate, detail), or None."""
-    parsed = {}
+def length_fails(q: dict[str, Any], count: Callable[[str], int]) -> str | None:
+    """Why the descriptions rendering's measured length lies outside its bin, or None."""
+    n = count(q["rendered"]["descriptions"].text)
+    lo, hi = BIN_TOLERANCE
+    if not lo * q["bin_tokens"] <= n <= hi * q["bin_tokens"]:
+        return f"{n} tokens for a {q['bin_tokens']} bin"
+    return None
+
+
+def check_question(q: dict[str, Any], count: Callable[[str], int]) -> tuple[str, str] | None:
+    """The first gate (in :data:`GATE_ORDER`) the question fails, as (gate, detail), or None.
+    The length comes first: it needs only the descriptions rendering and is the cheapest."""
+    too = length_fails(q, count)
+    if too:
+        return "length", too
     for r in q["rendered"].values():
         try:
-            parsed[r.rendering] = recs = parse_group(r.text)
+            recs = parse_group(r.text)
         except ValueError as exc:
             return "structure", f"{r.rendering}: {exc}"
         if sorted(recs) != sorted(q["pids"]):
             return "structure", f"{r.rendering}: records {len(recs)} != patients {len(q['pids'])}"
-    gold = json.loads(q["gold"])
-    for r in q["rendered"].values():  # the solver reads the records parsed above
-        ans = solve(q["task"], q["question"], r.text, kb, records=parsed[r.rendering])
-        if ans is None or not is_perfect(q["task"], score(q["task"], ans, gold)):
-            return "gold", f"{r.rendering}: solver answer {str(ans)[:80]} != gold"
     if _leaks(q):
         return "leakage", ", ".join(_leaks(q))[:120]
-    n = count(q["rendered"]["descriptions"].text)
-    lo, hi = BIN_TOLERANCE
-    if not lo * q["bin_tokens"] <= n <= hi * q["bin_tokens"]:
-        return "length", f"{n} tokens for a {q['bin_tokens']} bin"
+    gold = json.loads(q["gold"])
+    for r in q["rendered"].values():  # the checker re-reads the text on its own
+        ans = check(q["task"], q["question"], r.text)
+        if ans is None or not is_perfect(q["task"], score(q["task"], ans, gold)):
+            return "agreement", f"{r.rendering}: checker answer {str(ans)[:80]} != gold"
     return None
 
 
 def _rows(q: dict[str, Any], seed: int) -> list[dict[str, Any]]:
-    base = {k: v for k, v in q.items() if k != "rendered"}
+    base = {k: v for k, v in q.items() if k not in ("rendered", "plan")}
     return [
         dict(
             base,
@@ -111,8 +159,29 @@ def _rows(q: dict[str, Any], seed: int) -> list[dict[str, Any]]:
     ]
 
 
-def _cell(spec: TaskIdea, attrs, events, bin_tokens, want, seed, kb, count, gates, offset=0):
-    """Up to ``want`` questions of one (spec, bin); tallies the gates in ``gates``."""
+def _tally(gates: dict, task: str, bin_tokens: int, failed: tuple[str, str] | None) -> None:
+    for g in GATE_ORDER:
+        gates.setdefault((g, task, bin_tokens), [0, 0, {}])[0] += 1
+        if failed and failed[0] == g:
+            tally = gates[(g, task, bin_tokens)]
+            tally[1] += 1
+            tally[2][failed[1][:60]] = tally[2].get(failed[1][:60], 0) + 1
+            return
+
+
+def _resize(sizes: list[int], n: int, detail: str, bin_tokens: int) -> None:
+    """After a length failure at size ``n``: a group too long for the bin drops ``n`` and every
+    larger size, one too short every size up to ``n`` (while another size is left)."""
+    too_long = int(detail.split()[0]) > bin_tokens
+    keep = [s for s in sizes if (s < n if too_long else s > n)]
+    if keep:
+        sizes[:] = keep
+
+
+def _cell(spec: TaskIdea, attrs, events, bin_tokens, want, seed, count, gates, offset=0):
+    """Up to ``want`` questions of one (spec, bin); tallies the gates in ``gates``. Each draw is
+    rendered as descriptions first and measured; only a draw that fits its bin is rendered the
+    other two ways and checked (structure, leakage, the checker)."""
     rows: list[dict[str, Any]] = []
     vs = spec.params.get("variants") or [{}]
     variants = cycle(vs[offset % len(vs) :] + vs[: offset % len(vs)])
@@ -123,21 +192,21 @@ def _cell(spec: TaskIdea, attrs, events, bin_tokens, want, seed, kb, count, gate
         s = seed * 100_003 + hash_task(spec.task) * 1_009 + bin_tokens + attempt
         attempt += 1
         n = sizes[(attempt - 1) % len(sizes)]
-        q = make_question(spec, attrs, events, n, bin_tokens, next(variants), s, count)
+        v = next(variants)
+        q = make_question(spec, attrs, events, n, bin_tokens, v, s, count, ("descriptions",))
         if isinstance(q, str):
             reasons[q] = reasons.get(q, 0) + 1
             if q.startswith("cohort ") and len(sizes) > 1 and n == max(sizes):
                 sizes.remove(n)  # the pool cannot fill this size: stop asking for it
             continue
-        failed = check_question(q, kb, count)
-        for g in ("structure", "gold", "leakage", "length"):
-            gates.setdefault((g, spec.task, bin_tokens), [0, 0, {}])[0] += 1
-            if failed and failed[0] == g:
-                tally = gates[(g, spec.task, bin_tokens)]
-                tally[1] += 1
-                tally[2][failed[1][:60]] = tally[2].get(failed[1][:60], 0) + 1
-                break
-        if failed is None:
+        too = length_fails(q, count)
+        if not too:
+            q = render_rest(q)
+        failed = ("length", too) if too else check_question(q, count)
+        _tally(gates, spec.task, bin_tokens, failed)
+        if too:
+            _resize(sizes, n, too, bin_tokens)
+        elif failed is None:
             rows += _rows(q, s)
     return rows, reasons
 
@@ -192,25 +261,32 @@ def build_population(
     name = resolve_profile(profile)
     if count is None:
         raise StageError("build_population: pass a token counter (clinlib.llm.tokens.count_tokens)")
+    source = source_kind(name)
+    chosen = [s for s in load_specs(specs) if not tasks or s.task in tasks]
+    reason = not_applicable(source, chosen)
+    if reason:
+        for f in (QUESTIONS_FILE, GATES_FILE):  # no stale set from another source survives
+            (build_dir(name) / f).unlink(missing_ok=True)
+        _write_status(name, {"status": "not_applicable", "source": source, "reason": reason})
+        return pd.DataFrame(columns=["qid", "task", "rendering"]), pd.DataFrame(
+            columns=GATE_COLUMNS
+        )
     cohort = read_artifact(artifact_path("cohort.parquet", name), "cohort")
     events = read_artifact(artifact_path("events.parquet", name), "cohort")
-    source = json.loads((build_dir(name) / "source.json").read_text()).get("kind", "unknown")
-    attrs, kb = attributes(cohort, events), Knowledge.from_events(events)
+    attrs = attributes(cohort, events)
     count = functools.lru_cache(maxsize=None)(count)
     want = per_cell or PER_CELL.get(name, PER_CELL["paper"])
     rows: list[dict[str, Any]] = []
     gates: dict[tuple, list] = {}
     shortfalls: list[dict[str, Any]] = []
-    for spec in load_specs(specs):
-        if tasks and spec.task not in tasks:
-            continue
+    for spec in chosen:
         for i, b in enumerate(bins or bins_for(name)):
-            if spec.task in PLANTED_TASKS and source != "synthetic":
+            if spec.plant and source != "synthetic":
                 shortfalls.append(
                     _short(spec.task, b, f"planted task skipped on a {source} source")
                 )
                 continue
-            got, reasons = _cell(spec, attrs, events, b, want, seed, kb, count, gates, offset=i)
+            got, reasons = _cell(spec, attrs, events, b, want, seed, count, gates, offset=i)
             rows += got
             if len(got) < want * len(RENDERINGS):
                 shortfalls.append(
@@ -223,7 +299,9 @@ def build_population(
                         else "gates",
                     )
                 )
-    return _finish(name, rows, gates, shortfalls)
+    df, gates_df = _finish(name, rows, gates, shortfalls)
+    _write_status(name, {"status": "ok", "source": source, "questions": int(df["qid"].nunique())})
+    return df, gates_df
 
 
 def _short(task: str, b: int, detail: str) -> dict[str, Any]:

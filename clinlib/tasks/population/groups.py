@@ -115,20 +115,12 @@ def plant(
     """Add the spec's planted events to the group's records; returns the events and what was
     planted (for the gold)."""
     p = spec.plant
-    if not p:
+    if p.get("pattern") != "confounded":  # signatures, scores: clinlib.tasks.population.plant
         return events, {}
     first = events.groupby("subject_id")["time"].min()
     last = events.groupby("subject_id")["time"].max()
     new: list[dict] = []
-    info: dict[str, Any] = {}
-    if p["pattern"] == "pathway":
-        for sid in roles["clique"]:
-            for j, ev in enumerate(p["events"]):
-                t = first[sid] + pd.Timedelta(days=1 + 30 * j)
-                new.append(_event(sid, min(t, last[sid]), ev, j, "medication"))
-        info = {"clique": list(roles["clique"])}
-    else:
-        info = _plant_confounded(p, roles, attrs, first, last, rng, new)
+    info = _plant_confounded(p, roles, attrs, first, last, rng, new)
     planted = pd.DataFrame(new).astype({"time": events["time"].dtype})
     return pd.concat([events, planted], ignore_index=True), info
 
@@ -170,10 +162,10 @@ def fit_records(
     )
     r = ev["_r"].to_numpy()
     must = (ev["kind"].isin(MUST_KINDS) | (ev["source"] == PLANT_SOURCE)).to_numpy()
-    cols = [ev[c].tolist() for c in ("kind", "code", "label")]
-    cost = np.array(
-        [count(description(k, c, lab)) + 3 for k, c, lab in zip(*cols, strict=True)], dtype=float
-    )  # + value, unit, newline
+    key = [ev[c].astype(str).to_numpy(dtype=object) for c in ("kind", "code", "label")]
+    codes, uniq = pd.factorize(key[0] + "\x1f" + key[1] + "\x1f" + key[2])
+    per = np.array([count(description(*u.split("\x1f"))) + 3.0 for u in uniq], dtype=float)
+    cost = per[codes] if len(codes) else np.zeros(0)  # + value, unit, newline
     n_r = len(sids)
     days = ev.assign(_d=ev["time"].dt.floor("D")).groupby("_r")["_d"].nunique()
     spent = np.bincount(r, weights=np.where(must, cost, 0.0), minlength=n_r)

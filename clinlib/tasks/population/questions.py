@@ -22,8 +22,9 @@ import numpy as np
 import pandas as pd
 
 from clinlib.tasks.population import metrics
-from clinlib.tasks.population.groups import concept_sets, fit_records, plant, sample_group
-from clinlib.tasks.population.render import RENDERINGS, Rendered, render_group
+from clinlib.tasks.population.groups import fit_records, plant, sample_group
+from clinlib.tasks.population.plant import plant_score, plant_signatures
+from clinlib.tasks.population.render import RENDERINGS, render_group
 from clinlib.tasks.population.spec import TaskIdea
 from clinlib.tasks.population.tasks import PopulationAnswer
 from clinlib.tasks.registry import SPECS
@@ -32,7 +33,6 @@ QUICK_BINS: tuple[int, ...] = (8_000, 24_000)  # small bins that fit small model
 PAPER_BINS: tuple[int, ...] = (32_000, 64_000, 128_000, 256_000)
 SEED_BINS: tuple[int, ...] = (64_000, 128_000, 256_000)  # PopMedQA §2 "64K, 128K, or 256K"
 BIN_TOLERANCE: tuple[float, float] = (0.5, 1.5)  # measured / target tokens kept in a bin
-SRT_RANK = {"high": 3, "medium": 2, "low": 1}
 
 
 def prompt_text(question: str, context: str) -> str:
@@ -68,20 +68,28 @@ def _pids(sids: Sequence[int], rng: np.random.Generator) -> dict[int, str]:
     return {int(s): str(int(p)) for s, p in zip(sids, nums, strict=True)}
 
 
+def _ids_of(pid: Mapping[int, str], sids) -> list[str]:
+    return sorted((pid[s] for s in sids), key=int)
+
+
+def _scores_text(pid: Mapping[int, str], counts: Mapping[int, int], sids) -> str:
+    return ", ".join(f"{pid[s]} scored {counts[s]}" for s in sorted(sids, key=lambda s: pid[s]))
+
+
 def gold_of(
     spec: TaskIdea,
     roles: Mapping[str, list[int]],
     pid: Mapping[int, str],
-    events: pd.DataFrame,
     planted: Mapping[str, Any],
     variant: Mapping[str, Any],
     rng: np.random.Generator,
 ) -> tuple[Any, dict[str, Any]]:
-    """The gold answer and the stem's fill-ins (test ids, group lists, query id, ...)."""
-    ids = lambda sids: sorted((pid[s] for s in sids), key=int)  # noqa: E731
+    """The gold answer and the stem's fill-ins, from the roles the group was drawn into and the
+    recipe of what was planted (:mod:`.plant`), never from the rendered text."""
+    ids = lambda sids: _ids_of(pid, sids)  # noqa: E731
     t, fill = spec.task, {}
-    if t == "P-CLQ":
-        return ids(planted["clique"]), fill
+    if t in ("P-CLQ", "P-OUT"):
+        return ids(roles["clique" if t == "P-CLQ" else "outlier"]), fill
     if t == "P-ICC":
         n_test = int(spec.params.get("n_test", 2))
         pos, neg = list(roles["positive"]), list(roles["negative"])
@@ -93,36 +101,40 @@ def gold_of(
             "test": ", ".join(pid[s] for s in rng.permutation(test)),
         }
         return {pid[s]: s in tp for s in test}, fill
-    if t in ("P-CLU",):
+    if t == "P-CLU":
         return sorted((ids(v) for v in roles.values()), key=lambda g: int(g[0])), fill
     if t == "P-IPW":
-        sids = sorted(planted["treated"])
-        tr = [planted["treated"][s] for s in sids]
-        e = metrics.stratum_propensity(tr, [planted["confounder"][s] for s in sids])
-        p = spec.plant
-        fill = {
-            "treatment": p["treatment"]["label"],
-            "confounder": f"{p['confounder_label']} ({p['confounder']})",
-            "outcome": f"{p['outcome']['label']} (loinc//{p['outcome']['code']})",
-        }
-        return round(metrics.hajek_ate(tr, [planted["outcome"][s] for s in sids], e), 3), fill
-    if t == "P-OUT":
-        return ids(roles["outlier"]), fill
+        return _ate(spec, planted)
     if t == "P-TST":
         fill = {
             "group_a": ", ".join(ids(roles["group_a"])),
             "group_b": ", ".join(ids(roles["group_b"])),
         }
-        return variant["a"] != variant["b"], fill
+        return not variant.get("mixed", False), fill
     if t == "P-SIM":
-        return _similar(spec, roles, pid, events)
+        return ids(roles["similar"]), {"query": pid[roles["query"][0]]}
     if t in ("P-TOP", "P-SRT"):
-        adm = events[events["kind"] == "admission"].groupby("subject_id").size()
-        sids = [s for r in roles.values() for s in r]
+        counts, rest = planted["counts"], roles["rest"]
+        fill = {"examples": _scores_text(pid, counts, roles["example"])}
         if t == "P-SRT":
-            return {pid[s]: SRT_RANK[r] for r, v in roles.items() for s in v}, fill
-        return _top_k({pid[s]: int(adm.get(s, 0)) for s in sids}, spec.k), fill
-    return {pid[s]: r for r, v in roles.items() for s in v}, fill  # P-CLS
+            return {pid[s]: counts[s] for s in rest}, fill
+        return _top_k({pid[s]: counts[s] for s in rest}, spec.k), fill
+    n_ex = int(spec.params.get("n_examples", 2))  # P-CLS: labelled examples of each program
+    fill = {f"examples_{r}": ", ".join(ids(v[:n_ex])) for r, v in roles.items()}
+    return {pid[s]: r.upper() for r, v in roles.items() for s in v[n_ex:]}, fill
+
+
+def _ate(spec: TaskIdea, planted: Mapping[str, Any]) -> tuple[float, dict[str, Any]]:
+    sids = sorted(planted["treated"])
+    tr = [planted["treated"][s] for s in sids]
+    e = metrics.stratum_propensity(tr, [planted["confounder"][s] for s in sids])
+    p = spec.plant
+    fill = {
+        "treatment": p["treatment"]["label"],
+        "confounder": f"{p['confounder_label']} ({p['confounder']})",
+        "outcome": f"{p['outcome']['label']} (loinc//{p['outcome']['code']})",
+    }
+    return round(metrics.hajek_ate(tr, [planted["outcome"][s] for s in sids], e), 3), fill
 
 
 def _top_k(scores: Mapping[str, float], k: int) -> list[str] | None:
@@ -132,15 +144,38 @@ def _top_k(scores: Mapping[str, float], k: int) -> list[str] | None:
     return sorted(ranked[:k], key=int)
 
 
-def _similar(spec, roles, pid, events) -> tuple[Any, dict[str, Any]]:
-    sets = concept_sets(events, kinds=("diagnosis",))
-    (q,) = roles["query"]
-    others = [s for r, v in roles.items() if r != "query" for s in v]
-    qs = sets.get(q, set())
-    score = {
-        pid[s]: len(qs & sets.get(s, set())) / max(len(qs | sets.get(s, set())), 1) for s in others
-    }
-    return _top_k(score, spec.k), {"query": pid[q]}
+def carriers_of(
+    spec: TaskIdea, roles: Mapping[str, list[int]], variant: Mapping[str, Any], rng
+) -> dict[int, int | None]:
+    """subject_id -> the signature it carries (the spec's ``plant.carriers``: role -> index);
+    a ``mixed`` variant deals the same carriers out at random over the whole group."""
+    table = spec.plant.get("carriers", {})
+    out = {int(s): table.get(r) for r, v in roles.items() for s in v}
+    if variant.get("mixed"):
+        sids = sorted(out)
+        out = dict(
+            zip(sids, rng.permutation(np.array([out[s] for s in sids], dtype=object)), strict=True)
+        )
+    return out
+
+
+def counts_of(spec: TaskIdea, roles: Mapping[str, list[int]], rng) -> dict[int, int]:
+    """The hidden score of each patient: the examples distinct and non-zero."""
+    hi = int(spec.plant.get("max_count", 6))
+    out = {int(s): int(rng.integers(0, hi + 1)) for s in roles["rest"]}
+    ex = rng.choice(np.arange(1, hi + 1), size=len(roles["example"]), replace=False)
+    return out | {int(s): int(c) for s, c in zip(roles["example"], ex, strict=True)}
+
+
+def _plant(spec, ev, roles, attrs, variant, rng) -> tuple[pd.DataFrame, dict[str, Any]] | str:
+    p = spec.plant
+    if p.get("pattern") == "signature":
+        carriers = carriers_of(spec, roles, variant, rng)
+        n_sig = max(v for v in p["carriers"].values()) + 1
+        return plant_signatures(ev, carriers, n_sig, int(p.get("m", 3)), rng)
+    if p.get("pattern") == "score":
+        return plant_score(ev, counts_of(spec, roles, rng), rng)
+    return ev, {}
 
 
 def stem_of(spec: TaskIdea, n: int, fill: Mapping[str, Any]) -> str:
@@ -156,25 +191,32 @@ def make_question(
     variant: Mapping[str, Any],
     seed: int,
     count: Callable[[str], int],
+    renderings: Sequence[str] = RENDERINGS,
 ) -> dict[str, Any] | str:
-    """One question with its three renderings, or the reason it could not be made."""
+    """One question with its ``renderings`` (default all three; :func:`render_rest` adds the
+    others), or the reason it could not be made."""
     rng = np.random.default_rng(seed)
     roles = sample_group(spec, attrs, n, variant, rng)
     if isinstance(roles, str):
         return roles
     sids = sorted(s for v in roles.values() for s in v)
     ev = events[events["subject_id"].isin(sids)]
-    ev, planted = plant(spec, ev, roles, attrs, rng)
+    ev, planted = plant(spec, ev, roles, attrs, rng)  # the confounded ATE, before fitting
     ev = fit_records(ev, sids, bin_tokens, count)
+    got = _plant(spec, ev, roles, attrs, variant, rng)  # signatures on the fitted records
+    if isinstance(got, str):
+        return got
+    ev, recipe = got
+    planted = {**planted, **recipe}
     pid = _pids(sids, rng)
     try:
-        gold, fill = gold_of(spec, roles, pid, ev, planted, variant, rng)
+        gold, fill = gold_of(spec, roles, pid, planted, variant, rng)
     except ValueError as exc:  # positivity: a stratum all treated or all untreated
         return f"no gold ({str(exc).split(':')[0]})"
     if gold is None:
         return "no unique gold (a tie at the top-k boundary)"
     order = [(pid[s], s) for s in rng.permutation(sids).tolist()]
-    rendered: dict[str, Rendered] = {r: render_group(ev, order, r) for r in RENDERINGS}
+    rendered = {r: render_group(ev, order, r) for r in renderings}
     return {
         "qid": qid_of(spec, n, bin_tokens, variant, seed),
         "task": spec.task,
@@ -188,7 +230,16 @@ def make_question(
         "subject_ids": [int(s) for _, s in order],
         "roles": json.dumps({pid[s]: r for r, v in roles.items() for s in v}, sort_keys=True),
         "rendered": rendered,
+        "plan": (ev, order),
     }
+
+
+def render_rest(q: dict[str, Any]) -> dict[str, Any]:
+    """``q`` with every rendering of :data:`RENDERINGS` it lacks rendered from its plan (the
+    stage renders the descriptions first, to measure the length before the other two)."""
+    ev, order = q["plan"]
+    missing = {r: render_group(ev, order, r) for r in RENDERINGS if r not in q["rendered"]}
+    return {**q, "rendered": {r: {**q["rendered"], **missing}[r] for r in RENDERINGS}}
 
 
 def population_answer(task: str) -> PopulationAnswer:

@@ -50,7 +50,8 @@ def _ids(stem: str, label: str) -> list[str]:
     return re.findall(r"\d+", m.group(1)) if m else []
 
 
-def _primary(lines: list[Line], kb: Knowledge) -> str | None:
+def primary_of(lines: list[Line], kb: Knowledge) -> str | None:
+    """One record's dominant index disease (most diagnosis lines; the cohort's tie rule)."""
     counts: Counter[str] = Counter()
     for ln in lines:
         for d in kb.dx.get(ln.concept, ()):
@@ -58,7 +59,8 @@ def _primary(lines: list[Line], kb: Knowledge) -> str | None:
     return primary_disease(counts)
 
 
-def _admissions(lines: list[Line]) -> int:
+def admissions_of(lines: list[Line]) -> int:
+    """One record's admission lines."""
     return sum(ln.concept.startswith(("admission//", "Admission (")) for ln in lines)
 
 
@@ -97,7 +99,7 @@ def solve_icc(stem: str, recs: dict[str, list[Line]], kb: Knowledge) -> Any:
         _ids(stem, s)
         for s in ("Positive training examples", "Negative training examples", "Test examples")
     )
-    prim = {p: _primary(recs.get(p, []), kb) for p in pos + neg + test}
+    prim = {p: primary_of(recs.get(p, []), kb) for p in pos + neg + test}
     target = {prim[p] for p in pos}
     if len(target) != 1 or target & {prim[p] for p in neg}:
         return None
@@ -108,7 +110,7 @@ def solve_icc(stem: str, recs: dict[str, list[Line]], kb: Knowledge) -> Any:
 def solve_cluster(stem: str, recs: dict[str, list[Line]], kb: Knowledge) -> Any:
     groups: dict[str | None, list[str]] = {}
     for pid, lines in recs.items():
-        groups.setdefault(_primary(lines, kb), []).append(pid)
+        groups.setdefault(primary_of(lines, kb), []).append(pid)
     return sorted((sorted(g, key=int) for g in groups.values()), key=lambda g: int(g[0]))
 
 
@@ -144,7 +146,7 @@ def solve_ipw(stem: str, recs: dict[str, list[Line]], kb: Knowledge) -> Any:
 
 
 def solve_outlier(stem: str, recs: dict[str, list[Line]], kb: Knowledge) -> Any:
-    prim = {p: _primary(lines, kb) for p, lines in recs.items()}
+    prim = {p: primary_of(lines, kb) for p, lines in recs.items()}
     (mode, n), *rest = Counter(prim.values()).most_common()
     if rest and rest[0][1] == n:
         return None
@@ -154,7 +156,7 @@ def solve_outlier(stem: str, recs: dict[str, list[Line]], kb: Knowledge) -> Any:
 def solve_two_sample(stem: str, recs: dict[str, list[Line]], kb: Knowledge) -> Any:
     modes = []
     for label in ("Group A", "Group B"):
-        prim = Counter(_primary(recs.get(p, []), kb) for p in _ids(stem, label))
+        prim = Counter(primary_of(recs.get(p, []), kb) for p in _ids(stem, label))
         (mode, n), *rest = prim.most_common()
         if rest and rest[0][1] == n:
             return None
@@ -173,16 +175,16 @@ def solve_similarity(stem: str, recs: dict[str, list[Line]], kb: Knowledge) -> A
 
 
 def solve_top(stem: str, recs: dict[str, list[Line]], kb: Knowledge) -> Any:
-    return _top({p: _admissions(lines) for p, lines in recs.items()}, _k(stem))
+    return _top({p: admissions_of(lines) for p, lines in recs.items()}, _k(stem))
 
 
 def solve_sort(stem: str, recs: dict[str, list[Line]], kb: Knowledge) -> Any:
-    counts = {p: _admissions(lines) for p, lines in recs.items()}
+    counts = {p: admissions_of(lines) for p, lines in recs.items()}
     return sorted(counts, key=lambda p: (-counts[p], int(p)))
 
 
 def solve_classify(stem: str, recs: dict[str, list[Line]], kb: Knowledge) -> Any:
-    return {p: _primary(lines, kb) for p, lines in recs.items()}
+    return {p: primary_of(lines, kb) for p, lines in recs.items()}
 
 
 SOLVERS = {

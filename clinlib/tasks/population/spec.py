@@ -33,7 +33,7 @@ FIELDS: dict[str, str] = {
     "n_admissions": "admissions in the record",
 }
 OPS: tuple[str, ...] = ("in", "not_in", "has", "lacks", ">=", "<=")
-PLANT_PATTERNS: tuple[str, ...] = ("pathway", "confounded")
+PLANT_PATTERNS: tuple[str, ...] = ("signature", "score", "confounded")
 
 
 class SpecError(ValueError):

@@ -12,7 +12,7 @@ from typing import Any
 from clinlib.tasks.population import metrics
 from clinlib.tasks.spec import TaskSpec
 
-MAX_TOKENS = 512  # a JSON answer over up to hundreds of patient ids
+MAX_TOKENS = 2048  # PopMedQA §4: temperature 0, 2,048 answer tokens (reasoning models uncapped)
 
 
 @dataclass(frozen=True)

@@ -6,27 +6,27 @@ from __future__ import annotations
 
 import json
 
-import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
 from clinlib.core import config
 from clinlib.llm.tokens import count_tokens
 from clinlib.tasks.population.build import GATES_FILE, QUESTIONS_FILE, build_population
+from clinlib.tasks.population.checker import check
 from clinlib.tasks.population.questions import score
-from clinlib.tasks.population.solve import Knowledge, solve
 
 SPEC_TOP = """
 [[task]]
 task = "P-TOP"
 name = "t"
-sizes = [6]
+sizes = [8]
 k = 2
-question = "Offer them to the {k} patients with the most admissions among these {n}. Answer with a JSON list of {k} patient IDs."
+question = "The team scored some of these {n} patients: {examples}. Offer the {k} slots to the {k} of them who score highest. Answer with a JSON list of {k} patient IDs."
 cohort = [
-  { role = "frequent", size = "k", positive = [{ field = "n_admissions", op = ">=", value = 6 }] },
-  { role = "rest", size = "n - k", positive = [{ field = "n_admissions", op = "<=", value = 4 }] },
+  { role = "example", size = "4" },
+  { role = "rest", size = "n - 4" },
 ]
+plant = { pattern = "score", max_count = 6 }
 """
 
 
@@ -52,14 +52,12 @@ def test_stage_writes_solved_reproducible_questions(tmp_quick, tmp_path):
     assert (tmp_quick / QUESTIONS_FILE).exists() and (tmp_quick / GATES_FILE).exists()
     assert set(df["rendering"]) == {"descriptions", "codes", "codebook"}
     assert df.groupby("qid").size().eq(3).all() and df["qid"].nunique() == 2
-    events = pd.read_parquet(tmp_quick / "events.parquet")
-    kb = Knowledge.from_events(events)
-    for q in df.itertuples():
-        assert score(q.task, solve(q.task, q.question, q.context, kb), json.loads(q.gold)) == 1.0
+    for q in df.itertuples():  # the independent checker reaches the recipe's gold
+        assert score(q.task, check(q.task, q.question, q.context), json.loads(q.gold)) == 1.0
         assert not any(str(s) in q.context for s in q.subject_ids)
     again, _ = build_population("quick", count=_count, specs=spec, per_cell=2, bins=[8000])
     assert again[["qid", "context", "gold"]].equals(df[["qid", "context", "gold"]])
-    checked = gates[gates["gate"] == "gold"]["n_checked"].sum()
+    checked = gates[gates["gate"] == "agreement"]["n_checked"].sum()
     assert checked >= 2
 
 
@@ -71,7 +69,7 @@ def test_cli_bad_spec_and_empty_result_exit_2(tmp_quick, tmp_path):
     out = CliRunner().invoke(cli.app, ["population", "--profile", "quick", "--specs", str(bad)])
     assert out.exit_code == 2 and "bad.toml" in out.output and "Traceback" not in out.output
     empty = tmp_path / "empty.toml"
-    empty.write_text(SPEC_TOP.replace("value = 6", "value = 100000"))
+    empty.write_text(SPEC_TOP.replace("sizes = [8]", "sizes = [1000]"))  # no pool that large
     out = CliRunner().invoke(
         cli.app, ["population", "--profile", "quick", "--specs", str(empty), "--bins", "8000"]
     )
@@ -79,10 +77,83 @@ def test_cli_bad_spec_and_empty_result_exit_2(tmp_quick, tmp_path):
     assert not (tmp_quick / QUESTIONS_FILE).exists()
 
 
-def test_real_data_profiles_skip_planted_tasks(tmp_quick):
+@pytest.mark.parametrize("kind", ["mimic", "meds"])
+def test_real_sources_get_a_not_applicable_manifest_and_one_line(tmp_quick, kind):
+    from clinlib import cli
+    from clinlib.analysis.population import ensure_questions, not_built
+    from clinlib.tasks.population.build import population_status
+
+    (tmp_quick / "source.json").unlink()
+    (tmp_quick / "source.json").write_text(json.dumps({"kind": kind}))
+    (tmp_quick / QUESTIONS_FILE).write_text("stale")  # a set from another source must not survive
+    df, gates = build_population("quick", count=_count, bins=[8000], per_cell=1)
+    assert df.empty and gates.empty and not (tmp_quick / QUESTIONS_FILE).exists()
+    status = population_status("quick")
+    assert status["status"] == "not_applicable" and status["source"] == kind
+    assert "need the synthetic source" in status["reason"] and kind in status["reason"]
+    out = CliRunner().invoke(cli.app, ["population", "--profile", "quick", "--bins", "8000"])
+    lines = out.output.strip().splitlines()
+    assert out.exit_code == 0 and len(lines) == 1 and "not built" in lines[0], out.output
+    assert "Traceback" not in out.output
+    assert not_built("quick") == status["reason"] and ensure_questions("quick").empty
+
+
+def test_the_synthetic_source_is_applicable_and_says_so(tmp_quick, tmp_path):
+    from clinlib.tasks.population.build import not_applicable, population_status
+    from clinlib.tasks.population.spec import load_specs
+
+    assert not_applicable("synthetic", load_specs()) is None
+    assert not_applicable("mimic", load_specs()) is not None
+    spec = tmp_path / "top.toml"
+    spec.write_text(SPEC_TOP)
+    build_population("quick", count=_count, specs=spec, per_cell=1, bins=[8000])
+    assert population_status("quick") == {"status": "ok", "source": "synthetic", "questions": 1}
+
+
+def test_a_run_on_a_real_source_refuses_in_one_line(tmp_quick):
     from clinlib.core.guards import StageError
+    from clinlib.eval.population.answer import load_population
 
     (tmp_quick / "source.json").unlink()
     (tmp_quick / "source.json").write_text(json.dumps({"kind": "mimic"}))
-    with pytest.raises(StageError, match="planted task skipped on a mimic source"):
-        build_population("quick", count=_count, tasks=["P-CLQ", "P-IPW"], bins=[8000], per_cell=1)
+    build_population("quick", count=_count, bins=[8000], per_cell=1)
+    with pytest.raises(StageError, match="need the synthetic source"):
+        load_population("quick")
+
+
+def test_a_too_long_draw_retires_its_size_and_larger_ones():
+    from clinlib.tasks.population.build import _resize
+
+    sizes = [10, 16, 30, 50]
+    _resize(sizes, 16, "13000 tokens for a 8000 bin", 8000)
+    assert sizes == [10]
+    _resize(sizes, 10, "13000 tokens for a 8000 bin", 8000)  # the last size is kept
+    assert sizes == [10]
+    sizes = [10, 16, 30, 50]
+    _resize(sizes, 16, "9000 tokens for a 24000 bin", 24000)  # too short: 16 and smaller go
+    assert sizes == [30, 50]
+
+
+def test_gate_totals_sum_the_gates_in_order(tmp_quick):
+    import pandas as pd
+
+    from clinlib.analysis.population import gate_totals
+
+    rows = [  # two cells; by hand: length 5 checked 3 failed, agreement 2 checked 1 failed
+        ("length", "P-CLQ", 8000, 3, 2),
+        ("length", "P-TOP", 8000, 2, 1),
+        ("structure", "P-CLQ", 8000, 1, 0),
+        ("structure", "P-TOP", 8000, 1, 0),
+        ("leakage", "P-CLQ", 8000, 1, 0),
+        ("leakage", "P-TOP", 8000, 1, 0),
+        ("agreement", "P-CLQ", 8000, 1, 1),
+        ("agreement", "P-TOP", 8000, 1, 0),
+        ("shortfall", "P-CLQ", 8000, 0, 0),
+    ]
+    pd.DataFrame(rows, columns=["gate", "task", "bin_tokens", "n_checked", "n_failed"]).assign(
+        detail=""
+    ).to_parquet(tmp_quick / GATES_FILE)
+    t = gate_totals("quick").set_index("gate")
+    assert list(t.index) == ["length", "structure", "leakage", "agreement"]
+    assert t.loc["length"].tolist() == [5, 3, 2]
+    assert t.loc["agreement"].tolist() == [2, 1, 1]
