@@ -313,7 +313,8 @@ def patient_number_problems(
     """``patient_lines_no_numbers``: the rewrite prompt's rule 5 — no digit in a patient
     line (the templates never give the patient one). The one exception is a number the turn's
     own cited patient statement states (``by_id``: event id -> event; an injected constraint
-    such as a monthly cost limit is the patient's own words, MedMemoryBench §4)."""
+    such as a monthly cost limit is the patient's own words, MedMemoryBench §4 "Data
+    Construction Pipeline")."""
     bad = []
     for t in turns:
         if str(t.get("speaker")) != "patient":
