@@ -16,6 +16,12 @@ from clinlib.strategies.amem import AMemMemory
 from clinlib.strategies.base import Strategy, StrategyError
 from clinlib.strategies.codebook import Codebook
 from clinlib.strategies.core_memory import CoreMemory
+from clinlib.strategies.event_memory import (
+    FlatHistory,
+    FlatWindow,
+    HistoryDenseRetrieval,
+    HistoryMem0,
+)
 from clinlib.strategies.event_table import EventTable
 from clinlib.strategies.mem0 import Mem0Memory
 from clinlib.strategies.names import (
@@ -61,6 +67,10 @@ STRATEGIES: dict[str, type[Strategy]] = {
         OracleVisits,
         RemoteMemory,
         CoreMemory,
+        FlatWindow,
+        FlatHistory,
+        HistoryDenseRetrieval,
+        HistoryMem0,
     )
 }
 EXTRA_STRATEGIES: tuple[str, ...] = tuple(n for n in STRATEGIES if n not in PAPER_STRATEGIES)

@@ -128,9 +128,7 @@ def distractors(qid: str, target: dict, visits: dict[int, list[dict]]) -> list[s
     return None
 
 
-def _pair(
-    inp: TaskInputs, e: dict, k: int, visits: dict[int, list[dict]], slot: int
-) -> list[dict]:
+def _pair(inp: TaskInputs, e: dict, k: int, visits: dict[int, list[dict]], slot: int) -> list[dict]:
     sid, v = int(e["subject_id"]), int(e["visit_idx"])
     qid = make_qid(TASK, [sid], [e["event_id"]], "pair")
     wrong = distractors(qid, e, visits)
