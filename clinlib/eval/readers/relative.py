@@ -72,7 +72,7 @@ def visit_span(text: str, number: int) -> tuple[int, int] | None:
 
 def answer_relative(rec: Record, q: RelativeQuestion, eager: bool) -> str | None:
     """The k-th measurement of the lab in the N-th visit (module docstring), None to abstain."""
-    span = visit_span(rec.text, q.visit)
+    span = stay_span(rec.text, q.visit)
     seen: list = []
     if span is not None:
         days = set()

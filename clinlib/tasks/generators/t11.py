@@ -1,4 +1,4 @@
-"""T11 long-horizon decisions, an extended task (LongMedBench "Task 3": "From V_n, we sample a
+"""T11 long-horizon decisions, an extended task (LongMedBench's decision task, Table 4 / Table 5: "From V_n, we sample a
 ground-truth event E^GT, and define the agent's contextual memory as its working context S. The
 long-horizon note or event memory is also provided as a reference M"; its T3-N next action,
 T3-A argument and T3-D discharge within 6 h; docs/design.md "T11"). Not part of the paper's
@@ -9,7 +9,9 @@ event and at most T10_MAX_VISIT_EVENTS events; a CUT event: a lab or medication
 (rules.T11_CUT_KINDS, minute-resolution times) strictly between admission and discharge,
 classified by the dialogue stage (covered or missed). The cut time T is its minute. The
 working context S = the visit's events before T (no discharge, no diagnosis: both carry the
-discharge time), rendered as T10's timestamped stream and stated in the question with
+discharge time), rewritten as the seed's contextual memory M_C — one action–feedback pair per
+event, "(assistant, {a, t, p}), (user, {f, t'})", rule-based
+(:func:`clinlib.tasks.generators.t10_text.contextual_memory`) — and stated in the question with
 "It is now T"; S must hold at least T11_MIN_CONTEXT_EVENTS events. The memory M is the
 history representation the harness adds (``history-visits(m=...)``: the m visits before the
 current one, verbatim; never the current visit or a later one).
@@ -51,7 +53,7 @@ from clinlib.tasks.answers.kinds import DECISION
 from clinlib.tasks.answers.order import ORDER_LETTERS
 from clinlib.tasks.gates.ordering import t11_leak
 from clinlib.tasks.generators.common import TaskInputs, question_row, stable_hash, to_frame
-from clinlib.tasks.generators.t10_text import med_text, options_block, stamp, visit_stream
+from clinlib.tasks.generators.t10_text import contextual_memory, med_text, options_block, stamp
 from clinlib.tasks.recompute.t11 import recompute_t11
 from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import T11_TEMPLATES
@@ -65,6 +67,10 @@ CUT_STATUSES = ("covered", "missed")
 ACTION_NAMES = {"lab": "lab test", "medication": "medication order", "procedure": "procedure"}
 ARGUMENT_WHAT = {"lab": "lab test", "medication": "medication (drug, dose and route)"}
 _US_PER_MIN = 60_000_000
+MC_LEAD = (
+    "(the contextual memory: each event as an action by the care team, 'assistant', and the "
+    "clinical feedback, 'user')\n"
+)
 
 
 def argument(r: dict) -> str | None:
@@ -110,7 +116,8 @@ def _row(
     meta: dict,
 ) -> dict:
     gold = decision_gold(letter, credits)
-    fields = {"stream": visit_stream(_context(recs, cut["t"])), "now": stamp(cut), **fields}
+    stream = MC_LEAD + contextual_memory(_context(recs, cut["t"]))
+    fields = {"stream": stream, "now": stamp(cut), **fields}
     content = json.dumps(
         [options, fields, meta, T11_TEMPLATES[subtype], FORMAT], sort_keys=True, default=str
     )
