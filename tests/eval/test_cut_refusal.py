@@ -36,7 +36,7 @@ def _frame(*tasks: str) -> pd.DataFrame:
 
 
 def test_only_history_strategies_may_ask_a_cut_task():
-    assert CUT_TASKS == ("T11",)
+    assert CUT_TASKS == ("T11", "T11O")
     assert {n for n, cls in STRATEGIES.items() if cls.history_only} == SAFE
     full, hist = get_strategy("full-context"), get_strategy("history-visits(m=1)")
     with pytest.raises(RunnerError) as err:

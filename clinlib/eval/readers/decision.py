@@ -109,11 +109,40 @@ def _discharge(record: str, question: str) -> str | None:
     return "A" if elapsed >= usual else "B"
 
 
+_ACTION_RE = re.compile(
+    r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2} (lab|medication|procedure): assistant — "
+    r"(?:draws|orders|performs) (.+)$",
+    re.MULTILINE,
+)
+_KIND_OF = {"lab test": "lab", "medication order": "medication", "procedure": "procedure"}
+
+
+def answer_open(record: str, question: str, eager: bool = False) -> str:
+    """The open-ended variant (T11O), by the same habits: next action — the kind of the last
+    action turn of the stated stay; argument — the name of the latest action of the given
+    kind in the stated stay (its first lab of a draw; an order's text), else ``ABSTAIN``
+    (``eager``: ``lab test`` / ``Potassium``)."""
+    subtype = decision_subtype(question)
+    acts = [(m.group(1), m.group(2)) for m in _ACTION_RE.finditer(_stay(question))]
+    if subtype == "next_action":
+        if acts:
+            return KIND_OPTION[acts[-1][0]]
+        return "lab test" if eager else ABSTAIN
+    given = re.search(r"the next action is a (lab test|medication order|procedure)", question)
+    kind = _KIND_OF[given.group(1)] if given else None
+    named = [what for k, what in acts if k == kind]
+    if named:
+        return named[-1].split("; ")[0]
+    return "Potassium" if eager else ABSTAIN
+
+
 def answer_decision(record: str, question: str, eager: bool = False) -> str:
     """A reader's answer to a T11 question (module docstring): one option letter or
-    ``ABSTAIN``."""
+    ``ABSTAIN``; a question without options is the open variant (:func:`answer_open`)."""
     subtype = decision_subtype(question)
     items = _items(question)
+    if subtype is not None and not items and subtype != "discharge":
+        return answer_open(record, question, eager)
     if subtype is None or not items:
         return ABSTAIN
     if subtype == "next_action":

@@ -47,14 +47,15 @@ import pandas as pd
 
 from clinlib.data.vocab import LAB_BY_KEY
 from clinlib.tasks import rules
-from clinlib.tasks.answers.decision import decay, decision_gold
+from clinlib.tasks.answers.decision import decay, decay_text, decision_gold
 from clinlib.tasks.answers.formats import ABSTAIN_CLAUSE
 from clinlib.tasks.answers.kinds import DECISION
 from clinlib.tasks.answers.order import ORDER_LETTERS
+from clinlib.tasks.decisions import OPEN_DECISION
 from clinlib.tasks.gates.ordering import t11_leak
 from clinlib.tasks.generators.common import TaskInputs, question_row, stable_hash, to_frame
 from clinlib.tasks.generators.t10_text import contextual_memory, med_text, options_block, stamp
-from clinlib.tasks.recompute.t11 import recompute_t11
+from clinlib.tasks.recompute.t11 import recompute_t11, recompute_t11_open
 from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import T11_TEMPLATES
 
@@ -67,6 +68,15 @@ CUT_STATUSES = ("covered", "missed")
 ACTION_NAMES = {"lab": "lab test", "medication": "medication order", "procedure": "procedure"}
 ARGUMENT_WHAT = {"lab": "lab test", "medication": "medication (drug, dose and route)"}
 _US_PER_MIN = 60_000_000
+# The open-ended variant (T11O): the seed's T3-N and T3-A as free text.
+OPEN_TASK = "T11O"
+OPEN_SUBTYPES = ("next_action", "argument")
+OPEN_FORMAT = (
+    "Reply with the next action only, in a few words: its kind (lab test, medication order or "
+    "procedure) or, when the kind is given, its name (a lab test's name, a drug's name). "
+    + ABSTAIN_CLAUSE
+)
+OPEN_WHAT = {"lab": "lab test", "medication": "medication (drug name)"}
 MC_LEAD = (
     "(the contextual memory: each event as an action by the care team, 'assistant', and the "
     "clinical feedback, 'user')\n"
@@ -204,6 +214,66 @@ def _discharge(inp, cut, recs, dis, n_prior) -> dict:
     return _row(inp, "discharge", cut, recs, ["yes", "no"], letter, {}, {}, meta)
 
 
+def open_argument(r: dict) -> str | None:
+    """The argument an open answer names (T11O): a lab's panel name, a drug's recorded name
+    (no dose or route), a procedure's title; ``|`` and ``=`` (the gold's separators) dropped."""
+    if r["kind"] == "lab":
+        text = argument(r)
+    elif r["kind"] in ("medication", "procedure"):
+        text = str(r["label"]).strip() if r["label"] is not None else None
+    else:
+        return None
+    return " ".join(text.replace("|", " ").replace("=", " ").split()) if text else None
+
+
+def _open_row(inp: TaskInputs, subtype: str, cut: dict, recs: list[dict], n_prior: int):
+    """One T11O question: the T11 stem without options; gold = the ground truth's text and
+    every other entry credited by the time decay (clinlib.tasks.decisions)."""
+    if subtype == "next_action":
+        truth = ACTION_NAMES[cut["kind"]]
+        credits = {
+            ACTION_NAMES[k]: credits_after(recs, cut["t"], lambda r, k=k: r["kind"] == k)
+            for k in rules.T11_ACTION_KINDS
+        }
+        fields: dict = {}
+    else:
+        truth = open_argument(cut)
+        if truth is None or cut["kind"] not in ARGUMENT_WHAT:
+            return None
+        later = {
+            a
+            for r in recs
+            if r["kind"] == cut["kind"] and r["t"] >= cut["t"] and (a := open_argument(r))
+        }
+        credits = {
+            a: credits_after(
+                recs, cut["t"], lambda r, a=a: r["kind"] == cut["kind"] and open_argument(r) == a
+            )
+            for a in later
+        }
+        fields = {"action": ACTION_NAMES[cut["kind"]], "what": OPEN_WHAT[cut["kind"]]}
+    extra = [f"{e}={decay_text(c)}" for e, c in sorted(credits.items()) if e != truth]
+    gold = "|".join([truth, *[x for x in extra if not x.endswith("=0.0000")]])
+    meta = _meta(cut, recs, n_prior, kind=cut["kind"], variant="open")
+    fields = {
+        "stream": MC_LEAD + contextual_memory(_context(recs, cut["t"])),
+        "now": stamp(cut),
+        **fields,
+    }
+    return question_row(
+        inp,
+        task=OPEN_TASK,
+        subtype=subtype,
+        subject_ids=[cut["subject_id"]],
+        anchors=[cut["event_id"]],
+        templates=T11_TEMPLATES[subtype],
+        fields=fields,
+        gold=gold,
+        meta=meta,
+        fmt=OPEN_FORMAT,
+    )
+
+
 def _cuts(recs: list[dict]) -> tuple[list[dict], dict | None]:
     adm = next((r for r in recs if r["kind"] == "admission"), None)
     dis = next((r for r in recs if r["kind"] == "discharge"), None)
@@ -218,6 +288,26 @@ def _cuts(recs: list[dict]) -> tuple[list[dict], dict | None]:
         and len(_context(recs, r["t"])) >= rules.T11_MIN_CONTEXT_EVENTS
     ]
     return ok, dis
+
+
+def _open_visit_rows(inp: TaskInputs, sid: int, v: int, n_prior: int, kinds, pool) -> dict:
+    """T11O's rows of one visit: the cuts T11's next action and argument use, asked open."""
+    recs = inp.by_visit[(sid, v)]
+    cuts, _dis = _cuts(recs)
+    out: dict[str, list[dict]] = {s: [] for s in OPEN_SUBTYPES}
+    if not cuts:
+        return out
+    salt = f"{sid}|{v}"
+    pick = sorted(cuts, key=lambda r: stable_hash("T11-cut", salt, r["event_id"]))
+    out["next_action"] += (
+        [r] if (r := _open_row(inp, "next_action", pick[0], recs, n_prior)) else []
+    )
+    for cut in sorted(cuts, key=lambda r: stable_hash("T11-A", salt, r["event_id"]))[:3]:
+        row = _open_row(inp, "argument", cut, recs, n_prior)
+        if row:
+            out["argument"].append(row)
+            break
+    return out
 
 
 def _visit_rows(inp: TaskInputs, sid: int, v: int, n_prior: int, kinds, pool) -> dict:
@@ -246,6 +336,15 @@ def _visit_rows(inp: TaskInputs, sid: int, v: int, n_prior: int, kinds, pool) ->
 
 def generate(inp: TaskInputs) -> pd.DataFrame:
     """All T11 candidates (QUESTION_COLUMNS + conflicts), sorted by qid."""
+    return _generate(inp, _visit_rows, SUBTYPES)
+
+
+def generate_open(inp: TaskInputs) -> pd.DataFrame:
+    """All T11O candidates (QUESTION_COLUMNS + conflicts), sorted by qid."""
+    return _generate(inp, _open_visit_rows, OPEN_SUBTYPES)
+
+
+def _generate(inp: TaskInputs, visit_rows, subtypes) -> pd.DataFrame:
     visits: dict[int, list[int]] = {}
     for s, v in inp.visit_info:
         visits.setdefault(s, []).append(v)
@@ -259,9 +358,9 @@ def generate(inp: TaskInputs) -> pd.DataFrame:
             if a:
                 pool.setdefault(r["kind"], set()).add(a)
         order = sorted(visits[sid])
-        per: dict[str, list[dict]] = {s: [] for s in SUBTYPES}
+        per: dict[str, list[dict]] = {s: [] for s in subtypes}
         for v in sorted(order[1:], key=lambda v: stable_hash("T11-visit", sid, v)):
-            for s, found in _visit_rows(inp, sid, v, order.index(v), kinds, pool).items():
+            for s, found in visit_rows(inp, sid, v, order.index(v), kinds, pool).items():
                 per[s] += found[: max(0, MAX_PER_PATIENT - len(per[s]))]
         rows += [r for found in per.values() for r in found]
     return to_frame(rows)
@@ -284,3 +383,19 @@ SPEC = TaskSpec(
     options="items",
     anchor_status=("covered", "missed"),
 )
+OPEN_SPEC = TaskSpec(
+    name=OPEN_TASK,
+    title="Long-horizon decisions, open-ended next action and argument (extended set)",
+    answer_format=OPEN_FORMAT,
+    max_tokens=40,
+    answer=OPEN_DECISION,
+    family="extended",
+    subtypes=OPEN_SUBTYPES,
+    generate=generate_open,
+    recompute=recompute_t11_open,
+    leak=t11_leak,
+    counts={"paper": 600, "quick": 16},
+    cut=True,
+    anchor_status=("covered", "missed"),
+)
+SPECS = (SPEC, OPEN_SPEC)
