@@ -5,6 +5,7 @@ quartiles by rank and the longest-minus-shortest drop in percentage points."""
 from __future__ import annotations
 
 import json
+
 import numpy as np
 import pandas as pd
 import pytest
