@@ -30,6 +30,7 @@ from clinlib.strategies.names import (
     PAPER_STRATEGIES,
     SERVICE_STRATEGIES,
 )
+from clinlib.strategies.note_memory import NoteMemory
 from clinlib.strategies.oracle import OracleVisits
 from clinlib.strategies.remote_memory import RemoteMemory
 from clinlib.strategies.retrieval import BM25Retrieval, DenseRetrieval, HybridRetrieval
@@ -71,6 +72,7 @@ STRATEGIES: dict[str, type[Strategy]] = {
         FlatHistory,
         HistoryDenseRetrieval,
         HistoryMem0,
+        NoteMemory,
     )
 }
 EXTRA_STRATEGIES: tuple[str, ...] = tuple(n for n in STRATEGIES if n not in PAPER_STRATEGIES)

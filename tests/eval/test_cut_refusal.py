@@ -28,6 +28,7 @@ SAFE = {
     "flat-history",
     "history-dense-retrieval",
     "history-mem0",
+    "note-memory",
 }
 
 
@@ -64,6 +65,7 @@ def test_declared_safe_strategies_show_nothing_of_the_stay(quick_temporal):
         "flat-history(m=inf)",
         "history-dense-retrieval",
         "history-mem0",
+        "note-memory",
         "full-context",
         "window-visits(m=0)",
     ]

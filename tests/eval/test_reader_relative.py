@@ -97,6 +97,7 @@ EXPECTED_BY_REPRESENTATION = {
     # history-bounded retrieval: no visit named, so the last stay is the target (as above)
     "history-dense-retrieval": ("1.5 mg/dL", ABSTAIN, ABSTAIN, "4.1 mEq/L"),
     "history-mem0": NONE,
+    "note-memory": NONE,  # notes name no stay by number; no admission sentence of the dialogue's
 }
 
 
