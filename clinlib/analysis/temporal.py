@@ -1,6 +1,6 @@
 """Temporal stratification of accuracy and the seed values it is read against (ClinTraceBench
 §Limitations: "Long-context degradation is uniform across backbones (-13 to -14 pp from
-shortest to longest quartile)"; LongMedBench "event retrieval" Table 2 and "temporal
+shortest to longest quartile)"; LongMedBench's retrieval task, Table 2, and "temporal
 reasoning" Table 3). Pure functions over prediction / question / event tables.
 
 * :func:`anchor_positions` — where a question's evidence lies in its patient's record: the
@@ -35,7 +35,7 @@ from clinlib.core.seed_facts import seed_fact
 _DROP = seed_fact("ctb_length_degradation")
 CLINTRACE_LENGTH_DROP_PP: tuple[float, float] = (_DROP.number(1), _DROP.number(0))
 
-# LongMedBench "event retrieval" (Table 2; only the values its text states): qwen-turbo as a
+# LongMedBench's retrieval task (Table 2; only the values its text states): qwen-turbo as a
 # naive long-context reader over windows m = 1, 2, 3 and the full history; Lab-T recall,
 # Lab-F rejection; Mem0 as the agent-memory system (explicit LAB questions 0.993, medication
 # 0.983; the text names imaging as Mem0's weakness, seed fact lmb_mem0_imaging).

@@ -9,8 +9,8 @@ import pytest
 
 from clinlib.analysis.decisions import (
     decision_table,
-    memory_table,
     memory_of,
+    memory_table,
     rejection_table,
     tau_by_options,
     tau_option_slope,

@@ -1,5 +1,5 @@
 """The offline readers' rule for relative-time questions (the extended T1R task, LongMedBench
-"event retrieval"): "the {ordinal} {lab} measurement of the {visit} hospital stay" (templates
+retrieval task of its Table 2): "the {ordinal} {lab} measurement of the {visit} hospital stay" (templates
 in :mod:`clinlib.tasks.templates`). An explicit T1R twin is worded exactly like T1 and
 answered by T1's rule.
 

@@ -60,7 +60,7 @@ from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import T11_TEMPLATES
 
 TASK = "T11"
-# LongMedBench "Task 3" decisions: one option letter (next action, argument, discharge).
+# LongMedBench's decisions (T3-N, T3-A, T3-D): one option letter (next action, argument, discharge).
 FORMAT = "Reply with the letter of one option only. " + ABSTAIN_CLAUSE
 SUBTYPES = rules.T11_SUBTYPES
 MAX_PER_PATIENT = 4

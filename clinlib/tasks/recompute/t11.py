@@ -1,4 +1,4 @@
-"""Gate L2 for T11 (LongMedBench "Task 3" decisions; the spec is the docstring of
+"""Gate L2 for T11 (LongMedBench's decision task, T3-N / T3-A / T3-D; the spec is the docstring of
 :mod:`clinlib.tasks.generators.t11` and the decay of :mod:`clinlib.tasks.answers.decision`):
 the gold and its time-decay credits recomputed from the raw hosp tables (this package's own
 SQL, :mod:`clinlib.tasks.recompute.raw`), never from the events table or the generator.
