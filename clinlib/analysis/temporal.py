@@ -431,9 +431,8 @@ def pairing_table(preds: pd.DataFrame, questions: pd.DataFrame) -> pd.DataFrame:
     rows = preds[(preds["task"] == "T10") & (preds["subtype"] == "joint_sorting")]
     if rows.empty:
         raise MetricsInputError("pairing_table: no T10 joint-sorting prediction")
-    clips = {
-        q: json.loads(m)["clips"] for q, m in zip(questions["qid"], questions["meta"], strict=True)
-    }
+    metas = {q: json.loads(m) for q, m in zip(questions["qid"], questions["meta"], strict=True)}
+    clips = {q: m["clips"] for q, m in metas.items() if "clips" in m}
     missing = sorted(set(rows["qid"]) - set(clips))
     if missing:
         raise MetricsInputError(f"pairing_table: qid {missing[0]!r} is not in questions")

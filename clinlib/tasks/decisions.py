@@ -19,12 +19,11 @@ is the harness's side: ``history-visits(m=...)`` shows only visits before the cu
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 import pandas as pd
 
-from clinlib.tasks.answers.kinds import AnswerKind
+from clinlib.tasks.build import per_patient_cap, select_task
 
 
 def _split(count: int) -> dict[str, int]:
@@ -40,10 +39,6 @@ def select_t11(
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict | None]:
     """Select ``count`` T11 questions (module docstring), with
     :func:`clinlib.tasks.build.select_task`'s return shape."""
-    # imported here: the T11 task module reads this module's answer kind while the task
-    # registry (which clinlib.tasks.build reads) is loading
-    from clinlib.tasks.build import per_patient_cap, select_task
-
     want = _split(count)
     parts, avails, missing = [], [], 0
     # the subtypes are selected apart, under the whole task's per-patient cap (gate L4's share)
@@ -86,80 +81,3 @@ def select_t11(
             "missing": int(missing),
         }
     return out.reset_index(drop=True), pd.concat(avails, ignore_index=True), short
-
-
-# --- the open-ended variant (T11O): next action and argument as free text ------------------
-# LongMedBench asks T3-N / T3-A open-ended and credits "actions E_24h, events that occur within
-# 24h after t_GT" by time decay (its Figure 2). Gold (canonical): the ground-truth text, then
-# every other credited entry as ``|<text>=<credit>``: ``"Potassium|Sodium=0.9583"``. An entry is
-# an action kind (``lab test``, ``medication order``, ``procedure``) or an argument (a lab's
-# panel name, a drug's recorded name, a procedure's title).
-KIND_WORDS = {
-    "lab test": ("lab", "labs", "lab test", "laboratory", "blood test", "blood draw"),
-    "medication order": ("medication", "medications", "drug", "prescription", "medication order"),
-    "procedure": ("procedure", "procedures"),
-}
-_OPEN_GOLD_RE = re.compile(r"[^|=]+(?:\|[^|=]+=(?:0|1)\.\d{4})*")
-
-
-def words(text: object) -> str:
-    """Lower-case alphanumeric words of a text, single-spaced."""
-    return " ".join(re.sub(r"[^0-9a-z]+", " ", str(text).lower()).split())
-
-
-def split_open_gold(gold: str) -> dict[str, float]:
-    """entry text -> credit of an open gold (the first entry = 1)."""
-    first, *rest = gold.split("|")
-    out = {first.strip(): 1.0}
-    for part in rest:
-        text, value = part.rsplit("=", 1)
-        out[text.strip()] = float(value)
-    return out
-
-
-def open_gold_problem(gold: object, options: list[str] | None = None) -> str | None:
-    """Why ``gold`` is not a canonical open T11 gold (None when it is)."""
-    if not isinstance(gold, str) or not _OPEN_GOLD_RE.fullmatch(gold):
-        return "not '<text>' followed by '|<text>=<credit>' parts"
-    if any(float(v) > 1 for v in split_open_gold(gold).values()):
-        return "a credit above 1"
-    return None
-
-
-def _kind_of(answer: str) -> str | None:
-    """The one action kind an answer names (None: none or several)."""
-    w = f" {words(answer)} "
-    named = {k for k, syn in KIND_WORDS.items() if any(f" {s} " in w for s in syn)}
-    return named.pop() if len(named) == 1 else None
-
-
-def open_score(parsed: str | None, gold: str) -> float:
-    """The credit of an open answer: a next action is the one kind it names; an argument
-    matches the LONGEST entry whose words begin it (``Heparin 5000 UNIT SC`` matches
-    ``Heparin``; ``Potassium`` does not match ``Potassium Chloride``); 0 otherwise."""
-    if parsed is None:
-        return 0.0
-    credits = split_open_gold(gold)
-    if set(credits) <= set(KIND_WORDS):
-        kind = _kind_of(parsed)
-        return credits.get(kind, 0.0) if kind else 0.0
-    w = words(parsed)
-    hits = [e for e in credits if words(e) and (w == words(e) or w.startswith(words(e) + " "))]
-    return credits[max(hits, key=lambda e: len(words(e)))] if hits else 0.0
-
-
-def _open_read(text: str, options: list[str] | None = None) -> str | None:
-    line = next((x.strip() for x in str(text).splitlines() if x.strip()), "")
-    line = re.sub(r"^(?:answer|the next action is|next action)\s*[:\-]?\s*", "", line, flags=re.I)
-    line = line.strip(" .;:\"'")
-    return line or None
-
-
-OPEN_DECISION = AnswerKind(
-    "text",
-    _open_read,
-    _open_read,
-    open_gold_problem,
-    lambda parsed, gold: open_score(parsed, gold) >= 1.0,
-    grade=open_score,
-)

@@ -1,5 +1,5 @@
 """T11O, the open-ended next action and argument (clinlib.tasks.generators.t11, its
-``OPEN_SPEC``; scoring in clinlib.tasks.decisions): the seed's time-decay credit read from a
+``OPEN_SPEC``; scoring beside it): the seed's time-decay credit read from a
 free-text answer, worked by hand; a hedge or a vaguer name earns nothing; gate L2 recomputes
 the quick set from the raw tables and catches a tampered credit; the offline reader answers
 by its documented habits."""
@@ -12,8 +12,8 @@ import pytest
 
 from clinlib.data.build import SourceSpec, load, open_source, read_source_info
 from clinlib.eval.readers.decision import answer_open
-from clinlib.tasks.decisions import OPEN_DECISION, open_gold_problem, open_score
 from clinlib.tasks.gates import gate_l2
+from clinlib.tasks.generators.t11 import OPEN_DECISION, open_gold_problem, open_score
 from clinlib.tasks.recompute import load_raw
 
 KIND_GOLD = "lab test|medication order=0.7500"

@@ -31,7 +31,7 @@ from clinlib.eval.readers.policies import register_offline_backbones
 from clinlib.eval.readers.version import reader_version
 from clinlib.llm import Backbone, ChatRequest, ChatResult, GenerationParams, get_backbone
 from clinlib.llm.types import UnknownBackboneError
-from clinlib.strategies import get_strategy, question_contexts_many, setting_plan
+from clinlib.strategies import STRATEGIES, get_strategy, question_contexts_many, setting_plan
 from clinlib.strategies.prep import MATCHED, RULE_BASED, get_prep, resolve_prep
 from clinlib.tasks import SPECS, score
 from clinlib.tasks.answers import CUT_TASKS
@@ -294,8 +294,6 @@ def refuse_leaking(questions: pd.DataFrame, strategies: Sequence[Any]) -> None:
     asked = sorted(set(questions["task"].astype(str)) & set(CUT_TASKS))
     leaking = [s.label() for s in strategies if not s.history_only]
     if asked and leaking:
-        from clinlib.strategies.registry import STRATEGIES
-
         allowed = sorted(n for n, cls in STRATEGIES.items() if cls.history_only)
         raise RunnerError(
             f"{', '.join(asked)} cannot be asked under {', '.join(leaking)}: their context "

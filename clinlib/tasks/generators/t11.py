@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from fractions import Fraction
 
 import pandas as pd
@@ -49,9 +50,8 @@ from clinlib.data.vocab import LAB_BY_KEY
 from clinlib.tasks import rules
 from clinlib.tasks.answers.decision import decay, decay_text, decision_gold
 from clinlib.tasks.answers.formats import ABSTAIN_CLAUSE
-from clinlib.tasks.answers.kinds import DECISION
+from clinlib.tasks.answers.kinds import DECISION, AnswerKind
 from clinlib.tasks.answers.order import ORDER_LETTERS
-from clinlib.tasks.decisions import OPEN_DECISION
 from clinlib.tasks.gates.ordering import t11_leak
 from clinlib.tasks.generators.common import TaskInputs, question_row, stable_hash, to_frame
 from clinlib.tasks.generators.t10_text import contextual_memory, med_text, options_block, stamp
@@ -228,7 +228,7 @@ def open_argument(r: dict) -> str | None:
 
 def _open_row(inp: TaskInputs, subtype: str, cut: dict, recs: list[dict], n_prior: int):
     """One T11O question: the T11 stem without options; gold = the ground truth's text and
-    every other entry credited by the time decay (clinlib.tasks.decisions)."""
+    every other entry credited by the time decay (:func:`open_score`)."""
     if subtype == "next_action":
         truth = ACTION_NAMES[cut["kind"]]
         credits = {
@@ -383,6 +383,83 @@ SPEC = TaskSpec(
     options="items",
     anchor_status=("covered", "missed"),
 )
+# --- the open-ended variant (T11O): next action and argument as free text ------------------
+# LongMedBench asks T3-N / T3-A open-ended and credits "actions E_24h, events that occur within
+# 24h after t_GT" by time decay (its Figure 2). Gold (canonical): the ground-truth text, then
+# every other credited entry as ``|<text>=<credit>``: ``"Potassium|Sodium=0.9583"``. An entry is
+# an action kind (``lab test``, ``medication order``, ``procedure``) or an argument (a lab's
+# panel name, a drug's recorded name, a procedure's title).
+KIND_WORDS = {
+    "lab test": ("lab", "labs", "lab test", "laboratory", "blood test", "blood draw"),
+    "medication order": ("medication", "medications", "drug", "prescription", "medication order"),
+    "procedure": ("procedure", "procedures"),
+}
+_OPEN_GOLD_RE = re.compile(r"[^|=]+(?:\|[^|=]+=(?:0|1)\.\d{4})*")
+
+
+def words(text: object) -> str:
+    """Lower-case alphanumeric words of a text, single-spaced."""
+    return " ".join(re.sub(r"[^0-9a-z]+", " ", str(text).lower()).split())
+
+
+def split_open_gold(gold: str) -> dict[str, float]:
+    """entry text -> credit of an open gold (the first entry = 1)."""
+    first, *rest = gold.split("|")
+    out = {first.strip(): 1.0}
+    for part in rest:
+        text, value = part.rsplit("=", 1)
+        out[text.strip()] = float(value)
+    return out
+
+
+def open_gold_problem(gold: object, options: list[str] | None = None) -> str | None:
+    """Why ``gold`` is not a canonical open T11 gold (None when it is)."""
+    if not isinstance(gold, str) or not _OPEN_GOLD_RE.fullmatch(gold):
+        return "not '<text>' followed by '|<text>=<credit>' parts"
+    if any(float(v) > 1 for v in split_open_gold(gold).values()):
+        return "a credit above 1"
+    return None
+
+
+def _kind_of(answer: str) -> str | None:
+    """The one action kind an answer names (None: none or several)."""
+    w = f" {words(answer)} "
+    named = {k for k, syn in KIND_WORDS.items() if any(f" {s} " in w for s in syn)}
+    return named.pop() if len(named) == 1 else None
+
+
+def open_score(parsed: str | None, gold: str) -> float:
+    """The credit of an open answer: a next action is the one kind it names; an argument
+    matches the LONGEST entry whose words begin it (``Heparin 5000 UNIT SC`` matches
+    ``Heparin``; ``Potassium`` does not match ``Potassium Chloride``); 0 otherwise."""
+    if parsed is None:
+        return 0.0
+    credits = split_open_gold(gold)
+    if set(credits) <= set(KIND_WORDS):
+        kind = _kind_of(parsed)
+        return credits.get(kind, 0.0) if kind else 0.0
+    w = words(parsed)
+    hits = [e for e in credits if words(e) and (w == words(e) or w.startswith(words(e) + " "))]
+    return credits[max(hits, key=lambda e: len(words(e)))] if hits else 0.0
+
+
+def _open_read(text: str, options: list[str] | None = None) -> str | None:
+    line = next((x.strip() for x in str(text).splitlines() if x.strip()), "")
+    line = re.sub(r"^(?:answer|the next action is|next action)\s*[:\-]?\s*", "", line, flags=re.I)
+    line = line.strip(" .;:\"'")
+    return line or None
+
+
+OPEN_DECISION = AnswerKind(
+    "text",
+    _open_read,
+    _open_read,
+    open_gold_problem,
+    lambda parsed, gold: open_score(parsed, gold) >= 1.0,
+    grade=open_score,
+)
+
+
 OPEN_SPEC = TaskSpec(
     name=OPEN_TASK,
     title="Long-horizon decisions, open-ended next action and argument (extended set)",
