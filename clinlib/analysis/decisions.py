@@ -87,32 +87,64 @@ def decision_table(
         raise MetricsInputError(
             "decision_table: no T11 prediction under history-visits / no-context-blind"
         )
-    rows = with_clusters(rows, questions)
+    table = _decision_cells(with_clusters(rows, questions), "m", n_boot, seed, alpha)
+    return _ordered(table, "m", MEMORY_ORDER)
+
+
+def _decision_cells(rows: pd.DataFrame, key: str, n_boot: int, seed: int, alpha: float):
+    """Mean decay score (patient-clustered interval) and exact accuracy (Wilson) per
+    (backbone, ``key``, subtype) of clustered prediction rows."""
     out = []
-    for (b, m, s), g in rows.groupby(["backbone", "m", "subtype"], sort=True):
+    for (b, k, s), g in rows.groupby(["backbone", key, "subtype"], sort=True):
         ci = cluster_bootstrap_ci(
             g["score"].astype(float), g["cluster"], n_boot=n_boot, alpha=alpha, seed=seed
         )
-        out.append((b, m, s, ci.n, ci.n_clusters, ci.estimate, ci.low, ci.high))
-    table = pd.DataFrame(
-        out,
-        columns=[
-            "backbone",
-            "m",
-            "subtype",
-            "n",
-            "n_patients",
-            "mean_score",
-            "score_low",
-            "score_high",
-        ],
+        out.append((b, k, s, ci.n, ci.n_clusters, ci.estimate, ci.low, ci.high))
+    cols = ["backbone", key, "subtype", "n", "n_patients", "mean_score", "score_low"]
+    table = pd.DataFrame(out, columns=[*cols, "score_high"])
+    acc = accuracy_table(rows, by=["backbone", key, "subtype"], alpha=alpha)
+    return table.merge(
+        acc[["backbone", key, "subtype", "accuracy", "ci_low", "ci_high"]],
+        on=["backbone", key, "subtype"],
     )
-    acc = accuracy_table(rows, by=["backbone", "m", "subtype"], alpha=alpha)
-    table = table.merge(
-        acc[["backbone", "m", "subtype", "accuracy", "ci_low", "ci_high"]],
-        on=["backbone", "m", "subtype"],
+
+
+def memory_table(
+    preds: pd.DataFrame,
+    questions: pd.DataFrame,
+    strategies: list[str],
+    tasks: tuple[str, ...] = ("T11", "T11O"),
+    n_boot: int = 1000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> pd.DataFrame:
+    """Decision scores per reader, memory (the strategy label, in ``strategies``' order), task
+    and subtype — LongMedBench's Table 4 (event vs note memory) and Table 5 (history length,
+    RAG, Mem0) laid out as rows of strategies.
+
+    Returns:
+        backbone, strategy, task, subtype, n, n_patients, mean_score, score_low, score_high,
+        accuracy, ci_low, ci_high.
+    """
+    _need(
+        preds,
+        ["qid", "task", "strategy", "backbone", "subtype", "score", "correct"],
+        "memory_table",
     )
-    return _ordered(table, "m", MEMORY_ORDER)
+    rows = preds[preds["task"].isin(tasks) & preds["strategy"].isin(strategies)]
+    if rows.empty:
+        raise MetricsInputError(f"memory_table: no {'/'.join(tasks)} prediction under {strategies}")
+    rows = with_clusters(rows.assign(subtype=rows["task"] + " " + rows["subtype"]), questions)
+    table = _decision_cells(rows, "strategy", n_boot, seed, alpha)
+    table[["task", "subtype"]] = table["subtype"].str.split(" ", n=1, expand=True)
+    rank = {m: i for i, m in enumerate(strategies)}
+    table = table.assign(_o=table["strategy"].map(rank)).sort_values(
+        ["backbone", "task", "_o", "subtype"]
+    )
+    cols = ["backbone", "strategy", "task", "subtype"]
+    return table[cols + [c for c in table.columns if c not in cols and c != "_o"]].reset_index(
+        drop=True
+    )
 
 
 def rejection_table(preds: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:

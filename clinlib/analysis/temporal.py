@@ -1,6 +1,6 @@
 """Temporal stratification of accuracy and the seed values it is read against (ClinTraceBench
 §Limitations: "Long-context degradation is uniform across backbones (-13 to -14 pp from
-shortest to longest quartile)"; LongMedBench "event retrieval" Table 2 and "temporal
+shortest to longest quartile)"; LongMedBench's retrieval task, Table 2, and "temporal
 reasoning" Table 3). Pure functions over prediction / question / event tables.
 
 * :func:`anchor_positions` — where a question's evidence lies in its patient's record: the
@@ -19,6 +19,7 @@ reasoning" Table 3). Pure functions over prediction / question / event tables.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import altair as alt
@@ -34,7 +35,7 @@ from clinlib.core.seed_facts import seed_fact
 _DROP = seed_fact("ctb_length_degradation")
 CLINTRACE_LENGTH_DROP_PP: tuple[float, float] = (_DROP.number(1), _DROP.number(0))
 
-# LongMedBench "event retrieval" (Table 2; only the values its text states): qwen-turbo as a
+# LongMedBench's retrieval task (Table 2; only the values its text states): qwen-turbo as a
 # naive long-context reader over windows m = 1, 2, 3 and the full history; Lab-T recall,
 # Lab-F rejection; Mem0 as the agent-memory system (explicit LAB questions 0.993, medication
 # 0.983; the text names imaging as Mem0's weakness, seed fact lmb_mem0_imaging).
@@ -395,3 +396,52 @@ def tau_chart(scores: pd.DataFrame) -> alt.FacetChart:
         data=data,
         title="T10: Kendall's tau by subtask (LongMedBench Table 3 best beside)",
     )
+
+
+# --- joint sorting's pairing, scored on its own (LongMedBench: "The agent must correctly pair
+# the clips from one visit and order them in time sequence") ---------------------------------
+def joint_pairing(parsed: object, clips: Sequence[Sequence[object]]) -> float:
+    """The share of a joint-sorting question's visits whose two clips the answer PAIRS: its
+    admission half and discharge half at consecutive positions (1–2, 3–4, ...), admission
+    first, as the question asks; ``clips`` = ``meta.clips`` ((hadm_id, half) per letter in
+    letter order). An answer that is no permutation of the letters scores 0."""
+    letters = [x.strip() for x in str(parsed or "").split(",") if x.strip()]
+    if sorted(letters) != [chr(ord("A") + i) for i in range(len(clips))] or not clips:
+        return 0.0
+    at = [tuple(clips[ord(x) - ord("A")]) for x in letters]
+    visits = {c[0] for c in at}
+    paired = {
+        at[i][0]
+        for i in range(0, len(at) - 1, 2)
+        if at[i][0] == at[i + 1][0] and (at[i][1], at[i + 1][1]) == ("admission", "discharge")
+    }
+    return len(paired) / len(visits)
+
+
+def pairing_table(preds: pd.DataFrame, questions: pd.DataFrame) -> pd.DataFrame:
+    """Per reader and strategy: joint sorting's mean pairing score (:func:`joint_pairing`)
+    beside its mean Kendall's tau (the order score), on the same predictions.
+
+    Returns:
+        backbone, strategy, n, mean_pairing, mean_tau.
+    """
+    need = {"qid", "task", "subtype", "backbone", "strategy", "parsed", "score"}
+    if not need <= set(preds.columns):
+        raise MetricsInputError(f"pairing_table: predictions lack {sorted(need - set(preds))}")
+    rows = preds[(preds["task"] == "T10") & (preds["subtype"] == "joint_sorting")]
+    if rows.empty:
+        raise MetricsInputError("pairing_table: no T10 joint-sorting prediction")
+    metas = {q: json.loads(m) for q, m in zip(questions["qid"], questions["meta"], strict=True)}
+    clips = {q: m["clips"] for q, m in metas.items() if "clips" in m}
+    missing = sorted(set(rows["qid"]) - set(clips))
+    if missing:
+        raise MetricsInputError(f"pairing_table: qid {missing[0]!r} is not in questions")
+    rows = rows.assign(
+        pairing=[
+            joint_pairing(p, clips[q]) for p, q in zip(rows["parsed"], rows["qid"], strict=True)
+        ]
+    )
+    g = rows.groupby(["backbone", "strategy"])
+    return g.agg(
+        n=("qid", "size"), mean_pairing=("pairing", "mean"), mean_tau=("score", "mean")
+    ).reset_index()

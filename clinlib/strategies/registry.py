@@ -16,6 +16,12 @@ from clinlib.strategies.amem import AMemMemory
 from clinlib.strategies.base import Strategy, StrategyError
 from clinlib.strategies.codebook import Codebook
 from clinlib.strategies.core_memory import CoreMemory
+from clinlib.strategies.event_memory import (
+    FlatHistory,
+    FlatWindow,
+    HistoryDenseRetrieval,
+    HistoryMem0,
+)
 from clinlib.strategies.event_table import EventTable
 from clinlib.strategies.mem0 import Mem0Memory
 from clinlib.strategies.names import (
@@ -24,6 +30,7 @@ from clinlib.strategies.names import (
     PAPER_STRATEGIES,
     SERVICE_STRATEGIES,
 )
+from clinlib.strategies.note_memory import NoteMemory
 from clinlib.strategies.oracle import OracleVisits
 from clinlib.strategies.remote_memory import RemoteMemory
 from clinlib.strategies.retrieval import BM25Retrieval, DenseRetrieval, HybridRetrieval
@@ -61,6 +68,11 @@ STRATEGIES: dict[str, type[Strategy]] = {
         OracleVisits,
         RemoteMemory,
         CoreMemory,
+        FlatWindow,
+        FlatHistory,
+        HistoryDenseRetrieval,
+        HistoryMem0,
+        NoteMemory,
     )
 }
 EXTRA_STRATEGIES: tuple[str, ...] = tuple(n for n in STRATEGIES if n not in PAPER_STRATEGIES)

@@ -1,5 +1,5 @@
 """Selection and leak check of the extended T11 set (long-horizon decisions; LongMedBench
-"Task 3"; the generator's spec is :mod:`clinlib.tasks.generators.t11`). Nothing here touches
+its decision task, T3-N / T3-A / T3-D; the generator's spec is :mod:`clinlib.tasks.generators.t11`). Nothing here touches
 T1–T9.
 
 Selection: the task's count is split evenly over its three subtypes; next-action and argument

@@ -1,5 +1,5 @@
 """Selection and leak check of the extended T1R set (relative-time retrieval; LongMedBench
-"event retrieval", explicit vs relative questions; the generator's spec is
+retrieval task of its Table 2, explicit vs relative questions; the generator's spec is
 :mod:`clinlib.tasks.generators.t1r`). Nothing here touches T1–T9.
 
 Selection works on PAIRS: the relative rows are selected like any task's questions

@@ -10,6 +10,7 @@ import pytest
 from clinlib.analysis.decisions import (
     decision_table,
     memory_of,
+    memory_table,
     rejection_table,
     tau_by_options,
     tau_option_slope,
@@ -85,3 +86,25 @@ def test_tau_by_options_and_slope_by_hand():
     assert slope == pytest.approx(-0.625 / 2.75)
     with pytest.raises(MetricsInputError, match="not in questions"):
         tau_by_options(preds, qs.iloc[:2])
+
+
+def test_memory_table_rows_are_strategies_in_the_order_given():
+    preds, qs = _t11()
+    extra = preds[preds["strategy"] == "history-visits(m=1)"].assign(
+        task="T11O", strategy="note-memory(m=inf)", score=[0.5, 0.5, 0.0, 0.0], correct=False
+    )
+    preds = pd.concat([preds, extra], ignore_index=True)
+    order = ["note-memory(m=inf)", "history-visits(m=1)", "no-context-blind"]
+    t = memory_table(preds, qs, order, n_boot=100)
+    assert list(zip(t["task"], t["strategy"], strict=True)) == [
+        ("T11", "history-visits(m=1)"),
+        ("T11", "no-context-blind"),
+        ("T11O", "note-memory(m=inf)"),
+    ]
+    got = t.set_index(["task", "strategy"])
+    assert got.loc[("T11", "history-visits(m=1)"), "mean_score"] == pytest.approx(1.75 / 4)
+    assert got.loc[("T11O", "note-memory(m=inf)"), "mean_score"] == 0.25
+    assert got.loc[("T11O", "note-memory(m=inf)"), "accuracy"] == 0.0
+    assert set(t["subtype"]) == {"next_action"}
+    with pytest.raises(MetricsInputError, match="no T11/T11O prediction"):
+        memory_table(preds, qs, ["full-context"])

@@ -4,6 +4,8 @@ quartiles by rank and the longest-minus-shortest drop in percentage points."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -123,3 +125,40 @@ def test_window_table_pairs_explicit_and_relative_by_m():
     assert wide["seed_explicit_qwen_turbo"].tolist() == [0.882, 0.423]
     assert T.window_of("window-visits(m=3, with_ids=False)") == "3"
     assert T.window_of("dense-retrieval(k=3)") is None
+
+
+# --- joint sorting's pairing (scored apart from the order) ------------------------------------
+CLIPS = [[1, "discharge"], [1, "admission"], [2, "admission"], [2, "discharge"]]
+
+
+def test_joint_pairing_by_hand():
+    # gold B,A,C,D: both visits paired
+    assert T.joint_pairing("B,A,C,D", CLIPS) == 1.0
+    # visits in the wrong order but each paired: pairing 1 (the order score is tau's business)
+    assert T.joint_pairing("C,D,B,A", CLIPS) == 1.0
+    # discharge before admission: visit 1 unpaired
+    assert T.joint_pairing("A,B,C,D", CLIPS) == 0.5
+    # the halves interleaved: positions (B,C) and (A,D) pair no visit
+    assert T.joint_pairing("B,C,A,D", CLIPS) == 0.0
+    assert T.joint_pairing("B,A,C", CLIPS) == 0.0  # not a permutation
+    assert T.joint_pairing(None, CLIPS) == 0.0
+
+
+def test_pairing_table_is_apart_from_tau():
+    preds = pd.DataFrame(
+        {
+            "qid": ["q", "q"],
+            "task": "T10",
+            "subtype": "joint_sorting",
+            "backbone": ["r", "e"],
+            "strategy": "s",
+            "parsed": ["C,D,B,A", "A,B,C,D"],
+            "score": [-1 / 3, 2 / 3],
+        }
+    )
+    qs = pd.DataFrame({"qid": ["q"], "meta": [json.dumps({"clips": CLIPS})]})
+    out = T.pairing_table(preds, qs).set_index("backbone")
+    assert out.loc["r", "mean_pairing"] == 1.0 and out.loc["e", "mean_pairing"] == 0.5
+    assert out.loc["r", "mean_tau"] == pytest.approx(-1 / 3)
+    with pytest.raises(MetricsInputError, match="not in questions"):
+        T.pairing_table(preds, qs.assign(qid="other"))

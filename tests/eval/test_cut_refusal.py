@@ -22,7 +22,14 @@ from clinlib.tasks.answers import CUT_TASKS
 from clinlib.tasks.extended import load_questions
 
 CLI = CliRunner()
-SAFE = {"no-context-blind", "history-visits"}
+SAFE = {
+    "no-context-blind",
+    "history-visits",
+    "flat-history",
+    "history-dense-retrieval",
+    "history-mem0",
+    "note-memory",
+}
 
 
 def _frame(*tasks: str) -> pd.DataFrame:
@@ -30,7 +37,7 @@ def _frame(*tasks: str) -> pd.DataFrame:
 
 
 def test_only_history_strategies_may_ask_a_cut_task():
-    assert CUT_TASKS == ("T11",)
+    assert CUT_TASKS == ("T11", "T11O")
     assert {n for n, cls in STRATEGIES.items() if cls.history_only} == SAFE
     full, hist = get_strategy("full-context"), get_strategy("history-visits(m=1)")
     with pytest.raises(RunnerError) as err:
@@ -52,7 +59,16 @@ def test_declared_safe_strategies_show_nothing_of_the_stay(quick_temporal):
     """Each safe strategy's contexts name no event of the cut stay; full-context and
     window-visits(m=0), both refused, name an event at or after every cut."""
     qs, ev = _t11(quick_temporal), load("events", quick_temporal)
-    names = ["no-context-blind", "history-visits(m=inf)", "full-context", "window-visits(m=0)"]
+    names = [
+        "no-context-blind",
+        "history-visits(m=inf)",
+        "flat-history(m=inf)",
+        "history-dense-retrieval",
+        "history-mem0",
+        "note-memory",
+        "full-context",
+        "window-visits(m=0)",
+    ]
     frames = question_contexts_many(qs, names, quick_temporal, "post", "rule-based")
     for name, frame in zip(names, frames, strict=True):
         ctx = dict(zip(frame["qid"], frame["context"], strict=True))

@@ -66,3 +66,23 @@ def test_discharge_by_the_usual_length_of_stay():
     no_memory = _q("discharge", "2150-02-05 09:00", ["yes", "no"])
     assert answer_decision("", no_memory) == ABSTAIN
     assert answer_decision("", no_memory, eager=True) == "B"
+
+
+def test_usual_stay_without_headers_reads_admission_sentences():
+    """A flattened record or discharge notes: stays start at admission sentences (hand values:
+    stays of 4 and 2 days -> median 3; of 3 and 2 days -> 2.5)."""
+    from clinlib.eval.readers.decision import usual_stay_days
+
+    notes = (
+        "Admitted on 2150-01-01; admission type X. Discharged on 2150-01-05 to HOME.\n\n"
+        "Admitted on 2150-03-01; admission type X. Discharged on 2150-03-03 to HOME."
+    )
+    assert usual_stay_days(notes) == 3.0
+    flat = (
+        "Clinician: You came in on 2150-01-01, and the admission is recorded as URGENT.\n"
+        "Clinician: The stay ended on 2150-01-04 with discharge location HOME.\n"
+        "Clinician: Our records show an admission on 2150-02-01 with admission type URGENT.\n"
+        "Clinician: You were discharged on 2150-02-03 to HOME."
+    )
+    assert usual_stay_days(flat) == 2.5
+    assert usual_stay_days("Clinician: nothing dated") is None

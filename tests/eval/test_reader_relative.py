@@ -91,6 +91,13 @@ EXPECTED_BY_REPRESENTATION = {
     "oracle": NONE,  # these questions name no anchor or dated visit: an empty history
     # archival k = 3 visits of a 3-visit record, numbered "Visit N"; the pinned block holds no lab
     "core-memory": ALL,
+    # flattened (no "Visit N" header): the N-th stay is found by its admission sentence
+    "flat-window": ALL,
+    "flat-history": ("1.5 mg/dL", ABSTAIN, ABSTAIN, "4.1 mEq/L"),
+    # history-bounded retrieval: no visit named, so the last stay is the target (as above)
+    "history-dense-retrieval": ("1.5 mg/dL", ABSTAIN, ABSTAIN, "4.1 mEq/L"),
+    "history-mem0": NONE,
+    "note-memory": NONE,  # notes name no stay by number; no admission sentence of the dialogue's
 }
 
 

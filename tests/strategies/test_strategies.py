@@ -328,6 +328,8 @@ def test_registry_has_the_paper_eight_and_the_extras():
         "event-table",
         "remote-memory",  # holds only what was ingested (issue 32)
         "core-memory",  # its pinned block is built; its archival part reads the current text
+        "history-mem0",  # the Mem0 store, bounded to the stays before the target
+        "note-memory",  # notes written from the events, not from the current text
     }
     assert get_strategy("dense-retrieval", k=3).label() == "dense-retrieval(k=3)"
 

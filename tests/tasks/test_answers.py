@@ -278,6 +278,7 @@ def test_formats_and_caps():
         "T10": 80,
         "T1R": 60,
         "T11": 60,
+        "T11O": 40,
         "T1F": 60,
         "T7R": 80,
     }

@@ -228,7 +228,14 @@ def test_the_stated_stay_ends_before_the_cut(cands):
         assert "discharge" not in stay and "T2DM" not in stay
     rx2 = cands[cands["meta"].str.contains('"cut_event_id": "RX-2"')]
     for row in rx2.to_dict("records"):
-        assert "2150-02-01 10:00 medication: Metformin 500 mg PO" in row["question"]
+        # the contextual memory: an action–feedback pair per event, stamped with its minute
+        assert (
+            "2150-02-01 10:00 medication: assistant — orders Metformin 500 mg PO" in row["question"]
+        )
+        assert (
+            "2150-02-01 10:00 medication: user — order placed: Metformin 500 mg PO"
+            in row["question"]
+        )
         assert "Heparin" not in row["question"].split("It is now")[0]
 
 

@@ -213,9 +213,16 @@ def test_build_on_the_fixture_covers_every_task():
 
 
 def test_registry_has_nine_tasks_with_generators():
-    # the paper's nine, plus the extended T10, T1R, T11, T1F and T7R (paper=False; docs/design.md)
+    # the paper's nine, plus the extended T10, T1R, T11, T11O, T1F and T7R (paper=False; docs/design.md)
     assert sorted(t for t, task in TASKS.items() if task.paper) == [f"T{i}" for i in range(1, 10)]
-    assert [t for t, task in TASKS.items() if not task.paper] == ["T10", "T1R", "T11", "T1F", "T7R"]
+    assert [t for t, task in TASKS.items() if not task.paper] == [
+        "T10",
+        "T1R",
+        "T11",
+        "T11O",
+        "T1F",
+        "T7R",
+    ]
     for name, task in TASKS.items():
         assert task.subtypes == SUBTYPES[name]
         assert task.generate is not None and task.max_tokens > 0 and task.answer_format

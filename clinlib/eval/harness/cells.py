@@ -31,7 +31,7 @@ from clinlib.eval.readers.policies import register_offline_backbones
 from clinlib.eval.readers.version import reader_version
 from clinlib.llm import Backbone, ChatRequest, ChatResult, GenerationParams, get_backbone
 from clinlib.llm.types import UnknownBackboneError
-from clinlib.strategies import get_strategy, question_contexts_many, setting_plan
+from clinlib.strategies import STRATEGIES, get_strategy, question_contexts_many, setting_plan
 from clinlib.strategies.prep import MATCHED, RULE_BASED, get_prep, resolve_prep
 from clinlib.tasks import SPECS, score
 from clinlib.tasks.answers import CUT_TASKS
@@ -282,8 +282,11 @@ def is_credentialed(profile: str | None) -> bool:
 def refuse_leaking(questions: pd.DataFrame, strategies: Sequence[Any]) -> None:
     """Refuse, in one line, to ask a cut task (T11: the target visit cut at a moment,
     :data:`clinlib.tasks.answers.CUT_TASKS`) under a strategy whose context shows the target
-    visit: its events after the cut are the answer (LongMedBench "Task 3": the memory is the
-    history BEFORE the current visit). Checked before any context is built.
+    visit: its events after the cut are the answer (LongMedBench, its decision task: the
+    memory is the history BEFORE the current visit V_n). Every ``history_only`` strategy is
+    allowed — the history windows, and retrieval and Mem0 bounded to the visits before the
+    target (``history-dense-retrieval``, ``history-mem0``: the RAG and Mem0 rows of its
+    Table 5). Checked before any context is built.
 
     Raises:
         RunnerError: naming the cut tasks asked, the strategies refused and the ones allowed.
@@ -291,10 +294,11 @@ def refuse_leaking(questions: pd.DataFrame, strategies: Sequence[Any]) -> None:
     asked = sorted(set(questions["task"].astype(str)) & set(CUT_TASKS))
     leaking = [s.label() for s in strategies if not s.history_only]
     if asked and leaking:
+        allowed = sorted(n for n, cls in STRATEGIES.items() if cls.history_only)
         raise RunnerError(
             f"{', '.join(asked)} cannot be asked under {', '.join(leaking)}: their context "
             f"shows the current stay past the decision's cut (the answer); ask {', '.join(asked)} "
-            "under history-visits(m=...) or no-context-blind"
+            f"under a history-only strategy: {', '.join(allowed)}"
         )
 
 

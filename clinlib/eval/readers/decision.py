@@ -1,4 +1,4 @@
-"""The offline readers on T11 decision questions (LongMedBench "Task 3": next action, argument,
+"""The offline readers on T11 decision questions (LongMedBench's decision task, T3-N / T3-A / T3-D: next action, argument,
 discharge within 6 h; the task: :mod:`clinlib.tasks.generators.t11`). Like every reader
 policy they see only the prompt: the question (the current stay up to the cut, "It is now
 ...", the options) and the context (the memory, e.g. ``history-visits(m=...)``). They are
@@ -9,8 +9,8 @@ deterministic policies, not clinical reasoning; each rule is one documented habi
 * argument — repetition: the option whose text is mentioned latest in the stated stay, else
   latest in the memory;
 * discharge — the patient's usual length of stay: each earlier stay in the memory (a ``Visit N
-  (date)`` section) lasts from its header date to the last date it mentions (its discharge
-  sentence); "yes" iff the days elapsed since this stay's admission line reach the median
+  (date)`` section; without headers, from one admission sentence to the next) lasts from its
+  start date to the last date it mentions (its discharge sentence); "yes" iff the days elapsed since this stay's admission line reach the median
   of those lengths. It needs the memory: with no earlier stay shown it has no cue.
 
 ``reference`` abstains where its rule finds no cue; ``eager`` answers the first option
@@ -32,6 +32,11 @@ _LINE_RE = re.compile(
 )
 _NOW_RE = re.compile(r"It is now (\d{4}-\d{2}-\d{2}) \d{2}:\d{2}")
 _VISIT_RE = re.compile(r"^Visit \d+ \((\d{4}-\d{2}-\d{2})\)", re.MULTILINE)
+# Without visit headers (a flattened record, discharge notes): a stay starts at its admission
+# sentence (the dialogue's admission frames, a note's "Admitted on").
+_ADMITTED_RE = re.compile(
+    r"(?:[Aa]dmitted on|an admission on|This stay began on|You came in on) (\d{4}-\d{2}-\d{2})"
+)
 _DATE_RE = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
 KIND_OPTION = {
     "labs": "lab test",
@@ -67,7 +72,7 @@ def _day(text: str) -> date | None:
 def usual_stay_days(record: str) -> float | None:
     """Median length in days of the earlier stays the memory shows (module docstring), None
     when it shows none."""
-    heads = list(_VISIT_RE.finditer(record))
+    heads = list(_VISIT_RE.finditer(record)) or list(_ADMITTED_RE.finditer(record))
     lengths = []
     for i, m in enumerate(heads):
         end = heads[i + 1].start() if i + 1 < len(heads) else len(record)
@@ -109,11 +114,40 @@ def _discharge(record: str, question: str) -> str | None:
     return "A" if elapsed >= usual else "B"
 
 
+_ACTION_RE = re.compile(
+    r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2} (lab|medication|procedure): assistant — "
+    r"(?:draws|orders|performs) (.+)$",
+    re.MULTILINE,
+)
+_KIND_OF = {"lab test": "lab", "medication order": "medication", "procedure": "procedure"}
+
+
+def answer_open(record: str, question: str, eager: bool = False) -> str:
+    """The open-ended variant (T11O), by the same habits: next action — the kind of the last
+    action turn of the stated stay; argument — the name of the latest action of the given
+    kind in the stated stay (its first lab of a draw; an order's text), else ``ABSTAIN``
+    (``eager``: ``lab test`` / ``Potassium``)."""
+    subtype = decision_subtype(question)
+    acts = [(m.group(1), m.group(2)) for m in _ACTION_RE.finditer(_stay(question))]
+    if subtype == "next_action":
+        if acts:
+            return KIND_OPTION[acts[-1][0]]
+        return "lab test" if eager else ABSTAIN
+    given = re.search(r"the next action is a (lab test|medication order|procedure)", question)
+    kind = _KIND_OF[given.group(1)] if given else None
+    named = [what for k, what in acts if k == kind]
+    if named:
+        return named[-1].split("; ")[0]
+    return "Potassium" if eager else ABSTAIN
+
+
 def answer_decision(record: str, question: str, eager: bool = False) -> str:
     """A reader's answer to a T11 question (module docstring): one option letter or
-    ``ABSTAIN``."""
+    ``ABSTAIN``; a question without options is the open variant (:func:`answer_open`)."""
     subtype = decision_subtype(question)
     items = _items(question)
+    if subtype is not None and not items and subtype != "discharge":
+        return answer_open(record, question, eager)
     if subtype is None or not items:
         return ABSTAIN
     if subtype == "next_action":

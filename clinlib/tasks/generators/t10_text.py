@@ -92,6 +92,48 @@ def visit_stream(records: Iterable[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+ACTION_FEEDBACK = {
+    "lab": ("draws {what}", "{result}"),
+    "medication": ("orders {what}", "order placed: {what}"),
+    "procedure": ("performs {what}", "procedure completed: {what}"),
+    "admission": ("admits the patient ({what})", "the patient is admitted"),
+}
+
+
+def contextual_memory(records: Iterable[Mapping[str, Any]]) -> str:
+    """LongMedBench's contextual memory M_C: the current visit's events before the cut rewritten
+    as action–feedback turns, ``(assistant, {a, t, p})`` then ``(user, {f, t'})`` — rule-based
+    (the seed rewrites them with an LLM). Each turn is one line ``YYYY-MM-DD HH:MM <kind>:
+    <role> — <text>`` (so the cut gate reads every stated time and kind); the labs drawn at one
+    minute are one action and one feedback. The feedback states the observation o (a lab's
+    result) and nothing later than the event: an order's feedback never states its end time,
+    and t' = t (the kit's events carry one time)."""
+    groups: list[tuple[Mapping[str, Any], list[Mapping[str, Any]]]] = []
+    for r in records:
+        if r["kind"] not in ACTION_FEEDBACK:
+            continue
+        if r["kind"] == "lab" and groups and groups[-1][0]["kind"] == "lab":
+            if stamp(groups[-1][0]) == stamp(r):
+                groups[-1][1].append(r)
+                continue
+        groups.append((r, [r]))
+    lines = []
+    for first, rs in groups:
+        kind, (act, feed) = first["kind"], ACTION_FEEDBACK[first["kind"]]
+        if kind == "lab":
+            what, result = "; ".join(_clean(r["label"]) for r in rs), "; ".join(map(lab_text, rs))
+        elif kind == "medication":
+            what = result = med_text(first)
+        elif kind == "admission":
+            what = result = _clean(first["code"]) or "unspecified type"
+        else:
+            what = result = _clean(first["label"])
+        head = f"{stamp(first)} {kind}:"
+        lines.append(f"{head} assistant — {act.format(what=what)}")
+        lines.append(f"{head} user — {feed.format(what=what, result=result)}")
+    return "\n".join(lines)
+
+
 def _capped(items: Iterable[str], cap: int) -> list[str]:
     out: list[str] = []
     for x in items:

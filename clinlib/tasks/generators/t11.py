@@ -1,4 +1,4 @@
-"""T11 long-horizon decisions, an extended task (LongMedBench "Task 3": "From V_n, we sample a
+"""T11 long-horizon decisions, an extended task (LongMedBench's decision task, Table 4 / Table 5: "From V_n, we sample a
 ground-truth event E^GT, and define the agent's contextual memory as its working context S. The
 long-horizon note or event memory is also provided as a reference M"; its T3-N next action,
 T3-A argument and T3-D discharge within 6 h; docs/design.md "T11"). Not part of the paper's
@@ -9,7 +9,9 @@ event and at most T10_MAX_VISIT_EVENTS events; a CUT event: a lab or medication
 (rules.T11_CUT_KINDS, minute-resolution times) strictly between admission and discharge,
 classified by the dialogue stage (covered or missed). The cut time T is its minute. The
 working context S = the visit's events before T (no discharge, no diagnosis: both carry the
-discharge time), rendered as T10's timestamped stream and stated in the question with
+discharge time), rewritten as the seed's contextual memory M_C — one action–feedback pair per
+event, "(assistant, {a, t, p}), (user, {f, t'})", rule-based
+(:func:`clinlib.tasks.generators.t10_text.contextual_memory`) — and stated in the question with
 "It is now T"; S must hold at least T11_MIN_CONTEXT_EVENTS events. The memory M is the
 history representation the harness adds (``history-visits(m=...)``: the m visits before the
 current one, verbatim; never the current visit or a later one).
@@ -39,25 +41,26 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from fractions import Fraction
 
 import pandas as pd
 
 from clinlib.data.vocab import LAB_BY_KEY
 from clinlib.tasks import rules
-from clinlib.tasks.answers.decision import decay, decision_gold
+from clinlib.tasks.answers.decision import decay, decay_text, decision_gold
 from clinlib.tasks.answers.formats import ABSTAIN_CLAUSE
-from clinlib.tasks.answers.kinds import DECISION
+from clinlib.tasks.answers.kinds import DECISION, AnswerKind
 from clinlib.tasks.answers.order import ORDER_LETTERS
 from clinlib.tasks.gates.ordering import t11_leak
 from clinlib.tasks.generators.common import TaskInputs, question_row, stable_hash, to_frame
-from clinlib.tasks.generators.t10_text import med_text, options_block, stamp, visit_stream
-from clinlib.tasks.recompute.t11 import recompute_t11
+from clinlib.tasks.generators.t10_text import contextual_memory, med_text, options_block, stamp
+from clinlib.tasks.recompute.t11 import recompute_t11, recompute_t11_open
 from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import T11_TEMPLATES
 
 TASK = "T11"
-# LongMedBench "Task 3" decisions: one option letter (next action, argument, discharge).
+# LongMedBench's decisions (T3-N, T3-A, T3-D): one option letter (next action, argument, discharge).
 FORMAT = "Reply with the letter of one option only. " + ABSTAIN_CLAUSE
 SUBTYPES = rules.T11_SUBTYPES
 MAX_PER_PATIENT = 4
@@ -65,6 +68,19 @@ CUT_STATUSES = ("covered", "missed")
 ACTION_NAMES = {"lab": "lab test", "medication": "medication order", "procedure": "procedure"}
 ARGUMENT_WHAT = {"lab": "lab test", "medication": "medication (drug, dose and route)"}
 _US_PER_MIN = 60_000_000
+# The open-ended variant (T11O): the seed's T3-N and T3-A as free text.
+OPEN_TASK = "T11O"
+OPEN_SUBTYPES = ("next_action", "argument")
+OPEN_FORMAT = (
+    "Reply with the next action only, in a few words: its kind (lab test, medication order or "
+    "procedure) or, when the kind is given, its name (a lab test's name, a drug's name). "
+    + ABSTAIN_CLAUSE
+)
+OPEN_WHAT = {"lab": "lab test", "medication": "medication (drug name)"}
+MC_LEAD = (
+    "(the contextual memory: each event as an action by the care team, 'assistant', and the "
+    "clinical feedback, 'user')\n"
+)
 
 
 def argument(r: dict) -> str | None:
@@ -110,7 +126,8 @@ def _row(
     meta: dict,
 ) -> dict:
     gold = decision_gold(letter, credits)
-    fields = {"stream": visit_stream(_context(recs, cut["t"])), "now": stamp(cut), **fields}
+    stream = MC_LEAD + contextual_memory(_context(recs, cut["t"]))
+    fields = {"stream": stream, "now": stamp(cut), **fields}
     content = json.dumps(
         [options, fields, meta, T11_TEMPLATES[subtype], FORMAT], sort_keys=True, default=str
     )
@@ -197,6 +214,66 @@ def _discharge(inp, cut, recs, dis, n_prior) -> dict:
     return _row(inp, "discharge", cut, recs, ["yes", "no"], letter, {}, {}, meta)
 
 
+def open_argument(r: dict) -> str | None:
+    """The argument an open answer names (T11O): a lab's panel name, a drug's recorded name
+    (no dose or route), a procedure's title; ``|`` and ``=`` (the gold's separators) dropped."""
+    if r["kind"] == "lab":
+        text = argument(r)
+    elif r["kind"] in ("medication", "procedure"):
+        text = str(r["label"]).strip() if r["label"] is not None else None
+    else:
+        return None
+    return " ".join(text.replace("|", " ").replace("=", " ").split()) if text else None
+
+
+def _open_row(inp: TaskInputs, subtype: str, cut: dict, recs: list[dict], n_prior: int):
+    """One T11O question: the T11 stem without options; gold = the ground truth's text and
+    every other entry credited by the time decay (:func:`open_score`)."""
+    if subtype == "next_action":
+        truth = ACTION_NAMES[cut["kind"]]
+        credits = {
+            ACTION_NAMES[k]: credits_after(recs, cut["t"], lambda r, k=k: r["kind"] == k)
+            for k in rules.T11_ACTION_KINDS
+        }
+        fields: dict = {}
+    else:
+        truth = open_argument(cut)
+        if truth is None or cut["kind"] not in ARGUMENT_WHAT:
+            return None
+        later = {
+            a
+            for r in recs
+            if r["kind"] == cut["kind"] and r["t"] >= cut["t"] and (a := open_argument(r))
+        }
+        credits = {
+            a: credits_after(
+                recs, cut["t"], lambda r, a=a: r["kind"] == cut["kind"] and open_argument(r) == a
+            )
+            for a in later
+        }
+        fields = {"action": ACTION_NAMES[cut["kind"]], "what": OPEN_WHAT[cut["kind"]]}
+    extra = [f"{e}={decay_text(c)}" for e, c in sorted(credits.items()) if e != truth]
+    gold = "|".join([truth, *[x for x in extra if not x.endswith("=0.0000")]])
+    meta = _meta(cut, recs, n_prior, kind=cut["kind"], variant="open")
+    fields = {
+        "stream": MC_LEAD + contextual_memory(_context(recs, cut["t"])),
+        "now": stamp(cut),
+        **fields,
+    }
+    return question_row(
+        inp,
+        task=OPEN_TASK,
+        subtype=subtype,
+        subject_ids=[cut["subject_id"]],
+        anchors=[cut["event_id"]],
+        templates=T11_TEMPLATES[subtype],
+        fields=fields,
+        gold=gold,
+        meta=meta,
+        fmt=OPEN_FORMAT,
+    )
+
+
 def _cuts(recs: list[dict]) -> tuple[list[dict], dict | None]:
     adm = next((r for r in recs if r["kind"] == "admission"), None)
     dis = next((r for r in recs if r["kind"] == "discharge"), None)
@@ -211,6 +288,26 @@ def _cuts(recs: list[dict]) -> tuple[list[dict], dict | None]:
         and len(_context(recs, r["t"])) >= rules.T11_MIN_CONTEXT_EVENTS
     ]
     return ok, dis
+
+
+def _open_visit_rows(inp: TaskInputs, sid: int, v: int, n_prior: int, kinds, pool) -> dict:
+    """T11O's rows of one visit: the cuts T11's next action and argument use, asked open."""
+    recs = inp.by_visit[(sid, v)]
+    cuts, _dis = _cuts(recs)
+    out: dict[str, list[dict]] = {s: [] for s in OPEN_SUBTYPES}
+    if not cuts:
+        return out
+    salt = f"{sid}|{v}"
+    pick = sorted(cuts, key=lambda r: stable_hash("T11-cut", salt, r["event_id"]))
+    out["next_action"] += (
+        [r] if (r := _open_row(inp, "next_action", pick[0], recs, n_prior)) else []
+    )
+    for cut in sorted(cuts, key=lambda r: stable_hash("T11-A", salt, r["event_id"]))[:3]:
+        row = _open_row(inp, "argument", cut, recs, n_prior)
+        if row:
+            out["argument"].append(row)
+            break
+    return out
 
 
 def _visit_rows(inp: TaskInputs, sid: int, v: int, n_prior: int, kinds, pool) -> dict:
@@ -239,6 +336,15 @@ def _visit_rows(inp: TaskInputs, sid: int, v: int, n_prior: int, kinds, pool) ->
 
 def generate(inp: TaskInputs) -> pd.DataFrame:
     """All T11 candidates (QUESTION_COLUMNS + conflicts), sorted by qid."""
+    return _generate(inp, _visit_rows, SUBTYPES)
+
+
+def generate_open(inp: TaskInputs) -> pd.DataFrame:
+    """All T11O candidates (QUESTION_COLUMNS + conflicts), sorted by qid."""
+    return _generate(inp, _open_visit_rows, OPEN_SUBTYPES)
+
+
+def _generate(inp: TaskInputs, visit_rows, subtypes) -> pd.DataFrame:
     visits: dict[int, list[int]] = {}
     for s, v in inp.visit_info:
         visits.setdefault(s, []).append(v)
@@ -252,9 +358,9 @@ def generate(inp: TaskInputs) -> pd.DataFrame:
             if a:
                 pool.setdefault(r["kind"], set()).add(a)
         order = sorted(visits[sid])
-        per: dict[str, list[dict]] = {s: [] for s in SUBTYPES}
+        per: dict[str, list[dict]] = {s: [] for s in subtypes}
         for v in sorted(order[1:], key=lambda v: stable_hash("T11-visit", sid, v)):
-            for s, found in _visit_rows(inp, sid, v, order.index(v), kinds, pool).items():
+            for s, found in visit_rows(inp, sid, v, order.index(v), kinds, pool).items():
                 per[s] += found[: max(0, MAX_PER_PATIENT - len(per[s]))]
         rows += [r for found in per.values() for r in found]
     return to_frame(rows)
@@ -277,3 +383,96 @@ SPEC = TaskSpec(
     options="items",
     anchor_status=("covered", "missed"),
 )
+# --- the open-ended variant (T11O): next action and argument as free text ------------------
+# LongMedBench asks T3-N / T3-A open-ended and credits "actions E_24h, events that occur within
+# 24h after t_GT" by time decay (its Figure 2). Gold (canonical): the ground-truth text, then
+# every other credited entry as ``|<text>=<credit>``: ``"Potassium|Sodium=0.9583"``. An entry is
+# an action kind (``lab test``, ``medication order``, ``procedure``) or an argument (a lab's
+# panel name, a drug's recorded name, a procedure's title).
+KIND_WORDS = {
+    "lab test": ("lab", "labs", "lab test", "laboratory", "blood test", "blood draw"),
+    "medication order": ("medication", "medications", "drug", "prescription", "medication order"),
+    "procedure": ("procedure", "procedures"),
+}
+_OPEN_GOLD_RE = re.compile(r"[^|=]+(?:\|[^|=]+=(?:0|1)\.\d{4})*")
+
+
+def words(text: object) -> str:
+    """Lower-case alphanumeric words of a text, single-spaced."""
+    return " ".join(re.sub(r"[^0-9a-z]+", " ", str(text).lower()).split())
+
+
+def split_open_gold(gold: str) -> dict[str, float]:
+    """entry text -> credit of an open gold (the first entry = 1)."""
+    first, *rest = gold.split("|")
+    out = {first.strip(): 1.0}
+    for part in rest:
+        text, value = part.rsplit("=", 1)
+        out[text.strip()] = float(value)
+    return out
+
+
+def open_gold_problem(gold: object, options: list[str] | None = None) -> str | None:
+    """Why ``gold`` is not a canonical open T11 gold (None when it is)."""
+    if not isinstance(gold, str) or not _OPEN_GOLD_RE.fullmatch(gold):
+        return "not '<text>' followed by '|<text>=<credit>' parts"
+    if any(float(v) > 1 for v in split_open_gold(gold).values()):
+        return "a credit above 1"
+    return None
+
+
+def _kind_of(answer: str) -> str | None:
+    """The one action kind an answer names (None: none or several)."""
+    w = f" {words(answer)} "
+    named = {k for k, syn in KIND_WORDS.items() if any(f" {s} " in w for s in syn)}
+    return named.pop() if len(named) == 1 else None
+
+
+def open_score(parsed: str | None, gold: str) -> float:
+    """The credit of an open answer: a next action is the one kind it names; an argument
+    matches the LONGEST entry whose words begin it (``Heparin 5000 UNIT SC`` matches
+    ``Heparin``; ``Potassium`` does not match ``Potassium Chloride``); 0 otherwise."""
+    if parsed is None:
+        return 0.0
+    credits = split_open_gold(gold)
+    if set(credits) <= set(KIND_WORDS):
+        kind = _kind_of(parsed)
+        return credits.get(kind, 0.0) if kind else 0.0
+    w = words(parsed)
+    hits = [e for e in credits if words(e) and (w == words(e) or w.startswith(words(e) + " "))]
+    return credits[max(hits, key=lambda e: len(words(e)))] if hits else 0.0
+
+
+def _open_read(text: str, options: list[str] | None = None) -> str | None:
+    line = next((x.strip() for x in str(text).splitlines() if x.strip()), "")
+    line = re.sub(r"^(?:answer|the next action is|next action)\s*[:\-]?\s*", "", line, flags=re.I)
+    line = line.strip(" .;:\"'")
+    return line or None
+
+
+OPEN_DECISION = AnswerKind(
+    "text",
+    _open_read,
+    _open_read,
+    open_gold_problem,
+    lambda parsed, gold: open_score(parsed, gold) >= 1.0,
+    grade=open_score,
+)
+
+
+OPEN_SPEC = TaskSpec(
+    name=OPEN_TASK,
+    title="Long-horizon decisions, open-ended next action and argument (extended set)",
+    answer_format=OPEN_FORMAT,
+    max_tokens=40,
+    answer=OPEN_DECISION,
+    family="extended",
+    subtypes=OPEN_SUBTYPES,
+    generate=generate_open,
+    recompute=recompute_t11_open,
+    leak=t11_leak,
+    counts={"paper": 600, "quick": 16},
+    cut=True,
+    anchor_status=("covered", "missed"),
+)
+SPECS = (SPEC, OPEN_SPEC)

@@ -1,4 +1,4 @@
-"""Gate L2 for T11 (LongMedBench "Task 3" decisions; the spec is the docstring of
+"""Gate L2 for T11 (LongMedBench's decision task, T3-N / T3-A / T3-D; the spec is the docstring of
 :mod:`clinlib.tasks.generators.t11` and the decay of :mod:`clinlib.tasks.answers.decision`):
 the gold and its time-decay credits recomputed from the raw hosp tables (this package's own
 SQL, :mod:`clinlib.tasks.recompute.raw`), never from the events table or the generator.
@@ -152,3 +152,46 @@ def recompute_t11(
         for i, o in enumerate(options)
     }
     return Recomputed(_gold(_LETTERS[options.index(arg)], credits), (cut_id,))
+
+
+def _open_arg(kind: str, raw_row: Mapping[str, Any] | None, arg: str) -> str:
+    """The open argument (clinlib.tasks.generators.t11.open_argument) from the raw row: the
+    lab's panel name, the order's drug name, the procedure's title; ``|`` / ``=`` dropped."""
+    text = " ".join(_text(raw_row["drug"]).split()) if kind == "medication" and raw_row else arg
+    return " ".join(text.replace("|", " ").replace("=", " ").split())
+
+
+def recompute_t11_open(
+    meta: Mapping[str, Any], q: Mapping[str, Any], raw: RawRecord, status: Mapping[str, str]
+) -> Recomputed:
+    """L2 of one T11O question: the cut checks of :func:`recompute_t11`; next action: the
+    cut's kind name, every other kind with its credit; argument: the cut's open argument,
+    every other argument of its kind at or after the cut with its credit (0 credits left out)."""
+    sid, hadm = int(meta_get(meta, "subject_id")), int(meta_get(meta, "hadm_id"))
+    visit = raw.visit_of(sid).get(hadm)
+    if visit is None or int(visit["visit_idx"]) != int(meta_get(meta, "visit_idx")):
+        return Recomputed(None, problem=f"admission {hadm} is not visit {meta['visit_idx']}")
+    rx = {str(r["event_id"]): r for r in raw.records("rx", sid) if int(r["hadm_id"]) == hadm}
+    actions = [(t, k, _open_arg(k, rx.get(e), a), e) for t, k, a, e in _actions(raw, sid, hadm)]
+    cut_id = str(meta_get(meta, "cut_event_id"))
+    cut = next((a for a in actions if a[3] == cut_id and a[1] != "procedure"), None)
+    if cut is None:
+        return Recomputed(None, problem=f"{cut_id} is no lab value or order of admission {hadm}")
+    t_cut, kind, arg, _ = cut
+    if t_cut.strftime("%Y-%m-%d %H:%M") != str(meta_get(meta, "cut_time")):
+        return Recomputed(None, problem=f"{cut_id} is at {t_cut}, not {meta['cut_time']}")
+    if str(q.get("subtype")) == "next_action":
+        truth = _KIND_NAMES[kind]
+        credits = {
+            name: _credit(actions, t_cut, lambda k2, a2, k=k: k2 == k)
+            for k, name in _KIND_NAMES.items()
+        }
+    else:
+        truth = arg
+        credits = {
+            a: _credit(actions, t_cut, lambda k2, a2, a=a: k2 == kind and a2 == a)
+            for t, k, a, _ in actions
+            if k == kind and t >= t_cut
+        }
+    extra = [f"{k}={v}" for k, v in sorted(credits.items()) if k != truth and v > 0]
+    return Recomputed("|".join([truth, *extra]), (cut_id,))

@@ -19,9 +19,13 @@ values than the asked position.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
+import pandas as pd
+
+from clinlib.tasks import rules
 from clinlib.tasks.base import ABSTAIN
 from clinlib.tasks.recompute.per_task import Recomputed, meta_get, panel_lab_key, rows_on
 from clinlib.tasks.recompute.raw import RawRecord
@@ -96,3 +100,55 @@ def recompute_t1f(meta, q, raw: RawRecord, status: Mapping[str, str]) -> Recompu
     if hidden:
         return Recomputed(None, problem=f"visit values {hidden[:3]} are not covered")
     return Recomputed(ABSTAIN, tuple(str(r["event_id"]) for r in rows))
+
+
+def _words(s: object) -> str:
+    return " ".join("".join(c if c.isalnum() else " " for c in str(s).lower()).split())
+
+
+def _names(row: Mapping[str, Any], option: str) -> bool:
+    """Whether a raw prescription row's normalised name holds the option's words."""
+    want = _words(option)
+    return any(
+        bool(want) and f" {want} " in f" {_words(row[c])} "
+        for c in ("drug_key", "drug_words")
+        if isinstance(row[c], str)
+    )
+
+
+def recompute_t7r(meta, q, raw: RawRecord, status: Mapping[str, str]) -> Recomputed:
+    """L2 recomputation of one T7R question (the spec is the docstring of
+    :mod:`clinlib.tasks.generators.t7r`), from the raw prescriptions only: the raw visit of
+    rank ``meta.visit_idx``; its orders by start time; ``explicit``: the single order of that
+    visit on ``meta.date``; ``relative``: the order of rank ``meta.position``, which must be
+    the same order (alone on its day; every order up to it covered). Exactly one option names
+    it; every other option must name an order elsewhere in the record (the distractors occur
+    in the record) and none an order on that day. Gold its letter; anchor its event id."""
+    sid, want = int(meta_get(meta, "subject_id")), int(meta_get(meta, "visit_idx"))
+    visits = [v for v in raw.records("visits", sid) if int(v["visit_idx"]) == want]
+    if len(visits) != 1:
+        return Recomputed(None, problem=f"patient {sid} has no visit of rank {want}")
+    hadm, date = int(visits[0]["hadm_id"]), str(meta_get(meta, "date"))
+    allrx = raw.records("rx", sid)
+    rows = sorted(
+        (r for r in allrx if int(r["hadm_id"]) == hadm),
+        key=lambda r: (pd.Timestamp(r["starttime"]), str(r["event_id"])),
+    )
+    day = [r for r in rows if str(pd.Timestamp(r["starttime"]).date()) == date]
+    k = int(meta_get(meta, "position"))
+    if len(day) != 1 or not 1 <= k <= len(rows) or rows[k - 1] is not day[0]:
+        return Recomputed(None, problem=f"rank {k} and date {date} do not name one order")
+    hidden = [r["event_id"] for r in rows[:k] if status.get(str(r["event_id"])) != "covered"]
+    if hidden:
+        return Recomputed(None, problem=f"orders {hidden[:3]} up to the rank are not covered")
+    options = [str(o) for o in json.loads(json.dumps(list(q["options"])))]
+    hits = [i for i, o in enumerate(options) if _names(day[0], o)]
+    if len(hits) != 1:
+        return Recomputed(None, problem=f"{len(hits)} options name the order")
+    same_day = [r for r in allrx if str(pd.Timestamp(r["starttime"]).date()) == date]
+    for i, o in enumerate(options):
+        if i != hits[0] and (
+            not any(_names(r, o) for r in allrx) or any(_names(r, o) for r in same_day)
+        ):
+            return Recomputed(None, problem=f"distractor {o!r} is absent or on {date}")
+    return Recomputed(rules.OPTION_LETTERS[hits[0]], (str(day[0]["event_id"]),))
