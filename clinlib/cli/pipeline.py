@@ -9,8 +9,10 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated
 
+import pandas as pd
 import typer
 
 from clinlib.cli.common import (
@@ -34,6 +36,7 @@ from clinlib.cli.stages import (
     synth,
 )
 from clinlib.core.config import NOTEBOOKS_DIR, build_dir, figures_dir
+from clinlib.core.io import atomic_path
 from clinlib.strategies import EVALUATION_STRATEGIES
 
 # (stage, wall seconds, CPU seconds) of the stages run by this process, for reproduce's
@@ -58,6 +61,18 @@ def _stage(label: str) -> Iterator[None]:
         yield
     finally:
         STAGE_TIMES.append((label, time.perf_counter() - t0, _cpu_seconds() - c0))
+
+
+TIMES_FILE = "reproduce_times.csv"
+
+
+def write_stage_times(path: Path, times: list[tuple[str, float, float]]) -> Path:
+    """The per-stage table as CSV (stage, seconds, cpu_seconds), written whole or not at all,
+    so a user can see afterwards where a `reproduce` spent its time."""
+    frame = pd.DataFrame(times, columns=["stage", "seconds", "cpu_seconds"]).round(3)
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False)
+    return path
 
 
 def stage_table(times: list[tuple]) -> str:
@@ -157,6 +172,8 @@ def reproduce(profile: ProfileOpt = "paper", seed: SeedOpt = None) -> None:
                 notebooks(profile=name, workers=None)
         finally:
             typer.echo(f"reproduce ({name}): time per stage\n{stage_table(STAGE_TIMES)}")
+            out = write_stage_times(build_dir(name) / TIMES_FILE, STAGE_TIMES)
+            typer.echo(f"per-stage times -> {out}")
     typer.echo(
         f"reproduce ({name}) done in {time.perf_counter() - t0:.0f}s; "
         f"figures in {figures_dir(name)}"
