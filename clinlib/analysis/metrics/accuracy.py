@@ -9,6 +9,7 @@ A-MEM).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -24,6 +25,8 @@ from clinlib.analysis.metrics.common import (
     with_question_cols,
 )
 from clinlib.analysis.stats.question import bootstrap_ci, wilson_ci
+
+log = logging.getLogger("clinlib.analysis")
 
 BLIND_STRATEGY = "no-context-blind"
 MEM_AVG = "mem-avg"  # same spelling as clinlib.analysis.paper and data/paper/table02
@@ -123,15 +126,27 @@ def summary_rows(
         raise MetricsInputError(
             f"summary_rows: (cell, task) repeated: {df.loc[dup, [*cell, 'task']].iloc[0].to_dict()}"
         )
-    # Macro over different task sets would not be comparable across cells.
+    # Macro over different task sets would not be comparable across cells: a cell run on a
+    # subset of the tasks (an outside system's rows, `run --tasks`) is left out, in one line.
     task_sets = df.groupby(cell, dropna=False)["task"].agg(frozenset)
     if task_sets.nunique() > 1:
         full = frozenset().union(*task_sets)
         short = task_sets[task_sets != full]
-        raise MetricsInputError(
-            f"summary_rows: cell {short.index[0]} lacks task(s) {sorted(full - short.iloc[0])}; "
-            "every cell must cover the same tasks"
+        if len(short) == len(task_sets):
+            raise MetricsInputError(
+                f"summary_rows: cell {short.index[0]} lacks task(s) "
+                f"{sorted(full - short.iloc[0])}; no cell covers every task present"
+            )
+        log.warning(
+            "summary_rows: %d cell(s) cover only some tasks and are left out of the pooled "
+            "rows (e.g. %s lacks %s)",
+            len(short),
+            short.index[0],
+            sorted(full - short.iloc[0]),
         )
+        drop = {k if isinstance(k, tuple) else (k,) for k in short.index}
+        kept = [k not in drop for k in df[cell].itertuples(index=False, name=None)]
+        df, acc = df[kept], acc[kept]
     df["k"] = acc * df["n"]
     out = (
         df.groupby(cell, sort=True, dropna=False)
