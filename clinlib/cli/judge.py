@@ -9,6 +9,7 @@ import typer
 
 from clinlib.analysis.judge_audit import judge_audit
 from clinlib.cli.common import (
+    ConfigOpt,
     ProfileOpt,
     add_command,
     csv_list,
@@ -51,13 +52,14 @@ def judge_cmd(
     limit: Annotated[int | None, typer.Option(help="at most this many rows per task")] = None,
     budget: Annotated[float | None, typer.Option(help="cap on new spend, USD")] = None,
     mode: Annotated[str, typer.Option(help=f"one of {', '.join(MODES)}")] = "live",
+    config: ConfigOpt = None,
 ) -> None:
     """Judge the selected predictions, write data/build/<profile>/judge/<judge>.parquet, and
     print the judge's agreement with the deterministic scorer (kappa, precision / recall / F1
     per task; agreement with its patient-clustered interval). The free-text trap tasks (IG,
     MCD: no deterministic scorer) are judged when named in --tasks; their verdicts are counted."""
     name = profile_name(profile)
-    calls = run_stage(Calls, name, budget_usd=budget, mode=mode)
+    calls = run_stage(Calls, name, budget_usd=budget, mode=mode, config=config)
     named = csv_list(tasks)
     free = [t for t in named or [] if t in JUDGED_TRAP_TASKS]
     scored = [t for t in named or [] if t not in JUDGED_TRAP_TASKS]
