@@ -227,6 +227,8 @@ def _run_and_report(name: str, spec: RunSpec, options: RunOptions, accept_errors
     if isinstance(summary, BatchPending):  # not an error: the jobs run on; a rerun collects
         typer.echo(f"pending: {summary}", err=True)
         raise typer.Exit(code=3)
+    scope = f"tasks {', '.join(spec.tasks)}" if spec.tasks else "the paper's tasks T1-T9"
+    typer.echo(f"summary over {scope} (every row: its cell's predictions on these tasks)")
     typer.echo(summary.to_string(index=False))
     local_note(list(spec.backbones), options.config)
     for line in run_stage(check_run, "run", summary, accept_errors) or []:
