@@ -81,6 +81,32 @@ def accuracy_table(
     return out
 
 
+def _common_tasks(df: pd.DataFrame, acc: pd.Series, cell: list[str]) -> tuple:
+    """``df`` / ``acc`` without the cells that lack a task another cell has. Macro over
+    different task sets would not be comparable across cells: a cell run on a subset of the
+    tasks (an outside system's rows, `run --tasks`) is left out, in one line."""
+    task_sets = df.groupby(cell, dropna=False)["task"].agg(frozenset)
+    if task_sets.nunique() <= 1:
+        return df, acc
+    full = frozenset().union(*task_sets)
+    short = task_sets[task_sets != full]
+    if len(short) == len(task_sets):
+        raise MetricsInputError(
+            f"summary_rows: cell {short.index[0]} lacks task(s) "
+            f"{sorted(full - short.iloc[0])}; no cell covers every task present"
+        )
+    log.warning(
+        "summary_rows: %d cell(s) cover only some tasks and are left out of the pooled "
+        "rows (e.g. %s lacks %s)",
+        len(short),
+        short.index[0],
+        sorted(full - short.iloc[0]),
+    )
+    drop = {k if isinstance(k, tuple) else (k,) for k in short.index}
+    kept = [k not in drop for k in df[cell].itertuples(index=False, name=None)]
+    return df[kept], acc[kept]
+
+
 def summary_rows(
     per_task: pd.DataFrame,
     task_n: Mapping[str, int] | None = None,
@@ -126,27 +152,7 @@ def summary_rows(
         raise MetricsInputError(
             f"summary_rows: (cell, task) repeated: {df.loc[dup, [*cell, 'task']].iloc[0].to_dict()}"
         )
-    # Macro over different task sets would not be comparable across cells: a cell run on a
-    # subset of the tasks (an outside system's rows, `run --tasks`) is left out, in one line.
-    task_sets = df.groupby(cell, dropna=False)["task"].agg(frozenset)
-    if task_sets.nunique() > 1:
-        full = frozenset().union(*task_sets)
-        short = task_sets[task_sets != full]
-        if len(short) == len(task_sets):
-            raise MetricsInputError(
-                f"summary_rows: cell {short.index[0]} lacks task(s) "
-                f"{sorted(full - short.iloc[0])}; no cell covers every task present"
-            )
-        log.warning(
-            "summary_rows: %d cell(s) cover only some tasks and are left out of the pooled "
-            "rows (e.g. %s lacks %s)",
-            len(short),
-            short.index[0],
-            sorted(full - short.iloc[0]),
-        )
-        drop = {k if isinstance(k, tuple) else (k,) for k in short.index}
-        kept = [k not in drop for k in df[cell].itertuples(index=False, name=None)]
-        df, acc = df[kept], acc[kept]
+    df, acc = _common_tasks(df, acc, cell)
     df["k"] = acc * df["n"]
     out = (
         df.groupby(cell, sort=True, dropna=False)
