@@ -81,7 +81,7 @@ def accuracy_table(
     return out
 
 
-def _common_tasks(df: pd.DataFrame, acc: pd.Series, cell: list[str]) -> tuple:
+def _common_tasks(df: pd.DataFrame, acc: pd.Series, cell: list[str], refuse: bool) -> tuple:
     """``df`` / ``acc`` without the cells that lack a task another cell has. Macro over
     different task sets would not be comparable across cells: a cell run on a subset of the
     tasks (an outside system's rows, `run --tasks`) is left out, in one line."""
@@ -90,10 +90,11 @@ def _common_tasks(df: pd.DataFrame, acc: pd.Series, cell: list[str]) -> tuple:
         return df, acc
     full = frozenset().union(*task_sets)
     short = task_sets[task_sets != full]
-    if len(short) == len(task_sets):
+    if refuse or len(short) == len(task_sets):
+        why = "every cell must cover the same tasks" if refuse else "no cell covers every task"
         raise MetricsInputError(
             f"summary_rows: cell {short.index[0]} lacks task(s) "
-            f"{sorted(full - short.iloc[0])}; no cell covers every task present"
+            f"{sorted(full - short.iloc[0])}; {why}"
         )
     log.warning(
         "summary_rows: %d cell(s) cover only some tasks and are left out of the pooled "
@@ -114,6 +115,7 @@ def summary_rows(
     cell: Sequence[str] = CELL,
     match: Sequence[str] = ("backbone",),
     alpha: float = 0.05,
+    partial: str = "leave out",
 ) -> pd.DataFrame:
     """Pooled, macro and Delta_blind per cell (Table 1 bottom rows, §5.1, §5.3).
 
@@ -125,6 +127,10 @@ def summary_rows(
         cell: columns identifying a cell; must include "strategy".
         match: columns on which a cell is matched to its baseline (same backbone).
         alpha: 1 - confidence level of the pooled Wilson CI.
+        partial: a cell lacking a task another cell has (a macro over other tasks is not
+            comparable): ``"leave out"`` (default; a run's own rows on some ``--tasks``, an
+            outside system's, with one warning line) or ``"refuse"`` (a paper table, where a
+            missing cell is a transcription error).
 
     Returns:
         ``cell`` columns + n_tasks, n, pooled, pooled_ci_low, pooled_ci_high, macro,
@@ -152,7 +158,7 @@ def summary_rows(
         raise MetricsInputError(
             f"summary_rows: (cell, task) repeated: {df.loc[dup, [*cell, 'task']].iloc[0].to_dict()}"
         )
-    df, acc = _common_tasks(df, acc, cell)
+    df, acc = _common_tasks(df, acc, cell, partial == "refuse")
     df["k"] = acc * df["n"]
     out = (
         df.groupby(cell, sort=True, dropna=False)
