@@ -136,3 +136,31 @@ def test_pairwise_tests_skip_cells_that_share_no_questions_with_one_line(stored,
         f"not tested (e.g. dense-retrieval vs {REMOTE})"
     ]
     assert flip_table(apart).empty
+
+
+def test_checks_and_gaps_take_the_rows_they_name(stored, caplog):
+    """The pooled-accuracy check recounts the cells a pooled row holds (an outside memory on
+    T3 only is in none); the blind-full gap skips a backbone without those strategies, in a
+    line; truncation counts an outside row (no finish reason) as not truncated."""
+    from clinlib.analysis import headline
+    from clinlib.analysis.appendix import diagnostics as dg
+
+    qs, frame = stored
+    view = OfflinePredictions("x", frame, pd.DataFrame(), qs, pd.DataFrame()).of(PAPER_STRATEGIES)
+    post = af.post_setting(view)
+    summary = metrics.summary_rows(
+        metrics.accuracy_table(post, by=("strategy", "backbone", "task"))
+    )
+    (check,) = headline.pooled_checks(summary, post)
+    assert check.holds and check.value == 0
+    wrong = summary.assign(pooled=summary["pooled"].where(summary["strategy"] != "mem0", 0.0))
+    with pytest.raises(Exception, match="equals a recount"):
+        headline.pooled_checks(wrong, post)  # a wrong pooled cell still fails
+    with caplog.at_level(logging.WARNING, logger="clinlib.analysis"):
+        gap = cluster_tables.paired_gap(
+            cluster.with_clusters(post, qs), "full-context", "no-context-blind", n_boot=50
+        )
+    assert gap["backbone"].tolist() == ["eager", "ext:mine", "reference"]
+    assert any("ext:theirs lacks full-context" in r.getMessage() for r in caplog.records)
+    trunc = dg.truncation_rate(post.assign(finish_reason=post["finish_reason"].astype("string")))
+    assert trunc["n_truncated"].sum() == 0

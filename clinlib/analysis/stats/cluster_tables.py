@@ -9,6 +9,7 @@ included, is documented there); this module only applies them per cell and words
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Hashable, Sequence
 
 import numpy as np
@@ -32,6 +33,8 @@ from clinlib.analysis.stats.question import (
     pairwise_mcnemar,
     wilson_ci,
 )
+
+log = logging.getLogger("clinlib.analysis")
 
 
 def clustered_accuracy(
@@ -237,6 +240,10 @@ def paired_gap(
     """
     rows = []
     for value, sub in frame.groupby(by, sort=True):
+        held = set(sub["strategy"])
+        if a not in held or b not in held:  # e.g. an outside system's rows under other labels
+            log.warning("paired_gap: %s %s lacks %s or %s: not compared", by, value, a, b)
+            continue
         test = pairwise_clustered(
             sub, pairs=[(a, b)], cluster_col=cluster_col, alpha=alpha, n_boot=n_boot, seed=seed
         ).iloc[0]
