@@ -66,6 +66,7 @@ def test_a_restarted_service_rebuilds_the_interrupted_memory_with_one_line(
     caplog,
 ):
     n2 = _visits(dialogues, 7002)
+
     def script(i, name, p):
         return "400" if name == "ingest" and (p["subject_id"], p["seq"]) == (7002, 2) else None
 
