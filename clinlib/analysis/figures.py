@@ -270,7 +270,7 @@ def mcnemar_vs_full(
         sub = preds[preds["backbone"] == bb]
         present = in_order(sub["strategy"], PAPER_STRATEGIES)
         if reference not in present:
-            if backbones:  # named: it must be comparable
+            if backbones or preds["backbone"].nunique() == 1:  # named, or the only one
                 raise AnalysisInputError(
                     f"mcnemar_vs_full: no {reference!r} rows for backbone {bb!r}"
                 )

@@ -164,3 +164,27 @@ def test_checks_and_gaps_take_the_rows_they_name(stored, caplog):
     assert any("ext:theirs lacks full-context" in r.getMessage() for r in caplog.records)
     trunc = dg.truncation_rate(post.assign(finish_reason=post["finish_reason"].astype("string")))
     assert trunc["n_truncated"].sum() == 0
+
+
+def test_context_lift_leaves_out_a_backbone_without_the_blind_cell(stored, caplog):
+    qs, frame = stored
+    acc = metrics.accuracy_table(af.post_setting(frame), by=("strategy", "backbone", "task"))
+    llm = pd.DataFrame(
+        [
+            {
+                "strategy": "full-context",
+                "backbone": "llm-x",
+                "task": "T3",
+                "n": 8,
+                "k": 4,
+                "accuracy": 0.5,
+            }
+        ]
+    )
+    with caplog.at_level(logging.WARNING, logger="clinlib.analysis"):
+        lift = metrics.context_lift(pd.concat([acc, llm]), regimes=["full-context"])
+    assert "llm-x" not in set(lift["backbone"]) and {"reference", "eager"} <= set(lift["backbone"])
+    assert "1 cell(s) without a 'no-context-blind' accuracy left out" in caplog.text
+    only = pd.concat([llm, llm.assign(strategy="no-context-blind", backbone="llm-y")])
+    with pytest.raises(metrics.MetricsInputError, match="no 'no-context-blind' accuracy"):
+        metrics.context_lift(only, regimes=["full-context"])

@@ -181,6 +181,24 @@ def summary_rows(
     return out[[*cols, "delta_blind"]]
 
 
+def _with_baseline(lifted: pd.DataFrame, match: list[str], baseline: str) -> pd.DataFrame:
+    """``lifted`` without the cells that have no baseline accuracy (e.g. a backbone run
+    without the blind cell: an outside or ``--tasks`` run), left out in one line."""
+    gone = lifted["baseline_accuracy"].isna()
+    if not gone.any():
+        return lifted
+    miss = lifted.loc[gone, [*match, "task"]].iloc[0]
+    if gone.all():
+        raise MetricsInputError(f"context_lift: no {baseline!r} accuracy for {miss.to_dict()}")
+    log.warning(
+        "context_lift: %d cell(s) without a %r accuracy left out (e.g. %s)",
+        int(gone.sum()),
+        baseline,
+        miss.to_dict(),
+    )
+    return lifted[~gone]
+
+
 def context_lift(
     per_task: pd.DataFrame,
     baseline: str = BLIND_STRATEGY,
@@ -243,9 +261,7 @@ def context_lift(
         columns={"accuracy": "baseline_accuracy"}
     )
     lifted = lifted.merge(base, on=[*match, "task"], how="left")
-    if lifted["baseline_accuracy"].isna().any():
-        miss = lifted.loc[lifted["baseline_accuracy"].isna(), [*match, "task"]].iloc[0]
-        raise MetricsInputError(f"context_lift: no {baseline!r} accuracy for {miss.to_dict()}")
+    lifted = _with_baseline(lifted, match, baseline)
     lifted["lift"] = lifted["accuracy"] - lifted["baseline_accuracy"]
     macro = (
         lifted.groupby(["regime", *match], sort=False)[["accuracy", "baseline_accuracy", "lift"]]
