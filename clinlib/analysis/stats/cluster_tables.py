@@ -265,7 +265,8 @@ def paired_gap(
                 "p_cluster": test["p_cluster"],
             }
         )
-    out = pd.DataFrame(rows)
+    cols = [by, "n", "n_clusters", "gap_pp", "q_low_pp", "q_high_pp", "c_low_pp", "c_high_pp"]
+    out = pd.DataFrame(rows, columns=[*cols, "p_mcnemar", "p_cluster"])
     out["half_q_pp"] = (out["q_high_pp"] - out["q_low_pp"]) / 2
     out["half_c_pp"] = (out["c_high_pp"] - out["c_low_pp"]) / 2
     return out
