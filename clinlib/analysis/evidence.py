@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -56,8 +57,16 @@ from clinlib.core.io import atomic_path
 from clinlib.strategies.construction import question_contexts_many
 from clinlib.strategies.evidence import anchor_ids, context_ids, has_tags, injection_of
 from clinlib.strategies.footprints import EXCLUDED_TASKS
-from clinlib.strategies.registry import STRATEGIES, is_kit_strategy, parse_label
+from clinlib.strategies.memory_protocol import MemoryServiceError
+from clinlib.strategies.registry import (
+    SERVICE_STRATEGIES,
+    STRATEGIES,
+    is_kit_strategy,
+    parse_label,
+)
 from clinlib.tasks.settings import asked_questions
+
+log = logging.getLogger("clinlib.analysis")
 
 ORACLE = "oracle"
 CACHE_DIR = "evidence"
@@ -346,11 +355,17 @@ def label_losses(
     for name, qids in preds.groupby("strategy")["qid"]:
         if not is_kit_strategy(str(name)):  # an outside system's memory: not measured
             continue
-        groups.setdefault(tuple(sorted(set(qids))), []).append(str(name))
-    frames = [
-        evidence_recall(questions[questions["qid"].isin(qids)], names, profile, settings, prep)
-        for qids, names in groups.items()
-    ]
+        # an outside memory service (read back from the run's read log) is measured alone,
+        # so a context it cannot give leaves only its own rows unmeasured
+        alone = (str(name),) if parse_label(str(name))[0] in SERVICE_STRATEGIES else ()
+        groups.setdefault((*alone, *sorted(set(qids))), []).append(str(name))
+    frames = []
+    for key, names in groups.items():
+        qs = questions[questions["qid"].isin(set(key))]
+        try:
+            frames.append(evidence_recall(qs, names, profile, settings, prep))
+        except MemoryServiceError as exc:
+            log.warning("%s: not measured (%s)", ", ".join(names), exc)
     per_q = (
         pd.concat(frames, ignore_index=True)
         if frames

@@ -13,6 +13,7 @@ abstains), not language models; the notebooks put the paper's LLM numbers beside
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import altair as alt
@@ -31,6 +32,8 @@ from clinlib.llm.presets import OFFLINE_READER_NAMES as OFFLINE_READERS
 
 AGGREGATION_TASKS: tuple[str, ...] = ("T2", "T6", "T8")
 SKEWED_TASKS: tuple[str, ...] = ("T5", "T8")
+log = logging.getLogger("clinlib.analysis")
+
 FULL = "full-context"
 BLIND = metrics.BLIND_STRATEGY
 T9_LABELS: dict[str, str] = {
@@ -267,8 +270,22 @@ def mcnemar_vs_full(
         sub = preds[preds["backbone"] == bb]
         present = in_order(sub["strategy"], PAPER_STRATEGIES)
         if reference not in present:
-            raise AnalysisInputError(f"mcnemar_vs_full: no {reference!r} rows for backbone {bb!r}")
-        pairs = [(reference, s) for s in present if s != reference]
+            if backbones or preds["backbone"].nunique() == 1:  # named, or the only one
+                raise AnalysisInputError(
+                    f"mcnemar_vs_full: no {reference!r} rows for backbone {bb!r}"
+                )
+            log.warning("mcnemar_vs_full: backbone %s has no %r rows: not tested", bb, reference)
+            continue
+        asked = {n: set(g["qid"]) for n, g in sub.groupby("strategy")}
+        apart = [s for s in present if s != reference and not asked[s] & asked[reference]]
+        if apart:  # run on other tasks than the reference (an outside system's rows)
+            log.warning(
+                "mcnemar_vs_full: backbone %s: %s share(s) no question with %r: not tested",
+                bb,
+                ", ".join(apart),
+                reference,
+            )
+        pairs = [(reference, s) for s in present if s != reference and s not in apart]
         if not pairs:
             continue
         test = stats.pairwise_mcnemar if questions is None else cluster_report.pairwise_clustered

@@ -137,9 +137,14 @@ def pooled_checks(
     summary: pd.DataFrame, preds: pd.DataFrame, backbone: str = "reference"
 ) -> list[Claim]:
     """The pooled accuracy per strategy (Table 1's bottom rows) against a recount of the
-    backbone's predictions."""
+    backbone's predictions, over the strategies that answered every task present (the cells
+    :func:`clinlib.analysis.metrics.summary_rows` pools; one answered on a subset, e.g. an
+    outside memory run with ``--tasks``, is in no pooled row)."""
     got = summary[summary["backbone"] == backbone].set_index("strategy")["pooled"]
-    truth = recount_accuracy(preds[preds["backbone"] == backbone], ["strategy"])
+    mine = preds[preds["backbone"] == backbone]
+    tasks = mine.groupby("strategy")["task"].agg(frozenset)
+    whole = tasks[tasks == frozenset(mine["task"])].index if len(tasks) else []
+    truth = recount_accuracy(mine[mine["strategy"].isin(list(whole))], ["strategy"])
     return [
         claim(
             f"`{backbone}`: every strategy's pooled accuracy equals a recount (largest gap)",

@@ -3,6 +3,12 @@
 Notebooks 07-10 and 16 read the same predictions: the kit's offline readers (``reference``,
 ``eager``) under the paper's eight strategies in both T3 settings (§5.1-5.5). The harness
 run is a no-op when they are stored (resumable); otherwise the readers answer now.
+
+Every other stored backbone rides along: an LLM run, outside predictions scored with
+``clintrace score`` (``ext:<label>``) and an outside memory's rows (``remote-memory``), each
+row labelled by its ``source`` (:func:`row_source`), so the SP1-SP3 and Pareto tables show
+them beside the readers. A user's rows may cover only some tasks (``run --tasks``): the tables
+are per task, and a pooled figure says over which tasks it is taken.
 """
 
 from __future__ import annotations
@@ -17,7 +23,13 @@ from clinlib.core.config import resolve_profile
 from clinlib.data.build import load
 from clinlib.eval.harness.records import RunOptions, RunSpec
 from clinlib.eval.harness.runner import load_predictions, run
-from clinlib.strategies.registry import PAPER_STRATEGIES
+from clinlib.eval.interop.external import EXTERNAL_PREFIX
+from clinlib.strategies.registry import (
+    PAPER_STRATEGIES,
+    SERVICE_STRATEGIES,
+    is_kit_strategy,
+    parse_label,
+)
 
 # both T3 settings: `pre` re-asks only T3 (the staleness probe, §5.5)
 OFFLINE_SETTINGS: tuple[str, ...] = ("post", "pre")
@@ -30,8 +42,9 @@ class OfflinePredictions:
     Attributes:
         profile: the build profile.
         stored: every stored prediction (other notebooks' variants too).
-        preds: the offline readers' rows under the paper's eight strategies only (notebook 11
-            adds its variants, e.g. another K, to the same store).
+        preds: every backbone's rows under the paper's eight strategies, plus outside
+            memories' and outside systems' rows, labelled by ``source`` (notebook 11 adds its
+            variants, e.g. another K, to the same store; they are left out).
         questions: the profile's questions.
         post: ``preds`` in the ``post`` setting (every task once).
     """
@@ -43,13 +56,40 @@ class OfflinePredictions:
     post: pd.DataFrame
 
     def of(self, strategies: Iterable[str]) -> pd.DataFrame:
-        """The offline readers' stored rows under ``strategies``."""
+        """The stored rows under ``strategies`` (and the outside rows), labelled by ``source``."""
         return _readers_rows(self.stored, strategies)
 
 
+SOURCES: dict[str, str] = {
+    "reader": "offline reader (deterministic policy, not an LLM)",
+    "outside": "outside predictions (clintrace score)",
+    "memory": "outside memory (remote-memory)",
+    "llm": "LLM backbone",
+}
+
+
+def row_source(backbone: str, strategy: str) -> str:
+    """What made a prediction row (:data:`SOURCES`): an offline reader, an outside system's
+    predictions (``ext:`` backbone), an outside memory read by the kit, or an LLM."""
+    if str(backbone).startswith(EXTERNAL_PREFIX):
+        return SOURCES["outside"]
+    if parse_label(str(strategy))[0] in SERVICE_STRATEGIES:
+        return SOURCES["memory"]
+    return SOURCES["reader"] if backbone in OFFLINE_READERS else SOURCES["llm"]
+
+
 def _readers_rows(preds: pd.DataFrame, strategies: Iterable[str]) -> pd.DataFrame:
-    keep = preds["backbone"].isin(OFFLINE_READERS) & preds["strategy"].isin(list(strategies))
-    return preds[keep]
+    """Every backbone's rows under ``strategies`` plus every outside memory's and outside
+    system's rows, with their ``source``."""
+    names = preds["strategy"].astype(str)
+    outside = {
+        s for s in set(names) if parse_label(s)[0] in SERVICE_STRATEGIES or not is_kit_strategy(s)
+    }
+    keep = names.isin([*strategies, *outside])
+    out = preds[keep]
+    return out.assign(
+        source=[row_source(b, s) for b, s in zip(out["backbone"], out["strategy"], strict=True)]
+    )
 
 
 def offline_predictions(
@@ -74,4 +114,4 @@ def offline_predictions(
     return OfflinePredictions(name, stored, preds, load("questions", name), post_setting(preds))
 
 
-__all__ = ["OFFLINE_SETTINGS", "OfflinePredictions", "offline_predictions"]
+__all__ = ["OFFLINE_SETTINGS", "SOURCES", "OfflinePredictions", "offline_predictions", "row_source"]

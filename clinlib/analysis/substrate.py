@@ -53,6 +53,8 @@ def substrate_gap(
     for backbone, grp in frame.groupby("backbone", sort=True):
         both = grp.groupby(["qid", "task"])["strategy"].transform("nunique") == 2
         grp = grp[both]
+        if grp.empty:  # a backbone run on other strategies (an outside or --tasks run)
+            continue
         gap = paired_gap(grp, dialogue, table, by="task", n_boot=n_boot, seed=seed)
         acc = grp.groupby(["task", "strategy"])["correct"].mean().unstack()
         gap["acc_dialogue"] = gap["task"].map(acc[dialogue])

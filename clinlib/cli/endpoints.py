@@ -154,6 +154,13 @@ def run_cmd(
     batch: BatchOpt = False,
     poll_interval: PollOpt = 30.0,
     batch_wait: BatchWaitOpt = None,
+    batch_api: Annotated[
+        str | None,
+        typer.Option(
+            help="batch API: openai or anthropic (Message Batches; default: by the endpoint, "
+            "anthropic for api.anthropic.com); `python -m clinlib.llm.anthropic_fake` fakes it"
+        ),
+    ] = None,
     renderings: RenderingsOpt = None,
 ) -> None:
     """Evaluate every (strategy, backbone, setting) cell; append to predictions/ (resumable).
@@ -179,7 +186,8 @@ def run_cmd(
         allow_unapproved=allow_unapproved,
         config=config,
         mode="batch" if batch else "live",
-        batch_options={"poll_interval_s": poll_interval, "max_wait_s": batch_wait},
+        batch_options={"poll_interval_s": poll_interval, "max_wait_s": batch_wait}
+        | ({"api": batch_api} if batch_api else {}),
     )
     pop = run_stage(population_tasks, csv_list(tasks))
     if pop:
@@ -227,6 +235,8 @@ def _run_and_report(name: str, spec: RunSpec, options: RunOptions, accept_errors
     if isinstance(summary, BatchPending):  # not an error: the jobs run on; a rerun collects
         typer.echo(f"pending: {summary}", err=True)
         raise typer.Exit(code=3)
+    scope = f"tasks {', '.join(spec.tasks)}" if spec.tasks else "the paper's tasks T1-T9"
+    typer.echo(f"summary over {scope} (every row: its cell's predictions on these tasks)")
     typer.echo(summary.to_string(index=False))
     local_note(list(spec.backbones), options.config)
     for line in run_stage(check_run, "run", summary, accept_errors) or []:

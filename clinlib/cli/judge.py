@@ -9,6 +9,7 @@ import typer
 
 from clinlib.analysis.judge_audit import agreement_by_kind, judge_audit, labelled_audit
 from clinlib.cli.common import (
+    ConfigOpt,
     ProfileOpt,
     add_command,
     csv_list,
@@ -58,13 +59,14 @@ def judge_cmd(
             "--audit-set", help="audit the judge on the shipped labelled free-text pairs instead"
         ),
     ] = False,
+    config: ConfigOpt = None,
 ) -> None:
     """Judge the selected predictions, write data/build/<profile>/judge/<judge>.parquet, and
     print the judge's agreement with the deterministic scorer (kappa, precision / recall / F1
     per task; agreement with its patient-clustered interval). The free-text trap tasks (IG,
     MCD: no deterministic scorer) are judged when named in --tasks; their verdicts are counted."""
     name = profile_name(profile)
-    calls = run_stage(Calls, name, budget_usd=budget, mode=mode)
+    calls = run_stage(Calls, name, budget_usd=budget, mode=mode, config=config)
     if audit_set:
         _audit_labelled(name, judge, calls)
         return

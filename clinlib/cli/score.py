@@ -23,14 +23,22 @@ from clinlib.eval.interop.inspect_log import score_any
 
 
 def score(
-    file: Annotated[Path, typer.Argument(help="JSONL / parquet predictions, or an inspect log")],
+    file: Annotated[
+        Path,
+        typer.Argument(help="JSON lines (.jsonl) / parquet predictions, or an inspect log (.eval)"),
+    ],
     profile: ProfileOpt = None,
     replace: Annotated[
         bool, typer.Option(help="supersede stored predictions with the same keys")
     ] = False,
     allow_wrong_task: Annotated[
-        bool, typer.Option(help="score an answer of another task's shape as a parse failure")
-    ] = False,
+        bool,
+        typer.Option(
+            "--allow-wrong-task/--refuse-wrong-task",
+            help="score an answer of another task's shape as a parse failure, as the kit's "
+            "own run does (default), or refuse the file",
+        ),
+    ] = True,
 ) -> None:
     """Score outside predictions with the kit's parsers and store them (backbone `ext:<label>`)."""
     name = profile_name(profile)

@@ -14,15 +14,21 @@ Per-request faults (``line_faults``: custom_id -> kind): ``errored`` (invalid_re
 ``overloaded`` (overloaded_error), ``expired``, ``canceled``, ``malformed`` (the line cut in
 half). ``create_faults``: statuses the next creates answer with (e.g. ``[429, 500]``); a 500
 is answered AFTER the batch was made (a lost reply), a 429 before.
+
+From a shell: ``python -m clinlib.llm.anthropic_fake [--reader reference] [--port N]`` prints
+the base URL (point an Anthropic backbone's ``base_url`` at it, ``batch = true``) and serves
+until stdin closes or Ctrl-C; the batches it holds live in memory only, so a restart forgets
+them (a pending ``--batch`` job then cannot be polled: drop ``--batch`` or forget the job).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from clinlib.llm.testserver import FaultServer
+from clinlib.llm.testserver import FaultServer, serve_cli
 
 ANTHROPIC_LINE_FAULTS: tuple[str, ...] = (
     "errored",
@@ -194,3 +200,7 @@ class AnthropicBatchServer(FaultServer):
                 "output_tokens": usage["completion_tokens"],
             },
         }
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(serve_cli(AnthropicBatchServer))

@@ -231,6 +231,8 @@ class BatchClient:
                         if failure.retryable
                         else NO_BATCH_API_HINT
                         if "HTTP 404" in message and what.startswith("uploading")
+                        else self._forgotten_hint()
+                        if "HTTP 404" in message and what.startswith(("polling", "downloading"))
                         else "fix the cause, then rerun the same command to resume"
                     )
                     raise BatchJobError(
@@ -241,6 +243,16 @@ class BatchClient:
                 log.info("%s failed (%s); retrying in %.2fs", what, message, delay)
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _forgotten_hint(self) -> str:
+        """The remedy when the provider no longer knows a submitted batch (404): a rerun
+        would poll it again and fail the same way."""
+        return (
+            "the provider no longer holds this batch (a restarted batch server forgets its "
+            "jobs), so rerunning cannot collect it: rerun without --batch to answer live, or "
+            f"forget the job (delete its record, {self.state_dir}/<local id>.json) and rerun "
+            "to submit it again"
+        )
 
     async def _find_batch(self, entry: BatchEntry) -> Any | None:
         """The provider's batch of the entry's uploaded file (a create whose id was never

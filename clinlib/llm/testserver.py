@@ -37,6 +37,12 @@ can hold a request hung until the others have been answered, with no timing invo
 ``1 - busy_s / wall`` is the server's idle share (the hang scenario of bench/llm_harness.py).
 ``models`` is what ``GET /models`` lists (e.g. ``[{"id": ..., "context_length": 8192}]``).
 
+From a shell (prints the base URL, serves until stdin closes or Ctrl-C)::
+
+    python -m clinlib.llm.testserver                     # echo the last user message
+    python -m clinlib.llm.testserver --reader reference  # answer as an offline reader
+    python -m clinlib.llm.testserver --port 8799 --latency 0.05
+
 Usage::
 
     with FaultServer(faults={"429": 0.1, "500": 0.05}, seed=0, latency_s=0.01) as srv:
@@ -50,6 +56,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import importlib
 import json
 import random
 import sys
@@ -421,17 +428,60 @@ class FaultServer(LoopbackServer):
         )
 
 
-def _serve_forever_cli() -> None:  # pragma: no cover - exercised via subprocess
-    """``python -m clinlib.llm.testserver --latency 0.1``: print the base URL, serve until
-    stdin closes (used to benchmark without sharing the GIL with the client)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--latency", type=float, default=0.0)
+# ``--reader NAME``: the offline readers' policies (clinlib.eval.readers), loaded by name at
+# start-up like any ``--answer MODULE:FUNCTION`` (the llm layer never imports eval).
+READER_ANSWERS: dict[str, str] = {
+    "reference": "clinlib.eval.readers.policies:reference_policy",
+    "eager": "clinlib.eval.readers.policies:eager_policy",
+}
+
+
+def load_answer(spec: str) -> AnswerFn:
+    """The answer function named ``MODULE:FUNCTION`` (or a :data:`READER_ANSWERS` name)."""
+    spec = READER_ANSWERS.get(spec, spec)
+    module, _, func = spec.partition(":")
+    if not module or not func:
+        raise FaultConfigError(
+            f"answer {spec!r}: expected MODULE:FUNCTION or one of {sorted(READER_ANSWERS)}"
+        )
+    try:
+        fn = getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError) as exc:
+        raise FaultConfigError(f"answer {spec!r}: {exc}") from None
+    return lambda messages: fn(messages)
+
+
+def serve_cli(server_cls: type[FaultServer], argv: Sequence[str] | None = None, **kw: Any) -> int:
+    """Parse the launcher's flags, print the base URL and serve until stdin closes or Ctrl-C
+    (``python -m clinlib.llm.testserver`` / ``python -m clinlib.llm.anthropic_fake``)."""
+    parser = argparse.ArgumentParser(description=(server_cls.__doc__ or "").splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    with FaultServer(latency_s=args.latency, seed=args.seed) as srv:
+    parser.add_argument("--port", type=int, default=0, help="TCP port (0: any free port)")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--reader",
+        choices=sorted(READER_ANSWERS),
+        help="answer as this offline reader (a deterministic policy, not an LLM); default: echo",
+    )
+    group.add_argument("--answer", help="answer with MODULE:FUNCTION(messages) -> str")
+    args = parser.parse_args(argv)
+    try:
+        answer = load_answer(args.reader or args.answer) if (args.reader or args.answer) else None
+        srv = server_cls(
+            latency_s=args.latency, seed=args.seed, port=args.port, answer=answer, **kw
+        )
+    except (FaultConfigError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    with srv:
         print(srv.base_url, flush=True)
-        sys.stdin.read()
+        try:
+            sys.stdin.read()
+        except KeyboardInterrupt:
+            pass
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
-    _serve_forever_cli()
+    sys.exit(serve_cli(FaultServer))

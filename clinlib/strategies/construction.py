@@ -35,7 +35,12 @@ from clinlib.strategies.base import (
 from clinlib.strategies.build_cost import attach_usage, metered
 from clinlib.strategies.cache import CONSTRUCTIONS_DIR, ConstructionCache, constructions_dir
 from clinlib.strategies.prep import PrepModel, count_text_tokens_many, get_prep
-from clinlib.strategies.registry import EMBEDDINGS_DIR, LOCAL_STRATEGIES, get_strategy
+from clinlib.strategies.registry import (
+    EMBEDDINGS_DIR,
+    LOCAL_STRATEGIES,
+    SERVICE_STRATEGIES,
+    get_strategy,
+)
 from clinlib.strategies.streaming import (
     Prefixes,
     Unit,
@@ -178,7 +183,10 @@ def build_strategy(
     missing = [sid for sid in dialogues if sid not in cached]
     llm = bool(getattr(prep, "is_llm", False)) and strategy.uses_prep
     prep, sink = metered(prep) if llm else (prep, None)  # records each patient's prep usage
-    batches = [missing[i : i + BATCH] for i in range(0, len(missing), BATCH)]
+    # An outside memory commits each dialogue as it is built, so a failure midway keeps every
+    # dialogue the service acknowledged (the rerun sends only the rest).
+    size = 1 if strategy.name in SERVICE_STRATEGIES else BATCH
+    batches = [missing[i : i + size] for i in range(0, len(missing), size)]
     if bar is not None:
         bar.update(len(dialogues) - len(missing))
     for batch in batches:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import random
 import time
 import urllib.parse
@@ -31,6 +32,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from clinlib.llm.retry import RETRY_STATUSES, http_failure_kind, parse_retry_after
 from clinlib.strategies.base import StrategyError
+
+log = logging.getLogger("clinlib.strategies")
 
 PROTOCOL_VERSION = "clintrace-memory/1"
 _STR = {"type": "string", "minLength": 1}
@@ -331,9 +334,17 @@ class HttpMemoryService:
                     ) from None
                 cap = min(self.backoff_max_s, self.backoff_base_s * 2.0**attempt)
                 self.retries += 1
-                self.sleep(
-                    exc.retry_after if exc.retry_after is not None else self._rng.uniform(0, cap)
+                wait = exc.retry_after if exc.retry_after is not None else self._rng.uniform(0, cap)
+                log.warning(
+                    "%s/%s: %s; retry %d of %d in %.2f s",
+                    self.base_url,
+                    name,
+                    exc,
+                    attempt + 1,
+                    self.max_retries,
+                    wait,
                 )
+                self.sleep(wait)
         problem = schema_problem(reply, SCHEMAS[f"{name}_response"])
         if problem:
             raise MemoryServiceError(

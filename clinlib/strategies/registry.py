@@ -142,6 +142,8 @@ def get_strategy(name: str, profile: str | None = None, **params: Any) -> Strate
         params["embedding_dir"] = str(embeddings_dir(profile))
     if "mem0ai_dir" in cls.defaults and params.get("mem0ai_dir") is None:
         params["mem0ai_dir"] = str(build_dir(profile) / "mem0ai")
+    if "log_dir" in cls.defaults and params.get("log_dir") is None:
+        params["log_dir"] = str(build_dir(profile) / "constructions" / name)
     if "events_dir" in cls.defaults and params.get("events_dir") is None:
         params["events_dir"] = str(build_dir(profile))
     return cls(**params)

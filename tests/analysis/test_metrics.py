@@ -271,8 +271,12 @@ def test_summary_rows_reproduce_table1_macro_and_delta(table14):
 
 def test_summary_rows_errors(table14):
     short = table14[~((table14["strategy"] == "mem0") & (table14["task"] == "T4"))]
-    with pytest.raises(MetricsInputError, match=r"lacks task\(s\) \['T4'\]"):
-        metrics.summary_rows(short)
+    with pytest.raises(MetricsInputError, match=r"lacks task\(s\) \['T4'\]; every cell"):
+        metrics.summary_rows(short, partial="refuse")
+    full = metrics.summary_rows(table14)
+    left = metrics.summary_rows(short)  # by default the short cells are left out of the pool
+    assert "mem0" not in set(left["strategy"])
+    assert len(left) == len(full) - int(full["strategy"].eq("mem0").sum())
     with pytest.raises(MetricsInputError, match="task_n"):
         metrics.summary_rows(table14.drop(columns="n"))
     with pytest.raises(MetricsInputError, match="no size for task 'T9'"):

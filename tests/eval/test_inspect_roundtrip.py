@@ -26,12 +26,16 @@ KEY_ENV = "CLINTRACE_INSPECT_TEST_KEY"
 
 def answer(messages) -> str:
     """The hand-made answers of test_score_file by question number (Q0..Q5), and T1-q3's
-    prose (a parse failure) only when the record is there, so the strategies differ."""
+    prose (a parse failure) only when the record is there, so the strategies differ; with the
+    record, T3-q5 (a yes/no question) is answered off-format with a value, which the kit's run
+    scores as a parse failure and `clintrace score` must too (not refuse the log)."""
     text = last_user_text(messages)
     i = int(text.split("QUESTION\n", 1)[1].split(":", 1)[0][1:])
     qid = f"T1-q{i}" if i < 4 else f"T3-q{i}"
     if qid == "T1-q0" and "(no patient record" in text:
         return "insufficient information"
+    if qid == "T3-q5" and "(no patient record" not in text:
+        return "42"
     return ANSWERS[qid]
 
 
@@ -78,6 +82,8 @@ def test_inspect_scores_equal_the_kits_on_the_same_answers(profile, tmp_path, mo
     assert ext["response"].tolist() == kit["response"].tolist()
     assert ext["correct"].tolist() == kit["correct"].tolist()
     assert ext["parse_failed"].tolist() == kit["parse_failed"].tolist()
+    assert ext.loc[("T3-q5", "full-context"), "response"] == "42"
+    assert ext.loc[("T3-q5", "full-context"), "parse_failed"]  # scored, not refused
     by_id = {f"{q}|{s}|{p}|{st}": v for (q, s), p, st, v in
              zip(ext.index, ext["prep_model"], ext["setting"], ext["score"], strict=True)}  # fmt: skip
     assert inspect_scores == pytest.approx(by_id)

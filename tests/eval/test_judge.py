@@ -310,3 +310,25 @@ def test_judge_profile_merges_into_the_stored_verdicts(tmp_path, monkeypatch):
     jr.judge_profile("quick", "lexical-judge")
     stored = pd.read_parquet(path).set_index("qid")["verdict"].to_dict()
     assert stored == {"IG-1": True, "T1-1": True}
+
+
+def test_a_config_file_backbone_judges(tmp_path, monkeypatch):
+    """`judge --config` (like `run --config`): a judge named only in the user's TOML is found;
+    without the file the name is unknown."""
+    from clinlib.eval.synthesis.calls import Calls
+
+    monkeypatch.setattr(config, "BUILD_DIR", tmp_path)
+    monkeypatch.delenv("CLINTRACE_CONFIG", raising=False)
+    monkeypatch.setenv("JUDGE_TEST_KEY", "fake")
+    preds = _preds({"t1": "4.1 mEq/L"})
+    with FaultServer(answer=fake_judge) as srv:
+        cfg = tmp_path / "c.toml"
+        cfg.write_text(
+            f'[backbones.my-judge]\nbase_url = "{srv.base_url}"\nmodel = "gpt-4o-mini"\n'
+            'api_key_env = "JUDGE_TEST_KEY"\n'
+        )
+        with pytest.raises(Exception, match="my-judge"):
+            judge_predictions(QUESTIONS.head(1), preds, "my-judge", profile="quick")
+        calls = Calls("quick", config=cfg)
+        out = judge_predictions(QUESTIONS.head(1), preds, "my-judge", profile="quick", calls=calls)
+    assert out["verdict"].tolist() == [True] and srv.n_requests == 1

@@ -537,3 +537,18 @@ def test_estimate_reads_prompt_counts_a_run_recorded(profile, monkeypatch):
     assert fresh.loc[0, "input_tokens"] == _independent_inputs(profile, "full-context",
                                                                "gpt-4o-mini")  # fmt: skip
     assert len(prompt_tokens.load_counts(profile)) == 12 * len(prompt_tokens.ENCODINGS)
+
+
+def test_a_run_on_some_tasks_summarises_every_cell_over_those_tasks(profile):
+    """`run --tasks T7` after a full run of one cell: both cells' rows are over T7 only (two
+    questions each), not the earlier cell's twelve beside the new cell's two."""
+    opts = runner.RunOptions(progress=False)
+    runner.run(runner.RunSpec(profile, ["full-context"], ["reference"]), opts)
+    out = runner.run(
+        runner.RunSpec(profile, ["full-context", "no-context-blind"], ["reference"], tasks=["T7"]),
+        opts,
+    )
+    assert out["n"].tolist() == [2, 2] and out["n_predicted"].tolist() == [2, 2]
+    assert out["new_predictions"].tolist() == [0, 2]
+    whole = runner.cell_summary(runner.load_predictions(profile))
+    assert whole.set_index("strategy").loc["full-context", "n_predicted"] == N_T1 + 2

@@ -130,8 +130,7 @@ def test_parquet_input_and_replace(profile, tmp_path):
         (b'{"qid":"T1-q9","strategy":"s","backbone":"b","response":"x"}\n', "qid 'T1-q9' is not a question"),
         (b'{"qid":"T1-q0","strategy":"s","backbone":"b","response":"1.0 mg/dL"}\n'
          b'{"qid":"T1-q0","strategy":"s","backbone":"ext:b","response":"1.1 mg/dL"}\n', "row 2 .*duplicate key"),
-        (b'{"qid":"T3-q4","strategy":"s","backbone":"b","response":"42"}\n', "is a value answer, not a yes/no"),
-        (b'{"qid":"T3-q4","strategy":"s","backbone":"b","response":"LAB-1;LAB-2"}\n', "event ids answer"),
+        (b'qid,strategy,backbone,response\nT1-q0,s,b,x\n', "takes JSON lines .*parquet .*inspect_ai log"),
         (b'{"qid":"T1-q0","strategy":"s","backbone":"b","response":"x","question_set":"abc"}\n',
          "question_set abc.* not the current question set"),
         (b'{"qid":"T1-q0","strategy":"s","backbone":"b","response":"x","task":"T3"}\n', "task 'T3' differs"),
@@ -143,7 +142,7 @@ def test_parquet_input_and_replace(profile, tmp_path):
     ],
 )  # fmt: skip
 def test_bad_files_are_refused_whole(profile, tmp_path, content, message):
-    path = tmp_path / "bad.jsonl"
+    path = tmp_path / ("bad.csv" if content.startswith(b"qid,") else "bad.jsonl")
     path.write_bytes(content)
     with pytest.raises(ScoreFileError, match=message):
         score_file(path, profile)
@@ -159,12 +158,25 @@ def test_wrong_task_shapes():
     assert wrong_task("T4", "increased", None) == "direction"
 
 
-def test_allow_wrong_task_scores_it_as_a_parse_failure(profile, tmp_path):
-    path = write_jsonl(tmp_path / "p.jsonl",
-                       [{"qid": "T3-q4", "strategy": "s", "backbone": "b", "response": "42"}])  # fmt: skip
-    score_file(path, profile, allow_wrong_task=True)
+def test_a_wrong_task_answer_is_a_parse_failure_unless_refused(profile, tmp_path, caplog):
+    """As the kit's own run scores an off-format answer; --refuse-wrong-task refuses it."""
+    path = tmp_path / "p.jsonl"
+    cases = [("42", "is a value answer, not a yes/no"), ("LAB-1;LAB-2", "event ids answer")]
+    for response, message in cases:
+        row = {"qid": "T3-q4", "strategy": "s", "backbone": "b", "response": response}
+        write_jsonl(path, [row])
+        with pytest.raises(ScoreFileError, match=message):
+            score_file(path, profile, allow_wrong_task=False)
+        assert runner.load_predictions(profile).empty
+    write_jsonl(path, [{"qid": "T3-q4", "strategy": "s", "backbone": "b", "response": "42"}])
+    with caplog.at_level("WARNING", logger="clinlib.eval"):
+        score_file(path, profile)
     row = runner.load_predictions(profile).iloc[0]
     assert row["parse_failed"] and not row["correct"] and row["backbone"] == "ext:b"
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: 1 off-format answer(s) scored as parse failures, as the kit's own run scores "
+        "them (e.g. qid T3-q4: '42')"
+    ]
 
 
 def test_cli_scores_and_refuses_with_one_line_and_exit_2(profile, tmp_path):

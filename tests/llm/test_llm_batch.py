@@ -279,3 +279,25 @@ def test_a_retried_create_whose_reply_was_lost_makes_no_second_batch(tmp_path):
         results, stats, _ = batch_run(srv.base_url, tmp_path, requests(2))
         assert srv.n_batches == 1 and stats.batches_created == 1
     assert all(r.error is None for r in results)
+
+
+def test_a_batch_the_restarted_server_forgot_names_a_remedy_that_works(tmp_path):
+    """After a batch server restart, polling the recorded batch answers 404: rerunning cannot
+    collect it, so the line says to drop --batch or forget the job; forgetting it (deleting
+    its record) and rerunning submits it again and collects it."""
+    reqs = requests(2)
+    with BatchServer(polls_to_finish=4) as srv:
+        with pytest.raises(BatchPending):
+            batch_run(srv.base_url, tmp_path, reqs, max_wait_s=0)
+        port = srv.port
+    with BatchServer(port=port) as srv:  # the same endpoint, a fresh server: no batch known
+        with pytest.raises(batch_mod.BatchJobError) as err:
+            batch_run(srv.base_url, tmp_path, reqs)
+        line = str(err.value)
+        assert "polling batch_0001 failed" in line and "\n" not in line
+        assert "rerun without --batch to answer live, or forget the job" in line
+        assert str(tmp_path / "batches") in line
+        for record in (tmp_path / "batches").glob("*.json"):  # forget the job
+            record.unlink()
+        results, _, _ = batch_run(srv.base_url, tmp_path, reqs)
+    assert [r.response for r in results] == ["echo: question 0", "echo: question 1"]

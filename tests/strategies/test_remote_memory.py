@@ -260,8 +260,9 @@ def test_retries_spent_refuse_with_one_line(reference):
 
 
 def test_a_failing_build_writes_nothing_half_and_resumes(quick_in_tmp_build):
-    """Patient 3's ingests fail for good: the batch is refused (one line, exit-2 kind), no
-    file is written for it; once the service heals, a rerun builds and equals a clean build."""
+    """Patient 3's reset fails for good: the build is refused (one line, exit-2 kind), the two
+    dialogues built before it are kept, nothing is written for it; once the service heals, a
+    rerun sends only patients 3 and 4 and equals a clean build."""
     turns = pd.read_parquet(quick_in_tmp_build / "quick" / "dialogues.parquet")
     sids = sorted(turns["subject_id"].unique())[:4]
     broken = {"on": True}
@@ -287,10 +288,13 @@ def test_a_failing_build_writes_nothing_half_and_resumes(quick_in_tmp_build):
             MemoryServiceError, match=r"/reset failed after 2 attempt\(s\): HTTP 503"
         ):
             build_all("quick", [label], subjects=sids, dialogues=turns)
-        assert ours() == set()  # nothing written
+        kept = ours()  # committed per dialogue: the two acknowledged before the failure
+        assert {json.loads(p.read_text())["subject_id"] for p in kept} == set(sids[:2])
         broken["on"] = False
+        n_calls = len(srv.calls)
         summary = build_all("quick", [label], subjects=sids, dialogues=turns)
-        assert summary["built"].tolist() == [4]
+        assert summary[["built", "cached"]].values.tolist() == [[2, 2]]
+        assert {p["subject_id"] for _, p in srv.calls[n_calls:]} == set(sids[2:])
         new = ours()
         assert len(new) == 4 and {json.loads(p.read_text())["subject_id"] for p in new} == set(sids)
         again = build_all("quick", [label], subjects=sids, dialogues=turns)

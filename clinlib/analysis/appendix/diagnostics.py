@@ -119,7 +119,8 @@ def truncation_rate(preds: pd.DataFrame, by: Sequence[str] = ("task", "backbone"
     tokens = num_col(rows, "output_tokens", "truncation_rate")
     flags = rows[by].assign(
         n=1,
-        n_truncated=(rows["finish_reason"] == TRUNCATED).astype(int).to_numpy(),
+        # an outside row records no finish reason (NA): not counted as truncated
+        n_truncated=(rows["finish_reason"] == TRUNCATED).fillna(False).astype(int).to_numpy(),
         n_at_cap=(tokens >= cap - 1).astype(int).to_numpy(),
     )
     out = group_counts(flags, by)

@@ -4,6 +4,7 @@ map, and flips per anchor event kind."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import altair as alt
@@ -18,6 +19,8 @@ from clinlib.analysis.failures.common import (
 )
 from clinlib.analysis.stats.question import pairwise_mcnemar
 from clinlib.dialogue.viewer import kind_of
+
+log = logging.getLogger("clinlib.analysis")
 
 
 def _without_errors(preds: pd.DataFrame) -> pd.DataFrame:
@@ -125,7 +128,20 @@ def flip_table(
         names = sorted(grp["strategy"].unique())
         if len(names) < 2:
             continue
-        pairs = [(a, b) for a in names for b in names if a < b]
+        asked = {n: set(g["qid"]) for n, g in grp.groupby("strategy")}
+        pairs = [(a, b) for a in names for b in names if a < b and asked[a] & asked[b]]
+        apart = [(a, b) for a in names for b in names if a < b and not asked[a] & asked[b]]
+        if apart:  # cells run on different --tasks: not comparable, said in one line
+            log.warning(
+                "flip_table: backbone %s, setting %s: %d pair(s) share no questions and are "
+                "not tested (e.g. %s vs %s)",
+                bb,
+                st,
+                len(apart),
+                *apart[0],
+            )
+        if not pairs:
+            continue
         try:
             res = pairwise_mcnemar(grp, cell=("strategy",), pairs=pairs)
         except ValueError as exc:

@@ -30,6 +30,7 @@ from clinlib.core.pages import clip_context
 from clinlib.eval.harness.outcomes import failure_class
 from clinlib.strategies import question_contexts
 from clinlib.strategies.evidence import anchor_ids, anchor_presence
+from clinlib.strategies.memory_protocol import MemoryServiceError
 from clinlib.strategies.registry import is_kit_strategy
 
 
@@ -212,7 +213,11 @@ def context_of(
         raise FailureExplorerError(f"qid {qid!r} is not in questions.parquet")
     if not is_kit_strategy(strategy):
         return None
-    ctx = context_fn(sub, strategy, setting)
+    try:
+        ctx = context_fn(sub, strategy, setting)
+    except MemoryServiceError:  # an outside memory's read not in its read log, service down
+        return None
+
     return str(ctx["context"].iloc[0]) if len(ctx) else ""
 
 

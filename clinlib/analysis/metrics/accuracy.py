@@ -9,6 +9,7 @@ A-MEM).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -24,6 +25,8 @@ from clinlib.analysis.metrics.common import (
     with_question_cols,
 )
 from clinlib.analysis.stats.question import bootstrap_ci, wilson_ci
+
+log = logging.getLogger("clinlib.analysis")
 
 BLIND_STRATEGY = "no-context-blind"
 MEM_AVG = "mem-avg"  # same spelling as clinlib.analysis.paper and data/paper/table02
@@ -78,6 +81,33 @@ def accuracy_table(
     return out
 
 
+def _common_tasks(df: pd.DataFrame, acc: pd.Series, cell: list[str], refuse: bool) -> tuple:
+    """``df`` / ``acc`` without the cells that lack a task another cell has. Macro over
+    different task sets would not be comparable across cells: a cell run on a subset of the
+    tasks (an outside system's rows, `run --tasks`) is left out, in one line."""
+    task_sets = df.groupby(cell, dropna=False)["task"].agg(frozenset)
+    if task_sets.nunique() <= 1:
+        return df, acc
+    full = frozenset().union(*task_sets)
+    short = task_sets[task_sets != full]
+    if refuse or len(short) == len(task_sets):
+        why = "every cell must cover the same tasks" if refuse else "no cell covers every task"
+        raise MetricsInputError(
+            f"summary_rows: cell {short.index[0]} lacks task(s) "
+            f"{sorted(full - short.iloc[0])}; {why}"
+        )
+    log.warning(
+        "summary_rows: %d cell(s) cover only some tasks and are left out of the pooled "
+        "rows (e.g. %s lacks %s)",
+        len(short),
+        short.index[0],
+        sorted(full - short.iloc[0]),
+    )
+    drop = {k if isinstance(k, tuple) else (k,) for k in short.index}
+    kept = [k not in drop for k in df[cell].itertuples(index=False, name=None)]
+    return df[kept], acc[kept]
+
+
 def summary_rows(
     per_task: pd.DataFrame,
     task_n: Mapping[str, int] | None = None,
@@ -85,6 +115,7 @@ def summary_rows(
     cell: Sequence[str] = CELL,
     match: Sequence[str] = ("backbone",),
     alpha: float = 0.05,
+    partial: str = "leave out",
 ) -> pd.DataFrame:
     """Pooled, macro and Delta_blind per cell (Table 1 bottom rows, §5.1, §5.3).
 
@@ -96,6 +127,10 @@ def summary_rows(
         cell: columns identifying a cell; must include "strategy".
         match: columns on which a cell is matched to its baseline (same backbone).
         alpha: 1 - confidence level of the pooled Wilson CI.
+        partial: a cell lacking a task another cell has (a macro over other tasks is not
+            comparable): ``"leave out"`` (default; a run's own rows on some ``--tasks``, an
+            outside system's, with one warning line) or ``"refuse"`` (a paper table, where a
+            missing cell is a transcription error).
 
     Returns:
         ``cell`` columns + n_tasks, n, pooled, pooled_ci_low, pooled_ci_high, macro,
@@ -123,15 +158,7 @@ def summary_rows(
         raise MetricsInputError(
             f"summary_rows: (cell, task) repeated: {df.loc[dup, [*cell, 'task']].iloc[0].to_dict()}"
         )
-    # Macro over different task sets would not be comparable across cells.
-    task_sets = df.groupby(cell, dropna=False)["task"].agg(frozenset)
-    if task_sets.nunique() > 1:
-        full = frozenset().union(*task_sets)
-        short = task_sets[task_sets != full]
-        raise MetricsInputError(
-            f"summary_rows: cell {short.index[0]} lacks task(s) {sorted(full - short.iloc[0])}; "
-            "every cell must cover the same tasks"
-        )
+    df, acc = _common_tasks(df, acc, cell, partial == "refuse")
     df["k"] = acc * df["n"]
     out = (
         df.groupby(cell, sort=True, dropna=False)
@@ -152,6 +179,24 @@ def summary_rows(
     out["delta_blind"] = np.where(out["strategy"] == baseline, np.nan, out["macro"] - out["_base"])
     cols = [*cell, "n_tasks", "n", "pooled", "pooled_ci_low", "pooled_ci_high", "macro"]
     return out[[*cols, "delta_blind"]]
+
+
+def _with_baseline(lifted: pd.DataFrame, match: list[str], baseline: str) -> pd.DataFrame:
+    """``lifted`` without the cells that have no baseline accuracy (e.g. a backbone run
+    without the blind cell: an outside or ``--tasks`` run), left out in one line."""
+    gone = lifted["baseline_accuracy"].isna()
+    if not gone.any():
+        return lifted
+    miss = lifted.loc[gone, [*match, "task"]].iloc[0]
+    if gone.all():
+        raise MetricsInputError(f"context_lift: no {baseline!r} accuracy for {miss.to_dict()}")
+    log.warning(
+        "context_lift: %d cell(s) without a %r accuracy left out (e.g. %s)",
+        int(gone.sum()),
+        baseline,
+        miss.to_dict(),
+    )
+    return lifted[~gone]
 
 
 def context_lift(
@@ -216,9 +261,7 @@ def context_lift(
         columns={"accuracy": "baseline_accuracy"}
     )
     lifted = lifted.merge(base, on=[*match, "task"], how="left")
-    if lifted["baseline_accuracy"].isna().any():
-        miss = lifted.loc[lifted["baseline_accuracy"].isna(), [*match, "task"]].iloc[0]
-        raise MetricsInputError(f"context_lift: no {baseline!r} accuracy for {miss.to_dict()}")
+    lifted = _with_baseline(lifted, match, baseline)
     lifted["lift"] = lifted["accuracy"] - lifted["baseline_accuracy"]
     macro = (
         lifted.groupby(["regime", *match], sort=False)[["accuracy", "baseline_accuracy", "lift"]]

@@ -82,6 +82,7 @@ def recompute_pooled_macro(
             cells.assign(accuracy=(cells["value"] - lo) / scale),
             task_n={t: weights[t] for t in tasks},
             baseline=BLIND,
+            partial="refuse",
         )
     except MetricsInputError as exc:
         raise PaperTableError(str(exc)) from None

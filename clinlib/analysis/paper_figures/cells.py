@@ -127,7 +127,7 @@ def per_task_accuracy(df: pd.DataFrame, number: int) -> pd.DataFrame:
 
 def _summary(per_task: pd.DataFrame, number: int, task_n: Mapping[str, int]) -> pd.DataFrame:
     try:
-        return metrics.summary_rows(per_task, task_n=task_n)
+        return metrics.summary_rows(per_task, task_n=task_n, partial="refuse")
     except metrics.MetricsInputError as exc:
         raise PaperFiguresError(f"Table {number}: {exc}") from None
 

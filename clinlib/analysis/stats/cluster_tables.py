@@ -9,6 +9,7 @@ included, is documented there); this module only applies them per cell and words
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Hashable, Sequence
 
 import numpy as np
@@ -32,6 +33,8 @@ from clinlib.analysis.stats.question import (
     pairwise_mcnemar,
     wilson_ci,
 )
+
+log = logging.getLogger("clinlib.analysis")
 
 
 def clustered_accuracy(
@@ -237,6 +240,10 @@ def paired_gap(
     """
     rows = []
     for value, sub in frame.groupby(by, sort=True):
+        held = set(sub["strategy"])
+        if a not in held or b not in held:  # e.g. an outside system's rows under other labels
+            log.warning("paired_gap: %s %s lacks %s or %s: not compared", by, value, a, b)
+            continue
         test = pairwise_clustered(
             sub, pairs=[(a, b)], cluster_col=cluster_col, alpha=alpha, n_boot=n_boot, seed=seed
         ).iloc[0]
@@ -258,7 +265,8 @@ def paired_gap(
                 "p_cluster": test["p_cluster"],
             }
         )
-    out = pd.DataFrame(rows)
+    cols = [by, "n", "n_clusters", "gap_pp", "q_low_pp", "q_high_pp", "c_low_pp", "c_high_pp"]
+    out = pd.DataFrame(rows, columns=[*cols, "p_mcnemar", "p_cluster"])
     out["half_q_pp"] = (out["q_high_pp"] - out["q_low_pp"]) / 2
     out["half_c_pp"] = (out["c_high_pp"] - out["c_low_pp"]) / 2
     return out

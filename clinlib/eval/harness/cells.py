@@ -33,6 +33,7 @@ from clinlib.llm import Backbone, ChatRequest, ChatResult, GenerationParams, get
 from clinlib.llm.types import UnknownBackboneError
 from clinlib.strategies import STRATEGIES, get_strategy, question_contexts_many, setting_plan
 from clinlib.strategies.prep import MATCHED, RULE_BASED, get_prep, resolve_prep
+from clinlib.strategies.remote_memory import context_sha
 from clinlib.tasks import SPECS, score
 from clinlib.tasks.answers import CUT_TASKS
 from clinlib.tasks.extended import load_questions
@@ -165,7 +166,8 @@ def build_items(questions: pd.DataFrame, contexts: pd.DataFrame, backbone: Backb
                 req,
                 q,
                 int(ctx["context_tokens"]),
-                {c: ctx[c] for c in CHECKPOINT_COLUMNS if c in ctx},
+                {c: ctx[c] for c in CHECKPOINT_COLUMNS if c in ctx}
+                | {"context_sha": context_sha(str(ctx["context"]))},
             )
         )
     return items
@@ -209,6 +211,7 @@ def prediction_row(item: Item, result: ChatResult, run_id: str) -> dict[str, Any
         "error_kind": result.error_kind if result.error is not None else None,
         "context_tokens": item.context_tokens,
         **{c: item.checkpoint.get(c) for c in CHECKPOINT_COLUMNS},
+        "context_sha": item.checkpoint.get("context_sha"),
         "reader_version": reader_version(backbone),
         "run_id": run_id,
     }

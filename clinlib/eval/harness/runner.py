@@ -236,14 +236,16 @@ def _execute(session: Session, plan: list[PlanEntry], counted: dict) -> None:
 
 
 def summary_predictions(name: str, tasks: Sequence[str] | None) -> pd.DataFrame:
-    """The predictions a run's summary covers: the paper's tasks (as always), or, when an
-    extended task (or a trap type) is asked, only the asked tasks, so that T10's mean Kendall's tau is never
-    pooled with T1–T9 accuracy in one cell."""
+    """The predictions a run's summary covers: the paper's tasks, or, when ``tasks`` are
+    asked (``run --tasks``), only the asked tasks, so every row of the summary has one scope
+    (a cell answered on more tasks by an earlier run is summarised over the asked ones, like
+    the cells run on those tasks only) and T10's mean Kendall's tau is never pooled with
+    T1–T9 accuracy in one cell."""
     extended = [t for t in (tasks or ()) if t in SPECS and not SPECS[t].paper]
     # the stream / mixed cells too
     preds = load_predictions(name, extended=bool(extended), all_settings=True)
-    if extended:
-        preds = preds[preds["task"].isin(list(tasks or ()))].reset_index(drop=True)
+    if tasks:
+        preds = preds[preds["task"].isin(list(tasks))].reset_index(drop=True)
     return preds
 
 

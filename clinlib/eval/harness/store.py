@@ -73,6 +73,9 @@ PREDICTION_DTYPES: dict[str, str] = {
     # ...); parts written before this column read back NA and are classified by message.
     "error_kind": "string",
     "context_tokens": "int64",
+    # sha256 of the context the model read (NA in parts written before it was recorded); an
+    # outside memory's contexts are kept by it in the read log (clinlib.strategies.remote_memory)
+    "context_sha": "string",
     # The streaming protocol (clinlib.tasks.settings): sessions seen at the checkpoint, whether
     # it is the patient's final one, and the representation's item count there (NA unless
     # the setting is ``stream``).

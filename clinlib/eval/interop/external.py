@@ -23,7 +23,10 @@ a missing column, a non-UTF-8 or non-JSON line, an unknown qid, a duplicate key 
 file or against stored predictions of the same labels (unless ``replace``), a stale question
 set (``question_set`` differs from the current set's digest, or ``question`` / ``task`` differ
 from the current question's), a setting other than ``post`` / ``pre`` (or ``pre`` for a
-non-T3 question), and an answer for the wrong task (:func:`wrong_task`).
+non-T3 question), and, with ``allow_wrong_task=False`` (``--refuse-wrong-task``), an answer
+for the wrong task (:func:`wrong_task`). By default an off-format answer is scored as a parse
+failure, exactly as the kit's own run scores it, so an inspect log scores back whole; the
+count is said in one line.
 
 Labels: the backbone label always carries :data:`EXTERNAL_PREFIX` (added when absent), so an
 outside model never shares a name with a kit backbone and is never presented as a kit run.
@@ -32,6 +35,7 @@ outside model never shares a name with a kit backbone and is never presented as 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Mapping
@@ -48,9 +52,12 @@ from clinlib.tasks.answers.kinds import PROBES
 from clinlib.tasks.answers.parse import read_strict
 from clinlib.tasks.extended import load_questions, question_digest
 
+log = logging.getLogger("clinlib.eval")
+
 EXTERNAL_PREFIX = "ext:"
 EXTERNAL_PREP = "external"
 REQUIRED_COLUMNS: tuple[str, ...] = ("qid", "strategy", "backbone", "response")
+FORMATS_TAKEN = "JSON lines (.jsonl), parquet (.parquet) or an inspect_ai log (.eval / .json)"
 SCORE_SETTINGS: tuple[str, ...] = ("post", "pre")
 NUMERIC_COLUMNS: tuple[str, ...] = ("input_tokens", "output_tokens", "cost_usd", "latency_s")
 
@@ -91,6 +98,10 @@ def read_table(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise ScoreFileError(f"{path}: no such file")
+    if path.suffix.lower() in (".csv", ".tsv", ".xlsx"):
+        raise ScoreFileError(
+            f"{path}: {path.suffix} is not read; clintrace score takes {FORMATS_TAKEN}"
+        )
     if path.suffix == ".parquet":
         try:
             df = pd.read_parquet(path)
@@ -108,7 +119,9 @@ def read_table(path: str | Path) -> pd.DataFrame:
         try:
             rec = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ScoreFileError(f"{path}: line {n} is not JSON ({exc.msg})") from None
+            raise ScoreFileError(
+                f"{path}: line {n} is not JSON ({exc.msg}); clintrace score takes {FORMATS_TAKEN}"
+            ) from None
         if not isinstance(rec, dict):
             raise ScoreFileError(f"{path}: line {n} is not a JSON object")
         rows.append({**rec, "row": n})
@@ -189,8 +202,8 @@ def _check_row(
     if shape is not None:
         raise ScoreFileError(
             f"{where}: response {str(r['response'])[:40]!r} is a {shape} answer, not a "
-            f"{answer_shape(q['task'])} answer for {q['task']} (wrong task? "
-            "--allow-wrong-task scores it as a parse failure)"
+            f"{answer_shape(q['task'])} answer for {q['task']} (wrong task? without "
+            "--refuse-wrong-task it is scored as a parse failure, as the kit's own run does)"
         )
 
 
@@ -261,7 +274,7 @@ def score_file(
     profile: str | None = None,
     *,
     replace: bool = False,
-    allow_wrong_task: bool = False,
+    allow_wrong_task: bool = True,
     table: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Score a file of outside predictions and append them to the profile's predictions.
@@ -270,7 +283,8 @@ def score_file(
         path: JSONL or parquet file (see the module docstring).
         profile: build profile whose questions were answered.
         replace: supersede stored predictions with the same keys (else refused).
-        allow_wrong_task: score a wrong-task answer as a parse failure instead of refusing.
+        allow_wrong_task: score an answer of another task's shape as a parse failure, exactly
+            as the kit's own run scores an off-format answer (default); False refuses the file.
         table: the rows already read (an inspect log, :mod:`clinlib.eval.interop.inspect_log`).
 
     Returns:
@@ -280,6 +294,16 @@ def score_file(
     df = read_table(path) if table is None else table
     questions = all_questions(profile)
     rows = prepare_rows(df, path, questions, question_set_digest(profile), allow_wrong_task)
+    off = [r for r in rows if r["parse_failed"] and r["response"] is not None]
+    if off:
+        log.warning(
+            "%s: %d off-format answer(s) scored as parse failures, as the kit's own run scores "
+            "them (e.g. qid %s: %r)",
+            path,
+            len(off),
+            off[0]["qid"],
+            str(off[0]["response"])[:40],
+        )
     claim_predictions(profile)  # stale predictions moved aside, as a run does
     if not replace:
         stored = load_predictions(profile, extended=True, all_settings=True)

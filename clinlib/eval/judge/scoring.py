@@ -403,9 +403,9 @@ def judge_predictions(
     """
     if judge_backbone == LEXICAL_JUDGE:
         register_lexical_judge()
-    bb = get_backbone(judge_backbone)
-    requests, rows = judge_requests(questions, predictions, max_tokens)
     calls = calls or Calls(resolve_profile(profile))
+    bb = get_backbone(judge_backbone, calls.config)  # a --config backbone judges too
+    requests, rows = judge_requests(questions, predictions, max_tokens)
     results = calls.send(bb, requests) if requests else {}
     out = []
     for req, row in zip(requests, rows, strict=True):
