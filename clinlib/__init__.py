@@ -120,6 +120,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "RunOptions": ("clinlib.eval.harness.records", "RunOptions"),
     # 07-10, 16: the offline readers' predictions, run if missing, and their views
     "offline_predictions": ("clinlib.analysis.offline_run", "offline_predictions"),
+    "row_source": ("clinlib.analysis.offline_run", "row_source"),
     "strategy_views": ("clinlib.strategies.views", None),  # 05
     "probe": ("clinlib.analysis.probe", None),  # 06
     "paper": ("clinlib.analysis.paper", None),  # 06-10, 13
