@@ -189,14 +189,14 @@ def quiet_libraries() -> Iterator[None]:
             restore.append(hub.enable_progress_bars)
     except ImportError:
         pass
-    try:
+    # transformers only when already imported: importing it here would cost seconds and make
+    # the static encoder (model2vec) depend on it; its loaders import it before they load
+    if "transformers" in sys.modules:
         import transformers.utils.logging as tlog
 
         if tlog.is_progress_bar_enabled():
             tlog.disable_progress_bar()
             restore.append(tlog.enable_progress_bar)
-    except ImportError:
-        pass
     try:
         yield
     finally:

@@ -329,6 +329,7 @@ def patient_number_problems(
 
 def _stated_numbers(turn: Mapping[str, Any], by_id: Mapping[str, Mapping[str, Any]]) -> set[str]:
     """The numbers the turn's cited patient statements (kind ``statement``) state verbatim."""
-    cited = [by_id.get(str(e)) for e in list(turn.get("event_ids") or [])]
+    ids = turn.get("event_ids")
+    cited = [by_id.get(str(e)) for e in ([] if ids is None else list(ids))]
     labels = [str(e.get("label", "")) for e in cited if e and e.get("kind") == STATEMENT_KIND]
     return {m.group(0) for label in labels for m in NUMBER_RE.finditer(label)}

@@ -116,10 +116,18 @@ def test_quiet_libraries_silences_model_loading_bars_and_restores_them():
 
     from clinlib.core.progress import quiet_libraries
 
-    assert tlog.is_progress_bar_enabled() and not hub.are_progress_bars_disabled()
+    # from a known state: another test in this process may have left the bars off
+    tlog.enable_progress_bar()
+    hub.enable_progress_bars()
     with quiet_libraries():
         assert not tlog.is_progress_bar_enabled() and hub.are_progress_bars_disabled()
     assert tlog.is_progress_bar_enabled() and not hub.are_progress_bars_disabled()
+    # bars a caller had turned off stay off
+    tlog.disable_progress_bar()
+    with quiet_libraries():
+        pass
+    assert not tlog.is_progress_bar_enabled()
+    tlog.enable_progress_bar()
 
 
 def test_loading_the_transformer_encoder_prints_no_bar(capfd, tmp_path):

@@ -207,3 +207,17 @@ def test_a_number_the_patients_own_cited_statement_states_is_allowed():
     assert patient_number_problems([dict(t, event_ids=["LAB-9"])], {"LAB-9": lab}) == [
         "turn 0: patient line holds '20'"
     ]
+
+
+def test_cited_ids_may_come_as_an_array():
+    # event_ids read back from parquet are numpy arrays (an empty one has no truth value)
+    import numpy as np
+
+    said = "I can't spend more than 20 dollars a month on medicines."
+    stmt = {"event_id": "INJ-COST-1", "kind": "statement", "label": said}
+    t = turn(said, speaker="patient")
+    t["text_tagged"] = said
+    t["event_ids"] = np.array(["INJ-COST-1"])
+    assert patient_number_problems([t], {"INJ-COST-1": stmt}) == []
+    t["event_ids"] = np.array([], dtype=object)
+    assert patient_number_problems([t], {"INJ-COST-1": stmt}) == ["turn 0: patient line holds '20'"]

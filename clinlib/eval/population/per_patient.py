@@ -59,36 +59,56 @@ def _mode(xs) -> Any:
 
 
 def per_patient_answer(task: str, q: str, context: str, kb: Knowledge) -> Any:
-    """The baseline's answer to one question (see the module docstring)."""
+    """The baseline's answer to one question (see the module docstring): each record read
+    alone, then the task's combining rule (:data:`COMBINE`; the ATE's naive difference else)."""
     recs = one_at_a_time(context)
     dis = {p: primary_of(lines, kb) for p, lines in recs.items()}
-    if task == "P-CLQ":
-        return _top({p: len({ln.concept for ln in lines}) for p, lines in recs.items()}, _k(q, 3))
-    if task == "P-ICC":
-        target = _mode([dis.get(p) for p in _ids(q, "Positive training examples")])
-        return {t: dis.get(t) == target for t in _ids(q, "Test examples")}
-    if task == "P-CLU":
-        groups: dict[Any, list[str]] = {}
-        for p, d in dis.items():
-            groups.setdefault(d, []).append(p)
-        return list(groups.values())
-    if task == "P-OUT":
-        mode = _mode(list(dis.values()))
-        return sorted((p for p, d in dis.items() if d != mode), key=int)
-    if task == "P-TST":
-        a, b = (_mode([dis.get(p) for p in _ids(q, g)]) for g in ("Group A", "Group B"))
-        return a != b
-    if task == "P-SIM":
-        return _similar(q, recs, dis, kb)
-    if task in ("P-TOP", "P-SRT"):
-        seen = {p for p, _ in re.findall(r"(\d+) scored (\d+)", q)}
-        adm = {p: admissions_of(lines) for p, lines in recs.items() if p not in seen}
-        if task == "P-TOP":
-            return _top(adm, _k(q, 2))
-        return sorted(adm, key=lambda p: (-adm[p], int(p)))
-    if task == "P-CLS":
-        return _programs(q, dis)
-    return _naive_ate(q, recs)
+    rule = COMBINE.get(task)
+    return rule(q, recs, dis, kb) if rule else _naive_ate(q, recs)
+
+
+def _clique(q, recs, dis, kb) -> list[str]:
+    return _top({p: len({ln.concept for ln in lines}) for p, lines in recs.items()}, _k(q, 3))
+
+
+def _in_context(q, recs, dis, kb) -> dict[str, bool]:
+    target = _mode([dis.get(p) for p in _ids(q, "Positive training examples")])
+    return {t: dis.get(t) == target for t in _ids(q, "Test examples")}
+
+
+def _clusters(q, recs, dis, kb) -> list[list[str]]:
+    groups: dict[Any, list[str]] = {}
+    for p, d in dis.items():
+        groups.setdefault(d, []).append(p)
+    return list(groups.values())
+
+
+def _outliers(q, recs, dis, kb) -> list[str]:
+    mode = _mode(list(dis.values()))
+    return sorted((p for p, d in dis.items() if d != mode), key=int)
+
+
+def _two_sample(q, recs, dis, kb) -> bool:
+    a, b = (_mode([dis.get(p) for p in _ids(q, g)]) for g in ("Group A", "Group B"))
+    return a != b
+
+
+def _admissions(q, recs) -> dict[str, int]:
+    seen = {p for p, _ in re.findall(r"(\d+) scored (\d+)", q)}
+    return {p: admissions_of(lines) for p, lines in recs.items() if p not in seen}
+
+
+def _top_k(q, recs, dis, kb) -> list[str]:
+    return _top(_admissions(q, recs), _k(q, 2))
+
+
+def _sorting(q, recs, dis, kb) -> list[str]:
+    adm = _admissions(q, recs)
+    return sorted(adm, key=lambda p: (-adm[p], int(p)))
+
+
+def _classify(q, recs, dis, kb) -> dict[str, str]:
+    return _programs(q, dis)
 
 
 def _similar(q, recs, dis, kb) -> list[str]:
@@ -127,30 +147,62 @@ def _naive_ate(q: str, recs: dict[str, list[Line]]) -> float | None:
     return round(sum(arms[1]) / len(arms[1]) - sum(arms[0]) / len(arms[0]), 3)
 
 
+# each task's combining rule over the per-record readings (a table, not a branch per task)
+COMBINE = {
+    "P-CLQ": _clique,
+    "P-ICC": _in_context,
+    "P-CLU": _clusters,
+    "P-OUT": _outliers,
+    "P-TST": _two_sample,
+    "P-SIM": _similar,
+    "P-TOP": _top_k,
+    "P-SRT": _sorting,
+    "P-CLS": _classify,
+}
+
+
 def chance_answer(task: str, q: str, pids: list[str], rng) -> Any:
     """A uniformly random answer of the task's format (the chance level's reader); the ATE's
     is 0, no effect."""
+    rule = CHANCE.get(task)
+    return rule(q, pids, rng) if rule else 0.0
 
-    def pick(xs, k):
-        return sorted(rng.choice(xs, size=min(k, len(xs)), replace=False).tolist(), key=int)
 
-    seen = {p for p, _ in re.findall(r"(\d+) scored (\d+)", q)}
-    if task in ("P-CLQ", "P-SIM", "P-TOP"):
-        drop = set(_ids(q, "Query patient")) | seen
-        return pick([p for p in pids if p not in drop], _k(q, 2))
-    if task == "P-ICC":
-        return {t: bool(rng.random() < 0.5) for t in _ids(q, "Test examples")}
-    if task == "P-CLU":
-        k = _k(q, 3)
-        lab = rng.permutation([i % k for i in range(len(pids))])
-        return [[p for p, c in zip(pids, lab, strict=True) if c == i] for i in range(k)]
-    if task == "P-OUT":
-        return pick(pids, max(1, len(pids) // 8))
-    if task == "P-TST":
-        return bool(rng.random() < 0.5)
-    if task == "P-SRT":
-        return [str(p) for p in rng.permutation([p for p in pids if p not in seen])]
-    if task == "P-CLS":
-        ex = {p for g in "ABC" for p in _ids(q, f"program {g}")}
-        return {p: str(rng.choice(list("ABC"))) for p in pids if p not in ex}
-    return 0.0
+def _pick(rng, xs, k):
+    return sorted(rng.choice(xs, size=min(k, len(xs)), replace=False).tolist(), key=int)
+
+
+def _seen(q: str) -> set[str]:
+    return {p for p, _ in re.findall(r"(\d+) scored (\d+)", q)}
+
+
+def _chance_subset(q, pids, rng) -> list[str]:
+    drop = set(_ids(q, "Query patient")) | _seen(q)
+    return _pick(rng, [p for p in pids if p not in drop], _k(q, 2))
+
+
+def _chance_partition(q, pids, rng) -> list[list[str]]:
+    k = _k(q, 3)
+    lab = rng.permutation([i % k for i in range(len(pids))])
+    return [[p for p, c in zip(pids, lab, strict=True) if c == i] for i in range(k)]
+
+
+def _chance_programs(q, pids, rng) -> dict[str, str]:
+    ex = {p for g in "ABC" for p in _ids(q, f"program {g}")}
+    return {p: str(rng.choice(list("ABC"))) for p in pids if p not in ex}
+
+
+# each task's random answer of its format (a table, not a branch per task)
+CHANCE = {
+    "P-CLQ": _chance_subset,
+    "P-SIM": _chance_subset,
+    "P-TOP": _chance_subset,
+    "P-ICC": lambda q, pids, rng: {t: bool(rng.random() < 0.5) for t in _ids(q, "Test examples")},
+    "P-CLU": _chance_partition,
+    "P-OUT": lambda q, pids, rng: _pick(rng, pids, max(1, len(pids) // 8)),
+    "P-TST": lambda q, pids, rng: bool(rng.random() < 0.5),
+    "P-SRT": lambda q, pids, rng: [
+        str(p) for p in rng.permutation([p for p in pids if p not in _seen(q)])
+    ],
+    "P-CLS": _chance_programs,
+}
