@@ -91,9 +91,8 @@ PREDICTION_DTYPES: dict[str, str] = {
 PREDICTION_COLUMNS: tuple[str, ...] = tuple(PREDICTION_DTYPES)
 
 CELL_COLUMNS: tuple[str, ...] = ("strategy", "backbone", "prep_model", "setting")
-SUMMARY_COLUMNS: tuple[str, ...] = (
-    *CELL_COLUMNS,
-    "n",
+# What :func:`summarize` computes per cell from the stored rows.
+STORED_METRICS: tuple[str, ...] = (
     "n_predicted",
     "accuracy",
     "accuracy_lenient",
@@ -106,6 +105,11 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "cost_usd",
     "mean_score",
     "mean_score_lenient",
+)
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    *CELL_COLUMNS,
+    "n",
+    *STORED_METRICS,
     "new_predictions",
     "api_calls",
     "cache_hits",
@@ -325,21 +329,7 @@ def cell_summary(preds: pd.DataFrame) -> pd.DataFrame:
         accuracy_lenient, parse_failures, empty, errors, input / output / cached tokens,
         cost_usd, mean_score, mean_score_lenient.
     """
-    cols = [
-        *CELL_COLUMNS,
-        "n_predicted",
-        "accuracy",
-        "accuracy_lenient",
-        "parse_failures",
-        "empty",
-        "errors",
-        "input_tokens",
-        "output_tokens",
-        "cached_tokens",
-        "cost_usd",
-        "mean_score",
-        "mean_score_lenient",
-    ]
+    cols = [*CELL_COLUMNS, *STORED_METRICS]
     if preds.empty:
         return pd.DataFrame(columns=cols)
     decided = preds["correct"].astype("boolean").notna().to_numpy(bool)

@@ -64,7 +64,7 @@ def per_patient_answer(task: str, q: str, context: str, kb: Knowledge) -> Any:
     recs = one_at_a_time(context)
     dis = {p: primary_of(lines, kb) for p, lines in recs.items()}
     rule = COMBINE.get(task)
-    return rule(q, recs, dis, kb) if rule else _naive_ate(q, recs)
+    return rule(q, recs, dis, kb) if rule else naive_effect(q, recs)
 
 
 def _clique(q, recs, dis, kb) -> list[str]:
@@ -131,7 +131,9 @@ def _programs(q: str, dis: dict[str, Any]) -> dict[str, str]:
     return {p: by_dis.get(d, fallback) for p, d in dis.items() if p not in seen}
 
 
-def _naive_ate(q: str, recs: dict[str, list[Line]]) -> float | None:
+def naive_effect(q: str, recs: dict[str, list[Line]]) -> float | None:
+    """The treated-minus-untreated difference of the outcome's last value, no weighting: what a
+    reader that ignores confounding answers to an ATE question."""
     m = re.search(r"received (.+?);.*last (.+?) \((\S+)\) in each", q)
     if not m:
         return None

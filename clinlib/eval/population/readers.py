@@ -32,7 +32,7 @@ from sklearn.cluster import AgglomerativeClustering
 
 from clinlib.core.config import artifact_path
 from clinlib.core.io import read_artifact
-from clinlib.eval.population.per_patient import per_patient_answer
+from clinlib.eval.population.per_patient import naive_effect, per_patient_answer
 from clinlib.llm import Backbone, register_backbone
 from clinlib.llm.types import OFFLINE_READER_MODEL_PREFIX
 from clinlib.tasks.population.checker import check
@@ -138,7 +138,7 @@ def overlap_clusters(o: _Overlap) -> list[list[str]]:
 
 
 def overlap_ate(o: _Overlap) -> float | None:
-    return _naive_effect(o.q, o.recs)
+    return naive_effect(o.q, o.recs)
 
 
 def overlap_outliers(o: _Overlap) -> list[str]:
@@ -177,22 +177,6 @@ def overlap_classes(o: _Overlap) -> dict[str, str]:
     return {
         t: lab[max(lab, key=lambda p: (o.sim[o.at[t], o.at[p]], p))] for t in o.pids if t not in lab
     }
-
-
-def _naive_effect(q: str, recs: dict[str, list[Line]]) -> float | None:
-    m = re.search(r"received (.+?);.*last (.+?) \((\S+)\) in each", q)
-    if not m:
-        return None
-    t_name, y_label, y_key = m.groups()
-    arms: dict[int, list[float]] = {0: [], 1: []}
-    for lines in recs.values():
-        t = int(any(ln.concept in (t_name, f"drug//{t_name}") for ln in lines))
-        ys = [ln.value for ln in lines if ln.concept in (y_label, y_key) and ln.value is not None]
-        if ys:
-            arms[t].append(ys[-1])
-    if not arms[0] or not arms[1]:
-        return None
-    return round(float(np.mean(arms[1]) - np.mean(arms[0])), 3)
 
 
 def _knowledge(profile: str) -> Knowledge:
