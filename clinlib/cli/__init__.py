@@ -4,6 +4,7 @@ group, each adding its commands to the app in its own ``register(app)``:
     stages      synth, cohort, export-meds, dialogues, questions, strategies,
                 evaluate-offline, audit (one pipeline stage each; docs/design.md)
     population  population, population-run, population-estimate, population-spec
+    neopatient  neopatient (synthetic records from a cohort recipe, written as MEDS)
     pipeline    pipeline, notebooks, reproduce, info
     endpoints   backbones, estimate, run, serve-local (paper §4, App. D)
     judge       judge
@@ -60,7 +61,17 @@ from typer.core import TyperCommand, TyperGroup  # noqa: E402
 from clinlib.cli.common import new_app, plain_help  # noqa: E402
 
 # The order of `clintrace --help`'s command list: the pipeline's stages first.
-GROUP_NAMES = ("stages", "population", "pipeline", "endpoints", "judge", "memory", "score", "site")
+GROUP_NAMES = (
+    "stages",
+    "population",
+    "neopatient",
+    "pipeline",
+    "endpoints",
+    "judge",
+    "memory",
+    "score",
+    "site",
+)
 
 
 @cache
