@@ -164,7 +164,8 @@ def parse_segment(reply: str | None, seg: Segment) -> list[TextEvent]:
 
 def backbone_events(recipes: Sequence[Recipe], complete: Complete) -> dict[int, list[TextEvent]]:
     """Every segment of every recipe written by a backbone, one prompt per segment in one
-    batch; subject -> events, or a :class:`GenerationError` message list under ``-subject``."""
+    batch: subject -> events. A record with a reply that cannot be read gets one marker event
+    (segment -1, its text the reason), which fails the verifier's ``generated`` check."""
     prompts, where = [], []
     for r in recipes:
         for seg in r.segments:
@@ -196,4 +197,11 @@ def event_time(seg: Segment, system: str, day: int, k: int) -> datetime:
     return seg.discharge  # diagnoses are coded at discharge
 
 
-__all__ = ["DX", "RULE_BASED", "GenerationError", "TextEvent", "backbone_events"]
+__all__ = [
+    "RULE_BASED",
+    "GenerationError",
+    "TextEvent",
+    "backbone_events",
+    "rule_based_events",
+    "surface_form",
+]

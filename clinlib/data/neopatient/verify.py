@@ -131,4 +131,4 @@ def failed_checks(result: dict[str, str | None]) -> list[str]:
     return [name for name, why in result.items() if why is not None]
 
 
-__all__ = ["CHECKS", "RX", "failed_checks", "verify_record"]
+__all__ = ["CHECKS", "failed_checks", "verify_record"]
