@@ -63,6 +63,9 @@ def check_out_dir(out_dir: Path) -> None:
     """Refuse (one line) an output folder that cannot be written, before any work."""
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"--out {out_dir}: exists and is not a folder")
+    meds = (out_dir / "metadata" / "dataset.json").exists()
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not meds:
+        raise ValueError(f"--out {out_dir}: a non-empty folder that is not a MEDS dataset")
     parent = out_dir.parent
     existing = next(p for p in (parent, *parent.parents) if p.exists())
     if not existing.is_dir():

@@ -9,6 +9,7 @@ encoder (offline).
 from __future__ import annotations
 
 import dataclasses
+import re
 from datetime import datetime
 
 import numpy as np
@@ -198,3 +199,17 @@ def test_each_check_fails_on_a_record_corrupted_for_it(index, check):
     assert result[check] is not None, result
     if check in ("consistent_doses", "chronology", "length_bin"):
         assert [c for c, why in result.items() if why] == [check]
+
+
+def test_a_run_whose_writer_drops_unspecified_rejects_every_mismatched_record(index, monkeypatch):
+    """The writer's first version dropped "unspecified": its "chest pain" matched R0789, not the
+    planned R079. The run counts each such event, rejects every record holding one and writes
+    none of them."""
+    from clinlib.data.neopatient import generate
+
+    monkeypatch.setattr(generate, "DROP_WORDS", re.compile(r"\b(unspecified)\b,?\s*"))
+    run = generate_cohort("cad-pci", 30, index.encode, index=index)
+    assert run.mismatches and set(run.mismatches) == {("chest pain", "R079", "R0789")}
+    assert run.mismatches_kept == 0 and run.rejections["traces_to_recipe"] > 0
+    assert run.attempts > 30 and "R0789" not in set(run.events["code"])
+    assert run.match["correct"] == run.match["events"] - len(run.mismatches)
