@@ -6,6 +6,7 @@ and the verified records written as MEDS that ``clintrace cohort --meds-dir`` re
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,6 +27,7 @@ from clinlib.data.neopatient.pipeline import vocabulary_accuracy
 from clinlib.data.neopatient.recipes import cohort_spec
 from clinlib.llm import ChatRequest, GenerationParams, get_backbone, run_batch
 from clinlib.strategies import encoders
+from clinlib.strategies.embed import PACKAGED_MODELS, resolve_model_path
 
 # A run that keeps fewer verified records than this share of those asked for is refused.
 MIN_KEPT = 0.8
@@ -40,6 +42,31 @@ def static_encoder():
 
     def encode(texts: Sequence[str]):
         return model.encode(list(texts), max_length=None, normalize=True, use_multiprocessing=False)
+
+    return encode
+
+
+def make_encoder(name: str):
+    """The matching step's encoder: the shipped static model (default), or a
+    sentence-transformers model that is already on this machine — the packaged
+    all-MiniLM-L6-v2 or a local folder. Nothing is downloaded."""
+    if name == encoders.STATIC_MODEL:
+        return static_encoder()
+    path = resolve_model_path(name)
+    if name not in PACKAGED_MODELS and not Path(path).is_dir():
+        raise ValueError(
+            f"--encoder {name!r}: not {encoders.STATIC_MODEL}, a packaged model "
+            f"({', '.join(PACKAGED_MODELS)}) or a local folder; nothing is downloaded"
+        )
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(path, device="cpu")
+
+    def encode(texts: Sequence[str]):
+        return model.encode(
+            list(texts), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        )
 
     return encode
 
@@ -119,6 +146,10 @@ def neopatient(
         str | None,
         typer.Option(help="write the events with this backbone (default: rule-based)"),
     ] = None,
+    encoder: Annotated[
+        str,
+        typer.Option(help="matching encoder: the shipped static model, all-MiniLM-L6-v2, a folder"),
+    ] = encoders.STATIC_MODEL,
     config: ConfigOpt = None,
 ) -> None:
     """Generate synthetic patient records from a cohort recipe (neopatient: sample, generate,
@@ -132,7 +163,7 @@ def neopatient(
     if length_bin not in LENGTH_BINS:
         fail(ValueError(f"unknown length bin {length_bin!r}; known: {', '.join(LENGTH_BINS)}"))
     writer = run_stage(backbone_writer, backbone, config) if backbone else None
-    index = CodeIndex(static_encoder())
+    index = CodeIndex(run_stage(make_encoder, encoder))
     run = run_stage(generate_cohort, recipe, n, index.encode, length_bin, seed, writer, index)
     for line in report_lines(run, n):
         typer.echo(line)
@@ -151,6 +182,7 @@ def neopatient(
         "negative": spec.negative,
         "writer": run.writer,
         "length_bin": length_bin,
+        "encoder": encoder,
         "seed": seed,
         "asked": n,
         "written": len(run.recipes),

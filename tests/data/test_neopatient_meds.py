@@ -107,6 +107,7 @@ def test_codes_carry_full_descriptions_and_splits_list_every_subject(written):
         (["cad-pci", "--out", "{tmp}/o", "--bin", "huge"], "unknown length bin 'huge'"),
         (["cad-pci", "--out", "{tmp}/o", "--n", "0"], "n must be >= 1"),
         (["cad-pci", "--out", "{tmp}"], "a non-empty folder that is not a MEDS dataset"),
+        (["cad-pci", "--out", "{tmp}/o", "--encoder", "nosuch"], "nothing is downloaded"),
     ],
 )
 def test_bad_input_is_exit_2_and_one_line(tmp_path: Path, args, message):
