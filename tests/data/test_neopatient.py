@@ -17,7 +17,13 @@ import pytest
 
 from clinlib.cli.neopatient import static_encoder
 from clinlib.data.neopatient import CHECKS, CodeIndex, RecipeError, sample_recipe, verify_record
-from clinlib.data.neopatient.generate import TextEvent, rule_based_events, surface_form
+from clinlib.data.neopatient.generate import (
+    GenerationError,
+    TextEvent,
+    parse_segment,
+    rule_based_events,
+    surface_form,
+)
 from clinlib.data.neopatient.match import MIN_SCORE, VocabEntry
 from clinlib.data.neopatient.pipeline import generate_cohort, vocabulary_accuracy
 from clinlib.data.neopatient.recipes import (
@@ -187,6 +193,9 @@ def _corrupt(recipe, events, check):
     if check == "chronology":
         i = _first(ev, lambda e: e.system == LAB)
         ev[i] = dataclasses.replace(ev[i], day=recipe.segments[0].los_days + 1)
+    if check == "lab_values":
+        i = _first(ev, lambda e: e.system == LAB)
+        ev[i] = dataclasses.replace(ev[i], value=-5.0)
     if check == "length_bin":
         ev = [e for e in ev if not (e.system == LAB and e.day > 0)]
     return ev
@@ -197,7 +206,7 @@ def test_each_check_fails_on_a_record_corrupted_for_it(index, check):
     r = sample_recipe("t2dm-ckd", 5, "short")
     result = _verify(index, r, _corrupt(r, _events(r), check))
     assert result[check] is not None, result
-    if check in ("consistent_doses", "chronology", "length_bin"):
+    if check in ("consistent_doses", "chronology", "lab_values", "length_bin"):
         assert [c for c, why in result.items() if why] == [check]
 
 
@@ -213,3 +222,30 @@ def test_a_run_whose_writer_drops_unspecified_rejects_every_mismatched_record(in
     assert run.mismatches_kept == 0 and run.rejections["traces_to_recipe"] > 0
     assert run.attempts > 30 and "R0789" not in set(run.events["code"])
     assert run.match["correct"] == run.match["events"] - len(run.mismatches)
+
+
+def test_a_second_result_of_a_lab_on_one_day_fails_lab_values(index):
+    r = sample_recipe("t2dm-ckd", 5, "short")
+    ev = _events(r)
+    i = _first(ev, lambda e: e.system == LAB)
+    result = _verify(index, r, [*ev[: i + 1], ev[i], *ev[i + 1 :]])
+    assert result["lab_values"] == f"segment 0 {ev[i].text!r}: a second result on day 0"
+
+
+@pytest.mark.parametrize(
+    "reply, message",
+    [
+        (None, "the reply holds no JSON array"),
+        ("I cannot help with that.", "the reply holds no JSON array"),
+        ("[{'system': 'LAB'}]", "reply is not JSON"),
+        ('[{"system": "LOINC", "text": "x", "day": 0}]', "event 0 is not a valid event"),
+        ('[{"system": "LAB", "text": "sodium", "day": 99, "value": 140}]', "is not a valid"),
+        ('[{"system": "LAB", "text": "sodium", "day": 0, "value": "high"}]', "no numeric value"),
+    ],
+)
+def test_a_backbone_reply_that_cannot_be_read_names_its_fault(reply, message):
+    seg = sample_recipe("cad-pci", 1).segments[0]
+    with pytest.raises(GenerationError, match=message):
+        parse_segment(reply, seg)
+    ok = '[{"system": "LAB", "text": "sodium", "day": 0, "value": 140}]'
+    assert parse_segment(ok, seg) == [TextEvent(0, LAB, "sodium", 0, 140.0)]

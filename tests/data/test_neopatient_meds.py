@@ -188,3 +188,21 @@ def test_backbone_writer_on_the_fake_server(tmp_path: Path, stray: bool):
         assert "writer: backbone; 4 of 4 records verified" in result.output
         meta = json.loads((tmp_path / "o" / "metadata" / "neopatient.json").read_text())
         assert meta["writer"] == "backbone" and meta["matching"] == {}
+        n_events = int(
+            re.search(r"4 records, ([\d,]+) events", result.output).group(1).replace(",", "")
+        )
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(config, "BUILD_DIR", tmp_path / "build")
+            back = CliRunner().invoke(
+                app,
+                [
+                    "cohort",
+                    "--meds-dir",
+                    str(tmp_path / "o"),
+                    "--profile",
+                    "neob",
+                    "--per-disease",
+                    "100",
+                ],
+            )
+        assert back.exit_code == 0 and f"cohort: 4 patients, {n_events:,} events" in back.output

@@ -158,6 +158,8 @@ def parse_segment(reply: str | None, seg: Segment) -> list[TextEvent]:
             raise GenerationError(f"segment {seg.index}: event {i} is not a valid event: {item}")
         value = item.get("value")
         value = float(value) if isinstance(value, int | float) else None
+        if item["system"] == LAB and value is None:
+            raise GenerationError(f"segment {seg.index}: lab event {i} has no numeric value")
         out.append(TextEvent(seg.index, item["system"], item["text"], item["day"], value))
     return out
 

@@ -16,6 +16,8 @@ recipe it came from. Each check returns the first offending event (or None):
 ``inclusion``          the cohort's index diagnoses at two or more stays
 ``consistent_doses``   each long-term drug has the same dose at every stay
 ``chronology``         events inside their stay; stays in order and > 7 days apart
+``lab_values``         one result per lab a day, each inside the kit's physiological bounds
+                       (``clinlib.data.plausibility.BOUNDS``: the cohort stage would exclude it)
 ``length_bin``         the event count inside the recipe's length bin
 """
 
@@ -29,6 +31,7 @@ from clinlib.data.neopatient.generate import TextEvent, event_time
 from clinlib.data.neopatient.match import Match
 from clinlib.data.neopatient.recipes import (
     DX,
+    LAB,
     PX,
     RX,
     Recipe,
@@ -37,6 +40,8 @@ from clinlib.data.neopatient.recipes import (
     dx_concept,
     rx_concept,
 )
+from clinlib.data.plausibility import BOUNDS
+from clinlib.data.vocab import PANEL_ITEMIDS
 
 CHECKS: tuple[str, ...] = (
     "generated",
@@ -47,6 +52,7 @@ CHECKS: tuple[str, ...] = (
     "inclusion",
     "consistent_doses",
     "chronology",
+    "lab_values",
     "length_bin",
 )
 
@@ -85,6 +91,7 @@ def verify_record(
     out["inclusion"] = None if len(stays) >= 2 else f"index diagnoses at {len(stays)} stay(s)"
     out["consistent_doses"] = _doses(spec, events, code)
     out["chronology"] = _chronology(recipe, events)
+    out["lab_values"] = _lab_values(events, code)
     low, high = bin_bounds(recipe.length_bin)
     n = 2 * len(recipe.segments) + len(events)
     out["length_bin"] = None if low <= n < high else f"{n} events outside [{low}, {high})"
@@ -124,6 +131,22 @@ def _chronology(recipe: Recipe, events: Sequence[TextEvent]) -> str | None:
         start = seg.admit.replace(hour=0, minute=0) if e.system == PX else seg.admit
         if not start <= t <= seg.discharge or not 0 <= e.day <= seg.los_days:
             return f"segment {e.segment} {e.system} {e.text!r} at day {e.day}: outside the stay"
+    return None
+
+
+def _lab_values(events: Sequence[TextEvent], code: dict) -> str | None:
+    seen = set()
+    for e in events:
+        c = code[id(e)]
+        if e.system != LAB or c is None:
+            continue
+        key = PANEL_ITEMIDS[int(c)][0]
+        lo, hi = BOUNDS[key]
+        if (e.segment, c, e.day) in seen:
+            return f"segment {e.segment} {e.text!r}: a second result on day {e.day}"
+        seen.add((e.segment, c, e.day))
+        if e.value is None or not lo <= e.value <= hi:
+            return f"segment {e.segment} {e.text!r} = {e.value}: outside [{lo}, {hi}]"
     return None
 
 
