@@ -53,7 +53,7 @@ TABLE5 = (
 )
 POSITION_STRATEGIES = ("full-context", "last-visit-only", "dense-retrieval")
 N_BOOT = 200
-LONGMED_TASKS = ("T1R", "T10", "T11", "T11O", "T1F", "T7R")
+LONGMED_TASKS = ("T1R", "T10", "T11", "T11O", "T1F", "T7R", "T7I")
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,7 @@ class Sizes:
     t11_per_subtype: int = 40
     t1f: int = 60
     t7r_pairs: int = 30
+    t7i_pairs: int = 30
 
 
 # the artifacts the stage writes (the tables notebook 15 reads), in its section order
@@ -92,6 +93,8 @@ def select(extended: pd.DataFrame, sizes: Sizes = Sizes()) -> dict[str, pd.DataF
     t1r = extended[extended["task"] == "T1R"]
     t7r = extended[extended["task"] == "T7R"]
     t7r_meta = t7r[t7r["subtype"] == "relative"]["meta"].head(sizes.t7r_pairs)
+    t7i = extended[extended["task"] == "T7I"]
+    t7i_meta = t7i[t7i["subtype"] == "relative"]["meta"].head(sizes.t7i_pairs)
     return {
         "T1R": subset_pairs(t1r, sizes.t1r_pairs) if len(t1r) else t1r,
         "T10": extended[extended["task"] == "T10"].groupby("subtype").head(sizes.t10_per_subtype),
@@ -99,6 +102,7 @@ def select(extended: pd.DataFrame, sizes: Sizes = Sizes()) -> dict[str, pd.DataF
         "T11O": extended[extended["task"] == "T11O"].groupby("subtype").head(sizes.t11_per_subtype),
         "T1F": extended[extended["task"] == "T1F"].head(sizes.t1f),
         "T7R": t7r[t7r["meta"].isin(t7r_meta)],
+        "T7I": t7i[t7i["meta"].isin(t7i_meta)],
     }
 
 
@@ -108,7 +112,7 @@ def _cells(chosen: dict[str, pd.DataFrame]) -> list[tuple[tuple[str, ...], list[
         ((*WINDOWS, *CONTRASTS), ["T1R"]),
         (("no-context-blind", "full-context"), ["T10"]),
         (tuple(dict.fromkeys((*MEMORIES, *TABLE4, *TABLE5))), ["T11", "T11O"]),
-        ((*WINDOWS, *FLAT_WINDOWS), ["T1R", "T1F", "T7R"]),
+        ((*WINDOWS, *FLAT_WINDOWS), ["T1R", "T1F", "T7R", "T7I"]),
     ]
 
 
@@ -136,7 +140,8 @@ def _task(preds: pd.DataFrame, chosen: dict, task: str, strategies=None) -> pd.D
 def retrieval_tables(preds: pd.DataFrame, chosen: dict) -> dict[str, pd.DataFrame]:
     """Table 2's cells: T1R by window (with the reader checks), recall beside rejection."""
     t1r = _task(preds, chosen, "T1R", (*WINDOWS, *CONTRASTS))
-    rr = preds[preds["qid"].isin(pd.concat([chosen[t] for t in ("T1R", "T1F", "T7R")])["qid"])]
+    asked = pd.concat([chosen[t] for t in ("T1R", "T1F", "T7R", "T7I")])
+    rr = preds[preds["qid"].isin(asked["qid"])]
     return {
         "longmed_windows": temporal.window_table(t1r),
         "longmed_rejection": decisions.rejection_table(rr),
