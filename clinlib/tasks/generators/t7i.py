@@ -56,6 +56,7 @@ from clinlib.tasks.generators.common import (
     to_frame,
 )
 from clinlib.tasks.recompute.per_task import Recomputed, meta_get
+from clinlib.tasks.source_text import as_data
 from clinlib.tasks.spec import TaskSpec
 
 TASK = "T7I"
@@ -78,7 +79,7 @@ def memory_lines(stays: list[Mapping], studies: Mapping[int, list[Mapping]]) -> 
     for s in stays:
         lines.append(f"{pd.Timestamp(s['admit']).strftime('%Y-%m-%d')}: admitted to hospital.")
         for e in studies.get(int(s["visit_idx"]), []):
-            lines.append("Radiology report. " + " ".join(report_sentences(e)))
+            lines.append("Radiology report. " + " ".join(map(as_data, report_sentences(e))))
         lines.append(f"{pd.Timestamp(s['disch']).strftime('%Y-%m-%d')}: discharged.")
     return lines
 
