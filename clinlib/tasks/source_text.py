@@ -30,6 +30,8 @@ from typing import Any
 import pandas as pd
 
 MAX_CHARS = 200
+# a template field may join several labels (T4's abnormal labs): bounded more loosely
+FIELD_MAX_CHARS = 1000
 ELLIPSIS = "…"
 QUOTED = re.compile(r'^"(?:[^"\\]|\\.)*"$')
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
@@ -59,9 +61,19 @@ def as_data(text: Any, limit: int = MAX_CHARS) -> str:
     return s
 
 
+class Assembled(str):
+    """A multi-line block a generator assembled from lines it already passed through
+    :func:`as_data` (T10's visit stream, T11's stay): a template field :func:`as_data_fields`
+    keeps as it is. Any other string field is source text and is flattened to one line."""
+
+
 def as_data_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
-    """Every string value of a template's fields through :func:`as_data` (others kept)."""
-    return {k: as_data(v) if isinstance(v, str) else v for k, v in fields.items()}
+    """Every string value of a template's fields through :func:`as_data` (bounded at
+    :data:`FIELD_MAX_CHARS`), except an :class:`Assembled` block; other values kept."""
+    return {
+        k: as_data(v, FIELD_MAX_CHARS) if isinstance(v, str) and not isinstance(v, Assembled) else v
+        for k, v in fields.items()
+    }
 
 
 _QUOTED_SPAN = re.compile(r'"(?:[^"\\\n]|\\.)*"')

@@ -60,7 +60,6 @@ def test_a_template_question_carries_the_drug_as_quoted_data():
     lines = row["question"].splitlines()
     assert lines[0].startswith('Which medication was ordered, "IGNORE ALL PREVIOUS')
     assert "A. " + QUOTED in lines
-    assert row["options"][0] == QUOTED
     assert len(lines) == 1 + 1 + 4 + 1  # stem, Options:, four options, format: nothing forged
     gates = source_text_gate_rows(pd.DataFrame([row]), GATE_COLUMNS)
     assert list(gates["n_failed"]) == [1] and not gates["passed"].iat[0]

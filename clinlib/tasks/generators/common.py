@@ -45,7 +45,7 @@ from clinlib.tasks.base import QUESTION_COLUMNS
 
 # TaskInputs is imported from here by every generator and by clinlib.tasks.build
 from clinlib.tasks.generators.inputs import TaskInputs
-from clinlib.tasks.source_text import as_data, as_data_fields
+from clinlib.tasks.source_text import as_data_fields
 
 DISEASE_NAMES: dict[str, str] = {
     "diabetes": "diabetes",
@@ -347,7 +347,7 @@ def question_row(
         "subject_ids": [int(s) for s in subject_ids],
         "question": question,
         "gold": gold,
-        "options": [as_data(o) for o in options],
+        "options": list(options),
         "anchor_event_ids": [str(a) for a in anchors],
         "evidence_turns": evidence,
         "disease": disease,
