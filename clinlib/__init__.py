@@ -141,6 +141,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "subset_pairs": ("clinlib.tasks.relative", "subset_pairs"),  # 15
     "decisions": ("clinlib.analysis.decisions", None),  # 15: T11, Lab-F, tau by items
     "long_cohort": ("clinlib.data.long_cohort", None),  # 15: LongMedBench's cohort rule
+    "longmed": ("clinlib.analysis.longmed", None),  # 15: the evaluate-longmed stage's tables
     "population": ("clinlib.analysis.population", None),  # 17
     "population_eval": ("clinlib.eval.population.answer", None),  # 17
     "traps": ("clinlib.tasks.traps.stage", None),  # 18: trap facts and the six query types

@@ -152,19 +152,20 @@ def rejection_table(preds: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
 
     Returns:
         backbone, m, question (``Lab-T explicit`` / ``Lab-T relative`` / ``Lab-F`` /
-        ``Medication explicit`` / ``Medication relative``, from T7R), n, k,
+        ``Medication explicit`` / ``Medication relative``, from T7R, ``Imaging explicit`` /
+        ``Imaging relative``, from T7I), n, k,
         accuracy, ci_low, ci_high, hallucination_rate (Lab-F rows: answers stating a value;
         NaN elsewhere).
     """
     _need(
         preds, ["task", "strategy", "backbone", "subtype", "correct", "parsed"], "rejection_table"
     )
-    rows = preds[preds["task"].isin(["T1R", "T1F", "T7R"])]
+    rows = preds[preds["task"].isin(["T1R", "T1F", "T7R", "T7I"])]
     rows = rows.assign(m=rows["strategy"].map(window_of))
     rows = rows[rows["m"].notna()]
     if rows.empty or not (rows["task"] == "T1F").any():
         raise MetricsInputError("rejection_table: no T1F prediction under window-visits(m=...)")
-    kind = rows["task"].map({"T1R": "Lab-T ", "T7R": "Medication "}).fillna("")
+    kind = rows["task"].map({"T1R": "Lab-T ", "T7R": "Medication ", "T7I": "Imaging "}).fillna("")
     label = np.where(rows["task"] == "T1F", "Lab-F", kind + rows["subtype"].astype(str))
     rows = rows.assign(question=label)
     out = accuracy_table(rows, by=["backbone", "m", "question"], alpha=alpha)

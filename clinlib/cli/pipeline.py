@@ -30,6 +30,7 @@ from clinlib.cli.stages import (
     CohortRuleOpt,
     cohort,
     dialogues,
+    evaluate_longmed,
     evaluate_offline,
     questions,
     strategies,
@@ -136,6 +137,8 @@ def _pipeline(
         strategies(profile=name, names=",".join(EVALUATION_STRATEGIES), setting="pre")
     with _stage("evaluate-offline"):
         evaluate_offline(profile=name, accept_errors=allow_drops)
+    with _stage("evaluate-longmed"):  # notebook 15's cells (LongMedBench), after the post run
+        evaluate_longmed(profile=name)
 
 
 def notebooks(

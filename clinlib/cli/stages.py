@@ -1,6 +1,6 @@
 """``clintrace`` commands that build one pipeline stage each (docs/design.md artifact
 contract): ``synth``, ``cohort``, ``export-meds``, ``dialogues``, ``questions``,
-``strategies``, ``evaluate-offline`` and the L5 ``audit``. ``population`` lives in
+``strategies``, ``evaluate-offline``, ``evaluate-longmed`` and the L5 ``audit``. ``population`` lives in
 :mod:`clinlib.cli.population`; ``pipeline`` and ``reproduce`` run them in order
 (:mod:`clinlib.cli.pipeline`).
 """
@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from clinlib.analysis import longmed
 from clinlib.cli import rewrite as cr
 from clinlib.cli.common import (
     AcceptErrorsOpt,
@@ -272,6 +273,19 @@ def evaluate_offline(profile: ProfileOpt = None, accept_errors: AcceptErrorsOpt 
         typer.echo(line, err=True)
 
 
+def evaluate_longmed(profile: ProfileOpt = None) -> None:
+    """Ask LongMedBench's cells (retrieval windows, T10 ordering, T11 decisions under each
+    memory) with the offline readers and write the tables notebook 15 reads (cached)."""
+    name = profile_name(profile)
+    t0 = time.perf_counter()
+    with writer_lock(name):
+        out = run_stage(longmed.build, name)
+    preds = out["longmed_predictions"]
+    counts = preds.groupby("task").size()
+    typer.echo("longmed: " + ", ".join(f"{t} {n}" for t, n in counts.items()) + " predictions")
+    typer.echo(f"{len(out)} tables ({time.perf_counter() - t0:.1f}s)")
+
+
 def audit_cmd(
     profile: ProfileOpt = None,
     score: Annotated[
@@ -306,4 +320,5 @@ def register(app: typer.Typer) -> None:
     add_command(app, questions)
     add_command(app, strategies)
     add_command(app, evaluate_offline, "evaluate-offline")
+    add_command(app, evaluate_longmed, "evaluate-longmed")
     add_command(app, audit_cmd, "audit")

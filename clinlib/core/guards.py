@@ -59,6 +59,26 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("trap_facts", "trap_checks", "trap_questions", "trap_gates"),
         ("cohort", "events", "dialogues"),
     ),
+    # LongMedBench's cells, asked once for notebook 15 (clinlib.analysis.longmed)
+    "evaluate-longmed": (
+        (
+            "longmed_questions",
+            "longmed_predictions",
+            "longmed_windows",
+            "longmed_taus",
+            "longmed_pairing",
+            "longmed_tau_items",
+            "longmed_positions",
+            "longmed_lengths",
+            "longmed_length_drop",
+            "longmed_decisions",
+            "longmed_table4",
+            "longmed_table5",
+            "longmed_rejection",
+            "longmed_cohort",
+        ),
+        ("cohort", "events", "questions", "temporal_questions"),
+    ),
 }
 PRODUCER: dict[str, str] = {a: s for s, (outs, _) in STAGES.items() for a in outs}
 

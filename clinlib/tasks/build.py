@@ -60,6 +60,7 @@ from clinlib.tasks.gates.content import MAX_PATIENT_SHARE, MIN_N_FOR_PATIENT_SHA
 from clinlib.tasks.generate import SUBTYPES, generate_candidates, load_inputs
 from clinlib.tasks.generators.common import INTERNAL_COLUMNS, TaskInputs, stable_hash
 from clinlib.tasks.registry import get_spec
+from clinlib.tasks.source_text import source_text_gate_rows
 
 log = logging.getLogger(__name__)
 
@@ -474,7 +475,11 @@ def build_questions(
         questions, availability, shortfalls = build_question_set(inp, counts, seed)
         _check_nonempty(questions, counts, availability, allow_drops)
         gates = pd.concat(
-            [run_validation_gates(questions, name), shortfall_gate_rows(counts, shortfalls)],
+            [
+                run_validation_gates(questions, name),
+                shortfall_gate_rows(counts, shortfalls),
+                source_text_gate_rows(questions, GATE_COLUMNS),
+            ],
             ignore_index=True,
         )
         write_gated(staging, questions, gates, availability, PAPER_FILES)

@@ -26,11 +26,12 @@ from clinlib.core.config import PROFILES, base_profile, question_counts, resolve
 from clinlib.core.guards import StageError, stage_run
 from clinlib.data.build import load
 from clinlib.tasks.base import QUESTION_COLUMNS
-from clinlib.tasks.build import select_task, shortfall_gate_rows, write_gated
+from clinlib.tasks.build import GATE_COLUMNS, select_task, shortfall_gate_rows, write_gated
 from clinlib.tasks.gates import run_gates
 from clinlib.tasks.generate import generate_candidates, load_inputs
 from clinlib.tasks.generators.common import INTERNAL_COLUMNS
 from clinlib.tasks.registry import get_spec, specs, task_names
+from clinlib.tasks.source_text import source_text_gate_rows
 from clinlib.tasks.spec import resolve
 from clinlib.tasks.traps.answers import HARNESS_TRAP_TASKS, TRAP_ARTIFACT
 
@@ -118,6 +119,7 @@ def build_temporal_questions(
             [
                 run_gates(questions, name, tasks=list(counts)),
                 shortfall_gate_rows(counts, shortfalls),
+                source_text_gate_rows(questions, GATE_COLUMNS),
             ],
             ignore_index=True,
         )

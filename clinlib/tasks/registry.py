@@ -30,6 +30,7 @@ TASK_MODULES: tuple[str, ...] = (
     "clinlib.tasks.generators.t11",
     "clinlib.tasks.generators.t1f",
     "clinlib.tasks.generators.t7r",
+    "clinlib.tasks.generators.t7i",
     "clinlib.tasks.traps.answers",
     "clinlib.tasks.population.tasks",
 )

@@ -281,5 +281,6 @@ def test_formats_and_caps():
         "T11O": 40,
         "T1F": 60,
         "T7R": 80,
+        "T7I": 80,
     }
     assert A.ANSWER_FORMATS["T1R"] == A.ANSWER_FORMATS["T1"]  # T1R asks T1's question

@@ -287,7 +287,7 @@ def test_a_letter_and_a_space_needs_an_options_first_word():
 
 
 def test_unknown_task_message_lists_the_tasks():
-    known = "T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T1R, T11, T11O, T1F, T7R"
+    known = "T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T1R, T11, T11O, T1F, T7R, T7I"
     with pytest.raises(A.AnswerError, match=rf"^unknown task 'T99'; known: {known}$"):
         A.parse_strict("T99", "x")
 

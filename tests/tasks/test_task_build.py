@@ -213,7 +213,7 @@ def test_build_on_the_fixture_covers_every_task():
 
 
 def test_registry_has_nine_tasks_with_generators():
-    # the paper's nine, plus the extended T10, T1R, T11, T11O, T1F and T7R (paper=False; docs/design.md)
+    # the paper's nine, plus the extended T10, T1R, T11, T11O, T1F, T7R and T7I (paper=False)
     assert sorted(t for t, task in TASKS.items() if task.paper) == [f"T{i}" for i in range(1, 10)]
     assert [t for t, task in TASKS.items() if not task.paper] == [
         "T10",
@@ -222,6 +222,7 @@ def test_registry_has_nine_tasks_with_generators():
         "T11O",
         "T1F",
         "T7R",
+        "T7I",
     ]
     for name, task in TASKS.items():
         assert task.subtypes == SUBTYPES[name]

@@ -52,6 +52,7 @@ from clinlib.eval.readers.answers import (
     read_value,
 )
 from clinlib.eval.readers.decision import answer_decision, decision_subtype
+from clinlib.eval.readers.imaging import answer_imaging, is_imaging
 from clinlib.eval.readers.order import answer_order, order_subtype
 from clinlib.eval.readers.prompt import (
     PANEL_RES,
@@ -197,6 +198,8 @@ def answer(messages: Sequence[Mapping[str, Any]], eager: bool = False) -> str:
     record, question = split_user_message(list(messages))
     if order_subtype(question) is not None:  # T10: the question carries its items
         return answer_order(question, eager)
+    if is_imaging(question):  # T7I: the question states the imaging memory
+        return answer_imaging(question, eager)
     if decision_subtype(question) is not None:  # T11: the stay in the question, memory as context
         return answer_decision(record, question, eager)
     trap = answer_trap(

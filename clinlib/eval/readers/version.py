@@ -26,6 +26,7 @@ READER_BACKBONES: tuple[str, ...] = OFFLINE_READER_NAMES
 READER_MODULES: tuple[str, ...] = (
     "answers",
     "decision",
+    "imaging",
     "order",
     "policies",
     "prompt",

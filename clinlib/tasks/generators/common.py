@@ -45,6 +45,7 @@ from clinlib.tasks.base import QUESTION_COLUMNS
 
 # TaskInputs is imported from here by every generator and by clinlib.tasks.build
 from clinlib.tasks.generators.inputs import TaskInputs
+from clinlib.tasks.source_text import as_data_fields
 
 DISEASE_NAMES: dict[str, str] = {
     "diabetes": "diabetes",
@@ -327,7 +328,8 @@ def question_row(
     """
     qid = make_qid(task, subject_ids, anchors, subtype, extra_key)
     template_id = pick_index(qid, len(templates))
-    body = templates[template_id].format(**fields)
+    # source text is data: every free-text field on one line, bounded, quoted if instruction-shaped
+    body = templates[template_id].format(**as_data_fields(fields))
     fmt = format_instruction(task) if fmt is None else fmt
     question = body + (f"\n{suffix}\n" if suffix else " ") + fmt
     if evidence_events is None:

@@ -47,6 +47,7 @@ from clinlib.tasks.generators.t10_text import (
 )
 from clinlib.tasks.order_leaks import clip_leak
 from clinlib.tasks.recompute.per_task import gold_t10
+from clinlib.tasks.source_text import Assembled
 from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import T10_TEMPLATES
 
@@ -150,7 +151,7 @@ def _cloze(inp: TaskInputs, sid: int, v: int, recs: list[dict]) -> dict | None:
             "visit_idx": v,
             "event_ids": [r["event_id"] for r in shown],
         },
-        fields={"visit": visit_stream(rest)},
+        fields={"visit": Assembled(visit_stream(rest))},
     )
 
 

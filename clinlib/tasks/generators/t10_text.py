@@ -22,6 +22,7 @@ from functools import lru_cache
 from typing import Any
 
 from clinlib.tasks.generators.inputs import timestamp
+from clinlib.tasks.source_text import as_data
 
 CLIP_CAPS = {"labs": 6, "medications": 6, "diagnoses": 8, "procedures": 4}
 
@@ -37,7 +38,8 @@ def _stamp(t_us: int) -> str:
 
 
 def _clean(x: Any) -> str:
-    return "" if x is None else str(x).strip()
+    """A source field as a prompt carries it (:func:`clinlib.tasks.source_text.as_data`)."""
+    return "" if x is None else as_data(str(x).strip())
 
 
 def lab_text(r: Mapping[str, Any]) -> str:

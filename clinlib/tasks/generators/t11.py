@@ -56,6 +56,7 @@ from clinlib.tasks.gates.ordering import t11_leak
 from clinlib.tasks.generators.common import TaskInputs, question_row, stable_hash, to_frame
 from clinlib.tasks.generators.t10_text import contextual_memory, med_text, options_block, stamp
 from clinlib.tasks.recompute.t11 import recompute_t11, recompute_t11_open
+from clinlib.tasks.source_text import Assembled
 from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import T11_TEMPLATES
 
@@ -126,7 +127,7 @@ def _row(
     meta: dict,
 ) -> dict:
     gold = decision_gold(letter, credits)
-    stream = MC_LEAD + contextual_memory(_context(recs, cut["t"]))
+    stream = Assembled(MC_LEAD + contextual_memory(_context(recs, cut["t"])))
     fields = {"stream": stream, "now": stamp(cut), **fields}
     content = json.dumps(
         [options, fields, meta, T11_TEMPLATES[subtype], FORMAT], sort_keys=True, default=str
@@ -256,7 +257,7 @@ def _open_row(inp: TaskInputs, subtype: str, cut: dict, recs: list[dict], n_prio
     gold = "|".join([truth, *[x for x in extra if not x.endswith("=0.0000")]])
     meta = _meta(cut, recs, n_prior, kind=cut["kind"], variant="open")
     fields = {
-        "stream": MC_LEAD + contextual_memory(_context(recs, cut["t"])),
+        "stream": Assembled(MC_LEAD + contextual_memory(_context(recs, cut["t"]))),
         "now": stamp(cut),
         **fields,
     }

@@ -62,6 +62,7 @@ from clinlib.tasks.generators.treatments import (
     procedure_domain,
 )
 from clinlib.tasks.recompute.per_task import gold_t7
+from clinlib.tasks.source_text import as_data
 from clinlib.tasks.spec import TaskSpec
 from clinlib.tasks.templates import (
     T7_MEDICATION_TEMPLATES,
@@ -156,7 +157,7 @@ def options_block(options: list[str]) -> str:
     """``Options:`` followed by one ``A. text`` line per option."""
     lines = [T7_OPTIONS_HEADER]
     lines += [
-        T7_OPTION_LINE.format(letter=letter, text=text)
+        T7_OPTION_LINE.format(letter=letter, text=as_data(text))
         for letter, text in zip(rules.OPTION_LETTERS, options, strict=True)
     ]
     return "\n".join(lines)
