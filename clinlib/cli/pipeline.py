@@ -15,6 +15,7 @@ from typing import Annotated
 import pandas as pd
 import typer
 
+from clinlib.cli.analysis_stages import ablations, evidence
 from clinlib.cli.common import (
     AllowDropsOpt,
     ProfileOpt,
@@ -136,6 +137,10 @@ def _pipeline(
         strategies(profile=name, names=",".join(EVALUATION_STRATEGIES), setting="pre")
     with _stage("evaluate-offline"):
         evaluate_offline(profile=name, accept_errors=allow_drops)
+    with _stage("evidence"):  # recall + loss labels, read by notebooks 05, 13 and the app
+        evidence(profile=name)
+    with _stage("ablations"):  # notebook 11's variant builds and encoder hit rates
+        ablations(profile=name)
 
 
 def notebooks(

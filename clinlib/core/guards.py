@@ -59,6 +59,13 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("trap_facts", "trap_checks", "trap_questions", "trap_gates"),
         ("cohort", "events", "dialogues"),
     ),
+    # evidence recall and loss labels (clinlib.analysis.evidence_stage): notebooks 05, 13
+    "evidence": (("evidence_recall", "loss_labels"), ("questions", "dialogues")),
+    # the ablation variants' builds and encoder hit rates (clinlib.analysis.ablation_stage)
+    "ablations": (
+        ("ablation_builds", "ablation_encoder_hits"),
+        ("cohort", "dialogue_summary", "questions", "dialogues"),
+    ),
 }
 PRODUCER: dict[str, str] = {a: s for s, (outs, _) in STAGES.items() for a in outs}
 
