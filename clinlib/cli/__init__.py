@@ -60,7 +60,17 @@ from typer.core import TyperCommand, TyperGroup  # noqa: E402
 from clinlib.cli.common import new_app, plain_help  # noqa: E402
 
 # The order of `clintrace --help`'s command list: the pipeline's stages first.
-GROUP_NAMES = ("stages", "population", "analysis_stages", "pipeline", "endpoints", "judge", "memory", "score", "site")
+GROUP_NAMES = (
+    "stages",
+    "population",
+    "analysis_stages",
+    "pipeline",
+    "endpoints",
+    "judge",
+    "memory",
+    "score",
+    "site",
+)
 
 
 @cache
