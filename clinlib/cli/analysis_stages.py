@@ -10,6 +10,8 @@ import time
 
 import typer
 
+from clinlib.analysis.ablation_stage import build_ablations
+from clinlib.analysis.evidence_stage import build_evidence
 from clinlib.cli.common import ProfileOpt, add_command, profile_name, run_stage, writer_lock
 
 
@@ -17,8 +19,6 @@ def evidence(profile: ProfileOpt = None) -> None:
     """Evidence recall of every evaluated strategy's contexts (post and pre) and where each
     offline prediction's answer was lost (representation or reading), measured once for
     notebooks 05 and 13 and the failure-explorer app (after evaluate-offline)."""
-    from clinlib.analysis.evidence_stage import build_evidence
-
     name = profile_name(profile)
     t0 = time.perf_counter()
     with writer_lock(name):
@@ -36,8 +36,6 @@ def evidence(profile: ProfileOpt = None) -> None:
 def ablations(profile: ProfileOpt = None) -> None:
     """Build the ablation variants (dense K, summary budget, encoder) on the stratified
     subset and measure the encoders' hit rates, for notebook 11 (Appendix G.6)."""
-    from clinlib.analysis.ablation_stage import build_ablations
-
     name = profile_name(profile)
     t0 = time.perf_counter()
     with writer_lock(name):
