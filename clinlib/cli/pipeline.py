@@ -137,10 +137,10 @@ def _pipeline(
         strategies(profile=name, names=",".join(EVALUATION_STRATEGIES), setting="pre")
     with _stage("evaluate-offline"):
         evaluate_offline(profile=name, accept_errors=allow_drops)
-    with _stage("evidence"):  # recall + loss labels, read by notebooks 05, 13 and the app
-        evidence(profile=name)
-    with _stage("ablations"):  # notebook 11's variant builds and encoder hit rates
+    with _stage("ablations"):  # notebook 11's variant builds, encoder hit rates; core-memory
         ablations(profile=name)
+    with _stage("evidence"):  # recall, loss labels and split, read by notebooks 05, 13, the app
+        evidence(profile=name)
 
 
 def notebooks(

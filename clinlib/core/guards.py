@@ -60,7 +60,7 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("cohort", "events", "dialogues"),
     ),
     # evidence recall and loss labels (clinlib.analysis.evidence_stage): notebooks 05, 13
-    "evidence": (("evidence_recall", "loss_labels"), ("questions", "dialogues")),
+    "evidence": (("evidence_recall", "loss_labels", "loss_split"), ("questions", "dialogues")),
     # the ablation variants' builds and encoder hit rates (clinlib.analysis.ablation_stage)
     "ablations": (
         ("ablation_builds", "ablation_encoder_hits"),

@@ -120,3 +120,32 @@ def test_build_rows_are_read_per_sweep(tiny):
     assert "sweep" not in got.columns
     with pytest.raises(StageError, match="no sweep 'K'"):
         ablation_stage.stage_builds("tiny", "K")
+
+
+def test_stage_split_reads_stored_cells_and_computes_only_the_others(tiny):
+    d, qs = tiny
+    oracle = pd.DataFrame(
+        {
+            "qid": ["a", "b"],
+            "strategy": "oracle",
+            "backbone": "reference",
+            "setting": "post",
+            "prep_model": "none",
+            "correct": [True, False],
+        }
+    )
+    preds = pd.concat([_preds(), oracle], ignore_index=True)
+    per_q = evidence.evidence_recall(qs, ["full-context", "no-context-blind"], "tiny", cache=False)
+    want = evidence.loss_split(preds, per_q, qs)
+    # the stage measured full-context only (and its oracle ceiling); no-context-blind is a
+    # cell the notebook adds
+    stored = evidence.loss_split(preds[preds["strategy"] != "no-context-blind"], per_q, qs)
+    assert set(stored["strategy"]) == {"full-context"}
+    stored.to_parquet(d / "loss_split.parquet", index=False)
+    got = evidence_stage.stage_split(preds, per_q, qs, "tiny")
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)
+    # a stored cell is read, not recomputed: a changed stored value shows through
+    stored.loc[stored["strategy"] == "full-context", "accuracy"] = 0.25
+    stored.to_parquet(d / "loss_split.parquet", index=False)
+    got = evidence_stage.stage_split(preds, per_q, qs, "tiny")
+    assert set(got.loc[got["strategy"] == "full-context", "accuracy"]) == {0.25}
