@@ -205,6 +205,20 @@ def growth_table(runs: pd.DataFrame, tol: float = LINEAR_TOL) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def markdown(frame: pd.DataFrame) -> str:
+    """``frame`` as a GitHub table (no tabulate dependency); NaN prints as an empty cell."""
+
+    def cell(v: object) -> str:
+        if isinstance(v, float):
+            return "" if np.isnan(v) else f"{v:g}"
+        return str(v)
+
+    head = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([head, rule, *body])
+
+
 # --------------------------------------------------------------------------- measuring
 
 
@@ -321,14 +335,14 @@ def _report(args: argparse.Namespace) -> int:
         f"## budgets ({args.profile}; load average now {load}; the budgets are for an idle "
         "2-core machine)\n"
     )
-    print(table.to_markdown(index=False))
+    print(markdown(table))
     print("\n## per stage (reproduce_times.csv)\n")
-    print(times.to_markdown(index=False))
+    print(markdown(times))
     if args.growth:
         sizes = [int(v) for v in args.per_disease.split(",")]
         runs = measure_growth(args.profile, sizes, args.until)
         print(f"\n## growth (cohort .. {args.until}; --per-disease {args.per_disease})\n")
-        print(growth_table(runs).to_markdown(index=False))
+        print(markdown(growth_table(runs)))
     return 0
 
 

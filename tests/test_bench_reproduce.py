@@ -107,3 +107,10 @@ def test_growth_is_fitted_on_cpu_seconds_when_measured():
     assert rb.growth_table(runs.drop(columns="cpu_seconds")).iloc[0]["verdict"] == (
         "worse than linear"
     )
+
+
+def test_markdown_renders_without_tabulate():
+    frame = pd.DataFrame({"item": ["make test", ".ci/run"], "measured_s": [532.5, float("nan")]})
+    assert rb.markdown(frame) == (
+        "| item | measured_s |\n|---|---|\n| make test | 532.5 |\n| .ci/run |  |"
+    )
