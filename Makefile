@@ -20,7 +20,7 @@ LOCAL_NB_TIMEOUT ?= 2400
 
 .DEFAULT_GOAL := help
 .PHONY: help install reproduce test lint format unit pipeline-quick synth cohort dialogues \
-        questions strategies run pipeline notebooks install-local test-local serve-local bench-cohort bench-strategies bench-harness bench-apps bench-mutation bench-seeded bench-prefix \
+        questions strategies run pipeline notebooks install-local test-local serve-local bench-cohort bench-strategies bench-harness bench-apps bench-mutation bench-seeded bench-prefix bench-reproduce \
         lab app-failures app-dialogues clean clean-build site
 
 help: ## list every target with a one-line description
@@ -130,6 +130,17 @@ bench-mutation: install ## mutmut over the pure core (answers, gates, bins, stat
 
 bench-seeded: install pipeline-quick ## issue 33's surviving bugs re-applied one at a time to a scratch copy: each must fail the tests / notebooks that cover it (ONLY=a,b)
 	$(BIN)/python -m bench.seeded $(if $(ONLY),--only $(ONLY),)
+
+# the budgets of a fresh user (reproduce <= 10 min, each paper notebook <= 30 s, make test <= 10 min,
+# .ci/run <= 30 min) from what `make reproduce` left in data/build/$(PROFILE)/; GROWTH=1 adds the
+# per-stage growth table (PER_DISEASE=100,200,400 UNTIL=strategies). Pass measured MAKE_TEST_S / CI_S.
+BENCH_PROFILE ?= paper
+PER_DISEASE ?= 100,200,400
+UNTIL ?= strategies
+bench-reproduce: install ## budget table of the last reproduce (+ GROWTH=1: cost growth per stage at 1x/2x/4x the cohort)
+	$(BIN)/python -m bench.reproduce_budget --profile $(BENCH_PROFILE) \
+	  $(if $(RUN),--run) $(if $(NB_LOG),--notebook-log $(NB_LOG)) $(if $(MAKE_TEST_S),--make-test-s $(MAKE_TEST_S)) \
+	  $(if $(CI_S),--ci-s $(CI_S)) $(if $(GROWTH),--growth --per-disease $(PER_DISEASE) --until $(UNTIL))
 
 bench-prefix: install ## share of prompt tokens a vLLM-style prefix cache could reuse, record-first vs question-first (PROFILE, default quick)
 	$(BIN)/python -m bench.prefix_share --profile $(or $(PROFILE),quick)

@@ -134,6 +134,8 @@ _API: dict[str, tuple[str, str | None]] = {
     "headline": ("clinlib.analysis.headline", None),  # every notebook's last cell: its checks
     "failures": ("clinlib.analysis.failures", None),  # 13, apps/failure_explorer
     "evidence": ("clinlib.analysis.evidence", None),  # 05, 13, 16: evidence recall, loss split
+    "evidence_stage": ("clinlib.analysis.evidence_stage", None),  # 05, 13: the stage's artifacts
+    "ablation_stage": ("clinlib.analysis.ablation_stage", None),  # 11: the stage's artifacts
     "substrate": ("clinlib.analysis.substrate", None),  # 16: App. G.8 dialogue vs event table
     "pages": ("clinlib.core.pages", None),  # the apps' paging and output budget
     "temporal": ("clinlib.analysis.temporal", None),  # 15

@@ -338,34 +338,41 @@ def label_losses(
     questions: pd.DataFrame,
     profile: str | None = None,
     prep: str = "rule-based",
+    known: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """:func:`lost_in` for a run's predictions, measuring recall for the strategies and static
     settings they hold (the failure explorer's "lost in" filter; notebook 13).
 
     Only predictions whose contexts this prep model builds (``prep_model`` ``prep`` or
-    ``none``) are matched; the others are ``not measured``.
+    ``none``) are matched; the others are ``not measured``. ``known``: recall rows already
+    measured (the ``evidence`` stage's artifact, :data:`RECALL_COLUMNS`); a strategy it holds
+    for every setting of the predictions is taken from it, not measured again.
 
     Returns:
         (predictions with ``lost_in``, the per-question recall it used).
     """
     settings = [s for s in ("post", "pre") if s in set(preds["setting"])]
+    known = known if known is not None else pd.DataFrame(columns=list(RECALL_COLUMNS))
+    have = set(zip(known["strategy"], known["setting"], strict=True))
+    covered = {s for s in set(known["strategy"]) if all((s, st) in have for st in settings)}
     # Strategies answered on the same questions share one context build; a variant asked on a
     # subset (notebook 11's K sweep) is measured on that subset only.
     groups: dict[tuple, list[str]] = {}
     for name, qids in preds.groupby("strategy")["qid"]:
-        if not is_kit_strategy(str(name)):  # an outside system's memory: not measured
-            continue
+        if not is_kit_strategy(str(name)) or str(name) in covered:
+            continue  # an outside system's memory (not measured), or measured already
         # an outside memory service (read back from the run's read log) is measured alone,
         # so a context it cannot give leaves only its own rows unmeasured
         alone = (str(name),) if parse_label(str(name))[0] in SERVICE_STRATEGIES else ()
         groups.setdefault((*alone, *sorted(set(qids))), []).append(str(name))
-    frames = []
+    frames = [known[known["strategy"].isin(covered)]]
     for key, names in groups.items():
         qs = questions[questions["qid"].isin(set(key))]
         try:
             frames.append(evidence_recall(qs, names, profile, settings, prep))
         except MemoryServiceError as exc:
             log.warning("%s: not measured (%s)", ", ".join(names), exc)
+    frames = [f for f in frames if not f.empty]
     per_q = (
         pd.concat(frames, ignore_index=True)
         if frames

@@ -65,6 +65,7 @@ GROUP_NAMES = (
     "stages",
     "population",
     "neopatient",
+    "analysis_stages",
     "pipeline",
     "endpoints",
     "judge",

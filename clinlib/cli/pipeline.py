@@ -15,6 +15,7 @@ from typing import Annotated
 import pandas as pd
 import typer
 
+from clinlib.cli.analysis_stages import ablations, evidence
 from clinlib.cli.common import (
     AllowDropsOpt,
     ProfileOpt,
@@ -139,6 +140,10 @@ def _pipeline(
         evaluate_offline(profile=name, accept_errors=allow_drops)
     with _stage("evaluate-longmed"):  # notebook 15's cells (LongMedBench), after the post run
         evaluate_longmed(profile=name)
+    with _stage("ablations"):  # notebook 11's variant builds, encoder hit rates; core-memory
+        ablations(profile=name)
+    with _stage("evidence"):  # recall, loss labels and split, read by notebooks 05, 13, the app
+        evidence(profile=name)
 
 
 def notebooks(

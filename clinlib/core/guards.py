@@ -79,6 +79,13 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ),
         ("cohort", "events", "questions", "temporal_questions"),
     ),
+    # evidence recall and loss labels (clinlib.analysis.evidence_stage): notebooks 05, 13
+    "evidence": (("evidence_recall", "loss_labels", "loss_split"), ("questions", "dialogues")),
+    # the ablation variants' builds and encoder hit rates (clinlib.analysis.ablation_stage)
+    "ablations": (
+        ("ablation_builds", "ablation_encoder_hits"),
+        ("cohort", "dialogue_summary", "questions", "dialogues"),
+    ),
 }
 PRODUCER: dict[str, str] = {a: s for s, (outs, _) in STAGES.items() for a in outs}
 

@@ -363,8 +363,25 @@ def count_texts(texts: Sequence[str], model: str, workers: int | None = None) ->
     n = workers or os.cpu_count() or 1
     if n <= 1 or len(texts) < 2 * n:
         return [_count_text(enc, t) for t in texts]
+    # Short texts are counted here: ThreadPoolExecutor.map ignores chunksize, and a future
+    # per short text cost 8-12x the encoding itself (14,000 dialogue turns: 1.1 s vs 0.14 s
+    # serial). Long texts go to the threads in one batch per thread.
+    out = [0] * len(texts)
+    long = [i for i, t in enumerate(texts) if len(t) >= _BLOCKS_MIN_CHARS]
+    if len(long) < 2 * n:
+        long = []
+    for i in set(range(len(texts))) - set(long):
+        out[i] = _count_text(enc, texts[i])
+    batches = [long[k::n] for k in range(n)]
     with ThreadPoolExecutor(n) as pool:
-        return list(pool.map(lambda t: _count_text(enc, t), texts, chunksize=16))
+        for batch, counts in zip(
+            batches,
+            pool.map(lambda b: [_count_text(enc, texts[i]) for i in b], batches),
+            strict=True,
+        ):
+            for i, c in zip(batch, counts, strict=True):
+                out[i] = c
+    return out
 
 
 def warm_message_counts(messages: Sequence[Sequence[Mapping[str, Any]]], model: str) -> None:

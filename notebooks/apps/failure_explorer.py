@@ -1,7 +1,7 @@
 """Failure explorer (marimo app): filter predictions by task, subtype, strategy, backbone,
 setting and outcome, and by where a wrong answer was lost ("lost in representation": an anchor
 event missing from the context; "lost in reading": every anchor in context, still wrong —
-clinlib.analysis.evidence, measured on first use); pick one in a paginated table to see the question, gold, raw response,
+clinlib.analysis.evidence, read from the `evidence` stage on first use); pick one in a paginated table to see the question, gold, raw response,
 parsed answer and the exact context the model saw with its anchor event ids highlighted (or
 marked absent), next to the same question under the other strategies (paper §5 failure
 analysis, §3 pairing).
@@ -46,11 +46,11 @@ def _(mo, resolve_profile):
 @app.cell
 def _():
     # The heavy imports (pandas, altair) run after the title cell has painted.
-    from clinlib import evidence, load, runner
+    from clinlib import evidence, evidence_stage, load, runner
     from clinlib import failures as fx
     from clinlib import pages as xp
 
-    return evidence, fx, load, runner, xp
+    return evidence, evidence_stage, fx, load, runner, xp
 
 
 @app.cell
@@ -91,16 +91,20 @@ def _(data, fx, mo, problem, profile):
 
 
 @app.cell
-def _(data, evidence, profile):
+def _(data, evidence, evidence_stage, profile):
     _memo = {}
 
     def labelled(frame):
-        """``frame`` with ``lost_in``: measured once, on the first "lost in" filter (it
-        builds every strategy's contexts: seconds on quick, longer on paper)."""
+        """``frame`` with ``lost_in``, on the first "lost in" filter: from the evidence
+        stage's recall (`clintrace evidence`, the artifact notebooks 05 and 13 read); a build
+        made before that stage measures it here (every strategy's contexts: slow on paper)."""
         if "lost_in" in frame.columns:
             return frame
         if "v" not in _memo:
-            _memo["v"] = evidence.label_losses(frame, data["questions"], profile)[0]
+            try:
+                _memo["v"] = evidence_stage.stage_losses(frame, data["questions"], profile)[0]
+            except evidence_stage.StageError:
+                _memo["v"] = evidence.label_losses(frame, data["questions"], profile)[0]
         return _memo["v"]
 
     return (labelled,)
