@@ -49,6 +49,9 @@ _API: dict[str, tuple[str, str | None]] = {
     "clip_interval": ("clinlib.analysis.meaning", "clip_interval"),
     "strategy_role": ("clinlib.analysis.meaning", "role"),
     "label_strategies": ("clinlib.analysis.meaning", "label_strategies"),
+    "StatedFigure": ("clinlib.analysis.meaning", "Figure"),
+    "compare_figures": ("clinlib.analysis.meaning", "compare"),
+    "Incomparable": ("clinlib.analysis.meaning", "Incomparable"),
     # figure style
     "savefig": ("clinlib.core.plots", "savefig"),
     "savetable": ("clinlib.core.plots", "savetable"),
@@ -121,6 +124,7 @@ _API: dict[str, tuple[str, str | None]] = {
     # 07-10, 16: the offline readers' predictions, run if missing, and their views
     "offline_predictions": ("clinlib.analysis.offline_run", "offline_predictions"),
     "row_source": ("clinlib.analysis.offline_run", "row_source"),
+    "ROW_SOURCES": ("clinlib.analysis.offline_run", "SOURCES"),
     "strategy_views": ("clinlib.strategies.views", None),  # 05
     "probe": ("clinlib.analysis.probe", None),  # 06
     "paper": ("clinlib.analysis.paper", None),  # 06-10, 13
