@@ -206,8 +206,13 @@ def quiet_libraries() -> Iterator[None]:
 
 # what a progress bar leaves in a saved notebook: tqdm's text bar ("Loading weights:  0%|  |
 # 0/103"), or the widget tqdm.auto shows in Jupyter, whose saved text is its FloatProgress /
-# IntProgress (alone or inside the HBox tqdm builds); other widgets (a Dropdown explorer) are not
-_BAR_TEXT = re.compile(r"\d+%\|[^|\n]*\|\s*\d+/\d+|(?:Float|Int)Progress\(")
+# IntProgress (alone or inside the HBox tqdm builds), or the kit's own status line off a
+# terminal (:class:`LineProgress`: "desc: 3/3 patient (100%), 7.0 patient/s, 0s elapsed"); other
+# widgets (a Dropdown explorer) are not
+_BAR_TEXT = re.compile(
+    r"\d+%\|[^|\n]*\|\s*\d+/\d+|(?:Float|Int)Progress\("
+    r"|\d[\d,]*/\d[\d,]* \S+ \(\d+%\), [\d.,]+ \S+/s, \S+ elapsed"
+)
 
 
 def progress_outputs(notebook: dict) -> list[tuple[int, str]]:

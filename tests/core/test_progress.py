@@ -189,3 +189,18 @@ def test_progress_outputs_finds_bars_in_saved_outputs():
     nb["cells"].append({"cell_type": "code", "outputs": [explorer]})  # a widget, not a bar
     assert [i for i, _ in progress_outputs(nb)] == [0, 1]  # a plain "97% | 12/20" is no bar
     assert progress_outputs({"cells": nb["cells"][2:]}) == []
+
+
+def test_progress_outputs_finds_the_kits_own_status_line():
+    from clinlib.core.progress import LineProgress, progress_outputs
+
+    stream = io.StringIO()
+    bar = LineProgress(3, "dialogues", "patient", stream=stream)
+    bar.update(3)
+    bar.close()
+    line = stream.getvalue()
+    assert "3/3 patient (100%)" in line  # the format the saved 02 output held on paper
+    cell = {"cell_type": "code", "outputs": [{"output_type": "stream", "text": line}]}
+    assert [i for i, _ in progress_outputs({"cells": [cell]})] == [0]
+    plain = {"cell_type": "code", "outputs": [{"output_type": "stream", "text": "3/3 done (100%)"}]}
+    assert progress_outputs({"cells": [plain]}) == []
