@@ -14,7 +14,6 @@ side — coverage per key kind and characters per dialogue beside the paper's fi
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -23,13 +22,19 @@ import pandas as pd
 
 from clinlib.core.config import PROFILES, base_profile, build_dir, resolve_profile
 from clinlib.core.seed_facts import SEED_FACTS
-from clinlib.dialogue.stats import PAPER_KEY_COVERAGE, key_coverage
+from clinlib.dialogue.stats import (
+    KIT,
+    PAPER,
+    PAPER_KEY_COVERAGE,
+    WHATIF,
+    WHATIF_FILE,
+    WHATIF_INPUTS,
+    key_coverage,
+    whatif_fingerprints,
+)
 from clinlib.dialogue.synth import synthesize_corpus
 
 KEEP_KINDS: tuple[str, ...] = ("diagnosis", "procedure")
-KIT = "kit: Fig. 13 lengths (budget)"
-WHATIF = "what-if: every diagnosis and procedure kept"
-PAPER = "paper"
 
 
 def corpus_row(name: str, summary: pd.DataFrame, coverage: pd.DataFrame, events) -> dict:
@@ -88,16 +93,8 @@ def keep_key_whatif(
     return pd.DataFrame(rows)
 
 
-# --- the cached table (a build's what-if is about a minute of synthesis on quick) -----------
-WHATIF_FILE = "dialogue_whatif.parquet"
-INPUTS: tuple[str, ...] = ("events", "cohort", "dialogue_summary", "event_coverage")
-
-
-def _fingerprints(build: Path) -> dict[str, str]:
-    return {
-        name: hashlib.sha256((build / f"{name}.parquet").read_bytes()).hexdigest()
-        for name in INPUTS
-    }
+# --- the cached table (a build's what-if is about a minute of synthesis on quick; read back by
+# clinlib.dialogue.stats.load_whatif) ---------------------------------------------------------
 
 
 def write_whatif(profile: str | None = None) -> Path:
@@ -108,28 +105,13 @@ def write_whatif(profile: str | None = None) -> Path:
     build = build_dir(name)
     base = base_profile(name)
     seed = PROFILES[base].seed if base in PROFILES else 0
-    read = {a: pd.read_parquet(build / f"{a}.parquet") for a in INPUTS}
+    read = {a: pd.read_parquet(build / f"{a}.parquet") for a in WHATIF_INPUTS}
     table = keep_key_whatif(
         read["events"], read["cohort"], read["dialogue_summary"], read["event_coverage"], seed
     )
     table.to_parquet(build / WHATIF_FILE, index=False)
-    (build / "dialogue_whatif.json").write_text(json.dumps(_fingerprints(build), indent=1))
+    (build / "dialogue_whatif.json").write_text(json.dumps(whatif_fingerprints(build), indent=1))
     return build / WHATIF_FILE
-
-
-def load_whatif(profile: str | None = None) -> tuple[pd.DataFrame | None, str]:
-    """(the cached what-if table, "") or (None, the one line saying what to run)."""
-    name = resolve_profile(profile)
-    build = build_dir(name)
-    run = f"run `python -m clinlib.dialogue.whatif --profile {name}`"
-    try:
-        recorded = json.loads((build / "dialogue_whatif.json").read_text())
-        table = pd.read_parquet(build / WHATIF_FILE)
-    except (OSError, ValueError):
-        return None, f"The what-if corpus is not computed on this build; {run}."
-    if recorded != _fingerprints(build):
-        return None, f"The what-if table is older than this build's dialogues; {run}."
-    return table, ""
 
 
 def main(argv: list[str] | None = None) -> int:
