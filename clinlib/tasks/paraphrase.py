@@ -156,7 +156,7 @@ def check_paraphrase(row: Mapping[str, Any], reply: str | None) -> dict[str, lis
     form_a, form_b = answer_form(old_stem), answer_form(new_stem)
     if form_a != form_b:
         problems["invariants_kept"].append(f"answer form: {form_a} -> {form_b}")
-    asked = form_problem(new_stem, text, str(row.get("gold") or ""))
+    asked = form_problem(new_stem, text, str(row.get("gold") or ""), str(row.get("task")))
     if asked:  # gate L2's own reading: the new wording asks for another kind of answer
         problems["invariants_kept"].append(asked)
     leak = _leak(new)

@@ -224,6 +224,11 @@ GOLD_FORMS: dict[str, re.Pattern[str]] = {
     "value": re.compile(rf"{_NUM}(?: \S+)*"),
 }
 ABSTAIN_GOLD = "insufficient information"
+# The tasks whose every template the rules read as the task's form (tests/tasks/
+# test_answer_form.py): the paper's T1-T9. The extended and trap sets word their options and
+# answers otherwise (T10 a letter sequence, T11 options without a header, P-TST true/false), so
+# the reading is not applied to them.
+FORM_TASKS: frozenset[str] = frozenset(f"T{i}" for i in range(1, 10))
 
 
 def asked_form(stem: str, question: str = "") -> str | None:
@@ -241,9 +246,11 @@ def asked_form(stem: str, question: str = "") -> str | None:
     return None
 
 
-def form_problem(stem: str, question: str, gold: str) -> str:
-    """ "" when the gold has the form the wording asks for (or the gold is the abstention),
-    else why not."""
+def form_problem(stem: str, question: str, gold: str, task: str | None = None) -> str:
+    """Why the gold is not of the form the wording asks for; "" when it is, when the gold is
+    the abstention, or when ``task`` is outside :data:`FORM_TASKS`."""
+    if task is not None and task not in FORM_TASKS:
+        return ""
     form = asked_form(stem, question)
     gold = str(gold).strip()
     if form is None or gold == ABSTAIN_GOLD or GOLD_FORMS[form].fullmatch(gold):

@@ -136,3 +136,10 @@ def test_a_paraphrase_asking_for_another_form_is_refused():
 def test_a_faithful_rewording_keeps_its_form():
     reply = T1["question"].replace(T1_STEM, "What was the patient's Potassium on 2125-07-05?")
     assert check_paraphrase(T1, reply)["invariants_kept"] == []
+
+
+def test_the_extended_sets_are_not_read():
+    # T10's gold is a letter sequence under a "what remains" wording; only T1-T9 are read
+    stem = "Several events were removed; what remains of the visit is shown. Put them in order."
+    assert form_problem(stem, stem, "B,C,D,A", "T10") == ""
+    assert form_problem(stem, stem, "B,C,D,A", "T1") != ""

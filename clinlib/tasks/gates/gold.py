@@ -3,9 +3,10 @@ the spec and the raw structured fields"; the recomputation is :mod:`clinlib.task
 
 L2 also re-derives the answer form from the question's own wording where it can
 (:func:`clinlib.tasks.paraphrase_invariants.asked_form`: a question asking "on what date"
-expects a date, a polar question yes/no, an options block a letter, ...) and fails a question
-whose gold is not of that form: the gold is recomputed from ``meta``, so a reworded question
-that now asks for something else would otherwise keep a gold that does not answer it.
+expects a date, a polar question yes/no, an options block a letter, ...; for the paper's T1-T9,
+``FORM_TASKS``) and fails a question whose gold is not of that form: the gold is recomputed
+from ``meta``, so a reworded question that now asks for something else would otherwise keep a
+gold that does not answer it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def gate_l2(
     )
 
     def check(row):
-        form = form_problem(question_stem(row), str(row.get("question") or ""), row["gold"])
+        question, task = str(row.get("question") or ""), str(row.get("task"))
+        form = form_problem(question_stem(row), question, row["gold"], task)
         if form:
             return form
         rec = recompute_question(row, raw, status)
