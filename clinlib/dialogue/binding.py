@@ -21,7 +21,7 @@ then swap two labs' values and still pass. The checks here bind each value to it
   admission or discharge sentence is never negated.
 
 Clauses are split at ``; , :`` and at " and ", " but ", " while ", " whereas ", outside the
-labels themselves ("Calcium, Total" stays whole).
+labels themselves ("Calcium, Total" stays whole) and outside numbers ("25,000 UNIT" stays whole).
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ DISCHARGE_CUES = re.compile(r"\b(?:discharg\w*|ended|went home|died)\b", re.I)
 _UNIT_AFTER = re.compile(
     r"\s*(%|[A-Za-z\u00b5]+/[A-Za-z0-9]+|(?:mg|g|mcg|mEq|mmol|units?|UNIT|mL|L|IU)\b)"
 )
-_CLAUSE_SEP = re.compile(r"[;,:]|\s(?:and|but|while|whereas)\s", re.I)
+# A comma between a digit and three more ("25,000") is a thousands separator, not a clause end.
+_CLAUSE_SEP = re.compile(r"[;:]|(?<!\d),|,(?!\d{3}(?!\d))|\s(?:and|but|while|whereas)\s", re.I)
 _VALUE_KINDS = ("lab", "medication", "diagnosis", "procedure")
 
 

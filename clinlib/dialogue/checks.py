@@ -74,12 +74,14 @@ NOISE_CHECKS: dict[str, str] = {
     "drugs together with that event's date",
 }
 # HARD checks beyond the paper's ten (Fig. 2 gives counts, not the checks): every stated fact
-# bound to its own event, the rewrite prompt's own rule, no invented entity
-# (clinlib.dialogue.binding, clinlib.dialogue.lexicon). They run on every dialogue, template
+# bound to its own event, the rewrite prompt's own rule, no invented entity or condition
+# (clinlib.dialogue.binding, clinlib.dialogue.lexicon, clinlib.dialogue.conditions). They run on every dialogue, template
 # or rewritten, and on every rewrite before it is accepted.
 BINDING_CHECKS: dict[str, str] = {
     "patient_lines_no_numbers": "no digit in a patient line",
     "no_invented_entities": "no drug, allergen or allergy word outside the patient's record",
+    "no_invented_conditions": "no diagnosis or condition name outside the patient's record "
+    "(written without its code)",
     "values_bound": "each value bound to its own label in its clause, with its unit, route "
     "and date; admissions and discharges with their dates",
     "polarity_kept": "no high/low word against a lab's direction; no negation or stop word in "

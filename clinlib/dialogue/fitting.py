@@ -80,8 +80,10 @@ def _budget_groups(
     shared_days: set[tuple[str | None, str]],
     first_coded: Mapping[str, int],
     seed: int,
+    keep: frozenset[str] = frozenset(),
 ) -> tuple[list[Mapping[str, Any]], list[_Group]]:
-    """A visit's stated events as (tier-0 events, droppable groups) — see clinlib.dialogue.budget."""
+    """A visit's stated events as (tier-0 events, droppable groups) — see clinlib.dialogue.budget;
+    events of a kind in ``keep`` are tier 0 (never left out)."""
     keyed: dict[tuple, list[Mapping[str, Any]]] = {}
     for e in stated:
         kind = e["kind"]
@@ -131,7 +133,7 @@ def _budget_groups(
             )
         else:
             tier = 0
-        if tier == 0:
+        if tier == 0 or kind in keep:
             fixed += evs
             continue
         cost = sum(_event_cost(e) for e in evs)
@@ -218,6 +220,7 @@ def fit_budget(
     status: dict[str, dict[str, Any]],
     starts: Mapping[int, pd.Timestamp],
     seed: int,
+    keep: frozenset[str] = frozenset(),
 ) -> dict[int, list[dict[str, Any]]]:
     """Turn records of every visit within the patient's budget (clinlib.dialogue.budget); events left
     out get status ``missed`` with a ``budget:`` reason in ``status``. Visits are fitted in
@@ -279,7 +282,9 @@ def fit_budget(
             out[v] = full
             carry = allot - need[v]
             continue
-        fixed, groups = _budget_groups(stated, v, bounds, ends, news, shared, first_coded, seed)
+        fixed, groups = _budget_groups(
+            stated, v, bounds, ends, news, shared, first_coded, seed, keep
+        )
         recs, dropped = _fit_visit(render, fixed, groups, by_id, allot, vdate)
         out[v] = recs
         carry = allot - _rendered_len(recs, vdate)

@@ -20,8 +20,9 @@ from typing import Any, Protocol
 
 from clinlib.dialogue.binding import check_binding, patient_number_problems
 from clinlib.dialogue.checks import check_covered, check_missed, check_turns
+from clinlib.dialogue.conditions import invented_condition_problems
 from clinlib.dialogue.fields import required_fields
-from clinlib.dialogue.lexicon import invented_entity_problems
+from clinlib.dialogue.lexicon import invented_entity_problems, record_text
 from clinlib.dialogue.matching import DrugMatcher, strip_tags, tag_ids
 from clinlib.dialogue.render import SPEAKER_PREFIX
 
@@ -51,6 +52,8 @@ REWRITE_CHECKS: dict[str, str] = {
     "patient_lines_no_numbers": "the prompt's rule 5: no digit in a patient line",
     "no_invented_entities": "no drug, allergen or allergy outside the patient's record "
     "(clinlib.dialogue.lexicon)",
+    "no_invented_conditions": "no diagnosis or condition name outside the patient's record "
+    "(clinlib.dialogue.conditions)",
     "values_bound": "each value bound to its own label in its clause, with its unit, route "
     "and date (clinlib.dialogue.binding)",
     "polarity_kept": "no high/low flip, negation or stop word on a cited fact",
@@ -210,9 +213,11 @@ def check_rewrite(
             if i in known:
                 first.setdefault(i, r["turn_idx"])
     problems["patient_lines_no_numbers"] = patient_number_problems(recs)
+    record = record_text(events_by_id.values())
     problems["no_invented_entities"] = invented_entity_problems(
-        recs, events_by_id.values(), events_by_id
+        recs, events_by_id.values(), events_by_id, record
     )
+    problems["no_invented_conditions"] = invented_condition_problems(recs, record, events_by_id)
     problems |= check_binding(recs, known)
     problems["covered_fields_verbatim"] = check_covered(recs, known, first)
     for check, found in check_turns(recs, known, drugs).items():

@@ -5,10 +5,14 @@ beside the paper's (paper §3 "Cohort": 385 of 400 kept; Appendix C.1, Fig. 13; 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
+from pathlib import Path
 
 import pandas as pd
 
+from clinlib.core.config import build_dir, resolve_profile
 from clinlib.data.vocab import LAB_PANEL
 from clinlib.dialogue.budget import BUDGET_REASON
 from clinlib.dialogue.fields import KEY_LABS
@@ -160,3 +164,34 @@ def corpus_stats(summary: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFrame:
             )
         )
     return pd.DataFrame(rows).round(2)
+
+
+# --- the what-if corpus (clinlib.dialogue.whatif): every diagnosis and procedure kept ---------
+KIT = "kit: Fig. 13 lengths (budget)"
+WHATIF = "what-if: every diagnosis and procedure kept"
+PAPER = "paper"
+WHATIF_FILE = "dialogue_whatif.parquet"
+WHATIF_INPUTS: tuple[str, ...] = ("events", "cohort", "dialogue_summary", "event_coverage")
+
+
+def whatif_fingerprints(build: Path) -> dict[str, str]:
+    """sha256 of the inputs a what-if table was computed from."""
+    return {
+        name: hashlib.sha256((build / f"{name}.parquet").read_bytes()).hexdigest()
+        for name in WHATIF_INPUTS
+    }
+
+
+def load_whatif(profile: str | None = None) -> tuple[pd.DataFrame | None, str]:
+    """(the cached what-if table, "") or (None, the one line saying what to run)."""
+    name = resolve_profile(profile)
+    build = build_dir(name)
+    run = f"run `python -m clinlib.dialogue.whatif --profile {name}`"
+    try:
+        recorded = json.loads((build / "dialogue_whatif.json").read_text())
+        table = pd.read_parquet(build / WHATIF_FILE)
+    except (OSError, ValueError):
+        return None, f"The what-if corpus is not computed on this build; {run}."
+    if recorded != whatif_fingerprints(build):
+        return None, f"The what-if table is older than this build's dialogues; {run}."
+    return table, ""

@@ -113,8 +113,10 @@ def _synthesize_records(
     seed: int,
     rewriter: RewriterArg,
     drugs: DrugMatcher | None = None,
+    keep: frozenset[str] = frozenset(),
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """One patient's (turn records, coverage records, rewrite records)."""
+    """One patient's (turn records, coverage records, rewrite records); events of a kind in
+    ``keep`` are never left out for the length budget."""
     counts: dict[str, int] = {}
     for e in events:
         counts[str(e["event_id"])] = counts.get(str(e["event_id"]), 0) + 1
@@ -151,7 +153,7 @@ def _synthesize_records(
     usable_by_visit: dict[int, list[dict[str, Any]]] = {}
     for e in usable:
         usable_by_visit.setdefault(int(e["visit_idx"]), []).append(e)
-    fitted = fit_budget(sid, visits, usable_by_visit, status, starts, seed)
+    fitted = fit_budget(sid, visits, usable_by_visit, status, starts, seed, keep)
     for v in visits:
         in_visit = usable_by_visit.get(v, [])
         recs = fitted[v]
@@ -221,6 +223,7 @@ def synthesize_corpus(
     rewriter: RewriterArg = None,
     source: str = "events",
     workers: int | None = None,
+    keep_kinds: Sequence[str] = (),
 ) -> dict[str, pd.DataFrame]:
     """Synthesise and verify every patient's dialogue (no file IO).
 
@@ -253,12 +256,12 @@ def synthesize_corpus(
     parts = None
     if rewriter is None and workers > 1:
         try:
-            parts = _parallel(df, seed, drug_names, workers)
+            parts = _parallel(df, seed, drug_names, workers, frozenset(keep_kinds))
         except (BrokenProcessPool, OSError, RuntimeError) as exc:
             # e.g. code run from stdin, whose __main__ the worker cannot re-import
             log.warning("parallel synthesis failed (%s); running in one process", exc)
     if parts is None:
-        parts = [_synthesize_verify(df, seed, drug_names, rewriter)]
+        parts = [_synthesize_verify(df, seed, drug_names, rewriter, keep=frozenset(keep_kinds))]
     turns_by: dict[int, list[dict[str, Any]]] = {}
     cov_by: dict[int, list[dict[str, Any]]] = {}
     rw_by: dict[int, list[dict[str, Any]]] = {}
@@ -320,6 +323,7 @@ def _synthesize_verify(
     drug_names: list[str],
     rewriter: RewriterArg = None,
     label: str = "dialogues",
+    keep: frozenset[str] = frozenset(),
 ) -> _Part:
     """Synthesise and verify (all checks but length_outlier) every patient of ``df``,
     showing progress per patient (a bar on a terminal, periodic lines in a log)."""
@@ -328,7 +332,7 @@ def _synthesize_verify(
     out = []
     with progress(len(groups), label, "patient") as bar:
         for sid in sorted(groups):
-            turns, cov, rw = _synthesize_records(sid, groups[sid], seed, rewriter, drugs)
+            turns, cov, rw = _synthesize_records(sid, groups[sid], seed, rewriter, drugs, keep)
             checks = verify_records(
                 sid, turns, groups[sid], cov, drugs=drugs, rewrites=rw, include_length=False
             )
@@ -337,7 +341,13 @@ def _synthesize_verify(
     return out
 
 
-def _parallel(df: pd.DataFrame, seed: int, drug_names: list[str], workers: int) -> list[_Part]:
+def _parallel(
+    df: pd.DataFrame,
+    seed: int,
+    drug_names: list[str],
+    workers: int,
+    keep: frozenset[str] = frozenset(),
+) -> list[_Part]:
     """Split patients into ``workers`` bins of similar event counts and run them in
     separate processes (forkserver: no state inherited from a busy parent)."""
     sizes = df.groupby("subject_id").size().sort_values(ascending=False)
@@ -352,7 +362,13 @@ def _parallel(df: pd.DataFrame, seed: int, drug_names: list[str], workers: int) 
     with ProcessPoolExecutor(len(chunks), mp_context=mp.get_context(method)) as pool:
         futures = [
             pool.submit(
-                _synthesize_verify, c, seed, drug_names, None, f"dialogues [{i}/{len(chunks)}]"
+                _synthesize_verify,
+                c,
+                seed,
+                drug_names,
+                None,
+                f"dialogues [{i}/{len(chunks)}]",
+                keep,
             )
             for i, c in enumerate(chunks, 1)
         ]

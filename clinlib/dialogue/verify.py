@@ -38,6 +38,7 @@ from clinlib.dialogue.checks import (
     length_row,
     soft_checks,
 )
+from clinlib.dialogue.conditions import invented_condition_problems
 from clinlib.dialogue.fields import (
     EventIndex,
     group_records,
@@ -46,7 +47,7 @@ from clinlib.dialogue.fields import (
     real_turns,
     records,
 )
-from clinlib.dialogue.lexicon import invented_entity_problems
+from clinlib.dialogue.lexicon import invented_entity_problems, record_text
 from clinlib.dialogue.matching import DRUG_LEXICON, DrugMatcher
 
 CHECK_COLUMNS = ARTIFACTS["dialogue_checks"]
@@ -135,7 +136,9 @@ def _binding_rows(sid: int, turns: list, events: list, index: EventIndex) -> lis
     """The :data:`BINDING_CHECKS` rows: facts bound per clause, prompt rule, no invention."""
     found = check_binding(turns, index)
     found["patient_lines_no_numbers"] = patient_number_problems(turns, index.by_id)
-    found["no_invented_entities"] = invented_entity_problems(turns, events, index.by_id)
+    record = record_text(events)
+    found["no_invented_entities"] = invented_entity_problems(turns, events, index.by_id, record)
+    found["no_invented_conditions"] = invented_condition_problems(turns, record, index.by_id)
     return [check_row(sid, c, *_passed(found[c])) for c in BINDING_CHECKS]
 
 

@@ -12,7 +12,9 @@ otherwise the template wording stays:
 * ``invariants_kept`` — order words, superlatives, comparatives, negations, time anchors and
   units of the stem are unchanged, and so is the answer form they ask for
   (:mod:`clinlib.tasks.paraphrase_invariants`): the gold is computed from ``meta``, so a
-  paraphrase that reverses the order or asks for the lowest instead of the highest is refused;
+  paraphrase that reverses the order or asks for the lowest instead of the highest is refused,
+  and so is one whose wording asks for another kind of answer than its gold (a date for a
+  value, a value for yes/no: gate L2's ``form_problem``);
 * ``slots_verbatim`` — every slot of the template stem (dates, numbers, ICD-like codes, lab
   names, drug names, and every string field of the question's ``meta`` the stem states, e.g. a
   diagnosis title) survives verbatim, and the paraphrase adds no date, number or code;
@@ -40,7 +42,7 @@ from clinlib.tasks.answers import ABSTAIN_CLAUSE
 from clinlib.tasks.base import TASKS
 from clinlib.tasks.gates.leaks import OPTION_LINE, question_stem
 from clinlib.tasks.gates.leaks import leak as _leak
-from clinlib.tasks.paraphrase_invariants import answer_form, invariant_problems
+from clinlib.tasks.paraphrase_invariants import answer_form, form_problem, invariant_problems
 
 PARAPHRASE_SYSTEM_PROMPT = """You reword one question about a patient's hospital record.
 Rules:
@@ -154,6 +156,9 @@ def check_paraphrase(row: Mapping[str, Any], reply: str | None) -> dict[str, lis
     form_a, form_b = answer_form(old_stem), answer_form(new_stem)
     if form_a != form_b:
         problems["invariants_kept"].append(f"answer form: {form_a} -> {form_b}")
+    asked = form_problem(new_stem, text, str(row.get("gold") or ""), str(row.get("task")))
+    if asked:  # gate L2's own reading: the new wording asks for another kind of answer
+        problems["invariants_kept"].append(asked)
     leak = _leak(new)
     if leak:
         problems["no_gold_leak"].append(leak)

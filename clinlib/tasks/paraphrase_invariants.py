@@ -181,3 +181,78 @@ def answer_form(text: str) -> dict[str, str]:
     if len(comp) == 1:
         form["direction"] = comp[0]
     return form
+
+
+# --- the answer form a question's wording asks for (gate L2; paper Appendix A) ---------------
+# Each rule reads the stem (the question without its format statement and options, except
+# ``letter``, which reads the options block); the first rule that matches names the form.
+# A question no rule reads asks for no particular form (None): L2 then checks nothing here.
+_CLAUSE_START = r"(?:^|[,.;:?]\s+|\n)"
+_FORM_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("patient", re.compile(r"\bwhich patient\b|\bwhose\b|\bpatient a\b.*\bpatient b\b", re.I)),
+    ("letter", re.compile(r"^options:|^A\. |\bwhich of the (?:following|options)\b", re.I | re.M)),
+    (
+        "direction",
+        re.compile(r"\btrend\b|\bhow (?:did|had|has|does)\b.*\bchange|\bgo (?:up|down)\b", re.I),
+    ),
+    (
+        "date",
+        re.compile(r"\b(?:on )?(?:what|which) (?:date|day)\b|\bwhen (?:was|were|did)\b", re.I),
+    ),
+    ("ids", re.compile(r"\bwhich\b.*\b(?:results|findings|events)\b|\blist the\b", re.I)),
+    ("number", re.compile(r"\bhow many\b|\bwhat number of\b", re.I)),
+    (
+        "yes/no",
+        re.compile(
+            _CLAUSE_START + r"(?:was|were|is|are|does|do|did|has|have|had|can|could|will)\b"
+            r"[^?]*\?",
+            re.I,
+        ),
+    ),
+    ("value", re.compile(_CLAUSE_START + r"(?:what|report|how much)\b", re.I)),
+)
+_ID = r"[A-Z]+(?:-[A-Z0-9]+)*-\d+"
+_NUM = r"-?\d[\d,]*(?:\.\d+)?(?:-\d[\d,]*(?:\.\d+)?)?"
+GOLD_FORMS: dict[str, re.Pattern[str]] = {
+    "patient": re.compile(r"A|B|similar"),
+    "letter": re.compile(r"[A-H]"),
+    "direction": re.compile(r"(?:increased|decreased|stable|similar)(?:;[a-z]+)?"),
+    "date": re.compile(r"\d{4}-\d{2}-\d{2}"),
+    "ids": re.compile(rf"{_ID}(?:;{_ID})*"),
+    "number": re.compile(_NUM),
+    "yes/no": re.compile(r"yes|no"),
+    "value": re.compile(rf"{_NUM}(?: \S+)*"),
+}
+ABSTAIN_GOLD = "insufficient information"
+# The tasks whose every template the rules read as the task's form (tests/tasks/
+# test_answer_form.py): the paper's T1-T9. The extended and trap sets word their options and
+# answers otherwise (T10 a letter sequence, T11 options without a header, P-TST true/false), so
+# the reading is not applied to them.
+FORM_TASKS: frozenset[str] = frozenset(f"T{i}" for i in range(1, 10))
+
+
+def asked_form(stem: str, question: str = "") -> str | None:
+    """The answer form a question's wording asks for (a key of :data:`GOLD_FORMS`), or None
+    when its wording says nothing the rules read.
+
+    Args:
+        stem: the question without its format statement, clause and options.
+        question: the whole question (its options block makes the form ``letter``).
+    """
+    for form, pattern in _FORM_RULES:
+        text = question if form == "letter" else stem
+        if pattern.search(text):
+            return form
+    return None
+
+
+def form_problem(stem: str, question: str, gold: str, task: str | None = None) -> str:
+    """Why the gold is not of the form the wording asks for; "" when it is, when the gold is
+    the abstention, or when ``task`` is outside :data:`FORM_TASKS`."""
+    if task is not None and task not in FORM_TASKS:
+        return ""
+    form = asked_form(stem, question)
+    gold = str(gold).strip()
+    if form is None or gold == ABSTAIN_GOLD or GOLD_FORMS[form].fullmatch(gold):
+        return ""
+    return f"the wording asks for a {form} answer but the gold {gold!r} is not one"

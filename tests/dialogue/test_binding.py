@@ -221,3 +221,22 @@ def test_cited_ids_may_come_as_an_array():
     assert patient_number_problems([t], {"INJ-COST-1": stmt}) == []
     t["event_ids"] = np.array([], dtype=object)
     assert patient_number_problems([t], {"INJ-COST-1": stmt}) == ["turn 0: patient line holds '20'"]
+
+
+def test_a_thousands_comma_does_not_end_the_clause():
+    # found by the keep-every-diagnosis what-if on quick: "25,000 UNIT IV" split at its comma
+    # left the route in another clause and refused a faithful template sentence
+    hep = dict(
+        event_id="RX-9",
+        kind="medication",
+        label="Heparin (Porcine)",
+        value_text="25,000",
+        unit="UNIT",
+        route="IV",
+        time=DAY,
+    )
+    t = turn("On 2150-01-02 we started Heparin (Porcine) 25,000 UNIT IV.", "RX-9")
+    assert check_binding([t], {"RX-9": hep}) == {"values_bound": [], "polarity_kept": []}
+    # a comma after a number that is no thousands separator still ends the clause
+    swapped = "On 2150-01-02, your Creatinine was 14, Urea Nitrogen was 1.1 mg/dL."
+    assert problems(swapped, "LAB-1", "LAB-2")["values_bound"]

@@ -274,3 +274,27 @@ def test_findings_that_foreshadow_a_later_diagnosis_are_told_first(monkeypatch):
     assert 0 in seen and max(seen) > 0  # the sweep crosses the glucoses' tier
     monkeypatch.setattr(B, "budget_chars", lambda n: 300)
     assert not creat <= _told(_foreshadow_record(5))
+
+
+def test_the_keep_key_what_if_tells_every_diagnosis_the_budget_would_drop(monkeypatch):
+    # budget 50: the kit's corpus leaves the "other diagnosis" Z87891 out; the what-if corpus
+    # (diagnoses and procedures never left out) tells it, and still drops the labs
+    from clinlib.dialogue.whatif import KIT, PAPER, WHATIF, keep_key_whatif
+
+    monkeypatch.setattr(D, "missed_events", lambda *a, **k: {})
+    monkeypatch.setattr(B, "budget_chars", lambda n: 50)
+    ev = _record()
+    kit = D.synthesize_corpus(ev, workers=1)
+    alt = D.synthesize_corpus(ev, workers=1, keep_kinds=("diagnosis", "procedure"))
+    status = kit["event_coverage"].set_index("event_id")["status"].to_dict()
+    alt_status = alt["event_coverage"].set_index("event_id")["status"].to_dict()
+    assert status[f"DX-{HADM}-3"] == "missed" and alt_status[f"DX-{HADM}-3"] == "covered"
+    assert alt_status["LAB-1"] == "missed"
+    assert alt["dialogue_summary"]["kept"].all()
+    table = keep_key_whatif(
+        ev, None, kit["dialogue_summary"], kit["event_coverage"], workers=1
+    ).set_index("corpus")
+    assert table.loc[KIT, "diagnoses coverage"] == pytest.approx(2 / 3)
+    assert table.loc[WHATIF, "diagnoses coverage"] == 1.0
+    assert table.loc[WHATIF, "kchars_max"] > table.loc[KIT, "kchars_max"]
+    assert table.loc[PAPER, "kchars_median"] == 13.7 and table.loc[PAPER, "patients"] == 385

@@ -51,7 +51,7 @@ def turn_with(turns, eid):
 def test_a_valid_dialogue_passes_everything(case):
     checks = run(*case)
     assert list(checks.index) == [*C.HARD_CHECKS, *C.BINDING_CHECKS, *C.SOFT_CHECKS]
-    assert len(C.HARD_CHECKS) == 10 and len(C.BINDING_CHECKS) == 4 and len(C.SOFT_CHECKS) == 3
+    assert len(C.HARD_CHECKS) == 10 and len(C.BINDING_CHECKS) == 5 and len(C.SOFT_CHECKS) == 3
     assert checks["passed"].all(), checks[~checks["passed"]]
     hard = [*C.HARD_CHECKS, *C.BINDING_CHECKS]
     assert (checks.loc[hard, "severity"] == "hard").all()

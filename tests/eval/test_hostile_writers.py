@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from clinlib.dialogue import synth as D
-from clinlib.eval.synthesis.hostile import HOSTILE_WRITERS, refusal_table
+from clinlib.eval.synthesis.hostile import CONTROL_WRITERS, HOSTILE_WRITERS, refusal_table
 from tests.dialogue_fixtures import make_events
 
 
@@ -49,3 +49,19 @@ def test_the_refused_visit_keeps_its_template_text_and_says_so():
     assert (swapped["backbone"] == "template").all()
     assert swapped["reason"].str.contains("is stated with").all(), swapped["reason"].tolist()
     assert res.turns["text"].tolist() == template.turns["text"].tolist()
+
+
+def test_the_faithful_condition_control_is_accepted():
+    # the patient's own diagnosis restated without its code passes every check
+    ev = make_events()
+    ev = ev[ev["subject_id"].isin([1001, 1002])]
+    parts = [D.synthesize_dialogue(ev[ev["subject_id"] == s]) for s in (1001, 1002)]
+    turns = pd.concat([p.turns for p in parts], ignore_index=True)
+    cov = pd.concat([p.coverage for p in parts], ignore_index=True)
+    row = (
+        refusal_table(turns, ev, cov, CONTROL_WRITERS)
+        .set_index("writer")
+        .loc["restate_own_condition"]
+    )
+    assert row["n_visits"] > 0
+    assert row["accepted"] == row["n_visits"], row.to_dict()

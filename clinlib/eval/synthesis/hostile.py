@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from clinlib.dialogue.conditions import condition_stems
 from clinlib.dialogue.fields import group_records, present
 from clinlib.dialogue.lexicon import record_text
 from clinlib.dialogue.matching import DRUG_LEXICON, DrugMatcher, find_spans, tagged_sentences
@@ -173,10 +174,48 @@ def invent_drug(draft: str, events: Events) -> str | None:
     """The clinician names a drug the record does not hold."""
     if "codeine" in record_text(events.values()):
         return None
+    return _add_clinician(draft, "We also gave you codeine.")
+
+
+# Conditions a writer invents (the first one the record lacks) or restates (the faithful
+# control: the first one the record holds), clinlib.dialogue.conditions.CONDITIONS names.
+INVENTED_CONDITIONS = ("diabetes", "heart failure", "pneumonia", "asthma", "epilepsy")
+OWN_CONDITIONS = (
+    "hypertension",
+    "diabetes",
+    "heart failure",
+    "chronic kidney disease",
+    "atrial fibrillation",
+    "pneumonia",
+    "anemia",
+    "obesity",
+    "depression",
+)
+
+
+def _add_clinician(draft: str, sentence: str) -> str | None:
     for k, line in enumerate(_lines(draft)):
         if line.startswith("Clinician:") and "[" in line:
-            return _replace_line(draft, k, lambda s: f"{s} We also gave you codeine.")
+            return _replace_line(draft, k, lambda s: f"{s} {sentence}")
     return None
+
+
+def invent_condition(draft: str, events: Events) -> str | None:
+    """The clinician names a diagnosis the record does not hold, without its code."""
+    record = record_text(events.values())
+    name = next((n for n in INVENTED_CONDITIONS if not _own(n, record)), None)
+    return _add_clinician(draft, f"We also found that you have {name}.") if name else None
+
+
+def restate_own_condition(draft: str, events: Events) -> str | None:
+    """Faithful control: the clinician names one of the patient's own diagnoses, no code."""
+    record = record_text(events.values())
+    name = next((n for n in OWN_CONDITIONS if _own(n, record)), None)
+    return _add_clinician(draft, f"We also talked about your {name}.") if name else None
+
+
+def _own(name: str, record: str) -> bool:
+    return any(s in record for s in condition_stems(name))
 
 
 def number_in_patient_line(draft: str, events: Events) -> str | None:
@@ -261,10 +300,27 @@ HOSTILE_WRITERS: tuple[HostileWriter, ...] = (
         "invent_drug", "'We also gave you codeine.'", "no_invented_entities", invent_drug
     ),
     HostileWriter(
+        "invent_condition",
+        "'We also found that you have diabetes.' (no code)",
+        "no_invented_conditions",
+        invent_condition,
+    ),
+    HostileWriter(
         "number_in_patient_line",
         "'I lost 5 pounds.' in a patient line",
         "patient_lines_no_numbers",
         number_in_patient_line,
+    ),
+)
+
+
+# Faithful controls: the same acceptance path must keep them (check "" = nothing to refuse).
+CONTROL_WRITERS: tuple[HostileWriter, ...] = (
+    HostileWriter(
+        "restate_own_condition",
+        "'We also talked about your hypertension.' (the patient's own diagnosis, no code)",
+        "",
+        restate_own_condition,
     ),
 )
 
@@ -297,19 +353,23 @@ def run_writer(
 
 
 def refusal_table(
-    dialogues: pd.DataFrame, events: pd.DataFrame, coverage: pd.DataFrame
+    dialogues: pd.DataFrame,
+    events: pd.DataFrame,
+    coverage: pd.DataFrame,
+    writers: tuple[HostileWriter, ...] = HOSTILE_WRITERS,
 ) -> pd.DataFrame:
     """Every hostile writer over every visit of a corpus: visits it corrupted (N), refused
     by the expected check (n), refused by another check, accepted.
 
     Args:
         dialogues / events / coverage: a built corpus's artifacts (template text).
+        writers: the writers to run (:data:`CONTROL_WRITERS` for the faithful controls).
     """
     meds = sorted(set(events.loc[events["kind"] == "medication", "label"].dropna()))
     drugs = DrugMatcher([*DRUG_LEXICON, *meds])
     ev_by = group_records(events)
     cov_by = group_records(coverage)
-    counts = {w.name: [0, 0, 0, 0] for w in HOSTILE_WRITERS}
+    counts = {w.name: [0, 0, 0, 0] for w in writers}
     for sid, turns in group_records(dialogues).items():
         by_id = {str(e["event_id"]): e for e in ev_by.get(sid, [])}
         missed = [str(c["event_id"]) for c in cov_by.get(sid, []) if c["status"] == "missed"]
@@ -325,7 +385,7 @@ def refusal_table(
                 for m in missed
                 if present(by_id.get(m, {}).get("visit_idx")) and int(by_id[m]["visit_idx"]) == v
             ]
-            for w in HOSTILE_WRITERS:
+            for w in writers:
                 row = run_writer(w, vt, v, by_id, miss_v, drugs)
                 if row is None:
                     continue
@@ -344,6 +404,6 @@ def refusal_table(
             refused_other=counts[w.name][2],
             accepted=counts[w.name][3],
         )
-        for w in HOSTILE_WRITERS
+        for w in writers
     ]
     return pd.DataFrame(rows)
