@@ -134,6 +134,12 @@ def is_terminal(stream: IO[str] | None = None) -> bool:
         return False
 
 
+def in_notebook(stream: IO[str]) -> bool:
+    """Whether ``stream`` is a Jupyter kernel's output stream: a notebook shows results, and a
+    status line written there would be saved with the notebook's outputs."""
+    return type(stream).__module__.startswith("ipykernel")
+
+
 def make_progress(
     total: int | None,
     desc: str,
@@ -154,9 +160,9 @@ def make_progress(
         stream: where to write (default: stderr).
         position: tqdm row, for bars of several processes sharing one terminal.
     """
-    if not enabled:
-        return _Silent()
     stream = stream if stream is not None else sys.stderr
+    if not enabled or in_notebook(stream):
+        return _Silent()
     if is_terminal(stream):
         return tqdm(
             total=total, desc=desc, unit=unit, file=stream, position=position, dynamic_ncols=True

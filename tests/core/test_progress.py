@@ -204,3 +204,20 @@ def test_progress_outputs_finds_the_kits_own_status_line():
     assert [i for i, _ in progress_outputs({"cells": [cell]})] == [0]
     plain = {"cell_type": "code", "outputs": [{"output_type": "stream", "text": "3/3 done (100%)"}]}
     assert progress_outputs({"cells": [plain]}) == []
+
+
+def test_no_progress_in_a_notebook_kernel():
+    class OutStream(io.StringIO):  # what ipykernel puts in sys.stderr, by its module's name
+        pass
+
+    OutStream.__module__ = "ipykernel.iostream"
+    stream = OutStream()
+    bar = P.make_progress(3, "dialogues", "patient", stream=stream)
+    bar.update(3)
+    bar.close()
+    assert stream.getvalue() == ""
+    shown = io.StringIO()
+    line = P.make_progress(3, "dialogues", "patient", stream=shown)
+    line.update(3)
+    line.close()
+    assert "3/3 patient" in shown.getvalue()  # the same call off a notebook writes its line
