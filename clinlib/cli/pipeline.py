@@ -34,6 +34,7 @@ from clinlib.cli.stages import (
     questions,
     strategies,
     synth,
+    trap_answers,
 )
 from clinlib.core.config import NOTEBOOKS_DIR, build_dir, figures_dir
 from clinlib.core.io import atomic_path
@@ -136,6 +137,8 @@ def _pipeline(
         strategies(profile=name, names=",".join(EVALUATION_STRATEGIES), setting="pre")
     with _stage("evaluate-offline"):
         evaluate_offline(profile=name, accept_errors=allow_drops)
+    with _stage("trap-answers"):  # notebook 18's answers and verdicts (after the constructions)
+        trap_answers(profile=name)
 
 
 def notebooks(

@@ -59,6 +59,11 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("trap_facts", "trap_checks", "trap_questions", "trap_gates"),
         ("cohort", "events", "dialogues"),
     ),
+    # every trap question asked by the reference reader and judged (clinlib.eval.traps.stage)
+    "trap-answers": (
+        ("trap_answers", "trap_judged"),
+        ("trap_questions", "trap_facts", "dialogues"),
+    ),
 }
 PRODUCER: dict[str, str] = {a: s for s, (outs, _) in STAGES.items() for a in outs}
 
