@@ -243,9 +243,9 @@ def audit_of_verdicts(
             f"judge audit: {len(judged)} verdict(s) for {len(pairs)} labelled pairs "
             "(each pair needs exactly one)"
         )
-    judged = judged.assign(
-        strategy=AUDIT_STRATEGY, backbone=AUDIT_BACKBONE, setting=AUDIT_SETTING
-    ).merge(pairs[["pair_id", "task"]].rename(columns={"pair_id": "qid"}), on="qid", how="left")
+    tasks = pairs[["pair_id", "task"]].rename(columns={"pair_id": "qid"})
+    judged = judged.drop(columns=["task"], errors="ignore").merge(tasks, on="qid", how="left")
+    judged = judged.assign(strategy=AUDIT_STRATEGY, backbone=AUDIT_BACKBONE, setting=AUDIT_SETTING)
     judged = judged.set_index("qid").loc[pairs["pair_id"]].reset_index()
     table = judge_audit(judged, predictions, questions, lenient=lenient)
     verdict = "verdict_lenient" if lenient else "verdict"

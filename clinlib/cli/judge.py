@@ -22,7 +22,8 @@ from clinlib.cli.common import (
     run_stage,
     writer_lock,
 )
-from clinlib.eval.judge.audit_set import load_audit_set, save_verdicts
+from clinlib.core.config import build_dir
+from clinlib.eval.judge.audit_set import load_audit_set, save_verdicts, scenario_of
 from clinlib.eval.judge.run import judge_profile, judge_traps
 from clinlib.eval.judge.scoring import LEXICAL_JUDGE, judge_predictions
 from clinlib.eval.synthesis.calls import MODES, Calls
@@ -66,6 +67,14 @@ def judge_cmd(
             "--audit-set", help="audit the judge on the shipped labelled free-text pairs instead"
         ),
     ] = False,
+    ship: Annotated[
+        bool,
+        typer.Option(
+            "--ship",
+            help="with --audit-set: also write the verdicts to data/judge_audit/verdicts/ (what "
+            "notebook 18 shows)",
+        ),
+    ] = False,
     config: ConfigOpt = None,
 ) -> None:
     """Judge the selected predictions, write data/build/<profile>/judge/<judge>.parquet, and
@@ -77,7 +86,7 @@ def judge_cmd(
         typer.echo(f"local: {note}")  # a serve-local record followed (its port)
     calls = run_stage(Calls, name, budget_usd=budget, mode=mode, config=config)
     if audit_set:
-        _audit_labelled(name, judge, calls)
+        _audit_labelled(name, judge, calls, ship, limit)
         return
     named = csv_list(tasks)
     free = [t for t in named or [] if t in JUDGED_TRAP_TASKS]
@@ -108,17 +117,25 @@ def judge_cmd(
     )
 
 
-def _audit_labelled(name: str, judge: str, calls: Calls) -> None:
+def _audit_labelled(
+    name: str, judge: str, calls: Calls, ship: bool = False, limit: int | None = None
+) -> None:
     """The judge against the labelled free-text set (MedMemoryBench §6 "Response Quality and
     Hallucination Analysis", Table 5)."""
     pairs = run_stage(load_audit_set)
+    if limit is not None:  # the first `limit` scenarios of each type: every kind of each
+        pairs = pairs[scenario_of(pairs) < limit].reset_index(drop=True)
+        typer.echo(f"audit subset: scenarios 0-{limit - 1} of each type, {len(pairs)} pairs")
     questions, predictions = labelled_questions(pairs)
     judged = run_stage(judge_predictions, questions, predictions, judge, profile=name, calls=calls)
     if judged["error"].notna().all():
         typer.secho(f"error: every judge request failed, e.g. {judged['error'].iat[0]}", err=True)
         raise typer.Exit(code=2)
     table, rows = run_stage(audit_of_verdicts, pairs, judged)
-    path = save_verdicts(judged, judge, str(get_backbone(judge, calls.config).model))
+    model = str(get_backbone(judge, calls.config).model)
+    path = save_verdicts(judged, judge, model, build_dir(name) / "judge" / "audit_set")
+    if ship:
+        path = save_verdicts(judged, judge, model)
     typer.echo(table[AUDIT_SHOWN].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     typer.echo(agreement_by_kind(rows).round(2).to_string())
     typer.echo(f"{len(pairs)} labelled pairs, {int(pairs['spot_checked'].sum())} read by hand")

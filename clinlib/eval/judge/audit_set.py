@@ -327,6 +327,12 @@ VERDICT_COLUMNS = [
 ]
 
 
+def scenario_of(pairs: pd.DataFrame) -> pd.Series:
+    """The scenario number of each pair (``TLA-5-contradiction`` -> 5): a subset of whole
+    scenarios keeps every kind of answer of each."""
+    return pairs["pair_id"].astype(str).str.split("-").str[1].astype(int)
+
+
 def verdicts_path(judge_backbone: str, root: Path = VERDICTS_DIR) -> Path:
     """Where a judge's stored verdicts live: ``data/judge_audit/verdicts/<judge>.csv``."""
     return root / f"{judge_backbone}.csv"

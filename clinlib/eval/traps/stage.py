@@ -62,6 +62,13 @@ JUDGED_COLUMNS = [
 RUN_HINT = "run `clintrace trap-answers --profile {profile}` first"
 
 
+class MissingTrapAnswers(StageError):
+    """The build has no trap-answers artifacts; shown as its one line in a notebook."""
+
+    def _render_traceback_(self) -> list[str]:  # IPython: the message, not a traceback
+        return [str(self)]
+
+
 def ask_and_judge(profile: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(answers, verdicts) of the stage (module docstring), nothing written but the store.
 
@@ -113,6 +120,18 @@ def trap_answers_current(profile: str | None = None) -> bool:
     except StageError:
         return False
     return True
+
+
+def require_trap_answers(profile: str | None = None) -> dict[str, pd.DataFrame]:
+    """:func:`load_trap_answers`, or :class:`MissingTrapAnswers` naming the command to run."""
+    name = resolve_profile(profile)
+    out = load_trap_answers(name)
+    if out is None:
+        raise MissingTrapAnswers(
+            "this build has no trap answers (made before the trap-answers stage): "
+            + RUN_HINT.format(profile=name)
+        )
+    return out
 
 
 def load_trap_answers(profile: str | None = None) -> dict[str, pd.DataFrame] | None:
