@@ -47,6 +47,7 @@ def test_commands_are_registered_by_their_group_not_by_import():
         "questions",
         "strategies",
         "evaluate-offline",
+        "trap-answers",
         "audit",
     }
     every = set()
