@@ -86,7 +86,7 @@ def judge_cmd(
         typer.echo(f"local: {note}")  # a serve-local record followed (its port)
     calls = run_stage(Calls, name, budget_usd=budget, mode=mode, config=config)
     if audit_set:
-        _audit_labelled(name, judge, calls, ship, limit)
+        _audit_labelled(name, judge, calls, ship, limit, csv_list(tasks))
         return
     named = csv_list(tasks)
     free = [t for t in named or [] if t in JUDGED_TRAP_TASKS]
@@ -118,11 +118,18 @@ def judge_cmd(
 
 
 def _audit_labelled(
-    name: str, judge: str, calls: Calls, ship: bool = False, limit: int | None = None
+    name: str,
+    judge: str,
+    calls: Calls,
+    ship: bool = False,
+    limit: int | None = None,
+    tasks: list[str] | None = None,
 ) -> None:
     """The judge against the labelled free-text set (MedMemoryBench §6 "Response Quality and
     Hallucination Analysis", Table 5)."""
     pairs = run_stage(load_audit_set)
+    if tasks:  # only these judged types
+        pairs = pairs[pairs["task"].isin(tasks)].reset_index(drop=True)
     if limit is not None:  # the first `limit` scenarios of each type: every kind of each
         pairs = pairs[scenario_of(pairs) < limit].reset_index(drop=True)
         typer.echo(f"audit subset: scenarios 0-{limit - 1} of each type, {len(pairs)} pairs")
