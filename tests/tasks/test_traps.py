@@ -173,7 +173,7 @@ def test_quick_traps_gated_and_paper_set_unchanged(quick_traps):
     # the seed judges TLA, SUA, IG and MCD (App. D.1); EEM is string match, MQ option match
     assert set(q.loc[q["answer_format"] == "L", "task"]) == {"TLA", "SUA", "IG", "MCD"}
     assert set(q.loc[q["task"] == "EEM", "subtype"]) == {"EEM", "history", "medication"}
-    sets = q[q["subtype"].isin(["history", "medication", "prior_conflict"])]
+    sets = q[q["subtype"].isin(["history", "medication", "prior_conflict"]) & (q["task"] == "MQ")]
     assert set(sets["subtype"]) == {"history", "medication", "prior_conflict"}
     assert (sets["gold"].str.count(",") == 1).all()  # two correct options each
     sua = q[q["task"] == "SUA"]
