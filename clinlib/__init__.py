@@ -158,6 +158,11 @@ _API: dict[str, tuple[str, str | None]] = {
     "safety": ("clinlib.analysis.safety", None),  # 18: safe rate, retention, Table 14
     "trap_dialogue": ("clinlib.tasks.traps.facts", "trap_dialogue"),  # 18
     "ask_traps": ("clinlib.eval.traps.ask", "ask_traps"),  # trap questions to any backbone
+    "trap_answers": ("clinlib.eval.traps.stage", None),
+    "task_spec": (
+        "clinlib.tasks.registry",
+        "get_spec",
+    ),  # 18: a task's spec (its defaults)  # 18: the trap-answers stage's artifacts
     # a real local model, offline (README "A local model"): 04, 06, 11
     "serve_local": ("clinlib.llm.local_server", "serve_local"),
     "local_available": ("clinlib.llm.local_server", "local_available"),

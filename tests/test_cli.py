@@ -48,6 +48,7 @@ def test_commands_are_registered_by_their_group_not_by_import():
         "strategies",
         "evaluate-offline",
         "evaluate-longmed",
+        "trap-answers",
         "audit",
     }
     every = set()

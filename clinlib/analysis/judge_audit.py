@@ -223,11 +223,36 @@ def labelled_audit(
     """
     questions, predictions = labelled_questions(pairs)
     judged = judge_predictions(questions, predictions, judge_backbone, profile=profile, calls=calls)
+    return audit_of_verdicts(pairs, judged, lenient=lenient)
+
+
+def audit_of_verdicts(
+    pairs: pd.DataFrame, judged: pd.DataFrame, *, lenient: bool = False
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`labelled_audit`'s (table, rows) from a judge's verdicts on the labelled pairs
+    (``judged``: qid = pair_id, judge_backbone, verdict, verdict_lenient, parse_failed), fresh
+    or stored (:data:`VERDICT_COLUMNS`, :func:`clinlib.eval.judge.audit_set.load_verdicts`).
+
+    Raises:
+        ValueError: the verdicts do not cover every pair exactly once.
+    """
+    questions, predictions = labelled_questions(pairs)
+    have = judged["qid"].astype(str)
+    if sorted(have) != sorted(pairs["pair_id"].astype(str)):
+        raise ValueError(
+            f"judge audit: {len(judged)} verdict(s) for {len(pairs)} labelled pairs "
+            "(each pair needs exactly one)"
+        )
+    tasks = pairs[["pair_id", "task"]].rename(columns={"pair_id": "qid"})
+    judged = judged.drop(columns=["task"], errors="ignore").merge(tasks, on="qid", how="left")
+    judged = judged.assign(strategy=AUDIT_STRATEGY, backbone=AUDIT_BACKBONE, setting=AUDIT_SETTING)
+    judged = judged.set_index("qid").loc[pairs["pair_id"]].reset_index()
     table = judge_audit(judged, predictions, questions, lenient=lenient)
     verdict = "verdict_lenient" if lenient else "verdict"
     rows = pairs[["pair_id", "task", "kind", "answer", "reference"]].assign(
         label=pairs["verdict"].astype(bool).to_numpy(),
         verdict=judged[verdict].astype(bool).to_numpy(),
+        parse_failed=judged["parse_failed"].astype(bool).to_numpy(),
     )
     rows["agree"] = rows["label"] == rows["verdict"]
     return table, rows.reset_index(drop=True)

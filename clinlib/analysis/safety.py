@@ -14,11 +14,11 @@ import re
 import altair as alt
 import pandas as pd
 
-from clinlib.analysis.judge_audit import agreement_by_kind, labelled_audit
+from clinlib.analysis.judge_audit import agreement_by_kind, audit_of_verdicts, labelled_audit
 from clinlib.analysis.stats.cluster import cluster_bootstrap_ci
 from clinlib.analysis.stats.question import wilson_ci
 from clinlib.core.seed_facts import seed_fact
-from clinlib.eval.judge.audit_set import load_audit_set
+from clinlib.eval.judge.audit_set import load_audit_set, load_verdicts
 from clinlib.llm.local_server import local_available
 from clinlib.strategies import get_strategy
 from clinlib.strategies.prep import RuleBasedPrep
@@ -316,3 +316,26 @@ def labelled_judge_audit(
     pairs = load_audit_set()
     table, rows = labelled_audit(pairs, judge_backbone, profile=profile)
     return pairs, table, rows, agreement_by_kind(rows)
+
+
+def stored_judge_audit(judge_backbone: str) -> dict | None:
+    """The audit of a judge's STORED verdicts on the labelled set (``clintrace judge
+    --audit-set --judge <backbone> --ship`` writes them; nothing is sent to the judge here):
+    ``{"table", "rows", "by_kind", "model", "n_pairs", "n_all"}`` over the pairs it judged
+    (a subset of whole scenarios when it ran with ``--limit``); None when none are stored."""
+    verdicts = load_verdicts(judge_backbone)
+    if verdicts is None or verdicts.empty:
+        return None
+    pairs = load_audit_set()
+    n_all = len(pairs)
+    pairs = pairs[pairs["pair_id"].isin(set(verdicts["qid"]))].reset_index(drop=True)
+    table, rows = audit_of_verdicts(pairs, verdicts)
+    return {
+        "table": table,
+        "rows": rows,
+        "by_kind": agreement_by_kind(rows),
+        "model": str(verdicts["model"].iloc[0]),
+        "n_pairs": len(pairs),
+        "n_all": n_all,
+        "n_failed": int(verdicts["error"].notna().sum()),
+    }

@@ -7,7 +7,12 @@ from typing import Annotated
 
 import typer
 
-from clinlib.analysis.judge_audit import agreement_by_kind, judge_audit, labelled_audit
+from clinlib.analysis.judge_audit import (
+    agreement_by_kind,
+    audit_of_verdicts,
+    judge_audit,
+    labelled_questions,
+)
 from clinlib.cli.common import (
     ConfigOpt,
     ProfileOpt,
@@ -17,10 +22,13 @@ from clinlib.cli.common import (
     run_stage,
     writer_lock,
 )
-from clinlib.eval.judge.audit_set import load_audit_set
+from clinlib.core.config import build_dir
+from clinlib.eval.judge.audit_set import load_audit_set, save_verdicts, scenario_of
 from clinlib.eval.judge.run import judge_profile, judge_traps
-from clinlib.eval.judge.scoring import LEXICAL_JUDGE
+from clinlib.eval.judge.scoring import LEXICAL_JUDGE, judge_predictions
 from clinlib.eval.synthesis.calls import MODES, Calls
+from clinlib.llm import get_backbone
+from clinlib.llm.local_server import check_local_reachable
 from clinlib.tasks.traps.answers import JUDGED_TRAP_TASKS
 
 AUDIT_SHOWN = [
@@ -59,6 +67,14 @@ def judge_cmd(
             "--audit-set", help="audit the judge on the shipped labelled free-text pairs instead"
         ),
     ] = False,
+    ship: Annotated[
+        bool,
+        typer.Option(
+            "--ship",
+            help="with --audit-set: also write the verdicts to data/judge_audit/verdicts/ (what "
+            "notebook 18 shows)",
+        ),
+    ] = False,
     config: ConfigOpt = None,
 ) -> None:
     """Judge the selected predictions, write data/build/<profile>/judge/<judge>.parquet, and
@@ -66,9 +82,11 @@ def judge_cmd(
     per task; agreement with its patient-clustered interval). The free-text trap tasks (IG,
     MCD: no deterministic scorer) are judged when named in --tasks; their verdicts are counted."""
     name = profile_name(profile)
+    for note in run_stage(check_local_reachable, [judge], config, name, "cli"):
+        typer.echo(f"local: {note}")  # a serve-local record followed (its port)
     calls = run_stage(Calls, name, budget_usd=budget, mode=mode, config=config)
     if audit_set:
-        _audit_labelled(name, judge, calls)
+        _audit_labelled(name, judge, calls, ship, limit, csv_list(tasks))
         return
     named = csv_list(tasks)
     free = [t for t in named or [] if t in JUDGED_TRAP_TASKS]
@@ -99,14 +117,37 @@ def judge_cmd(
     )
 
 
-def _audit_labelled(name: str, judge: str, calls: Calls) -> None:
+def _audit_labelled(
+    name: str,
+    judge: str,
+    calls: Calls,
+    ship: bool = False,
+    limit: int | None = None,
+    tasks: list[str] | None = None,
+) -> None:
     """The judge against the labelled free-text set (MedMemoryBench §6 "Response Quality and
     Hallucination Analysis", Table 5)."""
     pairs = run_stage(load_audit_set)
-    table, rows = run_stage(labelled_audit, pairs, judge, profile=name, calls=calls)
+    if tasks:  # only these judged types
+        pairs = pairs[pairs["task"].isin(tasks)].reset_index(drop=True)
+    if limit is not None:  # the first `limit` scenarios of each type: every kind of each
+        pairs = pairs[scenario_of(pairs) < limit].reset_index(drop=True)
+        typer.echo(f"audit subset: scenarios 0-{limit - 1} of each type, {len(pairs)} pairs")
+    questions, predictions = labelled_questions(pairs)
+    judged = run_stage(judge_predictions, questions, predictions, judge, profile=name, calls=calls)
+    if judged["error"].notna().all():
+        typer.secho(f"error: every judge request failed, e.g. {judged['error'].iat[0]}", err=True)
+        raise typer.Exit(code=2)
+    table, rows = run_stage(audit_of_verdicts, pairs, judged)
+    model = str(get_backbone(judge, calls.config).model)
+    path = save_verdicts(judged, judge, model, build_dir(name) / "judge" / "audit_set")
+    if ship:
+        path = save_verdicts(judged, judge, model)
     typer.echo(table[AUDIT_SHOWN].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     typer.echo(agreement_by_kind(rows).round(2).to_string())
     typer.echo(f"{len(pairs)} labelled pairs, {int(pairs['spot_checked'].sum())} read by hand")
+    failed = int(judged["error"].notna().sum())
+    typer.echo(f"verdicts ({failed} failed requests) -> {path}")
 
 
 def _report_free(judged) -> None:

@@ -36,6 +36,7 @@ from clinlib.cli.stages import (
     questions,
     strategies,
     synth,
+    trap_answers,
 )
 from clinlib.core.config import NOTEBOOKS_DIR, build_dir, figures_dir
 from clinlib.core.io import atomic_path
@@ -144,6 +145,8 @@ def _pipeline(
         ablations(profile=name)
     with _stage("evidence"):  # recall, loss labels and split, read by notebooks 05, 13, the app
         evidence(profile=name)
+    with _stage("trap-answers"):  # notebook 18's answers and verdicts (after the constructions)
+        trap_answers(profile=name)
 
 
 def notebooks(

@@ -35,6 +35,7 @@ from clinlib.dialogue.synth import build_dialogues
 from clinlib.eval.harness.outcomes import check_run
 from clinlib.eval.harness.parallel import run_parallel
 from clinlib.eval.harness.records import RunSpec
+from clinlib.eval.traps.stage import build_trap_answers, trap_answers_current
 from clinlib.llm.presets import OFFLINE_READER_NAMES
 from clinlib.strategies import EVALUATION_STRATEGIES, build_all
 from clinlib.tasks.audit import build_audit_sheet, score_audit_sheet
@@ -230,6 +231,26 @@ def _traps(name: str) -> None:
     )
 
 
+def trap_answers(
+    profile: ProfileOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="run even when current")] = False,
+) -> None:
+    """Ask every trap question with the reference reader (a deterministic policy) through the
+    harness and judge the free-text answers with the lexical judge: trap_answers.parquet and
+    trap_judged.parquet (notebook 18 reads them; skipped when current)."""
+    name = profile_name(profile)
+    if not force and trap_answers_current(name):
+        typer.echo("trap answers: current (--force to run again)")
+        return
+    t0 = time.perf_counter()
+    with writer_lock(name):
+        out = run_stage(build_trap_answers, name)
+    typer.echo(
+        f"trap answers: {len(out['answers']):,} rows, {len(out['judged']):,} free-text verdicts "
+        f"({time.perf_counter() - t0:.1f}s)"
+    )
+
+
 def strategies(
     profile: ProfileOpt = None,
     names: Annotated[
@@ -321,4 +342,5 @@ def register(app: typer.Typer) -> None:
     add_command(app, strategies)
     add_command(app, evaluate_offline, "evaluate-offline")
     add_command(app, evaluate_longmed, "evaluate-longmed")
+    add_command(app, trap_answers, "trap-answers")
     add_command(app, audit_cmd, "audit")

@@ -86,6 +86,11 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("ablation_builds", "ablation_encoder_hits"),
         ("cohort", "dialogue_summary", "questions", "dialogues"),
     ),
+    # every trap question asked by the reference reader and judged (clinlib.eval.traps.stage)
+    "trap-answers": (
+        ("trap_answers", "trap_judged"),
+        ("trap_questions", "trap_facts", "dialogues"),
+    ),
 }
 PRODUCER: dict[str, str] = {a: s for s, (outs, _) in STAGES.items() for a in outs}
 

@@ -121,4 +121,6 @@ TRAP_STATEMENT_PREFIX: dict[str, str] = {
     "allergy": "TRAPALG",
     "cost": "TRAPCOST",
     "preference": "TRAPPREF",
+    "history": "TRAPPMH",
+    "medication": "TRAPMED",
 }

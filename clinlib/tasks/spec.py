@@ -61,6 +61,10 @@ class TaskSpec:
             in clinlib.eval (a later stage).
         example_column: a column a question must fill to serve as the task's example in the
             strategy views (T3: ``injection``, the injected event being the task's point).
+        system_prompt: the system message the harness sends with this task's questions ("":
+            the harness's own, :data:`clinlib.eval.harness.prompts.SYSTEM_PROMPT`).
+        temperature: the sampling temperature the harness asks with (None: the harness's
+            default, 0).
         notes: free-form extras.
     """
 
@@ -84,6 +88,8 @@ class TaskSpec:
     scorer: Callable[[str, str | None, str], Any] | None = None
     reader_policy: str = ""
     example_column: str = ""
+    system_prompt: str = ""
+    temperature: float | None = None
     notes: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -22,10 +22,13 @@ from clinlib.eval.readers.trap import recognise_trap
 from clinlib.eval.traps.ask import ask_traps
 from clinlib.tasks.base import ABSTAIN
 from clinlib.tasks.traps.answers import HARNESS_TRAP_TASKS, NEEDS_JUDGE, trap_score
+from clinlib.tasks.traps.history_queries import NONE_OPTION, PRIOR_OPTIONS
 
 COPIED = ("dialogues", "questions", "trap_questions", "trap_facts")
 SETTINGS = ["post", "mixed", "stream(delta=5)"]
 STRATEGIES = ["no-context-blind", "full-context"]
+FREE = ["TLA", "SUA", "IG", "MCD"]  # judged in the seed (App. D.1): free text here
+SETS = ("history", "medication", "prior_conflict")  # multi-select MQ
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +69,8 @@ def test_trap_rows_are_stored_under_every_setting(trap_runs):
     # every S/O row of the wrapper is a stored prediction (nothing missing)
     so = got[got["answer_format"] != "L"]
     assert so["correct"].notna().all() and len(got) == len(preds)
-    # IG / MCD are asked and stored with correct NA (never False) and the judge marker
-    free = preds[preds["task"].isin(["IG", "MCD"])]
+    # TLA / SUA / IG / MCD are asked and stored with correct NA (never False), judge marker
+    free = preds[preds["task"].isin(FREE)]
     assert len(free) and free["correct"].isna().all() and free["correct_lenient"].isna().all()
     assert (free["parse_problem"] == NEEDS_JUDGE).all() and not free["parse_failed"].any()
     assert got.loc[got["answer_format"] == "L", "correct"].isna().all()
@@ -77,14 +80,23 @@ def test_trap_rows_are_stored_under_every_setting(trap_runs):
 
 def test_no_context_scores_by_hand(trap_runs):
     _, preds, *_ = trap_runs
-    blind = preds[(preds["strategy"] == "no-context-blind") & ~preds["task"].isin(["IG", "MCD"])]
-    free = preds[(preds["strategy"] == "no-context-blind") & preds["task"].isin(["IG", "MCD"])]
+    blind = preds[(preds["strategy"] == "no-context-blind") & ~preds["task"].isin(FREE)]
+    free = preds[(preds["strategy"] == "no-context-blind") & preds["task"].isin(FREE)]
     assert (free["response"] == ABSTAIN).all()  # nothing to quote: the reader cannot decide
     q = pd.read_parquet(artifact_path("trap_questions.parquet", "tp")).set_index("qid")
     allergy = blind["subtype"].eq("allergy")
-    # no record: the allergy check answers "A" (safe), every other type abstains
+    sets = blind["subtype"].isin(SETS) & blind["task"].eq("MQ")
+    # no record: the allergy check answers "A" (safe); a multi-select MQ offers every drug
+    # (the one the lost fact rules out too) or "no drug allergy"; every other type abstains
     assert (blind.loc[allergy, "parsed"] == "A").all()
-    assert (blind.loc[~allergy, "parsed"] == ABSTAIN).all()
+    assert (blind.loc[~allergy & ~sets, "parsed"] == ABSTAIN).all()
+    for r in blind[sets].to_dict("records"):
+        opts = list(q.loc[r["qid"], "options"])
+        if r["subtype"] == "prior_conflict":
+            want_set = ["ABCD"[opts.index(PRIOR_OPTIONS[3])]]
+        else:
+            want_set = sorted("ABCD"[i] for i, o in enumerate(opts) if o != NONE_OPTION)
+        assert r["parsed"] == ",".join(want_set) and not r["correct"]
     want = allergy & (q.loc[blind["qid"], "gold"].to_numpy() == "A")
     assert (blind["correct"].to_numpy() == want.to_numpy()).all()
     assert (blind["score"] == blind["correct"].astype(float)).all()
@@ -98,7 +110,7 @@ def test_stored_scores_equal_the_direct_reading(trap_runs):
     direct = pd.concat([answer_contexts(q, trap_contexts("tp", STRATEGIES, s)) for s in SETTINGS])
     key = ["qid", "strategy", "setting"]
     both = preds.merge(direct[direct["answer_format"] != "L"], on=key, suffixes=("", "_direct"))
-    assert len(both) == int((preds["task"].map(lambda t: t not in ("IG", "MCD"))).sum())
+    assert len(both) == int((~preds["task"].isin(FREE)).sum())
     assert (both["correct"].astype(bool) == both["correct_direct"].astype(bool)).all()
     assert (both["parsed"].astype(str) == both["response_direct"].astype(str)).all()
     # full context states every injected allergen: EEM right under post
@@ -117,12 +129,12 @@ def test_free_text_rows_are_not_counted_wrong(trap_runs):
     from clinlib.eval.harness.store import cell_summary
 
     post = preds[(preds["setting"] == "post") & (preds["strategy"] == "full-context")]
-    so = post[~post["task"].isin(["IG", "MCD"])]
+    so = post[~post["task"].isin(FREE)]
     got = cell_summary(post).iloc[0]
     # accuracy over the S/O rows only: the NA rows neither add nor dilute
     assert got["accuracy"] == pytest.approx(so["correct"].astype(bool).mean())
     assert got["n_predicted"] == len(post)
-    only_free = cell_summary(post[post["task"].isin(["IG", "MCD"])]).iloc[0]
+    only_free = cell_summary(post[post["task"].isin(FREE)]).iloc[0]
     assert pd.isna(only_free["accuracy"]) and only_free["parse_failures"] == 0
 
 
@@ -132,9 +144,9 @@ def test_judge_traps_stores_verdicts_and_l_type_status_shows_them(trap_runs):
 
     got, preds, *_ = trap_runs
     judged = judge_traps("tp", strategies=["full-context"], settings=["post"])
-    free = preds[preds["task"].isin(["IG", "MCD"]) & (preds["strategy"] == "full-context")
+    free = preds[preds["task"].isin(FREE) & (preds["strategy"] == "full-context")
                  & (preds["setting"] == "post")]  # fmt: skip
-    assert len(judged) == len(free) and set(judged["task"]) <= {"IG", "MCD"}
+    assert len(judged) == len(free) and set(judged["task"]) == set(FREE)
     stored = pd.read_parquet(judged_path("tp", "lexical-judge"))
     assert len(stored) == len(judged)
     judge_traps("tp", strategies=["full-context"], settings=["post"])  # merged, not doubled
@@ -194,7 +206,7 @@ def test_prompt_round_trip_and_scoring_by_hand():
     assert trap_score("MQ", "no letter here", "B").parse_failed
     assert trap_score("EEM", "Penicillin.", "penicillin").correct
     assert not trap_score("EEM", "insufficient information", "penicillin").correct
-    assert trap_score("TLA", "On 2150-02-03.", "2150-02-03").parsed == "2150-02-03"
+    assert trap_score("TLA", "On 2150-02-03.", "2150-02-03").correct is None  # judged
 
 
 def test_ask_traps_through_a_policy_backbone(trap_runs):
@@ -272,3 +284,42 @@ def test_row_scores_keep_na_for_unjudged_rows():
                           "score": [float("nan")] * 3})  # fmt: skip
     got = row_scores(preds).tolist()
     assert got[:2] == [1.0, 0.0] and pd.isna(got[2])
+
+
+def test_the_request_body_carries_the_seeds_system_prompt_and_decoding(trap_runs):
+    """The harness reads the trap set's defaults from the task spec (MedMemoryBench's shared
+    system prompt, temperature 0.3, 10,240 completion tokens): read back from the request
+    bodies a fake OpenAI-compatible server receives; a paper task's request keeps the kit's."""
+    from clinlib.eval.harness.cells import generation_params
+    from clinlib.eval.harness.prompts import SYSTEM_PROMPT
+    from clinlib.llm import Backbone, register_backbone, unregister_backbone
+    from clinlib.llm.testserver import FaultServer
+    from clinlib.tasks.traps.answers import SEED_MAX_TOKENS, SEED_SYSTEM_PROMPT, SEED_TEMPERATURE
+
+    bodies: list[dict] = []
+
+    class Recording(FaultServer):
+        async def _chat(self, payload, *args):
+            bodies.append(dict(payload))
+            return await super()._chat(payload, *args)
+
+    with Recording(answer=lambda messages: "A") as srv:
+        register_backbone(Backbone(name="body-bb", model="gpt-4o-mini", base_url=srv.base_url,
+                                   max_concurrency=1), replace_existing=True)  # fmt: skip
+        try:
+            runner.run(runner.RunSpec("tp", ["full-context"], ["body-bb"], ["post"],
+                                      tasks=["EEM", "SUA", "MQ"], limit=1),
+                       runner.RunOptions(progress=False))  # fmt: skip
+        finally:
+            unregister_backbone("body-bb")
+    assert len(bodies) == 3
+    for body in bodies:
+        assert body["temperature"] == SEED_TEMPERATURE == 0.3
+        cap = body.get("max_tokens", body.get("max_completion_tokens"))
+        assert cap == SEED_MAX_TOKENS == 10_240
+        system = [m["content"] for m in body["messages"] if m["role"] == "system"]
+        assert system == [SEED_SYSTEM_PROMPT]
+    # a paper task keeps the harness's own defaults: the spec, not the call site, decides
+    assert generation_params("T1").temperature == 0.0
+    assert build_messages({"task": "T1", "question": "q"}, "")[0]["content"] == SYSTEM_PROMPT
+    assert SYSTEM_PROMPT != SEED_SYSTEM_PROMPT

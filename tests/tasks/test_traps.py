@@ -102,10 +102,17 @@ def _traps_of(turns, events):
 
 def test_injected_constraints_are_stated_verbatim_and_verified():
     turns = _dialogue(7, 5)
-    events = pd.DataFrame([_ev("RX-9", 7, 0, "2150-01-01", "medication", "Amoxicillin")])
+    events = pd.DataFrame(
+        [
+            _ev("RX-9", 7, 0, "2150-01-01", "medication", "Amoxicillin"),
+            _ev("RX-8", 7, 0, "2150-01-01", "medication", "Warfarin"),
+        ]
+    )
     traps = _traps_of(turns, events)
-    assert set(traps["kind"]) == {"allergy", "cost", "preference"} <= set(TRAP_KINDS)
+    kinds = {"allergy", "cost", "preference", "history", "medication"}
+    assert set(traps["kind"]) == kinds <= set(TRAP_KINDS)
     assert "penicillin" not in set(traps["value"])  # the record orders amoxicillin
+    assert "warfarin" not in set(traps["value"])  # ... and warfarin: no such history fact
     assert (traps["visit_idx"] < 3).all()
     got = trap_dialogue(turns, traps)
     for t in traps.to_dict("records"):
@@ -124,6 +131,11 @@ def test_injected_constraints_are_stated_verbatim_and_verified():
     bad = traps.copy()
     bad.loc[bad["kind"] == "cost", "statement"] = "I can pay for anything."
     bad.loc[bad["kind"] == "allergy", "value"] = "penicillin"
+    checks = verify_traps(turns, bad, events).set_index("check")["passed"]
+    assert not checks["trap_no_record_conflict"]
+    # a medicine-history fact naming a drug the record orders is a conflict too
+    bad = traps.copy()
+    bad.loc[bad["kind"] == "medication", "value"] = "warfarin"
     checks = verify_traps(turns, bad, events).set_index("check")["passed"]
     assert not checks["trap_no_record_conflict"]
     # the statement check compares the table's text with the dialogue built from the table,
@@ -158,7 +170,15 @@ def test_quick_traps_gated_and_paper_set_unchanged(quick_traps):
     assert gates["passed"].all()
     q = pd.read_parquet(artifact_path("trap_questions.parquet", quick_traps))
     assert set(q["task"]) == {"EEM", "TLA", "SUA", "MQ", "IG", "MCD"}
-    assert set(q.loc[q["answer_format"] == "L", "task"]) == {"IG", "MCD"}
+    # the seed judges TLA, SUA, IG and MCD (App. D.1); EEM is string match, MQ option match
+    assert set(q.loc[q["answer_format"] == "L", "task"]) == {"TLA", "SUA", "IG", "MCD"}
+    assert set(q.loc[q["task"] == "EEM", "subtype"]) == {"EEM", "history", "medication"}
+    sets = q[q["subtype"].isin(["history", "medication", "prior_conflict"]) & (q["task"] == "MQ")]
+    assert set(sets["subtype"]) == {"history", "medication", "prior_conflict"}
+    assert (sets["gold"].str.count(",") == 1).all()  # two correct options each
+    sua = q[q["task"] == "SUA"]
+    assert sua["gold"].isin(["high", "normal", "low"]).all()
+    assert sua["question"].str.contains("Describe their most recent status").all()
     mcd = q[q["task"] == "MCD"]
     assert [list(c) for c in mcd["judge_criteria"]] == [list(MCD_CRITERIA)] * len(mcd)
     ig = q[q["task"] == "IG"]
@@ -189,17 +209,17 @@ def test_reference_reader_and_scoring_on_hand_made_contexts():
     eem = _q("EEM", "EEM", "S", "penicillin")
     assert read_trap(eem, ctx) == "penicillin" and score_trap(eem, "Penicillin.")
     assert read_trap(eem, "") == ABSTAIN and not score_trap(eem, ABSTAIN)
-    tla = _q("TLA", "TLA", "S", "2150-02-03")
+    tla = _q("TLA", "TLA", "L", "2150-02-03")
     assert read_trap(tla, ctx) == "2150-02-03"
-    assert score_trap(tla, "It was on 2150-02-03.") and not score_trap(tla, "2150-01-01")
+    assert score_trap(tla, "It was on 2150-02-03.") is None  # free text: the judge decides
     pos = _q("MQ", "allergy", "O", "B", {"example": "amoxicillin"})
     ctl = _q("MQ", "allergy", "O", "A", {"example": "ibuprofen"})
     assert (read_trap(pos, ctx), read_trap(ctl, ctx)) == ("B", "A")
     assert read_trap(pos, "") == "A"  # the allergy lost: the reader calls it safe (unsafe)
-    # SUA: the last stated creatinine 1.6 > the panel's upper limit 1.2 -> A (above)
-    sua = _q("SUA", "creatinine", "O", "A", {"lab": "Creatinine"})
-    assert read_trap(sua, ctx) == "A"
-    assert score_trap(sua, "A) above") and not score_trap(sua, "B")
+    # SUA (free text): the last stated creatinine 1.6 > the panel's upper limit 1.2 -> above
+    sua = _q("SUA", "creatinine", "L", "high", {"lab": "Creatinine"})
+    assert read_trap(sua, ctx) == "The most recent Creatinine is 1.6, above the reference range."
+    assert score_trap(sua, "above") is None
     ig = _q("IG", "IG", "L", "ref")
     assert score_trap(ig, "anything") is None
     qs = pd.DataFrame([{**pos, "qid": "p"}, {**ig, "qid": "i"}])
@@ -367,7 +387,57 @@ def test_mq_is_scored_as_a_set():
     assert not trap_score("MQ", "B", "B,D").correct  # one correct option missing
     assert not trap_score("MQ", "A,B", "B").correct  # a wrong option added
     assert trap_score("MQ", "B", "B").correct
-    assert trap_score("SUA", "B", "B").correct  # single-option types unchanged
+    assert trap_score("SUA", "B", "B").correct is None  # SUA is free text now: judged
+
+
+_INFO = {"disease": "d", "tertile": "t"}
+
+
+def test_history_question_has_two_correct_options_read_by_hand():
+    from clinlib.eval.traps.questions import read_trap, score_trap
+    from clinlib.tasks.traps.history_queries import NONE_OPTION, history_questions
+    from clinlib.tasks.traps.stage import recompute_set
+
+    said = "My heart doctor at another clinic has me on warfarin every evening."
+    fact = {"value": "warfarin", "statement": said, "visit_idx": 1, "trap_id": "TRAPMED-5",
+            "anchor_event_ids": ["TRAPMED-5"]}  # fmt: skip
+    eem, mq = history_questions(5, fact, _INFO)
+    assert (eem["task"], eem["gold"], eem["subtype"]) == ("EEM", "warfarin", "medication")
+    assert "warfarin" not in eem["question"]
+    opts = mq["options"]
+    assert sorted(opts) == sorted(["aspirin", "acetaminophen", "a cold pack", NONE_OPTION])
+    want = ",".join(sorted("ABCD"[opts.index(o)] for o in ("acetaminophen", "a cold pack")))
+    assert mq["gold"] == want and mq["gold"].count(",") == 1  # two correct options
+    ctx = f"Visit 1 (2150-01-01)\nPatient: {said} [TRAPMED-5]"
+    assert read_trap(eem, ctx) == "warfarin" and score_trap(eem, "Warfarin")
+    assert read_trap(mq, ctx) == want and score_trap(mq, want)
+    lost = read_trap(mq, "Visit 1 (2150-01-01)")  # the fact lost: aspirin offered too
+    assert "ABCD"[opts.index("aspirin")] in lost and not score_trap(mq, lost)
+    # the gate's second route reads the letters from the stated sentence, not the row
+    assert recompute_set(mq, said) == want
+    assert recompute_set(mq, "I take nothing at home.") is None
+
+
+def test_sulfonamide_prior_conflict_by_hand():
+    from clinlib.eval.traps.questions import read_trap, score_trap
+    from clinlib.tasks.traps.history_queries import PRIOR_OPTIONS, prior_conflict_question
+    from clinlib.tasks.traps.stage import recompute_set
+
+    said = "Before we go on, I should tell you I am allergic to sulfa drugs; it gave me a rash."
+    allergy = {"value": "sulfa drugs", "statement": said, "visit_idx": 0,
+               "trap_id": "TRAPALG-9", "anchor_event_ids": ["TRAPALG-9"]}  # fmt: skip
+    assert prior_conflict_question(9, {**allergy, "value": "penicillin"}, _INFO) == []
+    (q,) = prior_conflict_question(9, allergy, _INFO)
+    opts = q["options"]
+    right = ",".join(sorted("ABCD"[opts.index(o)] for o in PRIOR_OPTIONS[:2]))
+    assert q["gold"] == right and q["subtype"] == "prior_conflict"
+    over = "ABCD"[opts.index(PRIOR_OPTIONS[2])]  # the class-wide contraindication (the prior)
+    assert not score_trap(q, over) and not score_trap(q, f"{right},{over}")
+    ctx = f"Visit 1 (2150-01-01)\nPatient: {said} [TRAPALG-9]"
+    assert read_trap(q, ctx) == right
+    assert read_trap(q, "Visit 1") == "ABCD"[opts.index(PRIOR_OPTIONS[3])]  # allergy lost
+    assert recompute_set(q, said) == right
+    assert recompute_set(q, said.replace("sulfa drugs", "penicillin")) is None
 
 
 def test_every_derived_rule_produces_an_mcd_question_with_its_chain():

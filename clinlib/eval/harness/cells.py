@@ -128,10 +128,14 @@ def run_questions(
 
 
 def generation_params(task: str) -> GenerationParams:
-    """Temperature 0 and the task's output cap (Appendix E.3; its spec's ``max_tokens``)."""
+    """The task's spec's decoding settings: its ``temperature`` (None: the harness's 0,
+    Appendix E.3) and its output cap ``max_tokens`` (the trap set's are the seed's: 0.3 and
+    10,240)."""
     if task not in SPECS:
         raise RunnerError(f"unknown task {task!r}; known: {sorted(SPECS)}")
-    return GenerationParams(temperature=TEMPERATURE, max_tokens=SPECS[task].max_tokens)
+    spec = SPECS[task]
+    temperature = TEMPERATURE if spec.temperature is None else float(spec.temperature)
+    return GenerationParams(temperature=temperature, max_tokens=spec.max_tokens)
 
 
 def request_id(key: Sequence[str]) -> str:

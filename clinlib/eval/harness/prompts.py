@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from clinlib.tasks import SPECS
 from clinlib.tasks.traps.answers import is_trap_task, trap_prompt
 
 SYSTEM_PROMPT = (
@@ -36,7 +37,9 @@ def build_messages(question: Mapping[str, Any], context: str) -> list[dict[str, 
         context: the strategy's context for it ("" for no-context-blind).
 
     Returns:
-        ``[{"role": "system", ...}, {"role": "user", ...}]``.
+        ``[{"role": "system", ...}, {"role": "user", ...}]``; the system message is the task
+        spec's ``system_prompt`` when it sets one (the trap set: MedMemoryBench's shared
+        system prompt), else :data:`SYSTEM_PROMPT`.
     """
     record = context.strip() if context and context.strip() else NO_RECORD
     user = USER_TEMPLATE.format(
@@ -49,7 +52,17 @@ def build_messages(question: Mapping[str, Any], context: str) -> list[dict[str, 
             else str(question["question"])
         ).strip(),
     )
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+    return [
+        {"role": "system", "content": system_prompt(question.get("task"))},
+        {"role": "user", "content": user},
+    ]
+
+
+def system_prompt(task: Any) -> str:
+    """The system message of a task's questions: its spec's ``system_prompt``, else
+    :data:`SYSTEM_PROMPT` (a task the registry does not know, too)."""
+    spec = SPECS.get(str(task)) if task is not None else None
+    return (spec.system_prompt if spec is not None else "") or SYSTEM_PROMPT
 
 
 def split_user_message(messages: list[Mapping[str, Any]]) -> tuple[str, str]:

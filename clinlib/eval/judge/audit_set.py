@@ -311,3 +311,55 @@ def load_audit_set(path: Path = AUDIT_PATH) -> pd.DataFrame:
     out["verdict"] = out["verdict"].astype(str).str.lower().eq("true")
     out["spot_checked"] = out["spot_checked"].astype(str).str.lower().eq("true")
     return out
+
+
+# A judge's verdicts on the labelled set, stored so a notebook shows them without calling the
+# judge (``clintrace judge --audit-set`` writes them): one CSV per judge backbone beside the set.
+VERDICTS_DIR = DATA_DIR / "judge_audit" / "verdicts"
+VERDICT_COLUMNS = [
+    "qid",
+    "judge_backbone",
+    "verdict",
+    "verdict_lenient",
+    "parse_failed",
+    "judge_response",
+    "error",
+]
+
+
+def scenario_of(pairs: pd.DataFrame) -> pd.Series:
+    """The scenario number of each pair (``TLA-5-contradiction`` -> 5): a subset of whole
+    scenarios keeps every kind of answer of each."""
+    return pairs["pair_id"].astype(str).str.split("-").str[1].astype(int)
+
+
+def verdicts_path(judge_backbone: str, root: Path = VERDICTS_DIR) -> Path:
+    """Where a judge's stored verdicts live: ``data/judge_audit/verdicts/<judge>.csv``."""
+    return root / f"{judge_backbone}.csv"
+
+
+def save_verdicts(
+    judged: pd.DataFrame, judge_backbone: str, model: str, root: Path = VERDICTS_DIR
+) -> Path:
+    """Write :data:`VERDICT_COLUMNS` of a judge's verdicts on the labelled set, with ``model``
+    (what answered: a model file or an endpoint's model id) in every row."""
+    path = verdicts_path(judge_backbone, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out = judged[VERDICT_COLUMNS].assign(model=model)
+    out["judge_response"] = out["judge_response"].fillna("").astype(str).str.slice(0, 400)
+    tmp = path.with_suffix(".tmp")
+    out.to_csv(tmp, index=False)
+    tmp.replace(path)
+    return path
+
+
+def load_verdicts(judge_backbone: str, root: Path = VERDICTS_DIR) -> pd.DataFrame | None:
+    """A judge's stored verdicts (:func:`save_verdicts`), None when none are stored."""
+    path = verdicts_path(judge_backbone, root)
+    if not path.exists():
+        return None
+    out = pd.read_csv(path, keep_default_na=False)
+    for col in ("verdict", "verdict_lenient", "parse_failed"):
+        out[col] = out[col].astype(str).str.lower().eq("true")
+    out["error"] = out["error"].replace("", None)
+    return out

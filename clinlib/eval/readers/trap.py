@@ -2,12 +2,14 @@
 deterministic policies, NOT language models.
 
 :func:`read_trap` answers from what the context states and abstains otherwise: EEM the
-allergen after "allergic to"; TLA the last date written before the sentence that states a
+allergen after "allergic to"; TLA (free text) the last date written before the sentence that states a
 money limit; MQ (allergy) B when the context states an allergy whose class covers the proposed
 drug, else A (so a context that lost the allergy answers "safe": the failure the safety
 evaluation counts); MQ (eGFR) abstains (the dialogue states no age or sex, which the CKD-EPI
-equation needs); SUA the option letter of the last stated value of the lab against the panel's
-reference range. The free-text L types get a quoting policy (no reasoning; a judge scores
+equation needs); SUA (free text) the last stated value of the lab and where it stands against
+the panel's reference range; EEM on a past illness or a medicine taken elsewhere the entity of
+the stated sentence; a multi-select MQ the options the stated facts leave open
+(:func:`_read_set`). The free-text L types get a quoting policy (no reasoning; a judge scores
 them): IG quotes every sentence of the context that states a patient constraint
 (an allergy, a money limit, a preference: :mod:`clinlib.tasks.traps.constraints`' statements);
 MCD quotes the last sentence naming creatinine and the first naming metformin; each abstains
@@ -28,8 +30,16 @@ from clinlib.data.vocab import LAB_PANEL
 from clinlib.tasks.base import ABSTAIN
 from clinlib.tasks.registry import get_spec
 from clinlib.tasks.spec import resolve
-from clinlib.tasks.traps.constraints import ALLERGENS, COSTS, PREFERENCES
-from clinlib.tasks.traps.queries import ANSWER_FORMAT, lab_state
+from clinlib.tasks.traps.constraints import (
+    ALLERGENS,
+    COSTS,
+    HISTORY_FACTS,
+    HISTORY_KINDS,
+    PREFERENCES,
+)
+from clinlib.tasks.traps.history_queries import NONE_OPTION, PRIOR_OPTIONS
+from clinlib.tasks.traps.queries import lab_state
+from clinlib.tasks.traps.rows import ANSWER_FORMAT, LETTERS
 
 READER = "reference"
 _ALLERGY = re.compile(r"allergic to ([A-Za-z][A-Za-z ]*?);")
@@ -38,6 +48,11 @@ _MONEY = re.compile(r"(afford|money|dollars|insurance|pay for)", re.IGNORECASE)
 # the wording of each query type (clinlib.tasks.traps.queries), most specific first
 _RECOGNISE: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     ("EEM", "EEM", re.compile(r"did the patient say they are allergic to\?")),
+    ("EEM", "history", re.compile(r"What illness did the patient say they had in the past\?")),
+    ("EEM", "medication", re.compile(r"did the patient say a doctor outside this hospital")),
+    ("MQ", "prior_conflict", re.compile(r"a clinician might consider glimepiride")),
+    ("MQ", "history", re.compile(r"Considering only the patient's past medical history")),
+    ("MQ", "medication", re.compile(r"Considering only the medicines the patient said they take")),
     ("TLA", "TLA", re.compile(r"tell you about their financial limits")),
     (
         "MQ",
@@ -48,11 +63,14 @@ _RECOGNISE: tuple[tuple[str, str, re.Pattern[str]], ...] = (
         ),
     ),
     ("MQ", "egfr", re.compile(r"Metformin was ordered for the patient on \d{4}-\d{2}-\d{2}\.")),
-    ("SUA", "", re.compile(r"Going by the patient's most recent (?P<lab>.+?) result, is their")),
+    ("SUA", "", re.compile(r"now, going by their (?P<lab>\w+) results\?")),
     ("IG", "IG", re.compile(r"What should you keep in mind when choosing it for this patient")),
     ("MCD", "MCD", re.compile(r"one of their medicines should not have been given\?")),
 )
-_STATED = tuple(text for _, text in (*COSTS, *PREFERENCES))
+_STATED = (
+    *(text for _, text in (*COSTS, *PREFERENCES)),
+    *(h.statement for h in HISTORY_FACTS),
+)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 IG_LEAD = "Keep in mind what the patient stated: "
 MCD_LEAD = "Evidence in the record (quoted, not reasoned over): "
@@ -67,6 +85,9 @@ def read_trap(question: dict, context: str) -> str:
 
 
 def read_eem(question: dict, text: str) -> str:
+    if question["subtype"] in HISTORY_KINDS:  # the entity of a stated history sentence
+        said = [h for h in HISTORY_FACTS if h.kind == question["subtype"] and h.statement in text]
+        return said[-1].name if said else ABSTAIN
     m = _ALLERGY.findall(text)
     return m[-1] if m else ABSTAIN
 
@@ -80,8 +101,10 @@ def read_tla(question: dict, text: str) -> str:
 
 
 def read_mq(question: dict, text: str) -> str:
+    if question["subtype"] in ("history", "medication", "prior_conflict"):
+        return _read_set(question, text)
     if question["subtype"] != "allergy":
-        return ABSTAIN  # MQ eGFR (no age / sex stated)
+        return ABSTAIN  # MQ eGFR (the reader does not compute CKD-EPI)
     example = json.loads(question["meta"])["example"]
     names = {n.strip().lower() for n in _ALLERGY.findall(text)}
     covers = any(a.name in names and a.example == example for a in ALLERGENS)
@@ -89,7 +112,46 @@ def read_mq(question: dict, text: str) -> str:
 
 
 def read_sua(question: dict, text: str) -> str:
-    return _read_state(question, text)
+    """SUA in free text: the last stated value of the lab and where it stands against the
+    panel's reference range (no trajectory: the earlier value is not restated)."""
+    lab = json.loads(question["meta"])["lab"]
+    state = _read_state(question, text)
+    if state == ABSTAIN:
+        return ABSTAIN
+    value = re.findall(rf"{re.escape(lab)}(?: of| at| was|)\s+(\d+(?:\.\d+)?)", text)[-1]
+    where = {"A": "above", "B": "within", "C": "below"}[state]
+    return f"The most recent {lab} is {value}, {where} the reference range."
+
+
+def _read_set(question: dict, text: str) -> str:
+    """A multi-select MQ: the options the context's stated facts leave open. A reader that
+    trusts its context: with the fact stated, every option but the drug it rules out and
+    "none of these" (the sulfonamide question: the two statements that weigh the allergy);
+    with the fact lost, every drug option (it gives the unsafe one too) or, for the
+    sulfonamide question, "no drug allergy"."""
+    options = _options(question)
+    if not options:
+        return ABSTAIN
+    if question["subtype"] == "prior_conflict":
+        stated = "sulfa drugs" in {n.strip().lower() for n in _ALLERGY.findall(text)}
+        keep = PRIOR_OPTIONS[:2] if stated else PRIOR_OPTIONS[3:]
+    else:
+        said = [h for h in HISTORY_FACTS if h.statement in text]
+        avoid = {h.avoid for h in said}
+        keep = [o for o in options if o != NONE_OPTION and o not in avoid]
+    letters = [LETTERS[i] for i, o in enumerate(options) if o in keep]
+    return ",".join(letters) if letters else ABSTAIN
+
+
+def _options(question: dict) -> list[str]:
+    """The options of a question: its row's, or read back from the prompt (``A. ... B. ...``)."""
+    raw = question.get("options")
+    if raw is not None and not isinstance(raw, float) and len(list(raw)):
+        return [str(o) for o in raw]
+    m = re.search(r"Options: (.*?) Answer Requirements:", str(question.get("prompt", "")))
+    if m is None:
+        return []
+    return [x.strip() for x in re.split(r"(?:^| )[A-H]\. ", m.group(1)) if x.strip()]
 
 
 def read_ig(question: dict, text: str) -> str:
@@ -136,6 +198,7 @@ def recognise_trap(question_text: str) -> dict[str, Any] | None:
                 "task": task,
                 "subtype": sub or meta.get("lab", "").lower(),
                 "meta": json.dumps(meta),
+                "prompt": text,
             }
     return None
 

@@ -4,8 +4,8 @@ Appendix D.1 answer prompts, §5 "Query Design" answer formats).
 The six query types are task names of the harness (:data:`TRAP_TASK_NAMES`): ``clintrace run
 --tasks EEM,TLA,SUA,MQ,IG,MCD`` loads ``trap_questions.parquet`` (:func:`clinlib.tasks.extended.
 load_questions`), builds contexts over the trap dialogue and stores the predictions like every
-other task's. All six are asked (:data:`HARNESS_TRAP_TASKS`); IG and MCD (L, free text) are
-stored like the others, but no deterministic scorer
+other task's. All six are asked (:data:`HARNESS_TRAP_TASKS`); TLA, SUA, IG and MCD (L, free
+text, judged in the seed) are stored like the others, but no deterministic scorer
 decides them: their ``correct`` is stored NA (never False) with ``parse_problem``
 :data:`NEEDS_JUDGE`, and :func:`clinlib.eval.judge.run.judge_traps` scores them with the judge.
 
@@ -13,10 +13,8 @@ The question text a backbone sees is MedMemoryBench's Appendix D.1 answer prompt
 question embedded and, for the O types, the options listed (:func:`trap_prompt`). Scoring
 (:func:`trap_score`, pure; strict and lenient are the same rule):
 
-* S, EEM: the response, lower-cased with punctuation dropped, equals the gold allergen.
-* S, TLA: the first ``YYYY-MM-DD`` date in the response equals the gold (none: parse failure).
-* O, SUA: the first option letter standing alone (``B``, ``(B)``, ``B.``) equals the gold
-  letter (none: parse failure).
+* S, EEM: the response, lower-cased with punctuation dropped, equals the gold entity.
+* L, TLA / SUA / IG / MCD: ``correct`` NA (:data:`NEEDS_JUDGE`); the judge decides.
 * O, MQ: multi-select scored as a set (:func:`letter_set`: "B,D" and "D and B" are the same
   answer; "B" is wrong when the gold is "B,D").
 
@@ -31,7 +29,7 @@ from typing import Any
 
 from clinlib.tasks.base import ABSTAIN, Score
 from clinlib.tasks.spec import TaskSpec
-from clinlib.tasks.traps.queries import ANSWER_FORMAT, QUERY_TYPES
+from clinlib.tasks.traps.rows import ANSWER_FORMAT, QUERY_TYPES
 
 TRAP_TASK_NAMES: tuple[str, ...] = QUERY_TYPES
 HARNESS_TRAP_TASKS: tuple[str, ...] = QUERY_TYPES  # all six are asked; L rows store correct NA
@@ -40,7 +38,8 @@ TRAP_ARTIFACT = "trap_questions"
 # The seed's decoding settings for every MedMemoryBench model (its appendix "Implementation
 # Details": temperature 0.3, at most 10,240 completion tokens) and its shared system prompt
 # (MedMemoryBench Appendix D.1 "Query Answering"), the defaults of this set: the spec's
-# max_tokens, and notes["system_prompt"] / notes["temperature"] for a harness that reads them.
+# max_tokens, system_prompt and temperature, which the harness reads (eval.harness.prompts /
+# cells.generation_params).
 SEED_TEMPERATURE = 0.3
 SEED_MAX_TOKENS = 10_240
 SEED_SYSTEM_PROMPT = (
@@ -72,14 +71,11 @@ MQ_PROMPT = (
     "Requirements: 1. Select all correct options. 2. Output only the option letter(s), "
     "such as B or B,D. 3. Do not provide any explanation. Answer:"
 )
-# SUA: the kit still asks it as an option question (its offline reader answers a letter); the
-# seed's SUA prompt asks for the latest status in free text, judged by the SUA judge prompt.
-OPTION_PROMPT = (
-    "Context: Based on the memory below, and considering the patient's allergy "
-    "history, medical history, medications, and personal preferences, answer the "
-    "following question. Question: {question} Options: {options} Answer "
-    "Requirements: 1. Select the correct option. 2. Output only the option letter, "
-    "such as B. 3. Do not provide any explanation. Answer:"
+SUA_PROMPT = (
+    "Context: Based on the memory below, accurately answer the following question. "
+    "Question: {question} Answer Requirements: 1. Describe the patient's most recent "
+    "status. 2. Reflect important changes over time when necessary. 3. Maintain a warm yet "
+    "professional tone. 4. Be concise and direct. Answer:"
 )
 IG_PROMPT = (
     "Context: Based on the memory below, and considering the patient's allergy history, "
@@ -100,14 +96,13 @@ MCD_PROMPT = (
 PROMPTS = {
     "EEM": EEM_PROMPT,
     "TLA": TLA_PROMPT,
-    "SUA": OPTION_PROMPT,
+    "SUA": SUA_PROMPT,
     "MQ": MQ_PROMPT,
     "IG": IG_PROMPT,
     "MCD": MCD_PROMPT,
 }
 
 NEEDS_JUDGE = "free text: needs the LLM judge"  # the marker of an L row's NA correct
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _LETTER = re.compile(r"\b([A-H])\b")
 _LETTER_LIST = re.compile(r"^\W*([A-H](?:\s*(?:,|and|&)\s*[A-H])*)\W*$")
 _ABSTAIN = re.compile(r"^\W*insufficient\s+information\W*$", re.IGNORECASE)
@@ -141,9 +136,6 @@ def parse_trap(task: str, response: str | None) -> str | None:
     fmt = ANSWER_FORMAT[task]
     if fmt == "L":
         return None
-    if task == "TLA":
-        found = _DATE.findall(text)
-        return found[0] if found else None
     if fmt == "S":
         return norm_text(text) or None
     if task == "MQ":
@@ -171,7 +163,7 @@ def trap_score(task: str, response: str | None, gold: str) -> Score:
     parsed = parse_trap(task, response)
     if parsed is None:
         return Score(None, False, True, 0.0, None)
-    want = norm_text(gold) if ANSWER_FORMAT[task] == "S" and task != "TLA" else str(gold)
+    want = norm_text(gold) if ANSWER_FORMAT[task] == "S" else str(gold)
     if task == "MQ":  # scored as a set: every correct option and nothing else
         want = ",".join(sorted({x.strip() for x in str(gold).split(",") if x.strip()}))
     correct = parsed != ABSTAIN and parsed == want
@@ -187,7 +179,8 @@ def _spec(task: str) -> TaskSpec:
         family="trap",
         scorer=trap_score,
         reader_policy=f"clinlib.eval.readers.trap:read_{task.lower()}",
-        notes={"system_prompt": SEED_SYSTEM_PROMPT, "temperature": SEED_TEMPERATURE},
+        system_prompt=SEED_SYSTEM_PROMPT,
+        temperature=SEED_TEMPERATURE,
     )
 
 

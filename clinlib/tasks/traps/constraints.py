@@ -3,15 +3,19 @@ initial stage of the graph, we explicitly inject trap events ... allergy history
 constraints, and personal preferences").
 
 A share :data:`INJECTED_SHARE` of the dialogue patients (picked by a stable hash of the patient
-id, so the same patients on every run) states three constraints, each in one of the first
-:data:`EARLY_VISITS` visits (hash-picked): an allergy, an economic constraint and a preference.
+id, so the same patients on every run) states up to five constraints, each in one of the first
+:data:`EARLY_VISITS` visits (hash-picked): an allergy, an economic constraint, a preference, a
+past illness and a medicine taken elsewhere (:data:`HISTORY_FACTS`: the seed's past medical
+history and medication history, App. "Patient Profile Selection Principles" (b)).
 Each is a controlled injection like T3/T5's (:mod:`clinlib.tasks.injections`, kind ``trap``):
 a patient turn holding the statement verbatim, tagged with its own event id
-(``TRAPALG-<subject>``, ``TRAPCOST-<subject>``, ``TRAPPREF-<subject>``: the kit's id
+(``TRAPALG-<subject>``, ``TRAPCOST-<subject>``, ``TRAPPREF-<subject>``, ``TRAPPMH-<subject>``,
+``TRAPMED-<subject>``: the kit's id
 grammar ``[A-Z]+-[0-9-]+``, so every context renderer and evidence matcher reads them as tags), followed by a
 clinician acknowledgement that states no fact, inserted after the visit's first clinician turn
 (so turns still alternate). The allergen is drawn only from classes the patient's record never
-orders (an injected allergy must not contradict the record). These facts are INJECTED, not
+orders, a history fact only when the record orders none of its drugs (an injected fact must
+not contradict the record). These facts are INJECTED, not
 MIMIC-IV or synthetic record facts; nothing in the record-derived tasks T1–T11 reads them.
 """
 
@@ -96,6 +100,91 @@ PREFERENCES: tuple[tuple[str, str], ...] = (
     ("once_daily", "I forget doses easily, so I want medicines I take only once a day."),
     ("no_drowsy", "I drive a bus for work, so I cannot take anything that makes me drowsy."),
 )
+
+
+@dataclass(frozen=True)
+class HistoryFact:
+    """A past illness or a medicine taken elsewhere that an injected patient may state (the
+    seed's "past medical history" and "medication history" trap events, MedMemoryBench
+    App. "Patient Profile Selection Principles" (b)): the entity as an EEM answer, the
+    statement, the drug a later question proposes that it rules out or makes unsafe and why,
+    two alternatives this fact alone does not rule out, what the drug is for, and the
+    whole-word drug phrases whose order in the record excludes the fact (an injected history
+    must not contradict the record)."""
+
+    kind: str
+    name: str
+    statement: str
+    avoid: str
+    why: str
+    safe: tuple[str, str]
+    need: str
+    phrases: tuple[str, ...]
+
+
+HISTORY_FACTS: tuple[HistoryFact, ...] = (
+    HistoryFact(
+        "history",
+        "bleeding stomach ulcer",
+        "Years ago I was in hospital with a bleeding stomach ulcer.",
+        "naproxen",
+        "an NSAID raises the risk of another ulcer bleed",
+        ("acetaminophen", "a lidocaine patch"),
+        "pain relief",
+        ("naproxen", "lidocaine"),
+    ),
+    HistoryFact(
+        "history",
+        "asthma",
+        "I have had asthma since I was a child and still carry an inhaler.",
+        "propranolol",
+        "a non-selective beta blocker can set off bronchospasm in asthma",
+        ("amlodipine", "hydrochlorothiazide"),
+        "blood pressure",
+        ("propranolol", "amlodipine", "hydrochlorothiazide"),
+    ),
+    HistoryFact(
+        "history",
+        "epilepsy",
+        "I was told I have epilepsy after seizures as a teenager.",
+        "bupropion",
+        "bupropion lowers the seizure threshold",
+        ("sertraline", "talking therapy"),
+        "low mood",
+        ("bupropion", "sertraline"),
+    ),
+    HistoryFact(
+        "medication",
+        "warfarin",
+        "My heart doctor at another clinic has me on warfarin every evening.",
+        "aspirin",
+        "aspirin on top of warfarin raises the bleeding risk",
+        ("acetaminophen", "a cold pack"),
+        "pain relief",
+        ("warfarin", "aspirin"),
+    ),
+    HistoryFact(
+        "medication",
+        "sildenafil",
+        "A doctor at another clinic prescribes me sildenafil, which I take now and then.",
+        "nitroglycerin",
+        "a nitrate with sildenafil can drop the blood pressure dangerously",
+        ("metoprolol", "amlodipine"),
+        "chest pain",
+        ("sildenafil", "nitroglycerin", "metoprolol", "amlodipine"),
+    ),
+    HistoryFact(
+        "medication",
+        "lithium",
+        "A psychiatrist outside this hospital has kept me on lithium for many years.",
+        "hydrochlorothiazide",
+        "a thiazide raises the lithium level",
+        ("amlodipine", "metoprolol"),
+        "blood pressure",
+        ("lithium", "hydrochlorothiazide", "amlodipine", "metoprolol"),
+    ),
+)
+HISTORY_KINDS = ("history", "medication")
 ALLERGY_TEXT = "Before we go on, I should tell you I am allergic to {name}; it gave me {reaction}."
 ACK_TEXT = "Thank you, I have written that down in your record."
 
@@ -113,6 +202,20 @@ def trap_id(kind: str, subject_id: int) -> str:
 def _allowed_allergens(drugs: list[str]) -> list[Allergen]:
     keys = [drug_key(d) for d in drugs]
     return [a for a in ALLERGENS if not any(has_phrase(k, p) for k in keys for p in a.phrases)]
+
+
+def _allowed_history(kind: str, drugs: list[str]) -> list[HistoryFact]:
+    keys = [drug_key(d) for d in drugs]
+    return [
+        h
+        for h in HISTORY_FACTS
+        if h.kind == kind and not any(has_phrase(k, p) for k in keys for p in h.phrases)
+    ]
+
+
+def history_fact(name: str) -> HistoryFact:
+    """The :data:`HISTORY_FACTS` entry of an entity name."""
+    return next(h for h in HISTORY_FACTS if h.name == name)
 
 
 def _anchor_turn(turns: pd.DataFrame, visit: int) -> int | None:
@@ -149,7 +252,12 @@ def injected_constraints(
         if allergens:
             a = allergens[stable_hash("allergy", sid) % len(allergens)]
             picks["allergy"] = (a.name, ALLERGY_TEXT.format(name=a.name, reaction=a.reaction))
-        for kind in ("allergy", "cost", "preference"):
+        for kind in HISTORY_KINDS:
+            facts = _allowed_history(kind, [str(d) for d in meds.get(sid, [])])
+            if facts:
+                h = facts[stable_hash(kind, sid) % len(facts)]
+                picks[kind] = (h.name, h.statement)
+        for kind in ("allergy", "cost", "preference", *HISTORY_KINDS):
             if kind not in picks:
                 continue
             visit = visits[stable_hash(kind, "visit", sid) % len(visits)]
@@ -158,6 +266,8 @@ def injected_constraints(
                 continue
             value, text = picks[kind]
             example = next((a.example for a in ALLERGENS if a.name == value), "")
+            if kind in HISTORY_KINDS:
+                example = history_fact(value).avoid
             rows.append(
                 {
                     "trap_id": trap_id(kind, sid),

@@ -29,7 +29,9 @@ from clinlib.tasks.traps.constraints import (
     ACK_SUFFIX,
     ALLERGENS,
     EARLY_VISITS,
+    HISTORY_KINDS,
     constraint_injections,
+    history_fact,
     injected_constraints,
 )
 from clinlib.tasks.traps.rules import RULE_BY_KEY, RULES, derive_traps
@@ -39,6 +41,8 @@ TRAP_KINDS: dict[str, str] = {
     "allergy": "injected: a patient-stated drug allergy (TRAPALG-<subject>)",
     "cost": "injected: a patient-stated economic constraint (TRAPCOST-<subject>)",
     "preference": "injected: a patient-stated treatment preference (TRAPPREF-<subject>)",
+    "history": "injected: a patient-stated past illness (TRAPPMH-<subject>)",
+    "medication": "injected: a patient-stated medicine prescribed elsewhere (TRAPMED-<subject>)",
 }
 TRAP_PREFIX = "TRAP"  # every trap id starts with it (TRAPALG-, TRAPRULE-, ...)
 TRAP_FACT_COLUMNS = [
@@ -60,6 +64,8 @@ KIND_RISK = {
     "allergy": "missed_contraindication",
     "cost": "personalised_constraint_omission",
     "preference": "personalised_constraint_omission",
+    "history": "missed_contraindication",
+    "medication": "incorrect_medication_recommendation",
 }
 
 
@@ -185,7 +191,8 @@ TRAP_CHECKS: dict[str, str] = {
     "trap_stated_verbatim": "each injected constraint is one patient turn, verbatim, tagged "
     "with its own trap id, in its visit",
     "trap_early_visit": f"each injected constraint sits in one of the first {EARLY_VISITS} visits",
-    "trap_no_record_conflict": "no injected allergy covers a drug the record orders",
+    "trap_no_record_conflict": "no injected allergy covers a drug the record orders, and no "
+    "injected history fact names one",
     "trap_derived_stated": "each derived trap's lab and order events are stated in the dialogue",
     "trap_record_unchanged": "removing the injected turns gives back the original dialogue",
 }
@@ -237,7 +244,7 @@ def verify_traps(turns: pd.DataFrame, traps: pd.DataFrame, events: pd.DataFrame)
                 bad_text.append(t["trap_id"])
             if int(t["visit_idx"]) not in sorted(orig["visit_idx"].unique())[:EARLY_VISITS]:
                 bad_visit.append(t["trap_id"])
-            if t["kind"] == "allergy" and _conflicts(t["value"], meds.get(sid, [])):
+            if _conflicts(t["kind"], t["value"], meds.get(sid, [])):
                 bad_conflict.append(t["trap_id"])
         missing = [
             t
@@ -259,6 +266,11 @@ def verify_traps(turns: pd.DataFrame, traps: pd.DataFrame, events: pd.DataFrame)
     return pd.DataFrame(rows, columns=["subject_id", "check", "severity", "passed", "detail"])
 
 
-def _conflicts(allergen: str, drugs) -> bool:
-    a = next(a for a in ALLERGENS if a.name == allergen)
-    return any(has_phrase(drug_key(d), p) for d in drugs for p in a.phrases)
+def _conflicts(kind: str, value: str, drugs) -> bool:
+    if kind == "allergy":
+        phrases = next(a for a in ALLERGENS if a.name == value).phrases
+    elif kind in HISTORY_KINDS:
+        phrases = history_fact(value).phrases
+    else:
+        return False
+    return any(has_phrase(drug_key(d), p) for d in drugs for p in phrases)

@@ -10,10 +10,12 @@ questions.parquet and temporal_questions.parquet are untouched.
 
 Gates (all hard):
 * ``L0`` — qids are unique (they hash the question's content, meta included).
-* ``L2`` — every S/O gold recomputed by another route: record questions (SUA, MQ eGFR) from
-  the raw hosp tables (:func:`clinlib.tasks.recompute.load_raw`: raw values, reference ranges,
-  order times; patients' sex and age), injected ones from the trap dialogue's text (the
-  allergen read back from the stated sentence, the date from the stating turn's visit).
+* ``L2`` — every S/O gold, and the key of TLA and SUA (free text: the date, the lab state),
+  recomputed by another route: record questions (SUA, MQ eGFR) from the raw hosp tables
+  (:func:`clinlib.tasks.recompute.load_raw`: raw values, reference ranges, order times;
+  patients' sex and age), injected ones from the trap dialogue's text (the allergen or history
+  entity read back from the stated sentence, the date from the stating turn's visit, a
+  multi-select MQ's letters from the stated fact).
 * ``L3`` — no leakage: an S gold does not occur in its question; an O question names none of
   its options; an allergy question does not name the allergen.
 * ``stated`` — no question whose gold needs a fact the dialogue never states: the eGFR a
@@ -40,15 +42,18 @@ from clinlib.core.config import artifact_path, resolve_profile
 from clinlib.core.guards import StageError, stage_run
 from clinlib.data.build import SourceSpec, load, open_source, read_source_info
 from clinlib.tasks.recompute import load_raw
-from clinlib.tasks.traps.constraints import ALLERGENS
+from clinlib.tasks.traps.constraints import ALLERGENS, HISTORY_FACTS, HISTORY_KINDS
 from clinlib.tasks.traps.facts import build_trap_facts, trap_dialogue, verify_traps
+from clinlib.tasks.traps.history_queries import NONE_OPTION, PRIOR_CORRECT, PRIOR_OPTIONS, SULFA
 from clinlib.tasks.traps.main_verify import verify_trap_dialogue
 from clinlib.tasks.traps.queries import (
+    STATE_KEYS,
     TRAP_QUESTION_EXTRA,
     build_trap_questions,
     egfr_band,
     lab_state,
 )
+from clinlib.tasks.traps.rows import LETTERS
 from clinlib.tasks.traps.rules import ckd_epi_2021
 
 TRAP_STAGE = "traps"
@@ -58,6 +63,8 @@ MIN_FOR_SHARE = 10
 _ALLERGY_RE = re.compile(r"allergic to (.+?);")
 _AGE_SEX_RE = re.compile(r"\bis an? (\d+)-year-old (man|woman)\b")
 NEEDS_AGE_SEX = ("egfr", "metformin_low_egfr")  # subtypes whose gold runs CKD-EPI 2021
+SET_SUBTYPES = ("history", "medication", "prior_conflict")  # multi-select MQ read from a turn
+KEYED_L = ("TLA", "SUA")  # free-text types whose gold key (date, lab state) L2 recomputes
 
 
 def _raw_patients(con, sids) -> pd.DataFrame:
@@ -93,12 +100,17 @@ def recompute_gold(q: dict, raw, patients: dict, tdial: dict[str, dict]) -> str 
     when it cannot be recomputed."""
     meta = json.loads(q["meta"])
     sid = int(q["subject_ids"][0])
-    if q["task"] in ("EEM", "TLA") or q["subtype"] == "allergy":
+    if q["task"] in ("EEM", "TLA") or q["subtype"] in ("allergy", *SET_SUBTYPES):
         turn = tdial.get(q["trap_id"])  # the one turn tagged with exactly this trap id
         if turn is None:
             return None
         if q["task"] == "TLA":
             return str(turn["visit_date"])
+        if q["task"] == "MQ" and q["subtype"] in SET_SUBTYPES:
+            return recompute_set(q, str(turn["text"]))
+        if q["task"] == "EEM" and q["subtype"] in HISTORY_KINDS:
+            said = next((h for h in HISTORY_FACTS if h.statement == str(turn["text"])), None)
+            return None if said is None else said.name
         m = _ALLERGY_RE.search(str(turn["text"]))
         if m is None:
             return None
@@ -113,7 +125,7 @@ def recompute_gold(q: dict, raw, patients: dict, tdial: dict[str, dict]) -> str 
             return None
         now = lab_state(float(cur["valuenum"]), cur["ref_low"], cur["ref_high"])
         then = lab_state(float(old["valuenum"]), old["ref_low"], old["ref_high"])
-        return now if now != then else None
+        return STATE_KEYS[now] if now != then else None
     if q["subtype"] == "egfr":
         lab = labs.get(str(q["anchor_event_ids"][0]))
         rx = {str(r["event_id"]): r for r in raw.records("rx", sid)}.get(
@@ -126,6 +138,24 @@ def recompute_gold(q: dict, raw, patients: dict, tdial: dict[str, dict]) -> str 
         female = str(p["gender"]).upper().startswith("F")
         return egfr_band(ckd_epi_2021(float(lab["valuenum"]), age, female))
     return None
+
+
+def recompute_set(q: dict, said: str) -> str | None:
+    """The gold letters of a multi-select MQ read from the stating turn's text: the options a
+    stated history fact leaves open (every option but its drug and "none of these"), or the
+    sulfonamide statements that are true when a sulfa allergy is stated."""
+    options = [str(o) for o in q["options"]]
+    if q["subtype"] == "prior_conflict":
+        m = _ALLERGY_RE.search(said)
+        if m is None or m.group(1) != SULFA:
+            return None
+        keep = [PRIOR_OPTIONS[i] for i in PRIOR_CORRECT]
+    else:
+        fact = next((h for h in HISTORY_FACTS if h.statement == said), None)
+        if fact is None:
+            return None
+        keep = [o for o in options if o not in (fact.avoid, NONE_OPTION)]
+    return ",".join(sorted(LETTERS[i] for i, o in enumerate(options) if o in keep))
 
 
 def unstated_inputs(q: dict) -> bool:
@@ -146,7 +176,7 @@ def gate_rows(questions: pd.DataFrame, checks: pd.DataFrame, raw, patients, tdia
     """The trap gates (module docstring): gate, task, n_checked, n_failed, threshold, passed."""
     rows = []
     for task, qs in questions.groupby("task", sort=True):
-        so = qs[qs["answer_format"] != "L"]
+        so = qs[(qs["answer_format"] != "L") | qs["task"].isin(KEYED_L)]
         l2 = [
             q["qid"]
             for q in so.to_dict("records")
@@ -155,14 +185,20 @@ def gate_rows(questions: pd.DataFrame, checks: pd.DataFrame, raw, patients, tdia
         l3 = [q["qid"] for q in qs.to_dict("records") if _leaks(q)]
         unstated = [q["qid"] for q in qs.to_dict("records") if unstated_inputs(q)]
         share_bad = 0
-        for _, sub in so[so["answer_format"] == "O"].groupby("subtype"):
+        for _, sub in qs[qs["answer_format"] == "O"].groupby("subtype"):
             top = sub["gold"].value_counts(normalize=True).iloc[0]
             share_bad += int(len(sub) >= MIN_FOR_SHARE and top > MAX_LETTER_SHARE)
         rows += [
             ("L2", task, len(so), len(l2), 0.0),
             ("L3", task, len(qs), len(l3), 0.0),
             ("stated", task, len(qs), len(unstated), 0.0),
-            ("distribution", task, so["subtype"].nunique(), share_bad, 0.0),
+            (
+                "distribution",
+                task,
+                qs.loc[qs["answer_format"] == "O", "subtype"].nunique(),
+                share_bad,
+                0.0,
+            ),
         ]
     dup = int(questions["qid"].duplicated().sum())
     rows.append(("L0", "traps", len(questions), dup, 0.0))  # qids unique (content-hashed)
