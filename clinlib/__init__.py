@@ -143,6 +143,8 @@ _API: dict[str, tuple[str, str | None]] = {
     "long_cohort": ("clinlib.data.long_cohort", None),  # 15: LongMedBench's cohort rule
     "population": ("clinlib.analysis.population", None),  # 17
     "population_eval": ("clinlib.eval.population.answer", None),  # 17
+    "population_stage": ("clinlib.analysis.population_stage", None),  # 17: the cached scoreboards
+    "population_scores": ("clinlib.analysis.population_scores", None),  # 17: Figs 3, 5, 6
     "traps": ("clinlib.tasks.traps.stage", None),  # 18: trap facts and the six query types
     "trap_eval": (
         "clinlib.eval.traps.questions",

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from clinlib.analysis.population import BIN_MODEL, verbosity, verbosity_table
+from clinlib.analysis.population_stage import evaluate_population
 from clinlib.cli.common import (
     ConfigOpt,
     ProfileOpt,
@@ -76,6 +77,24 @@ def population(
         typer.echo(f"  shortfall {r.task} @ {r.bin_tokens}: {r.detail}")
     table = verbosity_table(verbosity(df))
     typer.echo(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+
+
+def population_eval(
+    profile: ProfileOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="recompute even when cached")] = False,
+) -> None:
+    """Every population scoreboard (verbosity, decomposition, Figs 3, 5, 6) over the built set
+    and the predictions, cached; notebook 17 loads them."""
+    name = profile_name(profile)
+    with writer_lock(name):
+        basis = run_stage(evaluate_population, name, force=force)
+    if basis["status"] == "not_applicable":
+        typer.echo(f"population-eval: not built on profile {name!r}: {basis['reason']}")
+        return
+    typer.echo(
+        f"population-eval ({basis['status']}): {basis['n_questions']} questions, "
+        f"{basis['n_predictions']} answers of {basis['backbones']} ({basis['seconds']}s)"
+    )
 
 
 RenderingsOpt = Annotated[
@@ -250,6 +269,7 @@ def population_spec(
 def register(app: typer.Typer) -> None:
     """Add ``population`` and its run / estimate / spec commands to the ``clintrace`` app."""
     add_command(app, population, "population")
+    add_command(app, population_eval, "population-eval")
     add_command(app, population_run, "population-run")
     add_command(app, population_estimate, "population-estimate")
     add_command(app, population_spec, "population-spec")

@@ -40,6 +40,7 @@ from clinlib.core.config import artifact_path, build_dir, resolve_profile
 from clinlib.core.guards import MANIFEST_DIR, StageError
 from clinlib.core.io import read_artifact, write_parquet
 from clinlib.tasks.population.checker import check
+from clinlib.tasks.population.describe import describe_events
 from clinlib.tasks.population.groups import attributes
 from clinlib.tasks.population.questions import (
     BIN_TOLERANCE,
@@ -97,6 +98,13 @@ def _write_status(name: str, status: dict[str, Any]) -> None:
     d = build_dir(name) / MANIFEST_DIR
     d.mkdir(parents=True, exist_ok=True)
     (d / STATUS_FILE).write_text(json.dumps(status, indent=1, sort_keys=True) + "\n")
+
+
+def population_events(profile: str) -> pd.DataFrame:
+    """The build's events with every concept's full description as its label (what the
+    descriptions rendering prints; :mod:`clinlib.tasks.population.describe`)."""
+    events = read_artifact(artifact_path("events.parquet", profile), "cohort")
+    return describe_events(events, build_dir(profile) / "raw" / "hosp")
 
 
 def bins_for(profile: str) -> tuple[int, ...]:
@@ -272,7 +280,7 @@ def build_population(
             columns=GATE_COLUMNS
         )
     cohort = read_artifact(artifact_path("cohort.parquet", name), "cohort")
-    events = read_artifact(artifact_path("events.parquet", name), "cohort")
+    events = population_events(name)
     attrs = attributes(cohort, events)
     count = functools.lru_cache(maxsize=None)(count)
     want = per_cell or PER_CELL.get(name, PER_CELL["paper"])
