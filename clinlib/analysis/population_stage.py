@@ -122,7 +122,7 @@ def evaluate_population(profile: str | None = None, force: bool = False) -> dict
             f"population-eval: no {QUESTIONS_FILE} on {name}: run `clintrace population --profile {name}` first"
         )
     if not force and _cached(name):
-        return {"status": "cached", **load_eval(name)["eval_basis"].iloc[0].to_dict()}
+        return {**load_eval(name)["eval_basis"].iloc[0].to_dict(), "status": "cached"}
     t0 = time.perf_counter()
     with stage_run(EVAL_STAGE, name, remove_on_failure=EVAL_OUTPUTS) as staging:
         questions = load_population(name)
