@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import altair as alt
 import numpy as np
 import pandas as pd
 
@@ -170,4 +171,108 @@ def family_means(effects: pd.DataFrame) -> pd.DataFrame:
             effect_answered=("effect_answered", "mean"),
         )
         .reset_index()
+    )
+
+
+# --- charts of the scoreboards (notebook 17) ---------------------------------------------
+
+
+def formats_chart(formats: pd.DataFrame):
+    """Fig. 6: per task, each backbone's mean over all answers (solid) and over the answers in
+    the correct format (faint), prompt ``direct``, pooled over renderings."""
+    d = formats[formats["prompt"] == "direct"]
+    d = d.assign(_s=d["mean_all"] * d["n"], _f=d["mean_formatted"] * d["n_formatted"])
+    g = d.groupby(["task", "backbone"])[["_s", "_f", "n", "n_formatted"]].sum().reset_index()
+    g["all answers"] = g["_s"] / g["n"]
+    g["correctly formatted"] = g["_f"] / g["n_formatted"].where(g["n_formatted"] > 0)
+    long = g.melt(["task", "backbone"], ["all answers", "correctly formatted"], "mean", "score")
+    return (
+        alt.Chart(long)
+        .mark_bar()
+        .encode(
+            y=alt.Y("backbone:N", title=None),
+            x=alt.X("score:Q"),
+            yOffset="mean:N",
+            color="backbone:N",
+            opacity=alt.Opacity("mean:N", scale=alt.Scale(range=[1.0, 0.35])),
+        )
+        .properties(width=160, height=90)
+        .facet(
+            facet="task:N",
+            columns=5,
+            title="Fig. 6: mean over all answers (solid) and correctly formatted ones (faint); P-IPW: absolute error",
+        )
+        .resolve_scale(x="independent")
+    )
+
+
+def wins_chart(wins: pd.DataFrame):
+    """Fig. 3: win rate by maximum question length (descriptions rendering, cl100k_base)."""
+    return (
+        alt.Chart(wins)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("max_tokens:Q", title="maximum question length (tokens)"),
+            y=alt.Y("win_rate:Q", title="share of comparisons won", scale=alt.Scale(domain=[0, 1])),
+            color="backbone:N",
+        )
+        .properties(title="Fig. 3: head-to-head win rate", width=300, height=200)
+    )
+
+
+def ablations_chart(effects: pd.DataFrame):
+    """Fig. 5: one dot per (backbone, ablation), dark over every question, light over those both
+    runs answered in format; the family mean as a diamond."""
+    long = effects.melt(
+        ["family", "backbone", "ablation"], ["effect_all", "effect_answered"], "dot", "effect"
+    )
+    dots = (
+        alt.Chart(long)
+        .mark_circle(size=70)
+        .encode(
+            x=alt.X(
+                "effect:Q", axis=alt.Axis(format="%"), title="ablation effect (win share - 50%)"
+            ),
+            y=alt.Y("family:N"),
+            color="backbone:N",
+            opacity=alt.Opacity("dot:N", scale=alt.Scale(range=[1.0, 0.35])),
+            tooltip=[
+                "family",
+                "backbone",
+                "ablation",
+                "dot",
+                alt.Tooltip("effect:Q", format=".3f"),
+            ],
+        )
+    )
+    means = family_means(effects)
+    diamonds = (
+        alt.Chart(means)
+        .mark_point(shape="diamond", size=160, filled=True, color="black")
+        .encode(x="effect_all:Q", y="family:N")
+    )
+    return (dots + diamonds).properties(
+        title="Fig. 5: ablation meta-analysis", width=300, height=120
+    )
+
+
+def decomposition_chart(board: pd.DataFrame):
+    """Per task: chance, the per-patient baseline and the group reader (share tasks; P-IPW is
+    an absolute error and drawn apart)."""
+    long = board.melt(["task"], ["chance", "per_patient", "group"], "reader", "score")
+    return (
+        alt.Chart(long)
+        .mark_bar()
+        .encode(
+            x=alt.X("task:N"),
+            y=alt.Y("score:Q"),
+            color=alt.Color("reader:N", sort=["chance", "per_patient", "group"]),
+            xOffset=alt.XOffset("reader:N", sort=["chance", "per_patient", "group"]),
+            tooltip=["task", "reader", alt.Tooltip("score:Q", format=".3f")],
+        )
+        .properties(
+            title="decomposition: chance, per-patient baseline, group reader (P-IPW: absolute error)",
+            width=520,
+            height=200,
+        )
     )
