@@ -358,6 +358,46 @@ def gate_totals(profile: str) -> pd.DataFrame:
     return g.reset_index()
 
 
+def chance_scores(questions: pd.DataFrame, draws: int = 20, seed: int = 0) -> pd.Series:
+    """Per (question, rendering) row, the mean score of ``draws`` uniformly random answers of
+    the task's format (the ATE: the answer 0)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for q in questions.itertuples():
+        gold, pids = json.loads(q.gold), [str(p) for p in q.pids]
+        s = [
+            _scored(q.task, chance_answer(q.task, q.question, pids, rng), gold)
+            for _ in range(draws)
+        ]
+        out.append(float(np.nanmean(s)))
+    return pd.Series(out, index=questions.index)
+
+
+def decomposition_from_answers(
+    questions: pd.DataFrame,
+    preds: pd.DataFrame,
+    per_patient: str = "population-per-patient",
+    group: str = "population-solver",
+    draws: int = 20,
+) -> pd.DataFrame:
+    """The rows of :func:`decomposition_scores` with the per-patient baseline's and the group
+    reader's scores taken from their answers through the harness (``preds``, direct prompt),
+    so the stage reads each prompt once per reader; chance drawn here."""
+    d = preds[preds["prompt"] == "direct"].set_index(["qid", "rendering", "backbone"])["score"]
+    keys = list(zip(questions["qid"], questions["rendering"], strict=True))
+    return pd.DataFrame(
+        {
+            "qid": questions["qid"].to_numpy(),
+            "task": questions["task"].to_numpy(),
+            "bin_tokens": questions["bin_tokens"].astype(int).to_numpy(),
+            "rendering": questions["rendering"].to_numpy(),
+            "chance": chance_scores(questions, draws).to_numpy(),
+            "per_patient": [d.get((q, r, per_patient), np.nan) for q, r in keys],
+            "group": [d.get((q, r, group), np.nan) for q, r in keys],
+        }
+    )
+
+
 def decomposition_rows(profile: str, questions: pd.DataFrame, draws: int = 20) -> pd.DataFrame:
     """:func:`decomposition_scores` of ``questions`` with the per-patient baseline's clinical
     knowledge read from ``profile``'s events (the diagnosis map it applies per record)."""

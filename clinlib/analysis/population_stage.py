@@ -2,8 +2,8 @@
 whole population question set, cached, so notebook 17 only loads, shows and explains.
 
 It answers every (question, rendering) with the three offline readers (deterministic policies,
-not LLMs: the group reader, the per-patient baseline, the code-overlap baseline), once per
-prompt (``direct`` and ``cot``), through the harness a real backbone uses; then, over
+not LLMs: the group reader, the per-patient baseline, the code-overlap baseline) through the
+harness a real backbone uses (direct prompt: :data:`READER_PROMPTS`); then, over
 ``population_predictions.parquet`` (the readers' rows and any backbone's rows that
 ``clintrace run --tasks population`` added), it writes one parquet per scoreboard:
 
@@ -34,7 +34,7 @@ import pandas as pd
 
 from clinlib.analysis.population import (
     clustered_scoreboard,
-    decomposition_rows,
+    decomposition_from_answers,
     not_built,
     verbosity,
 )
@@ -44,7 +44,6 @@ from clinlib.core.guards import StageError, check_artifact, read_manifest, stage
 from clinlib.core.io import write_parquet
 from clinlib.eval.population.answer import (
     PREDICTIONS_FILE,
-    PROMPTS,
     answer_population,
     load_population,
     load_predictions,
@@ -64,6 +63,10 @@ EVAL_OUTPUTS: tuple[str, ...] = (
     "population_eval_basis",
 )
 READERS: tuple[str, ...] = (SOLVER_READER, PER_PATIENT_READER, OVERLAP_READER)
+# The offline readers ignore the system prompt, so a chain-of-thought run of them would repeat
+# their direct answers: they answer the direct prompt only; a backbone run with
+# `population-run --prompts direct,cot` fills Fig. 5's Reasoning family.
+READER_PROMPTS: tuple[str, ...] = ("direct",)
 RUN_HINT = "clintrace population-eval --profile {profile}"
 
 
@@ -126,7 +129,7 @@ def evaluate_population(profile: str | None = None, force: bool = False) -> dict
     t0 = time.perf_counter()
     with stage_run(EVAL_STAGE, name, remove_on_failure=EVAL_OUTPUTS) as staging:
         questions = load_population(name)
-        answer_population(name, list(READERS), prompts=PROMPTS)
+        answer_population(name, list(READERS), prompts=READER_PROMPTS)
         preds = load_predictions(name)
         qids = set(questions["qid"])
         preds = preds[preds["qid"].isin(qids)]  # answers to an older question set are not scored
@@ -138,7 +141,7 @@ def evaluate_population(profile: str | None = None, force: bool = False) -> dict
         direct = preds[preds["prompt"] == "direct"]
         out = {
             "population_verbosity": v,
-            "population_decomposition": decomposition_rows(name, questions),
+            "population_decomposition": decomposition_from_answers(questions, preds),
             "population_formats": format_means(preds),
             "population_clustered": clustered_scoreboard(direct, questions),
             "population_wins": win_rates(preds, lengths, limits),

@@ -207,8 +207,10 @@ def test_eval_stage_writes_caches_and_names_its_command(tmp_quick, tmp_path):
     assert all((tmp_quick / f"{a}.parquet").exists() for a in EVAL_OUTPUTS)
     assert eval_missing("quick") is None
     out = load_eval("quick")
-    # 3 readers x 3 renderings x 2 prompts answered the one question
-    assert len(out["formats"]) == 3 * 3 * 2 and first["n_predictions"] == 18
+    # 3 readers x 3 renderings answered the one question (direct prompt)
+    assert len(out["formats"]) == 3 * 3 and first["n_predictions"] == 9
+    dec = out["decomposition"].set_index("rendering")  # the group reader (checker) is perfect
+    assert (dec["group"] == 1.0).all() and dec["per_patient"].between(0, 1).all()
     assert set(out["decomposition"]["rendering"]) == {"descriptions", "codes", "codebook"}
     assert evaluate_population("quick")["status"] == "cached"
     build_population("quick", count=_count, specs=spec, per_cell=1, bins=[32000], seed=1)
