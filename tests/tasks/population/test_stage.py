@@ -195,9 +195,8 @@ def test_eval_stage_writes_caches_and_names_its_command(tmp_quick, tmp_path):
         load_eval,
     )
 
-    spec = tmp_path / "top.toml"
-    spec.write_text(SPEC_TOP)
-    build_population("quick", count=_count, specs=spec, per_cell=1, bins=[32000])
+    # the default specs' P-TOP (the offline readers recognise a question by those templates)
+    build_population("quick", count=_count, tasks=["P-TOP"], per_cell=1, bins=[32000])
     assert eval_missing("quick") == (
         "no population evaluation on the quick build yet: run "
         "`clintrace population-eval --profile quick`"
@@ -213,5 +212,5 @@ def test_eval_stage_writes_caches_and_names_its_command(tmp_quick, tmp_path):
     assert (dec["group"] == 1.0).all() and dec["per_patient"].between(0, 1).all()
     assert set(out["decomposition"]["rendering"]) == {"descriptions", "codes", "codebook"}
     assert evaluate_population("quick")["status"] == "cached"
-    build_population("quick", count=_count, specs=spec, per_cell=1, bins=[32000], seed=1)
+    build_population("quick", count=_count, tasks=["P-TOP"], per_cell=1, bins=[32000], seed=1)
     assert "questions changed" in eval_missing("quick")
