@@ -150,6 +150,8 @@ _API: dict[str, tuple[str, str | None]] = {
     "longmed": ("clinlib.analysis.longmed", None),  # 15: the evaluate-longmed stage's tables
     "population": ("clinlib.analysis.population", None),  # 17
     "population_eval": ("clinlib.eval.population.answer", None),  # 17
+    "population_stage": ("clinlib.analysis.population_stage", None),  # 17: the cached scoreboards
+    "population_scores": ("clinlib.analysis.population_scores", None),  # 17: Figs 3, 5, 6
     "traps": ("clinlib.tasks.traps.stage", None),  # 18: trap facts and the six query types
     "trap_eval": (
         "clinlib.eval.traps.questions",

@@ -20,8 +20,7 @@ import numpy as np
 import pandas as pd
 
 from clinlib.analysis.stats.cluster import cluster_robust_ci, overlap_robust_ci
-from clinlib.core.config import artifact_path, build_dir
-from clinlib.core.io import read_artifact
+from clinlib.core.config import build_dir
 from clinlib.core.seed_facts import seed_fact
 from clinlib.eval.population.per_patient import chance_answer, per_patient_answer
 from clinlib.llm.tokens import count_tokens, encoding_for_model
@@ -29,8 +28,8 @@ from clinlib.tasks.population.build import (
     GATE_ORDER,
     GATES_FILE,
     QUESTIONS_FILE,
-    build_population,
     not_applicable,
+    population_events,
     source_kind,
 )
 from clinlib.tasks.population.checker import check
@@ -109,18 +108,11 @@ def not_built(profile: str) -> str | None:
     return not_applicable(source_kind(profile), load_specs())
 
 
-def ensure_questions(profile: str, per_cell: int = 1) -> pd.DataFrame:
-    """``population_questions.parquet`` of ``profile``, built (``per_cell`` per task and bin)
-    when the stage has not run yet."""
-    path = build_dir(profile) / QUESTIONS_FILE
-    reason = not_built(profile)
-    if reason:  # the stage does not apply to this source: an empty set, never a crash
+def load_questions(profile: str) -> pd.DataFrame:
+    """``population_questions.parquet`` of ``profile`` (empty when the stage does not apply)."""
+    if not_built(profile):  # the stage does not apply to this source: an empty set, never a crash
         return pd.DataFrame(columns=["qid", "task", "rendering", "bin_tokens", "context"])
-    if not path.exists():
-        build_population(
-            profile, count=functools.partial(_count, model=BIN_MODEL), per_cell=per_cell
-        )
-    return pd.read_parquet(path)
+    return pd.read_parquet(build_dir(profile) / QUESTIONS_FILE)
 
 
 def one_per_task(questions: pd.DataFrame) -> pd.DataFrame:
@@ -296,45 +288,6 @@ def tokens_per_code_chart(v: pd.DataFrame) -> alt.LayerChart:
     )
 
 
-def _better(task: str, a: float, b: float) -> float:
-    """1 if score a beats b, 0.5 on a tie (or an unscored side on both), else 0."""
-    if population_answer(task).lower_is_better:  # absolute error: lower is better
-        a, b = -a, -b
-    a = -np.inf if np.isnan(a) else a
-    b = -np.inf if np.isnan(b) else b
-    return 1.0 if a > b else 0.5 if a == b else 0.0
-
-
-def win_rates(preds: pd.DataFrame, lengths: pd.Series, thresholds: Sequence[int]) -> pd.DataFrame:
-    """PopMedQA Fig. 3: each backbone's share of head-to-head comparisons won against every
-    other backbone, over every (question, rendering) pair whose prompt has at most L tokens
-    (``lengths``: qid -> tokens), for each L in ``thresholds``. An unscored answer (NaN) loses
-    to a scored one and ties another unscored one; a tie counts half."""
-    wide = preds.pivot_table(
-        index=["qid", "rendering", "task"], columns="backbone", values="score", aggfunc="last"
-    )
-    names = list(wide.columns)
-    rows = []
-    for limit in thresholds:
-        sub = wide[wide.index.get_level_values("qid").map(lengths) <= limit]
-        for a in names:
-            wins = n = 0.0
-            for (_, _, task), r in sub.iterrows():
-                for b in names:
-                    if b != a:
-                        wins += _better(task, r[a], r[b])
-                        n += 1
-            rows.append(
-                {
-                    "backbone": a,
-                    "max_tokens": limit,
-                    "comparisons": int(n),
-                    "win_rate": wins / n if n else np.nan,
-                }
-            )
-    return pd.DataFrame(rows)
-
-
 def _scored(task: str, answer, gold) -> float:
     failed = np.nan if population_answer(task).lower_is_better else 0.0
     if answer is None:
@@ -345,15 +298,14 @@ def _scored(task: str, answer, gold) -> float:
         return failed
 
 
-def decomposition_board(
+def decomposition_scores(
     questions: pd.DataFrame, kb, draws: int = 20, seed: int = 0
 ) -> pd.DataFrame:
-    """Decomposition resistance, measured: per task, the mean score over (question, rendering)
-    rows of chance (``draws`` uniformly random answers of the task's format, averaged), of the
-    per-patient baseline (:mod:`clinlib.eval.population.per_patient`) and of the group reader
-    (the independent checker, :mod:`clinlib.tasks.population.checker`); ``gap`` is group minus
-    per-patient in points (for the ATE's absolute error, per-patient minus group). An answer
-    that does not parse scores 0 (NaN for the ATE's error)."""
+    """Decomposition resistance, measured per (question, rendering) row: the score of chance
+    (``draws`` uniformly random answers of the task's format, averaged), of the per-patient
+    baseline (:mod:`clinlib.eval.population.per_patient`) and of the group reader (the
+    independent checker, :mod:`clinlib.tasks.population.checker`). An answer that does not
+    parse scores 0 (NaN for the ATE's error)."""
     rng = np.random.default_rng(seed)
     rows = []
     for q in questions.itertuples():
@@ -365,7 +317,9 @@ def decomposition_board(
         ]
         rows.append(
             {
+                "qid": q.qid,
                 "task": q.task,
+                "bin_tokens": int(q.bin_tokens),
                 "rendering": q.rendering,
                 "chance": float(np.nanmean(chance)),
                 "per_patient": _scored(
@@ -374,9 +328,15 @@ def decomposition_board(
                 "group": _scored(q.task, check(q.task, q.question, q.context), gold),
             }
         )
-    df = pd.DataFrame(rows)
-    board = df.groupby("task").agg(
+    return pd.DataFrame(rows)
+
+
+def decomposition_board(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per task, the mean of :func:`decomposition_scores` rows; ``gap_points`` is group minus
+    per-patient in points (for the ATE's absolute error, per-patient minus group)."""
+    board = rows.groupby("task").agg(
         n=("task", "size"),
+        questions=("qid", "nunique"),
         chance=("chance", "mean"),
         per_patient=("per_patient", "mean"),
         group=("group", "mean"),
@@ -398,8 +358,49 @@ def gate_totals(profile: str) -> pd.DataFrame:
     return g.reset_index()
 
 
-def decomposition(profile: str, questions: pd.DataFrame, draws: int = 20) -> pd.DataFrame:
-    """:func:`decomposition_board` of ``questions`` with the per-patient baseline's clinical
+def chance_scores(questions: pd.DataFrame, draws: int = 20, seed: int = 0) -> pd.Series:
+    """Per (question, rendering) row, the mean score of ``draws`` uniformly random answers of
+    the task's format (the ATE: the answer 0)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for q in questions.itertuples():
+        gold, pids = json.loads(q.gold), [str(p) for p in q.pids]
+        s = [
+            _scored(q.task, chance_answer(q.task, q.question, pids, rng), gold)
+            for _ in range(draws)
+        ]
+        out.append(float(np.nanmean(s)))
+    return pd.Series(out, index=questions.index)
+
+
+def decomposition_from_answers(
+    questions: pd.DataFrame,
+    preds: pd.DataFrame,
+    per_patient: str = "population-per-patient",
+    group: str = "population-solver",
+    draws: int = 20,
+) -> pd.DataFrame:
+    """The rows of :func:`decomposition_scores` with the per-patient baseline's and the group
+    reader's scores taken from their answers through the harness (``preds``, direct prompt),
+    so the stage reads each prompt once per reader; chance drawn here."""
+    d = preds[preds["prompt"] == "direct"].set_index(["qid", "rendering", "backbone"])["score"]
+    keys = list(zip(questions["qid"], questions["rendering"], strict=True))
+    return pd.DataFrame(
+        {
+            "qid": questions["qid"].to_numpy(),
+            "task": questions["task"].to_numpy(),
+            "bin_tokens": questions["bin_tokens"].astype(int).to_numpy(),
+            "rendering": questions["rendering"].to_numpy(),
+            "chance": chance_scores(questions, draws).to_numpy(),
+            "per_patient": [d.get((q, r, per_patient), np.nan) for q, r in keys],
+            "group": [d.get((q, r, group), np.nan) for q, r in keys],
+        }
+    )
+
+
+def decomposition_rows(profile: str, questions: pd.DataFrame, draws: int = 20) -> pd.DataFrame:
+    """:func:`decomposition_scores` of ``questions`` with the per-patient baseline's clinical
     knowledge read from ``profile``'s events (the diagnosis map it applies per record)."""
-    kb = Knowledge.from_events(read_artifact(artifact_path("events.parquet", profile), "cohort"))
-    return decomposition_board(questions, kb, draws=draws)
+    return decomposition_scores(
+        questions, Knowledge.from_events(population_events(profile)), draws=draws
+    )

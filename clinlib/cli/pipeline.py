@@ -26,7 +26,7 @@ from clinlib.cli.common import (
     writer_lock,
 )
 from clinlib.cli.notebooks import execute_all
-from clinlib.cli.population import population
+from clinlib.cli.population import population, population_eval
 from clinlib.cli.stages import (
     CohortRuleOpt,
     cohort,
@@ -128,6 +128,8 @@ def _pipeline(
         questions(profile=name, seed=seed, allow_drops=allow_drops)
     with _stage("population"):  # PopMedQA group questions: cohort + events only
         population(profile=name, seed=seed)
+    with _stage("population-eval"):  # every population scoreboard, cached (notebook 17 loads)
+        population_eval(profile=name)
     with _stage("strategies (post)"):
         strategies(profile=name, setting="post")  # the original dialogues
     with _stage("strategies (pre, T3-injected)"):

@@ -9,9 +9,11 @@ import time
 from pathlib import Path
 from typing import Annotated
 
+import pandas as pd
 import typer
 
-from clinlib.analysis.population import BIN_MODEL, verbosity, verbosity_table
+from clinlib.analysis.population import BIN_MODEL, verbosity_table
+from clinlib.analysis.population_stage import evaluate_population
 from clinlib.cli.common import (
     ConfigOpt,
     ProfileOpt,
@@ -74,7 +76,28 @@ def population(
     typer.echo(f"population: {n_q} questions x 3 renderings ({time.perf_counter() - t0:.1f}s)")
     for r in gates[gates["gate"] == "shortfall"].itertuples():
         typer.echo(f"  shortfall {r.task} @ {r.bin_tokens}: {r.detail}")
-    table = verbosity_table(verbosity(df))
+    per_bin = df.drop_duplicates("qid").groupby("bin_tokens").size()
+    typer.echo("questions per bin: " + ", ".join(f"{b:,}: {n}" for b, n in per_bin.items()))
+    typer.echo(f"verbosity (N, M, tokens per code): `clintrace population-eval --profile {name}`")
+
+
+def population_eval(
+    profile: ProfileOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="recompute even when cached")] = False,
+) -> None:
+    """Every population scoreboard (verbosity, decomposition, Figs 3, 5, 6) over the built set
+    and the predictions, cached; notebook 17 loads them."""
+    name = profile_name(profile)
+    with writer_lock(name):
+        basis = run_stage(evaluate_population, name, force=force)
+    if basis["status"] == "not_applicable":
+        typer.echo(f"population-eval: not built on profile {name!r}: {basis['reason']}")
+        return
+    typer.echo(
+        f"population-eval ({basis['status']}): {basis['n_questions']} questions, "
+        f"{basis['n_predictions']} answers of {basis['backbones']} ({basis['seconds']}s)"
+    )
+    table = verbosity_table(pd.read_parquet(build_dir(name) / "population_verbosity.parquet"))
     typer.echo(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
 
 
@@ -114,6 +137,7 @@ def run_population(
     config: Path | None = None,
     allow_unapproved: bool = False,
     allow_drops: bool = False,
+    prompts: list[str] | None = None,
 ) -> None:
     """`run --tasks P-...` and its alias `population-run`: answer, print, judge the exit."""
     with writer_lock(name):
@@ -129,11 +153,12 @@ def run_population(
             budget_usd=budget,
             config=config,
             allow_unapproved=allow_unapproved,
+            prompts=prompts or ("direct",),
         )
     if isinstance(new, BatchPending):  # the finished backbones' rows are saved; rerun collects
         typer.echo(f"pending: {new}", err=True)
         raise typer.Exit(code=3)
-    table = new.groupby(["backbone", "rendering"]).agg(
+    table = new.groupby(["backbone", "rendering", "prompt"]).agg(
         rows=("qid", "size"),
         errors=("error", lambda e: int(e.notna().sum())),
         parse_failed=("parse_failed", "mean"),
@@ -192,9 +217,13 @@ def population_run(
     batch: Annotated[bool, typer.Option("--batch", help="provider batch jobs")] = False,
     budget: Annotated[float | None, typer.Option(help="stop before spending more (USD)")] = None,
     config: ConfigOpt = None,
+    prompts: Annotated[
+        str,
+        typer.Option(help="direct and/or cot (chain of thought, Fig. 5's Reasoning family)"),
+    ] = "direct",
 ) -> None:
     """Alias of `run --tasks population`: answer population questions with any backbone
-    -> population_predictions.parquet."""
+    -> population_predictions.parquet (then `clintrace population-eval`)."""
     run_population(
         profile_name(profile),
         csv_list(backbones),
@@ -204,6 +233,7 @@ def population_run(
         mode="batch" if batch else "live",
         budget=budget,
         config=config,
+        prompts=csv_list(prompts),
     )
 
 
@@ -250,6 +280,7 @@ def population_spec(
 def register(app: typer.Typer) -> None:
     """Add ``population`` and its run / estimate / spec commands to the ``clintrace`` app."""
     add_command(app, population, "population")
+    add_command(app, population_eval, "population-eval")
     add_command(app, population_run, "population-run")
     add_command(app, population_estimate, "population-estimate")
     add_command(app, population_spec, "population-spec")

@@ -91,6 +91,20 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("trap_answers", "trap_judged"),
         ("trap_questions", "trap_facts", "dialogues"),
     ),
+    # every scoreboard over the population question set (clinlib.analysis.population_stage);
+    # it checks its own basis (the question set's and predictions' sha256)
+    "population_eval": (
+        (
+            "population_verbosity",
+            "population_decomposition",
+            "population_formats",
+            "population_clustered",
+            "population_wins",
+            "population_ablations",
+            "population_eval_basis",
+        ),
+        (),
+    ),
 }
 PRODUCER: dict[str, str] = {a: s for s, (outs, _) in STAGES.items() for a in outs}
 

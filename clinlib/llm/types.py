@@ -119,6 +119,9 @@ class Backbone:
             preset, ``local = true`` in the config): a 900 s timeout (its latency is that
             machine's compute), the served model checked against ``/v1/models`` before a
             run, and a price of 0 reported as "local: $0". Never inferred from the address.
+        reasoning: a reasoning ("think") model: population questions send it at the provider's
+            default temperature with no answer cap (PopMedQA §4: "'Think' models were run with
+            default temperatures and no upper bound on answer length"); ``reasoning = true``.
     """
 
     name: str
@@ -139,6 +142,7 @@ class Backbone:
     policy: OfflinePolicy | None = field(default=None, compare=False, repr=False)
     source: str = "registered"
     local: bool = False
+    reasoning: bool = False
 
     def __post_init__(self) -> None:
         problems = validate_backbone_fields(asdict_shallow(self))
@@ -252,9 +256,10 @@ def validate_backbone_fields(values: Mapping[str, Any]) -> list[str]:
     approved = values.get("approved_for_credentialed", False)
     if not isinstance(approved, bool):
         problems.append(f"approved_for_credentialed must be true or false, got {approved!r}")
-    local = values.get("local", False)
-    if not isinstance(local, bool):
-        problems.append(f"local must be true or false, got {local!r}")
+    for key in ("local", "reasoning"):
+        flag = values.get(key, False)
+        if not isinstance(flag, bool):
+            problems.append(f"{key} must be true or false, got {flag!r}")
     return problems
 
 

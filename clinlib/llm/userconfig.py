@@ -73,6 +73,7 @@ ALLOWED_KEYS: frozenset[str] = frozenset(
         "approved_for_credentialed",
         "label",
         "local",
+        "reasoning",
     }
 )
 REQUIRED_NEW_KEYS: tuple[str, ...] = ("base_url", "model")

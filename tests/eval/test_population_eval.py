@@ -31,6 +31,8 @@ def test_parse_strict_and_lenient():
     assert parse_lenient("P-IPW", "ATE = -7.25 mmHg") == -7.25
     assert parse_lenient("P-ICC", 'x {"1": true} y') == {"1": True}
     assert parse_lenient("P-CLU", "no idea") is None
+    # score: an unparsed answer at the worst share (0) or unscored (NaN) error; the mean over
+    # all answers counts it at failed_score (tests/analysis/test_population_scores.py)
     assert _score("P-CLQ", None, ["1"]) == 0.0 and math.isnan(_score("P-IPW", None, 1.0))
 
 
@@ -65,24 +67,3 @@ def test_estimate_256k_set_for_a_paper_backbone():
     assert row["fits_context"] == (
         bb.context_window is not None and 256_000 + 2048 <= bb.context_window
     )
-
-
-def test_win_rates_by_hand():
-    import pandas as pd
-
-    from clinlib.analysis.population import win_rates
-
-    preds = pd.DataFrame(
-        [  # q1 (short): A beats B, ties C; q2 (long, IPW: lower error wins): B beats A and C
-            ("q1", "codes", "P-CLQ", "A", 1.0), ("q1", "codes", "P-CLQ", "B", 0.0), ("q1", "codes", "P-CLQ", "C", 1.0),
-            ("q2", "codes", "P-IPW", "A", 3.0), ("q2", "codes", "P-IPW", "B", 0.5), ("q2", "codes", "P-IPW", "C", float("nan")),
-        ],
-        columns=["qid", "rendering", "task", "backbone", "score"],
-    )  # fmt: skip
-    lengths = pd.Series({"q1": 1000, "q2": 9000})
-    w = win_rates(preds, lengths, [1000, 10_000]).set_index(["backbone", "max_tokens"])["win_rate"]
-    assert w["A", 1000] == pytest.approx((1 + 0.5) / 2)  # beats B, ties C
-    assert w["B", 1000] == 0.0
-    # q2: A (3.0) beats C (unscored), loses to B -> A total (1 + 0.5 + 0 + 1) / 4
-    assert w["A", 10_000] == pytest.approx(2.5 / 4)
-    assert w["B", 10_000] == pytest.approx((0 + 0 + 1 + 1) / 4)

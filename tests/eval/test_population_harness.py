@@ -31,16 +31,22 @@ MODEL = "gpt-4o-mini"
 @pytest.fixture(scope="module")
 def _built(tmp_path_factory, quick_cohort):
     """P-TOP questions of the default specs (the offline readers recognise a question by the
-    default specs' templates), 8K bin, built once from the quick cohort."""
+    default specs' templates), 32K bin (full code descriptions), built once from the quick
+    cohort."""
     root = tmp_path_factory.mktemp("pop")
     src, dst = config.BUILD_DIR / quick_cohort, root / quick_cohort
     dst.mkdir()
-    for name in ("cohort.parquet", "events.parquet", "source.json"):
+    for name in ("cohort.parquet", "events.parquet", "source.json", "raw"):
         (dst / name).symlink_to(src / name)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(config, "BUILD_DIR", root)
-        df, _ = build_population("quick", count=lambda s: count_tokens(s, "gpt-4"),
-                                 tasks=["P-TOP"], per_cell=2, bins=[8000])  # fmt: skip
+        df, _ = build_population(
+            "quick",
+            count=lambda s: count_tokens(s, "gpt-4"),
+            tasks=["P-TOP"],
+            per_cell=2,
+            bins=[32000],
+        )
     return dst, df
 
 

@@ -7,8 +7,15 @@ kit's client (:func:`clinlib.llm.run_batch`: response cache, retries, offline po
 the reply strictly (the whole reply is the JSON answer) and leniently (the first JSON value,
 ``true``/``false`` or number in it), scores both with the task's App. C metric and appends the
 rows to ``population_predictions.parquet`` (atomic; the latest row per key kept). A reply that
-does not parse is recorded with ``parse_failed`` and scored at the task's worst (0, or NaN for
-the ATE's absolute error, which has no worst value).
+does not parse is recorded with ``parse_failed``; ``score`` is then the task's worst (0, or NaN
+for the ATE's absolute error) and ``score_all`` counts it as Fig. 6's mean over all questions
+does (:func:`failed_score`: 0, or the ATE error of the null answer 0).
+
+Two prompts (Fig. 5's "Reasoning" family): ``direct`` (answer only) and ``cot`` (chain of
+thought, Wei et al. 2022: reason step by step, then the answer alone after ``Answer:`` on the
+last line; strictly parsed from the text after the last ``Answer:``). Generation: temperature 0
+and :data:`MAX_TOKENS` answer tokens, a backbone flagged ``reasoning`` at its default
+temperature and uncapped (§4).
 """
 
 from __future__ import annotations
@@ -37,25 +44,43 @@ from clinlib.tasks.population.spec import TASK_IDS
 from clinlib.tasks.population.tasks import MAX_TOKENS
 
 PREDICTIONS_FILE = "population_predictions.parquet"
-KEY = ["qid", "rendering", "backbone"]
+KEY = ["qid", "rendering", "prompt", "backbone"]
 POPULATION_ALIAS = "population"  # `--tasks population`: all ten P- tasks
 SYSTEM_PROMPT = (
     "You are a population-health analyst. You are given the longitudinal records of a group of "
     "patients, then a question about the group. Answer from the records only, in exactly the "
     "format the question asks for, and reply with the answer only."
 )
+COT_SYSTEM_PROMPT = (
+    "You are a population-health analyst. You are given the longitudinal records of a group of "
+    "patients, then a question about the group. Answer from the records only. Think step by "
+    "step: write out your reasoning first, then give the answer alone on the last line, after "
+    "'Answer:', in exactly the format the question asks for."
+)
+PROMPTS: tuple[str, ...] = ("direct", "cot")
+ANSWER_MARK = "Answer:"
 _JSON_START = re.compile(r"[\[{]|-?\d+(?:\.\d+)?|true|false", re.IGNORECASE)
 
 
-def messages_for(question: str, context: str) -> list[dict[str, str]]:
+def messages_for(question: str, context: str, prompt: str = "direct") -> list[dict[str, str]]:
+    """The system prompt of ``prompt`` (``direct`` or ``cot``), then the records and question."""
+    if prompt not in PROMPTS:
+        raise ValueError(f"unknown population prompt {prompt!r}; known: {', '.join(PROMPTS)}")
     return [
-        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "system", "content": SYSTEM_PROMPT if prompt == "direct" else COT_SYSTEM_PROMPT},
         {"role": "user", "content": prompt_text(question, context)},
     ]
 
 
 def _schema_ok(task: str, value: Any) -> bool:
     return population_answer(task).schema(value)
+
+
+def final_answer(text: str | None) -> str:
+    """The text after the reply's last ``Answer:`` (the whole reply when it has none)."""
+    text = text or ""
+    i = text.rfind(ANSWER_MARK)
+    return text if i < 0 else text[i + len(ANSWER_MARK) :]
 
 
 def parse_strict(task: str, text: str | None) -> Any:
@@ -81,6 +106,17 @@ def parse_lenient(task: str, text: str | None) -> Any:
         if _schema_ok(task, value):
             return value
     return None
+
+
+def failed_score(task: str, gold: float | None = None) -> float:
+    """The score an unparsed answer counts at in the mean over all answers (Fig. 6's filled
+    bars average "all the questions in the task", so every unparsed answer is in the mean):
+    0 for a share metric (precision, accuracy, Rand index, F1, Kendall's tau); for the ATE's
+    absolute error (lower is better; the seed states no value for it), the error of the null
+    answer 0, i.e. ``|gold|`` (named here: the only answer-free estimate)."""
+    if population_answer(task).lower_is_better:
+        return abs(float(gold)) if gold is not None else math.nan
+    return 0.0
 
 
 def _score(task: str, value: Any, gold: Any) -> float:
@@ -123,11 +159,31 @@ def population_tasks(tasks: Sequence[str] | None) -> list[str] | None:
     return list(TASK_IDS) if POPULATION_ALIAS in pop else pop
 
 
-def population_requests(qs: pd.DataFrame, bb: Backbone) -> list[ChatRequest]:
-    """One request per (question, rendering) row, keyed ``qid|rendering|backbone``."""
-    params = GenerationParams(max_tokens=MAX_TOKENS, temperature=0.0)
+def generation_params(bb: Backbone) -> GenerationParams:
+    """Temperature 0 and :data:`MAX_TOKENS`; a ``reasoning`` backbone: its default temperature,
+    no cap (PopMedQA §4)."""
+    if bb.reasoning:
+        return GenerationParams(max_tokens=None, temperature=None)
+    return GenerationParams(max_tokens=MAX_TOKENS, temperature=0.0)
+
+
+def request_key(qid: str, rendering: str, backbone: str, prompt: str = "direct") -> str:
+    """``qid|rendering|backbone`` (a ``cot`` request: ``qid|rendering|cot|backbone``)."""
+    mid = rendering if prompt == "direct" else f"{rendering}|{prompt}"
+    return f"{qid}|{mid}|{backbone}"
+
+
+def population_requests(
+    qs: pd.DataFrame, bb: Backbone, prompt: str = "direct"
+) -> list[ChatRequest]:
+    """One request per (question, rendering) row, keyed by :func:`request_key`."""
+    params = generation_params(bb)
     return [
-        ChatRequest(f"{q.qid}|{q.rendering}|{bb.name}", messages_for(q.question, q.context), params)
+        ChatRequest(
+            request_key(q.qid, q.rendering, bb.name, prompt),
+            messages_for(q.question, q.context, prompt),
+            params,
+        )
         for q in qs.itertuples()
     ]
 
@@ -144,8 +200,10 @@ def answer_population(
     budget_usd: float | None = None,
     config: str | Path | None = None,
     allow_unapproved: bool = False,
+    prompts: Sequence[str] = ("direct",),
 ) -> pd.DataFrame:
-    """Ask every selected (question, rendering) of every backbone; returns the new rows.
+    """Ask every selected (question, rendering) of every backbone, once per prompt of
+    ``prompts`` (:data:`PROMPTS`); returns the new rows.
 
     Requests go through :class:`clinlib.eval.synthesis.calls.Calls`, as the harness's other LLM
     calls do: the profile's response cache (a rerun asks nothing it has), the credentialed
@@ -173,12 +231,13 @@ def answer_population(
     calls["openai"].guard(bbs)  # every backbone refused or accepted before anything is sent
     rows: list[dict[str, Any]] = []
     try:
-        for bb in bbs:
+        for bb, prompt in ((b, p) for b in bbs for p in prompts):
             got = calls["offline" if bb.kind == "offline" else "openai"].send(
-                bb, population_requests(qs, bb)
+                bb, population_requests(qs, bb, prompt)
             )
             rows += [
-                _row(q, bb.name, got[f"{q.qid}|{q.rendering}|{bb.name}"]) for q in qs.itertuples()
+                _row(q, bb.name, got[request_key(q.qid, q.rendering, bb.name, prompt)], prompt)
+                for q in qs.itertuples()
             ]
     finally:
         _save(name, rows)
@@ -191,9 +250,27 @@ def _save(name: str, rows: list[dict[str, Any]]) -> None:
         return
     new = pd.DataFrame(rows)
     path = build_dir(name) / PREDICTIONS_FILE
-    old = pd.read_parquet(path) if path.exists() else new.iloc[0:0]
+    old = load_predictions(name) if path.exists() else new.iloc[0:0]
     merged = pd.concat([old, new], ignore_index=True).drop_duplicates(KEY, keep="last")
     write_parquet(merged, path)
+
+
+def load_predictions(profile: str | None = None) -> pd.DataFrame:
+    """``population_predictions.parquet``; rows written before prompts and ``score_all``
+    existed read as ``direct`` with ``score_all`` recounted from their gold."""
+    name = resolve_profile(profile)
+    df = pd.read_parquet(build_dir(name) / PREDICTIONS_FILE)
+    if "prompt" not in df.columns:
+        df["prompt"] = "direct"
+    if "score_all" not in df.columns:
+        gold = load_population(name).drop_duplicates("qid").set_index("qid")["gold"]
+        df["score_all"] = [
+            s if not f else failed_score(t, json.loads(gold[q]) if q in gold.index else None)
+            for s, f, t, q in zip(
+                df["score"], df["parse_failed"], df["task"], df["qid"], strict=True
+            )
+        ]
+    return df
 
 
 def select_population(profile, renderings=None, tasks=None, limit=None) -> pd.DataFrame:
@@ -215,12 +292,15 @@ def _select(qs: pd.DataFrame, renderings, tasks, limit) -> pd.DataFrame:
     return qs
 
 
-def _row(q: Any, backbone: str, r: Any) -> dict[str, Any]:
+def _row(q: Any, backbone: str, r: Any, prompt: str = "direct") -> dict[str, Any]:
     gold = json.loads(q.gold)
-    strict, lenient = parse_strict(q.task, r.response), parse_lenient(q.task, r.response)
+    reply = final_answer(r.response) if prompt == "cot" else r.response
+    strict, lenient = parse_strict(q.task, reply), parse_lenient(q.task, reply)
+    scored = _score(q.task, strict, gold)
     return {
         "qid": q.qid,
         "rendering": q.rendering,
+        "prompt": prompt,
         "backbone": backbone,
         "task": q.task,
         "bin_tokens": q.bin_tokens,
@@ -228,7 +308,8 @@ def _row(q: Any, backbone: str, r: Any) -> dict[str, Any]:
         "error": r.error,
         "parse_failed": strict is None,
         "parse_failed_lenient": lenient is None,
-        "score": _score(q.task, strict, gold),
+        "score": scored,
+        "score_all": failed_score(q.task, gold) if strict is None else scored,
         "score_lenient": _score(q.task, lenient, gold),
         "input_tokens": r.input_tokens,
         "output_tokens": r.output_tokens,

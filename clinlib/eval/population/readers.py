@@ -24,17 +24,16 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from sklearn.cluster import AgglomerativeClustering
 
 from clinlib.core.config import artifact_path
-from clinlib.core.io import read_artifact
 from clinlib.eval.population.per_patient import naive_effect, per_patient_answer
 from clinlib.llm import Backbone, register_backbone
 from clinlib.llm.types import OFFLINE_READER_MODEL_PREFIX
+from clinlib.tasks.population.build import population_events
 from clinlib.tasks.population.checker import check
 from clinlib.tasks.population.questions import split_prompt, task_of
 from clinlib.tasks.population.render import Line, parse_group
@@ -180,12 +179,14 @@ def overlap_classes(o: _Overlap) -> dict[str, str]:
 
 
 def _knowledge(profile: str) -> Knowledge:
-    return _kb_cached(str(artifact_path("events.parquet", profile)))
+    """The diagnosis map of ``profile``'s events as the descriptions rendering prints them
+    (full code descriptions, :func:`clinlib.tasks.population.build.population_events`)."""
+    return _kb_cached(str(artifact_path("events.parquet", profile)), profile)
 
 
 @cache
-def _kb_cached(path: str) -> Knowledge:
-    return Knowledge.from_events(read_artifact(Path(path), "cohort"))
+def _kb_cached(path: str, profile: str) -> Knowledge:
+    return Knowledge.from_events(population_events(profile))
 
 
 def _policy(kind: str, profile: str):

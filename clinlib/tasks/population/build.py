@@ -34,13 +34,15 @@ from itertools import cycle
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from clinlib.core.config import artifact_path, build_dir, resolve_profile
 from clinlib.core.guards import MANIFEST_DIR, StageError
 from clinlib.core.io import read_artifact, write_parquet
 from clinlib.tasks.population.checker import check
-from clinlib.tasks.population.groups import attributes
+from clinlib.tasks.population.describe import describe_events
+from clinlib.tasks.population.groups import attributes, sample_cohorts
 from clinlib.tasks.population.questions import (
     BIN_TOLERANCE,
     PAPER_BINS,
@@ -57,8 +59,8 @@ QUESTIONS_FILE = "population_questions.parquet"
 GATES_FILE = "population_gates.parquet"
 PER_CELL = {
     "quick": 2,
-    "paper": 2,
-}  # paper: 2 keeps `make reproduce` within budget (--per-cell for more)
+    "paper": 12,
+}  # paper: 12 x 10 tasks x 5 bins, >= 500 kept after shortfalls (PopMedQA's scale, §2)
 MAX_ATTEMPTS = 12
 TOKENS_PER_PATIENT = 5_000  # a typical full record as descriptions (cl100k_base), for sizes_for
 MIN_DISTRIBUTION = 6  # yes/no golds checked for one-sidedness from this many on
@@ -97,6 +99,13 @@ def _write_status(name: str, status: dict[str, Any]) -> None:
     d = build_dir(name) / MANIFEST_DIR
     d.mkdir(parents=True, exist_ok=True)
     (d / STATUS_FILE).write_text(json.dumps(status, indent=1, sort_keys=True) + "\n")
+
+
+def population_events(profile: str) -> pd.DataFrame:
+    """The build's events with every concept's full description as its label (what the
+    descriptions rendering prints; :mod:`clinlib.tasks.population.describe`)."""
+    events = read_artifact(artifact_path("events.parquet", profile), "cohort")
+    return describe_events(events, build_dir(profile) / "raw" / "hosp")
 
 
 def bins_for(profile: str) -> tuple[int, ...]:
@@ -178,14 +187,29 @@ def _resize(sizes: list[int], n: int, detail: str, bin_tokens: int) -> None:
         sizes[:] = keep
 
 
-def _cell(spec: TaskIdea, attrs, events, bin_tokens, want, seed, count, gates, offset=0):
+def rosters(spec: TaskIdea, attrs, seed: int) -> dict[str, tuple[int, dict[str, list[int]]] | str]:
+    """Each variant's cohorts built once at N_max (:func:`.groups.sample_cohorts`), keyed by the
+    variant's JSON: every question of the idea is a subsample of them (PopMedQA §2.1 step 3)."""
+    out = {}
+    for i, v in enumerate(spec.params.get("variants") or [{}]):
+        rng = np.random.default_rng([seed, hash_task(spec.task), i, 7])
+        out[json.dumps(v, sort_keys=True)] = sample_cohorts(spec, attrs, v, rng)
+    return out
+
+
+def _cell(
+    spec: TaskIdea, attrs, events, bin_tokens, want, seed, count, gates, offset=0, built=None
+):
     """Up to ``want`` questions of one (spec, bin); tallies the gates in ``gates``. Each draw is
-    rendered as descriptions first and measured; only a draw that fits its bin is rendered the
-    other two ways and checked (structure, leakage, the checker)."""
+    subsampled from its variant's N_max cohorts (``built``: :func:`rosters`), rendered as
+    descriptions first and measured; only a draw that fits its bin is rendered the other two
+    ways and checked (structure, leakage, the checker)."""
     rows: list[dict[str, Any]] = []
     vs = spec.params.get("variants") or [{}]
     variants = cycle(vs[offset % len(vs) :] + vs[: offset % len(vs)])
-    sizes = sizes_for(spec.sizes, bin_tokens)
+    built = built if built is not None else rosters(spec, attrs, seed)
+    n_max = min((r[0] for r in built.values() if not isinstance(r, str)), default=0)
+    sizes = sizes_for([s for s in spec.sizes if s <= n_max] or list(spec.sizes), bin_tokens)
     attempt = 0
     reasons: dict[str, int] = {}
     while len(rows) < want * len(RENDERINGS) and attempt < MAX_ATTEMPTS * want:
@@ -193,7 +217,13 @@ def _cell(spec: TaskIdea, attrs, events, bin_tokens, want, seed, count, gates, o
         attempt += 1
         n = sizes[(attempt - 1) % len(sizes)]
         v = next(variants)
-        q = make_question(spec, attrs, events, n, bin_tokens, v, s, count, ("descriptions",))
+        roster = built[json.dumps(v, sort_keys=True)]
+        if isinstance(roster, str):
+            reasons[roster] = reasons.get(roster, 0) + 1
+            continue
+        q = make_question(
+            spec, attrs, events, n, bin_tokens, v, s, count, ("descriptions",), roster[1]
+        )
         if isinstance(q, str):
             reasons[q] = reasons.get(q, 0) + 1
             if q.startswith("cohort ") and len(sizes) > 1 and n == max(sizes):
@@ -272,7 +302,7 @@ def build_population(
             columns=GATE_COLUMNS
         )
     cohort = read_artifact(artifact_path("cohort.parquet", name), "cohort")
-    events = read_artifact(artifact_path("events.parquet", name), "cohort")
+    events = population_events(name)
     attrs = attributes(cohort, events)
     count = functools.lru_cache(maxsize=None)(count)
     want = per_cell or PER_CELL.get(name, PER_CELL["paper"])
@@ -280,13 +310,16 @@ def build_population(
     gates: dict[tuple, list] = {}
     shortfalls: list[dict[str, Any]] = []
     for spec in chosen:
+        built = rosters(spec, attrs, seed)  # the idea's cohorts at N_max, shared by its questions
         for i, b in enumerate(bins or bins_for(name)):
             if spec.plant and source != "synthetic":
                 shortfalls.append(
                     _short(spec.task, b, f"planted task skipped on a {source} source")
                 )
                 continue
-            got, reasons = _cell(spec, attrs, events, b, want, seed, count, gates, offset=i)
+            got, reasons = _cell(
+                spec, attrs, events, b, want, seed, count, gates, offset=i, built=built
+            )
             rows += got
             if len(got) < want * len(RENDERINGS):
                 shortfalls.append(

@@ -90,6 +90,42 @@ def sample_group(
     return out
 
 
+def sample_cohorts(
+    spec: TaskIdea, attrs: pd.DataFrame, variant: Mapping[str, Any], rng: np.random.Generator
+) -> tuple[int, dict[str, list[int]]] | str:
+    """The idea's cohorts built once at ``N_max`` (PopMedQA §2.1 step 3: "cohorts are generated
+    at a large size N_max"): the largest of the spec's sizes whose cohorts the pool can fill,
+    and role -> subject_ids at that size; or why none can be."""
+    why = "no size"
+    for n_max in sorted(spec.sizes, reverse=True):
+        got = sample_group(spec, attrs, n_max, variant, rng)
+        if not isinstance(got, str):
+            return n_max, got
+        why = got
+    return why
+
+
+def subsample(
+    spec: TaskIdea,
+    roster: Mapping[str, list[int]],
+    n: int,
+    variant: Mapping[str, Any],
+    rng: np.random.Generator,
+) -> dict[str, list[int]] | str:
+    """A group of size ``n`` subsampled from the idea's N_max cohorts ("to create concrete
+    questions of size N, the idea's cohorts are subsampled at the specified value of N"): each
+    role keeps ``cohort.n(n, k)`` of its N_max members, drawn without replacement."""
+    out: dict[str, list[int]] = {}
+    for cohort in (bind(c, variant) for c in spec.cohorts):
+        want, pool = cohort.n(n, spec.k), roster.get(cohort.role, [])
+        if len(pool) < want:
+            return f"cohort {cohort.role!r}: {len(pool)} at N_max < {want}"
+        out[cohort.role] = (
+            sorted(int(s) for s in rng.choice(pool, size=want, replace=False)) if want else []
+        )
+    return out
+
+
 def _event(sid: int, t: pd.Timestamp, ev: Mapping[str, Any], n: int, kind: str) -> dict:
     return {
         "event_id": f"PLANT-{sid}-{n}",

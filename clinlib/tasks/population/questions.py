@@ -22,15 +22,18 @@ import numpy as np
 import pandas as pd
 
 from clinlib.tasks.population import metrics
-from clinlib.tasks.population.groups import fit_records, plant, sample_group
+from clinlib.tasks.population.groups import fit_records, plant, sample_group, subsample
 from clinlib.tasks.population.plant import plant_score, plant_signatures
 from clinlib.tasks.population.render import RENDERINGS, render_group
 from clinlib.tasks.population.spec import TaskIdea
 from clinlib.tasks.population.tasks import PopulationAnswer
 from clinlib.tasks.registry import SPECS
 
-QUICK_BINS: tuple[int, ...] = (8_000, 24_000)  # small bins that fit small models
-PAPER_BINS: tuple[int, ...] = (32_000, 64_000, 128_000, 256_000)
+# Bins of the descriptions rendering (full code descriptions, cl100k_base): the seed's three
+# plus small ones that fit small models; 16K is the smallest whose groups of 8-10 full records
+# fit (at 8K the admissions, diagnoses and procedures of ten records alone exceed 1.5 x the bin).
+QUICK_BINS: tuple[int, ...] = (16_000, 32_000)
+PAPER_BINS: tuple[int, ...] = (16_000, 32_000, 64_000, 128_000, 256_000)
 SEED_BINS: tuple[int, ...] = (64_000, 128_000, 256_000)  # PopMedQA §2 "64K, 128K, or 256K"
 BIN_TOLERANCE: tuple[float, float] = (0.5, 1.5)  # measured / target tokens kept in a bin
 
@@ -192,11 +195,17 @@ def make_question(
     seed: int,
     count: Callable[[str], int],
     renderings: Sequence[str] = RENDERINGS,
+    roster: Mapping[str, list[int]] | None = None,
 ) -> dict[str, Any] | str:
     """One question with its ``renderings`` (default all three; :func:`render_rest` adds the
-    others), or the reason it could not be made."""
+    others), or the reason it could not be made. With ``roster`` (the idea's cohorts built at
+    N_max, :func:`~clinlib.tasks.population.groups.sample_cohorts`) the group is subsampled
+    from it; without, drawn afresh from the pool."""
     rng = np.random.default_rng(seed)
-    roles = sample_group(spec, attrs, n, variant, rng)
+    if roster is None:
+        roles = sample_group(spec, attrs, n, variant, rng)
+    else:
+        roles = subsample(spec, roster, n, variant, rng)
     if isinstance(roles, str):
         return roles
     sids = sorted(s for v in roles.values() for s in v)

@@ -1,9 +1,11 @@
 """Three renderings of a group of patient records (PopMedQA §4 "Prompting strategies",
 Figs 7-8) and the parser that reads them back.
 
-- ``descriptions`` (the seed's baseline): each coded event as its description, truncated to
-  :data:`DESC_CHARS` characters (Fig. 7 left prints "Thyrotropin [Units/volume] in Serum or
-  Plasma --ba", 50 characters), then its value and unit;
+- ``descriptions`` (the seed's baseline): each coded event as its full description
+  (:mod:`clinlib.tasks.population.describe`; the stage relabels the events with them), then its
+  value and unit. Fig. 7 left cuts descriptions at 50 characters ("Thyrotropin [Units/volume] in
+  Serum or Plasma --ba"); the kit prints them whole (:data:`DESC_CHARS` is None), a deviation
+  named in :mod:`.describe`: cut, they fall below the seed's 8-20 tokens per code;
 - ``codes``: ``system//code`` and the value (Fig. 7 right);
 - ``codebook``: one codebook for the whole group maps every unique code to ``#n`` with its
   ``(system//code) description``, and the records cite ``#n`` (Fig. 8). The kit's dialogue
@@ -28,7 +30,7 @@ import pandas as pd
 from clinlib.data.vocab import CODEBOOK_ID_PREFIX
 
 RENDERINGS: tuple[str, ...] = ("descriptions", "codes", "codebook")
-DESC_CHARS = 50
+DESC_CHARS: int | None = None  # no cut (Fig. 7 cuts at 50; see .describe)
 ID_PREFIX = CODEBOOK_ID_PREFIX  # shared with clinlib.strategies.codebook
 CODEBOOK_TITLE = "Codebook (integer IDs assigned to medical codes):"
 PATIENT_HEADER = "=== Patient ID: {pid} ==="
@@ -55,7 +57,8 @@ def concept_key(code_system: str, code: str) -> str:
 
 def description(kind: str, code: str, label: str) -> str:
     """The truncated description of one coded event."""
-    text = f"{label} ({code})" if kind in ("admission", "discharge") else str(label)
+    bare = kind in ("admission", "discharge") and str(label).lower() == kind
+    text = f"{label} ({code})" if bare else str(label)
     return text[:DESC_CHARS].rstrip()
 
 
