@@ -19,7 +19,7 @@ or a notebook failed.
 
 Usage::
 
-    python -m bench.real_profiles                       # both, --per-disease 3
+    python -m bench.real_profiles                       # both, --per-disease 10
     python -m bench.real_profiles --only mimic --per-disease 6
 """
 
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prefix", default="realq")
-    parser.add_argument("--per-disease", type=int, default=3)
+    parser.add_argument("--per-disease", type=int, default=10)
     parser.add_argument("--only", choices=KINDS, default=None)
     parser.add_argument("--quick-raw", type=Path, default=build_dir("quick") / "raw")
     args = parser.parse_args(argv)
