@@ -156,7 +156,7 @@ def local_note(names: list[str] | None, config: Path | None) -> None:
 def prep_from(prep: str, profile: str, config: Path | None):
     """The prep model named ``prep`` (``rule-based`` or a backbone, the user's ``--config`` /
     ``$CLINTRACE_CONFIG`` endpoints included), resolved before any work starts."""
-    from clinlib.strategies.prep import get_prep
+    from clinlib.strategies import get_prep
 
     return get_prep(prep, profile=profile, config=config)
 
