@@ -73,8 +73,9 @@ def _panel_itemids() -> str:
 
 
 def _labevents_sql(src: str, s: RealShapes) -> str:
-    umol = f"TRY_CAST(itemid AS BIGINT) = {CREATININE_ITEMID} AND " + _pick(
-        "labevent_id", "umol", s.umol_creatinine_pct
+    umol = (
+        f"TRY_CAST(itemid AS BIGINT) = {CREATININE_ITEMID} AND trim(valueuom) = 'mg/dL' AND "
+        + _pick("labevent_id", "umol", s.umol_creatinine_pct)
     )
     no_unit = (
         f"TRY_CAST(itemid AS BIGINT) IN ({_panel_itemids()}) AND valuenum IS NOT NULL AND NOT ("
@@ -100,7 +101,7 @@ def _labevents_sql(src: str, s: RealShapes) -> str:
 
 
 def _prescriptions_sql(src: str, s: RealShapes) -> str:
-    main = "drug_type = 'MAIN'"
+    main = "coalesce(drug_type, 'MAIN') = 'MAIN'"
     outlier = (
         f"{main} AND TRY_CAST(dose_val_rx AS DOUBLE) > 0 AND regexp_matches(prod_strength, "
         f"'^[0-9]') AND {_pick('pharmacy_id', 'dose', s.dose_outlier_pct)}"
