@@ -44,6 +44,7 @@ __all__ = [
     "interrupt",
     "local_note",
     "pending_as_value",
+    "prep_from",
     "profile_name",
     "run_stage",
     "strategy_list",
@@ -150,6 +151,14 @@ def local_note(names: list[str] | None, config: Path | None) -> None:
     ]
     if local:
         typer.echo(f"local: $0 for {', '.join(local)} ({LOCAL_COST_NOTE})")
+
+
+def prep_from(prep: str, profile: str, config: Path | None):
+    """The prep model named ``prep`` (``rule-based`` or a backbone, the user's ``--config`` /
+    ``$CLINTRACE_CONFIG`` endpoints included), resolved before any work starts."""
+    from clinlib.strategies import get_prep
+
+    return get_prep(prep, profile=profile, config=config)
 
 
 def pending_as_value(fn):

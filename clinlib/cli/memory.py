@@ -8,7 +8,15 @@ from typing import Annotated
 
 import typer
 
-from clinlib.cli.common import ProfileOpt, add_command, fail, profile_name, run_stage
+from clinlib.cli.common import (
+    ConfigOpt,
+    ProfileOpt,
+    add_command,
+    fail,
+    prep_from,
+    profile_name,
+    run_stage,
+)
 from clinlib.strategies.memory_server import MemoryServer, ReferenceMemoryService
 
 MEMORY_PORT = 8790  # the default endpoint of remote-memory
@@ -22,11 +30,13 @@ def memory_serve(
     prep: Annotated[str, typer.Option(help="the backend's prep model")] = "rule-based",
     host: Annotated[str, typer.Option(help="interface (loopback by default)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0: any free port)")] = MEMORY_PORT,
+    config: ConfigOpt = None,
 ) -> None:
     """Serve the memory protocol (reset / ingest / query) backed by one of the kit's
     memories until Ctrl-C; point `remote-memory(endpoint=URL)` at the printed URL."""
     name = profile_name(profile)
-    service = run_stage(ReferenceMemoryService, backend, name, prep)
+    prep_model = run_stage(prep_from, prep, name, config)  # a prep backbone may be the config's
+    service = run_stage(ReferenceMemoryService, backend, name, prep_model)
     try:
         server = MemoryServer(service, host, port)
     except OSError as exc:  # port taken, unknown interface: one line

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from clinlib.cli.common import (
+    ConfigOpt,
     ProfileOpt,
     add_command,
     csv_list,
@@ -61,13 +62,21 @@ def export(
     prep: Annotated[str, typer.Option(help="prep model of derived representations")] = "rule-based",
     tasks: Annotated[str | None, typer.Option(help="comma-separated tasks (default T1-T9)")] = None,
     limit: Annotated[int | None, typer.Option(help="first N questions per task")] = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Write the question set with each strategy's context as a dataset (+ an inspect_ai task)."""
     name = profile_name(profile)
     if fmt not in FORMATS:
         run_stage(write_export, out, [], fmt)  # refuses with one line
     records = run_stage(
-        export_records, name, csv_list(strategies), csv_list(settings), prep, csv_list(tasks), limit
+        export_records,
+        name,
+        csv_list(strategies),
+        csv_list(settings),
+        prep,
+        csv_list(tasks),
+        limit,
+        config=config,
     )
     run_stage(write_export, out, records, fmt)
     typer.echo(f"{len(records)} samples -> {out} ({fmt})")

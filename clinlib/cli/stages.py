@@ -19,9 +19,11 @@ from clinlib.cli.common import (
     AcceptErrorsOpt,
     AllowDropsOpt,
     BudgetOpt,
+    ConfigOpt,
     ProfileOpt,
     SeedOpt,
     add_command,
+    prep_from,
     profile_name,
     run_stage,
     strategy_list,
@@ -259,17 +261,19 @@ def strategies(
     setting: Annotated[str, typer.Option(help="T3 injection: post or pre")] = "post",
     prep: Annotated[str, typer.Option(help="prep model: rule-based or a backbone")] = "rule-based",
     task: Annotated[str, typer.Option(help="whose injections 'pre' applies: T3 or T5")] = "T3",
+    config: ConfigOpt = None,
 ) -> None:
     """Build (or re-use) every strategy's per-patient constructions."""
     chosen = strategy_list(names)  # a comma inside a label's parentheses is the label's
     name = profile_name(profile)
+    prep_model = run_stage(prep_from, prep, name, config)  # a prep backbone may be the config's
     with writer_lock(name):
         summary = run_stage(
             build_all,
             name,
             chosen,
             setting=setting,
-            prep=prep,
+            prep=prep_model,
             task=task,
             progress=True,
         )

@@ -105,6 +105,8 @@ SCREEN_LABS_SQL = """
 CREATE TEMP TABLE ct_lab_screen AS
 SELECT l.*, p.lab_key, p.canon_unit, u.factor,
        CASE WHEN isnan(l.valuenum) OR isinf(l.valuenum) THEN 'value_not_finite'
+            WHEN nullif(trim(l.valueuom), '') IS NULL AND p.canon_unit <> ''
+                 THEN 'unit_missing'
             WHEN nullif(trim(l.valueuom), '') IS NOT NULL AND u.factor IS NULL
                  THEN 'unit_not_convertible'
             WHEN l.valuenum * coalesce(u.factor, 1) NOT BETWEEN b.lo AND b.hi
@@ -169,10 +171,12 @@ def lab_exclusions(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, int]:
     bad = con.execute("""
         SELECT 'labevents' AS "table", rule, CAST(labevent_id AS VARCHAR) AS key, subject_id,
                CASE rule WHEN 'unit_not_convertible' THEN 'valueuom'
+                         WHEN 'unit_missing' THEN 'valueuom'
                          WHEN 'unknown_hadm_id' THEN 'hadm_id'
                          WHEN 'admission_excluded' THEN 'hadm_id'
                          ELSE 'valuenum' END AS field,
                CASE rule WHEN 'unit_not_convertible' THEN valueuom
+                         WHEN 'unit_missing' THEN coalesce(valueuom, '')
                          WHEN 'unknown_hadm_id' THEN CAST(hadm_id AS VARCHAR)
                          WHEN 'admission_excluded' THEN CAST(hadm_id AS VARCHAR)
                          ELSE CAST(valuenum AS VARCHAR) || ' ' || coalesce(valueuom, '')

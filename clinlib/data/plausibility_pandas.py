@@ -72,6 +72,8 @@ def _lab_rule(lab_key: str, value: float, unit, hadm: str | None) -> tuple[str |
         return "value_not_finite", math.nan
     unit = "" if pd.isna(unit) else str(unit).strip()
     canon = LAB_BY_KEY[lab_key].unit
+    if unit == "" and canon:
+        return "unit_missing", math.nan  # never read as the panel's unit
     if unit == "":
         factor = math.nan
     elif unit == canon:

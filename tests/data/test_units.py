@@ -105,3 +105,75 @@ def test_meds_creatinine_in_umol_is_judged_in_its_own_unit(tmp_path):
     assert bad["rule"].tolist() == ["unit_not_convertible"]
     assert bad["value"].tolist() == ["mmol/L"]
     assert conv[["lab_key", "from_unit", "rows"]].values.tolist() == [["creatinine", "umol/L", 2]]
+
+
+# A creatinine with no unit, in a stay the default fixture keeps (patient 5, admission 501):
+# 1.4 could be mg/dL (abnormal) or a mis-keyed µmol/L; it is never read as the panel's unit.
+NO_UNIT = {
+    "labevent_id": 9901,
+    "subject_id": 5,
+    "hadm_id": 501,
+    "specimen_id": 99010,
+    "itemid": 50912,
+    "charttime": "2150-01-01 06:30:00",
+    "value": "1.4",
+    "valuenum": 1.4,
+    "valueuom": None,
+}
+
+
+def test_a_lab_without_a_unit_is_excluded_and_counted(tmp_path):
+    """CSV path (SQL screen): excluded as unit_missing, listed in the exclusions with field
+    valueuom, and no event states it; every other fixture row keeps its fate."""
+    import pandas as pd
+
+    from clinlib.data import plausibility as pl
+    from clinlib.data.build import SourceSpec, open_source
+    from clinlib.data.events import extract_events
+    from tests import hosp_fixture
+
+    row = {**NO_UNIT, "charttime": pd.Timestamp(NO_UNIT["charttime"])}
+    root = hosp_fixture.write_csv_dir(tmp_path / "mimic", extra={"labevents": [row]})
+    con = duckdb.connect()
+    open_source(SourceSpec("mimic", root, True), con=con)
+    pl.screen_admissions(con)
+    events = extract_events(con, [1, 5])
+    bad, _ = pl.lab_exclusions(con)
+    got = bad[["rule", "key", "field", "value"]].values.tolist()
+    # the fixture's own U/L creatinine (patient 1, its 7th lab: 1000 + 7) stays unit_not_convertible
+    assert sorted(got) == sorted(
+        [
+            ["unit_missing", "9901", "valueuom", ""],
+            ["unit_not_convertible", "1007", "valueuom", "U/L"],
+        ]
+    )
+    assert "LAB-9901" not in set(events["event_id"])
+    lines = pl.summary_lines(bad)
+    assert any("'unit_missing' x1" in ln for ln in lines), lines
+
+
+def test_the_pandas_twin_excludes_a_lab_without_a_unit():
+    from clinlib.data.plausibility_pandas import _lab_rule
+
+    assert _lab_rule("creatinine", 1.4, None, None) == (
+        "unit_missing",
+        pytest.approx(float("nan"), nan_ok=True),
+    )
+    assert _lab_rule("creatinine", 1.4, " ", None)[0] == "unit_missing"
+    assert _lab_rule("creatinine", 1.4, "mg/dL", None) == (None, 1.0)
+
+
+def test_a_meds_lab_code_without_a_unit_is_excluded(tmp_path):
+    """MEDS: LAB//50912//UNK (MEDS-transforms' placeholder for a NULL valueuom)."""
+    from tests.data.test_meds_real import ROWS, T
+
+    labs = [
+        (5, T("2200-01-01 09:00"), "LAB//50912//mg/dL", 1.0, "1.0"),
+        (5, T("2200-01-02 09:00"), "LAB//50912//UNK", 1.4, "1.4"),
+    ]
+    rows = [r for r in ROWS if not r[2].startswith("LAB//")] + labs
+    rows.sort(key=lambda r: (r[0], r[1] is not None, r[1] or T("1900-01-01")))
+    events, bad, _ = _meds_events(tmp_path, rows)
+    cr = events[events["label"] == "Creatinine"]
+    assert cr["value"].tolist() == [1.0]
+    assert bad["rule"].tolist() == ["unit_missing"] and bad["value"].tolist() == [""]

@@ -151,6 +151,7 @@ class MedsShapes:
     shards_per_split: int = 1
     codes: bool = True
     umol_creatinine_pct: int = 0
+    duplicate_admission_pct: int = 0
 
 
 REAL_SPLITS = ("train", "tuning", "held_out")
@@ -161,6 +162,7 @@ REAL_SHAPES = MedsShapes(
     splits=REAL_SPLITS,
     shards_per_split=2,
     umol_creatinine_pct=20,
+    duplicate_admission_pct=2,
 )
 # Creatinine written in µmol/L (a non-US export: LAB//50912//umol/L, no ranges), an integer
 # as such labs report it; the kit converts it back (clinlib.data.units).
@@ -217,6 +219,9 @@ UNUSED_ROWS: tuple[tuple[str, str, str, dict, str], ...] = (
 )
 
 
+_ADMISSION_CODE = "'HOSPITAL_ADMISSION'"
+
+
 def _md5_pct(expr: str) -> str:
     """0..99 from the md5 of ``expr``: a deterministic, row-order-free choice."""
     return f"(CAST('0x' || substr(md5(CAST({expr} AS VARCHAR)), 1, 8) AS BIGINT) % 100)"
@@ -251,6 +256,11 @@ def _shaped_rows(shapes: MedsShapes) -> tuple:
                 f"ELSE {extra.get('text', 'value')} END",
             }
         rows.append((src, time, code, extra, where))
+        if shapes.duplicate_admission_pct and code.startswith(_ADMISSION_CODE):
+            # an exact copy of the admission row (a real export's duplicate; de-duplicated
+            # with a count by the MEDS reader)
+            pick = f"{_md5_pct('hadm_id')} < {shapes.duplicate_admission_pct}"
+            rows.append((src, time, code, extra, f"({where}) AND {pick}"))
     return tuple(rows) + (UNUSED_ROWS if shapes.unused_families else ())
 
 

@@ -106,12 +106,14 @@ def export_records(
     prep: Any = "rule-based",
     tasks: Iterable[str] | None = None,
     limit: int | None = None,
+    config: str | Path | None = None,
 ) -> list[dict[str, Any]]:
-    """One inspect-style sample per (question, strategy, setting value), in the kit's order."""
+    """One inspect-style sample per (question, strategy, setting value), in the kit's order;
+    ``config`` names user backbones (a prep backbone may be one of them)."""
     digest = question_set_digest(profile)
     out = []
     for _setting, sub, ctx in prepare(
-        profile, list(strategies), list(settings), prep, tasks, limit, None
+        profile, list(strategies), list(settings), prep, tasks, limit, None, config
     ):
         by_qid = {q["qid"]: q for q in sub.to_dict("records")}
         for c in ctx.to_dict("records"):

@@ -41,7 +41,8 @@ def panel_ranges_sql(ranges_given: bool) -> tuple[str, dict[str, str]]:
     the panel's range divided by the unit's factor (:mod:`clinlib.data.units`; the cohort
     stage converts value and range back together), so it is flagged against the range of
     its own unit; a unit the table does not know gets no range (the cohort stage excludes
-    the row: ``unit_not_convertible``). An empty unit is read as the panel's."""
+    the row: ``unit_not_convertible``). An empty unit is given the panel's range here, but the
+    cohort stage excludes the row (``unit_missing``): a number without a unit is never stated."""
     own = {"ref_range_lower": "ref_low", "ref_range_upper": "ref_high", "flag": "flag"}
     if ranges_given:
         return "", own
