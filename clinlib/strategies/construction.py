@@ -351,19 +351,41 @@ def _checked_now(
     return out
 
 
+def injection_source(asked: pd.DataFrame, profile: str) -> pd.DataFrame:
+    """The question rows whose injections make the T3 / T5 dialogue variants of a run: when
+    the asked T3 / T5 questions are drawn from the profile's questions.parquet, every T3 / T5
+    row of it; otherwise (a hand-made set, or no questions.parquet) the asked rows.
+
+    A patient's variant holds ALL of that patient's injections of the task in the question set
+    (:func:`clinlib.tasks.injections.injected_dialogue`), so a question's context must not
+    depend on which other questions a run happens to ask (a subset, ``--limit``, one
+    question): otherwise the same prediction key is answered over different text by a full
+    run and a subset run, and a stream's final checkpoint differs from the static answer.
+    """
+    tasks = [t for t in INJECTION_TASKS if (asked["task"] == t).any()]
+    if not tasks or not artifact_path("questions.parquet", profile).exists():
+        return asked
+    full = _load_questions(profile, None)
+    full = full[full["task"].isin(tasks)]
+    drawn = set(asked.loc[asked["task"].isin(tasks), "qid"]) <= set(full["qid"])
+    return full if drawn else asked
+
+
 def _injected_variants(
     turns: pd.DataFrame,
     questions: pd.DataFrame,
     setting: Setting,
     base: dict[int, pd.DataFrame],
     noisy: Callable[[pd.DataFrame], pd.DataFrame],
+    source: pd.DataFrame,
 ) -> dict[str, tuple[dict[int, pd.DataFrame], dict[int, pd.DataFrame]]]:
     """Per injection task asked: (dialogues the construction sees, dialogues as of the question).
-    ``noisy`` transforms a dialogue after its injections (``mixed``; the identity otherwise)."""
+    ``noisy`` transforms a dialogue after its injections (``mixed``; the identity otherwise);
+    ``source`` holds the injections (:func:`injection_source`)."""
     variants: dict[str, tuple[dict[int, pd.DataFrame], dict[int, pd.DataFrame]]] = {}
     for task in INJECTION_TASKS:
         if (questions["task"] == task).any():
-            now = split_dialogues(noisy(answer_dialogue(turns, questions, task)))
+            now = split_dialogues(noisy(answer_dialogue(turns, source, task)))
             # T5's controlled contradictions are part of the record before construction in
             # both settings (the paper's compressed strategies do see them, §B.3); only T3 is
             # the staleness probe whose injection follows construction in ``post``.
@@ -447,15 +469,21 @@ def _context_rows(
 
 
 def _setting_dialogues(
-    questions: pd.DataFrame, turns: pd.DataFrame, setting: Setting, variants: bool = True
+    questions: pd.DataFrame,
+    turns: pd.DataFrame,
+    setting: Setting,
+    variants: bool = True,
+    source: pd.DataFrame | None = None,
 ) -> tuple[dict, pd.DataFrame | None]:
-    """(dialogue variants: ``base`` and, if ``variants``, T3 / T5; checkpoint plan or None)."""
+    """(dialogue variants: ``base`` and, if ``variants``, T3 / T5 with the injections of
+    ``source`` (default: ``questions``); checkpoint plan or None)."""
     noisy = noise_transform(setting)
     original = split_dialogues(turns)
     base = split_dialogues(noisy(turns)) if setting.mixed else original
     out: dict[str, Any] = {"base": (base, base)}
     if variants:
-        out.update(_injected_variants(turns, questions, setting, base, noisy))
+        src = questions if source is None else source
+        out.update(_injected_variants(turns, questions, setting, base, noisy, src))
     plan = checkpoint_plan(questions, original, base, setting) if setting.stream else None
     return out, plan
 
@@ -502,6 +530,9 @@ def question_contexts_many(
     and the injected variants (the costly part of a harness run's preparation). ``bar``
     (clinlib.core.progress) counts the contexts built, per strategy.
 
+    A T3 / T5 question's answer-time dialogue holds its patient's injections of the whole
+    question set (:func:`injection_source`), whichever questions are asked with it.
+
     Under ``stream`` a question yields one row per checkpoint (:mod:`.streaming`), with
     ``checkpoint_visit``, ``checkpoint_final`` and ``memory_items`` (the footprint's item
     count at that checkpoint) filled; they are NA under static settings. Questions the
@@ -520,7 +551,8 @@ def question_contexts_many(
     turns = turns[turns["subject_id"].isin(wanted)]
     prep_model = get_prep(prep, profile=name)
     cache = ConstructionCache(constructions_dir(name))
-    variants, plan = _setting_dialogues(qs, turns, st)
+    # the whole question set's injections, not only the asked ones' (injection_source)
+    variants, plan = _setting_dialogues(qs, turns, st, source=injection_source(qs, name))
     units = question_units(records, variants, plan)
     shas: dict[tuple[str, int], str] = {}
     checked: dict[tuple[str, int], pd.DataFrame] = {}
