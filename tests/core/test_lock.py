@@ -230,7 +230,7 @@ def test_a_failed_gate_commits_its_report_as_one_unit(tmp_build, monkeypatch):
     (tmp_build / "p").mkdir(parents=True)
     for out in ("questions", "gates", "question_availability"):
         _write(out, 1)
-    qs = pd.DataFrame({"qid": ["a"], "task": ["T1"]})
+    qs = pd.DataFrame({"qid": ["a"], "task": ["T1"], "question": ["What was it?"]})
     avail = pd.DataFrame({"task": ["T1"], "candidates": [1]})
     gates = pd.DataFrame({"gate": ["L2"], "task": ["T1"], "n_checked": [1], "n_failed": [1],
                           "threshold": [0.0], "passed": [False], "severity": ["hard"]})  # fmt: skip

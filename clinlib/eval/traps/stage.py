@@ -1,6 +1,6 @@
 """The trap-answers stage: every trap question asked through the harness and its free-text
 answers judged, once per build, cached with a manifest (MedMemoryBench §5 "Query Design",
-§5 "Evaluation Protocol"; Appendix D.1 answer and judge prompts).
+§5 "Evaluation Protocol"; MedMemoryBench Appendix D.1 answer and judge prompts).
 
 ``clintrace trap-answers`` (and ``clintrace pipeline`` after the questions) runs
 :func:`build_trap_answers`: the ``reference`` offline reader (a deterministic policy, not a

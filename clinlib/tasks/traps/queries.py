@@ -4,7 +4,7 @@
 Bands: precise memory extraction (EEM, TLA), temporal conflict resolution (SUA), medical
 knowledge reasoning (MQ, IG, MCD). Formats (:mod:`clinlib.tasks.traps.rows`): ``S`` string
 match and ``O`` option match carry a deterministic gold; ``L`` (TLA, SUA, IG, MCD: free text,
-judged as the seed's Appendix D.1 says) carries ``gold_text`` (the reference answer),
+judged as MedMemoryBench Appendix D.1 says) carries ``gold_text`` (the reference answer),
 ``judge_criteria`` and its reference material (:mod:`clinlib.tasks.traps.reference`); TLA's and
 SUA's ``gold`` is still a key a second route recomputes (the date, the lab state). The kit's
 forms (the seed prints Table 1's contents only as a figure):

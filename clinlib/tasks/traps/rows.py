@@ -1,7 +1,7 @@
 """One trap question as a row, and the query types' answer formats (MedMemoryBench §5
 "Query Design", Table 1: S string match, O option match, L LLM-as-judge).
 
-The seed judges TLA, SUA, IG and MCD (Appendix D.1 "LLM-as-Judge Prompt Template": "we use
+The seed judges TLA, SUA, IG and MCD (MedMemoryBench Appendix D.1 "LLM-as-Judge Prompt Template": "we use
 LLM-as-Judge for four query types ... TLA, SUA, IG, and MCD"), so those four are ``L`` here;
 EEM is a string match and MQ an option match scored as a set ("Select all correct options",
 the seed's MQ prompt).
