@@ -6,7 +6,8 @@ What it asks, with the offline readers (deterministic policies, not LLMs):
 * the seed's retrieval questions (its Table 2): T1R pairs, T1F and T7R under
   ``window-visits(m=...)`` and the flattened ``flat-window(m=...)``, plus three reader checks
   (``structured-timeline``, ``llm-summary``, ``mem0``) on T1R;
-* temporal reasoning (its Table 3): T10 under ``no-context-blind`` and ``full-context``;
+* temporal reasoning (its Table 3): T10 under ``no-context-blind`` and ``full-context``, the
+  visit cloze scored by insertion position (:mod:`clinlib.analysis.cloze`);
 * decisions (its Tables 4 and 5): T11 and T11O under the history memories, the flattened event
   memory, note memory, retrieval and Mem0 bounded to the earlier stays.
 
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from clinlib.analysis import decisions, temporal
+from clinlib.analysis import cloze, decisions, temporal
 from clinlib.analysis.metrics.scores import score_table
 from clinlib.core.config import artifact_path, resolve_profile
 from clinlib.core.guards import StageError, stage_run
@@ -76,6 +77,7 @@ TABLES = (
     "longmed_taus",
     "longmed_pairing",
     "longmed_tau_items",
+    "longmed_cloze",
     "longmed_positions",
     "longmed_lengths",
     "longmed_length_drop",
@@ -149,14 +151,18 @@ def retrieval_tables(preds: pd.DataFrame, chosen: dict) -> dict[str, pd.DataFram
 
 
 def ordering_tables(preds: pd.DataFrame, chosen: dict) -> dict[str, pd.DataFrame]:
-    """Table 3's cells: T10 tau by subtask, joint sorting's pairing, tau by item count."""
-    t10 = _task(preds, chosen, "T10")
+    """Table 3's cells: T10 tau by subtask (the visit cloze scored by insertion position, its
+    previous order-only tau kept in ``longmed_cloze``), joint sorting's pairing, tau by item
+    count."""
+    asked = _task(preds, chosen, "T10")
+    t10 = cloze.with_insertion_score(asked, chosen["T10"])
     taus = score_table(t10, by=["strategy", "backbone", "subtype"], n_boot=N_BOOT)
     items = decisions.tau_by_options(t10, chosen["T10"])
     return {
         "longmed_taus": taus,
         "longmed_pairing": temporal.pairing_table(t10, chosen["T10"]),
         "longmed_tau_items": items,
+        "longmed_cloze": cloze.cloze_table(asked, chosen["T10"]),
     }
 
 

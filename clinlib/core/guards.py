@@ -68,6 +68,7 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "longmed_taus",
             "longmed_pairing",
             "longmed_tau_items",
+            "longmed_cloze",
             "longmed_positions",
             "longmed_lengths",
             "longmed_length_drop",

@@ -165,13 +165,14 @@ T10_MARKERS: dict[str, str] = {
 T10_TEMPLATES: dict[str, tuple[str, ...]] = {
     "visit_cloze": (
         "Some treatment events (medications or procedures) were removed from one hospital "
-        "visit of the patient. The rest of that visit, in time order:\n{visit}\n"
-        "In what order did the removed events happen? They are listed below, shuffled, with "
-        "their timestamps.",
+        "visit of the patient. The rest of that visit, in time order, its lines numbered:\n"
+        "{visit}\nInsert each removed event back at its original position: after which line "
+        "does each go, and in what order? They are listed below, shuffled, with their "
+        "timestamps.",
         "Several medication or procedure events were removed from one hospital visit of the "
-        "patient; what remains of the visit is:\n{visit}\n"
-        "Put the removed events, listed below in shuffled order with their timestamps, back "
-        "in chronological order.",
+        "patient; what remains of the visit, its lines numbered, is:\n{visit}\n"
+        "Put each removed event, listed below in shuffled order with its timestamp, back at "
+        "its original position: the line it goes after, in chronological order.",
     ),
     "visit_sorting": (
         "Five consecutive hospital visits of the patient are shown below, shuffled, with their "

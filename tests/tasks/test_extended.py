@@ -16,7 +16,8 @@ from clinlib.core import config
 from clinlib.data.build import SourceSpec, load, open_source, read_source_info
 from clinlib.tasks import rules
 from clinlib.tasks.answers import TASK_NAMES
-from clinlib.tasks.answers.order import split_order
+from clinlib.tasks.answers.insertion import insertion_tau
+from clinlib.tasks.answers.order import order_score, split_order
 from clinlib.tasks.extended import (
     QUICK_EXTENDED_COUNTS,
     extended_counts,
@@ -104,6 +105,27 @@ def test_cloze_gold_is_the_order_of_the_shown_timestamps(t10):
         assert split_order(row["gold"]) == [chr(65 + i) for i in by_time]
         assert len(set(stamps)) == len(stamps)
         assert all(item not in row["question"].split("\nA. ")[0] for item in _items(row))
+
+
+def test_cloze_insertion_gold_is_read_from_the_numbered_lines(t10):
+    # independent of the generator: each removed event goes after the last numbered line
+    # stamped before it (its minute is its own), letters by time
+    cloze = t10[t10["subtype"] == "visit_cloze"].to_dict("records")
+    inside, order_taus = [], []
+    for row in cloze:
+        meta = json.loads(row["meta"])
+        lines = re.findall(r"^\[(\d+)\] (\d{4}-\d\d-\d\d \d\d:\d\d)", row["question"], re.M)
+        assert [int(n) for n, _ in lines] == list(range(1, meta["n_lines"] + 1))
+        stamps = {chr(65 + i): item[:16] for i, item in enumerate(_items(row))}
+        assert not set(stamps.values()) & {s for _, s in lines}
+        want = [f"{x}:{sum(s < stamps[x] for _, s in lines)}" for x in split_order(row["gold"])]
+        assert meta["insertion"] == ",".join(want)
+        # the right order with every event after the last line: order tau 1, insertion low
+        late = ",".join(f"{x}:{meta['n_lines']}" for x in split_order(row["gold"]))
+        inside.append(insertion_tau(late, meta["insertion"], meta["n_lines"]))
+        order_taus.append(order_score(row["gold"], row["gold"]))
+    assert order_taus == [1.0] * 8
+    assert sum(inside) / len(inside) == pytest.approx(-0.175, abs=1e-3)
 
 
 def test_sorting_gold_is_the_visit_order(t10):

@@ -21,6 +21,7 @@ import pandas as pd
 import pytest
 
 from clinlib.data.schema import ARTIFACTS
+from clinlib.eval.readers.order import answer_order
 from clinlib.tasks.answers.order import split_order
 from clinlib.tasks.generators import t10
 from clinlib.tasks.generators.inputs import make_inputs
@@ -129,6 +130,21 @@ def test_visit_cloze_by_hand(cands):
     assert not any(item in visit for item in by_time)
     assert sorted(row["anchor_event_ids"]) == ["PX-9101-1", "RX-1", "RX-2"]
     assert json.loads(row["meta"])["hadm_id"] == 9101
+
+
+def test_visit_cloze_insertion_gold_by_hand(cands):
+    # remaining lines: [1] 08:00 admission, [2] 09:00 labs, [3] 02-02 07:30 Insulin,
+    # [4] 07:30 Aspirin, [5] 02-03 12:00 discharge, [6] its diagnosis; all three removed
+    # events (02-01 10:00, 02-01 22:15, 02-02 00:00) go after line 2, in time order
+    row = cands[cands["subtype"] == "visit_cloze"].iloc[0]
+    meta = json.loads(row["meta"])
+    gold = split_order(row["gold"])
+    assert meta["n_lines"] == 6
+    assert meta["insertion"] == ",".join(f"{x}:2" for x in gold)
+    assert "[2] 2150-02-01 09:00 labs: Glucose 160 mg/dL (abnormal)" in row["question"]
+    assert "[3] 2150-02-02 07:30 medication: Insulin 10 UNIT SC" in row["question"]
+    # the timestamp rule inserts each after the last line stamped before it
+    assert answer_order(row["question"]) == ", ".join(f"{x}:2" for x in gold)
 
 
 V1_ADMISSION = (

@@ -2,8 +2,10 @@
 docs/design.md "T10"). Like every reader policy, they see only the prompt.
 
 * visit cloze: the removed events keep their timestamps (``A. YYYY-MM-DD HH:MM ...``), so
-  ``reference`` and ``eager`` both order them by timestamp (tau = 1, what a perfect reader of
-  the stated cue achieves; the seed's top models reach 0.925–0.969).
+  ``reference`` and ``eager`` both order them by timestamp and insert each after the last
+  numbered visit line (``[i] YYYY-MM-DD HH:MM ...``) stamped before it (``C:0, A:3, B:3``;
+  tau = 1, what a perfect reader of the stated cue achieves; the seed's top models reach
+  0.925–0.969).
 * visit / joint sorting: the clips state no date, so there is no cue a rule can read:
   ``reference`` abstains ("insufficient information", score 0). ``eager`` never abstains
   and applies one documented clinical-progression heuristic: chronic diagnoses accumulate,
@@ -22,6 +24,7 @@ from clinlib.tasks.templates import T10_MARKERS
 
 _ITEM_RE = re.compile(r"^([A-J])\. (.*)$", re.MULTILINE)
 _STAMP_RE = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2})\b")
+_LINE_RE = re.compile(r"^\[(\d+)\] (\d{4}-\d{2}-\d{2} \d{2}:\d{2})\b", re.MULTILINE)
 
 
 def order_subtype(question: str) -> str | None:
@@ -54,7 +57,11 @@ def answer_order(question: str, eager: bool = False) -> str:
         if any(s is None for s in stamps):
             return ABSTAIN
         ranked = sorted(range(len(items)), key=lambda i: stamps[i].group(1))
-        return ", ".join(items[i][0] for i in ranked)
+        lines = [m.group(2) for m in _LINE_RE.finditer(question)]
+        if not lines:  # a cloze without numbered lines asks for the order only
+            return ", ".join(items[i][0] for i in ranked)
+        gap = [sum(line < stamps[i].group(1) for line in lines) for i in range(len(items))]
+        return ", ".join(f"{items[i][0]}:{gap[i]}" for i in ranked)
     if not eager:
         return ABSTAIN  # no stated cue: the clips carry no date
     if subtype == "visit_sorting":

@@ -8,7 +8,9 @@ joined by ``,`` without spaces: ``"C,A,B"``.
 
 strict: the whole response is the n letters, each exactly once, separated by commas,
     semicolons, ``>``, ``->``, ``→`` or whitespace ("C, A, B", "C > A > B", "C A B"); an
-    optional bracket around each letter ("(C)") is accepted.
+    optional bracket around each letter ("(C)") is accepted, and so is a visit cloze's line
+    number after a letter ("C:0, A:3, B:3" reads as "C,A,B"; the lines are scored by
+    :mod:`clinlib.tasks.answers.insertion`).
 lenient: the longest run of single letters joined by those separators or "then" / "and" /
     "followed by" anywhere in the response ("The order is C, then A, then B."), each letter
     optionally prefixed by Event / Visit / Clip / Item / Option. The run must be a
@@ -37,6 +39,9 @@ _STRICT_SEP = r"(?:\s*(?:,|;|->|→|>)\s*|\s+)"
 _SEP = r"(?:(?:\s*(?:,|;|->|→|>|\band\b|\bthen\b|\bfollowed\s+by\b)\s*)+|\s+)"
 _ITEM_WORD = r"(?:(?:event|visit|clip|item|option)\s+)?"
 _LETTER = r"\(?([A-J])\)?"
+# a visit cloze's insertion answer writes a line number after each letter ("C:0, A:3"): read
+# here as the order of the letters (clinlib.tasks.answers.insertion reads the lines)
+_SLOT = r"(?:\s*[:@]\s*\[?\d{1,3}\]?)?"
 
 
 def order_labels(n: int) -> list[str]:
@@ -75,14 +80,14 @@ def order_problem_of(letters: Sequence[str], n: int) -> str | None:
 
 
 def _strict_letters(norm: str) -> list[str] | None:
-    if not re.fullmatch(rf"{_LETTER}(?:{_STRICT_SEP}{_LETTER})*", norm):
+    if not re.fullmatch(rf"{_LETTER}{_SLOT}(?:{_STRICT_SEP}{_LETTER}{_SLOT})*", norm):
         return None
     return re.findall(r"[A-J]", norm)
 
 
 def _runs(text: str) -> list[list[str]]:
     """Every maximal run of labelled letters joined by separators, in text order."""
-    item = rf"{_ITEM_WORD}{_LETTER}"
+    item = rf"{_ITEM_WORD}{_LETTER}{_SLOT}"
     rx = re.compile(rf"(?<![\w'])({item}(?:{_SEP}{item})+)(?![\w'])", re.IGNORECASE)
     out = []
     for m in rx.finditer(text):

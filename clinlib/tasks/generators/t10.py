@@ -4,10 +4,15 @@ visit cloze, visit sorting, joint sorting, scored by Kendall's tau; docs/design.
 Subtypes (rules in :mod:`clinlib.tasks.rules`, text in :mod:`.t10_text`):
 
 * ``visit_cloze``: T10_CLOZE_MIN..MAX intervention events (medication / procedure, each at a
-  minute no other intervention of the visit shares, covered or missed by the dialogue) are
-  removed from the visit's timestamped event stream and listed shuffled WITH their
-  timestamps; gold = their letters by time. One candidate per visit (k by a stable hash);
-  visits above T10_MAX_VISIT_EVENTS events are skipped.
+  minute no other event of the visit shares, covered or missed by the dialogue) are removed
+  from the visit's timestamped event stream and listed shuffled WITH their timestamps; the
+  remaining lines are numbered ``[1]``, ``[2]``, ... and the answer inserts each event back
+  after a line (the seed's "insert each event back to its original position"). gold = their
+  letters by time (the order, scored as Kendall's tau in ``score``); ``meta.insertion`` = each
+  letter with the number of remaining lines before it (scored by
+  :mod:`clinlib.tasks.answers.insertion`). The minute being the event's own makes the gap
+  readable from the timestamps. One candidate per visit (k by a stable hash); visits above
+  T10_MAX_VISIT_EVENTS events are skipped.
 * ``visit_sorting``: T10_WINDOW consecutive visits rendered as clips without dates or visit
   numbers, shuffled; gold = their letters by admission time.
 * ``joint_sorting``: the same window split into admission / discharge halves (ten clips);
@@ -34,12 +39,14 @@ import pandas as pd
 
 from clinlib.tasks import rules
 from clinlib.tasks.answers.formats import ABSTAIN_CLAUSE
+from clinlib.tasks.answers.insertion import gold_insertion
 from clinlib.tasks.answers.kinds import ORDER
 from clinlib.tasks.answers.order import ORDER_LETTERS, canonical_order
 from clinlib.tasks.gates.ordering import t10_leak
 from clinlib.tasks.generators.common import TaskInputs, question_row, stable_hash, to_frame
 from clinlib.tasks.generators.t10_text import (
     event_line,
+    numbered,
     options_block,
     stamp,
     visit_halves,
@@ -55,7 +62,9 @@ TASK = "T10"
 # LongMedBench "temporal reasoning": the letters of the listed items in time order.
 FORMAT = (
     "Reply with the letters only, in chronological order (earliest first), separated by "
-    "commas (for example: C, A, B). " + ABSTAIN_CLAUSE
+    "commas (for example: C, A, B); when the visit's lines are numbered, write after each "
+    "letter a colon and the number of the line it goes after, 0 for before the first line "
+    "(for example: C:0, A:3, B:3). " + ABSTAIN_CLAUSE
 )
 SUBTYPES = rules.T10_SUBTYPES
 MAX_PER_PATIENT = 6
@@ -111,10 +120,11 @@ def _row(
 
 
 def _cloze_events(recs: list[dict], k: int) -> list[dict] | None:
-    """k interventions of a visit, each alone at its minute, chosen by a stable hash."""
+    """k interventions of a visit, each alone at its minute (no other event of the visit
+    shares it, so its gap is readable from the timestamps), chosen by a stable hash."""
     inter = [r for r in recs if r["kind"] in rules.T10_INTERVENTION_KINDS]
     per_minute: dict[str, int] = {}
-    for r in inter:
+    for r in recs:
         per_minute[stamp(r)] = per_minute.get(stamp(r), 0) + 1
     ok = [r for r in inter if per_minute[stamp(r)] == 1 and r["status"] in ANCHOR_STATUSES]
     if len(ok) < rules.T10_CLOZE_MIN:
@@ -137,7 +147,10 @@ def _cloze(inp: TaskInputs, sid: int, v: int, recs: list[dict]) -> dict | None:
     by_time = sorted(range(len(shown)), key=lambda i: shown[i]["t"])
     rank = [by_time.index(i) for i in range(len(shown))]
     masked = set(ids)
-    rest = [r for r in recs if r["event_id"] not in masked]
+    lines = visit_stream([r for r in recs if r["event_id"] not in masked]).split("\n")
+    letters = ORDER_LETTERS[: len(shown)]
+    # the gap of each removed event: how many remaining lines precede it (its minute is its own)
+    gaps = [(letters[i], sum(line[:16] < stamp(shown[i]) for line in lines)) for i in by_time]
     return _row(
         inp,
         "visit_cloze",
@@ -150,8 +163,10 @@ def _cloze(inp: TaskInputs, sid: int, v: int, recs: list[dict]) -> dict | None:
             "hadm_id": int(recs[0]["hadm_id"]),
             "visit_idx": v,
             "event_ids": [r["event_id"] for r in shown],
+            "insertion": gold_insertion(gaps),
+            "n_lines": len(lines),
         },
-        fields={"visit": Assembled(visit_stream(rest))},
+        fields={"visit": Assembled(numbered(lines))},
     )
 
 

@@ -3,7 +3,8 @@ stream with timestamps for the cloze; visit summaries "with their timestamps rem
 sorting tasks; docs/design.md "T10").
 
 Cloze: every event of the visit is one line ``YYYY-MM-DD HH:MM <kind>: <fields>``, the labs
-drawn at one minute joined on one line. Sorting clips hold no date, time or visit number:
+drawn at one minute joined on one line; the remaining lines are numbered ``[1]``, ``[2]``, ...
+(:func:`numbered`) so an answer can name the line each removed event goes after. Sorting clips hold no date, time or visit number:
 
 * admission half: the admission type, the abnormal labs of the admission day and the
   medications started that day;
@@ -92,6 +93,11 @@ def visit_stream(records: Iterable[Mapping[str, Any]]) -> str:
         lab_key = None
         lines.append(event_line(r))
     return "\n".join(lines)
+
+
+def numbered(lines: Sequence[str]) -> str:
+    """``[1] <line>`` ... : the cloze's remaining lines, numbered for the insertion answer."""
+    return "\n".join(f"[{i}] {line}" for i, line in enumerate(lines, start=1))
 
 
 ACTION_FEEDBACK = {
