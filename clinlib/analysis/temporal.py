@@ -281,6 +281,8 @@ T10_SUBTASKS: dict[str, str] = {
     "visit_cloze": "visit cloze",
     "visit_sorting": "visit sorting",
     "joint_sorting": "joint sorting",
+    # the seed sorts note summaries: its visit-sorting value stands beside both variants
+    "visit_sorting_notes": "visit sorting",
 }
 
 

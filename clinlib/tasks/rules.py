@@ -114,7 +114,10 @@ T4_MAX_EVIDENCE = 4
 # Visit sorting / joint sorting: T10_WINDOW consecutive visits (joint: 2 x T10_WINDOW clips).
 # Gold: the item letters in time order (cloze: event time; sorting: admission time; joint:
 # admission time, then the admission half before the discharge half).
-T10_SUBTYPES = ("visit_cloze", "visit_sorting", "joint_sorting")
+# Visit sorting over notes (a labelled variant beside visit sorting): the same windows, each
+# visit as its SYNTHETIC discharge note (clinlib.data.sources.notes) with the dates removed,
+# as the seed sorts "visit summaries N" from its note memory.
+T10_SUBTYPES = ("visit_cloze", "visit_sorting", "joint_sorting", "visit_sorting_notes")
 T10_INTERVENTION_KINDS = ("medication", "procedure")
 T10_CLOZE_MIN = 3
 T10_CLOZE_MAX = 6

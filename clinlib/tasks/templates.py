@@ -161,6 +161,7 @@ T10_MARKERS: dict[str, str] = {
     "visit_cloze": "were removed from one hospital visit",
     "visit_sorting": "consecutive hospital visits of the patient are shown below, shuffled",
     "joint_sorting": "admission and discharge halves of five consecutive hospital visits",
+    "visit_sorting_notes": "discharge-note summaries of five consecutive hospital visits",
 }
 T10_TEMPLATES: dict[str, tuple[str, ...]] = {
     "visit_cloze": (
@@ -178,6 +179,11 @@ T10_TEMPLATES: dict[str, tuple[str, ...]] = {
         "Five consecutive hospital visits of the patient are shown below, shuffled, with their "
         "dates and visit numbers removed. Order them chronologically from the clinical course "
         "alone.",
+    ),
+    "visit_sorting_notes": (
+        "The discharge-note summaries of five consecutive hospital visits of the patient are "
+        "shown below, shuffled, with their dates removed. Order them chronologically from the "
+        "clinical course alone.",
     ),
     "joint_sorting": (
         "The admission and discharge halves of five consecutive hospital visits of the patient "

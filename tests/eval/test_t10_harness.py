@@ -59,11 +59,11 @@ def runs(quick_temporal, tmp_path_factory):
 
 def test_summary_covers_t10_only_with_mean_tau(t10_run):
     summary, preds, paper_view, _ = t10_run
-    assert set(preds["task"]) == {"T10"} and len(preds) == 4 * 24
+    assert set(preds["task"]) == {"T10"} and len(preds) == 4 * 32
     assert paper_view.empty  # paper-facing loads never see extended rows
     ref = summary[summary["backbone"] == "reference"]
-    # reference: 8 cloze at tau 1, 16 sorting abstentions at 0 -> 8 / 24
-    assert list(ref["n"]) == [24, 24] and list(ref["mean_score"]) == pytest.approx([1 / 3] * 2)
+    # reference: 8 cloze at tau 1, 24 sorting abstentions at 0 -> 8 / 32
+    assert list(ref["n"]) == [32, 32] and list(ref["mean_score"]) == pytest.approx([1 / 4] * 2)
     assert (summary["parse_failures"] == 0).all()
 
 
@@ -124,6 +124,6 @@ def t10_run(runs):
 
 def test_a_rerendered_question_is_re_asked_alone(runs):
     old_qid, left, again, after = runs[1]
-    assert old_qid not in set(left["qid"]) and len(left) == 4 * 23
+    assert old_qid not in set(left["qid"]) and len(left) == 4 * 31
     assert list(again["new_predictions"]) == [1]  # only the new question was answered
     assert "T10-rerendered" in set(after["qid"])

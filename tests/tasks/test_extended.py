@@ -45,10 +45,10 @@ def test_paper_question_set_is_unchanged(quick_built):
 
 
 def test_counts_per_profile():
-    assert extended_counts("quick") == QUICK_EXTENDED_COUNTS == {"T10": 24, "T1R": 24, "T11": 24,
+    assert extended_counts("quick") == QUICK_EXTENDED_COUNTS == {"T10": 32, "T1R": 24, "T11": 24,
                                                                  "T1F": 12, "T7R": 16, "T11O": 16,
                                                                  "T7I": 16}  # fmt: skip
-    assert extended_counts("paper") == rules.EXTENDED_COUNTS == {"T10": 900, "T1R": 600,
+    assert extended_counts("paper") == rules.EXTENDED_COUNTS == {"T10": 1200, "T1R": 600,
                                                                  "T11": 900, "T1F": 300,
                                                                  "T7R": 400, "T11O": 600,
                                                                  "T7I": 400}  # fmt: skip
@@ -82,6 +82,7 @@ def test_quick_t10_set_is_balanced_and_gated(t10, quick_temporal):
         "visit_cloze": 8,
         "visit_sorting": 8,
         "joint_sorting": 8,
+        "visit_sorting_notes": 8,
     }
     assert t10["disease"].nunique() == 4  # balanced over the index diseases
     gates = load("temporal_gates", "quick")
@@ -136,7 +137,7 @@ def test_sorting_gold_is_the_visit_order(t10):
     for row in t10[t10["subtype"] != "visit_cloze"].to_dict("records"):
         meta = json.loads(row["meta"])
         gold = split_order(row["gold"])
-        if row["subtype"] == "visit_sorting":
+        if row["subtype"] in ("visit_sorting", "visit_sorting_notes"):
             visits = [visit_of[h] for h in meta["hadm_ids"]]
             assert [visits[ord(x) - 65] for x in gold] == sorted(visits)
             assert sorted(visits) == list(range(min(visits), min(visits) + 5))  # consecutive
@@ -173,12 +174,15 @@ def test_l2_recomputes_from_raw_and_catches_a_wrong_gold(t10, l2):
     # swap the first two letters of each gold: still a permutation, no longer the order
     bad["gold"] = [",".join([g[1], g[0], *g[2:]]) for g in map(split_order, bad["gold"])]
     fails = l2(bad)
-    assert len(fails) == 3 and all("but recomputed" in why for _, why in fails)
+    assert len(fails) == 4 and all("but recomputed" in why for _, why in fails)
     # the meta names the items; reordering it without the gold is caught too
     meta = json.loads(sample.loc[0, "meta"])
-    key = {"visit_cloze": "event_ids", "visit_sorting": "hadm_ids", "joint_sorting": "clips"}[
-        sample.loc[0, "subtype"]
-    ]
+    key = {
+        "visit_cloze": "event_ids",
+        "visit_sorting": "hadm_ids",
+        "joint_sorting": "clips",
+        "visit_sorting_notes": "hadm_ids",
+    }[sample.loc[0, "subtype"]]
     meta[key] = meta[key][::-1]
     moved = sample.iloc[[0]].copy()
     moved["meta"] = json.dumps(meta)

@@ -120,7 +120,12 @@ def test_registry_flags_t10_as_extended():
     t10 = TASKS["T10"]
     assert not t10.paper and t10.grade is not None and t10.max_tokens == 80
     assert all(TASKS[f"T{i}"].paper for i in range(1, 10))
-    assert t10.subtypes == ("visit_cloze", "visit_sorting", "joint_sorting")
+    assert t10.subtypes == (
+        "visit_cloze",
+        "visit_sorting",
+        "joint_sorting",
+        "visit_sorting_notes",
+    )
 
 
 # --------------------------------------------------------------------------- leaks

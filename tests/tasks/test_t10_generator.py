@@ -16,6 +16,7 @@ hypertension" from v2 on).
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -111,6 +112,7 @@ def test_candidates(cands):
         "visit_cloze": 1,
         "visit_sorting": 1,
         "joint_sorting": 1,
+        "visit_sorting_notes": 1,
     }
 
 
@@ -175,3 +177,31 @@ def test_joint_sorting_by_hand(cands):
     assert items[clips.index((9101, "discharge"))] == V1_DISCHARGE
     ordered = [clips[ord(x) - 65] for x in split_order(row["gold"])]
     assert ordered == [(h, half) for h in range(9100, 9105) for half in ("admission", "discharge")]
+
+
+V1_NOTE = (
+    "Admission type URGENT. Abnormal results on the admission day: Glucose 160 mg/dL. "
+    "Medications started on the admission day: Metformin 500 mg; Heparin 5000 UNIT. "
+    "Medications started later in the stay: Insulin 10 UNIT; Aspirin 81 mg. Procedures: "
+    "Hemodialysis. Discharge diagnoses: Type 2 diabetes mellitus (E119). Discharged to HOME."
+)
+
+
+def test_visit_sorting_from_notes_by_hand(cands):
+    # the window v0..v4 again (v5's note states "3/14" too), each visit as its synthetic
+    # discharge note with the dates removed; gold = the same visit order as visit sorting
+    notes = cands[cands["subtype"] == "visit_sorting_notes"].iloc[0]
+    events = cands[cands["subtype"] == "visit_sorting"].iloc[0]
+    meta = json.loads(notes["meta"])
+    order = [meta["hadm_ids"][ord(x) - 65] for x in split_order(notes["gold"])]
+    assert order == [9100, 9101, 9102, 9103, 9104]
+    assert sorted(meta["hadm_ids"]) == sorted(json.loads(events["meta"])["hadm_ids"])
+    items = _items(notes)
+    assert items[meta["hadm_ids"].index(9101)] == V1_NOTE
+    assert not any(re.search(r"\d{4}-\d{2}-\d{2}", item) for item in items)
+    assert "discharge-note summaries" in notes["question"]
+    # reference abstains (no date); eager ranks by listed diagnoses: v0, v1 one each, v2..v4
+    # two each, ties in shown order
+    assert answer_order(notes["question"]) == "insufficient information"
+    ranked = answer_order(notes["question"], eager=True).split(", ")
+    assert [meta["hadm_ids"][ord(x) - 65] for x in ranked][:2] in ([9100, 9101], [9101, 9100])

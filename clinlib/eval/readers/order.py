@@ -12,7 +12,8 @@ docs/design.md "T10"). Like every reader policy, they see only the prompt.
   so visits (joint: discharge halves) are ordered by the number of diagnoses they list,
   fewest first, ties in shown order; in joint sorting each admission half is paired with
   the discharge half at its shown rank (admission halves in shown order). Its tau measures
-  how much that heuristic carries, not reasoning.
+  how much that heuristic carries, not reasoning. Visit sorting from notes is read the same
+  way (a note lists its "Discharge diagnoses:").
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def _items(question: str) -> list[tuple[str, str]]:
 
 
 def _n_diagnoses(clip: str) -> int:
-    m = re.search(r"Diagnoses: (.*?)\.(?: [A-Z]|$)", clip)
+    m = re.search(r"[Dd]iagnoses: (.*?)\.(?: [A-Z]|$)", clip)
     if m is None or m.group(1) == "none coded":
         return 0
     return len(m.group(1).split("; "))
@@ -64,7 +65,7 @@ def answer_order(question: str, eager: bool = False) -> str:
         return ", ".join(f"{items[i][0]}:{gap[i]}" for i in ranked)
     if not eager:
         return ABSTAIN  # no stated cue: the clips carry no date
-    if subtype == "visit_sorting":
+    if subtype in ("visit_sorting", "visit_sorting_notes"):
         ranked = sorted(range(len(items)), key=lambda i: _n_diagnoses(items[i][1]))
         return ", ".join(items[i][0] for i in ranked)
     adm = [label for label, text in items if text.startswith("Admission type:")]

@@ -17,6 +17,9 @@ Subtypes (rules in :mod:`clinlib.tasks.rules`, text in :mod:`.t10_text`):
   numbers, shuffled; gold = their letters by admission time.
 * ``joint_sorting``: the same window split into admission / discharge halves (ten clips);
   gold = by admission time, each visit's admission half before its discharge half.
+* ``visit_sorting_notes`` (a labelled variant of visit sorting): the same windows, each visit
+  as its SYNTHETIC discharge note without dates (:func:`.t10_text.note_clip`; the seed sorts
+  note summaries, the ``visit_sorting`` clips are built from structured events).
 
 Sorting windows whose clips repeat or state a date / ordinal
 (:func:`clinlib.tasks.order_leaks.clip_leak`) are dropped; candidates are thinned to
@@ -46,6 +49,7 @@ from clinlib.tasks.gates.ordering import t10_leak
 from clinlib.tasks.generators.common import TaskInputs, question_row, stable_hash, to_frame
 from clinlib.tasks.generators.t10_text import (
     event_line,
+    note_clip,
     numbered,
     options_block,
     stamp,
@@ -194,22 +198,31 @@ def _first(items: list, make, salt: str, classified) -> list[dict]:
     return rows
 
 
-def _sorting(
-    inp: TaskInputs, sid: int, window: list[int], joint: bool, halves_of: dict[int, tuple[str, str]]
-) -> dict | None:
+SORTING = {"visit": "visit_sorting", "joint": "joint_sorting", "notes": "visit_sorting_notes"}
+
+
+def _clips(inp: TaskInputs, sid: int, window: list[int], mode: str, built: dict) -> tuple:
+    """(keys, texts) of a window's clips (``built`` caches each visit's halves / note)."""
     for v in window:
-        if v not in halves_of:
-            halves_of[v] = visit_halves(inp.by_visit.get((sid, v), []))
-    halves = [halves_of[v] for v in window]
-    if joint:
-        keys = [(v, h) for v in window for h in rules.T10_HALVES]
-        texts = [part for pair in halves for part in pair]
-    else:
-        keys = [(v, "visit") for v in window]
-        texts = [f"{a} {d}" for a, d in halves]
+        if (v, mode == "notes") not in built:
+            recs = inp.by_visit.get((sid, v), [])
+            built[(v, mode == "notes")] = note_clip(recs) if mode == "notes" else visit_halves(recs)
+    if mode == "joint":
+        halves = [built[(v, False)] for v in window]
+        return [(v, h) for v in window for h in rules.T10_HALVES], [
+            part for pair in halves for part in pair
+        ]
+    if mode == "notes":
+        return [(v, "visit") for v in window], [built[(v, True)] for v in window]
+    return [(v, "visit") for v in window], [" ".join(built[(v, False)]) for v in window]
+
+
+def _sorting(inp: TaskInputs, sid: int, window: list[int], mode: str, built: dict) -> dict | None:
+    joint = mode == "joint"
+    keys, texts = _clips(inp, sid, window, mode, built)
     if len(set(texts)) != len(texts) or any(clip_leak(t) for t in texts):
         return None
-    subtype = "joint_sorting" if joint else "visit_sorting"
+    subtype = SORTING[mode]
     order = shuffled([f"{v}|{h}" for v, h in keys], f"T10-{subtype}|{sid}|{window[0]}")
     hadm = {v: int(inp.visit_info[(sid, v)]["hadm_id"]) for v in window}
     shown = [keys[i] for i in order]
@@ -252,13 +265,16 @@ def generate(inp: TaskInputs) -> pd.DataFrame:
             f"T10-cloze|{sid}",
             classified,
         )
-        halves_of: dict[int, tuple[str, str]] = {}  # each visit's clips, built once
+        built: dict = {}  # each visit's clips, built once
         windows = _windows(visits[sid])
-        for joint in (False, True):
+        for mode in SORTING:
             rows += _first(
                 windows,
-                lambda w, sid=sid, j=joint, h=halves_of: _sorting(inp, sid, w, j, h),
-                f"T10-sorting|{joint}|{sid}",
+                lambda w, sid=sid, m=mode, b=built: _sorting(inp, sid, w, m, b),
+                # the event clips keep their original salts (their selection is unchanged)
+                {"visit": f"T10-sorting|False|{sid}", "joint": f"T10-sorting|True|{sid}"}.get(
+                    mode, f"T10-sorting|{mode}|{sid}"
+                ),
                 classified,
             )
     return to_frame(rows)
@@ -275,7 +291,7 @@ SPEC = TaskSpec(
     generate=generate,
     recompute=gold_t10,
     leak=t10_leak,
-    counts={"paper": 900, "quick": 24},
+    counts={"paper": 1200, "quick": 32},
     options="items",
     anchor_status=("covered", "missed"),
 )

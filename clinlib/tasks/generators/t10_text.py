@@ -10,7 +10,9 @@ drawn at one minute joined on one line; the remaining lines are numbered ``[1]``
   medications started that day;
 * discharge half: the diagnoses, procedures, later abnormal labs, later medications and the
   discharge location;
-* a visit clip (visit sorting) is the two halves joined.
+* a visit clip (visit sorting) is the two halves joined;
+* a note clip (visit sorting from notes, :func:`note_clip`) is the visit's synthetic discharge
+  note without its dates.
 
 Lists are capped (:data:`CLIP_CAPS`, first in time order, one entry per lab / drug name) so a
 clip stays a summary, as the seed's visit summaries are.
@@ -18,10 +20,12 @@ clip stays a summary, as the seed's visit summaries are.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from clinlib.data.sources.notes import note_text, visit_note
 from clinlib.tasks.generators.inputs import timestamp
 from clinlib.tasks.source_text import as_data
 
@@ -202,6 +206,23 @@ def visit_halves(records: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
     loc = _clean(dis["code"]) if dis is not None else ""
     tail.append(f"Discharged to: {loc.rstrip('.')}." if loc else "Discharge location not recorded.")
     return " ".join(head), " ".join(tail)
+
+
+_NOTE_DATES = (
+    (re.compile(r"Admitted on \d{4}-\d{2}-\d{2}; admission type"), "Admission type"),
+    (re.compile(r"Discharged on \d{4}-\d{2}-\d{2} to"), "Discharged to"),
+    (re.compile(r" (?:on|from) \d{4}-\d{2}-\d{2}"), ""),
+)
+
+
+def note_clip(records: Sequence[Mapping[str, Any]]) -> str:
+    """A visit as its SYNTHETIC discharge note (:func:`clinlib.data.sources.notes.visit_note`,
+    written from the visit's events) with every date removed: the visit-sorting-from-notes
+    clip (the seed: "five shuffled visit summaries N ... with their timestamps removed")."""
+    text = note_text(visit_note([{**r, "time": timestamp(int(r["t"]))} for r in records]))
+    for pattern, repl in _NOTE_DATES:
+        text = pattern.sub(repl, text)
+    return text
 
 
 def options_block(items: Sequence[str]) -> str:

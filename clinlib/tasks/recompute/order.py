@@ -8,7 +8,7 @@ Meta keys read (items in the shown letter order):
   order's starttime, else the admission time; ``PX-``: the procedure's chartdate at
   midnight); every item must belong to that admission and sit at its own minute; gold = the
   letters by time; anchors = the event ids.
-* ``visit_sorting``: subject_id, hadm_ids -> raw admittime; the admissions must be
+* ``visit_sorting`` and ``visit_sorting_notes``: subject_id, hadm_ids -> raw admittime; the admissions must be
   consecutive visits of the patient; gold = the letters by admittime; anchors = ``ADM-<hadm>``.
 * ``joint_sorting``: subject_id, clips ``[hadm_id, admission|discharge]`` -> by admittime,
   the admission half first; each admission must appear once per half; anchors = ``ADM-`` and
@@ -91,7 +91,12 @@ def _joint(meta: Mapping[str, Any], raw: RawRecord) -> tuple[str | None, tuple, 
     return _order(keys), anchors, None
 
 
-RECOMPUTE_T10 = {"visit_cloze": _cloze, "visit_sorting": _sorting, "joint_sorting": _joint}
+RECOMPUTE_T10 = {
+    "visit_cloze": _cloze,
+    "visit_sorting": _sorting,
+    "joint_sorting": _joint,
+    "visit_sorting_notes": _sorting,  # the same windows and gold; only the clips differ
+}
 
 
 def recompute_t10(meta: Mapping[str, Any], subtype: str, raw: RawRecord):
