@@ -59,7 +59,8 @@ GROWTH_STAGES: tuple[str, ...] = (
 )
 # a fitted exponent up to this counts as linear (timing noise on a shared machine)
 LINEAR_TOL = 1.15
-_NB_LINE = re.compile(r"^\s*(ok|FAIL)\s+(\d\d_[\w-]+)\s+([\d.]+)s")
+# `clintrace notebooks` prints the file name ("  ok  05_representations.ipynb   46.4s")
+_NB_LINE = re.compile(r"^\s*(ok|FAIL)\s+(\d\d_[\w-]+)(?:\.ipynb)?\s+([\d.]+)s")
 
 
 class BenchInputError(ValueError):
