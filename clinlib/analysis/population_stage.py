@@ -129,11 +129,13 @@ def evaluate_population(profile: str | None = None, force: bool = False) -> dict
     t0 = time.perf_counter()
     with stage_run(EVAL_STAGE, name, remove_on_failure=EVAL_OUTPUTS) as staging:
         questions = load_population(name)
+        # measured first: its token counts are memoised, so the readers' usage counts of the
+        # same prompts (cl100k_base) are look-ups rather than a second encoding
+        v = verbosity(questions)
         answer_population(name, list(READERS), prompts=READER_PROMPTS)
         preds = load_predictions(name)
         qids = set(questions["qid"])
         preds = preds[preds["qid"].isin(qids)]  # answers to an older question set are not scored
-        v = verbosity(questions)
         lengths = v[
             (v["tokenizer"] == "cl100k_base") & (v["rendering"] == "descriptions")
         ].set_index("qid")["N"]

@@ -62,11 +62,18 @@ def _specs():
     return tuple(load_specs())
 
 
-def _read(messages) -> tuple[str, str, dict[str, list[Line]]]:
+def _question(messages) -> tuple[str, str, str]:
+    """(task, question, context) of a population prompt; refused when no task's template
+    matches the question."""
     context, question = split_prompt(_user(messages))
     task = task_of(question, _specs())
     if task is None:
         raise ValueError("not a population question")
+    return task, question, context
+
+
+def _read(messages) -> tuple[str, str, dict[str, list[Line]]]:
+    task, question, context = _question(messages)
     return task, question, parse_group(context)
 
 
@@ -191,10 +198,12 @@ def _kb_cached(path: str, profile: str) -> Knowledge:
 
 def _policy(kind: str, profile: str):
     def policy(messages, params=None) -> str:
-        task, q, recs = _read(messages)
+        # only the overlap baseline reads the parsed group; the other two read the text their
+        # own way, so parsing it for them (the longest step on a 256K-token prompt) is skipped
         if kind == OVERLAP_READER:
+            task, q, recs = _read(messages)
             return json.dumps(overlap_answer(task, q, recs))
-        context, _ = split_prompt(_user(messages))
+        task, q, context = _question(messages)
         if kind == PER_PATIENT_READER:
             return json.dumps(per_patient_answer(task, q, context, _knowledge(profile)))
         return json.dumps(check(task, q, context))

@@ -24,7 +24,7 @@ import pandas as pd
 from clinlib.tasks.population import metrics
 from clinlib.tasks.population.groups import fit_records, plant, sample_group, subsample
 from clinlib.tasks.population.plant import plant_score, plant_signatures
-from clinlib.tasks.population.render import RENDERINGS, render_group
+from clinlib.tasks.population.render import RENDERINGS, prepare_group, render_group
 from clinlib.tasks.population.spec import TaskIdea
 from clinlib.tasks.population.tasks import PopulationAnswer
 from clinlib.tasks.registry import SPECS
@@ -225,7 +225,8 @@ def make_question(
     if gold is None:
         return "no unique gold (a tie at the top-k boundary)"
     order = [(pid[s], s) for s in rng.permutation(sids).tolist()]
-    rendered = {r: render_group(ev, order, r) for r in renderings}
+    prepared = prepare_group(ev, order)  # sorted and printed once for every rendering
+    rendered = {r: render_group(prepared, order, r) for r in renderings}
     return {
         "qid": qid_of(spec, n, bin_tokens, variant, seed),
         "task": spec.task,
@@ -239,15 +240,15 @@ def make_question(
         "subject_ids": [int(s) for _, s in order],
         "roles": json.dumps({pid[s]: r for r, v in roles.items() for s in v}, sort_keys=True),
         "rendered": rendered,
-        "plan": (ev, order),
+        "plan": (prepared, order),
     }
 
 
 def render_rest(q: dict[str, Any]) -> dict[str, Any]:
     """``q`` with every rendering of :data:`RENDERINGS` it lacks rendered from its plan (the
     stage renders the descriptions first, to measure the length before the other two)."""
-    ev, order = q["plan"]
-    missing = {r: render_group(ev, order, r) for r in RENDERINGS if r not in q["rendered"]}
+    prepared, order = q["plan"]
+    missing = {r: render_group(prepared, order, r) for r in RENDERINGS if r not in q["rendered"]}
     return {**q, "rendered": {r: {**q["rendered"], **missing}[r] for r in RENDERINGS}}
 
 

@@ -21,6 +21,7 @@ medication's code is its drug name (``drug//Lisinopril``).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,9 @@ SYSTEMS: dict[str, str] = {
 _HEADER_RX = re.compile(r"^=== Patient ID: (\S+) ===$")
 _CODEBOOK_RX = re.compile(r"^(" + re.escape(ID_PREFIX) + r"\d+): \((\S+?//.+?)\) (.*)$")
 _VALUE_RX = re.compile(r"^(?P<concept>.*?)(?: (?P<value>-?\d+(?:\.\d+)?)(?: (?P<unit>\S+))?)?$")
+_NUMBER_RX = re.compile(r"-?\d+(?:\.\d+)?")  # _VALUE_RX's value, matched whole
+_UNIT_RX = re.compile(r"\S+")  # and its unit
+_HEADER_START = "=== Patient ID: "
 
 
 def concept_key(code_system: str, code: str) -> str:
@@ -110,22 +114,29 @@ def codebook_entries(events: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-def render_group(
-    events: pd.DataFrame, order: Sequence[tuple[str, int]], rendering: str
-) -> Rendered:
-    """Render the records of ``order`` (``(pid, subject_id)`` pairs, in print order).
-
-    ``events`` holds the group's selected events (columns of events.parquet); each record is
-    printed in time order.
-    """
-    if rendering not in RENDERINGS:
-        raise ValueError(f"unknown rendering {rendering!r}; known: {', '.join(RENDERINGS)}")
+def prepare_group(events: pd.DataFrame, order: Sequence[tuple[str, int]]) -> dict[str, list]:
+    """The records of ``order`` in print order (each record in time order) as the plain
+    columns :func:`render_group` prints: computed once, rendered any number of ways."""
     rank = {int(s): i for i, (_, s) in enumerate(order)}
     ev = events[events["subject_id"].isin(rank)]
     ev = ev.assign(_r=ev["subject_id"].map(rank)).sort_values(
         ["_r", "time", "event_id"], kind="stable"
     )
-    p = _plain(ev)
+    return _plain(ev)
+
+
+def render_group(
+    events: pd.DataFrame | Mapping[str, list], order: Sequence[tuple[str, int]], rendering: str
+) -> Rendered:
+    """Render the records of ``order`` (``(pid, subject_id)`` pairs, in print order).
+
+    ``events`` holds the group's selected events (columns of events.parquet), or those
+    events already prepared for ``order`` by :func:`prepare_group`; each record is printed in
+    time order.
+    """
+    if rendering not in RENDERINGS:
+        raise ValueError(f"unknown rendering {rendering!r}; known: {', '.join(RENDERINGS)}")
+    p = events if isinstance(events, Mapping) else prepare_group(events, order)
     entries: dict[str, str] = {}
     for key, desc in zip(p["key"], p["desc"], strict=True):
         entries.setdefault(key, desc)
@@ -163,10 +174,25 @@ class Line:
     value: float | None
 
 
+def _value_split(line: str) -> tuple[str, str | None]:
+    """What :data:`_VALUE_RX` matches, without its lazy scan over the whole line: the value
+    and unit hold no space, so the match starts at the line's second-to-last space (a value
+    and a unit) or else at its last (a value alone), or the line has none."""
+    if "\n" in line:  # not a line of splitlines(): the pattern's own "." and "$" rules
+        v = _VALUE_RX.match(line)
+        return v.group("concept"), v.group("value")
+    words = line.rsplit(" ", 2)
+    if len(words) == 3 and _NUMBER_RX.fullmatch(words[1]) and _UNIT_RX.fullmatch(words[2]):
+        return line[: -len(words[1]) - len(words[2]) - 2], words[1]
+    if len(words) >= 2 and _NUMBER_RX.fullmatch(words[-1]):
+        return line[: -len(words[-1]) - 1], words[-1]
+    return line, None
+
+
+@functools.lru_cache(maxsize=1 << 17)  # event lines repeat: ~5% of a paper set's are distinct
 def split_line(line: str) -> tuple[str, float | None]:
     """An event line's concept and value (a trailing number, optionally with a unit)."""
-    v = _VALUE_RX.match(line)
-    concept, value = v.group("concept"), v.group("value")
+    concept, value = _value_split(line)
     if not concept:  # a description that is only a number
         return line, None
     return concept, float(value) if value is not None else None
@@ -184,11 +210,11 @@ def parse_group(text: str) -> dict[str, list[Line]]:
         line = raw.rstrip()
         if not line or line == CODEBOOK_TITLE:
             continue
-        m = _CODEBOOK_RX.match(line)
-        if m and pid is None:
+        m = _CODEBOOK_RX.match(line) if pid is None else None
+        if m:
             book[m.group(1)] = m.group(2)
             continue
-        h = _HEADER_RX.match(line)
+        h = _HEADER_RX.match(line) if line.startswith(_HEADER_START) else None
         if h:
             pid, day = h.group(1), None
             records[pid] = []
