@@ -30,7 +30,7 @@ import pandas as pd
 from clinlib.analysis import cloze, decisions, temporal
 from clinlib.analysis.metrics.scores import score_table
 from clinlib.core.config import artifact_path, resolve_profile
-from clinlib.core.guards import StageError, stage_run
+from clinlib.core.guards import STAGES, StageError, stage_run
 from clinlib.data import long_cohort
 from clinlib.data.build import load
 from clinlib.eval.harness import runner
@@ -69,25 +69,9 @@ class Sizes:
     t7i_pairs: int = 30
 
 
-# the artifacts the stage writes (the tables notebook 15 reads), in its section order
-TABLES = (
-    "longmed_questions",
-    "longmed_predictions",
-    "longmed_windows",
-    "longmed_taus",
-    "longmed_pairing",
-    "longmed_tau_items",
-    "longmed_cloze",
-    "longmed_positions",
-    "longmed_lengths",
-    "longmed_length_drop",
-    "longmed_decisions",
-    "longmed_table4",
-    "longmed_table5",
-    "longmed_rejection",
-    "longmed_cohort",
-)
-INPUTS = ("cohort", "events", "questions", "temporal_questions")
+# the artifacts the stage writes (the tables notebook 15 reads, in its section order) and the
+# upstream artifacts it depends on: declared once, in the stage registry
+TABLES, INPUTS = STAGES[STAGE]
 
 
 def select(extended: pd.DataFrame, sizes: Sizes = Sizes()) -> dict[str, pd.DataFrame]:
