@@ -169,3 +169,27 @@ def test_simulate_worked_by_hand():
     one = sch.simulate(jobs, secs, 1)
     assert max(e for _, e in one.values()) == sum(secs.values())
     assert [n for n, _ in sorted(one.items(), key=lambda kv: kv[1])] == ["a", "b", "c", "d", "e"]
+
+
+def test_critical_path_first_worked_by_hand(tmp_path):
+    jobs = [
+        Job("a", ()),
+        Job("b", (), ("a",)),
+        Job("c", (), ("a",)),
+        Job("d", (), ("b", "c")),
+        Job("e", ()),
+    ]
+    secs = {"a": 2.0, "b": 5.0, "c": 7.0, "d": 1.0, "e": 4.0}
+    first = sch.remaining_path(jobs, secs)
+    assert first == {"a": 10.0, "b": 6.0, "c": 8.0, "d": 1.0, "e": 4.0}
+    # c (8 s of work behind it) before b: done at 10 s, the critical path, not 12 s
+    two = sch.simulate(jobs, secs, 2, first)
+    assert two["c"] == (2.0, 9.0) and two["b"] == (4.0, 9.0) and two["d"] == (9.0, 10.0)
+    # the real scheduler starts the ready stages in that order too
+    log = tmp_path / "order.log"
+    code = "open({!r}, 'a').write('{}\\n')"
+    real = [
+        Job(j.name, (sys.executable, "-c", code.format(str(log), j.name)), j.needs) for j in jobs
+    ]
+    sch.run_jobs(real, 1, out=lambda _s: None, priority=first)
+    assert log.read_text().split() == ["a", "c", "b", "e", "d"]  # e (4 s) before d (1 s)

@@ -31,8 +31,10 @@ from clinlib.cli.schedule import (
     Job,
     child_env,
     critical_path,
+    default_jobs,
     exit_code,
     failure_line,
+    remaining_path,
     run_jobs,
     stage_command,
 )
@@ -201,6 +203,19 @@ def pipeline_jobs(
     ]
 
 
+def stage_priority(graph: list[Job], times: Path, jobs: int | None) -> dict[str, float] | None:
+    """Critical path first: with more than one job and the CPU seconds of a previous
+    reproduce, the ready stage with the most work behind it starts first (one job: the
+    sequential order, always)."""
+    if (jobs or default_jobs()) <= 1 or not times.exists():
+        return None
+    try:
+        cpu = pd.read_csv(times).set_index("stage")["cpu_seconds"].to_dict()
+    except (ValueError, KeyError, OSError):  # an unreadable table: declared order
+        return None
+    return remaining_path(graph, cpu)
+
+
 def _pipeline(
     name: str,
     seed: int | None,
@@ -215,7 +230,8 @@ def _pipeline(
     graph = pipeline_jobs(name, seed, skip_existing, allow_drops, cohort_rule)
     t_run = time.perf_counter() if t_run is None else t_run
     shift = time.perf_counter() - t_run
-    outcomes = run_jobs(graph, jobs, out=typer.echo, env=child_env(REPO_ROOT), cwd=REPO_ROOT)
+    env, first = child_env(REPO_ROOT), stage_priority(graph, build_dir(name) / TIMES_FILE, jobs)
+    outcomes = run_jobs(graph, jobs, out=typer.echo, env=env, cwd=REPO_ROOT, priority=first)
     order = {j.name: i for i, j in enumerate(graph)}
     times = [
         (o.name, o.seconds, o.cpu_seconds, o.start + shift, o.end + shift)

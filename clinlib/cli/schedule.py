@@ -100,9 +100,28 @@ def _first_dup(names: Sequence[str]) -> str:
     return next(n for n in names if n in seen or seen.add(n))  # type: ignore[func-returns-value]
 
 
-def next_ready(jobs: Sequence[Job], done: set[str], started: set[str]) -> list[str]:
-    """The stages not yet started whose needs are all done, in declared order."""
-    return [j.name for j in jobs if j.name not in started and set(j.needs) <= done]
+def next_ready(
+    jobs: Sequence[Job],
+    done: set[str],
+    started: set[str],
+    priority: Mapping[str, float] | None = None,
+) -> list[str]:
+    """The stages not yet started whose needs are all done: highest ``priority`` first (none
+    given: all equal), then in declared order."""
+    ready = [j.name for j in jobs if j.name not in started and set(j.needs) <= done]
+    if priority:
+        ready.sort(key=lambda n: -priority.get(n, 0.0))  # stable: declared order among equals
+    return ready
+
+
+def remaining_path(jobs: Sequence[Job], seconds: Mapping[str, float]) -> dict[str, float]:
+    """Per stage, its own seconds plus the longest chain of stages that need it (transitively):
+    start the stage with the most work still behind it first (critical-path scheduling)."""
+    after: dict[str, float] = {}
+    for name in reversed(check_graph(jobs)):
+        users = [j.name for j in jobs if name in j.needs]
+        after[name] = float(seconds.get(name, 0.0)) + max((after[u] for u in users), default=0.0)
+    return after
 
 
 def critical_path(jobs: Sequence[Job], outcomes: Mapping[str, Outcome]) -> tuple[list[str], float]:
@@ -121,7 +140,10 @@ def critical_path(jobs: Sequence[Job], outcomes: Mapping[str, Outcome]) -> tuple
 
 
 def simulate(
-    jobs: Sequence[Job], seconds: Mapping[str, float], max_jobs: int
+    jobs: Sequence[Job],
+    seconds: Mapping[str, float],
+    max_jobs: int,
+    priority: Mapping[str, float] | None = None,
 ) -> dict[str, tuple[float, float]]:
     """(start, end) of each stage if each took ``seconds[name]`` on its own core and
     :func:`run_jobs` ran them ``max_jobs`` at a time: the schedule on an idle machine, from a
@@ -132,7 +154,8 @@ def simulate(
     span: dict[str, tuple[float, float]] = {}
     while len(span) < len(order):
         done = {n for n, e in ends.items() if e <= now}
-        for name in next_ready(jobs, done, set(span))[: max(1, max_jobs) - len(running)]:
+        ready = next_ready(jobs, done, set(span), priority)
+        for name in ready[: max(1, max_jobs) - len(running)]:
             span[name] = (now, now + float(seconds.get(name, 0.0)))
             ends[name] = running[name] = span[name][1]
         now = min(running.values())
@@ -223,9 +246,11 @@ def run_jobs(
     out: Callable[[str], None] = print,
     env: Mapping[str, str] | None = None,
     cwd: str | Path | None = None,
+    priority: Mapping[str, float] | None = None,
 ) -> list[Outcome]:
     """Run ``jobs`` (module docstring): returns the outcome of every stage that ran, in the
-    order they finished; a stage after a failure does not start.
+    order they finished; a stage after a failure does not start. ``priority``: which ready
+    stage starts first (:func:`remaining_path`; none: declared order).
 
     Raises:
         ScheduleError: the graph cannot run (:func:`check_graph`).
@@ -243,7 +268,7 @@ def run_jobs(
     try:
         while True:
             if not failed:
-                for name in next_ready(jobs, done, started)[: limit - len(running)]:
+                for name in next_ready(jobs, done, started, priority)[: limit - len(running)]:
                     job = next(j for j in jobs if j.name == name)
                     running.append(_launch(job, t0, printer, width, env, cwd))
                     started.add(name)

@@ -130,7 +130,7 @@ def test_pipeline_jobs_skip_existing_synth(tmp_path, monkeypatch):
 def _fake_run(fail: str | None = None):
     """run_jobs stand-in: every job 'ran' for 10 s, two at a time; ``fail`` exits 2."""
 
-    def run(jobs, max_jobs, out, env, cwd):
+    def run(jobs, max_jobs, out, env, cwd, priority):
         from clinlib.cli.schedule import Outcome
 
         assert max_jobs == 2 and env["PYTHONPATH"].split(":")[0] == str(cwd)
@@ -174,3 +174,40 @@ def test_reproduce_writes_offsets_and_a_failure_is_one_named_line(tmp_path, monk
         "error: pipeline: stage 'questions' failed (exit 2): "
         "error: events.parquet: column subject_id missing"
     ]
+
+
+def test_a_previous_reproduce_table_sets_critical_path_first(tmp_path):
+    from clinlib.cli.pipeline import stage_priority
+    from clinlib.cli.schedule import Job, simulate
+
+    cpu = {  # paper, CPU seconds (reproduce_times.csv of a paper reproduce at 5746e42)
+        "synth": 9,
+        "cohort": 12,
+        "dialogues": 2,
+        "questions": 138,
+        "population": 262,
+        "population-eval": 282,
+        POST: 66,
+        PRE: 12,
+        "evaluate-offline": 258,
+        "evaluate-longmed": 32,
+        "ablations": 91,
+        "evidence": 78,
+        "trap-answers": 199,
+    }
+    path = tmp_path / "reproduce_times.csv"
+    pd.DataFrame({"stage": list(cpu), "seconds": 0.0, "cpu_seconds": list(cpu.values())}).to_csv(
+        path, index=False
+    )
+    graph = [Job(s, (), n) for s, n in pipeline_needs().items()]
+    first = stage_priority(graph, path, 2)
+    # trap-answers (199 s, nothing after it) before ablations (91 + evidence's 78)
+    assert first["trap-answers"] == 199 and first["ablations"] == 91 + 78
+    # the longest chain: cohort, dialogues, questions, pre, evaluate-offline, trap-answers
+    assert first["cohort"] == 12 + 2 + 138 + 12 + 258 + 199
+    assert first["population"] == 262 + 282
+    assert stage_priority(graph, path, 1) is None  # one job: the sequential order
+    assert stage_priority(graph, tmp_path / "none.csv", 2) is None
+    # on an idle 2-core machine: 764 s in declared order, 734 s critical path first
+    ends = [max(e for _, e in simulate(graph, cpu, 2, p).values()) for p in (None, first)]
+    assert ends == [764, 734] and sum(cpu.values()) == 1441
