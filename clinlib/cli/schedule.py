@@ -97,7 +97,11 @@ def check_graph(jobs: Sequence[Job]) -> list[str]:
 
 def _first_dup(names: Sequence[str]) -> str:
     seen: set[str] = set()
-    return next(n for n in names if n in seen or seen.add(n))  # type: ignore[func-returns-value]
+    for name in names:
+        if name in seen:
+            return name
+        seen.add(name)
+    return ""
 
 
 def next_ready(
