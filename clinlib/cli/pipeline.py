@@ -49,6 +49,8 @@ from clinlib.strategies import EVALUATION_STRATEGIES
 # reproduce's closing time table (start / end: seconds from the run's start).
 STAGE_TIMES: list[tuple[str, float, float, float, float]] = []
 TIMES_FILE = "reproduce_times.csv"
+# the last `clintrace pipeline`'s table: with reproduce's, what the next run orders its stages by
+PIPELINE_TIMES_FILE = "pipeline_times.csv"
 TIMES_COLUMNS = ["stage", "seconds", "cpu_seconds", "start", "end"]
 
 # the command of each pipeline step (clinlib.core.guards.PIPELINE_STEPS) and the options it takes
@@ -159,6 +161,7 @@ def pipeline(
     name = profile_name(profile)
     with writer_lock(name):
         times = _pipeline(name, seed, skip_existing, allow_drops, cohort_rule, jobs)
+        write_stage_times(build_dir(name) / PIPELINE_TIMES_FILE, times)
     typer.echo(f"pipeline ({name}): time per stage\n{stage_table(times)}")
 
 
@@ -203,12 +206,14 @@ def pipeline_jobs(
     ]
 
 
-def stage_priority(graph: list[Job], times: Path, jobs: int | None) -> dict[str, float] | None:
-    """Critical path first: with more than one job and the CPU seconds of a previous
-    reproduce, the ready stage with the most work behind it starts first (one job: the
-    sequential order, always)."""
-    if (jobs or default_jobs()) <= 1 or not times.exists():
+def stage_priority(graph: list[Job], root: Path, jobs: int | None) -> dict[str, float] | None:
+    """Critical path first: with more than one job and the CPU seconds of a previous run (the
+    newer of ``root``'s reproduce and pipeline tables), the ready stage with the most work
+    behind it starts first (one job: the sequential order, always)."""
+    tables = [p for p in (root / TIMES_FILE, root / PIPELINE_TIMES_FILE) if p.exists()]
+    if (jobs or default_jobs()) <= 1 or not tables:
         return None
+    times = max(tables, key=lambda p: p.stat().st_mtime_ns)
     try:
         cpu = pd.read_csv(times).set_index("stage")["cpu_seconds"].to_dict()
     except (ValueError, KeyError, OSError):  # an unreadable table: declared order
@@ -230,7 +235,7 @@ def _pipeline(
     graph = pipeline_jobs(name, seed, skip_existing, allow_drops, cohort_rule)
     t_run = time.perf_counter() if t_run is None else t_run
     shift = time.perf_counter() - t_run
-    env, first = child_env(REPO_ROOT), stage_priority(graph, build_dir(name) / TIMES_FILE, jobs)
+    env, first = child_env(REPO_ROOT), stage_priority(graph, build_dir(name), jobs)
     outcomes = run_jobs(graph, jobs, out=typer.echo, env=env, cwd=REPO_ROOT, priority=first)
     order = {j.name: i for i, j in enumerate(graph)}
     times = [

@@ -4,6 +4,8 @@ what the stages' code reads; the commands and options each step runs with."""
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 import pytest
 
@@ -166,6 +168,11 @@ def test_reproduce_writes_offsets_and_a_failure_is_one_named_line(tmp_path, monk
     assert (times["end"] - times["start"]).iloc[:-1].round(3).eq(10.0).all()
     assert "critical path" in result.output and "  wall " in result.output
 
+    result = CliRunner().invoke(cli.app, ["pipeline", "--profile", "quick", "--jobs", "2"])
+    assert result.exit_code == 0, result.output
+    written = pd.read_csv(tmp_path / "quick" / "pipeline_times.csv")  # the next run's order
+    assert written["stage"].tolist() == list(PIPELINE_STEPS)[1:]
+
     monkeypatch.setattr(pl, "run_jobs", _fake_run(fail="questions"))
     result = CliRunner().invoke(cli.app, ["pipeline", "--profile", "quick", "--jobs", "2"])
     assert result.exit_code == 2
@@ -200,14 +207,20 @@ def test_a_previous_reproduce_table_sets_critical_path_first(tmp_path):
         path, index=False
     )
     graph = [Job(s, (), n) for s, n in pipeline_needs().items()]
-    first = stage_priority(graph, path, 2)
+    first = stage_priority(graph, tmp_path, 2)
     # trap-answers (199 s, nothing after it) before ablations (91 + evidence's 78)
     assert first["trap-answers"] == 199 and first["ablations"] == 91 + 78
     # the longest chain: cohort, dialogues, questions, pre, evaluate-offline, trap-answers
     assert first["cohort"] == 12 + 2 + 138 + 12 + 258 + 199
     assert first["population"] == 262 + 282
-    assert stage_priority(graph, path, 1) is None  # one job: the sequential order
-    assert stage_priority(graph, tmp_path / "none.csv", 2) is None
+    assert stage_priority(graph, tmp_path, 1) is None  # one job: the sequential order
+    assert stage_priority(graph, tmp_path / "elsewhere", 2) is None  # no table
+    # a newer pipeline table wins: trap-answers measured at 10 s now
+    later = pd.DataFrame({"stage": list(cpu), "seconds": 0.0, "cpu_seconds": list(cpu.values())})
+    later.loc[later["stage"] == "trap-answers", "cpu_seconds"] = 10.0
+    later.to_csv(tmp_path / "pipeline_times.csv", index=False)
+    os.utime(path, ns=(1, 1))
+    assert stage_priority(graph, tmp_path, 2)["trap-answers"] == 10.0
     # on an idle 2-core machine: 764 s in declared order, 734 s critical path first
     ends = [max(e for _, e in simulate(graph, cpu, 2, p).values()) for p in (None, first)]
     assert ends == [764, 734] and sum(cpu.values()) == 1441
