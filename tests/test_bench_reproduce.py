@@ -116,3 +116,25 @@ def test_markdown_renders_without_tabulate():
     assert rb.markdown(frame) == (
         "| item | measured_s |\n|---|---|\n| make test | 532.5 |\n| .ci/run |  |"
     )
+
+
+def test_reproduce_is_the_runs_wall_when_stages_overlap():
+    """Two stages side by side, then the notebooks: the run took 600 s (first start to last
+    end), not the 690 s their seconds add up to; that sum would miss the 10-minute budget."""
+    times = pd.DataFrame(
+        {
+            "stage": ["population", "questions", "notebooks"],
+            "seconds": [290.0, 100.0, 300.0],
+            "cpu_seconds": [280.0, 95.0, 500.0],
+            "start": [10.0, 0.0, 300.0],
+            "end": [300.0, 100.0, 600.0],
+        }
+    )
+    assert rb.reproduce_wall(times) == 600.0
+    row = rb.budget_table(times, rb.notebook_times("")).iloc[0]
+    assert (row["measured_s"], row["met"]) == (600.0, "yes")
+    assert "sum of stage seconds 690" in row["note"]
+    old = times.drop(columns=["start", "end"])  # a table from before: one stage after another
+    assert rb.reproduce_wall(old) == 690.0
+    assert rb.budget_table(old, rb.notebook_times("")).iloc[0]["met"] == "no"
+    assert rb.reproduce_wall(times.iloc[:0]) is None

@@ -109,6 +109,117 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 PRODUCER: dict[str, str] = {a: s for s, (outs, _) in STAGES.items() for a in outs}
 
+# The steps of `clintrace pipeline`, in its sequential order (a topological order of the graph
+# they make): step -> (the manifest stages above it runs, what it writes, what it reads).
+# "What it reads" is what the code reads, not only the manifest inputs (a test checks those are
+# included): besides the parquet artifacts, ``raw/hosp`` (the source tables), ``constructions/
+# <setting>`` (the construction cache: `strategies (pre)` re-uses the post constructions of
+# uninjected patients) and the predictions store. Every run of the harness appends part files
+# to one store (clinlib.eval.harness.store), and a run over the profile's own questions first
+# claims it (moves stale parts aside), so every step that appends reads ``predictions`` (the
+# store evaluate-offline claimed and filled) and runs after it; evidence labels every paper-task
+# prediction, the core-memory rows ablations adds included. A step depends on the earlier steps
+# that write what it reads (clinlib.cli.schedule runs independent steps side by side).
+PIPELINE_STEPS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "synth": ((), ("raw/hosp",), ()),
+    "cohort": (("cohort",), (*STAGES["cohort"][0], "source.json"), ("raw/hosp",)),
+    "dialogues": (("dialogues",), STAGES["dialogues"][0], ("cohort", "events")),
+    "questions": (
+        ("questions", "temporal_questions", "traps"),
+        (*STAGES["questions"][0], *STAGES["temporal_questions"][0], *STAGES["traps"][0]),
+        ("cohort", "events", "dialogues", "event_coverage", "dialogue_summary", "raw/hosp"),
+    ),
+    # PopMedQA group questions: the cohort, its events and the source tables' descriptions
+    "population": (
+        (),
+        ("population_questions", "population_gates"),
+        ("cohort", "events", "source.json", "raw/hosp"),
+    ),
+    "population-eval": (
+        ("population_eval",),
+        (*STAGES["population_eval"][0], "population_predictions"),
+        ("population_questions",),
+    ),
+    # event-table reads events.parquet beside the dialogues
+    "strategies (post)": ((), ("constructions/post",), ("dialogues", "events")),
+    "strategies (pre, T3-injected)": (
+        (),
+        ("constructions/pre",),
+        ("dialogues", "events", "questions", "constructions/post"),
+    ),
+    "evaluate-offline": (
+        (),
+        ("predictions",),
+        ("questions", "dialogues", "constructions/post", "constructions/pre"),
+    ),
+    "evaluate-longmed": (
+        ("evaluate-longmed",),
+        (*STAGES["evaluate-longmed"][0], "predictions/longmed"),
+        (*STAGES["evaluate-longmed"][1], "dialogues", "constructions/post", "predictions"),
+    ),
+    "ablations": (
+        ("ablations",),
+        (*STAGES["ablations"][0], "predictions/core-memory"),
+        (*STAGES["ablations"][1], "constructions/post", "predictions"),
+    ),
+    "evidence": (
+        ("evidence",),
+        STAGES["evidence"][0],
+        (
+            *STAGES["evidence"][1],
+            "constructions/post",
+            "constructions/pre",
+            "predictions",
+            "predictions/core-memory",
+        ),
+    ),
+    "trap-answers": (
+        ("trap-answers",),
+        (*STAGES["trap-answers"][0], "predictions/traps", "judge/lexical"),
+        (*STAGES["trap-answers"][1], "constructions/post", "predictions"),
+    ),
+}
+
+
+def pipeline_needs(
+    steps: Iterable[str] | None = None, table: Mapping[str, tuple] = PIPELINE_STEPS
+) -> dict[str, tuple[str, ...]]:
+    """step -> the earlier steps (of ``steps``, default every step of ``table``) that write
+    something it reads. A read no chosen step writes (``raw/hosp`` when synth is skipped) is
+    the build's as it stands."""
+    chosen = list(table) if steps is None else [s for s in table if s in set(steps)]
+    needs: dict[str, tuple[str, ...]] = {}
+    for i, step in enumerate(chosen):
+        reads = set(table[step][2])
+        needs[step] = tuple(e for e in chosen[:i] if reads & set(table[e][1]))
+    return needs
+
+
+def pipeline_problems(table: Mapping[str, tuple] = PIPELINE_STEPS) -> list[str]:
+    """What is wrong with a pipeline table (empty: nothing): a read no earlier step writes, a
+    thing two steps write, a manifest stage's input or output the step does not declare."""
+    problems: list[str] = []
+    writer: dict[str, str] = {}
+    for step, (stages, writes, reads) in table.items():
+        problems += [
+            f"{step} reads {r}, which no earlier step writes" for r in reads if r not in writer
+        ]
+        for stage in stages:
+            outs, ins = STAGES[stage]
+            problems += [
+                f"{step} runs {stage}, which reads {a}: not declared" for a in ins if a not in reads
+            ]
+            problems += [
+                f"{step} runs {stage}, which writes {a}: not declared"
+                for a in outs
+                if a not in writes
+            ]
+        for w in writes:
+            if w in writer:
+                problems.append(f"{w} is written by {writer[w]} and {step}")
+            writer.setdefault(w, step)
+    return problems
+
 
 class StageError(ValueError):
     """A stage produced nothing usable, or its input is stale; the message is one line."""
