@@ -34,6 +34,7 @@ from clinlib.core.guards import STAGES, StageError, stage_run
 from clinlib.data import long_cohort
 from clinlib.data.build import load
 from clinlib.eval.harness import runner
+from clinlib.strategies.contextual_writer import writer_of
 from clinlib.strategies.registry import PAPER_STRATEGIES
 from clinlib.tasks.extended import load_questions
 from clinlib.tasks.relative import subset_pairs
@@ -154,11 +155,15 @@ def decision_tables(preds: pd.DataFrame, chosen: dict) -> dict[str, pd.DataFrame
     """Tables 4 and 5: T11 by memory window; event vs note memory; length, RAG, Mem0."""
     rows = preds[preds["qid"].isin(pd.concat([chosen["T11"], chosen["T11O"]])["qid"])]
     both = pd.concat([chosen["T11"], chosen["T11O"]])
-    return {
+    # who wrote the contextual memory the questions state (rule-based unless a backbone wrote
+    # it: clinlib.strategies.contextual_writer)
+    writer = "; ".join(sorted({writer_of(q) for q in both.to_dict("records")}))
+    tables = {
         "longmed_decisions": decisions.decision_table(rows, chosen["T11"], n_boot=N_BOOT),
         "longmed_table4": decisions.memory_table(rows, both, list(TABLE4), n_boot=N_BOOT),
         "longmed_table5": decisions.memory_table(rows, both, list(TABLE5), n_boot=N_BOOT),
     }
+    return {k: t.assign(mc_writer=writer) for k, t in tables.items()}
 
 
 def record_tables(profile: str) -> dict[str, pd.DataFrame]:

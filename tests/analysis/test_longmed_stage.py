@@ -56,3 +56,25 @@ def test_selection_keeps_pairs_and_caps_per_subtype():
     assert sorted(chosen["T7R"]["qid"]) == ["m0explicit", "m0relative", "m1explicit", "m1relative"]
     assert list(chosen["T11"]["qid"]) == ["t0", "t1", "t2"]
     assert chosen["T10"].empty and chosen["T1R"].empty
+
+
+def test_decision_tables_are_labelled_by_the_contextual_memory_writer(monkeypatch):
+    one = lambda *a, **k: pd.DataFrame({"mean_score": [0.5]})  # noqa: E731
+    monkeypatch.setattr(longmed.decisions, "decision_table", one)
+    monkeypatch.setattr(longmed.decisions, "memory_table", one)
+    preds = pd.DataFrame({"qid": pd.Series([], dtype=str)})
+
+    def chosen(t11_meta: dict, t11o_meta: dict) -> dict:
+        return {
+            "T11": pd.DataFrame([{"qid": "a", "meta": json.dumps(t11_meta)}]),
+            "T11O": pd.DataFrame([{"qid": "b", "meta": json.dumps(t11o_meta)}]),
+        }
+
+    offline = longmed.decision_tables(preds, chosen({}, {"mc_writer": "rule-based"}))
+    assert set(offline) == {"longmed_decisions", "longmed_table4", "longmed_table5"}
+    assert all(t["mc_writer"].tolist() == ["rule-based"] for t in offline.values())
+    fell_back = {"mc_writer": "rule-based (fallback from fake-mc)", "mc_problem": "x"}
+    mixed = longmed.decision_tables(preds, chosen({"mc_writer": "fake-mc"}, fell_back))
+    assert {t["mc_writer"].iloc[0] for t in mixed.values()} == {
+        "fake-mc; rule-based (fallback from fake-mc)"
+    }

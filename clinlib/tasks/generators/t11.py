@@ -111,8 +111,56 @@ def _shown(values: list[str], salt: str) -> list[str]:
     return sorted(values, key=lambda x: stable_hash(salt, x))
 
 
-def _context(recs: list[dict], t_cut: int) -> list[dict]:
+def context_records(recs: list[dict], t_cut: int) -> list[dict]:
+    """The events the contextual memory M_C states: the visit's before the cut, without the
+    discharge and the diagnoses (both carry the discharge time)."""
     return [r for r in recs if r["t"] < t_cut and r["kind"] not in ("discharge", "diagnosis")]
+
+
+def working_context(recs: list[dict], cut: dict) -> dict:
+    """The fields every T11 / T11O question states before its own: the contextual memory M_C
+    of the events before the cut (``stream``) and the cut time (``now``)."""
+    return {
+        "stream": Assembled(MC_LEAD + contextual_memory(context_records(recs, cut["t"]))),
+        "now": stamp(cut),
+    }
+
+
+def _decision_row(
+    inp: TaskInputs,
+    task: str,
+    subtype: str,
+    cut: dict,
+    recs: list[dict],
+    fields: dict,
+    options: list[str] | None = None,
+    **kw,
+) -> dict:
+    """One T11 / T11O question row: the working context, then ``fields``; ``kw`` goes to
+    :func:`question_row` (gold, meta, T11O's format). With ``options`` (T11), the options
+    block follows the stem and the qid keys on the content as well."""
+    stated = {**working_context(recs, cut), **fields}
+    if options is not None:
+        content = json.dumps(
+            [options, stated, kw["meta"], T11_TEMPLATES[subtype], FORMAT],
+            sort_keys=True,
+            default=str,
+        )
+        kw |= {
+            "options": options,
+            "suffix": options_block(options),
+            "extra_key": [hashlib.sha1(content.encode()).hexdigest()[:12]],
+        }
+    return question_row(
+        inp,
+        task=task,
+        subtype=subtype,
+        subject_ids=[cut["subject_id"]],
+        anchors=[cut["event_id"]],
+        templates=T11_TEMPLATES[subtype],
+        fields=stated,
+        **kw,
+    )
 
 
 def _row(
@@ -127,25 +175,7 @@ def _row(
     meta: dict,
 ) -> dict:
     gold = decision_gold(letter, credits)
-    stream = Assembled(MC_LEAD + contextual_memory(_context(recs, cut["t"])))
-    fields = {"stream": stream, "now": stamp(cut), **fields}
-    content = json.dumps(
-        [options, fields, meta, T11_TEMPLATES[subtype], FORMAT], sort_keys=True, default=str
-    )
-    return question_row(
-        inp,
-        task=TASK,
-        subtype=subtype,
-        subject_ids=[cut["subject_id"]],
-        anchors=[cut["event_id"]],
-        templates=T11_TEMPLATES[subtype],
-        fields=fields,
-        gold=gold,
-        meta=meta,
-        options=options,
-        suffix=options_block(options),
-        extra_key=[hashlib.sha1(content.encode()).hexdigest()[:12]],
-    )
+    return _decision_row(inp, TASK, subtype, cut, recs, fields, options, gold=gold, meta=meta)
 
 
 def _meta(cut: dict, recs: list[dict], n_prior: int, **extra) -> dict:
@@ -256,22 +286,8 @@ def _open_row(inp: TaskInputs, subtype: str, cut: dict, recs: list[dict], n_prio
     extra = [f"{e}={decay_text(c)}" for e, c in sorted(credits.items()) if e != truth]
     gold = "|".join([truth, *[x for x in extra if not x.endswith("=0.0000")]])
     meta = _meta(cut, recs, n_prior, kind=cut["kind"], variant="open")
-    fields = {
-        "stream": Assembled(MC_LEAD + contextual_memory(_context(recs, cut["t"]))),
-        "now": stamp(cut),
-        **fields,
-    }
-    return question_row(
-        inp,
-        task=OPEN_TASK,
-        subtype=subtype,
-        subject_ids=[cut["subject_id"]],
-        anchors=[cut["event_id"]],
-        templates=T11_TEMPLATES[subtype],
-        fields=fields,
-        gold=gold,
-        meta=meta,
-        fmt=OPEN_FORMAT,
+    return _decision_row(
+        inp, OPEN_TASK, subtype, cut, recs, fields, gold=gold, meta=meta, fmt=OPEN_FORMAT
     )
 
 
@@ -286,7 +302,7 @@ def _cuts(recs: list[dict]) -> tuple[list[dict], dict | None]:
         if r["kind"] in rules.T11_CUT_KINDS
         and adm["t"] < r["t"] < dis["t"]
         and r["status"] in CUT_STATUSES
-        and len(_context(recs, r["t"])) >= rules.T11_MIN_CONTEXT_EVENTS
+        and len(context_records(recs, r["t"])) >= rules.T11_MIN_CONTEXT_EVENTS
     ]
     return ok, dis
 
