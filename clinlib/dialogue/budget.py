@@ -14,7 +14,8 @@ The budget is split over visits by max-min fairness on what each visit would say
 (:func:`fair_shares`): a visit that needs less than an equal share keeps everything and its
 leftover goes to the others; visits are fitted in time order and what one leaves unused (or
 overruns) carries to the next. Inside a visit, facts are told in priority order
-(:func:`priority`; tier 0 — never left out — also holds a diagnosis of a condition coded
+(:func:`priority`; tier 0 — never left out — also holds a contraindication conflict's drug and
+lab (clinlib.data.contraindications.conflict_event_ids), a diagnosis of a condition coded
 for the first time and the few (at most :data:`FIRST_ABNORMAL`) abnormal values that
 foreshadowed it in earlier visits (clinlib.dialogue.templates.FORESHADOWS; T4's anchors and evidence); in tier 1 each lab's first abnormal
 value comes before its second, and so on; otherwise a seeded hash orders a tier) until the
@@ -42,7 +43,8 @@ FIRST_ABNORMAL = 4
 
 # Priority tiers, lower told first (tier 0 is never left out).
 TIER_NAMES: dict[int, str] = {
-    0: "admission, discharge, principal or newly coded diagnosis, foreshadowing finding",
+    0: "admission, discharge, principal or newly coded diagnosis, foreshadowing finding, "
+    "contraindication conflict",
     1: "procedure, index-disease diagnosis, or one of a lab's first abnormal values",
     2: "key lab: abnormal, admission-day, or the record's first / last value",
     3: "disease drug",
@@ -89,6 +91,7 @@ def priority(
     first_abnormal: bool = False,
     foreshadow: bool = False,
     new_condition: bool = False,
+    safety: bool = False,
 ) -> int:
     """Tier (see :data:`TIER_NAMES`) of a group of facts.
 
@@ -106,8 +109,10 @@ def priority(
         foreshadow: one of the few (at most :data:`FIRST_ABNORMAL`) abnormal values that point
             to a condition first coded in a later visit (clinlib.dialogue.templates.FORESHADOWS).
         new_condition: a diagnosis of a condition coded for the first time in the record.
+        safety: the drug or the lab of a contraindication conflict (a drug given while the lab
+            state contraindicated it).
     """
-    if kind in ("admission", "discharge") or principal or foreshadow or new_condition:
+    if kind in ("admission", "discharge") or principal or foreshadow or new_condition or safety:
         return 0
     if kind == "diagnosis":
         return 1 if disease else 4

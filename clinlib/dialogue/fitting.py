@@ -81,9 +81,11 @@ def _budget_groups(
     first_coded: Mapping[str, int],
     seed: int,
     keep: frozenset[str] = frozenset(),
+    protect: frozenset[str] = frozenset(),
 ) -> tuple[list[Mapping[str, Any]], list[_Group]]:
     """A visit's stated events as (tier-0 events, droppable groups) — see clinlib.dialogue.budget;
-    events of a kind in ``keep`` are tier 0 (never left out)."""
+    events of a kind in ``keep`` and groups holding an id in ``protect`` are tier 0 (never
+    left out)."""
     keyed: dict[tuple, list[Mapping[str, Any]]] = {}
     for e in stated:
         kind = e["kind"]
@@ -120,9 +122,14 @@ def _budget_groups(
                 record_end=any(i in ends for i in ids),
                 first_abnormal=any(i in news for i in ids),
                 foreshadow=any(news.get(i) == -1 for i in ids),
+                safety=bool(protect.intersection(ids)),
             )
         elif kind == "medication":
-            tier = B.priority("medication", disease=not is_background_drug(evs[0]["label"]))
+            tier = B.priority(
+                "medication",
+                disease=not is_background_drug(evs[0]["label"]),
+                safety=bool(protect.intersection(ids)),
+            )
         elif kind in ("diagnosis", "procedure"):
             cond = condition_of(k[1]) if kind == "diagnosis" else None
             tier = B.priority(
@@ -221,11 +228,11 @@ def fit_budget(
     starts: Mapping[int, pd.Timestamp],
     seed: int,
     keep: frozenset[str] = frozenset(),
+    protect: frozenset[str] = frozenset(),
 ) -> dict[int, list[dict[str, Any]]]:
-    """Turn records of every visit within the patient's budget (clinlib.dialogue.budget); events left
-    out get status ``missed`` with a ``budget:`` reason in ``status``. Visits are fitted in
-    time order, each to its fair share plus what the visits before it left unused (or minus
-    what they overran), so the record as a whole lands on its budget."""
+    """Turn records of every visit within the patient's budget (clinlib.dialogue.budget); events
+    left out get status ``missed`` (``budget:`` reason). Visits go in time order, each to its fair
+    share plus what earlier ones left (or overran); ids in ``protect`` are tier 0."""
     usable = [e for v in visits for e in usable_by_visit.get(v, [])]
     by_id = {str(e["event_id"]): e for e in usable}
     bounds = lab_day_bounds(usable)
@@ -283,7 +290,7 @@ def fit_budget(
             carry = allot - need[v]
             continue
         fixed, groups = _budget_groups(
-            stated, v, bounds, ends, news, shared, first_coded, seed, keep
+            stated, v, bounds, ends, news, shared, first_coded, seed, keep, protect
         )
         recs, dropped = _fit_visit(render, fixed, groups, by_id, allot, vdate)
         out[v] = recs

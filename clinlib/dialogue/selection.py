@@ -18,7 +18,10 @@ deterministic missed-events rule.
   normal result on a middle day of its visit: admission-day, last-day and abnormal key results
   are always told, as in a clinician's visit summary). If that leaves fewer than
   :data:`MIN_MISSED` anchors, the eligible anchors with the smallest u are added up to that
-  floor. Admissions, discharges, diagnoses and procedures are never missed by this rule.
+  floor. Admissions, discharges, diagnoses and procedures are never missed by this rule, nor
+  are the two events of a contraindication conflict (a drug given while a lab state
+  contraindicated it, and that lab: :func:`clinlib.data.contraindications.conflict_event_ids`),
+  which a clinician's summary states as a safety fact.
 
 The length budget (:mod:`clinlib.dialogue.fitting`) may leave out more events afterwards.
 """
@@ -308,6 +311,7 @@ def missed_events(
     events: Sequence[Mapping[str, Any]],
     seed: int = 0,
     starts: Mapping[int, pd.Timestamp] | None = None,
+    protect: frozenset[str] = frozenset(),
 ) -> dict[str, str]:
     """Apply the missed-events rule (module docstring) to one patient's usable events.
 
@@ -315,6 +319,8 @@ def missed_events(
         events: the patient's usable events.
         seed: synthesis seed.
         starts: visit start times (default: :func:`clinlib.dialogue.fields.visit_starts` of events).
+        protect: event ids never missed (a contraindication conflict's lab and order); a
+            background drug group holding one is told whole.
 
     Returns:
         ``{event_id: reason}`` for every event left unstated.
@@ -333,6 +339,8 @@ def missed_events(
             per_day[k] = per_day.get(k, 0) + 1
     for e in events:
         eid, kind = str(e["event_id"]), e["kind"]
+        if kind == "lab" and eid in protect:
+            continue
         if kind == "lab":
             key, day = lab_key(e), fmt_date(e["time"])
             if per_day[(key, day)] > 1:
@@ -351,6 +359,8 @@ def missed_events(
             group = (int(e["visit_idx"]), " ".join(str(e["label"]).lower().split()))
             med_groups.setdefault(group, []).append(eid)
     for (_, drug), ids in med_groups.items():
+        if protect.intersection(ids):
+            continue
         ids = sorted(ids, key=natural_key)
         reason = f"rule: background medication ({drug}), every order in its visit"
         candidates.append((hash_unit(seed, "miss", ids[0]), ids, "medication", reason))

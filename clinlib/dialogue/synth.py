@@ -27,6 +27,7 @@ from clinlib.core.config import PROFILES, artifact_path, base_profile, resolve_p
 from clinlib.core.guards import check_artifact, check_kept, group_reasons, stage_run
 from clinlib.core.io import read_artifact
 from clinlib.core.progress import progress
+from clinlib.data.contraindications import conflict_event_ids
 from clinlib.dialogue.checks import CHECK_ORDER, chars_per_visit, length_bounds_from, length_row
 from clinlib.dialogue.fields import (
     DIALOGUE_COLUMNS,
@@ -140,7 +141,8 @@ def _synthesize_records(
         if not reason:
             usable.append(e)
     starts = visit_starts(events)
-    for eid, why in missed_events(usable, seed, starts).items():
+    protect = conflict_event_ids(usable)  # a contraindication conflict is always told
+    for eid, why in missed_events(usable, seed, starts, protect).items():
         status[eid] |= dict(status="missed", reason=why)
 
     visits = sorted({int(e["visit_idx"]) for e in events if present(e.get("visit_idx"))})
@@ -153,7 +155,7 @@ def _synthesize_records(
     usable_by_visit: dict[int, list[dict[str, Any]]] = {}
     for e in usable:
         usable_by_visit.setdefault(int(e["visit_idx"]), []).append(e)
-    fitted = fit_budget(sid, visits, usable_by_visit, status, starts, seed, keep)
+    fitted = fit_budget(sid, visits, usable_by_visit, status, starts, seed, keep, protect)
     for v in visits:
         in_visit = usable_by_visit.get(v, [])
         recs = fitted[v]

@@ -8,15 +8,25 @@ Two tiers, as in MemGPT:
   whatever the question. Sections, in priority order (the block keeps at most ``core_items``
   lines, dropping from the end):
 
-  1. *constraints* — sentences whose WORDS state an allergy, a contraindication, a cost limit
-     or a treatment preference (the salience rule :data:`SALIENCE`, extended with
+  1. *constraints* — sentences whose WORDS state an allergy, a contraindication, a cost limit,
+     a treatment preference, a past illness or a medicine prescribed elsewhere (the salience
+     rule :data:`SALIENCE`, extended with
      :func:`add_salience`), verbatim with whatever provenance tags they carry. The rule reads
      the text only, never an id: a sentence is pinned the same whether or not the generator
      tagged it (a trap's ``TRAP...`` tag is the answer key of the trap questions, and a memory
      that pinned by it would measure the key, not a policy). Its word lists cover the seed's
      four constraint kinds (MedMemoryBench §4 "Disease Progression Event Generation":
      "allergy history, contraindications, economic constraints, and personal preferences")
-     in plain clinical and lay wording; they were
+     and its two history kinds, in the first person (*history*: a past illness the patient
+     states; *medication*: a medicine a doctor elsewhere prescribes) — the seed's trap events
+     are "past medical history, allergy history, contraindications, economic constraints, and
+     personal preferences" (§4) and its profiles' "past medical history, allergy history, and
+     medication history ... are purposefully designed as trap events" (App. "Patient Profile
+     Selection Principles" (b)); Letta's Core Memory "keeps critical information persistently
+     visible" (§6 "Retrieval is the main bottleneck"), so a stated history is pinned as a
+     safety fact like an allergy. A relative's history ("My mother has a history of ...",
+     the noise sessions) is not first person and is not pinned. All in plain clinical and lay
+     wording; they were
      written knowing the kit's injected statements, so a constraint worded outside them is
      missed (a test shows one);
   2. *active problems* — the diagnoses of the last ``problem_visits`` stays that state any,
@@ -80,13 +90,31 @@ SALIENCE: dict[str, re.Pattern[str]] = {
         r"forget doses|once a day|drowsy|no injections)\b",
         re.I,
     ),
+    # past medical history, in the first person (MedMemoryBench App. "Patient Profile
+    # Selection Principles" (b))
+    "history": re.compile(
+        r"\b(i was (told|diagnosed)( that)? (i have|i had|with)|"
+        r"i(('ve| have))? been diagnosed with|i (have|had) a history of|"
+        r"since i was a (child|kid|boy|girl|teenager|baby)|years ago i (was|had)|"
+        r"i was (in|admitted to) (the )?hospital (with|for) (a|an|my)|"
+        r"my (past )?medical history)\b",
+        re.I,
+    ),
+    # medication history: a medicine prescribed outside this record (same section)
+    "medication": re.compile(
+        r"\b((has|have) (kept )?me on|(prescribes|prescribed|gives) me|"
+        r"(at|from) (another|a different|an outside|my other) (clinic|hospital|practice)|"
+        r"outside (this|the) (hospital|clinic)|"
+        r"i('ve| have) been (taking|on) \w+ for (years|months|many years|a long time))\b",
+        re.I,
+    ),
 }
 
 CORE_MEMORY_PROMPT = """You maintain the CORE MEMORY of an assistant that follows one \
 patient across many clinical encounters. The core memory is a short block that is always in \
 the assistant's context, so it must hold only the facts that must never be lost:
-1. constraints: allergies, contraindications, cost or preference constraints the patient \
-stated;
+1. constraints: allergies, contraindications, cost or preference constraints, past \
+illnesses and medicines prescribed elsewhere that the patient stated;
 2. active problems: the patient's current diagnoses (with codes);
 3. current medications: what the patient currently takes (drug, dose, unit, route).
 Everything else stays in archival memory and is searched when needed.

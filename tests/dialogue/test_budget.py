@@ -61,6 +61,8 @@ def test_fair_shares_by_hand():
         ("lab", {"key_lab": True}, 7),
         ("lab", {}, 7),
         ("medication", {}, 7),
+        ("medication", {"safety": True}, 0),
+        ("lab", {"key_lab": True, "abnormal": True, "safety": True}, 0),
     ],
 )
 def test_priority_tiers(kind, kw, tier):
@@ -298,3 +300,31 @@ def test_the_keep_key_what_if_tells_every_diagnosis_the_budget_would_drop(monkey
     assert table.loc[WHATIF, "diagnoses coverage"] == 1.0
     assert table.loc[WHATIF, "kchars_max"] > table.loc[KIT, "kchars_max"]
     assert table.loc[PAPER, "kchars_median"] == 13.7 and table.loc[PAPER, "patients"] == 385
+
+
+def _conflict_record() -> pd.DataFrame:
+    """_record plus potassium 5.8 (above 5.1) on day 2 and potassium chloride an hour later:
+    a contraindication conflict (clinlib.data.contraindications, potassium_hyperkalaemia)."""
+    extra = [
+        lab(SID, HADM, 0, "2150-01-02 06:00", "potassium", 5.8, lab_id=8),
+        med(SID, HADM, 0, "2150-01-02 07:00", "Potassium Chloride", "20", unit="mEq", rx_id=8),
+    ]
+    return pd.concat([_record(), frame(extra)], ignore_index=True)
+
+
+def test_a_contraindication_conflict_is_always_told(monkeypatch):
+    ev = _conflict_record()
+    # under a budget that keeps only tier 0, the conflict's lab and order are still told
+    monkeypatch.setattr(B, "budget_chars", lambda n: 50)
+    res = D.synthesize_dialogue(ev)
+    status = dict(zip(res.coverage["event_id"], res.coverage["status"], strict=True))
+    assert status["LAB-8"] == status["RX-8"] == "covered"
+    assert status["LAB-4"] == "missed"  # a normal middle-day sodium is not protected
+    checks = V.verify_dialogue(res.turns, ev, res.coverage)
+    assert checks[(checks["severity"] == "hard") & ~checks["passed"]].empty
+    # counterexample: potassium 4.8 (in range) is no conflict, and the order goes at tier 7
+    calm = ev.copy()
+    calm.loc[calm["event_id"] == "LAB-8", ["value", "value_text", "flag"]] = [4.8, "4.8", None]
+    res = D.synthesize_dialogue(calm)
+    status = dict(zip(res.coverage["event_id"], res.coverage["status"], strict=True))
+    assert status["RX-8"] == "missed"

@@ -100,6 +100,8 @@ def test_salience_rule_pins_by_what_the_text_says(turns, monkeypatch):
         "Before we go on, I should tell you I am allergic to penicillin; it gave me hives.",
         "Money is tight: I cannot spend more than 20 dollars a month on prescriptions.",
         "I drive a bus for work, so I cannot take anything that makes me drowsy.",
+        "Years ago I was in hospital with a bleeding stomach ulcer.",
+        "A psychiatrist outside this hospital has kept me on lithium for many years.",
     ],
 )
 def test_stripping_every_tag_gives_the_same_core_block(turns, sentence):
@@ -108,6 +110,33 @@ def test_stripping_every_tag_gives_the_same_core_block(turns, sentence):
     assert not any("[" in x for x in b)  # no tag left anywhere
     assert _untagged(a) == b  # the same block, line for line, once ids are set aside
     assert any(sentence in x for x in b if x.startswith("constraints:"))
+
+
+@pytest.mark.parametrize(
+    "sentence,kind",
+    [
+        # the seed's past-medical-history and medication-history trap events (App. "Patient
+        # Profile Selection Principles" (b)), in wording the kit's injections do not use
+        ("I was diagnosed with gout in my forties.", "history"),
+        ("I have had migraines since I was a teenager.", "history"),
+        ("My GP from a different practice prescribes me allopurinol.", "medication"),
+        ("I've been taking tamsulosin for years.", "medication"),
+    ],
+)
+def test_history_statements_are_pinned(turns, sentence, kind):
+    core = _core(_say(turns, sentence))
+    assert core[0] == f"constraints: {kind}: {sentence}"
+
+
+def test_a_relatives_history_is_not_pinned(turns):
+    # the noise sessions' proxy consultations speak of a relative, not the patient
+    for sentence in (
+        "My mother has a history of heart failure.",
+        "My brother was diagnosed with asthma last year.",
+        "I had a cold last week.",
+    ):
+        core = _core(_say(turns, sentence))
+        assert not any(x.startswith("constraints:") for x in core), sentence
 
 
 def test_context_is_core_plus_current_text_of_top_visits(turns):

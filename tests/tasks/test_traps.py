@@ -77,6 +77,32 @@ def test_derived_rules_fire_only_where_the_record_supports_them():
     assert "metformin_low_egfr" not in set(got["rule"])
 
 
+def test_potassium_and_nephrotoxin_rules_fire_and_fail_on_counterexamples():
+    def run(rows):
+        patients = pd.DataFrame(
+            {"subject_id": [4], "gender": ["M"], "anchor_age": [60], "anchor_year": [2150]}
+        )
+        got = derive_traps(pd.DataFrame(rows), patients)
+        return sorted(zip(got["rule"], got["order_event_id"], strict=True))
+
+    aki = [
+        _ev("LAB-1", 4, 0, "2150-01-01 06:00", "lab", "Creatinine", 1.0, 1.2),
+        _ev("LAB-2", 4, 0, "2150-01-02 06:00", "lab", "Creatinine", 1.4, 1.2),  # +0.4 in 24 h
+        _ev("RX-1", 4, 0, "2150-01-02 09:00", "medication", "Vancomycin"),
+        _ev("LAB-3", 4, 0, "2150-01-02 06:00", "lab", "Potassium", 5.4, 5.1),
+        _ev("RX-2", 4, 0, "2150-01-02 10:00", "medication", "Potassium Chloride"),
+    ]
+    assert run(aki) == [("nephrotoxin_aki", "RX-1"), ("potassium_hyperkalaemia", "RX-2")]
+    # counterexamples: a 0.2 mg/dL rise is no AKI; potassium 5.1 is not above 5.1; an order
+    # three days after the high potassium is past the 2-day currency
+    calm = [dict(r) for r in aki]
+    calm[1]["value"], calm[3]["value"] = 1.2, 5.1
+    assert run(calm) == []
+    late = [dict(r) for r in aki]
+    late[4]["time"] = T("2150-01-05 10:00")
+    assert ("potassium_hyperkalaemia", "RX-2") not in run(late)
+
+
 def _dialogue(sid: int, visits: int) -> pd.DataFrame:
     rows, k = [], 0
     for v in range(visits):

@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 from clinlib.core.config import profile_sizes, raw_hosp_dir, resolve_profile
 from clinlib.core.io import atomic_path
 from clinlib.data.sources import synthetic_shapes as shp
+from clinlib.data.sources.synthetic import hazards as hz
 from clinlib.data.sources.synthetic.arrow import WRITTEN_TABLES, ChunkIds
 from clinlib.data.sources.synthetic.codes import icd_diagnoses, icd_procedures
 from clinlib.data.sources.synthetic.design import (
@@ -57,8 +58,10 @@ def generate_chunk(seed: int, chunk_idx: int, n: int, chunk_patients: int) -> di
     a = admission_timeline(rng, p)
     plan = treatment_plan(rng, p, a)
     srng = np.random.default_rng([seed, chunk_idx, shp.SHAPES_STREAM])
+    hrng = np.random.default_rng([seed, chunk_idx, hz.HAZARD_STREAM])
+    hz.plant_admissions(hrng, a)
     labevents, ext = labevents_rows(rng, srng, p, a, plan, ids)
-    prescriptions, emar = prescription_rows(rng, srng, p, a, plan, ext, ids)
+    prescriptions, emar = prescription_rows(rng, srng, p, a, plan, ext, ids, hrng)
     return {
         "patients": patients_table(p, ids),
         "admissions": admissions_table(p, a, ids),

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from clinlib.data.sources import synthetic_shapes as shp
 from clinlib.data.sources import synthetic_vocab as sv
+from clinlib.data.sources.synthetic import hazards as hz
 from clinlib.data.sources.synthetic.arrow import (
     ChunkIds,
     arrow_schema,
@@ -136,6 +137,18 @@ def labevents_rows(rng, srng, p, a, plan, ids: ChunkIds) -> tuple[pa.Table, Simp
     s = _specimen_attributes(rng, d, spec_draw, spec_group)
     s.n_rep = n_rep
     ext = _admission_extremes(a, s, r_val, r_item)
+    rep_pat = np.repeat(s.pat, n_rep)
+    ext.states = hz.lab_states(
+        a.n,
+        rep_pat,
+        np.repeat(s.adm, n_rep),
+        np.repeat(s.time, n_rep),
+        r_val,
+        r_item,
+        REF_HIGH[r_item.astype(np.int64) * 2 + p.female[rep_pat].astype(np.int64)],
+        {k: ITEM_CODE[k] for k in hz.ORDER_P},
+    )
+    del rep_pat
     # Arrow columns are built one at a time and each numpy input dropped after its last use,
     # which keeps the peak of a 10M-row chunk near the size of the finished table.
     col = _id_columns(ids, s, r_item)

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from clinlib.data.sources.synthetic import hazards as hz
 from clinlib.data.sources.synthetic.design import (
     DAY_S,
     EFFECT_TAU_DAYS,
@@ -90,6 +91,8 @@ def _acute(a: SimpleNamespace, adm: np.ndarray, t: np.ndarray) -> dict:
         "acs": on(a.acs.astype(float)) * np.exp(-h / 24),
         "trop": on(a.acs_peak) * (hh / 12.0) * np.exp(1.0 - hh / 12.0),
         "hf": on(a.hf_exac.astype(float)) * np.exp(-h / 72),
+        # sepsis-associated thrombocytopenia, planted (clinlib.data.sources.synthetic.hazards)
+        "plt_factor": hz.thrombo_factor(on(getattr(a, "thrombo_mag", np.zeros(a.n))), h),
     }
 
 
@@ -238,7 +241,7 @@ def _cbc_values(rng: np.random.Generator, p: SimpleNamespace, s: SimpleNamespace
     mcv = r(p.mcv0[pat] + norm(1.0), 0)
     rbc = r(hct / mcv * 10.0, 2)
     wbc = p.wbc0[pat] * lognoise(rng, 0.12, m) + ac["wbc_bump"] + 2.0 * ac["acs"]
-    plt = p.plt0[pat] * lognoise(rng, 0.08, m) * (1 + 0.25 * ac["inf"])
+    plt = p.plt0[pat] * lognoise(rng, 0.08, m) * (1 + 0.25 * ac["inf"]) * ac["plt_factor"]
     return dict(
         wbc=r(wbc, 1),
         rbc=rbc,

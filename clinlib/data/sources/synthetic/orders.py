@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from clinlib.data.sources import synthetic_shapes as shp
 from clinlib.data.sources import synthetic_vocab as sv
+from clinlib.data.sources.synthetic import hazards as hz
 from clinlib.data.sources.synthetic.arrow import (
     ChunkIds,
     arrow_schema,
@@ -71,9 +72,13 @@ class _Orders:
         return tuple(np.concatenate(x) for x in (self.adm, self.drug, self.start, self.stop))
 
 
-def prescription_rows(rng, srng, p, a, plan, ext, ids: ChunkIds) -> tuple[pa.Table, pa.Table]:
+def prescription_rows(
+    rng, srng, p, a, plan, ext, ids: ChunkIds, hrng=None
+) -> tuple[pa.Table, pa.Table]:
     """prescriptions and emar rows: chronic drugs from their start on, acute and background
-    orders (``srng``: the shape stream of :mod:`clinlib.data.sources.synthetic_shapes`)."""
+    orders (``srng``: the shape stream of :mod:`clinlib.data.sources.synthetic_shapes`;
+    ``hrng``: the hazard stream of :mod:`clinlib.data.sources.synthetic.hazards`, whose
+    contraindicated orders are added when given)."""
     orders = _Orders(rng, a)
     _chronic_orders(rng, orders, a, plan)
     _acute_orders(rng, orders, p, a, ext)
@@ -89,7 +94,10 @@ def prescription_rows(rng, srng, p, a, plan, ext, ids: ChunkIds) -> tuple[pa.Tab
     )
     base.pat = r_pat[order]
     _order_details(rng, p, base)
-    return _order_tables(srng, p, a, ids, ext.k_max, base)
+    planted = (
+        None if hrng is None else hz.planted_orders(hrng, a, ext.states, p.mode[a.pat] != FEW_RX)
+    )
+    return _order_tables(srng, p, a, ids, ext.k_max, base, planted)
 
 
 def _chronic_orders(rng: np.random.Generator, orders: _Orders, a, plan: SimpleNamespace) -> None:
@@ -181,11 +189,11 @@ def _order_details(rng: np.random.Generator, p: SimpleNamespace, base: SimpleNam
     base.provider = rng.integers(0, providers().size, r_drug.size)
 
 
-def _order_tables(srng, p, a, ids: ChunkIds, k_max, base: SimpleNamespace) -> tuple:
+def _order_tables(srng, p, a, ids: ChunkIds, k_max, base: SimpleNamespace, planted=None) -> tuple:
     """prescriptions and emar tables from the base orders plus the real-data shapes of
     :mod:`clinlib.data.sources.synthetic_shapes` (IV orders, BASE / ADDITIVE rows sharing the
     order's pharmacy_id, missing doses and hadm_ids, one emar row per administration)."""
-    o = _with_iv_orders(srng, p, a, k_max, base)
+    o = _with_iv_orders(srng, p, a, k_max, base, planted)
     ids.check("pharmacy", ids.pharmacy, o.adm.size, RX_PER_PATIENT)
     rows = shp.order_rows(srng, o.drug, o.route)
     o.subject = ids.subject + o.pat
@@ -196,17 +204,26 @@ def _order_tables(srng, p, a, ids: ChunkIds, k_max, base: SimpleNamespace) -> tu
     return _prescriptions_table(srng, ids, o, rows), _emar_table(srng, ids, o, rows)
 
 
-def _with_iv_orders(srng, p, a, k_max, base: SimpleNamespace) -> SimpleNamespace:
-    """Base orders plus the shape stream's IV orders, sorted by (patient, start, drug), with
+def _with_iv_orders(srng, p, a, k_max, base: SimpleNamespace, planted=None) -> SimpleNamespace:
+    """Base orders plus the shape stream's IV orders and the planted contraindicated orders
+    (:mod:`clinlib.data.sources.synthetic.hazards`), sorted by (patient, start, drug), with
     qualified drug-name variants."""
     iv = shp.extra_orders(srng, a, allowed=p.mode[a.pat] != FEW_RX, k_max=k_max)
     n_iv = iv["adm"].size
-    r_adm = np.r_[base.adm, iv["adm"]]
-    r_drug = np.r_[base.drug.astype(np.int64), iv["drug"]]
-    r_start, r_stop = np.r_[base.start, iv["start"]], np.r_[base.stop, iv["stop"]]
-    dose = np.r_[base.dose, shp.pick_dose(srng, iv["drug"])]
-    route = np.r_[base.route, iv["route"]]
-    provider = np.r_[base.provider, srng.integers(0, providers().size, n_iv)]
+    iv["dose"] = shp.pick_dose(srng, iv["drug"])
+    iv["provider"] = srng.integers(0, providers().size, n_iv)
+    parts = [iv] if planted is None else [iv, planted]
+
+    def cat(key: str, first: np.ndarray) -> np.ndarray:
+        return np.concatenate([first, *(x[key] for x in parts)])
+
+    r_adm, r_drug = cat("adm", base.adm), cat("drug", base.drug.astype(np.int64))
+    r_start, r_stop = cat("start", base.start), cat("stop", base.stop)
+    dose, route, provider = (
+        cat("dose", base.dose),
+        cat("route", base.route),
+        cat("provider", base.provider),
+    )
     r_pat = a.pat[r_adm]
     order = np.argsort((r_pat << 42) | ((r_start - T_BASE) << 8) | r_drug, kind="stable")
     o = SimpleNamespace(adm=r_adm[order], start=r_start[order], stop=r_stop[order])
