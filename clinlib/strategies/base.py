@@ -25,7 +25,8 @@ import hashlib
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import fields as dataclass_fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -41,6 +42,14 @@ REQUIRED_TURN_COLUMNS: tuple[str, ...] = ("subject_id", "visit_idx", "turn_idx",
 PATIENT_LABELS: tuple[str, ...] = ("A", "B", "C", "D")
 SECTION_HEADER = "Patient {label}:"
 NO_PREP = "none"
+
+
+def _json_default(obj: Any) -> Any:
+    """A dataclass inside an artifact's data serialises as :func:`dataclasses.asdict` makes it;
+    anything else not JSON is refused, as by :func:`json.dumps`."""
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return asdict(obj)
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
 
 
 class StrategyError(ValueError):
@@ -82,8 +91,10 @@ class Artifact:
         return asdict(self)
 
     def to_json(self) -> str:
-        """Canonical JSON text."""
-        return json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False)
+        """Canonical JSON text: :meth:`to_dict`'s, serialised from the fields themselves (the
+        deep copy :func:`dataclasses.asdict` makes of ``data`` is not needed to write it)."""
+        fields_ = {f.name: getattr(self, f.name) for f in dataclass_fields(self)}
+        return json.dumps(fields_, sort_keys=True, ensure_ascii=False, default=_json_default)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Artifact:
@@ -314,13 +325,18 @@ class Strategy:
         return self.construct_many([(subject_id, turns)], prep)[0]
 
     def construct_many(
-        self, jobs: Sequence[tuple[int, pd.DataFrame]], prep: PrepModel | None = None
+        self,
+        jobs: Sequence[tuple[int, pd.DataFrame]],
+        prep: PrepModel | None = None,
+        hashes: Mapping[int, str] | None = None,
     ) -> list[Artifact]:
         """Build several patients (subclasses batch expensive steps such as embeddings).
 
         Args:
             jobs: (subject_id, turns) pairs.
             prep: the prep model.
+            hashes: :func:`dialogue_hash` of a job's turns where the caller has it already
+                (the construction cache keys on it), so it is not rendered again.
 
         Returns:
             One artifact per job, in order.
@@ -334,7 +350,8 @@ class Strategy:
         for sid, turns in checked:
             t0 = time.perf_counter()
             data = self.build(sid, turns, prep)
-            out.append(self._artifact(sid, turns, prep, data, shared + time.perf_counter() - t0))
+            seconds = shared + time.perf_counter() - t0
+            out.append(self._artifact(sid, turns, prep, data, seconds, (hashes or {}).get(sid)))
         return out
 
     def _checked(self, subject_id: int, turns: pd.DataFrame) -> pd.DataFrame:
@@ -353,13 +370,14 @@ class Strategy:
         prep: PrepModel | None,
         data: dict[str, Any],
         seconds: float,
+        sha: str | None = None,
     ) -> Artifact:
         return Artifact(
             strategy=self.name,
             subject_id=int(subject_id),
             params=self.construction_params,
             prep_model=self.prep_id(prep),
-            dialogue_hash=dialogue_hash(turns),
+            dialogue_hash=sha or dialogue_hash(turns),
             data=data,
             build_seconds=round(float(seconds), 6),
         )

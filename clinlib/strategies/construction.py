@@ -167,6 +167,7 @@ def build_strategy(
     keys = {}
     for sid, turns in dialogues.items():
         sha = hashes.get(sid) or dialogue_hash(check_turns(turns, f"patient {sid}"))
+        hashes[sid] = sha
         keys[sid] = ConstructionCache.key(strategy, sid, sha, prep)
     present = [sid for sid in dialogues if cache.exists(strategy.name, sid, keys[sid])]
     # A cached file that does not load (truncated, edited) is found here, by the strategies
@@ -196,7 +197,7 @@ def build_strategy(
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 arts = list(pool.map(lambda j: strategy.construct(j[0], j[1], prep), jobs))
         else:
-            arts = strategy.construct_many(jobs, prep)
+            arts = strategy.construct_many(jobs, prep, {sid: hashes[sid] for sid in batch})
         attach_usage(arts, sink)
         for art in arts:
             art.key = keys[art.subject_id]

@@ -293,8 +293,8 @@ class RemoteMemory(Strategy):
             "interrupted one resumes at its first unacknowledged session"
         )
 
-    def _artifact(self, subject_id, turns, prep, data, seconds) -> Artifact:  # noqa: ANN001
-        art = super()._artifact(subject_id, turns, prep, data, seconds)
+    def _artifact(self, subject_id, turns, prep, data, seconds, sha=None) -> Artifact:  # noqa: ANN001
+        art = super()._artifact(subject_id, turns, prep, data, seconds, sha)
         art.prep_usage = dict(data["usage"])
         return art
 

@@ -267,11 +267,17 @@ def row_scores(preds: pd.DataFrame, lenient: bool = False) -> pd.Series:
 
 
 def typed(df: pd.DataFrame) -> pd.DataFrame:
-    out = pd.DataFrame(index=df.index)
+    """``df`` with exactly the :data:`PREDICTION_DTYPES` columns, in order and typed (a
+    missing column is all NA). The frame is assembled once from its typed columns: inserting
+    them one by one re-blocks the frame per column (a third of the offline readers' writing)."""
+    columns = {}
     for col, dtype in PREDICTION_DTYPES.items():
+        if not len(df):
+            columns[col] = pd.Series([], dtype=dtype, index=df.index)
+            continue
         values = df[col] if col in df.columns else pd.Series([None] * len(df), index=df.index)
-        out[col] = values.astype(dtype) if len(df) else pd.Series([], dtype=dtype)
-    return out
+        columns[col] = values.astype(dtype)
+    return pd.DataFrame(columns, index=df.index)
 
 
 def clean_stale_temps(directory: Path) -> None:
