@@ -9,8 +9,6 @@ the mean of the category rates). :func:`seed_table14` is the seed's published ra
 
 from __future__ import annotations
 
-import re
-
 import altair as alt
 import pandas as pd
 
@@ -19,9 +17,10 @@ from clinlib.analysis.stats.cluster import cluster_bootstrap_ci
 from clinlib.analysis.stats.question import wilson_ci
 from clinlib.core.seed_facts import seed_fact
 from clinlib.eval.judge.audit_set import load_audit_set, load_verdicts
+from clinlib.eval.traps.core_check import TAG_RE as TAG_RE  # moved there: the stage measures it
+from clinlib.eval.traps.core_check import core_retention as core_retention
+from clinlib.eval.traps.core_check import strip_tags as strip_tags
 from clinlib.llm.local_server import local_available
-from clinlib.strategies import get_strategy
-from clinlib.strategies.prep import RuleBasedPrep
 
 # seed-fact value order of mmb_safe_rate_categories -> the kit's category names
 SEED_CATEGORY_ORDER: tuple[str, ...] = (
@@ -233,48 +232,6 @@ def accuracy_chart(table: pd.DataFrame) -> alt.Chart:
         color=alt.condition(alt.datum.share > 0.6, alt.value("white"), alt.value("black")),
     )
     return (heat + text).properties(width=40 * table["task"].nunique())
-
-
-TAG_RE = re.compile(r" ?\[[A-Z]+-[0-9-]+(?:, [A-Z]+-[0-9-]+)*\]")
-
-
-def strip_tags(turns: pd.DataFrame) -> pd.DataFrame:
-    """``turns`` with every provenance tag removed from ``text_tagged`` and no ``event_ids``:
-    what a memory sees when nothing says which sentence is a trap."""
-    return turns.assign(
-        text_tagged=[TAG_RE.sub("", str(t)) for t in turns["text_tagged"]],
-        event_ids=[[] for _ in range(len(turns))],
-    )
-
-
-def core_retention(trap_turns: pd.DataFrame, facts: pd.DataFrame) -> pd.DataFrame:
-    """Whether core-memory's pinned block holds each injected constraint's statement, built
-    from the trap dialogue as tagged and with every tag stripped (:func:`strip_tags`); the
-    statement is looked for as text, so the measure does not read a tag either.
-
-    Returns:
-        One row per injected constraint: subject_id, kind, tagged, stripped (bools).
-    """
-    inj = facts[facts["origin"] == "injected"]
-    strategy, prep = get_strategy("core-memory"), RuleBasedPrep()
-    rows = []
-    for sid, g in inj.groupby("subject_id", sort=True):
-        turns = trap_turns[trap_turns["subject_id"] == sid]
-        blocks = {
-            name: "\n".join(strategy.construct(int(sid), t, prep).data["core"])
-            for name, t in (("tagged", turns), ("stripped", strip_tags(turns)))
-        }
-        for fact in g.to_dict("records"):
-            said = str(fact["statement"])
-            rows.append(
-                {
-                    "subject_id": int(sid),
-                    "kind": fact["kind"],
-                    "tagged": said in blocks["tagged"],
-                    "stripped": said in blocks["stripped"],
-                }
-            )
-    return pd.DataFrame(rows, columns=["subject_id", "kind", "tagged", "stripped"])
 
 
 def counts_vs_seed(questions: pd.DataFrame) -> pd.DataFrame:

@@ -35,7 +35,8 @@ def evidence(profile: ProfileOpt = None) -> None:
 
 def ablations(profile: ProfileOpt = None) -> None:
     """Build the ablation variants (dense K, summary budget, encoder) on the stratified
-    subset and measure the encoders' hit rates, for notebook 11 (Appendix G.6)."""
+    subset, measure the encoders' hit rates and answer the variants with the offline readers,
+    for notebook 11 (Appendix G.6)."""
     name = profile_name(profile)
     t0 = time.perf_counter()
     with writer_lock(name):
@@ -43,7 +44,8 @@ def ablations(profile: ProfileOpt = None) -> None:
     builds = out["ablation_builds"]
     typer.echo(
         f"ablations: {len(builds)} variant builds over {builds['sweep'].nunique()} sweeps, "
-        f"{len(out['ablation_encoder_hits'])} encoder hit rows ({time.perf_counter() - t0:.1f}s)"
+        f"{len(out['ablation_encoder_hits'])} encoder hit rows, "
+        f"{len(out['ablation_answers']):,} variant answers ({time.perf_counter() - t0:.1f}s)"
     )
 
 

@@ -84,12 +84,12 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "evidence": (("evidence_recall", "loss_labels", "loss_split"), ("questions", "dialogues")),
     # the ablation variants' builds and encoder hit rates (clinlib.analysis.ablation_stage)
     "ablations": (
-        ("ablation_builds", "ablation_encoder_hits"),
+        ("ablation_builds", "ablation_encoder_hits", "ablation_answers"),
         ("cohort", "dialogue_summary", "questions", "dialogues"),
     ),
     # every trap question asked by the reference reader and judged (clinlib.eval.traps.stage)
     "trap-answers": (
-        ("trap_answers", "trap_judged"),
+        ("trap_answers", "trap_judged", "trap_core_retention"),
         ("trap_questions", "trap_facts", "dialogues"),
     ),
     # every scoreboard over the population question set (clinlib.analysis.population_stage);

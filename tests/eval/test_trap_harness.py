@@ -323,3 +323,38 @@ def test_the_request_body_carries_the_seeds_system_prompt_and_decoding(trap_runs
     assert generation_params("T1").temperature == 0.0
     assert build_messages({"task": "T1", "question": "q"}, "")[0]["content"] == SYSTEM_PROMPT
     assert SYSTEM_PROMPT != SEED_SYSTEM_PROMPT
+
+
+def test_the_stage_route_reads_the_store_once_and_gives_the_same_table(trap_runs):
+    """answered_traps (the store's trap rows read once, passed in; contexts measured for
+    retention only) gives exactly ask_traps' table; retention without reading equals
+    retention with it, while the reading route's responses are not empty (it did read)."""
+    got, *_ = trap_runs
+    from clinlib.eval.traps.ask import answered_traps, trap_predictions
+    from clinlib.eval.traps.questions import answer_contexts, trap_contexts
+
+    preds = trap_predictions("tp")
+    assert set(preds["task"]) == set(HARNESS_TRAP_TASKS)
+    again = answered_traps("tp", STRATEGIES, ["reference"], SETTINGS, preds=preds)
+    pd.testing.assert_frame_equal(again, got)
+    q = pd.read_parquet(artifact_path("trap_questions.parquet", "tp"))
+    ctx = trap_contexts("tp", ["full-context"], "post")
+    read, measured = answer_contexts(q, ctx), answer_contexts(q, ctx, read=False)
+    cols = ["qid", "strategy", "setting", "trap_in_context", "measurable"]
+    pd.testing.assert_frame_equal(read[cols], measured[cols])
+    assert (measured["response"] == "").all() and measured["correct"].isna().all()
+    assert (read.loc[read["answer_format"] != "L", "response"] != "").any()
+
+
+def test_judge_traps_on_passed_rows_equals_reading_the_store(trap_runs):
+    from clinlib.eval.judge.run import judge_traps
+    from clinlib.eval.traps.ask import trap_predictions
+
+    sel = {"strategies": ["full-context"], "settings": ["post"]}
+    read = judge_traps("tp", **sel)
+    passed = judge_traps("tp", stored=trap_predictions("tp"), **sel)
+    # from_cache aside: the first call may fill the response cache the second reads
+    pd.testing.assert_frame_equal(
+        read.drop(columns="from_cache"), passed.drop(columns="from_cache")
+    )
+    assert len(read) and set(read["task"]) <= set(FREE)

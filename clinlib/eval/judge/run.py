@@ -110,6 +110,7 @@ def judge_traps(
     judge_backbone: str = LEXICAL_JUDGE,
     *,
     calls: Calls | None = None,
+    stored: pd.DataFrame | None = None,
     **selection,
 ) -> pd.DataFrame:
     """Judge the stored free-text trap answers (IG, MCD; MedMemoryBench §5 "Query Design": L types judged by an
@@ -121,6 +122,8 @@ def judge_traps(
         judge_backbone: any registered backbone; ``lexical-judge`` (offline, token-F1 >= 0.5:
             a weak lexical proxy on free text, not an LLM judge) by default.
         calls: a configured :class:`~clinlib.eval.synthesis.calls.Calls` (budget, mode).
+        stored: the store's rows (every setting, extended tasks included) when the caller
+            has read them already; read here otherwise.
         **selection: :func:`select_predictions` filters (strategies, backbones, settings,
             limit); ``tasks`` is IG and MCD.
 
@@ -133,7 +136,8 @@ def judge_traps(
     selection["tasks"] = [
         t for t in selection.get("tasks") or JUDGED_TRAP_TASKS if t in JUDGED_TRAP_TASKS
     ]
-    stored = load_predictions(profile, extended=True, all_settings=True)
+    if stored is None:
+        stored = load_predictions(profile, extended=True, all_settings=True)
     preds = select_predictions(stored[stored["error"].isna()], **selection)
     questions = load_questions(profile, list(JUDGED_TRAP_TASKS))
     judged = judge_predictions(

@@ -30,6 +30,7 @@ from clinlib.eval.harness.prompts import build_messages
 from clinlib.eval.harness.records import run_records
 from clinlib.eval.traps.questions import RUN_COLUMNS, answer_contexts, trap_contexts
 from clinlib.tasks.traps.answers import HARNESS_TRAP_TASKS, is_trap_task
+from clinlib.tasks.traps.facts import trap_dialogue
 
 COST_COLUMNS = ["error", "input_tokens", "output_tokens", "cost_usd"]
 _JOIN = ["qid", "strategy", "prep_model", "setting"]
@@ -40,20 +41,33 @@ def trap_messages(question: dict, context: str) -> list[dict[str, str]]:
     return build_messages(question, context)
 
 
+def trap_predictions(profile: str | None) -> pd.DataFrame:
+    """The store's trap rows (every setting), read once for :func:`stored_traps` callers."""
+    preds = runner.load_predictions(resolve_profile(profile), extended=True, all_settings=True)
+    return preds[preds["task"].map(is_trap_task).astype(bool)].reset_index(drop=True)
+
+
 def stored_traps(
     profile: str | None,
     contexts: pd.DataFrame,
     backbones: Sequence[str],
+    *,
+    questions: pd.DataFrame | None = None,
+    preds: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The stored trap predictions of ``backbones`` for the (question, strategy, setting) rows
     of ``contexts`` (:func:`clinlib.eval.traps.questions.trap_contexts`), with retention:
     :data:`RUN_COLUMNS` plus :data:`COST_COLUMNS`. A S/O row without a stored prediction keeps
-    ``response`` NA and ``correct`` NA (nothing was answered)."""
+    ``response`` NA and ``correct`` NA (nothing was answered). ``questions`` (the trap set)
+    and ``preds`` (:func:`trap_predictions`) are read from the build unless given."""
     name = resolve_profile(profile)
-    measured = answer_contexts(load("trap_questions", name), contexts)
+    if questions is None:
+        questions = load("trap_questions", name)
+    # retention only: the answers come from the store, so the contexts are not read again
+    measured = answer_contexts(questions, contexts, read=False)
     measured["prep_model"] = contexts["prep_model"].to_numpy()
-    preds = runner.load_predictions(name, extended=True, all_settings=True)
-    preds = preds[preds["task"].map(is_trap_task).astype(bool)]
+    if preds is None:
+        preds = trap_predictions(name)
     base = measured.drop(columns=["response", "correct", "backbone"])
     parts = []
     for bb in backbones:
@@ -76,16 +90,15 @@ def asked_tasks(profile: str | None) -> tuple[list[str], list[str]]:
     )
 
 
-def ask_traps(
+def harness_traps(
     profile: str | None,
     strategies: Sequence[str],
     backbones: Sequence[str],
     settings: Sequence[str] = ("post",),
     prep: str = "rule-based",
     **run_options: Any,
-) -> pd.DataFrame:
-    """Ask the six trap query types through the harness (stored, resumable; ``run_options`` go
-    to :func:`clinlib.eval.harness.runner.run`) and return :func:`stored_traps` for every setting."""
+) -> None:
+    """The harness run of :func:`ask_traps` (stored, resumable), nothing read back."""
     name = resolve_profile(profile)
     run_options.setdefault("progress", False)
     tasks, empty = asked_tasks(name)
@@ -101,7 +114,44 @@ def ask_traps(
         **run_options,
     )
     runner.run(spec, options)
+
+
+def answered_traps(
+    profile: str | None,
+    strategies: Sequence[str],
+    backbones: Sequence[str],
+    settings: Sequence[str] = ("post",),
+    prep: str = "rule-based",
+    preds: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """:func:`stored_traps` for every setting, the trap set, its dialogue and the store's
+    trap rows read once (``preds``: :func:`trap_predictions`, read here unless given)."""
+    name = resolve_profile(profile)
+    questions = load("trap_questions", name)
+    turns = trap_dialogue(load("dialogues", name), load("trap_facts", name))
+    preds = trap_predictions(name) if preds is None else preds
     parts = [
-        stored_traps(name, trap_contexts(name, strategies, s, prep), backbones) for s in settings
+        stored_traps(
+            name,
+            trap_contexts(name, strategies, s, prep, questions=questions, turns=turns),
+            backbones,
+            questions=questions,
+            preds=preds,
+        )
+        for s in settings
     ]
     return pd.concat(parts, ignore_index=True)
+
+
+def ask_traps(
+    profile: str | None,
+    strategies: Sequence[str],
+    backbones: Sequence[str],
+    settings: Sequence[str] = ("post",),
+    prep: str = "rule-based",
+    **run_options: Any,
+) -> pd.DataFrame:
+    """Ask the six trap query types through the harness (stored, resumable; ``run_options`` go
+    to :func:`clinlib.eval.harness.runner.run`) and return :func:`stored_traps` for every setting."""
+    harness_traps(profile, strategies, backbones, settings, prep, **run_options)
+    return answered_traps(profile, strategies, backbones, settings, prep)

@@ -73,19 +73,30 @@ def trap_contexts(
     strategies: Sequence[str],
     setting: str = "post",
     prep: str = "rule-based",
+    *,
+    questions: pd.DataFrame | None = None,
+    turns: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Every strategy's context for every trap question under ``setting`` (module docstring):
-    CONTEXT_COLUMNS of :func:`question_contexts_many`, all strategies stacked."""
-    questions = load("trap_questions", profile)
-    turns = trap_dialogue(load("dialogues", profile), load("trap_facts", profile))
+    CONTEXT_COLUMNS of :func:`question_contexts_many`, all strategies stacked. ``questions``
+    and ``turns`` (the trap dialogue) are read from the build unless given (a caller asking
+    several settings reads them once)."""
+    if questions is None:
+        questions = load("trap_questions", profile)
+    if turns is None:
+        turns = trap_dialogue(load("dialogues", profile), load("trap_facts", profile))
     frames = question_contexts_many(
         questions, list(strategies), profile, setting, prep, dialogues=turns
     )
     return pd.concat(frames, ignore_index=True)
 
 
-def answer_contexts(questions: pd.DataFrame, contexts: pd.DataFrame) -> pd.DataFrame:
-    """Read, score and measure retention for given contexts (pure): :data:`RUN_COLUMNS`."""
+def answer_contexts(
+    questions: pd.DataFrame, contexts: pd.DataFrame, *, read: bool = True
+) -> pd.DataFrame:
+    """Read, score and measure retention for given contexts (pure): :data:`RUN_COLUMNS`.
+    With ``read=False`` only retention is measured (``response`` empty, ``correct`` NA): for
+    a caller that takes the answers from the predictions store."""
     qs = {r["qid"]: r for r in questions.to_dict("records")}
     names = contexts["label"] if "label" in contexts.columns else contexts["strategy"]
     # measurable per (strategy, setting): a representation that names ids somewhere; one of its
@@ -101,7 +112,7 @@ def answer_contexts(questions: pd.DataFrame, contexts: pd.DataFrame) -> pd.DataF
         text = str(c["context"] or "")
         ids, anchors = set(context_ids(text)), anchor_ids(q)
         measurable = (name, c["setting"]) in tagged or not text.strip()
-        resp = read_trap(q, text) if q["answer_format"] != "L" else ""
+        resp = read_trap(q, text) if read and q["answer_format"] != "L" else ""
         rows.append(
             {
                 "qid": q["qid"],
@@ -116,7 +127,7 @@ def answer_contexts(questions: pd.DataFrame, contexts: pd.DataFrame) -> pd.DataF
                 "checkpoint_visit": c["checkpoint_visit"],
                 "checkpoint_final": c["checkpoint_final"],
                 "response": resp,
-                "correct": score_trap(q, resp) if q["answer_format"] != "L" else None,
+                "correct": score_trap(q, resp) if read and q["answer_format"] != "L" else None,
                 "trap_in_context": all(a in ids for a in anchors) if measurable else None,
                 "measurable": measurable,
             }

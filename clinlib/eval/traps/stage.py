@@ -12,9 +12,11 @@ policy, not an LLM) judges every stored free-text answer. It writes
 
 * ``trap_answers.parquet``: :data:`clinlib.eval.traps.questions.RUN_COLUMNS` plus the cost
   columns, one row per (question, strategy, setting[, checkpoint]);
-* ``trap_judged.parquet``: the judge's verdicts (:data:`JUDGED_COLUMNS`) on the free-text rows.
+* ``trap_judged.parquet``: the judge's verdicts (:data:`JUDGED_COLUMNS`) on the free-text rows;
+* ``trap_core_retention.parquet``: core memory's pinned block with the tags stripped
+  (:func:`clinlib.eval.traps.core_check.core_retention`, one row per injected constraint).
 
-Notebook 18 loads both (:func:`load_trap_answers`) instead of asking and judging in a cell; on
+Notebook 18 loads all three (:func:`load_trap_answers`) instead of asking and judging in a cell; on
 a build made before this stage existed it says in one line which command to run
 (:data:`RUN_HINT`).
 """
@@ -28,11 +30,14 @@ from clinlib.core.guards import StageError, check_artifact, stage_run
 from clinlib.data.build import load
 from clinlib.eval.judge.run import judge_traps
 from clinlib.eval.judge.scoring import LEXICAL_JUDGE
-from clinlib.eval.traps.ask import ask_traps
+from clinlib.eval.traps.ask import answered_traps, harness_traps, trap_predictions
+from clinlib.eval.traps.core_check import core_retention
 from clinlib.eval.traps.questions import at_matters
+from clinlib.tasks.traps.facts import trap_dialogue
 
 TRAP_ANSWERS_STAGE = "trap-answers"
-TRAP_ANSWER_OUTPUTS = ("trap_answers", "trap_judged")
+TRAP_ANSWER_OUTPUTS = ("trap_answers", "trap_judged", "trap_core_retention")
+TRAP_ANSWER_KEYS = ("answers", "judged", "core")  # load_trap_answers' keys, in that order
 TRAP_READER = "reference"
 TRAP_STRATEGIES: tuple[str, ...] = (
     "no-context-blind",
@@ -75,8 +80,13 @@ def ask_and_judge(profile: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     Raises:
         StageError: no answer, or a stored free-text answer left unjudged.
     """
-    run = ask_traps(profile, TRAP_STRATEGIES, [TRAP_READER], TRAP_SETTINGS)
-    stream = at_matters(ask_traps(profile, STREAM_STRATEGIES, [TRAP_READER], [STREAM_SETTING]))
+    harness_traps(profile, TRAP_STRATEGIES, [TRAP_READER], TRAP_SETTINGS)
+    harness_traps(profile, STREAM_STRATEGIES, [TRAP_READER], [STREAM_SETTING])
+    preds = trap_predictions(profile)  # the store read once, for the tables and the judge
+    run = answered_traps(profile, TRAP_STRATEGIES, [TRAP_READER], TRAP_SETTINGS, preds=preds)
+    stream = at_matters(
+        answered_traps(profile, STREAM_STRATEGIES, [TRAP_READER], [STREAM_SETTING], preds=preds)
+    )
     answers = pd.concat([run, stream], ignore_index=True)
     if answers.empty:
         raise StageError("trap_answers: 0 answers (is trap_questions.parquet empty?)")
@@ -89,6 +99,7 @@ def ask_and_judge(profile: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     judged = judge_traps(
         profile,
         LEXICAL_JUDGE,
+        stored=preds,
         strategies=list(TRAP_STRATEGIES),
         backbones=[TRAP_READER],
         settings=list(TRAP_SETTINGS),
@@ -99,14 +110,17 @@ def ask_and_judge(profile: str) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def build_trap_answers(profile: str | None = None) -> dict[str, pd.DataFrame]:
-    """Run the stage and write its two artifacts (module docstring):
-    ``{"answers", "judged"}``."""
+    """Run the stage and write its three artifacts (module docstring):
+    ``{"answers", "judged", "core"}``."""
     name = resolve_profile(profile)
     with stage_run(TRAP_ANSWERS_STAGE, name, remove_on_failure=TRAP_ANSWER_OUTPUTS) as staging:
         answers, judged = ask_and_judge(name)
-        answers.to_parquet(staging.path("trap_answers.parquet"), index=False)
-        judged.to_parquet(staging.path("trap_judged.parquet"), index=False)
-    return {"answers": answers, "judged": judged}
+        facts = load("trap_facts", name)
+        core = core_retention(trap_dialogue(load("dialogues", name), facts), facts)
+        out = dict(zip(TRAP_ANSWER_KEYS, (answers, judged, core), strict=True))
+        for key, artifact in zip(TRAP_ANSWER_KEYS, TRAP_ANSWER_OUTPUTS, strict=True):
+            out[key].to_parquet(staging.path(f"{artifact}.parquet"), index=False)
+    return out
 
 
 def trap_answers_current(profile: str | None = None) -> bool:
@@ -128,20 +142,18 @@ def require_trap_answers(profile: str | None = None) -> dict[str, pd.DataFrame]:
     out = load_trap_answers(name)
     if out is None:
         raise MissingTrapAnswers(
-            "this build has no trap answers (made before the trap-answers stage): "
-            + RUN_HINT.format(profile=name)
+            "this build lacks the trap-answers stage's artifacts (made before the stage, or "
+            "before it measured core memory): " + RUN_HINT.format(profile=name)
         )
     return out
 
 
 def load_trap_answers(profile: str | None = None) -> dict[str, pd.DataFrame] | None:
-    """The stage's artifacts ``{"answers", "judged"}``, None when the build has none (made
+    """The stage's artifacts ``{"answers", "judged", "core"}``, None when the build has none (made
     before the stage existed, or the stage never ran): the caller says :data:`RUN_HINT`."""
     name = resolve_profile(profile)
     if not all(artifact_path(f"{a}.parquet", name).exists() for a in TRAP_ANSWER_OUTPUTS):
         return None
-    out = {
-        k: load(a, name) for k, a in zip(("answers", "judged"), TRAP_ANSWER_OUTPUTS, strict=True)
-    }
+    out = {k: load(a, name) for k, a in zip(TRAP_ANSWER_KEYS, TRAP_ANSWER_OUTPUTS, strict=True)}
     out["answers"] = out["answers"].astype({"correct": "boolean", "trap_in_context": "boolean"})
     return out
