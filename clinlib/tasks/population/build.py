@@ -126,6 +126,14 @@ def population_events(profile: str) -> pd.DataFrame:
     return describe_events(events, build_dir(profile) / "raw" / "hosp")
 
 
+def object_strings(events: pd.DataFrame) -> pd.DataFrame:
+    """``events`` with its string columns held as Python objects (a missing value stays
+    missing): every question filters, sorts and plants a group's rows, and on pyarrow-backed
+    strings each of those is a pyarrow ``take`` per column, about a tenth of the stage."""
+    cols = {c: object for c in events.columns if isinstance(events[c].dtype, pd.StringDtype)}
+    return events.astype(cols)
+
+
 def bins_for(profile: str) -> tuple[int, ...]:
     return QUICK_BINS if profile == "quick" else PAPER_BINS
 
@@ -325,7 +333,7 @@ def build_population(
             columns=GATE_COLUMNS
         )
     cohort = read_artifact(artifact_path("cohort.parquet", name), "cohort")
-    events = population_events(name)
+    events = object_strings(population_events(name))
     attrs = attributes(cohort, events)
     count = functools.lru_cache(maxsize=None)(count)
     want = per_cell or PER_CELL.get(name, PER_CELL["paper"])

@@ -180,9 +180,9 @@ def check_similar(stem, con, pids):
 def check_programs(stem, con, pids):
     ex = {p: set(_ids(stem, f"program {p}")) for p in "ABC"}
     seen = set().union(*ex.values())
-    blk = {}
+    blk, blocks = {}, _blocks(con)  # one search for the three programs' pathways
     for p, mine in ex.items():
-        blk[p] = _one([b for b in _blocks(con) if mine <= b and not b & (seen - mine)])
+        blk[p] = _one([b for b in blocks if mine <= b and not b & (seen - mine)])
         if blk[p] is None:
             return None
     out = {}
