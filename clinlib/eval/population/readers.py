@@ -6,6 +6,10 @@ any other backbone.
   (:mod:`clinlib.tasks.population.checker`), which compares the patients with each other over
   the prompt it is sent. It is the agreement gate's checker, so on a kept question it scores
   the best value by construction; it shows what the prompt determines, not what a model can do.
+  The population stage's agreement gate already ran the checker on every kept (question,
+  rendering) and kept each answer under a digest of its input (``population_checks.parquet``);
+  asked a prompt whose (task, question, records) digest is there, the reader answers with that
+  answer instead of solving the same text a second time (a build without the file: solved).
 - ``population-per-patient`` (decomposition baseline): one patient's rendering at a time,
   combined by the task's obvious rule (:mod:`clinlib.eval.population.per_patient`).
 - ``population-overlap`` (non-LLM baseline): code-overlap similarity only, no clinical
