@@ -22,8 +22,9 @@ import pandas as pd
 from clinlib.analysis.stats.cluster import cluster_robust_ci, overlap_robust_ci
 from clinlib.core.config import build_dir
 from clinlib.core.seed_facts import seed_fact
+from clinlib.eval.population.counts import count_by_lines
 from clinlib.eval.population.per_patient import chance_answer, per_patient_answer
-from clinlib.llm.tokens import count_texts, count_tokens, encoding_for_model
+from clinlib.llm.tokens import count_tokens, encoding_for_model
 from clinlib.tasks.population.build import (
     GATE_ORDER,
     GATES_FILE,
@@ -65,8 +66,8 @@ def verbosity(questions: pd.DataFrame, models: Sequence[str] = TOKENIZER_MODELS)
     for model in models:
         tok = functools.lru_cache(maxsize=None)(functools.partial(_count, model=model))
         pairs = zip(questions["question"], questions["context"], strict=True)
-        # N of every prompt at once: the long ones encoded on every core, the same counts
-        counts = count_texts([prompt_text(q, c) for q, c in pairs], model)
+        # N line by line: the prompts share most lines, each distinct one is encoded once
+        counts = [count_by_lines(prompt_text(q, c), model) for q, c in pairs]
         for q, n in zip(questions.itertuples(index=False), counts, strict=True):
             concepts = json.loads(q.concepts)
             m = sum(tok(c) * k for c, k in concepts.items())

@@ -129,8 +129,8 @@ def evaluate_population(profile: str | None = None, force: bool = False) -> dict
     t0 = time.perf_counter()
     with stage_run(EVAL_STAGE, name, remove_on_failure=EVAL_OUTPUTS) as staging:
         questions = load_population(name)
-        # measured first: its token counts are memoised, so the readers' usage counts of the
-        # same prompts (cl100k_base) are look-ups rather than a second encoding
+        # measured first: N is counted line by line (clinlib.eval.population.counts), and the
+        # readers' usage counts of the same prompts (cl100k_base) look the same lines up
         v = verbosity(questions)
         answer_population(name, list(READERS), prompts=READER_PROMPTS)
         preds = load_predictions(name)

@@ -34,10 +34,10 @@ from clinlib.eval.population.answer import (
     price_population,
     select_population,
 )
+from clinlib.eval.population.counts import line_counter
 from clinlib.eval.population.spec import sentence_to_spec, write_spec
 from clinlib.llm import get_backbone
 from clinlib.llm.batch import BatchPending
-from clinlib.llm.tokens import count_tokens
 from clinlib.tasks.population.build import QUESTIONS_FILE, build_population, population_status
 from clinlib.tasks.population.spec import SpecError
 
@@ -60,7 +60,7 @@ def population(
         df, gates = run_stage(
             build_population,
             name,
-            count=lambda s: count_tokens(s, BIN_MODEL),
+            count=line_counter(BIN_MODEL),  # = count_tokens, each distinct line encoded once
             specs=specs,
             seed=seed or 0,
             per_cell=per_cell,

@@ -6,6 +6,10 @@ any other backbone.
   (:mod:`clinlib.tasks.population.checker`), which compares the patients with each other over
   the prompt it is sent. It is the agreement gate's checker, so on a kept question it scores
   the best value by construction; it shows what the prompt determines, not what a model can do.
+  The population stage's agreement gate already ran the checker on every kept (question,
+  rendering) and kept each answer under a digest of its input (``population_checks.parquet``);
+  asked a prompt whose (task, question, records) digest is there, the reader answers with that
+  answer instead of solving the same text a second time (a build without the file: solved).
 - ``population-per-patient`` (decomposition baseline): one patient's rendering at a time,
   combined by the task's obvious rule (:mod:`clinlib.eval.population.per_patient`).
 - ``population-overlap`` (non-LLM baseline): code-overlap similarity only, no clinical
@@ -30,11 +34,12 @@ import numpy as np
 from sklearn.cluster import AgglomerativeClustering
 
 from clinlib.core.config import artifact_path
+from clinlib.eval.population.counts import count_messages_by_lines
 from clinlib.eval.population.per_patient import naive_effect, per_patient_answer
 from clinlib.llm import Backbone, register_backbone
-from clinlib.llm.types import OFFLINE_READER_MODEL_PREFIX
-from clinlib.tasks.population.build import population_events
-from clinlib.tasks.population.checker import check
+from clinlib.llm.types import OFFLINE_READER_MODEL_PREFIX, OfflineReply
+from clinlib.tasks.population.build import checker_answers, population_events
+from clinlib.tasks.population.checker import check, check_key
 from clinlib.tasks.population.questions import split_prompt, task_of
 from clinlib.tasks.population.render import Line, parse_group
 from clinlib.tasks.population.solve import Knowledge
@@ -196,17 +201,27 @@ def _kb_cached(path: str, profile: str) -> Knowledge:
     return Knowledge.from_events(population_events(profile))
 
 
-def _policy(kind: str, profile: str):
-    def policy(messages, params=None) -> str:
+def _policy(kind: str, profile: str, model: str):
+    def answer(messages) -> Any:
         # only the overlap baseline reads the parsed group; the other two read the text their
         # own way, so parsing it for them (the longest step on a 256K-token prompt) is skipped
         if kind == OVERLAP_READER:
             task, q, recs = _read(messages)
-            return json.dumps(overlap_answer(task, q, recs))
+            return overlap_answer(task, q, recs)
         task, q, context = _question(messages)
         if kind == PER_PATIENT_READER:
-            return json.dumps(per_patient_answer(task, q, context, _knowledge(profile)))
-        return json.dumps(check(task, q, context))
+            return per_patient_answer(task, q, context, _knowledge(profile))
+        return check(task, q, context)
+
+    def policy(messages, params=None) -> OfflineReply:
+        # the usage the harness would count, counted line by line (each distinct line once)
+        n_in = count_messages_by_lines(messages, model)
+        if kind == SOLVER_READER:  # the agreement gate solved this very input already
+            task, q, context = _question(messages)
+            known = checker_answers(profile).get(check_key(task, q, context))
+            if known is not None:
+                return OfflineReply(known, input_tokens=n_in)
+        return OfflineReply(json.dumps(answer(messages)), input_tokens=n_in)
 
     return policy
 
@@ -215,12 +230,13 @@ def register_population_readers(profile: str) -> list[Backbone]:
     """Register the three population readers (kind="offline", price 0) for ``profile``."""
     out = []
     for name in (SOLVER_READER, OVERLAP_READER, PER_PATIENT_READER):
+        model = f"{OFFLINE_READER_MODEL_PREFIX}{name}"
         bb = Backbone(
             name=name,
-            model=f"{OFFLINE_READER_MODEL_PREFIX}{name}",
+            model=model,
             kind="offline",
             label=READER_LABELS[name],
-            policy=_policy(name, profile),
+            policy=_policy(name, profile, model),
         )
         out.append(register_backbone(bb, replace_existing=True))
     return out

@@ -40,7 +40,7 @@ import pandas as pd
 from clinlib.core.config import artifact_path, build_dir, resolve_profile
 from clinlib.core.guards import MANIFEST_DIR, StageError
 from clinlib.core.io import read_artifact, write_parquet
-from clinlib.tasks.population.checker import check
+from clinlib.tasks.population.checker import check_key, check_many
 from clinlib.tasks.population.describe import describe_events
 from clinlib.tasks.population.groups import attributes, sample_cohorts
 from clinlib.tasks.population.questions import (
@@ -52,11 +52,14 @@ from clinlib.tasks.population.questions import (
     render_rest,
     score,
 )
-from clinlib.tasks.population.render import RENDERINGS, parse_group
+from clinlib.tasks.population.render import RENDERINGS, record_ids
 from clinlib.tasks.population.spec import TaskIdea, load_specs
 
 QUESTIONS_FILE = "population_questions.parquet"
 GATES_FILE = "population_gates.parquet"
+# the checker's answer to every kept (question, rendering), keyed by its input's digest
+# (checker.check_key): the group reader of population-eval reads it instead of solving again
+CHECKS_FILE = "population_checks.parquet"
 PER_CELL = {
     "quick": 2,
     "paper": 12,
@@ -89,6 +92,21 @@ def population_status(profile: str | None = None) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def checker_answers(profile: str) -> dict[str, str]:
+    """:data:`CHECKS_FILE` of ``profile`` as key -> the checker's answer (JSON); empty on a
+    build made before the file existed."""
+    path = build_dir(resolve_profile(profile)) / CHECKS_FILE
+    if not path.exists():
+        return {}
+    return _read_checks(str(path), path.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=2)
+def _read_checks(path: str, mtime_ns: int) -> dict[str, str]:
+    df = pd.read_parquet(path, columns=["key", "answer"])
+    return dict(zip(df["key"], df["answer"], strict=True))
+
+
 def source_kind(profile: str) -> str:
     """The build's source kind (``source.json``'s ``kind``: synthetic, mimic, meds)."""
     path = build_dir(profile) / "source.json"
@@ -106,6 +124,14 @@ def population_events(profile: str) -> pd.DataFrame:
     descriptions rendering prints; :mod:`clinlib.tasks.population.describe`)."""
     events = read_artifact(artifact_path("events.parquet", profile), "cohort")
     return describe_events(events, build_dir(profile) / "raw" / "hosp")
+
+
+def object_strings(events: pd.DataFrame) -> pd.DataFrame:
+    """``events`` with its string columns held as Python objects (a missing value stays
+    missing): every question filters, sorts and plants a group's rows, and on pyarrow-backed
+    strings each of those is a pyarrow ``take`` per column, about a tenth of the stage."""
+    cols = {c: object for c in events.columns if isinstance(events[c].dtype, pd.StringDtype)}
+    return events.astype(cols)
 
 
 def bins_for(profile: str) -> tuple[int, ...]:
@@ -138,7 +164,7 @@ def check_question(q: dict[str, Any], count: Callable[[str], int]) -> tuple[str,
         return "length", too
     for r in q["rendered"].values():
         try:
-            recs = parse_group(r.text)
+            recs = record_ids(r.text)  # what parse_group reads back, without keeping lines
         except ValueError as exc:
             return "structure", f"{r.rendering}: {exc}"
         if sorted(recs) != sorted(q["pids"]):
@@ -146,15 +172,17 @@ def check_question(q: dict[str, Any], count: Callable[[str], int]) -> tuple[str,
     if _leaks(q):
         return "leakage", ", ".join(_leaks(q))[:120]
     gold = json.loads(q["gold"])
-    for r in q["rendered"].values():  # the checker re-reads the text on its own
-        ans = check(q["task"], q["question"], r.text)
+    rendered = list(q["rendered"].values())  # the checker re-reads each text on its own
+    answers = check_many(q["task"], q["question"], [r.text for r in rendered])
+    q["checks"] = {r.rendering: ans for r, ans in zip(rendered, answers, strict=True)}
+    for r, ans in zip(rendered, answers, strict=True):
         if ans is None or not is_perfect(q["task"], score(q["task"], ans, gold)):
             return "agreement", f"{r.rendering}: checker answer {str(ans)[:80]} != gold"
     return None
 
 
 def _rows(q: dict[str, Any], seed: int) -> list[dict[str, Any]]:
-    base = {k: v for k, v in q.items() if k not in ("rendered", "plan")}
+    base = {k: v for k, v in q.items() if k not in ("rendered", "plan", "checks")}
     return [
         dict(
             base,
@@ -163,6 +191,9 @@ def _rows(q: dict[str, Any], seed: int) -> list[dict[str, Any]]:
             n_codes=r.n_codes,
             concepts=json.dumps(r.concepts, sort_keys=True),
             seed=seed,
+            # the checker's answer under its input's key: CHECKS_FILE, not the questions
+            _key=check_key(q["task"], q["question"], r.text),
+            _answer=json.dumps(q["checks"][r.rendering]),
         )
         for r in q["rendered"].values()
     ]
@@ -295,14 +326,14 @@ def build_population(
     chosen = [s for s in load_specs(specs) if not tasks or s.task in tasks]
     reason = not_applicable(source, chosen)
     if reason:
-        for f in (QUESTIONS_FILE, GATES_FILE):  # no stale set from another source survives
+        for f in (QUESTIONS_FILE, GATES_FILE, CHECKS_FILE):  # no stale set survives
             (build_dir(name) / f).unlink(missing_ok=True)
         _write_status(name, {"status": "not_applicable", "source": source, "reason": reason})
         return pd.DataFrame(columns=["qid", "task", "rendering"]), pd.DataFrame(
             columns=GATE_COLUMNS
         )
     cohort = read_artifact(artifact_path("cohort.parquet", name), "cohort")
-    events = population_events(name)
+    events = object_strings(population_events(name))
     attrs = attributes(cohort, events)
     count = functools.lru_cache(maxsize=None)(count)
     want = per_cell or PER_CELL.get(name, PER_CELL["paper"])
@@ -355,6 +386,8 @@ def _finish(name, rows, gates, shortfalls) -> tuple[pd.DataFrame, pd.DataFrame]:
             f"shortfalls: {[s['detail'] for s in shortfalls][:3]}"
         )
     df = pd.DataFrame(rows)
+    checks = df[["qid", "rendering", "_key", "_answer"]].rename(columns=lambda c: c.lstrip("_"))
+    df = df.drop(columns=["_key", "_answer"])
     g = [
         {
             "gate": k[0],
@@ -373,5 +406,6 @@ def _finish(name, rows, gates, shortfalls) -> tuple[pd.DataFrame, pd.DataFrame]:
             f"population: one-sided gold in {', '.join(bad['task'])} ({bad['detail'].iloc[0]})"
         )
     write_parquet(gates_df, build_dir(name) / GATES_FILE)
+    write_parquet(checks, build_dir(name) / CHECKS_FILE)
     write_parquet(df, build_dir(name) / QUESTIONS_FILE)
     return df, gates_df

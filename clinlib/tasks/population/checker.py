@@ -14,7 +14,9 @@ path leads from this module to the gold's modules.
 
 from __future__ import annotations
 
+import copy
 import functools
+import hashlib
 import itertools
 import re
 import threading
@@ -60,6 +62,13 @@ def _split(line: str) -> tuple[str, float | None]:
 
 def read_events(text: str) -> pd.DataFrame:
     """The prompt's records as rows (pid, seq, day, concept, value), codebook ids resolved."""
+    return pd.DataFrame(_event_rows(text), columns=EVENT_COLUMNS)
+
+
+EVENT_COLUMNS = ["pid", "seq", "day", "concept", "value"]
+
+
+def _event_rows(text: str) -> list[tuple]:
     book: dict[str, str] = {}
     rows: list[tuple] = []
     pid = day = None
@@ -78,7 +87,7 @@ def read_events(text: str) -> pd.DataFrame:
         elif line and day is not None:
             concept, value = _split(line)
             rows.append((pid, len(rows), day, book.get(concept, concept), value))
-    return pd.DataFrame(rows, columns=["pid", "seq", "day", "concept", "value"])
+    return rows
 
 
 BLOCKS_SQL = """
@@ -171,9 +180,9 @@ def check_similar(stem, con, pids):
 def check_programs(stem, con, pids):
     ex = {p: set(_ids(stem, f"program {p}")) for p in "ABC"}
     seen = set().union(*ex.values())
-    blk = {}
+    blk, blocks = {}, _blocks(con)  # one search for the three programs' pathways
     for p, mine in ex.items():
-        blk[p] = _one([b for b in _blocks(con) if mine <= b and not b & (seen - mine)])
+        blk[p] = _one([b for b in blocks if mine <= b and not b & (seen - mine)])
         if blk[p] is None:
             return None
     out = {}
@@ -268,11 +277,44 @@ def _database() -> duckdb.DuckDBPyConnection:
     return db
 
 
+def check_key(task: str, stem: str, context: str) -> str:
+    """A digest of one :func:`check` call's input: the key under which the population stage
+    keeps the checker's answer (``population_checks.parquet``), so the group reader asked the
+    same prompt later reads that answer instead of solving the prompt a second time."""
+    h = hashlib.blake2b(digest_size=20)
+    for part in (task, stem, context):
+        h.update(part.encode("utf-8", "surrogatepass"))
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
 def check(task: str, stem: str, context: str) -> Any:
     """The checker's answer to ``task`` from the question ``stem`` and rendered ``context``
     (None when the text does not determine one). Each call queries through its own cursor (a
     connection of its own, so its registered frames are its own) on the thread's database."""
-    ev = read_events(context)
+    return _solve(task, stem, _event_rows(context))
+
+
+def check_many(task: str, stem: str, contexts: list[str]) -> list[Any]:
+    """:func:`check` of each context (the renderings of one question); a context whose events
+    read back equal to an earlier one's (the codes and codebook renderings) answers as it did
+    (a copy) without querying again."""
+    done: list[tuple[list[tuple], Any]] = []
+    out = []
+    for context in contexts:
+        rows = _event_rows(context)
+        same = next((a for r, a in done if r == rows), _UNSEEN)
+        answer = _solve(task, stem, rows) if same is _UNSEEN else copy.deepcopy(same)
+        done.append((rows, answer))
+        out.append(answer)
+    return out
+
+
+_UNSEEN = object()
+
+
+def _solve(task: str, stem: str, rows: list[tuple]) -> Any:
+    ev = pd.DataFrame(rows, columns=EVENT_COLUMNS)
     con = _database().cursor()
     try:
         con.register("e", ev)

@@ -203,6 +203,16 @@ def parse_group(text: str) -> dict[str, list[Line]]:
 
     Raises ValueError on a line outside a record, so a malformed context is not half-read.
     """
+    return _scan(text, True)
+
+
+def record_ids(text: str) -> list[str]:
+    """The patient ids :func:`parse_group` reads back from ``text`` (its keys, in order), with
+    the same ValueError on a line outside a record; the event lines are checked, not kept."""
+    return list(_scan(text, False))
+
+
+def _scan(text: str, keep: bool) -> dict[str, list[Line]]:
     book: dict[str, str] = {}
     records: dict[str, list[Line]] = {}
     pid = day = None
@@ -224,6 +234,8 @@ def parse_group(text: str) -> dict[str, list[Line]]:
             continue
         if pid is None or day is None:
             raise ValueError(f"parse_group: line outside a record: {line[:60]!r}")
+        if not keep:
+            continue
         concept, value = split_line(line)
         records[pid].append(Line(day, book.get(concept, concept), value))
     return records

@@ -143,7 +143,7 @@ def test_the_length_gate_comes_first_and_spares_the_checker(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("the checker ran on a draw that does not fit its bin")
 
-    monkeypatch.setattr(build, "check", boom)
+    monkeypatch.setattr(build, "check_many", boom)
     gate, detail = build.check_question(_question(-8.8), lambda s: 5000)  # 5x the 1000 bin
     assert gate == "length" and detail == "5000 tokens for a 1000 bin"
 

@@ -1,5 +1,6 @@
 """The population stages' fast paths give what the slow ones gave: the value split without the
-lazy regex scan, one preparation rendered three ways, and the checker's per-thread database."""
+lazy regex scan, one preparation rendered three ways, the checker's per-thread database, and
+the structure gate's id scan without the parsed lines."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from clinlib.tasks.population import checker
 from clinlib.tasks.population.render import (
     _VALUE_RX,
     RENDERINGS,
+    parse_group,
     prepare_group,
+    record_ids,
     render_group,
     split_line,
 )
@@ -102,3 +105,42 @@ def test_checker_threads_and_calls_keep_their_own_frames():
     with ThreadPoolExecutor(3) as pool:
         got = list(pool.map(lambda g: checker.check("P-CLQ", stem, _clique(g)), groups))
     assert got == [list(g) for g in groups]  # a frame left from another call would mix them
+
+
+@pytest.mark.parametrize("rendering", RENDERINGS)
+def test_record_ids_are_what_parse_group_reads_back(rendering):
+    text = render_group(_events(), [("7001", 2), ("7002", 1)], rendering).text
+    assert record_ids(text) == list(parse_group(text)) == ["7001", "7002"]
+    # a repeated record is one id in both; the structure gate compares them with the group
+    twice = text + "\n\n=== Patient ID: 7001 ===\nTime: 2150-01-03\nSenna 1 TAB"
+    assert record_ids(twice) == list(parse_group(twice)) == ["7001", "7002"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "Sodium 140 mEq/L\n=== Patient ID: 1 ===",  # an event before any record
+        "=== Patient ID: 1 ===\nSodium 140 mEq/L",  # an event before any day
+        "#1: (drug//Senna) Senna\nstray line",  # not a codebook line, outside a record
+    ],
+)
+def test_record_ids_refuse_what_parse_group_refuses(bad):
+    with pytest.raises(ValueError, match="line outside a record") as slow:
+        parse_group(bad)
+    with pytest.raises(ValueError, match="line outside a record") as fast:
+        record_ids(bad)
+    assert str(fast.value) == str(slow.value)
+
+
+def test_checker_reuses_an_answer_only_for_events_read_back_equal():
+    stem = "Find the 3 patients who form that group."
+    a, b = _clique(("1001", "1002", "1003")), _clique(("2001", "2002", "2003"))
+    # the same events in a codebook rendering read back equal: answered as before, a copy
+    book = "Codebook (integer IDs assigned to medical codes):\n#1: (drug//Senna) Senna"
+    coded = book + "\n\n" + a.replace("Senna 1 TAB", "#1 1 TAB")
+    plain = a.replace("Senna", "drug//Senna")
+    assert checker.read_events(coded).equals(checker.read_events(plain))
+    got = checker.check_many("P-CLQ", stem, [plain, coded, b])
+    assert got == [["1001", "1002", "1003"]] * 2 + [["2001", "2002", "2003"]]
+    assert got[0] is not got[1]
+    assert got == [checker.check("P-CLQ", stem, t) for t in (plain, coded, b)]

@@ -214,3 +214,30 @@ def test_eval_stage_writes_caches_and_names_its_command(tmp_quick, tmp_path):
     assert evaluate_population("quick")["status"] == "cached"
     build_population("quick", count=_count, tasks=["P-TOP"], per_cell=1, bins=[32000], seed=1)
     assert "questions changed" in eval_missing("quick")
+
+
+def test_checks_file_holds_the_gate_answers_the_group_reader_reuses(tmp_quick):
+    from clinlib.eval.population.answer import messages_for
+    from clinlib.eval.population.readers import SOLVER_READER, register_population_readers
+    from clinlib.tasks.population.build import CHECKS_FILE
+    from clinlib.tasks.population.checker import check_key
+
+    df, _ = build_population("quick", count=_count, tasks=["P-TOP"], per_cell=1, bins=[32000])
+    checks = pd.read_parquet(tmp_quick / CHECKS_FILE)
+    assert list(checks.columns) == ["qid", "rendering", "key", "answer"] and len(checks) == 3
+    for q, c in zip(df.itertuples(), checks.itertuples(), strict=True):
+        assert (c.qid, c.rendering) == (q.qid, q.rendering)
+        assert c.key == check_key(q.task, q.question, q.context)
+        assert c.answer == json.dumps(check(q.task, q.question, q.context))
+    assert check_key("P-TOP", "a", "bc") != check_key("P-TOP", "ab", "c")
+    (solver,) = [b for b in register_population_readers("quick") if b.name == SOLVER_READER]
+    q = df.iloc[0]
+    msgs = messages_for(q["question"], q["context"])
+    assert solver.policy(msgs).text == checks["answer"].iloc[0]
+    # the reader reads the file: a wrong stored answer comes back as its answer ...
+    checks.loc[0, "answer"] = '["0", "1"]'
+    checks.to_parquet(tmp_quick / CHECKS_FILE)
+    assert solver.policy(msgs).text == '["0", "1"]'
+    # ... and without the file (a build made before it) it solves the prompt itself
+    (tmp_quick / CHECKS_FILE).unlink()
+    assert solver.policy(msgs).text == json.dumps(check(q["task"], q["question"], q["context"]))
