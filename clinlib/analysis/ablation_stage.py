@@ -140,7 +140,10 @@ def variant_answers(profile: str, sub_q: pd.DataFrame) -> pd.DataFrame:
     if missing:
         raise StageError(f"{ANSWERS_ARTIFACT}: no answer under {missing}")
     for path in set(part_files(predictions_dir(profile))) - before:
-        path.unlink()  # only this run's parts: they hold the variants' rows only
+        # only this run's parts (every row a variant): a stage running beside this one
+        # (trap-answers, evaluate-longmed: clinlib.cli.schedule) appends its own parts meanwhile
+        if pd.read_parquet(path, columns=["strategy"])["strategy"].isin(labels).all():
+            path.unlink()
     return rows.reset_index(drop=True)
 
 

@@ -14,7 +14,7 @@ from clinlib.analysis import ablation_stage
 from clinlib.core import config
 from clinlib.core.guards import StageError
 from clinlib.eval.harness import runner
-from clinlib.eval.harness.store import part_files, predictions_dir
+from clinlib.eval.harness.store import part_files, predictions_dir, write_part
 from tests import strategy_fixtures as sf
 
 VARIANT = "dense-retrieval(k=3)"
@@ -67,6 +67,25 @@ def test_variant_answers_leave_the_store_as_it_was(tiny, monkeypatch):
     assert set(got["backbone"]) == set(ablation_stage.READERS)
     assert part_files(predictions_dir("tiny")) == before
     assert runner.load_predictions("tiny").empty
+
+
+def test_variant_answers_keep_the_parts_a_concurrent_stage_writes(tiny, monkeypatch):
+    # trap-answers and evaluate-longmed run beside ablations (clinlib.cli.schedule) and append
+    # to the same store: a part written meanwhile that is not a variant's must survive
+    _, qs = tiny
+    monkeypatch.setattr(ablation_stage, "variant_labels_all", lambda: [VARIANT])
+    real_run = ablation_stage.run
+
+    def run_beside(spec, options):
+        out = real_run(spec, options)
+        other = runner.load_predictions("tiny").assign(strategy="full-context", run_id="other")
+        write_part(other.to_dict("records"), "tiny", "other", 0)
+        return out
+
+    monkeypatch.setattr(ablation_stage, "run", run_beside)
+    ablation_stage.variant_answers("tiny", qs)
+    left = runner.load_predictions("tiny")
+    assert len(left) == 4 and set(left["strategy"]) == {"full-context"}
 
 
 def test_publish_writes_the_answers_once_and_refuses_a_build_without_them(tiny, monkeypatch):
