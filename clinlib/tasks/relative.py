@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from clinlib.tasks.base import QUESTION_COLUMNS
-from clinlib.tasks.build import select_task
+from clinlib.tasks.build import per_patient_cap, select_task
 from clinlib.tasks.gates.leaks import leak
 from clinlib.tasks.generators.t1r import TASK
 
@@ -47,7 +47,10 @@ def select_t1r(
         ValueError: a relative candidate without its explicit twin.
     """
     rel = cands[cands["subtype"] == "relative"].reset_index(drop=True)
-    chosen, avail, short = select_task(rel, task, int(count) // 2, seed)
+    # each chosen event brings its explicit twin, so a patient's pairs are capped at half the
+    # whole task's per-patient cap (L4's patient share counts both questions of a pair)
+    cap = max(1, per_patient_cap(int(count)) // 2)
+    chosen, avail, short = select_task(rel, task, int(count) // 2, seed, cap=cap)
     keys = {_pair_key(r) for r in chosen.to_dict("records")}
     is_twin = (cands["subtype"] == "explicit") & cands["meta"].map(
         lambda m: _pair_key({"meta": m}) in keys
