@@ -12,16 +12,24 @@ and writes two artifacts under the stage-manifest contract (:mod:`clinlib.core.g
 * ``loss_labels.parquet`` — where each offline prediction's answer was lost
   (:func:`clinlib.analysis.evidence.lost_in`), one row per prediction key;
 * ``loss_split.parquet`` — :func:`clinlib.analysis.evidence.loss_split` of those predictions
-  (its bootstrap intervals were most of notebook 13's slowest cell).
+  (its bootstrap intervals were most of notebook 13's slowest cell);
+* ``build_costs.parquet`` — :func:`clinlib.analysis.appendix.cost.build_cost_table` of the
+  paper's eight and core-memory (App. D's construction cost, read by notebooks 05 and 16:
+  reading it from the construction cache loads every patient's artifact, seconds per
+  strategy on the paper profile);
+* ``prep_tokens.parquet`` — :func:`clinlib.analysis.appendix.cost.prep_token_rows` of the
+  paper's eight at the paper's prep model's tokenizer (notebook 16's estimated prep bill).
 
-Readers call :func:`load_recall`, :func:`stage_losses` and :func:`stage_split`; a build made
-before this stage existed gets one line naming the command to run.
+Readers call :func:`load_recall`, :func:`stage_losses`, :func:`stage_split` and
+:func:`stage_build_costs` and :func:`stage_prep_estimate`; a build made before this stage existed (or before one of its
+artifacts did) gets one line naming the command to run.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from clinlib.analysis.appendix.cost import build_cost_table, estimated_prep_cost, prep_token_rows
 from clinlib.analysis.evidence import (
     ORACLE,
     RECALL_COLUMNS,
@@ -33,11 +41,24 @@ from clinlib.core.config import artifact_path, resolve_profile
 from clinlib.core.guards import StageError, check_artifact, stage_run
 from clinlib.data.build import load
 from clinlib.eval.harness.store import load_predictions
-from clinlib.strategies import EVALUATION_STRATEGIES
+from clinlib.llm.backbones import get_backbone
+from clinlib.strategies import EVALUATION_STRATEGIES, PAPER_STRATEGIES
+from clinlib.strategies.prep import PAPER_PREP_BACKBONE
+from clinlib.strategies.registry import get_strategy
 
 EVIDENCE_STAGE = "evidence"
 RECALL_ARTIFACT, LABELS_ARTIFACT, SPLIT_ARTIFACT = "evidence_recall", "loss_labels", "loss_split"
-OUTPUTS: tuple[str, ...] = (RECALL_ARTIFACT, LABELS_ARTIFACT, SPLIT_ARTIFACT)
+COST_ARTIFACT, PREP_ARTIFACT = "build_costs", "prep_tokens"
+OUTPUTS: tuple[str, ...] = (
+    RECALL_ARTIFACT,
+    LABELS_ARTIFACT,
+    SPLIT_ARTIFACT,
+    COST_ARTIFACT,
+    PREP_ARTIFACT,
+)
+# the strategies whose construction cost is read (rule-based prep, post): notebook 16's eight,
+# and core-memory beside them in notebook 05
+COST_STRATEGIES: tuple[str, ...] = (*PAPER_STRATEGIES, "core-memory")
 SPLIT_CELL: tuple[str, ...] = ("strategy", "backbone", "setting")
 # (strategies, settings) measured: the harness's evaluated cells, and core-memory beside them
 # (built by `strategies` under post only).
@@ -50,7 +71,7 @@ LABEL_COLUMNS: tuple[str, ...] = (*LABEL_KEY, "lost_in", "recall", "all_present"
 
 
 def build_evidence(profile: str | None = None) -> dict[str, pd.DataFrame]:
-    """Measure and write the stage's two artifacts (module docstring).
+    """Measure and write the stage's artifacts (module docstring).
 
     Raises:
         StageError: no context could be measured (0 recall rows), or no prediction to label.
@@ -73,10 +94,19 @@ def build_evidence(profile: str | None = None) -> dict[str, pd.DataFrame]:
         labelled, _ = label_losses(preds, questions, name, known=recall)
         labels = labelled.reindex(columns=list(LABEL_COLUMNS))
         split = loss_split(labelled, recall, questions)
+        costs = build_cost_table(name, list(COST_STRATEGIES))
+        prep = prep_token_rows(name, PAPER_STRATEGIES, get_backbone(PAPER_PREP_BACKBONE).model)
         recall.to_parquet(staging.path(f"{RECALL_ARTIFACT}.parquet"), index=False)
         labels.to_parquet(staging.path(f"{LABELS_ARTIFACT}.parquet"), index=False)
         split.to_parquet(staging.path(f"{SPLIT_ARTIFACT}.parquet"), index=False)
-    return {RECALL_ARTIFACT: recall, LABELS_ARTIFACT: labels, SPLIT_ARTIFACT: split}
+        costs.to_parquet(staging.path(f"{COST_ARTIFACT}.parquet"), index=False)
+        prep.to_parquet(staging.path(f"{PREP_ARTIFACT}.parquet"), index=False)
+    return {
+        RECALL_ARTIFACT: recall,
+        LABELS_ARTIFACT: labels,
+        SPLIT_ARTIFACT: split,
+        COST_ARTIFACT: costs,
+    }
 
 
 def _read(artifact: str, profile: str) -> pd.DataFrame:
@@ -151,3 +181,45 @@ def stage_split(
         out = pd.concat([keep, extra], ignore_index=True)
     by = [*SPLIT_CELL, "task"]
     return out.sort_values(by, kind="stable").reset_index(drop=True).reindex(columns=stored.columns)
+
+
+def stage_build_costs(strategies, profile: str | None = None) -> pd.DataFrame:
+    """:func:`clinlib.analysis.appendix.cost.build_cost_table` of ``strategies`` (rule-based
+    prep, ``post``): the stage's rows of the strategies it read, in the order asked; only a
+    strategy it did not read is read from the construction cache here. Equal to
+    ``build_cost_table(profile, strategies)`` (the recorded seconds and usage are the
+    cache's, read once).
+
+    Raises:
+        StageError: one line naming the command to run (no artifact, or a stale one).
+    """
+    name = resolve_profile(profile)
+    stored = _read(COST_ARTIFACT, name)
+    have = set(stored["strategy"])
+    frames = [
+        stored[stored["strategy"] == s] if s in have else build_cost_table(name, [s])
+        for s in strategies
+    ]
+    return pd.concat(frames, ignore_index=True)
+
+
+def stage_prep_estimate(strategies, profile: str | None = None) -> pd.DataFrame:
+    """:func:`clinlib.analysis.appendix.cost.paper_prep_estimate` of ``strategies``, its token
+    counts read from the stage's ``prep_tokens`` for the strategies it counted (only another
+    prep-built strategy is counted here). Equal to ``paper_prep_estimate(profile, strategies)``.
+
+    Raises:
+        StageError: one line naming the command to run (no artifact, or a stale one).
+    """
+    name = resolve_profile(profile)
+    backbone = get_backbone(PAPER_PREP_BACKBONE)
+    stored = _read(PREP_ARTIFACT, name)
+    have = set(stored["strategy"])
+    prepared = [s for s in strategies if get_strategy(s, name).uses_prep]
+    if not prepared:  # the same refusal as counting them
+        return estimated_prep_cost(prep_token_rows(name, strategies, backbone.model), backbone)
+    frames = [
+        stored[stored["strategy"] == s] if s in have else prep_token_rows(name, [s], backbone.model)
+        for s in prepared
+    ]
+    return estimated_prep_cost(pd.concat(frames, ignore_index=True), backbone)

@@ -2,7 +2,9 @@
 
 Notebooks 07-10 and 16 read the same predictions: the kit's offline readers (``reference``,
 ``eager``) under the paper's eight strategies in both T3 settings (§5.1-5.5). The harness
-run is a no-op when they are stored (resumable); otherwise the readers answer now.
+run is a no-op when they are stored (resumable); otherwise the readers answer now. A no-op
+run still reads every stored prediction twice and checks every cell (seconds per notebook
+on the paper profile), so it is only called when a key is missing (:func:`missing_keys`).
 
 Every other stored backbone rides along: an LLM run, outside predictions scored with
 ``clintrace score`` (``ext:<label>``) and an outside memory's rows (``remote-memory``), each
@@ -18,12 +20,15 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from clinlib.analysis.failures.selection import missing_predictions
 from clinlib.analysis.figures import OFFLINE_READERS, post_setting
 from clinlib.core.config import resolve_profile
 from clinlib.data.build import load
 from clinlib.eval.harness.records import RunOptions, RunSpec
 from clinlib.eval.harness.runner import load_predictions, run
 from clinlib.eval.interop.external import EXTERNAL_PREFIX
+from clinlib.strategies.base import NO_PREP
+from clinlib.strategies.prep import RULE_BASED
 from clinlib.strategies.registry import (
     PAPER_STRATEGIES,
     SERVICE_STRATEGIES,
@@ -108,10 +113,28 @@ def offline_predictions(
     """
     name = resolve_profile(profile)
     spec = RunSpec(name, list(strategies), list(OFFLINE_READERS), OFFLINE_SETTINGS)
-    run(spec, RunOptions(progress=False))
-    stored = load_predictions(name)
+    stored, questions = load_predictions(name), load("questions", name)
+    if missing_keys(stored, questions, spec.strategies):
+        run(spec, RunOptions(progress=False))
+        stored = load_predictions(name)
     preds = _readers_rows(stored, PAPER_STRATEGIES)
-    return OfflinePredictions(name, stored, preds, load("questions", name), post_setting(preds))
+    return OfflinePredictions(name, stored, preds, questions, post_setting(preds))
 
 
-__all__ = ["OFFLINE_SETTINGS", "SOURCES", "OfflinePredictions", "offline_predictions", "row_source"]
+def missing_keys(stored: pd.DataFrame, questions: pd.DataFrame, strategies: Iterable[str]) -> int:
+    """How many offline-reader keys (qid, strategy, reader, setting) of ``strategies`` a run
+    with the default rule-based prep would still ask: rows made with another prep model (an
+    LLM-built memory) do not count as done, as the harness keys them apart (``prep_model``).
+    0 means :func:`clinlib.eval.harness.runner.run` would answer nothing."""
+    own = stored[stored["prep_model"].isin([NO_PREP, RULE_BASED])]
+    return missing_predictions(own, questions, list(strategies), OFFLINE_READERS, OFFLINE_SETTINGS)
+
+
+__all__ = [
+    "OFFLINE_SETTINGS",
+    "SOURCES",
+    "OfflinePredictions",
+    "missing_keys",
+    "offline_predictions",
+    "row_source",
+]

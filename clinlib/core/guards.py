@@ -80,8 +80,12 @@ STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ),
         ("cohort", "events", "questions", "temporal_questions"),
     ),
-    # evidence recall and loss labels (clinlib.analysis.evidence_stage): notebooks 05, 13
-    "evidence": (("evidence_recall", "loss_labels", "loss_split"), ("questions", "dialogues")),
+    # evidence recall, loss labels and construction cost (clinlib.analysis.evidence_stage):
+    # notebooks 05, 13 and 16
+    "evidence": (
+        ("evidence_recall", "loss_labels", "loss_split", "build_costs", "prep_tokens"),
+        ("questions", "dialogues"),
+    ),
     # the ablation variants' builds and encoder hit rates (clinlib.analysis.ablation_stage)
     "ablations": (
         ("ablation_builds", "ablation_encoder_hits", "ablation_answers"),

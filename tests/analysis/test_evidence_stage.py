@@ -149,3 +149,50 @@ def test_stage_split_reads_stored_cells_and_computes_only_the_others(tiny):
     stored.to_parquet(d / "loss_split.parquet", index=False)
     got = evidence_stage.stage_split(preds, per_q, qs, "tiny")
     assert set(got.loc[got["strategy"] == "full-context", "accuracy"]) == {0.25}
+
+
+def test_stage_build_costs_read_stored_strategies_and_build_only_the_others(tiny, monkeypatch):
+    d, _ = tiny
+    with pytest.raises(StageError, match="run `clintrace evidence --profile tiny`"):
+        evidence_stage.stage_build_costs(["full-context"], "tiny")
+    want = evidence_stage.build_cost_table("tiny", ["mem0", "full-context"])
+    assert list(want["strategy"]) == ["mem0", "full-context"]  # one patient each
+    stored = evidence_stage.build_cost_table("tiny", ["full-context", "mem0"])
+    stored.to_parquet(d / "build_costs.parquet", index=False)
+    got = evidence_stage.stage_build_costs(["mem0", "full-context"], "tiny")
+    pd.testing.assert_frame_equal(got, want)  # in the order asked, as the cache reads it
+    built = []
+
+    def counted(profile, strategies):
+        built.append(list(strategies))
+        return stored[stored["strategy"] == "mem0"].assign(strategy=strategies[0])
+
+    monkeypatch.setattr(evidence_stage, "build_cost_table", counted)
+    # a stored strategy is read, not built: a changed stored value shows through
+    stored.loc[stored["strategy"] == "mem0", "build_seconds"] = 99.0
+    stored.to_parquet(d / "build_costs.parquet", index=False)
+    got = evidence_stage.stage_build_costs(["mem0", "last-visit-only"], "tiny")
+    assert built == [["last-visit-only"]]  # only the one the stage did not read
+    assert list(got["strategy"]) == ["mem0", "last-visit-only"]
+    assert list(got["build_seconds"]) == [99.0, 99.0]
+
+
+def test_stage_prep_estimate_equals_counting_again(tiny, monkeypatch):
+    from clinlib.analysis.appendix import cost as co
+
+    d, _ = tiny
+    with pytest.raises(StageError, match="run `clintrace evidence --profile tiny`"):
+        evidence_stage.stage_prep_estimate(["mem0"], "tiny")
+    model = evidence_stage.get_backbone(evidence_stage.PAPER_PREP_BACKBONE).model
+    asked = ["full-context", "llm-summary", "mem0"]  # full-context builds without a prep model
+    want = co.paper_prep_estimate("tiny", asked)
+    assert list(want["strategy"]) == ["llm-summary", "mem0"]
+    co.prep_token_rows("tiny", ["mem0", "llm-summary"], model).to_parquet(
+        d / "prep_tokens.parquet", index=False
+    )
+
+    def no_count(*args, **kwargs):
+        raise AssertionError("a stored strategy's tokens were counted again")
+
+    monkeypatch.setattr(evidence_stage, "prep_token_rows", no_count)
+    pd.testing.assert_frame_equal(evidence_stage.stage_prep_estimate(asked, "tiny"), want)

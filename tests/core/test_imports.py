@@ -14,3 +14,24 @@ def test_importing_clinlib_keeps_jsonschema_from_compiling_iri_grammars():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()  # fmt: skip
     assert out == ["True", "True"]  # absent, so no iri check (any string conforms)
+
+
+HEAVY = ("pandas", "numpy", "altair", "pyarrow", "scipy", "duckdb", "openai", "torch",
+         "sentence_transformers", "sklearn", "statsmodels", "tiktoken")  # fmt: skip
+
+
+def _loaded_after(code: str) -> list[str]:
+    import subprocess
+    import sys
+
+    probe = f"import sys\n{code}\nprint(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+def test_import_clinlib_stays_light_until_a_name_is_used():
+    """``import clinlib`` (every kernel, the CLI, each test process) loads no data or model
+    library: its names resolve lazily (PEP 562), and a notebook pays only for what it uses."""
+    assert _loaded_after("import clinlib") == []
+    # counterexample: touching a name that needs pandas does load it, so the probe can see it
+    assert "pandas" in _loaded_after("import clinlib\nclinlib.load")
