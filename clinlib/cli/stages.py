@@ -13,7 +13,6 @@ from typing import Annotated
 
 import typer
 
-from clinlib.analysis import longmed
 from clinlib.cli import rewrite as cr
 from clinlib.cli.common import (
     AcceptErrorsOpt,
@@ -303,6 +302,10 @@ def evaluate_longmed(profile: ProfileOpt = None) -> None:
     memory) with the offline readers and write the tables notebook 15 reads (cached)."""
     name = profile_name(profile)
     t0 = time.perf_counter()
+    # imported here: the analysis chain pulls in altair (~1.5 CPU-s), which no other stage
+    # command needs, and every pipeline stage starts this module in its own process
+    from clinlib.analysis import longmed
+
     with writer_lock(name):
         out = run_stage(longmed.build, name)
     preds = out["longmed_predictions"]
