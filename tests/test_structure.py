@@ -155,8 +155,11 @@ def test_modules_and_functions_are_small():
 # Kit modules imported inside functions on purpose, by the one module whose reason is start-up
 # time: the command line's shared helpers import the lock, duckdb's error translation, the
 # backbones and the strategies when a command uses them, so `clintrace --help` imports none
-# of them (clinlib.cli's module docstring; measured in tests/test_cli.py).
+# of them (clinlib.cli's module docstring; measured in tests/test_cli.py). The stage commands
+# import LongMedBench's analysis (altair, scipy, sklearn) only in `evaluate-longmed`: every
+# pipeline stage imports clinlib.cli.stages in its own process (clinlib.cli.schedule).
 DEFERRED_KIT_IMPORTS = {
+    "clinlib/cli/stages.py": frozenset({"clinlib.analysis"}),
     "clinlib/cli/common.py": frozenset(
         {
             "clinlib.core.lock",
