@@ -35,3 +35,13 @@ def test_import_clinlib_stays_light_until_a_name_is_used():
     assert _loaded_after("import clinlib") == []
     # counterexample: touching a name that needs pandas does load it, so the probe can see it
     assert "pandas" in _loaded_after("import clinlib\nclinlib.load")
+
+
+def test_a_stage_process_loads_no_chart_library():
+    """Every pipeline stage runs in its own process (clinlib.cli.schedule) and imports
+    clinlib.cli.stages: only `evaluate-longmed` needs the analysis chain that loads altair,
+    scipy and sklearn, so it is imported by that command alone."""
+    loaded = _loaded_after("import clinlib.cli.stages")
+    assert not {"altair", "scipy", "sklearn"} & set(loaded)
+    # counterexample: the analysis module the command imports does load them
+    assert "altair" in _loaded_after("import clinlib.analysis.longmed")
