@@ -335,18 +335,36 @@ def example_question(
     return demo_question(turns)
 
 
+def _needle_gap(unit: str, others: Sequence[str]) -> str:
+    """What may stand between a lab's name and one of its values: up to 40 non-numeric
+    characters, event-id tags (``[LAB-427]``), dates, and this lab's other values with its unit
+    (a summary's ``1.2 mg/dL on <date> (first 1.1 mg/dL``); never a sentence end, another lab's
+    name or a bare number (a reference range's ``0.5 to 1.2 mg/dL`` is not a value)."""
+    token = (
+        r"\[[^\]\n]{0,40}\]|\d{4}-\d\d-\d\d(?: \d\d:\d\d)?"
+        rf"|\d+(?:\.\d+)? {re.escape(unit)}|[^.;\n\d\[]"
+    )
+    stop = "|".join(re.escape(o) for o in sorted(others, key=len, reverse=True))
+    not_other = f"(?!{stop})" if stop else ""
+    return rf"(?:{not_other}(?:{token})){{0,40}}?(?<![\d.])"
+
+
 def value_needles(turns: pd.DataFrame, question: Mapping[str, Any], n: int = 3) -> dict[str, str]:
     """Up to ``n`` distinct values of the lab the question asks about (or the patient's first
     lab), as ``{"<lab> <value> <unit> (<date>)": regex}`` for :func:`side_by_side`: the lab's
-    name followed, within a few non-numeric characters, by that value and unit."""
+    name followed by that value and unit, with only what :func:`_needle_gap` allows between."""
     labs = [f for f in facts_of(turns) if f.kind == "lab"]
     if not labs:
         return {}
     asked = [f for f in labs if f.name in question["question"]]
     name = (asked or labs)[0].name
+    others = sorted({f.name for f in labs if f.name != name})
     out: dict[str, str] = {}
     for f in labs:
-        pattern = re.escape(f.name) + r"[^.;\n\d]{0,40}?" + re.escape(f"{f.value} {f.unit}")
-        if f.name == name and pattern not in out.values():
+        if f.name != name:
+            continue
+        gap = _needle_gap(f.unit, others)
+        pattern = re.escape(f.name) + gap + re.escape(f"{f.value} {f.unit}")
+        if pattern not in out.values():
             out[f"{f.name} {f.value} {f.unit} ({f.date})"] = pattern
     return dict(list(out.items())[:n])
