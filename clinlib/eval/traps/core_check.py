@@ -1,6 +1,6 @@
-"""Core memory's pinned block read with the provenance tags stripped (MedMemoryBench §5
-"Memory Systems"; a memory policy must pin a constraint by what the text says, never by the
-tag the generator wrote).
+"""Core memory's pinned block read with the provenance tags stripped (the memory systems of
+MedMemoryBench §6 "Overall Performance and Main Findings"; a memory policy must pin a
+constraint by what the text says, never by the tag the generator wrote).
 
 :func:`core_retention` builds core-memory's block per patient from the trap dialogue as
 tagged and with every tag stripped (:func:`strip_tags`) and looks for each injected
