@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from clinlib.dialogue.render import render_dialogue
+from clinlib.strategies.turnmemo import derived, turn_records
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from clinlib.strategies.prep import PrepModel
@@ -162,7 +163,8 @@ def check_turns(turns: pd.DataFrame, source: str = "turns") -> pd.DataFrame:
 
 def render(turns: pd.DataFrame, with_ids: bool = True, visits: Sequence[int] | None = None) -> str:
     """The dialogue text exactly as full-context shows it (``clinlib.dialogue.synth``'s renderer)."""
-    return render_dialogue(turns, with_ids=with_ids, visits=visits)
+    rows = turn_records(turns) if isinstance(turns, pd.DataFrame) else turns
+    return render_dialogue(rows, with_ids=with_ids, visits=visits)
 
 
 def dialogue_hash(turns: pd.DataFrame) -> str:
@@ -178,6 +180,10 @@ def text_hash(text: str) -> str:
 
 def visit_order(turns: pd.DataFrame) -> list[int]:
     """The visit indices of a dialogue in chronological order."""
+    return list(derived(turns, "visit_order", _visit_order))
+
+
+def _visit_order(turns: pd.DataFrame) -> list[int]:
     return sorted(int(v) for v in pd.unique(turns["visit_idx"]))
 
 

@@ -49,6 +49,7 @@ from clinlib.strategies.streaming import (
     question_units,
     snapshot_needs,
 )
+from clinlib.strategies.turnmemo import freeze, frozen_turns
 from clinlib.tasks.injections import answer_dialogue, construction_dialogue
 from clinlib.tasks.settings import (
     STATIC_SETTINGS,
@@ -347,7 +348,8 @@ def _checked_now(
     out = {}
     for sid in sids:
         if (variant, sid) not in checked:
-            checked[(variant, sid)] = check_turns(turns_of(now, sid), f"patient {sid}")
+            # only read from here on: their records are converted once (turnmemo)
+            checked[(variant, sid)] = freeze(check_turns(turns_of(now, sid), f"patient {sid}"))
         out[sid] = checked[(variant, sid)]
     return out
 
@@ -559,18 +561,21 @@ def question_contexts_many(
     checked: dict[tuple[str, int], pd.DataFrame] = {}
     tm = token_model or prep_model.token_model
     frames = []
-    for strat in strats:
-        if plan is not None:
-            fill_snapshots(strat, snapshot_needs(units), prep_model, cache)
-        if strat.query_dependent:
-            strat.warm_queries(records)
-        rows = _context_rows(strat, units, cache, prep_model, shas, checked, st)
-        if bar is not None:
-            bar.update(len(rows))
-        frame = pd.DataFrame(rows, columns=[c for c in CONTEXT_COLUMNS if c != "context_tokens"])
-        frame["context_tokens"] = count_text_tokens_many(frame["context"].tolist(), tm)
-        frame["checkpoint_visit"] = frame["checkpoint_visit"].astype("Int64")
-        frame["checkpoint_final"] = frame["checkpoint_final"].astype("boolean")
-        frame["memory_items"] = frame["memory_items"].astype("Int64")
-        frames.append(frame[list(CONTEXT_COLUMNS)])
+    with frozen_turns():  # the checked frames (_checked_now) converted to records once
+        for strat in strats:
+            if plan is not None:
+                fill_snapshots(strat, snapshot_needs(units), prep_model, cache)
+            if strat.query_dependent:
+                strat.warm_queries(records)
+            rows = _context_rows(strat, units, cache, prep_model, shas, checked, st)
+            if bar is not None:
+                bar.update(len(rows))
+            frame = pd.DataFrame(
+                rows, columns=[c for c in CONTEXT_COLUMNS if c != "context_tokens"]
+            )
+            frame["context_tokens"] = count_text_tokens_many(frame["context"].tolist(), tm)
+            frame["checkpoint_visit"] = frame["checkpoint_visit"].astype("Int64")
+            frame["checkpoint_final"] = frame["checkpoint_final"].astype("boolean")
+            frame["memory_items"] = frame["memory_items"].astype("Int64")
+            frames.append(frame[list(CONTEXT_COLUMNS)])
     return frames

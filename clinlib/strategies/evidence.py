@@ -25,6 +25,8 @@ from typing import Any
 
 import pandas as pd
 
+from clinlib.strategies.turnmemo import derived, turn_records
+
 # Bracketed id groups as every id-carrying representation writes them: "[LAB-1, RX-2-3]".
 TAG_RE = re.compile(r"\[((?:[A-Z]+-[\d-]+)(?:\s*,\s*[A-Z]+-[\d-]+)*)\]")
 
@@ -96,6 +98,28 @@ def meta_visit(question: Mapping[str, Any]) -> int | None:
         return None
 
 
+def _evidence_index(
+    turns: pd.DataFrame,
+) -> tuple[dict[int, set[int]], dict[str, set[int]] | None] | None:
+    """The visits of each turn number and of each stated event id (None for the ids when the
+    dialogue has no ``event_ids``), from one pass over the turns; None when an id cell is
+    neither a list nor empty."""
+    by_turn: dict[int, set[int]] = {}
+    by_id: dict[str, set[int]] | None = {} if "event_ids" in turns.columns else None
+    for row in turn_records(turns):
+        v = int(row["visit_idx"])
+        by_turn.setdefault(int(row["turn_idx"]), set()).add(v)
+        ids = row["event_ids"] if by_id is not None else None
+        if ids is None or isinstance(ids, str):
+            continue
+        try:
+            for e in ids:
+                by_id.setdefault(str(e), set()).add(v)
+        except TypeError:
+            return None
+    return by_turn, by_id
+
+
 def evidence_visits(question: Mapping[str, Any], subject_id: int, turns: pd.DataFrame) -> set[int]:
     """The visits of ONE patient's dialogue that hold the question's evidence (module doc):
     anchor ids stated in a turn, ``evidence_turns`` of this patient, the injected sentence's
@@ -109,13 +133,22 @@ def evidence_visits(question: Mapping[str, Any], subject_id: int, turns: pd.Data
         sid, _, tid = str(item).partition(":")
         if sid.strip().isdigit() and tid.strip().isdigit() and int(sid) == int(subject_id):
             refs.add(int(tid))
-    for row in turns.itertuples(index=False):
-        v = int(row.visit_idx)
-        if int(row.turn_idx) in refs:
-            out.add(v)
-        if has_ids and anchors and row.event_ids is not None and not isinstance(row.event_ids, str):
-            if anchors.intersection(str(e) for e in row.event_ids):
+    index = derived(turns, "evidence_index", _evidence_index)
+    if index is None:  # an id cell that is not a list: the row by row scan (and its error)
+        for row in turn_records(turns):
+            v = int(row["visit_idx"])
+            if int(row["turn_idx"]) in refs:
                 out.add(v)
+            ids = row["event_ids"] if has_ids else None
+            if anchors and ids is not None and not isinstance(ids, str):
+                if anchors.intersection(str(e) for e in ids):
+                    out.add(v)
+    else:
+        by_turn, by_id = index
+        for t in refs:
+            out.update(by_turn.get(t, ()))
+        for a in anchors if by_id is not None else ():
+            out.update(by_id.get(a, ()))
     inj = injection_of(question)
     if inj is not None and int(inj.get("subject_id", -1)) == int(subject_id):
         if "visit_idx" in inj:

@@ -552,3 +552,68 @@ def test_a_run_on_some_tasks_summarises_every_cell_over_those_tasks(profile):
     assert out["new_predictions"].tolist() == [0, 2]
     whole = runner.cell_summary(runner.load_predictions(profile))
     assert whole.set_index("strategy").loc["full-context", "n_predicted"] == N_T1 + 2
+
+
+@pytest.mark.parametrize(("share_run", "parses"), [(1, 2), (4, 4)])
+def test_offline_readers_alternate_within_a_batch(profile, monkeypatch, share_run, parses):
+    """Within a batch the readers take turns over runs of OFFLINE_SHARE_RUN items, so a record
+    the first reader parsed is still in a small parse memo for the second. Ten questions on
+    two records (A x5 then B x5), batches of 4, a memo of ONE record: taking turns item by
+    item parses A and B once each; taking turns per whole batch (the counterexample) parses
+    A, B, then A and B again for the second reader of the batch [A, B, B, B]. Every answer
+    is written either way, one part per reader and batch."""
+    import functools
+
+    from clinlib.eval.readers import policies as readers
+
+    readers.register_offline_backbones()
+    calls: list[str] = []
+    real = readers.parse_record
+
+    def counted(record, extra_labels=()):
+        calls.append(record)
+        return real(record, extra_labels=extra_labels)
+
+    monkeypatch.setattr(readers, "parse_record", counted)
+    memo = functools.lru_cache(maxsize=1)(lambda rec, extra: counted(rec, extra))
+    monkeypatch.setattr(readers, "_parse_cached", memo)
+    monkeypatch.setattr(session, "OFFLINE_BATCH_SIZE", 4)
+    monkeypatch.setattr(session, "OFFLINE_SHARE_RUN", share_run)
+    qs = make_questions().head(N_T1)
+    qs["question"] = [
+        f"What did the Creatinine measurement of {d} show? Reply with the value "
+        "and its unit only (for example: 1.3 mg/dL)."
+        for d in ["2150-01-10", "2150-03-02"] * (N_T1 // 2)
+    ]
+    qs.to_parquet(config.BUILD_DIR / profile / "questions.parquet", index=False)
+    runner.run(
+        runner.RunSpec(profile, ["full-context"], ["reference", "eager"]),
+        runner.RunOptions(progress=False, batch_size=1),
+    )
+    preds = raw_parts(profile)
+    assert len(preds) == 2 * N_T1 and preds["error"].isna().all()
+    assert len(set(calls)) == 2 and len(calls) == parses
+    parts = sorted((config.BUILD_DIR / profile / "predictions").glob("part-*.parquet"))
+    assert len(parts) == 2 * 3  # two readers x batches of 4, 4 and 2
+
+
+def test_build_items_share_converted_frames_across_backbones():
+    """Items built with the frame memo equal those built without it, for each backbone, and
+    each call gets its own question dicts."""
+    from clinlib.eval.readers.policies import register_offline_backbones
+
+    register_offline_backbones()
+    qs = make_questions().head(5)
+    ctx = pd.DataFrame({
+        "qid": qs["qid"], "context": ["A", "B", "A", "C", "B"], "label": "full-context",
+        "prep_model": "rule-based", "setting": "post", "context_tokens": 1,
+    })  # fmt: skip
+    memo: dict = {}
+    for bb in runner.resolve_backbones(["reference", "eager"], None):
+        plain = cells.build_items(qs, ctx, bb)
+        shared = cells.build_items(qs, ctx, bb, memo)
+        assert [(i.key, i.request, i.question, i.checkpoint) for i in plain] == [
+            (i.key, i.request, i.question, i.checkpoint) for i in shared
+        ]
+    first = cells.build_items(qs, ctx, bb, memo)[0].question
+    assert first is not cells.build_items(qs, ctx, bb, memo)[0].question

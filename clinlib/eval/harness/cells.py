@@ -143,9 +143,26 @@ def request_id(key: Sequence[str]) -> str:
     return "|".join(str(k) for k in key)
 
 
-def build_items(questions: pd.DataFrame, contexts: pd.DataFrame, backbone: Backbone) -> list[Item]:
-    by_qid = {q["qid"]: q for q in questions.to_dict("records")}
-    records = contexts.to_dict("records")
+def _rows(df: pd.DataFrame, memo: dict[int, tuple[pd.DataFrame, list[dict]]] | None) -> list[dict]:
+    """``df.to_dict("records")``, converted once per frame in ``memo`` (fresh dicts each call)."""
+    if memo is None:
+        return df.to_dict("records")
+    if id(df) not in memo or memo[id(df)][0] is not df:
+        memo[id(df)] = (df, df.to_dict("records"))
+    return [dict(r) for r in memo[id(df)][1]]
+
+
+def build_items(
+    questions: pd.DataFrame,
+    contexts: pd.DataFrame,
+    backbone: Backbone,
+    memo: dict[int, tuple[pd.DataFrame, list[dict]]] | None = None,
+) -> list[Item]:
+    """The items of one cell: each context's question as a request, questions sharing a
+    context back to back. ``memo`` (a dict the caller keeps while the frames are unchanged)
+    converts a frame shared by several backbones' cells to records once."""
+    by_qid = {q["qid"]: q for q in _rows(questions, memo)}
+    records = _rows(contexts, memo)
     # Questions sharing a context run back to back (first-seen order, stable within): an
     # offline reader then parses each record once, and a provider's prompt cache sees the
     # shared prefix repeatedly.

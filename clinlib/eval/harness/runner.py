@@ -143,11 +143,12 @@ def _plan(
     are recorded after answering."""
     plan: list[PlanEntry] = []
     counted: dict[tuple[str, ...], list[Item]] = {}
+    frames: dict = {}  # the question and context frames every backbone's cell shares
     for cell in prepared:
         if cell.finished:  # nothing to build or send
             plan.append(PlanEntry(cell.backbone, cell.key, len(cell.questions), []))
             continue
-        items = build_items(cell.questions, cell.contexts, cell.backbone)
+        items = build_items(cell.questions, cell.contexts, cell.backbone, frames)
         if own_questions:
             counted.setdefault(cell.key.basis, items)
         todo = [it for it in items if it.key not in done]

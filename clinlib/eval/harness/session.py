@@ -34,6 +34,10 @@ from clinlib.llm.retry import CONTEXT_OVERFLOW_KIND
 log = logging.getLogger("clinlib.eval.harness.runner")
 
 OFFLINE_BATCH_SIZE = 1024
+# The offline readers take turns over runs this long (within a batch): no longer than the
+# readers' memo of parsed records (256 entries, clinlib.eval.readers.policies), so a run's
+# records, parsed by the first reader, are all still memoised for the second.
+OFFLINE_SHARE_RUN = 256
 
 
 @dataclass
@@ -168,18 +172,26 @@ class Session:
         rows.clear()
 
     async def answer_batch(
-        self, client: LLMClient, bb: Backbone, cell: tuple[str, ...], batch: list[Item]
+        self,
+        client: LLMClient,
+        bb: Backbone,
+        cell: tuple[str, ...],
+        batch: list[Item],
+        rows: list[tuple[tuple[str, ...], dict[str, Any]]] | None = None,
     ) -> None:
+        """Answer ``batch`` and write its rows as one part (or add them to ``rows``, which
+        the caller writes)."""
         before = client.stats.api_calls
         results = await client.complete_many(
             [it.request for it in batch], on_result=self.on_result(cell, bb)
         )
-        self.write(
-            [
-                (cell, prediction_row(it, r, self.run_id))
-                for it, r in zip(batch, results, strict=True)
-            ]
-        )
+        done = [
+            (cell, prediction_row(it, r, self.run_id)) for it, r in zip(batch, results, strict=True)
+        ]
+        if rows is None:
+            self.write(done)
+        else:
+            rows.extend(done)
         self.tally.cell(cell)["api_calls"] += client.stats.api_calls - before
 
     async def answer_offline(self, group: list[PlanEntry], cache: ResponseCache) -> None:
@@ -192,14 +204,27 @@ class Session:
             clients = [
                 await stack.enter_async_context(self.client_for(bb, cache)) for bb, *_ in group
             ]
+            warmed = set()  # the readers of a group ask the same prompts: warm each encoding once
             for bb, _cell, _n, todo in group:
-                tokens.warm_message_counts([it.request.messages for it in todo], bb.model)
+                enc = tokens.encoding_for_model(bb.model)
+                if enc not in warmed or tokens.model_tokenizer(bb.model) is not None:
+                    tokens.warm_message_counts([it.request.messages for it in todo], bb.model)
+                warmed.add(enc)
             longest = max(len(todo) for *_, todo in group)
             for start in range(0, longest, step):
-                for client, (bb, cell, _n, todo) in zip(clients, group, strict=True):
-                    batch = todo[start : start + step]
-                    if batch:
-                        await self.answer_batch(client, bb, cell, batch)
+                # The readers alternate over short runs of the batch, so the records the
+                # first parsed are still in the readers' parse memo for the next (one part
+                # per reader and batch is written all the same).
+                rows: list[list] = [[] for _ in group]
+                for sub in range(start, start + step, OFFLINE_SHARE_RUN):
+                    end = min(sub + OFFLINE_SHARE_RUN, start + step)
+                    for k, (client, (bb, cell, _n, todo)) in enumerate(
+                        zip(clients, group, strict=True)
+                    ):
+                        if todo[sub:end]:
+                            await self.answer_batch(client, bb, cell, todo[sub:end], rows[k])
+                for part in rows:
+                    self.write(part)
 
     def within_budget(
         self, batch: list[Item], bb: Backbone, cell: tuple[str, ...], cache: ResponseCache
