@@ -74,8 +74,8 @@ STEP_COMMANDS: dict[str, tuple[str, ...]] = {
         "pre",
     ),
     "evaluate-offline": ("evaluate-offline",),
-    "evaluate-longmed": ("evaluate-longmed",),  # notebook 15's cells (LongMedBench)
     "ablations": ("ablations",),  # notebook 11's variant builds, encoder hit rates; core-memory
+    "evaluate-longmed": ("evaluate-longmed",),  # notebook 15's cells (LongMedBench)
     "evidence": ("evidence",),  # recall, loss labels and split: notebooks 05, 13, the app
     "trap-answers": ("trap-answers",),  # notebook 18's answers and verdicts
 }

@@ -156,15 +156,24 @@ PIPELINE_STEPS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...
         ("predictions",),
         ("questions", "dialogues", "constructions/post", "constructions/pre"),
     ),
+    # ablations asks its variants through the harness, then deletes those parts from the store
+    # (clinlib.analysis.ablation_stage.variant_answers): a step that lists the store while they
+    # exist could open a part that is gone, so every step reading the whole store runs after it
+    "ablations": (
+        ("ablations",),
+        (*STAGES["ablations"][0], "predictions/core-memory", "predictions/variants"),
+        (*STAGES["ablations"][1], "constructions/post", "predictions"),
+    ),
     "evaluate-longmed": (
         ("evaluate-longmed",),
         (*STAGES["evaluate-longmed"][0], "predictions/longmed"),
-        (*STAGES["evaluate-longmed"][1], "dialogues", "constructions/post", "predictions"),
-    ),
-    "ablations": (
-        ("ablations",),
-        (*STAGES["ablations"][0], "predictions/core-memory"),
-        (*STAGES["ablations"][1], "constructions/post", "predictions"),
+        (
+            *STAGES["evaluate-longmed"][1],
+            "dialogues",
+            "constructions/post",
+            "predictions",
+            "predictions/variants",
+        ),
     ),
     "evidence": (
         ("evidence",),
@@ -180,7 +189,7 @@ PIPELINE_STEPS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...
     "trap-answers": (
         ("trap-answers",),
         (*STAGES["trap-answers"][0], "predictions/traps", "judge/lexical"),
-        (*STAGES["trap-answers"][1], "constructions/post", "predictions"),
+        (*STAGES["trap-answers"][1], "constructions/post", "predictions", "predictions/variants"),
     ),
 }
 
