@@ -168,16 +168,20 @@ def test_a_stage_child_shares_the_parents_lock_and_build_folder(tmp_path, monkey
     assert "is being written by" not in "\n".join(lines)
 
 
+# a(2) then b(5) and c(7) side by side, d(1) after both; e(4) free
+HAND_JOBS = (
+    Job("a", ()),
+    Job("b", (), ("a",)),
+    Job("c", (), ("a",)),
+    Job("d", (), ("b", "c")),
+    Job("e", ()),
+)
+HAND_SECS = {"a": 2.0, "b": 5.0, "c": 7.0, "d": 1.0, "e": 4.0}
+
+
 def test_simulate_worked_by_hand():
     # a(2) then b(5) and c(7) side by side, d(1) after both; e(4) free: fills b's idle slot
-    jobs = [
-        Job("a", ()),
-        Job("b", (), ("a",)),
-        Job("c", (), ("a",)),
-        Job("d", (), ("b", "c")),
-        Job("e", ()),
-    ]
-    secs = {"a": 2.0, "b": 5.0, "c": 7.0, "d": 1.0, "e": 4.0}
+    jobs, secs = list(HAND_JOBS), dict(HAND_SECS)
     two = sch.simulate(jobs, secs, 2)
     assert two == {
         "a": (0.0, 2.0),
@@ -192,14 +196,7 @@ def test_simulate_worked_by_hand():
 
 
 def test_critical_path_first_worked_by_hand(tmp_path):
-    jobs = [
-        Job("a", ()),
-        Job("b", (), ("a",)),
-        Job("c", (), ("a",)),
-        Job("d", (), ("b", "c")),
-        Job("e", ()),
-    ]
-    secs = {"a": 2.0, "b": 5.0, "c": 7.0, "d": 1.0, "e": 4.0}
+    jobs, secs = list(HAND_JOBS), dict(HAND_SECS)
     first = sch.remaining_path(jobs, secs)
     assert first == {"a": 10.0, "b": 6.0, "c": 8.0, "d": 1.0, "e": 4.0}
     # c (8 s of work behind it) before b: done at 10 s, the critical path, not 12 s
